@@ -1,0 +1,42 @@
+# The two commands of the README (`make demo`, `make test`) and developer conveniences.
+# Python: one interpreter for the project, the first python3 on the PATH unless PYTHON is set.
+PYTHON ?= python3
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+export PYTHON
+
+.PHONY: all deps build demo test test-asan format lint install clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/examples/hello_graph
+
+test: build
+	./scripts/run-tests.sh $(BUILD)
+
+test-asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTGRAPH_SANITIZE=ON -DTGRAPH_WITH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./scripts/run-tests.sh build-asan
+
+format:
+	git ls-files '*.h' '*.cpp' '*.cu' | xargs clang-format -i
+
+# clang-tidy on the C++ files changed against main (or all with LINT_ALL=1).
+lint:
+	./scripts/lint.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	rm -rf $(BUILD) build-asan

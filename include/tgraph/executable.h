@@ -1,0 +1,60 @@
+#pragma once
+// A compiled graph: run it many times, from several threads, and save it.
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tgraph/device.h"
+#include "tgraph/shape.h"
+#include "tgraph/tensor_data.h"
+
+namespace tg {
+
+namespace detail {
+struct ExecutableImpl;
+}
+
+/// The result of Graph::compile. Copies share the same compiled program and variables.
+class Executable {
+ public:
+  Executable();
+  explicit Executable(std::shared_ptr<detail::ExecutableImpl> impl);
+  ~Executable();
+  /// False for a default-constructed executable.
+  bool valid() const { return impl_ != nullptr; }
+
+  /// Runs synchronously; inputs in the order of the feeds given to compile.
+  std::vector<TensorData> run(const std::vector<TensorData>& inputs) const;
+  /// Starts a run and returns at once; `stream` is a cudaStream_t on CUDA (nullptr: the
+  /// executable's own), ignored on the CPU.
+  std::future<std::vector<TensorData>> run_async(std::vector<TensorData> inputs,
+                                                 void* stream = nullptr) const;
+  /// Output types for the given input types (dynamic dims resolved), without running.
+  std::vector<TensorType> output_types(const std::vector<TensorType>& input_types) const;
+  /// Declared types of the feeds and of the targets.
+  std::vector<TensorType> input_types() const;
+  std::vector<TensorType> declared_output_types() const;
+
+  /// Current value of a variable (a copy).
+  TensorData variable(const std::string& name) const;
+  /// Overwrites a variable (type must match).
+  void set_variable(const std::string& name, const TensorData& value) const;
+  /// Names of the variables this executable uses.
+  std::vector<std::string> variable_names() const;
+
+  /// The optimized graph in text form.
+  std::string str() const;
+  Device device() const;
+  /// Bytes of the per-run arena (intermediates), as planned for the declared shapes.
+  int64_t planned_arena_bytes() const;
+  /// Sum of the sizes of all intermediates (what running without reuse would need).
+  int64_t naive_intermediate_bytes() const;
+
+  detail::ExecutableImpl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<detail::ExecutableImpl> impl_;
+};
+
+}  // namespace tg

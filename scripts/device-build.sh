@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One command on the GPU machine: unpack the carried Debian packages (.devdeps, see
+# ../shared/device/README.md), configure, build in Release, and run the GPU tests and
+# the demo. Logs go to $OUT (or ./out) so they come back from the device tool.
+# Usage (on the GPU machine, repo root): scripts/device-build.sh [extra ctest args]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+# shellcheck disable=SC1091
+source scripts/unpack-debs.sh > "$OUT/unpack.log" 2>&1 || { cat "$OUT/unpack.log"; exit 1; }
+export CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH:/opt/devroot/usr/lib/x86_64-linux-gnu/cmake/GTest"
+{
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DDNNL_INCLUDE_DIR=/opt/devroot/usr/include -DDNNL_LIBRARY=/opt/devroot/usr/lib/x86_64-linux-gnu/libdnnl.so &&
+  cmake --build build-gpu -j "$(nproc)"
+} > "$OUT/build.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then tail -50 "$OUT/build.log"; exit $rc; fi
+echo "build ok"
+(cd build-gpu && ctest -L gpu --output-on-failure "$@") 2>&1 | tee "$OUT/gpu-tests.log"
+gpu_rc=${PIPESTATUS[0]}
+(cd build-gpu && ctest -LE gpu -j "$(nproc)" --timeout 900) > "$OUT/cpu-tests.log" 2>&1
+echo "cpu tests: $(grep -E 'tests passed' "$OUT/cpu-tests.log" | tail -1)"
+./build-gpu/examples/hello_graph > "$OUT/demo.log" 2>&1 && head -3 "$OUT/demo.log"
+exit $gpu_rc

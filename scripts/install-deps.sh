@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what tgraph needs to build and test on Debian 12, with apt and pip only.
+# Idempotent and quiet when everything is present; run as root (or with sudo on the PATH).
+set -euo pipefail
+PY=${PYTHON:-python3}
+APT_PKGS="build-essential cmake ninja-build ccache pkg-config git libgtest-dev libgmock-dev
+  libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler clang-format clang-tidy
+  dataset-fashion-mnist libonnx-testdata"
+PIP_PKGS="numpy pytest nanobind matplotlib"
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+missing=()
+for p in $APT_PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[install-deps] apt: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+pip_missing=()
+for p in $PIP_PKGS; do
+  $PY -c "import $p" 2>/dev/null || pip_missing+=("$p")
+done
+if [ ${#pip_missing[@]} -gt 0 ]; then
+  echo "[install-deps] pip: ${pip_missing[*]}"
+  $PY -m pip install -q "${pip_missing[@]}"
+fi
+echo "[install-deps] ok"

@@ -1,0 +1,58 @@
+#include <sstream>
+
+#include "ops/infer.h"
+
+namespace tg::detail {
+
+std::string op_tag(OpKind k) { return std::string("[") + op_name(k) + "] "; }
+
+InferResult op_error(const InferContext& c, const std::string& msg) {
+  return InferResult::fail(op_tag(c.kind) + msg);
+}
+
+std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank) {
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  return axis;
+}
+
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  if (!a.ranked() || !b.ranked()) return Shape::unranked();
+  int64_t r = std::max(a.rank(), b.rank());
+  std::vector<int64_t> out(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t ia = i - (r - a.rank()), ib = i - (r - b.rank());
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    int64_t d;
+    if (da == db) d = da;
+    else if (da == 1) d = db;
+    else if (db == 1) d = da;
+    else if (da < 0 && db < 0) d = -1;
+    else if (da < 0) d = db;  // the dynamic dim must be db (or 1) at run time
+    else if (db < 0) d = da;
+    else return std::nullopt;
+    out[static_cast<size_t>(i)] = d;
+  }
+  return Shape(out);
+}
+
+std::string describe_inputs(const InferContext& c, std::initializer_list<const char*> names) {
+  std::ostringstream os;
+  size_t i = 0;
+  for (const char* n : names) {
+    if (i >= c.inputs.size()) break;
+    os << (i ? ", " : "") << n << " is " << c.inputs[i].shape.str() << " "
+       << dtype_name(c.inputs[i].dtype);
+    ++i;
+  }
+  return os.str();
+}
+
+bool arity_ok(const InferContext& c, size_t n, InferResult& err) {
+  if (c.inputs.size() == n) return true;
+  err = op_error(c, "expects " + std::to_string(n) + " inputs, got " +
+                        std::to_string(c.inputs.size()));
+  return false;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,82 @@
+#pragma once
+// OpKind (from op_list.h), op families, traits, and the registry of OpDefs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/attr.h"
+#include "tgraph/shape.h"
+
+namespace tg::detail {
+
+enum class OpKind : uint16_t {
+#define X(e, name, family, desc) e,
+#include "ops/op_list.h"
+#undef X
+  kCount
+};
+inline constexpr int kNumOps = static_cast<int>(OpKind::kCount);
+static_assert(kNumOps == 156, "op_list.h changed: update this count and docs/ops.md");
+
+/// Groups of ops that share an inference rule and traits.
+enum class Family : uint8_t {
+  source, variable, read_variable, assign, unary, unary_float, unary_logical, unary_bitwise,
+  unary_predicate, cast, bitcast, binary, binary_float, compare, binary_logical, binary_bitwise,
+  select, clamp, reduce, reduce_float, reduce_logical, arg_reduce, cumulative, top_k, sort,
+  matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
+  transpose, broadcast_to, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
+  tile, reverse, shape_of, arange, one_hot, space_depth, resize, random_state, random, dropout,
+  gather, scatter, non_zero, stencil, if_else, for_loop, while_loop
+};
+
+/// Properties passes ask for instead of keeping lists of ops.
+enum Trait : uint32_t {
+  kElementwise = 1u << 0,    // out[i] depends on in[i] only (after explicit broadcasting)
+  kReduction = 1u << 1,      // reduces axes
+  kShapeOnly = 1u << 2,      // moves data without arithmetic
+  kStateful = 1u << 3,       // reads or writes state (variables, random state counters)
+  kSideEffects = 1u << 4,    // must run even if no tensor output is used
+  kFusibleProducer = 1u << 5,
+  kFusibleConsumer = 1u << 6,
+  kHasRegions = 1u << 7,     // control flow
+  kSource = 1u << 8,         // no inputs: placeholder, constant, variable
+  kCommutative = 1u << 9,
+};
+
+/// What an inference rule sees.
+struct InferContext {
+  OpKind kind;
+  const std::vector<TensorType>& inputs;
+  const Attr& attr;
+  /// Result types of each region (control flow only).
+  const std::vector<std::vector<TensorType>>* region_results = nullptr;
+  /// The type stored on the node for sources (placeholder, constant, variable).
+  const std::vector<TensorType>* declared = nullptr;
+};
+
+/// Inferred output types or an error message ("[op] ...").
+struct InferResult {
+  std::vector<TensorType> types;
+  std::string error;
+  bool ok() const { return error.empty(); }
+  static InferResult fail(std::string msg) { return {{}, std::move(msg)}; }
+};
+using InferFn = InferResult (*)(const InferContext&);
+
+/// Static description of one op.
+struct OpDef {
+  OpKind kind;
+  const char* name;
+  Family family;
+  uint32_t traits;
+  InferFn infer;
+  bool has(Trait t) const { return (traits & t) != 0; }
+};
+
+/// The definition of an op.
+const OpDef& op_def(OpKind k);
+/// The op named `name`; throws tg::Error if none.
+OpKind op_kind_from_name(const std::string& name);
+inline const char* op_name(OpKind k) { return op_def(k).name; }
+
+}  // namespace tg::detail

@@ -1,0 +1,94 @@
+// The OpDef table: name and family from op_list.h, traits and inference rule per family.
+#include <array>
+#include <unordered_map>
+
+#include "ops/infer.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+constexpr uint32_t kEw = kElementwise | kFusibleProducer | kFusibleConsumer;
+
+struct FamilyInfo {
+  uint32_t traits;
+  InferFn infer;
+};
+
+FamilyInfo family_info(Family f) {
+  switch (f) {
+#define F(name, traits) \
+  case Family::name: return {traits, &infer_##name};
+    F(source, kSource)
+    F(variable, kSource | kStateful)
+    F(read_variable, kStateful)
+    F(assign, kStateful | kSideEffects)
+    F(unary, kEw) F(unary_float, kEw) F(unary_logical, kEw) F(unary_bitwise, kEw)
+    F(unary_predicate, kEw) F(cast, kEw) F(bitcast, kShapeOnly)
+    F(binary, kEw) F(binary_float, kEw) F(compare, kEw) F(binary_logical, kEw | kCommutative)
+    F(binary_bitwise, kEw) F(select, kEw) F(clamp, kEw)
+    F(reduce, kReduction | kFusibleConsumer) F(reduce_float, kReduction | kFusibleConsumer)
+    F(reduce_logical, kReduction | kFusibleConsumer) F(arg_reduce, kReduction)
+    F(cumulative, 0) F(top_k, 0) F(sort, 0) F(matmul, 0) F(band_part, 0)
+    F(conv, 0) F(conv_grad, 0) F(pool, 0) F(pool_grad, 0) F(norm, 0) F(softmax, 0)
+    F(loss, 0) F(attention, 0)
+    F(reshape, kShapeOnly) F(transpose, kShapeOnly) F(broadcast_to, kShapeOnly | kFusibleProducer)
+    F(expand_dims, kShapeOnly) F(squeeze, kShapeOnly) F(concat, kShapeOnly) F(split, kShapeOnly)
+    F(strided_slice, kShapeOnly) F(slice_update, kShapeOnly) F(pad, kShapeOnly)
+    F(tile, kShapeOnly) F(reverse, kShapeOnly) F(shape_of, kShapeOnly) F(arange, kSource)
+    F(one_hot, 0) F(space_depth, kShapeOnly) F(resize, 0)
+    F(random_state, kSource) F(random, 0) F(dropout, 0)
+    F(gather, 0) F(scatter, 0) F(non_zero, 0) F(stencil, 0)
+    F(if_else, kHasRegions) F(for_loop, kHasRegions) F(while_loop, kHasRegions)
+#undef F
+  }
+  return {0, nullptr};
+}
+
+constexpr uint32_t extra_traits(OpKind k) {
+  switch (k) {
+    case OpKind::Add: case OpKind::Mul: case OpKind::Minimum: case OpKind::Maximum:
+    case OpKind::MinimumNan: case OpKind::MaximumNan: case OpKind::Equal: case OpKind::NotEqual:
+    case OpKind::BitwiseAnd: case OpKind::BitwiseOr: case OpKind::BitwiseXor:
+      return kCommutative;
+    case OpKind::Random: case OpKind::Dropout: return kStateful;
+    default: return 0;
+  }
+}
+
+std::array<OpDef, kNumOps> build_table() {
+  std::array<OpDef, kNumOps> t{};
+  int i = 0;
+#define X(e, name, family, desc)                                                        \
+  {                                                                                     \
+    FamilyInfo fi = family_info(Family::family);                                        \
+    t[i] = OpDef{OpKind::e, name, Family::family, fi.traits | extra_traits(OpKind::e),  \
+                 fi.infer};                                                             \
+    ++i;                                                                                \
+  }
+#include "ops/op_list.h"
+#undef X
+  return t;
+}
+
+const std::array<OpDef, kNumOps>& table() {
+  static const std::array<OpDef, kNumOps> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+const OpDef& op_def(OpKind k) { return table()[static_cast<size_t>(k)]; }
+
+OpKind op_kind_from_name(const std::string& name) {
+  static const std::unordered_map<std::string, OpKind> by_name = [] {
+    std::unordered_map<std::string, OpKind> m;
+    for (const OpDef& d : table()) m.emplace(d.name, d.kind);
+    return m;
+  }();
+  auto it = by_name.find(name);
+  if (it == by_name.end()) throw Error("[ops] unknown op '" + name + "'");
+  return it->second;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,111 @@
+#include "passes/algebraic_simplify.h"
+
+#include <optional>
+
+namespace tg::detail {
+namespace {
+
+// The single value every element of a constant has, if it has one.
+std::optional<double> splat(const GraphImpl& g, int32_t v) {
+  int32_t p = g.values[static_cast<size_t>(v)].node;
+  if (p < 0) return std::nullopt;
+  const Node* n = &g.nodes[static_cast<size_t>(p)];
+  if (n->kind == OpKind::BroadcastTo) {  // broadcast of a constant
+    p = g.values[static_cast<size_t>(n->inputs[0])].node;
+    if (p < 0) return std::nullopt;
+    n = &g.nodes[static_cast<size_t>(p)];
+  }
+  if (n->kind != OpKind::Constant || n->data.empty() || n->data.num_elements() == 0) return std::nullopt;
+  double first = n->data.at(0);
+  for (int64_t i = 1; i < n->data.num_elements(); ++i)
+    if (n->data.at(i) != first) return std::nullopt;
+  return first;
+}
+
+const Node* producer(const GraphImpl& g, int32_t v) {
+  int32_t p = g.values[static_cast<size_t>(v)].node;
+  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+}
+
+// The value that node n can be replaced by, or -1.
+int32_t simplify(Module& m, Node& n) {
+  GraphImpl& g = m.graph;
+  if (n.outputs.size() != 1 || !n.control_deps.empty()) return -1;
+  const TensorType& out = g.type(n.outputs[0]);
+  auto same_type = [&](int32_t v) { return g.type(v) == out ? v : -1; };
+  auto is = [&](int32_t v, double c) { auto s = splat(g, v); return s && *s == c; };
+  switch (n.kind) {
+    case OpKind::Identity:
+      return same_type(n.inputs[0]);
+    case OpKind::Mul:
+      if (is(n.inputs[1], 1.0)) return same_type(n.inputs[0]);
+      if (is(n.inputs[0], 1.0)) return same_type(n.inputs[1]);
+      return -1;
+    case OpKind::Div:
+      return is(n.inputs[1], 1.0) ? same_type(n.inputs[0]) : -1;
+    case OpKind::Add:
+      if (is(n.inputs[1], 0.0)) return same_type(n.inputs[0]);
+      if (is(n.inputs[0], 0.0)) return same_type(n.inputs[1]);
+      return -1;
+    case OpKind::Sub:
+      return is(n.inputs[1], 0.0) ? same_type(n.inputs[0]) : -1;
+    case OpKind::Cast:
+    case OpKind::BroadcastTo:
+      return out.shape.is_static() ? same_type(n.inputs[0]) : -1;
+    case OpKind::Reshape: {
+      if (out.shape.is_static() && same_type(n.inputs[0]) >= 0) return n.inputs[0];
+      const Node* p = producer(g, n.inputs[0]);
+      if (p && p->kind == OpKind::Reshape && out.shape.is_static()) {
+        n.inputs[0] = p->inputs[0];  // reshape(reshape(x)) -> reshape(x)
+        return -2;
+      }
+      return -1;
+    }
+    case OpKind::Transpose: {
+      const Node* p = producer(g, n.inputs[0]);
+      if (!p || p->kind != OpKind::Transpose) {
+        const auto& perm = std::get<AxesDesc>(n.attr).axes;
+        for (size_t i = 0; i < perm.size(); ++i)
+          if (perm[i] != static_cast<int64_t>(i)) return -1;
+        return same_type(n.inputs[0]);
+      }
+      const auto& inner = std::get<AxesDesc>(p->attr).axes;
+      auto outer = std::get<AxesDesc>(n.attr).axes;
+      int64_t r = static_cast<int64_t>(outer.size());
+      std::vector<int64_t> composed(outer.size());
+      for (size_t i = 0; i < outer.size(); ++i) {
+        int64_t o = outer[i] < 0 ? outer[i] + r : outer[i];
+        int64_t in = inner[static_cast<size_t>(o)];
+        composed[i] = in < 0 ? in + r : in;
+      }
+      n.inputs[0] = p->inputs[0];
+      n.attr = AxesDesc{composed};
+      return -2;
+    }
+    default:
+      return -1;
+  }
+}
+
+}  // namespace
+
+bool AlgebraicSimplify::run(Module& m) {
+  bool changed = false;
+  for (size_t b = 0; b < m.graph.blocks.size(); ++b) {
+    for (int32_t id : m.graph.blocks[b].nodes) {
+      Node& n = m.graph.nodes[static_cast<size_t>(id)];
+      int32_t r = simplify(m, n);
+      if (r == -2) {
+        changed = true;  // rewritten in place; may simplify further (identity perm)
+        r = simplify(m, n);
+      }
+      if (r >= 0 && r != n.outputs[0]) {
+        replace_uses(m, n.outputs[0], r);
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,15 @@
+#pragma once
+#include "passes/module.h"
+
+namespace tg::detail {
+
+/// Algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, identity(x), cast to the same type,
+/// reshape/broadcast_to to the same static shape, transpose(transpose(x)) (composed, or
+/// removed when the result is the identity permutation), reshape(reshape(x)).
+/// Only rewrites that keep the value's type exactly.
+struct AlgebraicSimplify : Pass {
+  const char* name() const override { return "algebraic_simplify"; }
+  bool run(Module& m) override;
+};
+
+}  // namespace tg::detail

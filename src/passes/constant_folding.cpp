@@ -1,0 +1,53 @@
+#include "passes/constant_folding.h"
+
+#include "backends/cpu/reference.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+
+bool ConstantFolding::run(Module& m) {
+  GraphImpl& g = m.graph;
+  bool changed = false;
+  for (Block& b : g.blocks) {
+    for (int32_t id : b.nodes) {
+      Node& n = g.nodes[static_cast<size_t>(id)];
+      const OpDef& d = op_def(n.kind);
+      if (d.has(kSource) || d.has(kStateful) || d.has(kSideEffects) || d.has(kHasRegions) ||
+          n.inputs.empty() || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient)
+        continue;
+      bool all_const = true;
+      std::vector<TensorData> in;
+      for (int32_t v : n.inputs) {
+        int32_t p = g.values[static_cast<size_t>(v)].node;
+        if (p < 0 || g.nodes[static_cast<size_t>(p)].kind != OpKind::Constant) {
+          all_const = false;
+          break;
+        }
+        in.push_back(g.nodes[static_cast<size_t>(p)].data);
+      }
+      if (!all_const) continue;
+      bool small = true;
+      for (int32_t v : n.outputs) {
+        int64_t e = g.type(v).shape.num_elements();
+        small &= e >= 0 && e <= kMaxElements;
+      }
+      if (!small) continue;
+      std::vector<TensorData> out;
+      try {
+        out = reference_eval(g, n, in);
+      } catch (const Error&) {
+        continue;  // an op that fails on these constants reports its error at run time
+      }
+      if (n.outputs.size() != 1) continue;  // multi-output folding would need one constant per output
+      // The node becomes a constant in place: same output value id, so uses stay valid.
+      n.kind = OpKind::Constant;
+      n.inputs.clear();
+      n.attr = NoDesc{};
+      n.data = out[0];
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,14 @@
+#pragma once
+#include "passes/module.h"
+
+namespace tg::detail {
+
+/// Evaluates pure ops whose inputs are all constants (with the reference interpreter) and
+/// replaces them by constants. Results larger than kMaxElements are left to run time.
+struct ConstantFolding : Pass {
+  static constexpr int64_t kMaxElements = 1 << 20;
+  const char* name() const override { return "constant_folding"; }
+  bool run(Module& m) override;
+};
+
+}  // namespace tg::detail

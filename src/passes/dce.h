@@ -1,0 +1,14 @@
+#pragma once
+#include "passes/module.h"
+
+namespace tg::detail {
+
+/// Dead-code elimination. Live: producers of targets and feeds, target operations, and
+/// transitively their inputs, control dependencies and region contents; inside a live region
+/// every op with side effects is live too. Top-level side effects nothing depends on are removed.
+struct DeadCodeElimination : Pass {
+  const char* name() const override { return "dce"; }
+  bool run(Module& m) override;
+};
+
+}  // namespace tg::detail

@@ -1,0 +1,76 @@
+#include "passes/pipeline.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/algebraic_simplify.h"
+#include "passes/constant_folding.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+
+namespace tg::detail {
+namespace {
+
+struct Dumper {
+  std::string dir;
+  int step = 0;
+  Dumper() {
+    if (const char* d = std::getenv("TGRAPH_DUMP")) {
+      dir = d;
+      std::filesystem::create_directories(dir);
+    }
+  }
+  void dump(const Module& m, const char* pass) {
+    if (dir.empty()) return;
+    char prefix[16];
+    std::snprintf(prefix, sizeof prefix, "%02d-", step++);
+    std::string base = dir + "/" + prefix + pass;
+    std::ofstream(base + ".txt") << print_text(m.graph);
+    std::ofstream(base + ".dot") << print_dot(m.graph);
+  }
+};
+
+bool verify_each_pass() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* v = std::getenv("TGRAPH_VERIFY");
+  return v && std::string(v) == "1";
+#endif
+}
+
+}  // namespace
+
+void run_pipeline(Module& m, bool optimize) {
+  Dumper dumper;
+  verify_or_throw(m.graph);
+  dumper.dump(m, "input");
+  if (!optimize) return;
+  std::vector<std::unique_ptr<Pass>> round;
+  round.push_back(std::make_unique<DeadCodeElimination>());
+  round.push_back(std::make_unique<ConstantFolding>());
+  round.push_back(std::make_unique<CommonSubexpressionElimination>());
+  round.push_back(std::make_unique<AlgebraicSimplify>());
+  const bool check = verify_each_pass();
+  for (int iter = 0; iter < 4; ++iter) {
+    bool changed = false;
+    for (auto& p : round) {
+      bool c = p->run(m);
+      changed |= c;
+      if (c) dumper.dump(m, p->name());
+      if (check) verify_or_throw(m.graph, p->name());
+    }
+    if (!changed) break;
+  }
+  DeadCodeElimination final_dce;
+  if (final_dce.run(m)) dumper.dump(m, "dce");
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,13 @@
+#pragma once
+// The ordered list of compile passes.
+#include "passes/module.h"
+
+namespace tg::detail {
+
+/// Runs verify, then (when optimize) dce, constant folding, cse, algebraic simplification
+/// to a fixed point (at most a few rounds), then dce. With TGRAPH_DUMP=dir set, writes the
+/// graph after every pass as dir/NN-pass.txt and .dot. Verifies after each pass in debug
+/// builds or with TGRAPH_VERIFY=1.
+void run_pipeline(Module& m, bool optimize);
+
+}  // namespace tg::detail

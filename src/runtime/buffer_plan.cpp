@@ -1,0 +1,118 @@
+#include "runtime/buffer_plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tg::detail {
+namespace {
+
+constexpr int64_t kAlign = 64;
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Values that need arena space: outputs of top-level ops that compute (not constants,
+// variables or placeholders, whose bytes live elsewhere) with a static size.
+bool planned(const GraphImpl& g, const Node& n, int32_t v) {
+  const OpDef& d = op_def(n.kind);
+  return !d.has(kSource) && !d.has(kStateful) && g.type(v).shape.is_static();
+}
+
+}  // namespace
+
+BufferPlan plan_buffers(const Module& m) {
+  const GraphImpl& g = m.graph;
+  BufferPlan p;
+  p.offset.assign(g.values.size(), -1);
+  p.in_place.assign(g.values.size(), 0);
+  const auto& order = g.blocks[0].nodes;
+  const int32_t end = static_cast<int32_t>(order.size());
+  // Last top-level step that reads each value (uses inside regions count at their parent).
+  std::vector<int32_t> last_use(g.values.size(), -1);
+  std::vector<int32_t> step_of(g.nodes.size(), -1);
+  for (int32_t s = 0; s < end; ++s) step_of[static_cast<size_t>(order[static_cast<size_t>(s)])] = s;
+  auto top_step = [&](int32_t node) {
+    while (g.nodes[static_cast<size_t>(node)].block != 0)
+      node = g.blocks[static_cast<size_t>(g.nodes[static_cast<size_t>(node)].block)].parent_node;
+    return step_of[static_cast<size_t>(node)];
+  };
+  for (size_t b = 0; b < g.blocks.size(); ++b) {
+    for (int32_t id : g.blocks[b].nodes)
+      for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs)
+        last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], top_step(id));
+    if (b != 0 && g.blocks[b].parent_node >= 0)
+      for (int32_t v : g.blocks[b].results)
+        last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], top_step(g.blocks[b].parent_node));
+  }
+  for (int32_t v : m.targets) last_use[static_cast<size_t>(v)] = end;
+
+  std::map<int64_t, int64_t> free_blocks;  // offset -> size
+  std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step), for freeing
+  auto release = [&](int64_t off, int64_t size) {
+    auto it = free_blocks.emplace(off, size).first;
+    auto next = std::next(it);
+    if (next != free_blocks.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_blocks.erase(next);
+    }
+    if (it != free_blocks.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_blocks.erase(it);
+      }
+    }
+  };
+  auto size_of = [&](int32_t v) {
+    const TensorType& t = g.type(v);
+    return aligned(std::max<int64_t>(1, t.shape.num_elements()) * static_cast<int64_t>(dtype_size(t.dtype)));
+  };
+  for (int32_t s = 0; s < end; ++s) {
+    const Node& n = g.nodes[static_cast<size_t>(order[static_cast<size_t>(s)])];
+    for (int32_t v : n.outputs) {
+      if (!planned(g, n, v)) continue;
+      int64_t size = size_of(v);
+      p.naive_bytes += size;
+      // In place: an elementwise op over an input of the same byte size that dies here.
+      if (op_def(n.kind).has(kElementwise) && n.outputs.size() == 1) {
+        for (int32_t in : n.inputs) {
+          auto it = std::find_if(live.begin(), live.end(), [&](auto& e) { return e.first == in; });
+          if (it != live.end() && it->second == s && size_of(in) == size) {
+            p.offset[static_cast<size_t>(v)] = p.offset[static_cast<size_t>(in)];
+            p.in_place[static_cast<size_t>(v)] = 1;
+            it->first = v;
+            it->second = std::max(last_use[static_cast<size_t>(v)], s);
+            break;
+          }
+        }
+        if (p.in_place[static_cast<size_t>(v)]) continue;
+      }
+      // Best fit among free blocks, else grow the arena.
+      auto best = free_blocks.end();
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (it->second >= size && (best == free_blocks.end() || it->second < best->second)) best = it;
+      int64_t off;
+      if (best != free_blocks.end()) {
+        off = best->first;
+        int64_t rest = best->second - size;
+        free_blocks.erase(best);
+        if (rest > 0) free_blocks.emplace(off + size, rest);
+      } else {
+        off = p.arena_bytes;
+        p.arena_bytes += size;
+      }
+      p.offset[static_cast<size_t>(v)] = off;
+      live.emplace_back(v, std::max(last_use[static_cast<size_t>(v)], s));
+    }
+    // Free what dies at this step (outputs never read die at once).
+    for (auto it = live.begin(); it != live.end();) {
+      if (it->second <= s) {
+        release(p.offset[static_cast<size_t>(it->first)], size_of(it->first));
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,22 @@
+#pragma once
+// Buffer planning: every intermediate of the top-level block with a static size gets an
+// offset in one arena. Buffers whose lifetimes do not overlap share bytes, and an
+// elementwise op may write over an input that dies at that op (in-place).
+#include <cstdint>
+#include <vector>
+
+#include "passes/module.h"
+
+namespace tg::detail {
+
+struct BufferPlan {
+  std::vector<int64_t> offset;  // per value id; -1 when not in the arena
+  std::vector<char> in_place;   // per value id: shares its input's bytes
+  int64_t arena_bytes = 0;      // peak of the arena
+  int64_t naive_bytes = 0;      // sum of all planned intermediates
+};
+
+/// Plans the arena of a module (aligned to 64 bytes).
+BufferPlan plan_buffers(const Module& m);
+
+}  // namespace tg::detail

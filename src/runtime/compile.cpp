@@ -1,0 +1,119 @@
+// Graph::compile and Graph::run: copy the graph, specialise feed types, run the pass
+// pipeline, plan buffers, and wrap the result in an Executable.
+#include <map>
+#include <mutex>
+
+#include "ops/builder.h"
+#include "ops/infer.h"
+#include "passes/pipeline.h"
+#include "runtime/buffer_plan.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/error.h"
+#include "tgraph/executable.h"
+
+namespace tg {
+using namespace detail;
+
+namespace detail {
+std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g) {
+  if (!g.variable_store) g.variable_store = std::make_shared<VariableStore>();
+  std::lock_guard<std::mutex> lock(g.variable_store->mu);
+  for (const auto& [name, node] : g.variables)
+    if (!g.variable_store->values.count(name))
+      g.variable_store->values[name] = g.nodes[static_cast<size_t>(node)].data.clone();
+  return g.variable_store;
+}
+}  // namespace detail
+
+Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feeds,
+                          const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
+                          const CompileOptions& options) {
+  if (options.device.kind == Device::Kind::cuda)
+    throw Error("[compile] device " + options.device.str() +
+                ": the CUDA executor is not available in this build yet; use Device::cpu()");
+  auto impl = std::make_shared<ExecutableImpl>();
+  impl->device = options.device;
+  impl->store = variable_store_of(*impl_);
+  Module& m = impl->module;
+  m.graph = *impl_;
+  m.graph.control_scopes.clear();
+  m.dynamic_shapes = options.disable_type_inference;
+  for (const auto& [t, type] : feeds) {
+    if (t.graph_impl() != impl_.get()) throw Error("[compile] a feed belongs to another graph");
+    int32_t node = impl_->values[static_cast<size_t>(t.id())].node;
+    if (node < 0 || impl_->nodes[static_cast<size_t>(node)].kind != OpKind::Placeholder)
+      throw Error("[compile] feed " + t.name() + " is not a placeholder");
+    const TensorType& declared = t.type();
+    if (type.dtype != declared.dtype || !shape_compatible(declared.shape, type.shape))
+      throw Error("[compile] feed " + t.name() + " is declared " + declared.str() +
+                  " but compiled for " + type.str());
+    m.feeds.push_back(t.id());
+    impl->feed_names.push_back(impl_->nodes[static_cast<size_t>(node)].name);
+    impl->feed_types.push_back(type);
+    m.graph.values[static_cast<size_t>(t.id())].type = type;
+  }
+  for (const Tensor& t : targets) {
+    if (t.graph_impl() != impl_.get()) throw Error("[compile] a target belongs to another graph");
+    if (impl_->values[static_cast<size_t>(t.id())].block != 0)
+      throw Error("[compile] target " + t.name() + " is inside a region; return it from the region");
+    m.targets.push_back(t.id());
+  }
+  for (const Operation& op : target_ops) {
+    if (op.graph_impl() != impl_.get()) throw Error("[compile] a target operation belongs to another graph");
+    m.target_ops.push_back(op.id());
+  }
+  // Specialise: the feed types flow through inference (static dims become known) unless
+  // the user asked for dynamic shapes to stay dynamic.
+  if (!options.disable_type_inference) reinfer(m.graph);
+  run_pipeline(m, options.optimize);
+  for (const Block& b : m.graph.blocks)
+    for (int32_t id : b.nodes) {
+      const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Variable) impl->variables[std::get<NameDesc>(n.attr).name] = id;
+    }
+  BufferPlan plan = plan_buffers(m);
+  impl->arena_bytes = plan.arena_bytes;
+  impl->naive_bytes = plan.naive_bytes;
+  return Executable(impl);
+}
+
+namespace {
+struct RunCache {
+  std::mutex mu;
+  std::map<std::string, Executable> by_signature;
+};
+}  // namespace
+
+std::vector<TensorData> Graph::run(const std::vector<std::pair<Tensor, TensorData>>& feeds,
+                                   const std::vector<Tensor>& targets,
+                                   const std::vector<Operation>& target_ops) {
+  std::string sig;
+  std::vector<std::pair<Tensor, TensorType>> feed_types;
+  std::vector<TensorData> inputs;
+  for (const auto& [t, data] : feeds) {
+    sig += std::to_string(t.id()) + ":" + data.type().str() + ";";
+    feed_types.emplace_back(t, data.type());
+    inputs.push_back(data);
+  }
+  sig += "|";
+  for (const Tensor& t : targets) sig += std::to_string(t.id()) + ",";
+  sig += "|";
+  for (const Operation& o : target_ops) sig += std::to_string(o.id()) + ",";
+  sig += "|" + std::to_string(impl_->nodes.size());  // a graph that grew compiles anew
+  if (!run_cache_) run_cache_ = std::make_shared<RunCache>();
+  auto* cache = static_cast<RunCache*>(run_cache_.get());
+  Executable exe;
+  {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    auto it = cache->by_signature.find(sig);
+    if (it != cache->by_signature.end()) exe = it->second;
+  }
+  if (!exe.valid()) {
+    exe = compile(feed_types, targets, target_ops, CompileOptions{.device = Device::cpu()});
+    std::lock_guard<std::mutex> lock(cache->mu);
+    cache->by_signature.emplace(sig, exe);
+  }
+  return exe.run(inputs);
+}
+
+}  // namespace tg

@@ -1,0 +1,90 @@
+// Executable: the public face of a compiled graph.
+#include "tgraph/executable.h"
+
+#include "ir/printer.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/error.h"
+
+namespace tg {
+using namespace detail;
+
+Executable::Executable() = default;
+Executable::Executable(std::shared_ptr<ExecutableImpl> impl) : impl_(std::move(impl)) {}
+Executable::~Executable() = default;
+
+namespace {
+ExecutableImpl& checked(const std::shared_ptr<ExecutableImpl>& p) {
+  if (!p) throw Error("[executable] empty executable (default-constructed)");
+  return *p;
+}
+}  // namespace
+
+std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs) const {
+  return checked(impl_).run_cpu(inputs);
+}
+
+std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorData> inputs,
+                                                           void* /*stream*/) const {
+  auto impl = impl_;
+  checked(impl).check_inputs(inputs);  // bad inputs fail at the call, not at get()
+  return std::async(std::launch::async, [impl, in = std::move(inputs)] { return impl->run_cpu(in); });
+}
+
+std::vector<TensorType> Executable::output_types(const std::vector<TensorType>& input_types) const {
+  ExecutableImpl& e = checked(impl_);
+  if (input_types.size() != e.feed_types.size())
+    throw Error("[output_types] " + std::to_string(input_types.size()) + " types given for " +
+                std::to_string(e.feed_types.size()) + " feeds");
+  GraphImpl g = e.module.graph;
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    if (input_types[i].dtype != e.feed_types[i].dtype ||
+        !shape_compatible(e.feed_types[i].shape, input_types[i].shape))
+      throw Error("[output_types] feed '" + e.feed_names[i] + "' is compiled for " +
+                  e.feed_types[i].str() + ", got " + input_types[i].str());
+    g.values[static_cast<size_t>(e.module.feeds[i])].type = input_types[i];
+  }
+  reinfer(g);
+  std::vector<TensorType> out;
+  for (int32_t v : e.module.targets) out.push_back(g.type(v));
+  return out;
+}
+
+std::vector<TensorType> Executable::input_types() const { return checked(impl_).feed_types; }
+
+std::vector<TensorType> Executable::declared_output_types() const {
+  std::vector<TensorType> out;
+  for (int32_t v : checked(impl_).module.targets) out.push_back(impl_->module.graph.type(v));
+  return out;
+}
+
+TensorData Executable::variable(const std::string& name) const {
+  ExecutableImpl& e = checked(impl_);
+  std::lock_guard<std::mutex> lock(e.store->mu);
+  auto it = e.store->values.find(name);
+  if (it == e.store->values.end()) throw Error("[variable] no variable named '" + name + "'");
+  return it->second.clone();
+}
+
+void Executable::set_variable(const std::string& name, const TensorData& value) const {
+  ExecutableImpl& e = checked(impl_);
+  std::lock_guard<std::mutex> lock(e.store->mu);
+  auto it = e.store->values.find(name);
+  if (it == e.store->values.end()) throw Error("[variable] no variable named '" + name + "'");
+  if (!(it->second.type() == value.type()))
+    throw Error("[variable] '" + name + "' is " + it->second.type().str() + ", cannot set it to " +
+                value.type().str());
+  it->second = value.clone();
+}
+
+std::vector<std::string> Executable::variable_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, id] : checked(impl_).variables) out.push_back(name);
+  return out;
+}
+
+std::string Executable::str() const { return print_text(checked(impl_).module.graph); }
+Device Executable::device() const { return checked(impl_).device; }
+int64_t Executable::planned_arena_bytes() const { return checked(impl_).arena_bytes; }
+int64_t Executable::naive_intermediate_bytes() const { return checked(impl_).naive_bytes; }
+
+}  // namespace tg

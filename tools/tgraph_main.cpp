@@ -1,1 +1,74 @@
-int main() { return 0; }
+// The tgraph command line. Subcommands for ONNX models (info, run, bench, compile, dot,
+// conformance) arrive with the ONNX importer; today it reports devices and the op list.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "ops/op_def.h"
+#include "tgraph/tgraph.h"
+
+namespace {
+
+int usage(FILE* f) {
+  std::fprintf(f,
+               "usage: tgraph <command> [options]\n"
+               "commands:\n"
+               "  devices     list the devices tgraph can run on\n"
+               "  ops         list every op with its family and traits\n"
+               "  version     print the version\n"
+               "run 'tgraph <command> --help' for a command's options\n");
+  return f == stderr ? 2 : 0;
+}
+
+int devices() {
+  std::printf("%s\n", tg::Device::cpu().describe().c_str());
+  for (int i = 0; i < tg::Device::cuda_device_count(); ++i)
+    std::printf("%s\n", tg::Device::cuda(i).describe().c_str());
+  std::printf("best: %s\n", tg::Device::best().str().c_str());
+  return 0;
+}
+
+int ops() {
+  using namespace tg::detail;
+  const struct {
+    Trait t;
+    const char* name;
+  } traits[] = {{kElementwise, "elementwise"}, {kReduction, "reduction"}, {kShapeOnly, "shape-only"},
+                {kStateful, "stateful"},       {kSideEffects, "side-effects"}, {kHasRegions, "regions"},
+                {kSource, "source"},           {kCommutative, "commutative"}};
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpDef& d = op_def(static_cast<OpKind>(i));
+    std::string tr;
+    for (const auto& t : traits)
+      if (d.has(t.t)) tr += (tr.empty() ? "" : ",") + std::string(t.name);
+    std::printf("%-32s %s\n", d.name, tr.c_str());
+  }
+  std::printf("%d ops\n", kNumOps);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  std::string cmd = argv[1];
+  bool help = argc > 2 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0);
+  try {
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(stdout);
+    if (help) {
+      std::printf("usage: tgraph %s\n", cmd.c_str());
+      return 0;
+    }
+    if (cmd == "devices") return devices();
+    if (cmd == "ops") return ops();
+    if (cmd == "version") {
+      std::printf("tgraph 0.1.0\n");
+      return 0;
+    }
+    std::fprintf(stderr, "tgraph: unknown command '%s' (try 'tgraph --help')\n", cmd.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tgraph %s: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

@@ -18,8 +18,9 @@ class Tensor {
   Tensor() = default;
   Tensor(detail::GraphImpl* g, int32_t id) : g_(g), id_(id) {}
   bool valid() const { return g_ != nullptr; }
-  const TensorType& type() const;
-  const Shape& shape() const { return type().shape; }
+  /// The type (a copy: adding nodes to the graph may move its storage).
+  TensorType type() const;
+  Shape shape() const { return type().shape; }
   DType dtype() const { return type().dtype; }
   int64_t rank() const { return shape().rank(); }
   /// The operation that produced this tensor.

@@ -69,7 +69,7 @@ void print_value(std::ostream& os, const T& v) {
     bool first = true;
     std::apply(
         [&](const auto&... f) {
-          auto one = [&](const auto& x) {
+          [[maybe_unused]] auto one = [&](const auto& x) {
             size_t comma = names.find(',');
             std::string_view n = names.substr(0, comma);
             while (!n.empty() && n.front() == ' ') n.remove_prefix(1);

@@ -42,13 +42,10 @@ Tensor Graph::scatter(Tensor x, Tensor indices, Tensor updates, int64_t axis, Sc
   return scatter_like(*this, OpKind::Scatter, x, indices, updates,
                       ScatterDesc{axis, batch_dims, mode, false});
 }
-Tensor Graph::scatter_nd(Tensor x, Tensor indices, Tensor updates, ScatterMode mode,
-                         int64_t batch_dims) {
-  return scatter_like(*this, OpKind::ScatterNd, x, indices, updates,
-                      ScatterDesc{0, batch_dims, mode, false});
+Tensor Graph::scatter_nd(Tensor x, Tensor indices, Tensor updates, ScatterMode mode, int64_t batch_dims) {
+  return scatter_like(*this, OpKind::ScatterNd, x, indices, updates, ScatterDesc{0, batch_dims, mode, false});
 }
-Tensor Graph::scatter_along_axis(Tensor x, Tensor indices, Tensor updates, int64_t axis,
-                                 ScatterMode mode) {
+Tensor Graph::scatter_along_axis(Tensor x, Tensor indices, Tensor updates, int64_t axis, ScatterMode mode) {
   return scatter_like(*this, OpKind::ScatterAlongAxis, x, indices, updates,
                       ScatterDesc{axis, 0, mode, false});
 }

@@ -10,8 +10,7 @@ using namespace detail;
 
 namespace {
 
-std::pair<Tensor, Tensor> promote(Graph& g, OpKind k, Tensor a, Tensor b, const char* an,
-                                  const char* bn) {
+std::pair<Tensor, Tensor> promote(Graph& g, OpKind k, Tensor a, Tensor b, const char* an, const char* bn) {
   use(g, a, k, an);
   use(g, b, k, bn);
   DType t = promote_types(a.dtype(), b.dtype());
@@ -23,10 +22,9 @@ Tensor conv(Graph& g, OpKind k, Tensor x, Tensor w, const ConvDesc& d) {
   return make(g, k, {a, b}, d);
 }
 
-Tensor conv_grad(Graph& g, OpKind k, Tensor dy, Tensor other, const Shape& result,
-                 const ConvDesc& d, bool data) {
-  if (!result.ranked())
-    throw Error(op_tag(k) + (data ? "input_shape" : "weights_shape") + " must be ranked");
+Tensor conv_grad(Graph& g, OpKind k, Tensor dy, Tensor other, const Shape& result, const ConvDesc& d,
+                 bool data) {
+  if (!result.ranked()) throw Error(op_tag(k) + (data ? "input_shape" : "weights_shape") + " must be ranked");
   auto [a, b] = promote(g, k, dy, other, "dy", data ? "w" : "x");
   return make(g, k, {a, b}, ConvGradDesc{d, result.dims()});
 }
@@ -44,8 +42,8 @@ Tensor global_pool(Graph& g, bool avg, Tensor x, Layout layout) {
   if (layout != Layout::nhwc && layout != Layout::nchw)
     throw Error(tag + "layout " + enum_name(layout) + " is not nhwc or nchw");
   if (x.rank() != 4) throw Error(tag + "needs a rank-4 input, x is " + x.shape().str());
-  std::vector<int64_t> axes = layout == Layout::nhwc ? std::vector<int64_t>{1, 2}
-                                                     : std::vector<int64_t>{2, 3};
+  std::vector<int64_t> axes =
+      layout == Layout::nhwc ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{2, 3};
   return avg ? g.reduce_mean(x, axes, true) : g.reduce_max(x, axes, true);
 }
 
@@ -105,8 +103,8 @@ Tensor Graph::avg_pool2d_grad(Tensor dy, Tensor x, const PoolDesc& d) {
 Tensor Graph::global_avg_pool2d(Tensor x, Layout layout) { return global_pool(*this, true, x, layout); }
 Tensor Graph::global_max_pool2d(Tensor x, Layout layout) { return global_pool(*this, false, x, layout); }
 
-Tensor Graph::batch_norm(Tensor x, Tensor mean, Tensor var, Tensor gamma, Tensor beta,
-                         int64_t axis, double epsilon) {
+Tensor Graph::batch_norm(Tensor x, Tensor mean, Tensor var, Tensor gamma, Tensor beta, int64_t axis,
+                         double epsilon) {
   auto in = with_params(*this, OpKind::BatchNorm, x,
                         {{mean, "mean"}, {var, "var"}, {gamma, "gamma"}, {beta, "beta"}});
   return make(*this, OpKind::BatchNorm, in, NormDesc{axis, epsilon, 1});
@@ -120,8 +118,7 @@ Tensor Graph::layer_norm(Tensor x, Tensor gamma, Tensor beta, int64_t axis, doub
   auto in = with_params(*this, OpKind::LayerNorm, x, {{gamma, "gamma"}, {beta, "beta"}});
   return make(*this, OpKind::LayerNorm, in, NormDesc{axis, epsilon, 1});
 }
-Tensor Graph::group_norm(Tensor x, Tensor gamma, Tensor beta, int64_t groups, int64_t axis,
-                         double epsilon) {
+Tensor Graph::group_norm(Tensor x, Tensor gamma, Tensor beta, int64_t groups, int64_t axis, double epsilon) {
   auto in = with_params(*this, OpKind::GroupNorm, x, {{gamma, "gamma"}, {beta, "beta"}});
   return make(*this, OpKind::GroupNorm, in, NormDesc{axis, epsilon, groups});
 }
@@ -131,8 +128,7 @@ Tensor Graph::log_softmax(Tensor x, int64_t axis) {
   return make(*this, OpKind::LogSoftmax, {x}, AxisDesc{axis});
 }
 
-Tensor Graph::softmax_cross_entropy(Tensor logits, Tensor labels, int64_t axis,
-                                    LossReduction reduction) {
+Tensor Graph::softmax_cross_entropy(Tensor logits, Tensor labels, int64_t axis, LossReduction reduction) {
   auto [a, b] = promote_broadcast(*this, OpKind::SoftmaxCrossEntropy, logits, labels);
   return make(*this, OpKind::SoftmaxCrossEntropy, {a, b}, LossDesc{axis, reduction});
 }
@@ -154,7 +150,8 @@ Tensor Graph::scaled_dot_product_attention(Tensor q, Tensor k, Tensor v, std::op
   std::vector<Tensor> in{cast_if(*this, q, t), cast_if(*this, k, t), cast_if(*this, v, t)};
   if (q.rank() >= 2 && k.rank() >= 2 && v.rank() >= 2) {
     auto batch_of = [](Tensor x) {
-      return Shape(std::vector<int64_t>(x.shape().dims().begin(), x.shape().dims().end() - 2));
+      Shape s = x.shape();
+      return Shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2));
     };
     auto batch = broadcast_shapes(batch_of(q), batch_of(k));
     if (batch) batch = broadcast_shapes(*batch, batch_of(v));

@@ -15,9 +15,10 @@ Tensor Graph::slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> e
   if (begin.size() != end.size() || begin.size() > 63)
     throw Error("[slice] begin " + Shape(begin).str() + " and end " + Shape(end).str() +
                 " need one value per sliced dim");
-  SliceDesc d{begin, end, std::vector<int64_t>(begin.size(), 1), 0, 0, 0};
-  for (size_t i = 0; i < end.size(); ++i)
-    if (end[i] == -1) d.end_mask |= int64_t(1) << i;  // -1 means "to the end" here
+  size_t n = begin.size();
+  SliceDesc d{std::move(begin), std::move(end), std::vector<int64_t>(n, 1), 0, 0, 0};
+  for (size_t i = 0; i < n; ++i)
+    if (d.end[i] == -1) d.end_mask |= int64_t(1) << i;  // -1 means "to the end" here
   return strided_slice(x, d);
 }
 

@@ -12,7 +12,7 @@ Graph::~Graph() = default;
 Graph::Graph(const Graph&) = default;
 Graph& Graph::operator=(const Graph&) = default;
 
-const TensorType& Tensor::type() const {
+TensorType Tensor::type() const {
   if (!g_) throw Error("[tensor] empty tensor handle");
   return g_->values[static_cast<size_t>(id_)].type;
 }
@@ -84,6 +84,9 @@ Tensor Graph::read_variable(Tensor v) {
 
 Operation Graph::assign(Tensor v, Tensor value) {
   variable_node(*this, v, OpKind::Assign);
+  use(*this, value, OpKind::Assign, "value");
+  // assign(w, 0.5) works as users expect: the value is cast and broadcast to the variable.
+  value = broadcast_if(*this, OpKind::Assign, cast_if(*this, value, v.dtype()), v.shape());
   make_multi(*this, OpKind::Assign, {v, value});
   return Operation(impl_.get(), static_cast<int32_t>(impl_->nodes.size() - 1));
 }

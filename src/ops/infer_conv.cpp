@@ -63,8 +63,7 @@ struct Window {
 Window make_window(std::vector<int64_t> stride, std::vector<int64_t> dilation, PaddingStyle style,
                    std::vector<int64_t> pad, size_t n) {
   Window w{std::move(stride), std::move(dilation), std::move(pad), style, {}};
-  auto fill = [&](std::vector<int64_t>& v, const char* name, size_t count, int64_t dflt,
-                  int64_t min) {
+  auto fill = [&](std::vector<int64_t>& v, const char* name, size_t count, int64_t dflt, int64_t min) {
     if (v.empty()) v.assign(count, dflt);
     if (v.size() != count && w.error.empty())
       w.error = std::string(name) + " " + Shape(v).str() + " needs " + num(int64_t(count)) + " values";
@@ -107,18 +106,38 @@ int64_t transposed_out(int64_t in, int64_t k, const Window& w, size_t i, int64_t
   return out < 1 ? kNoFit : out;
 }
 
+// output_padding with its default (zeros) filled into `out`; an error text when invalid. It
+// picks among the input sizes a strided conv maps to one size, so only conv_transpose has it.
+std::string output_padding(const std::vector<int64_t>& given, const Window& win, bool transposed,
+                           std::vector<int64_t>& out) {
+  size_t n = win.stride.size();
+  out = given.empty() ? std::vector<int64_t>(n, 0) : given;
+  std::string str = Shape(out).str();
+  if (out.size() != n) return "output_padding " + str + " needs " + num(int64_t(n)) + " values";
+  bool same = win.style == PaddingStyle::same || win.style == PaddingStyle::same_lower;
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i] == 0) continue;
+    if (!transposed) return "output_padding applies only to conv_transpose, got " + str;
+    if (same) return "output_padding " + str + " cannot be used with same padding";
+    if (out[i] < 0 || (out[i] >= win.stride[i] && out[i] >= win.dilation[i]))
+      return "output_padding " + str + " must be >= 0 and smaller than the stride or the dilation";
+  }
+  return {};
+}
+
 // Output shape of a (transposed) convolution of x by w; xn / wn name them in messages.
 InferResult conv_shape(const InferContext& c, int64_t spatial, bool transposed, const Shape& x,
-                       const Shape& w, const ConvDesc& d, DType dt, const char* xn,
-                       const char* wn) {
+                       const Shape& w, const ConvDesc& d, DType dt, const char* xn, const char* wn) {
   auto operands = [&] { return std::string(xn) + " is " + x.str() + ", " + wn + " is " + w.str(); };
   auto last = channels_last(d.data_layout, spatial);
   if (!last)
-    return op_error(c, "data_layout " + enum_name(d.data_layout) + " is not an activation layout (nhwc or nchw" +
+    return op_error(c, "data_layout " + enum_name(d.data_layout) +
+                           " is not an activation layout (nhwc or nchw" +
                            (spatial == 3 ? ", ndhwc, ncdhw)" : ")"));
   auto sfirst = weights_spatial_first(d.weights_layout, spatial);
   if (!sfirst)
-    return op_error(c, "weights_layout " + enum_name(d.weights_layout) + " is not a weights layout (hwio or oihw" +
+    return op_error(c, "weights_layout " + enum_name(d.weights_layout) +
+                           " is not a weights layout (hwio or oihw" +
                            (spatial == 3 ? ", dhwio, oidhw)" : ")"));
   if (x.rank() != spatial + 2 || w.rank() != spatial + 2)
     return op_error(c, "needs rank-" + num(spatial + 2) + " operands: " + operands());
@@ -126,45 +145,41 @@ InferResult conv_shape(const InferContext& c, int64_t spatial, bool transposed, 
   size_t n = static_cast<size_t>(spatial);
   Window win = make_window(d.stride, d.dilation, d.padding, d.explicit_padding, n);
   if (!win.error.empty()) return op_error(c, win.error);
-  std::vector<int64_t> out_pad = d.output_padding;
-  if (out_pad.empty()) out_pad.assign(n, 0);
-  if (out_pad.size() != n)
-    return op_error(c, "output_padding " + Shape(out_pad).str() + " needs " + num(spatial) + " values");
-  for (size_t i = 0; i < n; ++i) {
-    if (!transposed && out_pad[i] != 0)
-      return op_error(c, "output_padding applies only to conv_transpose, got " + Shape(out_pad).str());
-    bool same = win.style == PaddingStyle::same || win.style == PaddingStyle::same_lower;
-    if (out_pad[i] != 0 && same)
-      return op_error(c, "output_padding " + Shape(out_pad).str() + " cannot be used with same padding");
-    if (out_pad[i] < 0 || (out_pad[i] > 0 && out_pad[i] >= win.stride[i] && out_pad[i] >= win.dilation[i]))
-      return op_error(c, "output_padding " + Shape(out_pad).str() +
-                             " must be >= 0 and smaller than the stride or the dilation");
-  }
+  std::vector<int64_t> out_pad;
+  if (std::string e = output_padding(d.output_padding, win, transposed, out_pad); !e.empty())
+    return op_error(c, e);
   Act a = split_act(x, *last);
   Filter f = split_filter(w, *sfirst);
   int64_t g = d.groups, cout;
   std::string gs = g == 1 ? "" : " x " + num(g) + " groups";
   if (!transposed) {
     if (a.c >= 0 && f.i >= 0 && a.c != f.i * g)
-      return op_error(c, "input channels " + num(a.c) + " do not match weights' " + num(f.i) + gs + ": " + operands());
+      return op_error(
+          c, "input channels " + num(a.c) + " do not match weights' " + num(f.i) + gs + ": " + operands());
     if (f.o >= 0 && f.o % g != 0)
-      return op_error(c, "output channels " + num(f.o) + " are not divisible by groups " + num(g) + ": " + operands());
+      return op_error(
+          c, "output channels " + num(f.o) + " are not divisible by groups " + num(g) + ": " + operands());
     cout = f.o;
   } else {
     if (a.c >= 0 && f.o >= 0 && a.c != f.o)
-      return op_error(c, "input channels " + num(a.c) + " do not match weights' " + num(f.o) + ": " + operands());
+      return op_error(
+          c, "input channels " + num(a.c) + " do not match weights' " + num(f.o) + ": " + operands());
     cout = f.i < 0 ? -1 : f.i * g;
   }
   if (a.c >= 0 && a.c % g != 0)
-    return op_error(c, "input channels " + num(a.c) + " are not divisible by groups " + num(g) + ": " + operands());
+    return op_error(
+        c, "input channels " + num(a.c) + " are not divisible by groups " + num(g) + ": " + operands());
   std::vector<int64_t> sp(n);
   for (size_t i = 0; i < n; ++i) {
     sp[i] = transposed ? transposed_out(a.sp[i], f.k[i], win, i, out_pad[i])
                        : window_out(a.sp[i], f.k[i], win, i, false);
+    if (sp[i] == kNoFit && transposed)
+      return op_error(c, "padding " + Shape(win.pad).str() + " leaves no output along spatial dim " +
+                             num(int64_t(i)) + ": " + operands());
     if (sp[i] == kNoFit)
       return op_error(c, "window of kernel " + num(f.k[i]) + " (dilation " + num(win.dilation[i]) +
-                             ") does not fit spatial dim " + num(int64_t(i)) + " of extent " +
-                             num(a.sp[i]) + " with padding " + Shape(win.pad).str() + ": " + operands());
+                             ") does not fit spatial dim " + num(int64_t(i)) + " of extent " + num(a.sp[i]) +
+                             " with padding " + Shape(win.pad).str() + ": " + operands());
   }
   return {{TensorType(join_act(a.n, cout, sp, *last), dt)}, {}};
 }
@@ -184,25 +199,24 @@ InferResult float_pair(const InferContext& c, const char* a, const char* b) {
 // Output shape of 2-D pooling of x.
 InferResult pool_shape(const InferContext& c, const Shape& x, const PoolDesc& d) {
   auto last = channels_last(d.data_layout, 2);
-  if (!last)
-    return op_error(c, "data_layout " + enum_name(d.data_layout) + " is not nhwc or nchw");
+  if (!last) return op_error(c, "data_layout " + enum_name(d.data_layout) + " is not nhwc or nchw");
   if (x.rank() != 4) return op_error(c, "needs a rank-4 input, x is " + x.str());
   if (d.kernel.size() != 2 || d.kernel[0] < 1 || d.kernel[1] < 1)
     return op_error(c, "kernel " + Shape(d.kernel).str() + " needs 2 values >= 1");
   // As in PyTorch, an empty stride means the kernel size (non-overlapping windows).
-  Window win = make_window(d.stride.empty() ? d.kernel : d.stride, d.dilation, d.padding,
-                           d.explicit_padding, 2);
+  Window win =
+      make_window(d.stride.empty() ? d.kernel : d.stride, d.dilation, d.padding, d.explicit_padding, 2);
   if (!win.error.empty()) return op_error(c, win.error);
   Act a = split_act(x, *last);
   for (size_t i = 0; i < 2; ++i) {
     int64_t ke = (d.kernel[i] - 1) * win.dilation[i] + 1;
     if (win.pad[2 * i] >= ke || win.pad[2 * i + 1] >= ke)
-      return op_error(c, "padding " + Shape(win.pad).str() + " must be smaller than the window " +
-                             num(ke) + " (a window would see only padding)");
+      return op_error(c, "padding " + Shape(win.pad).str() + " must be smaller than the window " + num(ke) +
+                             " (a window would see only padding)");
     a.sp[i] = window_out(a.sp[i], d.kernel[i], win, i, d.ceil_mode);
     if (a.sp[i] == kNoFit)
-      return op_error(c, "window " + Shape(d.kernel).str() + " does not fit x " + x.str() +
-                             " with padding " + Shape(win.pad).str());
+      return op_error(c, "window " + Shape(d.kernel).str() + " does not fit x " + x.str() + " with padding " +
+                             Shape(win.pad).str());
   }
   return {{TensorType(join_act(a.n, a.c, a.sp, *last), DType::f32)}, {}};
 }
@@ -236,10 +250,10 @@ InferResult infer_conv_grad(const InferContext& c) {
   for (int64_t v : d.result_shape)
     if (v < -1) return op_error(c, "result_shape " + res.str() + " has a negative dimension");
   const Shape& other = c.inputs[1].shape;
-  InferResult fwd = data ? conv_shape(c, spatial_dims(c.kind), false, res, other, d.conv,
-                                      c.inputs[0].dtype, "input_shape", "w")
-                         : conv_shape(c, spatial_dims(c.kind), false, other, res, d.conv,
-                                      c.inputs[0].dtype, "x", "weights_shape");
+  InferResult fwd = data ? conv_shape(c, spatial_dims(c.kind), false, res, other, d.conv, c.inputs[0].dtype,
+                                      "input_shape", "w")
+                         : conv_shape(c, spatial_dims(c.kind), false, other, res, d.conv, c.inputs[0].dtype,
+                                      "x", "weights_shape");
   if (!fwd.ok()) return fwd;
   const Shape& dy = c.inputs[0].shape;
   if (!shape_compatible(fwd.types[0].shape, dy))
@@ -272,8 +286,8 @@ InferResult infer_pool_grad(const InferContext& c) {
   r = pool_shape(c, c.inputs[1].shape, std::get<PoolDesc>(c.attr));
   if (!r.ok()) return r;
   if (!shape_compatible(r.types[0].shape, c.inputs[0].shape))
-    return op_error(c, "dy is " + c.inputs[0].shape.str() + " but pooling x " +
-                           c.inputs[1].shape.str() + " gives " + r.types[0].shape.str());
+    return op_error(c, "dy is " + c.inputs[0].shape.str() + " but pooling x " + c.inputs[1].shape.str() +
+                           " gives " + r.types[0].shape.str());
   return {{c.inputs[1]}, {}};
 }
 

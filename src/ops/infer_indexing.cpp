@@ -35,8 +35,8 @@ InferResult gather_shape(const InferContext& c, const Shape& x, const Shape& ind
   if (!ax) return op_error(c, "axis " + num(axis) + " out of range for x " + x.str());
   int64_t bd = batch_dims < 0 ? batch_dims + ind.rank() : batch_dims;
   if (bd < 0 || bd > ind.rank() || bd > *ax)
-    return op_error(c, "batch_dims " + num(batch_dims) + " must be in [0, min(rank of indices " +
-                           ind.str() + ", axis " + num(*ax) + ")]");
+    return op_error(c, "batch_dims " + num(batch_dims) + " must be in [0, min(rank of indices " + ind.str() +
+                           ", axis " + num(*ax) + ")]");
   if (InferResult r = check_batch(c, x, ind, bd); !r.ok()) return r;
   Dims out = sub(x, 0, *ax), tail = sub(ind, bd, ind.rank()), rest = sub(x, *ax + 1, x.rank());
   out.insert(out.end(), tail.begin(), tail.end());
@@ -79,8 +79,10 @@ InferResult indexed_shape(const InferContext& c, int64_t axis, int64_t batch_dim
   const Shape &x = c.inputs[0].shape, &ind = c.inputs[1].shape;
   if (!x.ranked() || !ind.ranked()) return {{TensorType(Shape::unranked(), DType::f32)}, {}};
   switch (c.kind) {
-    case OpKind::Gather: case OpKind::Scatter: return gather_shape(c, x, ind, axis, batch_dims);
-    case OpKind::GatherNd: case OpKind::ScatterNd: return gather_nd_shape(c, x, ind, batch_dims);
+    case OpKind::Gather:
+    case OpKind::Scatter: return gather_shape(c, x, ind, axis, batch_dims);
+    case OpKind::GatherNd:
+    case OpKind::ScatterNd: return gather_nd_shape(c, x, ind, batch_dims);
     default: return along_axis_shape(c, x, ind, axis);
   }
 }
@@ -110,8 +112,10 @@ InferResult infer_scatter(const InferContext& c) {
   r = indexed_shape(c, d.axis, d.batch_dims);
   if (!r.ok()) return r;
   if (!shape_compatible(r.types[0].shape, upd.shape))
-    return op_error(c, "updates must be " + r.types[0].shape.str() + " (what the gather of x by "
-                           "indices returns): " + all());
+    return op_error(c, "updates must be " + r.types[0].shape.str() +
+                           " (what the gather of x by "
+                           "indices returns): " +
+                           all());
   return {{x}, {}};
 }
 
@@ -139,14 +143,16 @@ InferResult infer_stencil(const InferContext& c) {
   StencilDesc d = std::get<StencilDesc>(c.attr);
   auto fill = [&](Dims& v, const char* name, size_t n, int64_t dflt, int64_t min) -> std::string {
     if (v.empty()) v.assign(n, dflt);
-    if (v.size() != n) return std::string(name) + " " + Shape(v).str() + " needs " + num(int64_t(n)) + " values";
+    if (v.size() != n)
+      return std::string(name) + " " + Shape(v).str() + " needs " + num(int64_t(n)) + " values";
     for (int64_t x : v)
       if (x < min) return std::string(name) + " " + Shape(v).str() + " has a value below " + num(min);
     return {};
   };
-  for (std::string e : {fill(d.offsets, "offsets", 4, 0, INT64_MIN), fill(d.strides, "strides", 4, 1, 1),
-                        fill(d.dilation_rates, "dilation_rates", 4, 1, 1),
-                        fill(d.explicit_padding, "explicit_padding", 8, 0, 0)})
+  for (const std::string& e :
+       {fill(d.offsets, "offsets", 4, 0, INT64_MIN), fill(d.strides, "strides", 4, 1, 1),
+        fill(d.dilation_rates, "dilation_rates", 4, 1, 1),
+        fill(d.explicit_padding, "explicit_padding", 8, 0, 0)})
     if (!e.empty()) return op_error(c, e);
   PaddingStyle p = d.padding_style;
   if (p != PaddingStyle::explicit_offset && d.offsets != Dims(4, 0))
@@ -165,11 +171,12 @@ InferResult infer_stencil(const InferContext& c) {
       continue;
     }
     int64_t ke = (k - 1) * d.dilation_rates[i] + 1;
-    int64_t padded = p == PaddingStyle::valid ? n : n + d.explicit_padding[2 * i] + d.explicit_padding[2 * i + 1];
+    int64_t padded =
+        p == PaddingStyle::valid ? n : n + d.explicit_padding[2 * i] + d.explicit_padding[2 * i + 1];
     if (padded < ke)
       return op_error(c, "window " + num(ke) + " (kernel " + num(k) + ", dilation " +
-                             num(d.dilation_rates[i]) + ") does not fit window dim " +
-                             num(int64_t(i)) + " of the " + enum_name(p) + "-padded source: " + both());
+                             num(d.dilation_rates[i]) + ") does not fit window dim " + num(int64_t(i)) +
+                             " of the " + enum_name(p) + "-padded source: " + both());
     o = (padded - ke) / s + 1;
   }
   bool arg = d.reduction == Reduction::argmin || d.reduction == Reduction::argmax;

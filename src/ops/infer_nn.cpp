@@ -30,11 +30,11 @@ InferResult need_float_x(const InferContext& c) {
 InferResult check_param(const InferContext& c, size_t i, const char* name, const Shape& want) {
   const TensorType& p = c.inputs[i];
   if (p.dtype != c.inputs[0].dtype)
-    return op_error(c, std::string(name) + " is " + p.str() + " but x is " + c.inputs[0].str() +
-                           " (dtypes must match)");
+    return op_error(
+        c, std::string(name) + " is " + p.str() + " but x is " + c.inputs[0].str() + " (dtypes must match)");
   if (!shape_compatible(want, p.shape))
-    return op_error(c, std::string(name) + " is " + p.shape.str() + " but must be " + want.str() +
-                           " for x " + c.inputs[0].shape.str());
+    return op_error(c, std::string(name) + " is " + p.shape.str() + " but must be " + want.str() + " for x " +
+                           c.inputs[0].shape.str());
   return {};
 }
 
@@ -89,8 +89,8 @@ InferResult group_norm(const InferContext& c) {
   if (x.rank() < 2) return op_error(c, "needs x of rank >= 2, x is " + x.str());
   if (g < 1) return op_error(c, "groups must be >= 1, got " + num(g));
   if (x[ax] >= 0 && x[ax] % g != 0)
-    return op_error(c, "groups " + num(g) + " do not divide the " + num(x[ax]) +
-                           " channels of x " + x.str() + " (axis " + num(ax) + ")");
+    return op_error(c, "groups " + num(g) + " do not divide the " + num(x[ax]) + " channels of x " + x.str() +
+                           " (axis " + num(ax) + ")");
   if (r = check_param(c, 1, "gamma", Shape{x[ax]}); !r.ok()) return r;
   if (r = check_param(c, 2, "beta", Shape{x[ax]}); !r.ok()) return r;
   return {{c.inputs[0]}, {}};
@@ -181,8 +181,8 @@ InferResult infer_attention(const InferContext& c) {
   if (c.inputs.size() == 4) {
     const TensorType& m = c.inputs[3];
     if (m.dtype != DType::boolean && m.dtype != q.dtype)
-      return op_error(c, std::string("mask must be bool or q's dtype ") + dtype_name(q.dtype) +
-                             ", mask is " + m.str());
+      return op_error(
+          c, std::string("mask must be bool or q's dtype ") + dtype_name(q.dtype) + ", mask is " + m.str());
     if (!mask_fits(m.shape, Shape(scores)))
       return op_error(c, "mask " + m.shape.str() + " does not broadcast to the scores " +
                              Shape(scores).str() + ": " + qkv());

@@ -33,12 +33,12 @@ InferResult infer_random(const InferContext& c) {
     if (!is_float(d.dtype) && !is_integer(d.dtype))
       return op_error(c, std::string("uniform draws numbers, not ") + dtype_name(d.dtype));
     if (!(d.a < d.b))
-      return op_error(c, "uniform needs min a < max b, got a=" + std::to_string(d.a) +
-                             ", b=" + std::to_string(d.b));
+      return op_error(
+          c, "uniform needs min a < max b, got a=" + std::to_string(d.a) + ", b=" + std::to_string(d.b));
   } else {
     if (!is_float(d.dtype))
-      return op_error(c, enum_name(d.distribution) + " needs a floating-point dtype, got " +
-                             dtype_name(d.dtype));
+      return op_error(
+          c, enum_name(d.distribution) + " needs a floating-point dtype, got " + dtype_name(d.dtype));
     if (!(d.b > 0))
       return op_error(c, enum_name(d.distribution) + " needs stddev b > 0, got " + std::to_string(d.b));
   }

@@ -30,8 +30,8 @@ InferResult slice_shape(const InferContext& c, const Shape& in, const SliceDesc&
   size_t n = d.begin.size();
   std::vector<int64_t> strides = d.strides.empty() ? std::vector<int64_t>(n, 1) : d.strides;
   if (d.end.size() != n || strides.size() != n)
-    return op_error(c, "begin " + Shape(d.begin).str() + ", end " + Shape(d.end).str() +
-                           " and strides " + Shape(d.strides).str() + " need equal lengths");
+    return op_error(c, "begin " + Shape(d.begin).str() + ", end " + Shape(d.end).str() + " and strides " +
+                           Shape(d.strides).str() + " need equal lengths");
   if (!in.ranked()) return {{TensorType(Shape::unranked(), DType::f32)}, {}};
   if (static_cast<int64_t>(n) > in.rank())
     return op_error(c, "slices " + num(int64_t(n)) + " dims of x " + in.str());
@@ -49,9 +49,9 @@ InferResult slice_shape(const InferContext& c, const Shape& in, const SliceDesc&
                                " is out of range for x " + in.str());
       continue;
     }
-    out.push_back(dim < 0 ? -1
-                          : slice_extent(dim, d.begin[i], d.end[i], s, (d.begin_mask >> i) & 1,
-                                         (d.end_mask >> i) & 1));
+    out.push_back(
+        dim < 0 ? -1
+                : slice_extent(dim, d.begin[i], d.end[i], s, (d.begin_mask >> i) & 1, (d.end_mask >> i) & 1));
   }
   out.insert(out.end(), in.dims().begin() + int64_t(n), in.dims().end());
   return {{TensorType(Shape(out), DType::f32)}, {}};

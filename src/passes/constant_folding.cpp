@@ -31,7 +31,11 @@ bool ConstantFolding::run(Module& m) {
         int64_t e = g.type(v).shape.num_elements();
         small &= e >= 0 && e <= kMaxElements;
       }
-      if (!small) continue;
+      // Expanding a small constant (broadcast_to, tile, ...) would only bloat the graph.
+      int64_t in_elems = 0;
+      for (const TensorData& t : in) in_elems += t.num_elements();
+      int64_t out_elems = g.type(n.outputs[0]).shape.num_elements();
+      if (!small || (d.has(kShapeOnly) && out_elems > in_elems) || n.kind == OpKind::BroadcastTo) continue;
       std::vector<TensorData> out;
       try {
         out = reference_eval(g, n, in);

@@ -4,7 +4,8 @@
 namespace tg::detail {
 
 /// Evaluates pure ops whose inputs are all constants (with the reference interpreter) and
-/// replaces them by constants. Results larger than kMaxElements are left to run time.
+/// replaces them by constants. Results larger than kMaxElements, and shape ops that would
+/// expand a constant (broadcast_to, tile), are left to run time.
 struct ConstantFolding : Pass {
   static constexpr int64_t kMaxElements = 1 << 20;
   const char* name() const override { return "constant_folding"; }

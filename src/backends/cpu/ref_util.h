@@ -1,6 +1,7 @@
 #pragma once
 // Internals of the reference interpreter: row-major index arithmetic, exact element access
 // and the per-family evaluators that reference.cpp dispatches to.
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -96,6 +97,9 @@ inline int64_t wmul(int64_t a, int64_t b) { return static_cast<int64_t>(static_c
 inline double wadd(double a, double b) { return a + b; }
 inline double wsub(double a, double b) { return a - b; }
 inline double wmul(double a, double b) { return a * b; }
+
+/// Philox4x32-10 (Salmon et al., Random123): one 128-bit counter block under a 64-bit key.
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key);
 
 // Family evaluators (one file each).
 std::vector<TensorData> eval_elementwise(const Ctx& c);

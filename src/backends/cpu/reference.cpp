@@ -155,8 +155,22 @@ std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
       return ref::eval_linalg(c);
     case Family::reshape: case Family::transpose: case Family::broadcast_to:
     case Family::expand_dims: case Family::squeeze: case Family::concat: case Family::split:
-    case Family::shape_of: case Family::arange:
+    case Family::shape_of: case Family::arange: case Family::strided_slice:
+    case Family::slice_update: case Family::pad: case Family::tile: case Family::reverse:
+    case Family::one_hot: case Family::space_depth: case Family::resize:
       return ref::eval_shape(c);
+    case Family::conv: case Family::conv_grad:
+      return ref::eval_conv(c);
+    case Family::pool: case Family::pool_grad:
+      return ref::eval_pool(c);
+    case Family::norm: case Family::softmax: case Family::loss: case Family::attention:
+      return ref::eval_nn(c);
+    case Family::random_state: case Family::random: case Family::dropout:
+      return ref::eval_random(c);
+    case Family::gather: case Family::scatter: case Family::non_zero:
+      return ref::eval_indexing(c);
+    case Family::stencil:
+      return ref::eval_stencil(c);
     default:
       throw Error(op_tag(n.kind) + "has no reference implementation");
   }

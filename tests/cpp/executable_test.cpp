@@ -1,0 +1,160 @@
+// Compiling and running on the CPU: results, dynamic shapes, variables, errors, threads.
+#include <thread>
+
+#include "test_util.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+CompileOptions cpu_opts(bool dynamic = false) { return {.device = Device::cpu(), .disable_type_inference = dynamic}; }
+}  // namespace
+
+TEST(Executable, RunsAndMatchesHandComputation) {
+  Graph g;
+  Tensor x = g.placeholder({2, 2}, f32, "x");
+  Tensor y = g.reduce_sum(g.mul(x, g.scalar(3.0)), {1});
+  Executable exe = g.compile({{x, x.type()}}, {y}, {}, cpu_opts());
+  auto out = exe.run({TensorData::from_floats({2, 2}, {1, 2, 3, 4})});
+  EXPECT_EQ(out[0].to_vector(), (std::vector<double>{9, 21}));
+  EXPECT_EQ(exe.output_types({TensorType({2, 2}, f32)})[0], TensorType({2}, f32));
+}
+
+TEST(Executable, DynamicBatchWithoutRecompiling) {
+  Graph g;
+  Tensor x = g.placeholder({-1, 3}, f32, "x");
+  Tensor y = g.reduce_max(x, {1});
+  Executable exe = g.compile({{x, TensorType({-1, 3}, f32)}}, {y}, {}, cpu_opts(true));
+  EXPECT_EQ(exe.declared_output_types()[0].shape, (Shape{-1}));
+  EXPECT_EQ(exe.output_types({TensorType({7, 3}, f32)})[0].shape, (Shape{7}));
+  for (int64_t n : {1, 4, 9}) {
+    TensorData in = TensorData::randn({n, 3}, f32, static_cast<uint64_t>(n));
+    auto out = exe.run({in});
+    ASSERT_EQ(out[0].shape(), (Shape{n}));
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(out[0].at(i), std::max({in.at(3 * i), in.at(3 * i + 1), in.at(3 * i + 2)}));
+  }
+}
+
+TEST(Executable, BadInputsAreRefusedWithNames) {
+  Graph g;
+  Tensor x = g.placeholder({-1, 3}, f32, "images");
+  Executable exe = g.compile({{x, TensorType({-1, 3}, f32)}}, {g.neg(x)}, {}, cpu_opts(true));
+  EXPECT_TG_ERROR(exe.run({TensorData::randn({2, 3}, f64)}), "[run] feed 'images'", "[-1,3] f32", "[2,3] f64");
+  EXPECT_TG_ERROR(exe.run({TensorData::randn({2, 4})}), "feed 'images'", "[2,4] f32");
+  EXPECT_TG_ERROR(exe.run({TensorData::randn({3})}), "feed 'images'", "[3] f32");
+  EXPECT_TG_ERROR(exe.run({}), "[run] 0 inputs given for 1 feeds");
+  EXPECT_TG_ERROR(g.compile({{x, TensorType({-1, 4}, f32)}}, {x}), "[compile] feed %images");
+}
+
+TEST(Executable, VariablesPersistAndAreShared) {
+  Graph g;
+  Tensor w = g.variable(TensorData::from_floats({2}, {1, 2}), "w");
+  Operation step = g.assign(w, g.add(w, g.scalar(1.0)));
+  Executable train = g.compile({}, {}, {step}, cpu_opts());
+  Executable infer = g.compile({}, {g.mul(w, g.scalar(10.0))}, {}, cpu_opts());
+  train.run({});
+  train.run({});
+  EXPECT_EQ(train.variable("w").to_vector(), (std::vector<double>{3, 4}));
+  EXPECT_EQ(infer.run({})[0].to_vector(), (std::vector<double>{30, 40}));
+  infer.set_variable("w", TensorData::from_floats({2}, {0, 0}));
+  EXPECT_EQ(train.variable("w").to_vector(), (std::vector<double>{0, 0}));
+  EXPECT_TG_ERROR(infer.set_variable("w", TensorData::zeros({3})), "[variable] 'w' is [2] f32");
+  EXPECT_TG_ERROR(infer.variable("nope"), "no variable named 'nope'");
+}
+
+TEST(Executable, ReadsSeeStartOfRunUnlessOrderedAfterAssign) {
+  Graph g;
+  Tensor w = g.variable(TensorData::from_floats({1}, {5}), "w");
+  Operation up = g.assign(w, g.scalar(7.0, f32));
+  Tensor before = g.identity(w);
+  Tensor after = g.control_dependency({up}, [&] { return std::vector{g.read_variable(w)}; })[0];
+  Executable exe = g.compile({}, {before, after}, {}, cpu_opts());
+  auto out = exe.run({});
+  EXPECT_EQ(out[0].at(0), 5);
+  EXPECT_EQ(out[1].at(0), 7);
+  EXPECT_EQ(exe.variable("w").at(0), 7);
+}
+
+TEST(Executable, FailedRunLeavesVariablesUnchanged) {
+  Graph g;
+  Tensor w = g.variable(TensorData::from_floats({1}, {5}), "w");
+  Tensor step = g.placeholder({}, i32, "step");
+  Operation up = g.assign(w, g.scalar(9.0, f32));
+  Tensor r = g.control_dependency({up}, [&] {
+    return g.for_loop(g.scalar(0, i32), g.scalar(3, i32), step, {g.scalar(1.0)},
+                      [](Graph& b, Tensor, std::vector<Tensor> a) { return std::vector{b.mul(a[0], b.scalar(2.0))}; });
+  })[0];
+  Executable exe = g.compile({{step, step.type()}}, {r}, {up}, cpu_opts());
+  EXPECT_TG_ERROR(exe.run({TensorData::scalar(0, i32)}), "[for_loop] step must be positive");
+  EXPECT_EQ(exe.variable("w").at(0), 5);
+  EXPECT_EQ(exe.run({TensorData::scalar(1, i32)})[0].at(0), 8);
+  EXPECT_EQ(exe.variable("w").at(0), 9);
+}
+
+TEST(Executable, ControlFlowOnCpu) {
+  Graph g;
+  Tensor p = g.placeholder({}, boolean, "p");
+  Tensor x = g.placeholder({2}, f32, "x");
+  Tensor ie = g.if_else(p, [&](Graph& b) { return std::vector{b.mul(x, b.scalar(2.0))}; },
+                        [&](Graph& b) { return std::vector{b.neg(x)}; })[0];
+  // while (sum < 100) x *= 3; returns before's results when the predicate is false.
+  auto wl = g.while_loop(
+      {x},
+      [](Graph& b, std::vector<Tensor> a) { return std::pair{b.less(b.reduce_sum(a[0]), b.scalar(100.0)), a}; },
+      [](Graph& b, std::vector<Tensor> r) { return std::vector{b.mul(r[0], b.scalar(3.0))}; });
+  auto fl = g.for_loop(g.scalar(2, i32), g.scalar(11, i32), g.scalar(3, i32), {g.scalar(0, i32)},
+                       [](Graph& b, Tensor i, std::vector<Tensor> a) { return std::vector{b.add(a[0], i)}; });
+  Executable exe = g.compile({{p, p.type()}, {x, x.type()}}, {ie, wl[0], fl[0]}, {}, cpu_opts());
+  TensorData xv = TensorData::from_floats({2}, {1, 2});
+  auto t = exe.run({TensorData::scalar(1, boolean), xv});
+  EXPECT_EQ(t[0].to_vector(), (std::vector<double>{2, 4}));
+  // sums 3, 9, 27, 81 continue; 243 stops: before's results at that point are returned.
+  EXPECT_EQ(t[1].to_vector(), (std::vector<double>{81, 162}));
+  EXPECT_EQ(t[2].at(0), 2 + 5 + 8);
+  auto f = exe.run({TensorData::scalar(0, boolean), xv});
+  EXPECT_EQ(f[0].to_vector(), (std::vector<double>{-1, -2}));
+}
+
+TEST(Executable, ConcurrentRunsMatchSerial) {
+  Graph g;
+  Tensor x = g.placeholder({16, 16}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({16, 16}, f32, 3), "w");
+  Tensor y = g.reduce_sum(g.tanh(g.matmul(x, w)), {1});
+  Executable exe = g.compile({{x, x.type()}}, {y}, {}, cpu_opts());
+  std::vector<TensorData> ins, serial;
+  for (int i = 0; i < 8; ++i) {
+    ins.push_back(TensorData::randn({16, 16}, f32, static_cast<uint64_t>(100 + i)));
+    serial.push_back(exe.run({ins.back()})[0]);
+  }
+  std::vector<std::vector<double>> got(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep)
+        for (int i = t; i < 8; i += 4) got[static_cast<size_t>(i)] = exe.run({ins[static_cast<size_t>(i)]})[0].to_vector();
+    });
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], serial[static_cast<size_t>(i)].to_vector());
+  auto fut = exe.run_async({ins[0]});
+  EXPECT_EQ(fut.get()[0].to_vector(), serial[0].to_vector());
+}
+
+TEST(Executable, GraphRunCachesBySignature) {
+  Graph g;
+  Tensor x = g.placeholder({-1}, f32, "x");
+  Tensor y = g.square(x);
+  EXPECT_EQ(g.run({{x, TensorData::from_floats({2}, {3, 4})}}, {y})[0].to_vector(), (std::vector<double>{9, 16}));
+  EXPECT_EQ(g.run({{x, TensorData::from_floats({1}, {5})}}, {y})[0].to_vector(), (std::vector<double>{25}));
+  EXPECT_EQ(g.run({{x, TensorData::from_floats({2}, {1, 2})}}, {y})[0].to_vector(), (std::vector<double>{1, 4}));
+}
+
+TEST(Executable, BufferPlanReusesMemory) {
+  Graph g;
+  Tensor x = g.placeholder({1024}, f32, "x");
+  Tensor y = x;
+  for (int i = 0; i < 20; ++i) y = g.exp(g.neg(y));  // a chain: each buffer dies at once
+  Executable exe = g.compile({{x, x.type()}}, {y}, {}, cpu_opts());
+  EXPECT_EQ(exe.naive_intermediate_bytes(), 40 * 4096);
+  EXPECT_LE(exe.planned_arena_bytes(), 2 * 4096);
+}

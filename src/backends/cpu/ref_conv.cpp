@@ -78,15 +78,16 @@ enum class Acc { y, x, w };  // which tensor accumulates: forward, data grad, we
 // acc += the products of the forward convolution that touch it; a/b are the two operands.
 void conv_loop(const Conv& cv, Acc mode, const TensorData& a, const TensorData& b, std::vector<double>& acc) {
   const int64_t G = cv.groups, cpg = cv.C() / G, opg = cv.O() / G;
-  const int64_t ny = numel(cv.win.ysp), nk = numel(cv.win.k);
+  std::vector<Dims> ypos, kpos;
+  for (int64_t p = 0; p < numel(cv.win.ysp); ++p) ypos.push_back(unravel(p, cv.win.ysp));
+  for (int64_t q = 0; q < numel(cv.win.k); ++q) kpos.push_back(unravel(q, cv.win.k));
   for (int64_t n = 0; n < cv.N(); ++n)
     for (int64_t o = 0; o < cv.O(); ++o)
-      for (int64_t p = 0; p < ny; ++p) {
-        Dims yp = unravel(p, cv.win.ysp);
+      for (const Dims& yp : ypos) {
         int64_t yi = act_index(cv.yd, cv.last, n, o, yp);
         for (int64_t i = 0; i < cpg; ++i)
-          for (int64_t q = 0; q < nk; ++q) {
-            Dims kp = unravel(q, cv.win.k), xp(kp.size());
+          for (const Dims& kp : kpos) {
+            Dims xp(kp.size());
             bool inside = true;
             for (size_t s = 0; s < kp.size(); ++s) {
               xp[s] = yp[s] * cv.win.stride[s] + kp[s] * cv.win.dil[s] - cv.win.pad[s];

@@ -118,7 +118,7 @@ std::vector<TensorType> concrete_output_types(const GraphImpl& g, const Node& n,
   std::vector<TensorType> in;
   in.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].empty() && n.kind != OpKind::Constant)
+    if (inputs[i].empty())
       throw Error(op_tag(n.kind) + "input " + std::to_string(i) + " has no data");
     in.push_back(inputs[i].type());
   }

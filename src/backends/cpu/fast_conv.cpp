@@ -1,0 +1,197 @@
+// Fast f32 conv2d through oneDNN's convolution_forward. The user's tensors are described as
+// they lie (nhwc / nchw activations; hwio / oihw weights as strides over oneDNN's
+// [groups,] O, I, kh, kw order); the primitive picks its own layouts and reorders convert in
+// and out where they differ. Padding is computed exactly as the inference rule does
+// (src/ops/infer_conv.cpp): same = ceil(in / stride) outputs, the odd unit after (same) or
+// before (same_lower).
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "backends/cpu/fast_kernels.h"
+
+namespace tg::detail::fast {
+namespace {
+
+using dnnl::memory;
+
+struct ConvEntry {
+  dnnl::convolution_forward prim;
+  memory::desc user_src, user_wei, user_dst;  // the tensors as tgraph stores them
+  memory::desc src, wei, dst;                 // what the primitive wants
+  std::optional<dnnl::reorder> src_in, wei_in, dst_out;
+  memory::dims dst_shape;                     // tgraph's output dims
+};
+
+PrimitiveCache<ConvEntry>& cache() {
+  static PrimitiveCache<ConvEntry> c;
+  return c;
+}
+
+// TGRAPH_CPU_CONV_PLAIN=1 keeps activations in the user's layout (no reorders of src/dst).
+bool plain_activations() {
+  static const bool plain = [] {
+    const char* v = std::getenv("TGRAPH_CPU_CONV_PLAIN");
+    return v && *v && *v != '0';
+  }();
+  return plain;
+}
+
+}  // namespace
+
+bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
+  const auto* d = std::get_if<ConvDesc>(&n.attr);
+  if (!d) return false;
+  const auto &xd = in[0].shape().dims(), &wd = in[1].shape().dims();
+  if (xd.size() != 4 || wd.size() != 4) return false;
+  bool last;
+  if (d->data_layout == Layout::nhwc) last = true;
+  else if (d->data_layout == Layout::nchw) last = false;
+  else return false;
+  bool sfirst;
+  if (d->weights_layout == Layout::hwio) sfirst = true;
+  else if (d->weights_layout == Layout::oihw) sfirst = false;
+  else return false;
+  if (!d->output_padding.empty() &&
+      std::any_of(d->output_padding.begin(), d->output_padding.end(), [](int64_t v) { return v != 0; }))
+    return false;
+
+  const int64_t N = xd[0], C = last ? xd[3] : xd[1];
+  const int64_t sp[2] = {last ? xd[1] : xd[2], last ? xd[2] : xd[3]};
+  const int64_t O = sfirst ? wd[3] : wd[0], I = sfirst ? wd[2] : wd[1];
+  const int64_t k[2] = {sfirst ? wd[0] : wd[2], sfirst ? wd[1] : wd[3]};
+  const int64_t G = d->groups;
+  if (G < 1 || C % G != 0 || O % G != 0 || I * G != C) return false;
+  for (int64_t v : {N, C, sp[0], sp[1], O, I, k[0], k[1]})
+    if (v <= 0) return false;
+  auto two = [](const std::vector<int64_t>& v, int64_t dflt, int64_t out[2]) {
+    if (v.empty()) {
+      out[0] = out[1] = dflt;
+      return true;
+    }
+    if (v.size() != 2 || v[0] < 1 || v[1] < 1) return false;
+    out[0] = v[0];
+    out[1] = v[1];
+    return true;
+  };
+  int64_t stride[2], dil[2];
+  if (!two(d->stride, 1, stride) || !two(d->dilation, 1, dil)) return false;
+
+  int64_t pl[2], pr[2], os[2];
+  for (int i = 0; i < 2; ++i) {
+    const int64_t ke = (k[i] - 1) * dil[i] + 1;
+    switch (d->padding) {
+      case PaddingStyle::explicit_:
+        if (d->explicit_padding.empty()) {
+          pl[i] = pr[i] = 0;
+        } else {
+          if (d->explicit_padding.size() != 4) return false;
+          pl[i] = d->explicit_padding[2 * i];
+          pr[i] = d->explicit_padding[2 * i + 1];
+          if (pl[i] < 0 || pr[i] < 0) return false;
+        }
+        break;
+      case PaddingStyle::valid:
+        pl[i] = pr[i] = 0;
+        break;
+      case PaddingStyle::same:
+      case PaddingStyle::same_lower: {
+        const int64_t o = (sp[i] + stride[i] - 1) / stride[i];
+        const int64_t total = std::max<int64_t>((o - 1) * stride[i] + ke - sp[i], 0);
+        pl[i] = d->padding == PaddingStyle::same ? total / 2 : (total + 1) / 2;
+        pr[i] = total - pl[i];
+        break;
+      }
+      default:
+        return false;
+    }
+    const int64_t span = sp[i] + pl[i] + pr[i] - ke;
+    if (span < 0) return false;
+    os[i] = span / stride[i] + 1;
+    // A window must start inside the input or its padding-before, as oneDNN checks.
+    if (pl[i] >= ke || pr[i] >= ke) {
+      // still valid math (windows of only padding give 0), but keep oneDNN on ground it owns
+      return false;
+    }
+  }
+
+  std::vector<int64_t> key{last, sfirst, G, N, C, sp[0], sp[1], O, k[0], k[1], stride[0], stride[1],
+                           dil[0], dil[1], pl[0], pl[1], pr[0], pr[1], plain_activations()};
+  auto e = cache().get(key, [&] {
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    auto entry = std::make_shared<ConvEntry>();
+    const tag act = last ? tag::nhwc : tag::nchw;
+    entry->user_src = memory::desc({N, C, sp[0], sp[1]}, f32, act);
+    entry->user_dst = memory::desc({N, O, os[0], os[1]}, f32, act);
+    entry->dst_shape = last ? memory::dims{N, os[0], os[1], O} : memory::dims{N, O, os[0], os[1]};
+    // Weights element (g, o, i, kh, kw), o within the group, lies at:
+    //   hwio: ((kh * KW + kw) * I + i) * O + g * OG + o
+    //   oihw: (((g * OG + o) * I + i) * KH + kh) * KW + kw
+    const int64_t OG = O / G, KH = k[0], KW = k[1];
+    memory::dims wdims, wstr;
+    if (sfirst) {
+      wdims = {OG, I, KH, KW};
+      wstr = {1, O, KW * I * O, I * O};
+      if (G > 1) {
+        wdims.insert(wdims.begin(), G);
+        wstr.insert(wstr.begin(), OG);
+      }
+    } else {
+      wdims = {OG, I, KH, KW};
+      wstr = {I * KH * KW, KH * KW, KW, 1};
+      if (G > 1) {
+        wdims.insert(wdims.begin(), G);
+        wstr.insert(wstr.begin(), OG * I * KH * KW);
+      }
+    }
+    entry->user_wei = memory::desc(wdims, f32, wstr);
+    const bool plain = plain_activations();
+    memory::desc src_any({N, C, sp[0], sp[1]}, f32, plain ? act : tag::any);
+    memory::desc dst_any({N, O, os[0], os[1]}, f32, plain ? act : tag::any);
+    memory::desc wei_any(wdims, f32, tag::any);
+    dnnl::convolution_forward::desc cd(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, wei_any,
+        dst_any, {stride[0], stride[1]}, {dil[0] - 1, dil[1] - 1}, {pl[0], pl[1]}, {pr[0], pr[1]});
+    auto& eng = dnnl_cpu_engine();
+    dnnl::convolution_forward::primitive_desc pd(cd, eng);
+    entry->src = pd.src_desc();
+    entry->wei = pd.weights_desc();
+    entry->dst = pd.dst_desc();
+    entry->prim = dnnl::convolution_forward(pd);
+    if (entry->src != entry->user_src)
+      entry->src_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->user_src, eng, entry->src));
+    if (entry->wei != entry->user_wei)
+      entry->wei_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->user_wei, eng, entry->wei));
+    if (entry->dst != entry->user_dst)
+      entry->dst_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->dst, eng, entry->user_dst));
+    return std::shared_ptr<const ConvEntry>(entry);
+  });
+  if (!e) return false;
+
+  TensorData y(Shape(std::vector<int64_t>(e->dst_shape.begin(), e->dst_shape.end())), DType::f32);
+  auto& eng = dnnl_cpu_engine();
+  auto& s = dnnl_thread_stream();
+  memory usrc(e->user_src, eng, const_cast<void*>(in[0].data()));
+  memory uwei(e->user_wei, eng, const_cast<void*>(in[1].data()));
+  memory udst(e->user_dst, eng, y.data());
+  memory src = usrc, wei = uwei, dst = udst;
+  if (e->src_in) {
+    src = memory(e->src, eng);
+    e->src_in->execute(s, usrc, src);
+  }
+  if (e->wei_in) {
+    wei = memory(e->wei, eng);
+    e->wei_in->execute(s, uwei, wei);
+  }
+  if (e->dst_out) dst = memory(e->dst, eng);
+  e->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+  if (e->dst_out) e->dst_out->execute(s, dst, udst);
+  s.wait();
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
+}  // namespace tg::detail::fast

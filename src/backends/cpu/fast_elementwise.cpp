@@ -1,0 +1,136 @@
+// Fast f32 elementwise ops on operands of equal shape, and the dispatcher of the fast path.
+//
+// Rounding follows docs/ops-semantics.md: add, sub, mul, div, sqrt, square, neg, abs, relu,
+// minimum and maximum are computed in f32, which gives exactly the reference's result (the
+// double result of one IEEE operation on two floats, rounded once, is the f32 result).
+// Transcendental ops (exp, tanh, sigmoid, gelu, silu) are computed in double and rounded once,
+// exactly as the reference does. minimum / maximum are IEEE minNum / maxNum (a NaN operand is
+// ignored); relu keeps NaN. Large tensors are split over OpenMP threads; small ones run inline.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/fast_kernels.h"
+
+namespace tg::detail {
+namespace fast {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // elements below which threads cost more than they save
+
+template <class F>
+void unary_loop(const float* __restrict x, float* __restrict y, int64_t n, F f) {
+  if (n >= kParallelMin) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  }
+}
+
+template <class F>
+void binary_loop(const float* __restrict a, const float* __restrict b, float* __restrict y, int64_t n, F f) {
+  if (n >= kParallelMin) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+  }
+}
+
+inline double sigmoid_d(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+}  // namespace
+
+bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  const bool binary = in.size() == 2;
+  if (in.empty() || in.size() > 2) return false;
+  for (const TensorData& t : in)
+    if (t.dtype() != DType::f32 || t.empty()) return false;
+  if (binary && in[0].shape().dims() != in[1].shape().dims()) return false;
+  const int64_t count = in[0].num_elements();
+  TensorData y(in[0].shape(), DType::f32);
+  const float* a = in[0].ptr<float>();
+  const float* b = binary ? in[1].ptr<float>() : nullptr;
+  float* o = y.ptr<float>();
+  switch (n.kind) {
+    // binary
+    case OpKind::Add: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p + q; }); break;
+    case OpKind::Sub: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p - q; }); break;
+    case OpKind::Mul: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p * q; }); break;
+    case OpKind::Div: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p / q; }); break;
+    case OpKind::Maximum:
+      if (!binary) return false;
+      binary_loop(a, b, o, count, [](float p, float q) { return (p >= q || q != q) ? p : q; });
+      break;
+    case OpKind::Minimum:
+      if (!binary) return false;
+      binary_loop(a, b, o, count, [](float p, float q) { return (p <= q || q != q) ? p : q; });
+      break;
+    // unary, exact in f32
+    case OpKind::Relu: if (binary) return false; unary_loop(a, o, count, [](float v) { return v < 0.0f ? 0.0f : v; }); break;
+    case OpKind::Neg: if (binary) return false; unary_loop(a, o, count, [](float v) { return -v; }); break;
+    case OpKind::Abs: if (binary) return false; unary_loop(a, o, count, [](float v) { return std::fabs(v); }); break;
+    case OpKind::Square: if (binary) return false; unary_loop(a, o, count, [](float v) { return v * v; }); break;
+    case OpKind::Sqrt: if (binary) return false; unary_loop(a, o, count, [](float v) { return std::sqrt(v); }); break;
+    // unary, transcendental: double, rounded once
+    case OpKind::Exp:
+      if (binary) return false;
+      unary_loop(a, o, count, [](float v) { return static_cast<float>(std::exp(static_cast<double>(v))); });
+      break;
+    case OpKind::Tanh:
+      if (binary) return false;
+      unary_loop(a, o, count, [](float v) { return static_cast<float>(std::tanh(static_cast<double>(v))); });
+      break;
+    case OpKind::Sigmoid:
+      if (binary) return false;
+      unary_loop(a, o, count, [](float v) { return static_cast<float>(sigmoid_d(v)); });
+      break;
+    case OpKind::Silu:
+      if (binary) return false;
+      unary_loop(a, o, count, [](float v) {
+        double x = v;
+        return static_cast<float>(x * sigmoid_d(x));
+      });
+      break;
+    case OpKind::Gelu:
+      if (binary) return false;
+      unary_loop(a, o, count, [](float v) {
+        double x = v;
+        return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+      });
+      break;
+    default:
+      return false;
+  }
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
+}  // namespace fast
+
+bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in,
+                   std::vector<TensorData>& out) {
+  if (n.outputs.size() != 1) return false;
+  switch (n.kind) {
+    case OpKind::MatMul:
+      return fast::matmul(n, in, out);
+    case OpKind::Conv2d:
+      return fast::conv2d(n, in, out);
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+    case OpKind::Maximum: case OpKind::Minimum: case OpKind::Relu: case OpKind::Neg:
+    case OpKind::Abs: case OpKind::Square: case OpKind::Sqrt: case OpKind::Exp:
+    case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Gelu:
+      return fast::elementwise(n, in, out);
+    default:
+      return false;
+  }
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,72 @@
+#pragma once
+// The fast CPU path: oneDNN matmul and convolution, OpenMP-parallel elementwise loops. Each
+// kernel covers a subset of its op (f32, plain shapes) and says no otherwise, so the caller
+// falls back to the reference interpreter, which is the definition of every op's semantics.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/graph_impl.h"
+#include "tgraph/tensor_data.h"
+
+namespace tg::detail {
+
+/// Evaluates node n on host inputs with a fast kernel and sets `out` (one tensor per output);
+/// returns false, leaving `out` untouched, when no fast kernel covers this op, dtype or shape.
+/// Thread-safe: one executable may run from several threads at once.
+bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in,
+                   std::vector<TensorData>& out);
+
+namespace fast {
+/// oneDNN matmul (batched, transposes, batch broadcast) for f32.
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights).
+bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// Elementwise unary / binary f32 ops on operands of equal shapes.
+bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+
+// ---- shared by the oneDNN kernels: engine, per-thread stream, primitive cache ----
+inline dnnl::engine& dnnl_cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+inline dnnl::stream& dnnl_thread_stream() {
+  thread_local dnnl::stream s(dnnl_cpu_engine());
+  return s;
+}
+
+/// Entries are built once per key (a null entry records a problem oneDNN cannot do) and then
+/// shared read-only; oneDNN primitives may be executed from several threads at once.
+template <class Entry>
+class PrimitiveCache {
+ public:
+  template <class Make>
+  std::shared_ptr<const Entry> get(const std::vector<int64_t>& key, Make&& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return it->second;
+    }
+    std::shared_ptr<const Entry> e;
+    try {
+      e = make();
+    } catch (const dnnl::error&) {
+      e = nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() > 4096) map_.clear();  // bound memory for endlessly varying shapes
+    return map_.emplace(key, e).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Entry>> map_;
+};
+}  // namespace fast
+
+}  // namespace tg::detail

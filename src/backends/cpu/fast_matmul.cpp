@@ -1,0 +1,99 @@
+// Fast f32 matmul through oneDNN's matmul primitive: batch dims are right-aligned and
+// broadcast (a size-1 dim stretches), transposes are strides on the operand's memory
+// descriptor, so no operand is copied. One primitive per problem, cached.
+#include <algorithm>
+
+#include "backends/cpu/fast_kernels.h"
+
+namespace tg::detail::fast {
+namespace {
+
+using dnnl::memory;
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  memory::desc a, b, c;
+};
+
+PrimitiveCache<MatmulEntry>& cache() {
+  static PrimitiveCache<MatmulEntry> c;
+  return c;
+}
+
+// Row-major strides of a stored shape.
+memory::dims strides_of(const memory::dims& d) {
+  memory::dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// Logical [batch..., rows, cols] descriptor of an operand stored as `stored` (rank r, padded
+// with leading 1s), read transposed when `t` (the last two stored dims are swapped).
+memory::desc operand_md(const memory::dims& stored, bool t) {
+  memory::dims dims = stored, st = strides_of(stored);
+  if (t) {
+    size_t r = dims.size();
+    std::swap(dims[r - 2], dims[r - 1]);
+    std::swap(st[r - 2], st[r - 1]);
+  }
+  return memory::desc(dims, memory::data_type::f32, st);
+}
+
+}  // namespace
+
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
+  const auto* d = std::get_if<MatmulDesc>(&n.attr);
+  if (!d) return false;
+  const auto &ad = in[0].shape().dims(), &bd = in[1].shape().dims();
+  if (ad.size() < 2 || bd.size() < 2) return false;
+  const size_t r = std::max(ad.size(), bd.size());
+  if (r > DNNL_MAX_NDIMS) return false;
+  for (int64_t x : ad)
+    if (x <= 0) return false;  // empty operands: the reference handles them
+  for (int64_t x : bd)
+    if (x <= 0) return false;
+  memory::dims as(r - ad.size(), 1), bs(r - bd.size(), 1);
+  as.insert(as.end(), ad.begin(), ad.end());
+  bs.insert(bs.end(), bd.begin(), bd.end());
+  const bool ta = d->transpose_a, tb = d->transpose_b;
+  const int64_t m = ta ? as[r - 1] : as[r - 2], ka = ta ? as[r - 2] : as[r - 1];
+  const int64_t kb = tb ? bs[r - 1] : bs[r - 2], nn = tb ? bs[r - 2] : bs[r - 1];
+  if (ka != kb) return false;
+  memory::dims cs(r);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (as[i] != bs[i] && as[i] != 1 && bs[i] != 1) return false;
+    cs[i] = std::max(as[i], bs[i]);
+  }
+  cs[r - 2] = m;
+  cs[r - 1] = nn;
+
+  std::vector<int64_t> key{ta, tb, static_cast<int64_t>(r)};
+  key.insert(key.end(), as.begin(), as.end());
+  key.insert(key.end(), bs.begin(), bs.end());
+  auto e = cache().get(key, [&] {
+    auto entry = std::make_shared<MatmulEntry>();
+    entry->a = operand_md(as, ta);
+    entry->b = operand_md(bs, tb);
+    entry->c = memory::desc(cs, memory::data_type::f32, strides_of(cs));
+    dnnl::matmul::desc md(entry->a, entry->b, entry->c);
+    dnnl::matmul::primitive_desc pd(md, dnnl_cpu_engine());
+    entry->prim = dnnl::matmul(pd);
+    return std::shared_ptr<const MatmulEntry>(entry);
+  });
+  if (!e) return false;
+
+  TensorData c(Shape(std::vector<int64_t>(cs.begin(), cs.end())), DType::f32);
+  auto& eng = dnnl_cpu_engine();
+  memory ma(e->a, eng, const_cast<void*>(in[0].data()));
+  memory mb(e->b, eng, const_cast<void*>(in[1].data()));
+  memory mc(e->c, eng, c.data());
+  auto& s = dnnl_thread_stream();
+  e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  s.wait();
+  out.clear();
+  out.push_back(std::move(c));
+  return true;
+}
+
+}  // namespace tg::detail::fast

@@ -234,6 +234,10 @@ class Graph {
   Tensor reshape(Tensor x, std::vector<int64_t> shape);
   Tensor transpose(Tensor x, std::vector<int64_t> perm);
   Tensor broadcast_to(Tensor x, std::vector<int64_t> shape);
+  /// x broadcast to the shape of `like` (resolved at run time for dynamic dims).
+  Tensor broadcast_like(Tensor x, Tensor like);
+  /// Sums x down to the shape of `like` (the inverse of broadcasting; for gradients).
+  Tensor sum_to_like(Tensor x, Tensor like);
   Tensor expand_dims(Tensor x, std::vector<int64_t> axes);
   Tensor squeeze(Tensor x, std::vector<int64_t> axes = {});
   /// Collapses dims [axis, rank) into one.
@@ -296,6 +300,12 @@ class Graph {
   /// returns the results of the last `before`.
   std::vector<Tensor> while_loop(std::vector<Tensor> init, const WhileBefore& before,
                                  const WhileAfter& after);
+
+  // ---- differentiation -----------------------------------------------------------------------
+  /// d(sum of y)/dx for each x, built as ops of this graph (reverse mode). Gradients of values
+  /// used several times are summed; broadcasting is undone; stop_gradient blocks. Throws
+  /// naming the op when one on the path has no gradient rule.
+  std::unordered_map<Tensor, Tensor> gradients(Tensor y, const std::vector<Tensor>& xs);
 
   // ---- compiling and running -------------------------------------------------------------------
   /// Compiles the part of the graph that computes targets and runs target_ops.

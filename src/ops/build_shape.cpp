@@ -15,6 +15,8 @@ Tensor Graph::transpose(Tensor x, std::vector<int64_t> perm) {
 Tensor Graph::broadcast_to(Tensor x, std::vector<int64_t> shape) {
   return make(*this, OpKind::BroadcastTo, {x}, ShapeDesc{std::move(shape)});
 }
+Tensor Graph::broadcast_like(Tensor x, Tensor like) { return make(*this, OpKind::BroadcastLike, {x, like}); }
+Tensor Graph::sum_to_like(Tensor x, Tensor like) { return make(*this, OpKind::SumToLike, {x, like}); }
 Tensor Graph::expand_dims(Tensor x, std::vector<int64_t> axes) {
   return make(*this, OpKind::ExpandDims, {x}, AxesDesc{std::move(axes)});
 }

@@ -73,6 +73,25 @@ InferResult infer_broadcast_to(const InferContext& c) {
   return {{TensorType(*b, c.inputs[0].dtype)}, {}};
 }
 
+InferResult infer_broadcast_like(const InferContext& c) {
+  InferResult r;
+  if (!arity_ok(c, 2, r)) return r;
+  auto b = broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape);
+  if (!b || b->rank() != c.inputs[1].shape.rank())
+    return op_error(c, "cannot broadcast " + describe_inputs(c, {"x", "like"}));
+  return {{TensorType(*b, c.inputs[0].dtype)}, {}};
+}
+
+InferResult infer_sum_to_like(const InferContext& c) {
+  InferResult r;
+  if (!arity_ok(c, 2, r)) return r;
+  auto b = broadcast_shapes(c.inputs[1].shape, c.inputs[0].shape);
+  if (!b || b->rank() != c.inputs[0].shape.rank())
+    return op_error(c, "like does not broadcast to x: " + describe_inputs(c, {"x", "like"}));
+  if (c.inputs[0].dtype == DType::boolean) return op_error(c, "does not take bool input");
+  return {{TensorType(c.inputs[1].shape, c.inputs[0].dtype)}, {}};
+}
+
 InferResult infer_expand_dims(const InferContext& c) {
   InferResult r;
   if (!arity_ok(c, 1, r)) return r;

@@ -16,7 +16,7 @@ enum class OpKind : uint16_t {
   kCount
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::kCount);
-static_assert(kNumOps == 156, "op_list.h changed: update this count and docs/ops.md");
+static_assert(kNumOps == 158, "op_list.h changed: update this count and docs/ops.md");
 
 /// Groups of ops that share an inference rule and traits.
 enum class Family : uint8_t {
@@ -24,7 +24,7 @@ enum class Family : uint8_t {
   unary_predicate, cast, bitcast, binary, binary_float, compare, binary_logical, binary_bitwise,
   select, clamp, reduce, reduce_float, reduce_logical, arg_reduce, cumulative, top_k, sort,
   matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
-  transpose, broadcast_to, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
+  transpose, broadcast_to, broadcast_like, sum_to_like, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
   tile, reverse, shape_of, arange, one_hot, space_depth, resize, random_state, random, dropout,
   gather, scatter, non_zero, stencil, if_else, for_loop, while_loop
 };

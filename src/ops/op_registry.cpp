@@ -33,6 +33,7 @@ FamilyInfo family_info(Family f) {
     F(conv, 0) F(conv_grad, 0) F(pool, 0) F(pool_grad, 0) F(norm, 0) F(softmax, 0)
     F(loss, 0) F(attention, 0)
     F(reshape, kShapeOnly) F(transpose, kShapeOnly) F(broadcast_to, kShapeOnly | kFusibleProducer)
+    F(broadcast_like, kShapeOnly | kFusibleProducer) F(sum_to_like, kReduction)
     F(expand_dims, kShapeOnly) F(squeeze, kShapeOnly) F(concat, kShapeOnly) F(split, kShapeOnly)
     F(strided_slice, kShapeOnly) F(slice_update, kShapeOnly) F(pad, kShapeOnly)
     F(tile, kShapeOnly) F(reverse, kShapeOnly) F(shape_of, kShapeOnly) F(arange, kSource)

@@ -29,7 +29,10 @@ PrimitiveCache<ConvEntry>& cache() {
 }
 
 // TGRAPH_CPU_CONV_PLAIN=1 keeps activations in the user's layout (no reorders of src/dst).
-bool plain_activations() {
+// Otherwise the primitive chooses: on AVX-512 it keeps nhwc and reorders nchw to nhwc and back,
+// except for an unpadded 1x1 stride-1 conv, which on nchw is one GEMM per image and is faster
+// in place than after two reorders (measured: bench/RESULTS.md).
+bool plain_env() {
   static const bool plain = [] {
     const char* v = std::getenv("TGRAPH_CPU_CONV_PLAIN");
     return v && *v && *v != '0';
@@ -116,8 +119,11 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     }
   }
 
+  const bool pointwise = k[0] == 1 && k[1] == 1 && stride[0] == 1 && stride[1] == 1 && pl[0] == 0 &&
+                         pl[1] == 0 && pr[0] == 0 && pr[1] == 0;
+  const bool plain = plain_env() || (!last && pointwise);
   std::vector<int64_t> key{last, sfirst, G, N, C, sp[0], sp[1], O, k[0], k[1], stride[0], stride[1],
-                           dil[0], dil[1], pl[0], pl[1], pr[0], pr[1], plain_activations()};
+                           dil[0], dil[1], pl[0], pl[1], pr[0], pr[1], plain};
   auto e = cache().get(key, [&] {
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
@@ -147,7 +153,6 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       }
     }
     entry->user_wei = memory::desc(wdims, f32, wstr);
-    const bool plain = plain_activations();
     memory::desc src_any({N, C, sp[0], sp[1]}, f32, plain ? act : tag::any);
     memory::desc dst_any({N, O, os[0], os[1]}, f32, plain ? act : tag::any);
     memory::desc wei_any(wdims, f32, tag::any);

@@ -73,7 +73,16 @@ std::vector<TensorData> eval_shape(const Ctx& c) {
   switch (c.kind()) {
     case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze: return {same_order(c)};
     case OpKind::Transpose: return {transpose(c)};
-    case OpKind::BroadcastTo:
+    case OpKind::SumToLike: {
+      // Every element of x adds into the element of the (smaller) result it broadcasts from.
+      TensorData y = c.output(0);
+      std::vector<double> acc(static_cast<size_t>(y.num_elements()), 0.0);
+      for (int64_t i = 0; i < c.in[0].num_elements(); ++i)
+        acc[static_cast<size_t>(broadcast_index(unravel(i, dims(c.in[0])), dims(y)))] += c.in[0].at(i);
+      for (size_t i = 0; i < acc.size(); ++i) y.set(static_cast<int64_t>(i), acc[i]);
+      return {y};
+    }
+    case OpKind::BroadcastTo: case OpKind::BroadcastLike:
       return {gather_coords(c, c.in[0], [&](const Dims& o) { return broadcast_index(o, dims(c.in[0])); })};
     case OpKind::Concat: return {concat(c)};
     case OpKind::Split: return split(c);

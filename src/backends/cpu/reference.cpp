@@ -154,6 +154,7 @@ std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
     case Family::matmul: case Family::band_part:
       return ref::eval_linalg(c);
     case Family::reshape: case Family::transpose: case Family::broadcast_to:
+    case Family::broadcast_like: case Family::sum_to_like:
     case Family::expand_dims: case Family::squeeze: case Family::concat: case Family::split:
     case Family::shape_of: case Family::arange: case Family::strided_slice:
     case Family::slice_update: case Family::pad: case Family::tile: case Family::reverse:

@@ -1,0 +1,99 @@
+// CPU figures through tgraph's public API (compile for Device::cpu(), Executable::run):
+//   (a) per-op overhead: a chain of 1,000 tiny elementwise ops (alternating add / mul on [4] f32)
+//   (b) matmul throughput at ResNet-50-like GEMM shapes
+//   (c) conv2d throughput at ResNet-50 shapes (batch 8, NHWC / HWIO and NCHW / OIHW)
+// Each figure: warm-up runs, then the median of many timed runs. bench/cpu_ops_torch.py
+// measures the same with PyTorch. Usage: bench_cpu_ops [runs_scale=1]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+double median_seconds(const std::function<void()>& f, int warmup, int runs) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+const CompileOptions kCpu{.device = Device::cpu()};
+
+int count_of(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t p = text.find(word); p != std::string::npos; p = text.find(word, p + 1)) ++n;
+  return n;
+}
+
+void chain(int scale) {
+  const int kOps = 1000;
+  Graph g;
+  Tensor x = g.placeholder({4}, f32, "x"), c = g.placeholder({4}, f32, "c");
+  Tensor h = x;
+  for (int i = 0; i < kOps; ++i) h = i % 2 ? g.mul(h, c) : g.add(h, c);
+  Executable exe = g.compile({{x, x.type()}, {c, c.type()}}, {h}, {}, kCpu);
+  std::string text = exe.str();
+  int kept = count_of(text, " add(") + count_of(text, " mul(");
+  std::vector<TensorData> in{TensorData::uniform({4}, -1, 1, f32, 1), TensorData::full({4}, 1.0001)};
+  double s = median_seconds([&] { exe.run(in); }, 20, 200 * scale);
+  std::printf("chain  1000 x add/mul [4] f32 (%d ops in the compiled graph): %.1f us/run, %.3f us/op\n",
+              kept, s * 1e6, s * 1e6 / kOps);
+}
+
+void matmul(int64_t m, int64_t k, int64_t n, int scale) {
+  Graph g;
+  Tensor a = g.placeholder({m, k}, f32, "a"), b = g.placeholder({k, n}, f32, "b");
+  Executable exe = g.compile({{a, a.type()}, {b, b.type()}}, {g.matmul(a, b)}, {}, kCpu);
+  std::vector<TensorData> in{TensorData::uniform({m, k}, -1, 1, f32, 2), TensorData::uniform({k, n}, -1, 1, f32, 3)};
+  double s = median_seconds([&] { exe.run(in); }, 3, 20 * scale);
+  double flop = 2.0 * m * k * n;
+  std::printf("matmul [%ld,%ld]x[%ld,%ld]: %.3f ms, %.1f GFLOP/s\n", long(m), long(k), long(k), long(n),
+              s * 1e3, flop / s * 1e-9);
+}
+
+void conv(bool nhwc, int64_t n, int64_t hw, int64_t ci, int64_t co, int64_t kk, int scale) {
+  Graph g;
+  ConvDesc d;
+  d.padding = PaddingStyle::same;
+  d.data_layout = nhwc ? Layout::nhwc : Layout::nchw;
+  d.weights_layout = nhwc ? Layout::hwio : Layout::oihw;
+  Shape xs = nhwc ? Shape{n, hw, hw, ci} : Shape{n, ci, hw, hw};
+  Shape ws = nhwc ? Shape{kk, kk, ci, co} : Shape{co, ci, kk, kk};
+  Tensor x = g.placeholder(xs, f32, "x"), w = g.placeholder(ws, f32, "w");
+  Executable exe = g.compile({{x, x.type()}, {w, w.type()}}, {g.conv2d(x, w, d)}, {}, kCpu);
+  std::vector<TensorData> in{TensorData::uniform(xs, -1, 1, f32, 4), TensorData::uniform(ws, -1, 1, f32, 5)};
+  double s = median_seconds([&] { exe.run(in); }, 3, 15 * scale);
+  double flop = 2.0 * n * hw * hw * co * ci * kk * kk;
+  std::printf("conv2d %s batch %ld %ldx%ldx%ld -> %ldx%ld x%ld same: %.3f ms, %.1f GFLOP/s\n",
+              nhwc ? "NHWC/HWIO" : "NCHW/OIHW", long(n), long(hw), long(hw), long(ci), long(kk), long(kk),
+              long(co), s * 1e3, flop / s * 1e-9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int scale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  chain(scale);
+  matmul(256, 2048, 1000, scale);  // ResNet-50 classifier at batch 256
+  matmul(784, 1152, 128, scale);   // im2col GEMM of the 3x3x128 conv at 28x28, batch 1
+  matmul(3136, 64, 256, scale);    // 1x1 conv 64 -> 256 at 56x56, batch 1
+  for (bool nhwc : {true, false}) {
+    conv(nhwc, 8, 56, 64, 64, 3, scale);
+    conv(nhwc, 8, 28, 128, 128, 3, scale);
+    conv(nhwc, 8, 56, 256, 64, 1, scale);
+  }
+  return 0;
+}

@@ -1,0 +1,79 @@
+"""PyTorch CPU counterpart of bench/cpu_ops.cpp: the same figures at the same shapes.
+
+  (a) eager per-op overhead: a chain of 1,000 tiny ops (alternating add / mul on [4] f32)
+  (b) matmul throughput at ResNet-50-like GEMM shapes
+  (c) conv2d throughput at ResNet-50 shapes, batch 8, NCHW (contiguous) and channels_last
+
+Warm-up runs, then the median of many timed runs; 2 threads (torch.set_num_threads(2)).
+Usage: python3 bench/cpu_ops_torch.py [runs_scale=1]
+"""
+import statistics
+import sys
+import time
+
+import torch
+
+
+def median_seconds(f, warmup, runs):
+    for _ in range(warmup):
+        f()
+    t = []
+    for _ in range(runs):
+        a = time.perf_counter()
+        f()
+        t.append(time.perf_counter() - a)
+    return statistics.median(t)
+
+
+def chain(scale):
+    x = torch.rand(4) * 2 - 1
+    c = torch.full((4,), 1.0001)
+
+    def run():
+        h = x
+        for i in range(1000):
+            h = h * c if i % 2 else h + c
+        return h
+
+    s = median_seconds(run, 20, 200 * scale)
+    print(f"chain  1000 x add/mul [4] f32 (eager): {s * 1e6:.1f} us/run, {s * 1e6 / 1000:.3f} us/op")
+
+
+def matmul(m, k, n, scale):
+    a, b = torch.rand(m, k) * 2 - 1, torch.rand(k, n) * 2 - 1
+    with torch.inference_mode():
+        s = median_seconds(lambda: torch.matmul(a, b), 3, 20 * scale)
+    print(f"matmul [{m},{k}]x[{k},{n}]: {s * 1e3:.3f} ms, {2 * m * k * n / s * 1e-9:.1f} GFLOP/s")
+
+
+def conv(channels_last, n, hw, ci, co, kk, scale):
+    x = torch.rand(n, ci, hw, hw) * 2 - 1
+    w = torch.rand(co, ci, kk, kk) * 2 - 1
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    pad = kk // 2
+    with torch.inference_mode():
+        s = median_seconds(lambda: torch.nn.functional.conv2d(x, w, padding=pad), 3, 15 * scale)
+    flop = 2 * n * hw * hw * co * ci * kk * kk
+    name = "channels_last" if channels_last else "NCHW"
+    print(f"conv2d {name} batch {n} {hw}x{hw}x{ci} -> {kk}x{kk} x{co} same: {s * 1e3:.3f} ms, "
+          f"{flop / s * 1e-9:.1f} GFLOP/s")
+
+
+def main():
+    scale = max(1, int(sys.argv[1])) if len(sys.argv) > 1 else 1
+    torch.set_num_threads(2)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mkldnn {torch.backends.mkldnn.is_available()}")
+    chain(scale)
+    matmul(256, 2048, 1000, scale)
+    matmul(784, 1152, 128, scale)
+    matmul(3136, 64, 256, scale)
+    for cl in (True, False):
+        conv(cl, 8, 56, 64, 64, 3, scale)
+        conv(cl, 8, 28, 128, 128, 3, scale)
+        conv(cl, 8, 56, 256, 64, 1, scale)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+// Graph::gradients: reverse-mode differentiation over the top-level block. Gradients of values
+// used several times are summed; ops off the path from xs to y are skipped.
+#include <unordered_map>
+
+#include "ops/builder.h"
+#include "ops/infer.h"
+#include "ops/vjp.h"
+#include "tgraph/error.h"
+
+namespace tg {
+using namespace detail;
+
+namespace detail {
+
+VjpFn vjp_rule(OpKind k) {
+  static const auto table = [] {
+    auto* t = new VjpTable{};  // lives for the program: rules are looked up from any thread
+    register_elementwise_vjps(*t);
+    register_reduce_vjps(*t);
+    register_shape_vjps(*t);
+    register_nn_vjps(*t);
+    register_indexing_vjps(*t);
+    return t;
+  }();
+  return (*table)[static_cast<size_t>(k)];
+}
+
+std::vector<int64_t> normalized_axes(const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+  for (int64_t a : axes) out.push_back(a < 0 ? a + rank : a);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Tensor filled_like(Graph& g, Tensor x, double v) {
+  Tensor s = g.scalar(v, x.dtype());
+  return x.shape().is_static() ? g.broadcast_to(s, x.shape().dims()) : g.broadcast_like(s, x);
+}
+
+Tensor unbroadcast(Graph& g, Tensor grad, Tensor x) {
+  if (grad.shape() == x.shape() && x.shape().is_static()) return grad;
+  if (!x.shape().is_static() || !grad.shape().is_static()) {
+    if (grad.shape() == x.shape()) return grad;  // same dynamic pattern: no broadcast happened
+    return g.sum_to_like(grad, x);
+  }
+  int64_t lead = grad.rank() - x.rank();
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < grad.rank(); ++i)
+    if (i < lead || (x.shape()[i - lead] == 1 && grad.shape()[i] != 1)) axes.push_back(i);
+  Tensor r = axes.empty() ? grad : g.reduce_sum(grad, axes, true);
+  return r.shape() == x.shape() ? r : g.reshape(r, x.shape().dims());
+}
+
+Tensor broadcast_back(Graph& g, Tensor grad, Tensor x, const std::vector<int64_t>& axes, bool keep_dims) {
+  if (!keep_dims) {
+    std::vector<int64_t> ax = normalized_axes(axes, x.rank());
+    if (!ax.empty()) grad = g.expand_dims(grad, ax);
+  }
+  if (x.shape().is_static()) return grad.shape() == x.shape() ? grad : g.broadcast_to(grad, x.shape().dims());
+  return g.broadcast_like(grad, x);
+}
+
+}  // namespace detail
+
+std::unordered_map<Tensor, Tensor> Graph::gradients(Tensor y, const std::vector<Tensor>& xs) {
+  use(*this, y, OpKind::Identity, "y");
+  GraphImpl& G = *impl_;
+  if (!is_float(y.dtype())) throw Error("[gradients] y must be floating point, got " + y.type().str());
+  if (block_ != 0 || G.values[static_cast<size_t>(y.id())].block != 0)
+    throw Error("[gradients] y must be a top-level tensor");
+  for (const Tensor& x : xs) use(*this, x, OpKind::Identity, "x");
+
+  // Values that depend on some x (forward reach through data edges, top-level block).
+  const size_t nv = G.values.size();
+  std::vector<char> from_x(nv, 0);
+  for (const Tensor& x : xs) from_x[static_cast<size_t>(x.id())] = 1;
+  const std::vector<int32_t> order = G.blocks[0].nodes;  // copy: we append while walking
+  for (int32_t id : order) {
+    const Node& n = G.nodes[static_cast<size_t>(id)];
+    bool any = false;
+    for (int32_t v : n.inputs) any |= from_x[static_cast<size_t>(v)] != 0;
+    if (any)
+      for (int32_t v : n.outputs) from_x[static_cast<size_t>(v)] = 1;
+  }
+
+  std::unordered_map<int32_t, Tensor> grad;
+  grad[y.id()] = filled_like(*this, y, 1.0);
+  auto accumulate = [&](int32_t v, Tensor gv) {
+    auto it = grad.find(v);
+    if (it == grad.end()) grad.emplace(v, gv);
+    else it->second = add(it->second, gv);
+  };
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node node = G.nodes[static_cast<size_t>(*it)];  // copy: G.nodes grows below
+    bool has_grad = false;
+    for (int32_t v : node.outputs) has_grad |= grad.count(v) != 0;
+    if (!has_grad) continue;
+    bool on_path = false;
+    for (int32_t v : node.inputs) on_path |= from_x[static_cast<size_t>(v)] && is_float(G.type(v).dtype);
+    if (!on_path) continue;
+    VjpFn rule = vjp_rule(node.kind);
+    if (!rule)
+      throw Error("[gradients] no gradient rule for op '" + std::string(op_name(node.kind)) + "' (node ^" +
+                  std::to_string(*it) + ") on the path from the inputs to " + y.name());
+    VjpContext c{*this, node, {}, {}, {}};
+    for (int32_t v : node.inputs) c.in.emplace_back(&G, v);
+    for (int32_t v : node.outputs) {
+      c.out.emplace_back(&G, v);
+      auto g = grad.find(v);
+      c.dout.push_back(g != grad.end() ? g->second : filled_like(*this, Tensor(&G, v), 0.0));
+    }
+    std::vector<Tensor> din = rule(c);
+    for (size_t i = 0; i < din.size() && i < node.inputs.size(); ++i) {
+      int32_t v = node.inputs[i];
+      if (!din[i].valid() || !from_x[static_cast<size_t>(v)] || !is_float(G.type(v).dtype)) continue;
+      accumulate(v, din[i]);
+    }
+  }
+  std::unordered_map<Tensor, Tensor> out;
+  for (const Tensor& x : xs) {
+    auto g = grad.find(x.id());
+    out[x] = g != grad.end() ? g->second : filled_like(*this, x, 0.0);
+  }
+  return out;
+}
+
+}  // namespace tg

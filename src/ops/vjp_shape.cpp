@@ -1,0 +1,61 @@
+// Gradient rules of the core shape ops.
+#include "ops/vjp.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+using V = std::vector<Tensor>;
+
+// Reshapes a gradient back to x's shape (x may have at most one dynamic dim).
+Tensor reshape_back(VjpContext& c, Tensor grad, Tensor x) {
+  std::vector<int64_t> dims = x.shape().dims();
+  int dyn = 0;
+  for (int64_t d : dims) dyn += d < 0;
+  if (dyn > 1)
+    throw Error(std::string("[gradients] ") + op_name(c.node.kind) + ": input " + x.shape().str() +
+                " has more than one dynamic dim; its gradient cannot be reshaped back");
+  return grad.shape() == x.shape() ? grad : c.g.reshape(grad, dims);
+}
+
+V none_vjp(VjpContext&) { return {Tensor()}; }
+V reshape_vjp(VjpContext& c) { return {reshape_back(c, c.dout[0], c.in[0])}; }
+V transpose_vjp(VjpContext& c) {
+  const auto& perm = c.attr<AxesDesc>().axes;
+  std::vector<int64_t> inv(perm.size());
+  int64_t r = static_cast<int64_t>(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i] < 0 ? perm[i] + r : perm[i])] = static_cast<int64_t>(i);
+  return {c.g.transpose(c.dout[0], inv)};
+}
+V broadcast_vjp(VjpContext& c) { return {unbroadcast(c.g, c.dout[0], c.in[0])}; }
+V broadcast_like_vjp(VjpContext& c) { return {unbroadcast(c.g, c.dout[0], c.in[0]), Tensor()}; }
+V sum_to_like_vjp(VjpContext& c) { return {c.g.broadcast_like(c.dout[0], c.in[0]), Tensor()}; }
+V concat_vjp(VjpContext& c) {
+  int64_t axis = c.attr<AxisDesc>().axis;
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : c.in) {
+    int64_t s = t.shape().dim(axis);
+    if (s < 0) throw Error("[gradients] concat: inputs need a static size along the concat axis, got " + t.shape().str());
+    sizes.push_back(s);
+  }
+  return c.g.split(c.dout[0], sizes, axis);
+}
+V split_vjp(VjpContext& c) { return {c.g.concat(c.dout, c.attr<SplitDesc>().axis)}; }
+
+}  // namespace
+
+void register_shape_vjps(VjpTable& t) {
+  auto set = [&](OpKind kind, VjpFn f) { t[static_cast<size_t>(kind)] = f; };
+  set(OpKind::StopGradient, none_vjp);
+  set(OpKind::Reshape, reshape_vjp);
+  set(OpKind::ExpandDims, reshape_vjp);
+  set(OpKind::Squeeze, reshape_vjp);
+  set(OpKind::Transpose, transpose_vjp);
+  set(OpKind::BroadcastTo, broadcast_vjp);
+  set(OpKind::BroadcastLike, broadcast_like_vjp);
+  set(OpKind::SumToLike, sum_to_like_vjp);
+  set(OpKind::Concat, concat_vjp);
+  set(OpKind::Split, split_vjp);
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,306 @@
+// The fast CPU path (oneDNN matmul / conv2d, OpenMP elementwise loops) against the reference
+// interpreter: same values within f32 tolerances, same shapes, and a refusal (so the caller
+// falls back to the reference) for everything it does not cover.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/reference.h"
+#include "tgraph/tgraph.h"
+
+using tg::TensorData;
+
+namespace {
+
+const tg::detail::Node& node_of(const tg::Graph& g, tg::Tensor t) {
+  return g.impl().nodes[static_cast<size_t>(t.op().id())];
+}
+
+// Runs the fast kernel of t's node; fails the test when it declines.
+TensorData fast(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& in) {
+  std::vector<TensorData> out;
+  EXPECT_TRUE(tg::detail::cpu_fast_eval(g.impl(), node_of(g, t), in, out)) << "fast path declined";
+  return out.empty() ? TensorData() : out[0];
+}
+
+bool declines(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& in) {
+  std::vector<TensorData> out;
+  return !tg::detail::cpu_fast_eval(g.impl(), node_of(g, t), in, out) && out.empty();
+}
+
+TensorData ref(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& in) {
+  return tg::detail::reference_eval(g.impl(), node_of(g, t), in).at(0);
+}
+
+// Uniform in [-1, 1) with no exact zeros.
+TensorData rnd(tg::Shape s, uint64_t seed) {
+  TensorData t = TensorData::uniform(s, -1.0, 1.0, tg::f32, seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i)
+    if (t.ptr<float>()[i] == 0.0f) t.ptr<float>()[i] = 0.5f;
+  return t;
+}
+
+// Same shape and dtype; |got - want| <= rtol * max(1, max |want|) element by element.
+void expect_close(const TensorData& got, const TensorData& want, double rtol) {
+  ASSERT_EQ(got.shape().dims(), want.shape().dims());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  double scale = 1.0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.at(i)));
+  int bad = 0;
+  for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
+    double g = got.at(i), w = want.at(i);
+    if (std::isnan(w)) {
+      if (!std::isnan(g)) ++bad, ADD_FAILURE() << "at " << i << ": " << g << " is not NaN";
+    } else if (!(std::fabs(g - w) <= rtol * scale)) {
+      ++bad, ADD_FAILURE() << "at " << i << ": got " << g << ", want " << w;
+    }
+  }
+}
+
+// matmul of a [sa] and b [sb] with transposes, fast vs reference.
+void check_matmul(tg::Shape sa, tg::Shape sb, bool ta, bool tb, uint64_t seed) {
+  tg::Graph g;
+  auto a = g.placeholder(sa, tg::f32), b = g.placeholder(sb, tg::f32);
+  auto y = g.matmul(a, b, ta, tb);
+  std::vector<TensorData> in{rnd(sa, seed), rnd(sb, seed + 1)};
+  expect_close(fast(g, y, in), ref(g, y, in), 1e-4);
+}
+
+}  // namespace
+
+TEST(FastCpu, MatmulPlain) {
+  check_matmul({5, 7}, {7, 3}, false, false, 1);
+  check_matmul({64, 96}, {96, 80}, false, false, 2);
+  check_matmul({1, 1}, {1, 1}, false, false, 3);
+}
+
+TEST(FastCpu, MatmulTransposes) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::to_string(ta) + std::to_string(tb));
+      tg::Shape sa = ta ? tg::Shape{3, 9, 6} : tg::Shape{3, 6, 9};
+      tg::Shape sb = tb ? tg::Shape{3, 5, 9} : tg::Shape{3, 9, 5};
+      check_matmul(sa, sb, ta, tb, 10);
+    }
+}
+
+TEST(FastCpu, MatmulBatchBroadcast) {
+  check_matmul({2, 1, 3, 4}, {3, 4, 5}, false, false, 20);  // ranks differ, size-1 stretches
+  check_matmul({4, 5}, {3, 5, 6}, false, false, 21);        // a shared by every batch
+  check_matmul({2, 3, 4, 5}, {5, 6}, false, false, 22);     // b shared
+  check_matmul({2, 1, 5, 4}, {1, 3, 6, 5}, true, true, 23); // both stretch, transposed
+}
+
+TEST(FastCpu, MatmulConcurrentRunsAgree) {
+  tg::Graph g;
+  auto a = g.placeholder({2, 33, 47}, tg::f32), b = g.placeholder({47, 29}, tg::f32);
+  auto y = g.matmul(a, b);
+  std::vector<TensorData> in{rnd({2, 33, 47}, 30), rnd({47, 29}, 31)};
+  TensorData want = ref(g, y, in);
+  std::vector<TensorData> got(4);
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < got.size(); ++t)
+    ts.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<TensorData> out;
+        if (tg::detail::cpu_fast_eval(g.impl(), node_of(g, y), in, out)) got[t] = out[0];
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (const TensorData& r : got) expect_close(r, want, 1e-4);
+}
+
+namespace {
+
+// conv2d of x [sx] by w [sw], fast vs reference.
+void check_conv(tg::Shape sx, tg::Shape sw, const tg::ConvDesc& d, uint64_t seed) {
+  tg::Graph g;
+  auto x = g.placeholder(sx, tg::f32), w = g.placeholder(sw, tg::f32);
+  auto y = g.conv2d(x, w, d);
+  std::vector<TensorData> in{rnd(sx, seed), rnd(sw, seed + 1)};
+  TensorData want = ref(g, y, in);
+  EXPECT_EQ(want.shape(), y.shape());
+  expect_close(fast(g, y, in), want, 1e-4);
+}
+
+tg::ConvDesc conv(tg::Layout data, tg::Layout weights) {
+  tg::ConvDesc d;
+  d.data_layout = data;
+  d.weights_layout = weights;
+  return d;
+}
+
+}  // namespace
+
+TEST(FastCpu, Conv2dLayouts) {
+  using tg::Layout;
+  check_conv({2, 7, 6, 5}, {3, 3, 5, 4}, conv(Layout::nhwc, Layout::hwio), 40);
+  check_conv({2, 5, 7, 6}, {4, 5, 3, 3}, conv(Layout::nchw, Layout::oihw), 41);
+  check_conv({2, 7, 6, 5}, {4, 5, 3, 2}, conv(Layout::nhwc, Layout::oihw), 42);
+  check_conv({2, 5, 7, 6}, {2, 3, 5, 4}, conv(Layout::nchw, Layout::hwio), 43);
+}
+
+TEST(FastCpu, Conv2dGroupsAndDepthwise) {
+  using tg::Layout;
+  auto d = conv(Layout::nhwc, Layout::hwio);
+  d.groups = 2;
+  check_conv({2, 6, 6, 4}, {3, 3, 2, 6}, d, 50);
+  d = conv(Layout::nchw, Layout::oihw);
+  d.groups = 3;
+  check_conv({1, 6, 5, 5}, {9, 2, 3, 3}, d, 51);
+  d = conv(Layout::nhwc, Layout::hwio);  // depthwise, multiplier 2
+  d.groups = 8;
+  check_conv({2, 9, 9, 8}, {3, 3, 1, 16}, d, 52);
+  d = conv(Layout::nchw, Layout::oihw);  // depthwise, multiplier 1
+  d.groups = 8;
+  check_conv({2, 8, 9, 9}, {8, 1, 3, 3}, d, 53);
+}
+
+TEST(FastCpu, Conv2dStrideDilationPadding) {
+  using tg::Layout;
+  using tg::PaddingStyle;
+  auto d = conv(Layout::nhwc, Layout::hwio);
+  d.stride = {2, 2};
+  check_conv({2, 9, 8, 3}, {3, 3, 3, 4}, d, 60);  // valid (explicit 0), stride 2
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.dilation = {2, 2};
+  check_conv({1, 11, 10, 3}, {3, 3, 3, 5}, d, 61);
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.padding = PaddingStyle::same;
+  check_conv({2, 7, 8, 3}, {3, 3, 3, 4}, d, 62);
+  d.stride = {2, 2};  // odd total padding: the extra unit goes after
+  check_conv({2, 8, 9, 3}, {4, 4, 3, 4}, d, 63);
+  d.padding = PaddingStyle::same_lower;  // ... or before
+  check_conv({2, 8, 9, 3}, {4, 4, 3, 4}, d, 64);
+  d = conv(Layout::nchw, Layout::oihw);
+  d.padding = PaddingStyle::same;
+  d.dilation = {2, 1};
+  d.stride = {1, 2};
+  check_conv({1, 3, 9, 10}, {4, 3, 3, 3}, d, 65);
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.padding = PaddingStyle::explicit_;
+  d.explicit_padding = {1, 2, 0, 1};  // asymmetric
+  d.stride = {2, 1};
+  check_conv({2, 7, 6, 3}, {3, 2, 3, 4}, d, 66);
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.padding = PaddingStyle::valid;
+  check_conv({1, 5, 5, 64}, {1, 1, 64, 32}, d, 67);  // 1x1
+  d = conv(Layout::nchw, Layout::oihw);  // 1x1 on nchw: run in place, no reorders
+  check_conv({2, 16, 5, 6}, {8, 16, 1, 1}, d, 68);
+  d.groups = 4;
+  check_conv({2, 16, 5, 6}, {8, 4, 1, 1}, d, 69);
+  d = conv(Layout::nchw, Layout::hwio);
+  check_conv({2, 16, 5, 6}, {1, 1, 16, 8}, d, 70);
+}
+
+namespace {
+
+// One elementwise op, fast vs reference: exact for ops rounded once in f32, close otherwise.
+template <class Make>
+void check_elementwise(Make make, int arity, double rtol, int64_t size = 3 * 5 * 7) {
+  tg::Graph g;
+  tg::Shape s = size == 105 ? tg::Shape{3, 5, 7} : tg::Shape{size};
+  auto a = g.placeholder(s, tg::f32), b = g.placeholder(s, tg::f32);
+  tg::Tensor y = arity == 1 ? make(g, a, a) : make(g, a, b);
+  TensorData ta = TensorData::uniform(s, -4.0, 4.0, tg::f32, 70), tb = rnd(s, 71);
+  // A few special values: NaN in either operand, both, infinities, signed zeros.
+  float specials[][2] = {{NAN, 1.f}, {1.f, NAN}, {NAN, NAN}, {INFINITY, 2.f}, {-INFINITY, -2.f},
+                         {-0.f, 0.f}, {0.f, -0.f}, {-30.f, 3.f}, {30.f, -3.f}, {1e-30f, 1e30f}};
+  for (int i = 0; i < 10; ++i) {
+    ta.ptr<float>()[i] = specials[i][0];
+    tb.ptr<float>()[i] = specials[i][1];
+  }
+  std::vector<TensorData> in{ta};
+  if (arity == 2) in.push_back(tb);
+  TensorData want = ref(g, y, in), got = fast(g, y, in);
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    double gv = got.at(i), wv = want.at(i);
+    if (std::isnan(wv)) EXPECT_TRUE(std::isnan(gv)) << "at " << i << ": " << gv;
+    else if (rtol == 0 || std::isinf(wv)) EXPECT_EQ(gv, wv) << "at " << i;
+    else EXPECT_NEAR(gv, wv, rtol * std::max(1.0, std::fabs(wv))) << "at " << i;
+  }
+}
+
+}  // namespace
+
+TEST(FastCpu, ElementwiseBinaryExact) {
+  using G = tg::Graph;
+  using T = tg::Tensor;
+  for (int64_t size : {105, 1 << 17}) {  // inline and OpenMP-parallel
+    check_elementwise([](G& g, T a, T b) { return g.add(a, b); }, 2, 0, size);
+    check_elementwise([](G& g, T a, T b) { return g.sub(a, b); }, 2, 0, size);
+    check_elementwise([](G& g, T a, T b) { return g.mul(a, b); }, 2, 0, size);
+    check_elementwise([](G& g, T a, T b) { return g.div(a, b); }, 2, 0, size);
+    check_elementwise([](G& g, T a, T b) { return g.maximum(a, b); }, 2, 0, size);
+    check_elementwise([](G& g, T a, T b) { return g.minimum(a, b); }, 2, 0, size);
+  }
+}
+
+TEST(FastCpu, ElementwiseUnary) {
+  using G = tg::Graph;
+  using T = tg::Tensor;
+  for (int64_t size : {105, 1 << 17}) {
+    check_elementwise([](G& g, T a, T) { return g.relu(a); }, 1, 0, size);
+    check_elementwise([](G& g, T a, T) { return g.neg(a); }, 1, 0, size);
+    check_elementwise([](G& g, T a, T) { return g.abs(a); }, 1, 0, size);
+    check_elementwise([](G& g, T a, T) { return g.square(a); }, 1, 0, size);
+    check_elementwise([](G& g, T a, T) { return g.sqrt(a); }, 1, 0, size);
+    check_elementwise([](G& g, T a, T) { return g.exp(a); }, 1, 1e-7, size);
+    check_elementwise([](G& g, T a, T) { return g.tanh(a); }, 1, 1e-7, size);
+    check_elementwise([](G& g, T a, T) { return g.sigmoid(a); }, 1, 1e-7, size);
+    check_elementwise([](G& g, T a, T) { return g.gelu(a); }, 1, 1e-7, size);
+    check_elementwise([](G& g, T a, T) { return g.silu(a); }, 1, 1e-7, size);
+  }
+}
+
+TEST(FastCpu, UnsupportedCasesFallBack) {
+  tg::Graph g;
+  // broadcasting elementwise
+  auto a = g.placeholder({3, 4}, tg::f32), v = g.placeholder({4}, tg::f32);
+  auto y = g.add(a, v);
+  std::vector<TensorData> in{rnd({3, 4}, 80), rnd({4}, 81)};
+  EXPECT_TRUE(declines(g, y, in));
+  expect_close(tg::detail::cpu_eval(g.impl(), node_of(g, y), in).at(0), ref(g, y, in), 0);
+  // f64 and integer dtypes
+  auto d = g.placeholder({3}, tg::f64);
+  EXPECT_TRUE(declines(g, g.exp(d), {TensorData::randn({3}, tg::f64, 1)}));
+  auto i = g.placeholder({2, 2}, tg::i32);
+  TensorData ti = TensorData::from_vector({2, 2}, tg::i32, {1, 2, 3, 4});
+  auto mi = g.matmul(i, i);
+  EXPECT_TRUE(declines(g, mi, {ti, ti}));
+  expect_close(tg::detail::cpu_eval(g.impl(), node_of(g, mi), {ti, ti}).at(0), ref(g, mi, {ti, ti}), 0);
+  // an op with no fast kernel
+  EXPECT_TRUE(declines(g, g.reduce_sum(a), {in[0]}));
+  // empty matmul operands
+  auto e = g.placeholder({2, -1}, tg::f32), f = g.placeholder({-1, 3}, tg::f32);
+  EXPECT_TRUE(declines(g, g.matmul(e, f), {TensorData::zeros({2, 0}), TensorData::zeros({0, 3})}));
+  // conv3d and conv2d in f64
+  auto x3 = g.placeholder({1, 4, 4, 4, 2}, tg::f32), w3 = g.placeholder({2, 2, 2, 2, 3}, tg::f32);
+  EXPECT_TRUE(declines(g, g.conv3d(x3, w3), {rnd({1, 4, 4, 4, 2}, 82), rnd({2, 2, 2, 2, 3}, 83)}));
+  auto x2 = g.placeholder({1, 4, 4, 2}, tg::f64), w2 = g.placeholder({2, 2, 2, 3}, tg::f64);
+  EXPECT_TRUE(declines(g, g.conv2d(x2, w2),
+                       {TensorData::randn({1, 4, 4, 2}, tg::f64, 2), TensorData::randn({2, 2, 2, 3}, tg::f64, 3)}));
+}
+
+TEST(FastCpu, CompiledGraphMatchesReference) {
+  tg::Graph g;
+  auto x = g.placeholder({2, 8, 8, 3}, tg::f32, "x");
+  auto w = g.placeholder({3, 3, 3, 4}, tg::f32, "w");
+  auto m = g.placeholder({4, 5}, tg::f32, "m");
+  tg::ConvDesc d;
+  d.padding = tg::PaddingStyle::same;
+  auto c = g.conv2d(x, w, d);
+  auto h = g.relu(c);
+  auto mm = g.matmul(h, m);
+  auto y = g.sigmoid(mm);
+  tg::Executable exe = g.compile({{x, x.type()}, {w, w.type()}, {m, m.type()}}, {y}, {},
+                                 {.device = tg::Device::cpu()});
+  std::vector<TensorData> in{rnd({2, 8, 8, 3}, 90), rnd({3, 3, 3, 4}, 91), rnd({4, 5}, 92)};
+  TensorData got = exe.run(in).at(0);
+  TensorData want = ref(g, y, {ref(g, mm, {ref(g, h, {ref(g, c, {in[0], in[1]})}), in[2]})});
+  expect_close(got, want, 1e-4);
+}

@@ -7,14 +7,14 @@
 Warm-up runs, then the median of many timed runs; 2 threads (torch.set_num_threads(2)).
 Usage: python3 bench/cpu_ops_torch.py [runs_scale=1]
 """
-import statistics
 import sys
 import time
 
 import torch
 
 
-def median_seconds(f, warmup, runs):
+def time_runs(f, warmup, runs):
+    """(median, min) seconds of timed runs after warm-up."""
     for _ in range(warmup):
         f()
     t = []
@@ -22,7 +22,8 @@ def median_seconds(f, warmup, runs):
         a = time.perf_counter()
         f()
         t.append(time.perf_counter() - a)
-    return statistics.median(t)
+    t.sort()
+    return t[len(t) // 2], t[0]
 
 
 def chain(scale):
@@ -35,15 +36,18 @@ def chain(scale):
             h = h * c if i % 2 else h + c
         return h
 
-    s = median_seconds(run, 20, 200 * scale)
-    print(f"chain  1000 x add/mul [4] f32 (eager): {s * 1e6:.1f} us/run, {s * 1e6 / 1000:.3f} us/op")
+    s, lo = time_runs(run, 20, 200 * scale)
+    print(f"chain  1000 x add/mul [4] f32 (eager): median {s * 1e6:.1f} us/run = {s * 1e6 / 1000:.3f} us/op"
+          f" (min {lo * 1e6 / 1000:.3f} us/op)")
 
 
 def matmul(m, k, n, scale):
     a, b = torch.rand(m, k) * 2 - 1, torch.rand(k, n) * 2 - 1
     with torch.inference_mode():
-        s = median_seconds(lambda: torch.matmul(a, b), 3, 20 * scale)
-    print(f"matmul [{m},{k}]x[{k},{n}]: {s * 1e3:.3f} ms, {2 * m * k * n / s * 1e-9:.1f} GFLOP/s")
+        s, lo = time_runs(lambda: torch.matmul(a, b), 3, 20 * scale)
+    f = 2 * m * k * n
+    print(f"matmul [{m},{k}]x[{k},{n}]: median {s * 1e3:.3f} ms = {f / s * 1e-9:.1f} GFLOP/s"
+          f" (min {lo * 1e3:.3f} ms = {f / lo * 1e-9:.1f} GFLOP/s)")
 
 
 def conv(channels_last, n, hw, ci, co, kk, scale):
@@ -54,11 +58,11 @@ def conv(channels_last, n, hw, ci, co, kk, scale):
         w = w.contiguous(memory_format=torch.channels_last)
     pad = kk // 2
     with torch.inference_mode():
-        s = median_seconds(lambda: torch.nn.functional.conv2d(x, w, padding=pad), 3, 15 * scale)
+        s, lo = time_runs(lambda: torch.nn.functional.conv2d(x, w, padding=pad), 3, 15 * scale)
     flop = 2 * n * hw * hw * co * ci * kk * kk
     name = "channels_last" if channels_last else "NCHW"
-    print(f"conv2d {name} batch {n} {hw}x{hw}x{ci} -> {kk}x{kk} x{co} same: {s * 1e3:.3f} ms, "
-          f"{flop / s * 1e-9:.1f} GFLOP/s")
+    print(f"conv2d {name} batch {n} {hw}x{hw}x{ci} -> {kk}x{kk} x{co} same: median {s * 1e3:.3f} ms = "
+          f"{flop / s * 1e-9:.1f} GFLOP/s (min {lo * 1e3:.3f} ms = {flop / lo * 1e-9:.1f} GFLOP/s)")
 
 
 def main():

@@ -1,11 +1,15 @@
-// The tgraph command line. Subcommands for ONNX models (info, run, bench, compile, dot,
-// conformance) arrive with the ONNX importer; today it reports devices and the op list.
+// The tgraph command line: devices and the op list, and (with ONNX) info, run, bench,
+// compile, dot and conformance on ONNX models.
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ops/op_def.h"
 #include "tgraph/tgraph.h"
+#ifdef TGRAPH_HAVE_ONNX
+#include "commands.h"
+#endif
 
 namespace {
 
@@ -16,6 +20,14 @@ int usage(FILE* f) {
                "  devices     list the devices tgraph can run on\n"
                "  ops         list every op with its family and traits\n"
                "  version     print the version\n"
+#ifdef TGRAPH_HAVE_ONNX
+               "  info        inputs, outputs and op histogram of an ONNX model\n"
+               "  run         run an ONNX model on .npy inputs, write .npy outputs\n"
+               "  bench       median latency and throughput of an ONNX model\n"
+               "  dot         Graphviz form of an imported ONNX model\n"
+               "  compile     compile an ONNX model to a .tgx file (not implemented yet)\n"
+               "  conformance run ONNX's backend node tests\n"
+#endif
                "run 'tgraph <command> --help' for a command's options\n");
   return f == stderr ? 2 : 0;
 }
@@ -55,6 +67,12 @@ int main(int argc, char** argv) {
   bool help = argc > 2 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0);
   try {
     if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(stdout);
+#ifdef TGRAPH_HAVE_ONNX
+    if (help && tg::tools::command_help(cmd)) {
+      std::fputs(tg::tools::command_help(cmd), stdout);
+      return 0;
+    }
+#endif
     if (help) {
       std::printf("usage: tgraph %s\n", cmd.c_str());
       return 0;
@@ -65,6 +83,16 @@ int main(int argc, char** argv) {
       std::printf("tgraph 0.1.0\n");
       return 0;
     }
+#ifdef TGRAPH_HAVE_ONNX
+    std::vector<std::string> args(argv + 2, argv + argc);
+    if (cmd == "__conformance-one" && args.size() == 2) return tg::tools::conformance_one(args[0], args[1]);
+    if (cmd == "info") return tg::tools::cmd_info(args);
+    if (cmd == "run") return tg::tools::cmd_run(args);
+    if (cmd == "dot") return tg::tools::cmd_dot(args);
+    if (cmd == "bench") return tg::tools::cmd_bench(args);
+    if (cmd == "compile") return tg::tools::cmd_compile(args);
+    if (cmd == "conformance") return tg::tools::cmd_conformance(args);
+#endif
     std::fprintf(stderr, "tgraph: unknown command '%s' (try 'tgraph --help')\n", cmd.c_str());
     return 2;
   } catch (const std::exception& e) {

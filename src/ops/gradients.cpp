@@ -19,6 +19,7 @@ VjpFn vjp_rule(OpKind k) {
     register_reduce_vjps(*t);
     register_shape_vjps(*t);
     register_nn_vjps(*t);
+    register_conv_vjps(*t);
     register_indexing_vjps(*t);
     return t;
   }();

@@ -34,6 +34,7 @@ void register_elementwise_vjps(VjpTable& t);
 void register_reduce_vjps(VjpTable& t);
 void register_shape_vjps(VjpTable& t);
 void register_nn_vjps(VjpTable& t);
+void register_conv_vjps(VjpTable& t);
 void register_indexing_vjps(VjpTable& t);
 
 // Helpers shared by rules.

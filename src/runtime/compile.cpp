@@ -28,11 +28,18 @@ std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g) {
 Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feeds,
                           const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
                           const CompileOptions& options) {
-  if (options.device.kind == Device::Kind::cuda)
-    throw Error("[compile] device " + options.device.str() +
-                ": the CUDA executor is not available in this build yet; use Device::cpu()");
+  if (options.device.kind == Device::Kind::cuda) {
+#ifdef TGRAPH_HAVE_CUDA
+    if (options.device.index >= Device::cuda_device_count())
+      throw Error("[compile] device " + options.device.str() + " is not available (" +
+                  std::to_string(Device::cuda_device_count()) + " CUDA devices usable)");
+#else
+    throw Error("[compile] device " + options.device.str() + ": this build of tgraph has no CUDA backend");
+#endif
+  }
   auto impl = std::make_shared<ExecutableImpl>();
   impl->device = options.device;
+  impl->precision = options.precision;
   impl->store = variable_store_of(*impl_);
   Module& m = impl->module;
   m.graph = *impl_;
@@ -71,6 +78,9 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];
       if (n.kind == OpKind::Variable) impl->variables[std::get<NameDesc>(n.attr).name] = id;
     }
+#ifdef TGRAPH_HAVE_CUDA
+  if (options.device.kind == Device::Kind::cuda) impl->backend_state = make_cuda_state();
+#endif
   BufferPlan plan = plan_buffers(m);
   impl->arena_bytes = plan.arena_bytes;
   impl->naive_bytes = plan.naive_bytes;

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/cuda_info.h"
 #endif
@@ -16,9 +18,12 @@ int Device::cuda_device_count() {
 #endif
 }
 
-// The CPU until the CUDA executor lands (issue 6): compile() refuses cuda devices today, so
-// "best" must not pick one. The GPU is still detected and reported (Device::cuda_device_count).
-Device Device::best() { return cpu(); }
+// The first GPU when one is usable; TGRAPH_DEVICE=cpu forces the CPU.
+Device Device::best() {
+  const char* env = std::getenv("TGRAPH_DEVICE");
+  if (env && std::string(env) == "cpu") return cpu();
+  return cuda_device_count() > 0 ? cuda(0) : cpu();
+}
 
 std::string Device::describe() const {
   if (kind == Kind::cpu) return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)";

@@ -20,14 +20,14 @@ ExecutableImpl& checked(const std::shared_ptr<ExecutableImpl>& p) {
 }  // namespace
 
 std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs) const {
-  return checked(impl_).run_cpu(inputs);
+  return checked(impl_).run(inputs);
 }
 
 std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorData> inputs,
                                                            void* /*stream*/) const {
   auto impl = impl_;
   checked(impl).check_inputs(inputs);  // bad inputs fail at the call, not at get()
-  return std::async(std::launch::async, [impl, in = std::move(inputs)] { return impl->run_cpu(in); });
+  return std::async(std::launch::async, [impl, in = std::move(inputs)] { return impl->run(in); });
 }
 
 std::vector<TensorType> Executable::output_types(const std::vector<TensorType>& input_types) const {
@@ -74,6 +74,7 @@ void Executable::set_variable(const std::string& name, const TensorData& value) 
     throw Error("[variable] '" + name + "' is " + it->second.type().str() + ", cannot set it to " +
                 value.type().str());
   it->second = value.clone();
+  ++e.store->versions[name];
 }
 
 std::vector<std::string> Executable::variable_names() const {

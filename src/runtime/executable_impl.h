@@ -8,6 +8,7 @@
 #include "passes/module.h"
 #include "runtime/variable_store.h"
 #include "tgraph/device.h"
+#include "tgraph/graph.h"
 #include "tgraph/tensor_data.h"
 
 namespace tg::detail {
@@ -15,6 +16,7 @@ namespace tg::detail {
 struct ExecutableImpl {
   Module module;
   Device device;
+  Precision precision = Precision::f32;
   std::vector<std::string> feed_names;
   std::vector<TensorType> feed_types;
   std::shared_ptr<VariableStore> store;
@@ -24,9 +26,23 @@ struct ExecutableImpl {
 
   /// Checks inputs against the feeds; throws "[run] ..." naming the feed and both types.
   void check_inputs(const std::vector<TensorData>& inputs) const;
+  /// Runs on the executable's device.
+  std::vector<TensorData> run(const std::vector<TensorData>& inputs) const;
   /// Runs on the CPU; variables change only if the whole run succeeds.
   std::vector<TensorData> run_cpu(const std::vector<TensorData>& inputs) const;
+  /// Runs on CUDA (src/backends/cuda/cuda_executor.cpp); same contract as run_cpu.
+  std::vector<TensorData> run_cuda(const std::vector<TensorData>& inputs) const;
+  /// Backend state made at compile time (CUDA: fusion plan, kernels, device copies).
+  std::shared_ptr<void> backend_state;
 };
+
+/// Fresh CUDA executor state for an executable (defined in the CUDA backend).
+std::shared_ptr<void> make_cuda_state();
+
+/// Times `iters` runs on CUDA (after `warmup`) with inputs and variables already on the
+/// device and outputs left there: milliseconds per run from CUDA events (benchmarks only).
+std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
+                                   int iters);
 
 /// The store of a graph's variables, made on first use with their initial values.
 std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g);

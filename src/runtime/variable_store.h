@@ -1,5 +1,6 @@
 #pragma once
 // Variables' current values, shared by every executable compiled from one graph.
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -11,6 +12,8 @@ namespace tg::detail {
 struct VariableStore {
   std::mutex mu;
   std::map<std::string, TensorData> values;
+  /// Bumped on every write, so device copies know when they are stale.
+  std::map<std::string, uint64_t> versions;
 };
 
 }  // namespace tg::detail

@@ -188,6 +188,10 @@ TEST(FastCpu, Conv2dStrideDilationPadding) {
   d = conv(Layout::nhwc, Layout::hwio);
   d.padding = PaddingStyle::valid;
   check_conv({1, 5, 5, 64}, {1, 1, 64, 32}, d, 67);  // 1x1
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.padding = PaddingStyle::same;  // stride beyond the window: no padding at all
+  d.stride = {3, 3};
+  check_conv({1, 6, 7, 3}, {1, 1, 3, 2}, d, 71);
   d = conv(Layout::nchw, Layout::oihw);  // 1x1 on nchw: run in place, no reorders
   check_conv({2, 16, 5, 6}, {8, 16, 1, 1}, d, 68);
   d.groups = 4;
@@ -226,6 +230,26 @@ void check_elementwise(Make make, int arity, double rtol, int64_t size = 3 * 5 *
 }
 
 }  // namespace
+
+TEST(FastCpu, Conv2dConcurrentRunsOfOneExecutableAgree) {
+  tg::Graph g;
+  auto x = g.placeholder({2, 9, 9, 8}, tg::f32, "x"), w = g.placeholder({3, 3, 8, 16}, tg::f32, "w");
+  tg::ConvDesc d;
+  d.padding = tg::PaddingStyle::same;
+  d.stride = {2, 2};
+  auto y = g.conv2d(x, w, d);
+  tg::Executable exe = g.compile({{x, x.type()}, {w, w.type()}}, {y}, {}, {.device = tg::Device::cpu()});
+  std::vector<TensorData> in{rnd({2, 9, 9, 8}, 100), rnd({3, 3, 8, 16}, 101)};
+  TensorData want = ref(g, y, in);
+  std::vector<TensorData> got(4);
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < got.size(); ++t)
+    ts.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) got[t] = exe.run(in).at(0);
+    });
+  for (auto& t : ts) t.join();
+  for (const TensorData& r : got) expect_close(r, want, 1e-4);
+}
 
 TEST(FastCpu, ElementwiseBinaryExact) {
   using G = tg::Graph;
@@ -278,6 +302,11 @@ TEST(FastCpu, UnsupportedCasesFallBack) {
   // empty matmul operands
   auto e = g.placeholder({2, -1}, tg::f32), f = g.placeholder({-1, 3}, tg::f32);
   EXPECT_TRUE(declines(g, g.matmul(e, f), {TensorData::zeros({2, 0}), TensorData::zeros({0, 3})}));
+  // padding as wide as the window (windows of only padding): left to the reference
+  tg::ConvDesc wide;
+  wide.explicit_padding = {2, 2, 0, 0};
+  auto xw = g.placeholder({1, 4, 4, 2}, tg::f32), ww = g.placeholder({2, 2, 2, 3}, tg::f32);
+  EXPECT_TRUE(declines(g, g.conv2d(xw, ww, wide), {rnd({1, 4, 4, 2}, 84), rnd({2, 2, 2, 3}, 85)}));
   // conv3d and conv2d in f64
   auto x3 = g.placeholder({1, 4, 4, 4, 2}, tg::f32), w3 = g.placeholder({2, 2, 2, 2, 3}, tg::f32);
   EXPECT_TRUE(declines(g, g.conv3d(x3, w3), {rnd({1, 4, 4, 4, 2}, 82), rnd({2, 2, 2, 2, 3}, 83)}));

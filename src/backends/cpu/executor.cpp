@@ -150,9 +150,27 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   // Commit only now: a run that threw above changed no variable.
   if (!st.pending.empty()) {
     std::lock_guard<std::mutex> lock(store->mu);
-    for (auto& [name, value] : st.pending) store->values[name] = value.clone();
+    for (auto& [name, value] : st.pending) {
+      store->values[name] = value.clone();
+      ++store->versions[name];
+    }
   }
   return out;
+}
+
+}  // namespace tg::detail
+
+namespace tg::detail {
+
+std::vector<TensorData> ExecutableImpl::run(const std::vector<TensorData>& inputs) const {
+  if (device.kind == Device::Kind::cuda) {
+#ifdef TGRAPH_HAVE_CUDA
+    return run_cuda(inputs);
+#else
+    throw Error("[run] this build of tgraph has no CUDA backend");
+#endif
+  }
+  return run_cpu(inputs);
 }
 
 }  // namespace tg::detail

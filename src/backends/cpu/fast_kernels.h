@@ -45,6 +45,8 @@ inline dnnl::stream& dnnl_thread_stream() {
 template <class Entry>
 class PrimitiveCache {
  public:
+  // The engine is made first so that it outlives the cached primitives at exit.
+  PrimitiveCache() { (void)dnnl_cpu_engine(); }
   template <class Make>
   std::shared_ptr<const Entry> get(const std::vector<int64_t>& key, Make&& make) {
     {

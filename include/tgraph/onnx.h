@@ -1,0 +1,55 @@
+#pragma once
+// The ONNX frontend: ModelProto -> Graph. Available when tgraph is built with ONNX
+// (TGRAPH_HAVE_ONNX); see docs/onnx.md for the supported ops and opsets.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tgraph/graph.h"
+#include "tgraph/tensor_data.h"
+
+namespace tg {
+
+/// Options of import_onnx.
+struct OnnxImportOptions {
+  /// Replaces the declared shape of a graph input (e.g. to fix symbolic dims to known sizes).
+  std::map<std::string, Shape> input_shapes;
+  /// The same by position among the inputs that are not initializers (applied first).
+  std::vector<Shape> input_shapes_in_order;
+  /// Values of inputs (by position) known at import time: shape-like operands (Reshape's shape,
+  /// Slice's starts, ...) are read from them; the inputs stay feeds of the graph.
+  std::vector<TensorData> input_values_in_order;
+};
+
+/// An imported ONNX model: the graph, its feeds and its outputs, in the model's order.
+struct OnnxModel {
+  Graph graph;
+  /// Graph inputs that are not initializers, with their placeholders and declared types.
+  std::vector<std::string> input_names;
+  std::vector<Tensor> inputs;
+  std::vector<TensorType> input_types;
+  std::vector<std::string> output_names;
+  std::vector<Tensor> outputs;
+  /// Opset of the default (ai.onnx) domain.
+  int64_t opset = 0;
+  std::string producer;
+  /// Number of nodes per op type (top-level graph).
+  std::map<std::string, int64_t> op_histogram;
+
+  /// Compiles the model for a device; dynamic input dims stay dynamic.
+  Executable compile(const CompileOptions& options = {}) const;
+};
+
+/// Imports an ONNX model file; throws tg::Error naming the node, op type and opset of an op it
+/// cannot import, or saying why the file cannot be read.
+OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options = {});
+/// Imports a serialized ModelProto; `base_dir` resolves external data files.
+OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& options = {},
+                            const std::string& base_dir = ".");
+/// Reads a serialized TensorProto file (the .pb files of ONNX's test data).
+TensorData read_onnx_tensor(const std::string& path, std::string* name = nullptr);
+/// Highest opset of the default domain the importer knows.
+int64_t onnx_max_opset();
+
+}  // namespace tg

@@ -1,0 +1,405 @@
+// The CUDA executor: walks the fusion plan of each block, launches generated elementwise
+// kernels and cuBLASLt matmuls on the device, and runs any op without a GPU kernel yet on
+// the CPU (copying its operands), so every graph runs. Variables keep a device copy that is
+// refreshed when the host store's version changes.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_context.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/matmul_lt.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "ops/infer.h"
+#include "passes/fusion.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+struct DevTensor {
+  TensorType type;  // concrete
+  DeviceBuffer buf;
+  bool empty() const { return !buf && type.shape.num_elements() != 0; }
+  size_t nbytes() const { return static_cast<size_t>(type.shape.num_elements()) * dtype_size(type.dtype); }
+};
+
+struct CachedVar {
+  uint64_t version = ~0ull;
+  DevTensor value;
+};
+
+struct GroupInfo {
+  int supported = -1;  // elementwise_supported, computed once
+  bool inferred = false;
+  std::vector<Shape> input_shapes;
+  Shape shape;
+};
+
+struct CudaState {
+  std::mutex mu;  // runs of one executable are serialised on the device's stream
+  std::map<int32_t, FusionPlan> plans;
+  std::map<int32_t, FusionGroup> singles;
+  std::map<const FusionGroup*, GroupInfo> groups;  // lone elementwise ops run as groups of one
+  std::map<std::pair<const void*, bool>, CompiledKernel> kernels;  // (group, flat) -> kernel
+  std::map<int32_t, DevTensor> constants;
+  std::map<std::string, CachedVar> vars;
+  int sm_count = 0;
+};
+
+TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in, size_t out) {
+  std::vector<std::vector<TensorType>> rr;
+  std::vector<TensorType> declared;
+  for (int32_t v : n.outputs) declared.push_back(g.type(v));
+  InferContext c{n.kind, in, n.attr, nullptr, &declared};
+  InferResult r = op_def(n.kind).infer(c);
+  if (!r.ok()) throw Error(r.error);
+  return r.types.at(out);
+}
+
+struct Run {
+  const ExecutableImpl& exe;
+  CudaState& st;
+  const GraphImpl& g;
+  DeviceContext& ctx;
+  cudaStream_t stream;
+  std::vector<DevTensor> slots;
+  std::map<std::string, DevTensor> snapshot, pending;
+
+  DevTensor alloc(TensorType t) {
+    size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
+    return DevTensor{std::move(t), ctx.allocate(n, stream)};
+  }
+  DevTensor upload(const TensorData& h) {
+    DevTensor d = alloc(h.type());
+    if (h.nbytes()) TG_CUDA(cudaMemcpyAsync(d.buf.get(), h.data(), h.nbytes(), cudaMemcpyHostToDevice, stream));
+    return d;
+  }
+  TensorData download(const DevTensor& d) {
+    TensorData h(d.type.shape, d.type.dtype);
+    if (d.nbytes()) TG_CUDA(cudaMemcpyAsync(h.data(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToHost, stream));
+    TG_CUDA(cudaStreamSynchronize(stream));
+    return h;
+  }
+  const DevTensor& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
+  std::vector<TensorType> in_types(const Node& n) const {
+    std::vector<TensorType> t;
+    for (int32_t v : n.inputs) t.push_back(in(v).type);
+    return t;
+  }
+
+  void block(int32_t b) {
+    auto it = st.plans.find(b);
+    if (it == st.plans.end()) it = st.plans.emplace(b, plan_fusion(exe.module, b)).first;
+    for (const Step& s : it->second.steps) {
+      if (s.fused()) group(s.group);
+      else node(g.nodes[static_cast<size_t>(s.node)]);
+    }
+  }
+
+  // ---- fused / single elementwise kernels ----
+  // The group's output shape for the current input shapes, inferred member by member once per
+  // distinct input signature (a run with static shapes infers it once, then only compares).
+  const Shape& group_shape(const FusionGroup& grp) {
+    GroupInfo& info = st.groups[&grp];
+    std::vector<Shape> sig;
+    for (int32_t v : grp.inputs) sig.push_back(in(v).type.shape);
+    if (info.inferred && info.input_shapes == sig) return info.shape;
+    std::map<int32_t, TensorType> types;
+    for (int32_t v : grp.inputs) types[v] = in(v).type;
+    for (int32_t id : grp.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      std::vector<TensorType> it;
+      for (int32_t v : n.inputs) it.push_back(types.at(v));
+      types[n.outputs[0]] = concrete_type(g, n, it, 0);
+    }
+    info.shape = types.at(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;
+    info.input_shapes = std::move(sig);
+    info.inferred = true;
+    return info.shape;
+  }
+
+  void group(const FusionGroup& grp) {
+    GroupInfo& info = st.groups[&grp];
+    if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
+    if (!info.supported) {
+      for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+      return;
+    }
+    const Shape shape = group_shape(grp);
+    ElementwiseArgs a{};
+    a.n = shape.num_elements();
+    a.rank = static_cast<int>(shape.rank());
+    if (a.rank > kMaxRank) {
+      for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+      return;
+    }
+    for (int d = 0; d < a.rank; ++d) a.dims[d] = shape[d];
+    bool flat = true;
+    for (size_t k = 0; k < grp.inputs.size(); ++k) {
+      const DevTensor& t = in(grp.inputs[k]);
+      a.in[k] = t.buf.get();
+      const Shape& s = t.type.shape;
+      flat &= s == shape;
+      long long stride = 1;
+      for (int d = a.rank - 1; d >= 0; --d) {
+        int64_t sd = d - (a.rank - static_cast<int>(s.rank()));
+        int64_t dim = sd >= 0 ? s[sd] : 1;
+        a.strides[k][d] = (dim == 1 && shape[d] != 1) || sd < 0 ? 0 : stride;
+        stride *= sd >= 0 ? dim : 1;
+      }
+    }
+    for (size_t k = 0; k < grp.outputs.size(); ++k) {
+      int32_t v = grp.outputs[k];
+      DevTensor o = alloc(TensorType(shape, g.type(v).dtype));
+      a.out[k] = o.buf.get();
+      slots[static_cast<size_t>(v)] = std::move(o);
+    }
+    if (a.n == 0) return;
+    auto key = std::make_pair(static_cast<const void*>(&grp), flat);
+    auto kit = st.kernels.find(key);
+    if (kit == st.kernels.end())
+      kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, flat), "tg_ew", ctx.index())).first;
+    long long blocks = (a.n + 255) / 256;
+    long long max_blocks = static_cast<long long>(st.sm_count) * 8;
+    dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);
+    void* params[] = {&a};
+    TG_CUDA(cudaLaunchKernel(kit->second.fn(), grid, threads, params, 0, stream));
+  }
+
+  // ---- ops ----
+  void node(const Node& n) {
+    switch (n.kind) {
+      case OpKind::Placeholder:
+        if (slots[static_cast<size_t>(n.outputs[0])].buf == nullptr)
+          throw Error("[run] placeholder '" + n.name + "' is needed but was not fed");
+        return;
+      case OpKind::Constant: {
+        auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
+        if (it == st.constants.end())
+          it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload(n.data)).first;
+        slots[static_cast<size_t>(n.outputs[0])] = it->second;
+        return;
+      }
+      case OpKind::Variable:
+        slots[static_cast<size_t>(n.outputs[0])] = snapshot.at(std::get<NameDesc>(n.attr).name);
+        return;
+      case OpKind::ReadVariable: {
+        const std::string& name = var_name(n.inputs[0]);
+        auto it = pending.find(name);
+        slots[static_cast<size_t>(n.outputs[0])] = it != pending.end() ? it->second : snapshot.at(name);
+        return;
+      }
+      case OpKind::Assign:
+        pending[var_name(n.inputs[0])] = in(n.inputs[1]);
+        return;
+      case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze: {
+        DevTensor v = in(n.inputs[0]);  // same bytes, new shape: no copy
+        v.type = concrete_type(g, n, in_types(n), 0);
+        slots[static_cast<size_t>(n.outputs[0])] = v;
+        return;
+      }
+      case OpKind::MatMul:
+        if (matmul(n)) return;
+        break;
+      case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
+        control(n);
+        return;
+      default:
+        if (fusible_elementwise(g, n)) {
+          FusionGroup single{{static_cast<int32_t>(&n - g.nodes.data())}, {}, {n.outputs[0]}};
+          for (int32_t v : n.inputs)
+            if (std::find(single.inputs.begin(), single.inputs.end(), v) == single.inputs.end()) single.inputs.push_back(v);
+          // Kernels are cached by the group's address: keep it in the executable's state.
+          auto& kept = st.singles[single.nodes[0]];
+          if (kept.nodes.empty()) kept = single;
+          group(kept);
+          return;
+        }
+    }
+    fallback(n);
+  }
+
+  bool matmul(const Node& n) {
+    const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
+    DType t = a.type.dtype;
+    if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+    const auto& d = std::get<MatmulDesc>(n.attr);
+    const Shape &sa = a.type.shape, &sb = b.type.shape;
+    TensorType out = concrete_type(g, n, in_types(n), 0);
+    long long m = out.shape.dim(-2), nn = out.shape.dim(-1), k = d.transpose_a ? sa.dim(-2) : sa.dim(-1);
+    long long batch = out.shape.num_elements() / std::max<long long>(1, m * nn);
+    auto batch_of = [](const Shape& s) {
+      long long p = 1;
+      for (int64_t i = 0; i + 2 < s.rank(); ++i) p *= s[i];
+      return p;
+    };
+    long long ba = batch_of(sa), bb = batch_of(sb);
+    if ((ba != batch && ba != 1) || (bb != batch && bb != 1)) return false;  // partial broadcast
+    DevTensor c = alloc(out);
+    if (out.shape.num_elements() > 0) {
+      if (k == 0) {
+        TG_CUDA(cudaMemsetAsync(c.buf.get(), 0, c.nbytes(), stream));
+      } else {
+        MatmulShape s{m, nn, k, batch, ba == 1 ? 0 : m * k, bb == 1 ? 0 : k * nn, d.transpose_a, d.transpose_b, t,
+                      exe.precision == Precision::tf32};
+        matmul_lt(s, a.buf.get(), b.buf.get(), c.buf.get(), stream, ctx.index());
+      }
+    }
+    slots[static_cast<size_t>(n.outputs[0])] = std::move(c);
+    return true;
+  }
+
+  // Control flow with the predicate read on the host (device-side conditional nodes: issue 8).
+  bool truth(const DevTensor& t, const char* op) {
+    TensorData h = download(t);
+    if (h.num_elements() != 1)
+      throw Error(std::string("[") + op + "] predicate must have one element, got " + h.shape().str());
+    return h.at(0) != 0.0;
+  }
+  void bind(int32_t b, const std::vector<DevTensor>& args) {
+    const Block& blk = g.blocks[static_cast<size_t>(b)];
+    for (size_t i = 0; i < blk.params.size(); ++i) slots[static_cast<size_t>(blk.params[i])] = args[i];
+  }
+  std::vector<DevTensor> results(int32_t b) {
+    std::vector<DevTensor> r;
+    for (int32_t v : g.blocks[static_cast<size_t>(b)].results) r.push_back(in(v));
+    return r;
+  }
+  void set_outputs(const Node& n, const std::vector<DevTensor>& r) {
+    for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = r[i];
+  }
+  void control(const Node& n) {
+    if (n.kind == OpKind::IfElse) {
+      int32_t r = truth(in(n.inputs[0]), "if_else") ? n.regions[0] : n.regions[1];
+      block(r);
+      set_outputs(n, results(r));
+    } else if (n.kind == OpKind::ForLoop) {
+      auto scalar = [&](int32_t v) { return static_cast<int64_t>(download(in(v)).at(0)); };
+      int64_t lo = scalar(n.inputs[0]), hi = scalar(n.inputs[1]), step = scalar(n.inputs[2]);
+      if (step <= 0) throw Error("[for_loop] step must be positive, got " + std::to_string(step));
+      std::vector<DevTensor> args;
+      for (size_t i = 3; i < n.inputs.size(); ++i) args.push_back(in(n.inputs[i]));
+      for (int64_t i = lo; i < hi; i += step) {
+        std::vector<DevTensor> p{upload(TensorData::scalar(static_cast<double>(i), DType::i32))};
+        p.insert(p.end(), args.begin(), args.end());
+        bind(n.regions[0], p);
+        block(n.regions[0]);
+        args = results(n.regions[0]);
+      }
+      set_outputs(n, args);
+    } else {
+      std::vector<DevTensor> args;
+      for (int32_t v : n.inputs) args.push_back(in(v));
+      for (;;) {
+        bind(n.regions[0], args);
+        block(n.regions[0]);
+        std::vector<DevTensor> r = results(n.regions[0]);
+        bool go = truth(r[0], "while_loop");
+        r.erase(r.begin());
+        if (!go) {
+          set_outputs(n, r);
+          return;
+        }
+        bind(n.regions[1], r);
+        block(n.regions[1]);
+        args = results(n.regions[1]);
+      }
+    }
+  }
+
+  // An op with no GPU kernel yet: computed on the CPU, operands copied both ways.
+  void fallback(const Node& n) {
+    std::vector<TensorData> hin;
+    for (int32_t v : n.inputs) hin.push_back(download(in(v)));
+    std::vector<TensorData> hout = cpu_eval(g, n, hin);
+    for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = upload(hout[i]);
+  }
+
+  const std::string& var_name(int32_t v) const {
+    return std::get<NameDesc>(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)].attr).name;
+  }
+};
+
+}  // namespace
+
+std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
+  check_inputs(inputs);
+  if (!backend_state) throw Error("[run] executable has no CUDA state");
+  auto& st = *static_cast<CudaState*>(backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  DeviceContext& ctx = DeviceContext::get(device.index);
+  TG_CUDA(cudaSetDevice(device.index));
+  if (st.sm_count == 0) TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, device.index));
+  const GraphImpl& g = module.graph;
+  Run r{*this, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  {
+    std::lock_guard<std::mutex> vlock(store->mu);
+    for (const auto& [name, id] : variables) {
+      CachedVar& cv = st.vars[name];
+      uint64_t version = store->versions[name];
+      if (cv.version != version) {
+        cv.value = r.upload(store->values.at(name));
+        cv.version = version;
+      }
+      r.snapshot[name] = cv.value;
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(module.feeds[i])] = r.upload(inputs[i]);
+  r.block(0);
+  std::vector<TensorData> out;
+  for (int32_t v : module.targets) out.push_back(r.download(r.in(v)));
+  if (!r.pending.empty()) {
+    std::map<std::string, TensorData> host;
+    for (auto& [name, value] : r.pending) host[name] = r.download(value);
+    std::lock_guard<std::mutex> vlock(store->mu);
+    for (auto& [name, value] : host) {
+      store->values[name] = value;
+      uint64_t v = ++store->versions[name];
+      st.vars[name] = CachedVar{v, r.pending[name]};
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<void> make_cuda_state() { return std::make_shared<CudaState>(); }
+
+std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
+                                   int iters) {
+  exe.check_inputs(inputs);
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  DeviceContext& ctx = DeviceContext::get(exe.device.index);
+  TG_CUDA(cudaSetDevice(exe.device.index));
+  if (st.sm_count == 0) TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+  const GraphImpl& g = exe.module.graph;
+  Run proto{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  std::vector<DevTensor> dev_in;
+  for (const TensorData& t : inputs) dev_in.push_back(proto.upload(t));
+  for (const auto& [name, id] : exe.variables) proto.snapshot[name] = proto.upload(exe.store->values.at(name));
+  cudaEvent_t start, stop;
+  TG_CUDA(cudaEventCreate(&start));
+  TG_CUDA(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), proto.snapshot, {}};
+    for (size_t k = 0; k < dev_in.size(); ++k) r.slots[static_cast<size_t>(exe.module.feeds[k])] = dev_in[k];
+    TG_CUDA(cudaEventRecord(start, r.stream));
+    r.block(0);
+    TG_CUDA(cudaEventRecord(stop, r.stream));
+    TG_CUDA(cudaEventSynchronize(stop));
+    float t = 0;
+    TG_CUDA(cudaEventElapsedTime(&t, start, stop));
+    if (i >= warmup) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,277 @@
+#include "backends/cuda/elementwise_codegen.h"
+
+#include <sstream>
+#include <unordered_map>
+
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+// The type values of a dtype are computed in inside the kernel.
+const char* compute_type(DType t) {
+  switch (t) {
+    case DType::f16: case DType::bf16: case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::boolean: return "bool";
+    default: return "long long";
+  }
+}
+
+const char* storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return "__half";
+    case DType::bf16: return "__nv_bfloat16";
+    case DType::i8: return "signed char";
+    case DType::i16: return "short";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::u8: case DType::boolean: return "unsigned char";
+  }
+  return "?";
+}
+
+std::string load(DType t, const std::string& ptr, const std::string& off) {
+  std::string p = "((const " + std::string(storage_type(t)) + "*)" + ptr + ")[" + off + "]";
+  switch (t) {
+    case DType::f16: return "__half2float(" + p + ")";
+    case DType::bf16: return "__bfloat162float(" + p + ")";
+    case DType::boolean: return "(" + p + " != 0)";
+    case DType::f32: case DType::f64: return p;
+    default: return "(long long)" + p;
+  }
+}
+
+std::string store(DType t, const std::string& v) {
+  switch (t) {
+    case DType::f16: return "__float2half_rn(" + v + ")";
+    case DType::bf16: return "__float2bfloat16_rn(" + v + ")";
+    case DType::boolean: return "(unsigned char)(" + v + " ? 1 : 0)";
+    default: return "(" + std::string(storage_type(t)) + ")(" + v + ")";
+  }
+}
+
+// A value computed in a wider type, rounded (or wrapped) to its dtype, so an intermediate
+// inside a fused kernel holds exactly what the unfused op would have stored.
+std::string round_to(DType t, const std::string& e) {
+  switch (t) {
+    case DType::f16: return "__half2float(__float2half_rn(" + e + "))";
+    case DType::bf16: return "__bfloat162float(__float2bfloat16_rn(" + e + "))";
+    case DType::i8: case DType::i16: case DType::i32: case DType::u8:
+      return "(long long)(" + std::string(storage_type(t)) + ")(" + e + ")";
+    default: return e;
+  }
+}
+
+// Bounds for float -> integer casts (truncate and saturate; NaN -> 0).
+std::string int_bounds(DType t) {
+  switch (t) {
+    case DType::i8: return "-128.0, 127.0";
+    case DType::i16: return "-32768.0, 32767.0";
+    case DType::i32: return "-2147483648.0, 2147483647.0";
+    case DType::u8: return "0.0, 255.0";
+    default: return "-9223372036854775808.0, 9223372036854775807.0";
+  }
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  std::string s = os.str();
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// The expression computing node n from its operand names a, b, c; "" when unsupported.
+std::string expression(const GraphImpl& g, const Node& n, const std::vector<std::string>& x) {
+  const DType in = g.type(n.inputs[0]).dtype;
+  const DType out = g.type(n.outputs[0]).dtype;
+  const std::string T = compute_type(out);
+  const bool fl = is_float(in);
+  auto a = x.size() > 0 ? x[0] : "", b = x.size() > 1 ? x[1] : "", c = x.size() > 2 ? x[2] : "";
+  auto f = [&](const char* fn) { return std::string(fn) + "(" + a + ")"; };
+  switch (n.kind) {
+    case OpKind::Identity: case OpKind::StopGradient: case OpKind::BroadcastTo: case OpKind::BroadcastLike:
+      return a;
+    case OpKind::Neg: return "(" + T + ")(-" + a + ")";
+    case OpKind::Abs: return fl ? f("fabs") : "(" + a + " < 0 ? -" + a + " : " + a + ")";
+    case OpKind::Sign: return "tg_sign(" + a + ")";
+    case OpKind::Square: return "(" + a + " * " + a + ")";
+    case OpKind::Relu: return "(" + a + " < (" + T + ")0 ? (" + T + ")0 : " + a + ")";
+    case OpKind::Exp: return f("exp");
+    case OpKind::Exp2: return f("exp2");
+    case OpKind::Log: return f("log");
+    case OpKind::Log2: return f("log2");
+    case OpKind::Log1p: return f("log1p");
+    case OpKind::Expm1: return f("expm1");
+    case OpKind::Sqrt: return f("sqrt");
+    case OpKind::Rsqrt: return "((" + T + ")1 / sqrt(" + a + "))";
+    case OpKind::Reciprocal: return "((" + T + ")1 / " + a + ")";
+    case OpKind::Sin: return f("sin");
+    case OpKind::Cos: return f("cos");
+    case OpKind::Tan: return f("tan");
+    case OpKind::Sinh: return f("sinh");
+    case OpKind::Cosh: return f("cosh");
+    case OpKind::Tanh: return f("tanh");
+    case OpKind::Asin: return f("asin");
+    case OpKind::Acos: return f("acos");
+    case OpKind::Atan: return f("atan");
+    case OpKind::Asinh: return f("asinh");
+    case OpKind::Acosh: return f("acosh");
+    case OpKind::Atanh: return f("atanh");
+    case OpKind::Erf: return f("erf");
+    case OpKind::Floor: return f("floor");
+    case OpKind::Ceil: return f("ceil");
+    case OpKind::Round: return f("round");
+    case OpKind::Rint: return f("rint");
+    case OpKind::Trunc: return f("trunc");
+    case OpKind::Sigmoid: return "tg_sigmoid(" + a + ")";
+    case OpKind::Silu: return "(" + a + " * tg_sigmoid(" + a + "))";
+    case OpKind::Gelu: return "((" + T + ")0.5 * " + a + " * ((" + T + ")1 + erf(" + a + " * (" + T + ")0.70710678118654752440)))";
+    case OpKind::GeluTanh:
+      return "((" + T + ")0.5 * " + a + " * ((" + T + ")1 + tanh((" + T + ")0.79788456080286535588 * (" + a +
+             " + (" + T + ")0.044715 * " + a + " * " + a + " * " + a + "))))";
+    case OpKind::Softplus: return "((" + a + " > (" + T + ")0 ? " + a + " : (" + T + ")0) + log1p(exp(-fabs(" + a + "))))";
+    case OpKind::LeakyRelu: return "(" + a + " < (" + T + ")0 ? (" + T + ")" + num(std::get<ScalarDesc>(n.attr).alpha) + " * " + a + " : " + a + ")";
+    case OpKind::Elu: return "(" + a + " < (" + T + ")0 ? (" + T + ")" + num(std::get<ScalarDesc>(n.attr).alpha) + " * expm1(" + a + ") : " + a + ")";
+    case OpKind::HardSigmoid: {
+      const auto& d = std::get<ScalarDesc>(n.attr);
+      return "fmax((" + T + ")0, fmin((" + T + ")1, (" + T + ")" + num(d.alpha) + " * " + a + " + (" + T + ")" + num(d.beta) + "))";
+    }
+    case OpKind::LogicalNot: return "(!" + a + ")";
+    case OpKind::BitwiseNot: return in == DType::boolean ? "(!" + a + ")" : "(~" + a + ")";
+    case OpKind::IsNan: return f("isnan");
+    case OpKind::IsInf: return f("isinf");
+    case OpKind::IsFinite: return f("isfinite");
+    case OpKind::Cast:
+      if (out == DType::boolean) return "(" + a + " != 0)";
+      if (is_float(in) && !is_float(out)) return "tg_f2i((double)" + a + ", " + int_bounds(out) + ")";
+      return "(" + T + ")(" + a + ")";
+    case OpKind::Add: return "(" + T + ")(" + a + " + " + b + ")";
+    case OpKind::Sub: return "(" + T + ")(" + a + " - " + b + ")";
+    case OpKind::Mul: return "(" + T + ")(" + a + " * " + b + ")";
+    case OpKind::Div: return fl ? "(" + a + " / " + b + ")" : "tg_idiv(" + a + ", " + b + ")";
+    case OpKind::DivNoNan: return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")(" + (fl ? a + " / " + b : "tg_idiv(" + a + ", " + b + ")") + "))";
+    case OpKind::Mod: return fl ? "fmod(" + a + ", " + b + ")" : "tg_imod(" + a + ", " + b + ")";
+    case OpKind::FloorMod: return fl ? "tg_ffloormod(" + a + ", " + b + ")" : "tg_ifloormod(" + a + ", " + b + ")";
+    case OpKind::Pow: return fl ? "pow(" + a + ", " + b + ")" : "";
+    case OpKind::Minimum: return fl ? "fmin(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case OpKind::Maximum: return fl ? "fmax(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+    case OpKind::MinimumNan: return fl ? "tg_min_nan(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case OpKind::MaximumNan: return fl ? "tg_max_nan(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+    case OpKind::Atan2: return "atan2(" + a + ", " + b + ")";
+    case OpKind::Equal: return "(" + a + " == " + b + ")";
+    case OpKind::NotEqual: return "(" + a + " != " + b + ")";
+    case OpKind::Less: return "(" + a + " < " + b + ")";
+    case OpKind::LessEqual: return "(" + a + " <= " + b + ")";
+    case OpKind::Greater: return "(" + a + " > " + b + ")";
+    case OpKind::GreaterEqual: return "(" + a + " >= " + b + ")";
+    case OpKind::LogicalAnd: return "(" + a + " && " + b + ")";
+    case OpKind::LogicalOr: return "(" + a + " || " + b + ")";
+    case OpKind::LogicalXor: return "(" + a + " != " + b + ")";
+    case OpKind::BitwiseAnd: return in == DType::boolean ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
+    case OpKind::BitwiseOr: return in == DType::boolean ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
+    case OpKind::BitwiseXor: return in == DType::boolean ? "(" + a + " != " + b + ")" : "(" + a + " ^ " + b + ")";
+    case OpKind::Select: return "(" + a + " ? " + b + " : " + c + ")";
+    case OpKind::Clamp:
+      return fl ? "(isnan(" + a + ") ? " + a + " : fmin(fmax(" + a + ", " + b + "), " + c + "))"
+                : "tg_iclamp(" + a + ", " + b + ", " + c + ")";
+    default: return "";
+  }
+}
+
+const char* kPrelude = R"(
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <class T> __device__ __forceinline__ T tg_sign(T a) { return a != a ? a : (T)((a > (T)0) - (a < (T)0)); }
+__device__ __forceinline__ float tg_sigmoid(float a) { return a >= 0.f ? 1.f / (1.f + expf(-a)) : expf(a) / (1.f + expf(a)); }
+__device__ __forceinline__ double tg_sigmoid(double a) { return a >= 0.0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)); }
+__device__ __forceinline__ long long tg_f2i(double v, double lo, double hi) {
+  if (v != v) return 0;
+  if (v <= lo) return (long long)lo;
+  if (v >= hi) return hi >= 9.2e18 ? 9223372036854775807LL : (long long)hi;
+  return (long long)v;
+}
+__device__ __forceinline__ long long tg_idiv(long long a, long long b) {
+  if (b == 0) return 0;
+  if (b == -1) return (long long)(0ULL - (unsigned long long)a);
+  return a / b;
+}
+__device__ __forceinline__ long long tg_imod(long long a, long long b) { return (b == 0 || b == -1) ? 0 : a % b; }
+__device__ __forceinline__ long long tg_ifloormod(long long a, long long b) {
+  if (b == 0 || b == -1) return 0;
+  long long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <class T> __device__ __forceinline__ T tg_ffloormod(T a, T b) {
+  T r = fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r == 0 ? copysign((T)0, b) : r;
+}
+template <class T> __device__ __forceinline__ T tg_min_nan(T a, T b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+template <class T> __device__ __forceinline__ T tg_max_nan(T a, T b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long long hi) {
+  long long m = x > lo ? x : lo;
+  return m < hi ? m : hi;
+}
+)";
+
+}  // namespace
+
+bool elementwise_supported(const GraphImpl& g, const FusionGroup& group) {
+  for (int32_t id : group.nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    std::vector<std::string> names(n.inputs.size(), "a");
+    if (expression(g, n, names).empty()) return false;
+  }
+  return group.inputs.size() <= static_cast<size_t>(kMaxOperands) &&
+         group.outputs.size() <= static_cast<size_t>(kMaxOperands);
+}
+
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat) {
+  std::ostringstream os;
+  os << kPrelude;
+  os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
+     << "]; long long n; int rank; long long dims[" << kMaxRank << "]; long long strides[" << kMaxOperands << "]["
+     << kMaxRank << "]; };\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n";
+  os << "  const long long step = (long long)gridDim.x * blockDim.x;\n";
+  os << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {\n";
+  std::unordered_map<int32_t, std::string> name;
+  for (size_t k = 0; k < group.inputs.size(); ++k) {
+    int32_t v = group.inputs[k];
+    std::string off = "i";
+    if (!flat) {
+      off = "o" + std::to_string(k);
+      os << "    long long " << off << " = 0;\n    { long long r = i; for (int d = a.rank - 1; d >= 0; --d) { long long c = r % a.dims[d]; r /= a.dims[d]; "
+         << off << " += c * a.strides[" << k << "][d]; } }\n";
+    }
+    std::string nm = "v" + std::to_string(v);
+    os << "    const " << compute_type(g.type(v).dtype) << " " << nm << " = "
+       << load(g.type(v).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";
+    name[v] = nm;
+  }
+  for (int32_t id : group.nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    std::vector<std::string> xs;
+    for (int32_t v : n.inputs) xs.push_back(name.at(v));
+    std::string e = expression(g, n, xs);
+    if (e.empty()) throw Error(std::string("[cuda] no generated kernel for op ") + op_name(n.kind));
+    int32_t v = n.outputs[0];
+    std::string nm = "v" + std::to_string(v);
+    os << "    const " << compute_type(g.type(v).dtype) << " " << nm << " = " << round_to(g.type(v).dtype, e) << ";\n";
+    name[v] = nm;
+  }
+  for (size_t k = 0; k < group.outputs.size(); ++k) {
+    int32_t v = group.outputs[k];
+    os << "    ((" << storage_type(g.type(v).dtype) << "*)a.out[" << k << "])[i] = " << store(g.type(v).dtype, name.at(v))
+       << ";\n";
+  }
+  os << "  }\n}\n";
+  return os.str();
+}
+
+}  // namespace tg::detail

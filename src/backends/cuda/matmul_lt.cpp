@@ -1,0 +1,111 @@
+#include "backends/cuda/matmul_lt.h"
+
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backends/cuda/device_context.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("[matmul] cuBLASLt ") + what + " failed (status " + std::to_string(s) + ")");
+}
+
+cudaDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f64: return CUDA_R_64F;
+    default: throw Error(std::string("[matmul] no cuBLASLt path for ") + dtype_name(t));
+  }
+}
+
+// A cached plan: descriptors and the chosen algorithm for one shape.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using Key = std::tuple<long long, long long, long long, long long, long long, long long, bool, bool, int, bool, int>;
+
+void set_batch(cublasLtMatrixLayout_t l, long long batch, long long stride) {
+  int32_t b = static_cast<int32_t>(batch);
+  lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b), "layout batch");
+  int64_t s = stride;
+  lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s), "layout stride");
+}
+
+Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
+  // Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T-view times op(A)^T-view:
+  // cuBLAS sees the B operand first, then A, with m and n swapped.
+  Plan p;
+  cudaDataType_t dt = data_type(s.dtype);
+  cublasComputeType_t ct = s.dtype == DType::f64 ? CUBLAS_COMPUTE_64F
+                           : (s.dtype == DType::f32 && s.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                               : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = s.dtype == DType::f64 ? CUDA_R_64F : CUDA_R_32F;
+  lt_check(cublasLtMatmulDescCreate(&p.desc, ct, scale), "desc");
+  cublasOperation_t op_first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "transa");
+  lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "transb");
+  // First operand (B): stored row-major [k,n] (or [n,k] transposed) = column-major n x k view.
+  uint64_t rows_b = s.transpose_b ? s.k : s.n, cols_b = s.transpose_b ? s.n : s.k;
+  uint64_t rows_a = s.transpose_a ? s.m : s.k, cols_a = s.transpose_a ? s.k : s.m;
+  lt_check(cublasLtMatrixLayoutCreate(&p.la, dt, rows_b, cols_b, static_cast<int64_t>(rows_b)), "layout B");
+  lt_check(cublasLtMatrixLayoutCreate(&p.lb, dt, rows_a, cols_a, static_cast<int64_t>(rows_a)), "layout A");
+  lt_check(cublasLtMatrixLayoutCreate(&p.lc, dt, s.n, s.m, s.n), "layout C");
+  if (s.batch > 1) {
+    set_batch(p.la, s.batch, s.stride_b);
+    set_batch(p.lb, s.batch, s.stride_a);
+    set_batch(p.lc, s.batch, s.m * s.n);
+  }
+  cublasLtMatmulPreference_t pref;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  size_t ws = ctx.workspace_bytes();
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, p.la,
+                                                     p.lb, p.lc, p.lc, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw Error("[matmul] cuBLASLt has no algorithm for m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                " k=" + std::to_string(s.k) + " " + dtype_name(s.dtype));
+  p.algo = res.algo;
+  return p;
+}
+
+}  // namespace
+
+void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device) {
+  DeviceContext& ctx = DeviceContext::get(device);
+  static std::mutex mu;
+  static std::map<Key, Plan> plans;
+  Key key{s.m, s.n, s.k, s.batch, s.stride_a, s.stride_b, s.transpose_a, s.transpose_b, static_cast<int>(s.dtype), s.tf32, device};
+  Plan p;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, make_plan(s, ctx)).first;
+    p = it->second;
+  }
+  float one_f = 1.f, zero_f = 0.f;
+  double one_d = 1.0, zero_d = 0.0;
+  const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
+  lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c,
+                          p.lc, c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream),
+           "matmul");
+}
+
+}  // namespace tg::detail

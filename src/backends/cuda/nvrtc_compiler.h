@@ -1,0 +1,28 @@
+#pragma once
+// Compiles generated CUDA C++ with NVRTC to a cubin for the device's architecture, caches the
+// result in memory and on disk (keyed by a hash of source and options), and loads it with
+// the runtime API (cudaLibraryLoadData), so no binary links libcuda.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace tg::detail {
+
+/// A kernel ready to launch with cudaLaunchKernel.
+struct CompiledKernel {
+  cudaKernel_t kernel = nullptr;
+  const void* fn() const { return reinterpret_cast<const void*>(kernel); }
+};
+
+/// Returns kernel `name` from `source`, compiling only on the first request for this source
+/// (per process) and only when no cubin is cached on disk ($TGRAPH_CACHE_DIR, default
+/// ~/.cache/tgraph/kernels). Throws tg::Error with NVRTC's log on a compile error.
+CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device);
+
+/// Statistics for tests: compiles done, disk hits, memory hits.
+struct NvrtcStats {
+  int compiled = 0, disk_hits = 0, memory_hits = 0;
+};
+NvrtcStats nvrtc_stats();
+
+}  // namespace tg::detail

@@ -1,0 +1,201 @@
+// Converters of ONNX's elementwise ops: unary math, activations, binary arithmetic and
+// comparisons, variadic Max/Min/Sum/Mean, Where, Clip, Cast.
+#include <cmath>
+#include <limits>
+
+#include "frontends/onnx/importer.h"
+
+namespace tg::onnx_import {
+
+namespace {
+
+#define UNARY(NAME, EXPR) \
+  {NAME, 1, 18, +[](Ctx& c) { Graph& g = c.g; Tensor x = c.in(0); (void)g; c.out(0, EXPR); }}
+#define BINARY(NAME, METHOD) \
+  {NAME, 7, 18, +[](Ctx& c) { c.out(0, c.g.METHOD(c.in(0), c.in(1))); }}
+
+Tensor where_zero(Graph& g, Tensor cond, Tensor x) { return g.select(cond, x, scalar_like(g, 0, x)); }
+
+void is_inf(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  bool neg = c.attr_i("detect_negative", 1) != 0, pos = c.attr_i("detect_positive", 1) != 0;
+  Tensor inf = g.is_inf(x);
+  if (neg && pos) return c.out(0, inf);
+  Tensor side = pos ? g.greater(x, scalar_like(g, 0, x)) : g.less(x, scalar_like(g, 0, x));
+  if (!neg && !pos) return c.out(0, g.logical_and(inf, g.logical_not(inf)));
+  c.out(0, g.logical_and(inf, side));
+}
+
+void shrink(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  double b = c.attr_f("bias", 0.f), l = c.attr_f("lambd", 0.5f);
+  Tensor lo = g.less(x, scalar_like(g, -l, x)), hi = g.greater(x, scalar_like(g, l, x));
+  Tensor zero = scalar_like(g, 0, x);
+  c.out(0, g.select(lo, g.add(x, scalar_like(g, b, x)), g.select(hi, g.sub(x, scalar_like(g, b, x)), zero)));
+}
+
+void prelu(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), s = c.in(1);
+  c.out(0, g.select(g.less(x, scalar_like(g, 0, x)), g.mul(x, s), x));
+}
+
+void clip(Ctx& c) {
+  Graph& g = c.g;
+  Tensor y = c.in(0);
+  if (c.opset < 11) {
+    float lo = c.attr_f("min", -std::numeric_limits<float>::infinity());
+    float hi = c.attr_f("max", std::numeric_limits<float>::infinity());
+    if (!std::isinf(lo)) y = g.maximum(y, scalar_like(g, lo, y));
+    if (!std::isinf(hi)) y = g.minimum(y, scalar_like(g, hi, y));
+    return c.out(0, y);
+  }
+  if (c.has_input(1)) y = g.maximum(y, c.in(1));
+  if (c.has_input(2)) y = g.minimum(y, c.in(2));
+  c.out(0, y);
+}
+
+void pow_(Ctx& c) {
+  Graph& g = c.g;
+  Tensor a = c.in(0), b = c.in(1);
+  if (a.dtype() == b.dtype()) return c.out(0, g.pow(a, b));
+  if (is_float(a.dtype()) || !is_float(b.dtype())) return c.out(0, g.pow(a, g.cast(b, a.dtype())));
+  c.out(0, g.cast(g.pow(g.cast(a, b.dtype()), b), a.dtype()));
+}
+
+void mod(Ctx& c) {
+  Tensor a = c.in(0), b = c.in(1);
+  bool fmod = c.attr_i("fmod", 0) != 0;
+  if (!fmod && is_float(a.dtype())) c.fail("fmod=0 is not allowed for floating-point inputs");
+  c.out(0, fmod ? c.g.mod(a, b) : c.g.floor_mod(a, b));
+}
+
+void bitshift(Ctx& c) {
+  std::string dir = c.attr_s("direction", "");
+  if (dir == "LEFT") return c.out(0, c.g.shift_left(c.in(0), c.in(1)));
+  if (dir == "RIGHT") return c.out(0, c.g.shift_right(c.in(0), c.in(1)));
+  c.fail("direction must be LEFT or RIGHT, not '" + dir + "'");
+}
+
+template <int kind>  // 0 max, 1 min, 2 sum, 3 mean
+void variadic(Ctx& c) {
+  Graph& g = c.g;
+  Tensor acc = c.in(0);
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    Tensor x = c.in(i);
+    acc = kind == 0 ? g.maximum_nan(acc, x) : kind == 1 ? g.minimum_nan(acc, x) : g.add(acc, x);
+  }
+  if (kind == 3 && c.num_inputs() > 1) acc = g.div(acc, scalar_like(g, c.num_inputs(), acc));
+  c.out(0, acc);
+}
+
+void cast(Ctx& c) {
+  c.out(0, c.g.cast(c.in(0), dtype_from_onnx(static_cast<int32_t>(c.attr_i("to", 1)))));
+}
+
+void cast_like(Ctx& c) { c.out(0, c.g.cast(c.in(0), c.in(1).dtype())); }
+
+void selu(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  double a = c.attr_f("alpha", 1.67326319217681884765625f), gm = c.attr_f("gamma", 1.05070102214813232421875f);
+  c.out(0, g.mul(g.elu(x, a), scalar_like(g, gm, x)));
+}
+
+void celu(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  double a = c.attr_f("alpha", 1.f);
+  c.out(0, g.mul(g.elu(g.div(x, scalar_like(g, a, x)), 1.0), scalar_like(g, a, x)));
+}
+
+void thresholded_relu(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  c.out(0, where_zero(g, g.greater(x, scalar_like(g, c.attr_f("alpha", 1.f), x)), x));
+}
+
+void softsign(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  c.out(0, g.div(x, g.add(scalar_like(g, 1, x), g.abs(x))));
+}
+
+}  // namespace
+
+const std::vector<Converter>& elementwise_converters() {
+  static const std::vector<Converter> t = {
+      UNARY("Abs", g.abs(x)),
+      UNARY("Acos", g.acos(x)),
+      UNARY("Acosh", g.acosh(x)),
+      UNARY("Asin", g.asin(x)),
+      UNARY("Asinh", g.asinh(x)),
+      UNARY("Atan", g.atan(x)),
+      UNARY("Atanh", g.atanh(x)),
+      UNARY("Ceil", g.ceil(x)),
+      UNARY("Cos", g.cos(x)),
+      UNARY("Cosh", g.cosh(x)),
+      UNARY("Erf", g.erf(x)),
+      UNARY("Exp", g.exp(x)),
+      UNARY("Floor", g.floor(x)),
+      UNARY("Log", g.log(x)),
+      UNARY("Neg", g.neg(x)),
+      UNARY("Reciprocal", g.reciprocal(x)),
+      UNARY("Relu", g.relu(x)),
+      UNARY("Round", g.rint(x)),
+      UNARY("Sigmoid", g.sigmoid(x)),
+      UNARY("Sign", g.sign(x)),
+      UNARY("Sin", g.sin(x)),
+      UNARY("Sinh", g.sinh(x)),
+      UNARY("Sqrt", g.sqrt(x)),
+      UNARY("Tan", g.tan(x)),
+      UNARY("Tanh", g.tanh(x)),
+      UNARY("Not", g.logical_not(x)),
+      UNARY("BitwiseNot", g.bitwise_not(x)),
+      UNARY("IsNaN", g.is_nan(x)),
+      {"Identity", 1, 18, +[](Ctx& c) { c.alias(0, 0); }},
+      UNARY("Softplus", g.softplus(x)),
+      UNARY("Elu", g.elu(x, c.attr_f("alpha", 1.f))),
+      UNARY("LeakyRelu", g.leaky_relu(x, c.attr_f("alpha", 0.01f))),
+      UNARY("HardSigmoid", g.hard_sigmoid(x, c.attr_f("alpha", 0.2f), c.attr_f("beta", 0.5f))),
+      UNARY("HardSwish", g.mul(x, g.hard_sigmoid(x, 1.0 / 6.0, 0.5))),
+      {"Softsign", 1, 18, softsign},
+      {"Selu", 1, 18, selu},
+      {"Celu", 12, 18, celu},
+      {"ThresholdedRelu", 10, 18, thresholded_relu},
+      {"Shrink", 9, 18, shrink},
+      {"PRelu", 7, 18, prelu},
+      {"IsInf", 10, 18, is_inf},
+      {"Clip", 1, 18, clip},
+      BINARY("Add", add),
+      BINARY("Sub", sub),
+      BINARY("Mul", mul),
+      BINARY("Div", div),
+      BINARY("Equal", equal),
+      BINARY("Less", less),
+      BINARY("Greater", greater),
+      BINARY("LessOrEqual", less_equal),
+      BINARY("GreaterOrEqual", greater_equal),
+      BINARY("And", logical_and),
+      BINARY("Or", logical_or),
+      BINARY("Xor", logical_xor),
+      BINARY("BitwiseAnd", bitwise_and),
+      BINARY("BitwiseOr", bitwise_or),
+      BINARY("BitwiseXor", bitwise_xor),
+      {"Pow", 7, 18, pow_},
+      {"Mod", 10, 18, mod},
+      {"BitShift", 11, 18, bitshift},
+      {"Max", 1, 18, variadic<0>},
+      {"Min", 1, 18, variadic<1>},
+      {"Sum", 1, 18, variadic<2>},
+      {"Mean", 1, 18, variadic<3>},
+      {"Where", 9, 18, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
+      {"Cast", 1, 18, cast},
+      {"CastLike", 15, 18, cast_like},
+  };
+  return t;
+}
+
+}  // namespace tg::onnx_import

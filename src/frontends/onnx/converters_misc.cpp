@@ -1,0 +1,291 @@
+// Converters of ONNX's Einsum and recurrent layers (RNN, GRU, LSTM, unrolled over the static
+// sequence length).
+#include <algorithm>
+#include <functional>
+
+#include "frontends/onnx/importer.h"
+
+namespace tg::onnx_import {
+
+namespace {
+
+// ---- Einsum: operands are aligned to one letter order, multiplied (broadcast) and summed ----
+
+void einsum(Ctx& c) {
+  Graph& g = c.g;
+  std::string eq;
+  for (char ch : c.attr_s("equation", ""))
+    if (ch != ' ') eq += ch;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  size_t s = 0;
+  while (true) {
+    size_t comma = lhs.find(',', s);
+    terms.push_back(lhs.substr(s, comma - s));
+    if (comma == std::string::npos) break;
+    s = comma + 1;
+  }
+  if (static_cast<int>(terms.size()) != c.num_inputs()) c.fail("the equation names " + std::to_string(terms.size()) + " operands");
+  // An ellipsis becomes letters '0'..'9' (the broadcast dims).
+  int64_t ell = 0;
+  std::vector<std::string> ops;
+  std::map<char, int64_t> size;
+  std::vector<Tensor> xs;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    Tensor x = c.in(static_cast<int>(i));
+    std::string t = terms[i];
+    size_t e = t.find("...");
+    int64_t named = static_cast<int64_t>(t.size()) - (e == std::string::npos ? 0 : 3);
+    if (e != std::string::npos) {
+      int64_t k = x.rank() - named;
+      ell = std::max(ell, k);
+      std::string fill;
+      for (int64_t j = 0; j < k; ++j) fill += static_cast<char>('0' + (10 - k + j));
+      t = t.substr(0, e) + fill + t.substr(e + 3);
+    }
+    if (static_cast<int64_t>(t.size()) != x.rank()) c.fail("operand " + std::to_string(i) + " has rank " + std::to_string(x.rank()));
+    // Repeated letters take the diagonal.
+    for (size_t p = 0; p < t.size(); ++p)
+      for (size_t q = p + 1; q < t.size(); ++q)
+        if (t[p] == t[q]) {
+          int64_t n = x.shape()[static_cast<int64_t>(p)];
+          if (n < 0) c.fail("a repeated index needs a static dim");
+          std::vector<int64_t> ms(t.size(), 1);
+          ms[p] = ms[q] = n;
+          TensorData eye = TensorData::zeros(Shape{n, n}, x.dtype());
+          for (int64_t k = 0; k < n; ++k) eye.set(k * n + k, 1);
+          x = g.reduce_sum(g.mul(x, g.reshape(g.constant(eye), ms)), {static_cast<int64_t>(q)});
+          t.erase(q, 1);
+          --q;
+        }
+    for (size_t p = 0; p < t.size(); ++p) size[t[p]] = std::max(size[t[p]], x.shape()[static_cast<int64_t>(p)]);
+    ops.push_back(t);
+    xs.push_back(x);
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+    size_t e = out.find("...");
+    if (e != std::string::npos) {
+      std::string fill;
+      for (int64_t j = 0; j < ell; ++j) fill += static_cast<char>('0' + (10 - ell + j));
+      out = out.substr(0, e) + fill + out.substr(e + 3);
+    }
+  } else {
+    for (int64_t j = 0; j < ell; ++j) out += static_cast<char>('0' + (10 - ell + j));
+    std::map<char, int> count;
+    for (const auto& t : ops)
+      for (char ch : t) ++count[ch];
+    for (auto& [ch, n] : count)
+      if (n == 1 && !(ch >= '0' && ch <= '9')) out += ch;
+  }
+  std::string order = out;
+  for (auto& [ch, n] : size)
+    if (order.find(ch) == std::string::npos) order += ch;
+  Tensor prod;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const std::string& t = ops[i];
+    std::vector<int64_t> perm;
+    std::string sorted;
+    for (char ch : order)
+      if (t.find(ch) != std::string::npos) {
+        perm.push_back(static_cast<int64_t>(t.find(ch)));
+        sorted += ch;
+      }
+    Tensor x = xs[i];
+    bool ident = true;
+    for (size_t k = 0; k < perm.size(); ++k) ident = ident && perm[k] == static_cast<int64_t>(k);
+    if (!ident) x = g.transpose(x, perm);
+    std::vector<int64_t> missing;
+    for (size_t k = 0; k < order.size(); ++k)
+      if (sorted.find(order[k]) == std::string::npos) missing.push_back(static_cast<int64_t>(k));
+    if (!missing.empty()) x = g.expand_dims(x, missing);
+    prod = prod.valid() ? g.mul(prod, x) : x;
+  }
+  std::vector<int64_t> sum_axes;
+  for (size_t k = out.size(); k < order.size(); ++k) sum_axes.push_back(static_cast<int64_t>(k));
+  if (!sum_axes.empty()) prod = g.reduce_sum(prod, sum_axes);
+  // Output dims of size 1 that the operands broadcast stay as the product's.
+  c.out(0, prod);
+}
+
+// ---- recurrent layers ----------------------------------------------------------------------
+
+using Act = std::function<Tensor(Tensor)>;
+
+Act activation(Ctx& c, const std::string& name, float alpha, float beta) {
+  Graph& g = c.g;
+  if (name == "Tanh") return [&g](Tensor x) { return g.tanh(x); };
+  if (name == "Sigmoid") return [&g](Tensor x) { return g.sigmoid(x); };
+  if (name == "Relu") return [&g](Tensor x) { return g.relu(x); };
+  if (name == "LeakyRelu") return [&g, alpha](Tensor x) { return g.leaky_relu(x, alpha); };
+  if (name == "HardSigmoid") return [&g, alpha, beta](Tensor x) { return g.hard_sigmoid(x, alpha, beta); };
+  if (name == "Elu") return [&g, alpha](Tensor x) { return g.elu(x, alpha); };
+  if (name == "Softplus") return [&g](Tensor x) { return g.softplus(x); };
+  if (name == "Softsign")
+    return [&g](Tensor x) { return g.div(x, g.add(scalar_like(g, 1, x), g.abs(x))); };
+  if (name == "Affine")
+    return [&g, alpha, beta](Tensor x) { return g.add(g.mul(x, scalar_like(g, alpha, x)), scalar_like(g, beta, x)); };
+  if (name == "ScaledTanh")
+    return [&g, alpha, beta](Tensor x) { return g.mul(g.tanh(g.mul(x, scalar_like(g, beta, x))), scalar_like(g, alpha, x)); };
+  c.fail("activation '" + name + "' is not supported");
+}
+
+enum class Cell { rnn, gru, lstm };
+
+template <Cell kind>
+void recurrent(Ctx& c) {
+  Graph& g = c.g;
+  const int gates = kind == Cell::rnn ? 1 : kind == Cell::gru ? 3 : 4;
+  Tensor x = c.in(0), W = c.in(1), R = c.in(2);
+  int64_t layout = c.attr_i("layout", 0);
+  if (layout) x = g.transpose(x, {1, 0, 2});
+  Shape xs = x.shape();
+  int64_t S = xs[0], B = xs[1];
+  if (S < 0) c.fail("the sequence length must be static");
+  int64_t H = c.attr_i("hidden_size", R.shape()[2]);
+  std::string dir = c.attr_s("direction", "forward");
+  int64_t ndir = dir == "bidirectional" ? 2 : 1;
+  std::vector<std::string> names;
+  const auto* acts = &names;
+  for (const auto& a : c.node.attribute())
+    if (a.name() == "activations")
+      for (const auto& s : a.strings()) names.push_back(s);
+  std::vector<float> alphas = c.attr_floats("activation_alpha"), betas = c.attr_floats("activation_beta");
+  int per_dir = kind == Cell::rnn ? 1 : kind == Cell::gru ? 2 : 3;
+  if (names.empty())
+    for (int64_t d = 0; d < ndir; ++d) {
+      if (kind == Cell::rnn) names.push_back("Tanh");
+      else if (kind == Cell::gru) names.insert(names.end(), {"Sigmoid", "Tanh"});
+      else names.insert(names.end(), {"Sigmoid", "Tanh", "Tanh"});
+    }
+  if (static_cast<int64_t>(acts->size()) != per_dir * ndir) c.fail("wrong number of activations");
+  float clip = c.attr_f("clip", 0.f);
+  bool lbr = c.attr_i("linear_before_reset", 0) != 0;
+  if (kind == Cell::lstm && c.attr_i("input_forget", 0)) c.fail("input_forget is not supported");
+  std::optional<TensorData> lens;
+  if (c.has_input(4)) lens = c.const_in(4);
+
+  auto pick = [&](Tensor t, int64_t d) {  // [ndir, ...] -> [...]
+    return g.squeeze(g.slice(t, {d}, {d + 1}), {0});
+  };
+  auto cols = [&](Tensor t, int64_t k) {  // gate k of the last dim (H each)
+    std::vector<int64_t> b(static_cast<size_t>(t.rank()), 0), e(static_cast<size_t>(t.rank()), -1);
+    b.back() = k * H;
+    e.back() = (k + 1) * H;
+    return g.slice(t, b, e);
+  };
+  auto clipped = [&](Tensor t) {
+    return clip > 0 ? g.minimum(g.maximum(t, scalar_like(g, -clip, t)), scalar_like(g, clip, t)) : t;
+  };
+
+  std::vector<Tensor> ys_dirs, hs, cs;
+  for (int64_t d = 0; d < ndir; ++d) {
+    bool reverse = dir == "reverse" || d == 1;
+    if (reverse && lens) {
+      bool all_full = true;
+      for (int64_t b = 0; b < lens->num_elements(); ++b) all_full = all_full && lens->at(b) == S;
+      if (!all_full) c.fail("sequence_lens with a reverse direction is not supported");
+    }
+    int a0 = static_cast<int>(d) * per_dir;
+    auto act = [&](int k) {
+      size_t i = static_cast<size_t>(a0 + k);
+      return activation(c, names[i], i < alphas.size() ? alphas[i] : (names[i] == "LeakyRelu" ? 0.01f : names[i] == "HardSigmoid" ? 0.2f : 1.f),
+                        i < betas.size() ? betas[i] : (names[i] == "HardSigmoid" ? 0.5f : 0.f));
+    };
+    Act f = act(0), gg = per_dir > 1 ? act(1) : f, hh = per_dir > 2 ? act(2) : f;
+    Tensor Wd = pick(W, d), Rd = pick(R, d);
+    Tensor xw = g.matmul(x, Wd, false, true);  // [S, B, gates*H]
+    Tensor wb, rb;
+    if (c.has_input(3)) {
+      Tensor Bd = pick(c.in(3), d);
+      wb = g.slice(Bd, {0}, {gates * H});
+      rb = g.slice(Bd, {gates * H}, {2 * gates * H});
+      xw = g.add(xw, wb);
+    }
+    Tensor h = c.has_input(5) ? pick(c.in(5), d) : g.constant(TensorData::zeros(Shape{B, H}, x.dtype()));
+    Tensor cell;
+    if (kind == Cell::lstm) cell = c.has_input(6) ? pick(c.in(6), d) : g.constant(TensorData::zeros(Shape{B, H}, x.dtype()));
+    Tensor P;
+    if (kind == Cell::lstm && c.has_input(7)) P = pick(c.in(7), d);
+    std::vector<Tensor> ys(static_cast<size_t>(S));
+    for (int64_t step = 0; step < S; ++step) {
+      int64_t t = reverse ? S - 1 - step : step;
+      Tensor xt = g.squeeze(g.slice(xw, {t, 0, 0}, {t + 1, -1, -1}), {0});  // [B, gates*H]
+      Tensor hr = g.matmul(h, Rd, false, true);
+      if (rb.valid() && !(kind == Cell::gru)) hr = g.add(hr, rb);
+      Tensor hn, cn;
+      if (kind == Cell::rnn) {
+        hn = f(clipped(g.add(xt, hr)));
+      } else if (kind == Cell::gru) {
+        Tensor rbz, rbr, rbh;
+        if (rb.valid()) {
+          rbz = cols(rb, 0), rbr = cols(rb, 1), rbh = cols(rb, 2);
+        }
+        auto plus = [&](Tensor a, Tensor b) { return b.valid() ? g.add(a, b) : a; };
+        Tensor z = f(clipped(plus(g.add(cols(xt, 0), cols(hr, 0)), rbz)));
+        Tensor r = f(clipped(plus(g.add(cols(xt, 1), cols(hr, 1)), rbr)));
+        Tensor Rh = g.slice(Rd, {2 * H, 0}, {3 * H, -1});
+        Tensor cand;
+        if (lbr) cand = g.add(cols(xt, 2), g.mul(r, plus(cols(hr, 2), rbh)));
+        else cand = plus(g.add(cols(xt, 2), g.matmul(g.mul(r, h), Rh, false, true)), rbh);
+        Tensor ht = gg(clipped(cand));
+        hn = g.add(g.mul(g.sub(scalar_like(g, 1, z), z), ht), g.mul(z, h));
+      } else {
+        Tensor pre = g.add(xt, hr);
+        Tensor pi = cols(pre, 0), po = cols(pre, 1), pf = cols(pre, 2), pc = cols(pre, 3);
+        if (P.valid()) {
+          pi = g.add(pi, g.mul(g.slice(P, {0}, {H}), cell));
+          pf = g.add(pf, g.mul(g.slice(P, {2 * H}, {3 * H}), cell));
+        }
+        Tensor i = f(clipped(pi)), fg = f(clipped(pf)), ct = gg(clipped(pc));
+        cn = g.add(g.mul(fg, cell), g.mul(i, ct));
+        if (P.valid()) po = g.add(po, g.mul(g.slice(P, {H}, {2 * H}), cn));
+        Tensor o = f(clipped(po));
+        hn = g.mul(o, hh(cn));
+      }
+      Tensor y = hn;
+      if (lens) {
+        TensorData m(Shape{B, 1}, DType::boolean);
+        for (int64_t b = 0; b < B; ++b) m.set(b, t < static_cast<int64_t>(lens->at(b)));
+        Tensor mask = g.constant(m);
+        y = g.select(mask, hn, scalar_like(g, 0, hn));
+        hn = g.select(mask, hn, h);
+        if (cn.valid()) cn = g.select(mask, cn, cell);
+      }
+      h = hn;
+      if (cn.valid()) cell = cn;
+      ys[static_cast<size_t>(t)] = y;
+    }
+    ys_dirs.push_back(g.stack(ys, 0));  // [S, B, H]
+    hs.push_back(h);
+    if (cell.valid()) cs.push_back(cell);
+  }
+  Tensor Y = g.stack(ys_dirs, 1);  // [S, ndir, B, H]
+  Tensor Yh = g.stack(hs, 0);      // [ndir, B, H]
+  if (layout) {
+    Y = g.transpose(Y, {2, 0, 1, 3});
+    Yh = g.transpose(Yh, {1, 0, 2});
+  }
+  c.out(0, Y);
+  c.out(1, Yh);
+  if (kind == Cell::lstm) {
+    Tensor Yc = g.stack(cs, 0);
+    c.out(2, layout ? g.transpose(Yc, {1, 0, 2}) : Yc);
+  }
+}
+
+}  // namespace
+
+const std::vector<Converter>& misc_converters() {
+  static const std::vector<Converter> t = {
+      {"Einsum", 12, 18, einsum},
+      {"RNN", 7, 18, recurrent<Cell::rnn>},
+      {"GRU", 7, 18, recurrent<Cell::gru>},
+      {"LSTM", 7, 18, recurrent<Cell::lstm>},
+  };
+  return t;
+}
+
+}  // namespace tg::onnx_import

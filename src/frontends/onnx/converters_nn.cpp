@@ -1,0 +1,571 @@
+// Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling, normalisations, Gemm,
+// MatMul, softmax family, Dropout (inference), losses.
+#include <cmath>
+
+#include "frontends/onnx/importer.h"
+
+namespace tg::onnx_import {
+
+namespace {
+
+// ONNX pads [b0, b1, ..., e0, e1, ...] -> tgraph [b0, e0, b1, e1, ...].
+std::vector<int64_t> interleave_pads(const std::vector<int64_t>& p) {
+  std::vector<int64_t> r;
+  size_t k = p.size() / 2;
+  for (size_t i = 0; i < k; ++i) {
+    r.push_back(p[i]);
+    r.push_back(p[i + k]);
+  }
+  return r;
+}
+
+PaddingStyle auto_pad(Ctx& c) {
+  std::string a = c.attr_s("auto_pad", "NOTSET");
+  if (a == "NOTSET") return PaddingStyle::explicit_;
+  if (a == "VALID") return PaddingStyle::valid;
+  if (a == "SAME_UPPER") return PaddingStyle::same;
+  if (a == "SAME_LOWER") return PaddingStyle::same_lower;
+  c.fail("unknown auto_pad '" + a + "'");
+}
+
+// 1-D windows run as 2-D ones with H = 1: inserts a unit dim at 2 and a unit value in lists.
+void lift_1d(std::vector<int64_t>& v, int64_t unit, bool pads) {
+  if (v.empty()) return;
+  if (pads) v = {0, v[0], 0, v[1]};
+  else v.insert(v.begin(), unit);
+}
+
+Tensor bias_nchw(Graph& g, Tensor y, Tensor b) {
+  std::vector<int64_t> s(static_cast<size_t>(y.rank()), 1);
+  s[1] = -1;
+  return g.add(y, g.reshape(b, s));
+}
+
+// The convolution of x and w with the node's attributes (no bias).
+Tensor conv_core(Ctx& c, Tensor x, Tensor w) {
+  Graph& g = c.g;
+  int64_t r = x.rank();
+  ConvDesc d;
+  d.stride = c.attr_ints("strides");
+  d.dilation = c.attr_ints("dilations");
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  d.padding = auto_pad(c);
+  d.groups = c.attr_i("group", 1);
+  bool one_d = r == 3;
+  if (one_d) {
+    x = g.expand_dims(x, {2});
+    w = g.expand_dims(w, {2});
+    lift_1d(d.stride, 1, false);
+    lift_1d(d.dilation, 1, false);
+    lift_1d(pads, 0, true);
+  } else if (r != 4 && r != 5) {
+    c.fail("only 1-D, 2-D and 3-D convolutions are supported");
+  }
+  d.explicit_padding = interleave_pads(pads);
+  d.data_layout = r == 5 ? Layout::ncdhw : Layout::nchw;
+  d.weights_layout = r == 5 ? Layout::oidhw : Layout::oihw;
+  Tensor y = r == 5 ? g.conv3d(x, w, d) : g.conv2d(x, w, d);
+  return one_d ? g.squeeze(y, {2}) : y;
+}
+
+void conv(Ctx& c) {
+  Tensor y = conv_core(c, c.in(0), c.in(1));
+  if (c.has_input(2)) y = bias_nchw(c.g, y, c.in(2));
+  c.out(0, y);
+}
+
+// Integer operand minus its zero point, as f64 (exact for 8-bit data).
+Tensor centered(Ctx& c, int x, int zp) {
+  Graph& g = c.g;
+  Tensor v = g.cast(c.in(x), DType::f64);
+  if (c.has_input(zp)) {
+    Tensor z = g.cast(c.in(zp), DType::f64);
+    if (z.rank() == 1 && v.rank() > 2 && z.shape()[0] != 1) {  // per output channel of conv weights
+      std::vector<int64_t> s(static_cast<size_t>(v.rank()), 1);
+      s[0] = -1;
+      z = g.reshape(z, s);
+    }
+    v = g.sub(v, z);
+  }
+  return v;
+}
+
+// Quantizes real values: saturate(rint(v / scale) + zero_point) in zero_point's dtype (u8 default).
+Tensor requantize(Ctx& c, Tensor v, int scale, int zp) {
+  Graph& g = c.g;
+  Tensor y = g.rint(g.div(v, g.cast(c.in(scale), DType::f64)));
+  DType out = c.has_input(zp) ? c.in(zp).dtype() : DType::u8;
+  if (c.has_input(zp)) y = g.add(y, g.cast(c.in(zp), DType::f64));
+  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
+  return g.cast(g.minimum(g.maximum(y, g.scalar(lo, DType::f64)), g.scalar(hi, DType::f64)), out);
+}
+
+Tensor per_channel(Graph& g, Tensor s, int64_t rank) {
+  if (s.rank() != 1 || rank <= 2) return s;
+  std::vector<int64_t> shp(static_cast<size_t>(rank), 1);
+  shp[1] = -1;
+  return g.reshape(s, shp);
+}
+
+void conv_integer(Ctx& c) {
+  Tensor y = conv_core(c, centered(c, 0, 2), centered(c, 1, 3));
+  c.out(0, c.g.cast(y, DType::i32));
+}
+
+void qlinear_conv(Ctx& c) {
+  Graph& g = c.g;
+  Tensor y = conv_core(c, centered(c, 0, 2), centered(c, 3, 5));
+  if (c.has_input(8)) y = bias_nchw(g, y, g.cast(c.in(8), DType::f64));
+  Tensor s = g.mul(g.cast(c.in(1), DType::f64), per_channel(g, g.cast(c.in(4), DType::f64), y.rank()));
+  c.out(0, requantize(c, g.mul(y, s), 6, 7));
+}
+
+void qlinear_matmul(Ctx& c) {
+  Graph& g = c.g;
+  Tensor y = g.matmul(centered(c, 0, 2), centered(c, 3, 5));
+  Tensor s = g.mul(g.cast(c.in(1), DType::f64), g.cast(c.in(4), DType::f64));
+  c.out(0, requantize(c, g.mul(y, s), 6, 7));
+}
+
+// Computed in f32 like ONNX's reference, so ties round the same way.
+void dynamic_quantize(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = g.cast(c.in(0), DType::f32);
+  Tensor zero = g.scalar(0, DType::f32);
+  Tensor lo = g.minimum(g.reduce_min(x), zero), hi = g.maximum(g.reduce_max(x), zero);
+  Tensor scale = g.div(g.sub(hi, lo), g.scalar(255, DType::f32));
+  auto sat = [&](Tensor v) { return g.minimum(g.maximum(v, zero), g.scalar(255, DType::f32)); };
+  Tensor zp = sat(g.rint(g.sub(zero, g.div(lo, scale))));
+  Tensor y = sat(g.add(g.rint(g.div(x, scale)), zp));
+  c.out(0, g.cast(y, DType::u8));
+  c.out(1, scale);
+  c.out(2, g.cast(zp, DType::u8));
+}
+
+void max_unpool(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("MaxUnpool needs a static shape");
+  std::vector<int64_t> out;
+  if (c.has_input(2)) {
+    out = c.ints_in(2);
+  } else {
+    auto k = c.attr_ints("kernel_shape"), st = c.attr_ints("strides"), pads = c.attr_ints("pads");
+    size_t n = k.size();
+    out = {s[0], s[1]};
+    for (size_t i = 0; i < n; ++i) {
+      int64_t stride = st.empty() ? 1 : st[i];
+      int64_t pb = pads.empty() ? 0 : pads[i], pe = pads.empty() ? 0 : pads[i + n];
+      out.push_back((s[static_cast<int64_t>(i) + 2] - 1) * stride + k[i] - pb - pe);
+    }
+  }
+  int64_t total = 1;
+  for (int64_t v : out) total *= v;
+  Tensor zeros = g.constant(TensorData::zeros(Shape{total}, x.dtype()));
+  Tensor y = g.scatter(zeros, g.reshape(c.in(1), {-1}), g.reshape(x, {-1}), 0);
+  c.out(0, g.reshape(y, out));
+}
+
+void conv_transpose(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), w = c.in(1);
+  int64_t r = x.rank();
+  if (r != 3 && r != 4) c.fail("only 1-D and 2-D transposed convolutions are supported");
+  bool one_d = r == 3;
+  if (one_d) {
+    x = g.expand_dims(x, {2});
+    w = g.expand_dims(w, {2});
+  }
+  Shape xs = x.shape(), ws = w.shape();
+  int64_t groups = c.attr_i("group", 1);
+  auto fix = [&](std::vector<int64_t> v, int64_t def) {
+    if (v.empty()) v.assign(2, def);
+    else if (one_d) v.insert(v.begin(), def);
+    return v;
+  };
+  std::vector<int64_t> stride = fix(c.attr_ints("strides"), 1), dil = fix(c.attr_ints("dilations"), 1);
+  std::vector<int64_t> outpad = fix(c.attr_ints("output_padding"), 0);
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  if (pads.empty()) pads.assign(4, 0);
+  else if (one_d) pads = {0, pads[0], 0, pads[1]};
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  std::string ap = c.attr_s("auto_pad", "NOTSET");
+  if (!out_shape.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - (one_d ? 1 : 2));
+    if (one_d && out_shape.size() == 1) out_shape.insert(out_shape.begin(), 1);
+    for (int i = 0; i < 2; ++i) {
+      int64_t in = xs[2 + i], ke = (ws[2 + i] - 1) * dil[static_cast<size_t>(i)] + 1;
+      if (in < 0) c.fail("output_shape / SAME padding needs static spatial dims");
+      int64_t want = out_shape.empty() ? in * stride[static_cast<size_t>(i)] : out_shape[static_cast<size_t>(i)];
+      int64_t total = stride[static_cast<size_t>(i)] * (in - 1) + outpad[static_cast<size_t>(i)] + ke - want;
+      if (total < 0) {
+        outpad[static_cast<size_t>(i)] -= total;
+        total = 0;
+      }
+      bool upper = ap != "SAME_LOWER";
+      pads[static_cast<size_t>(i)] = upper ? total / 2 : total - total / 2;
+      pads[static_cast<size_t>(i) + 2] = total - pads[static_cast<size_t>(i)];
+    }
+  }
+  if (ap == "VALID") pads.assign(4, 0);
+  ConvDesc d;
+  d.stride = stride;
+  d.dilation = dil;
+  d.explicit_padding = interleave_pads(pads);
+  d.groups = groups;
+  d.output_padding = outpad;
+  d.data_layout = Layout::nchw;
+  d.weights_layout = Layout::oihw;
+  Tensor y = g.conv_transpose2d(x, w, d);
+  if (one_d) y = g.squeeze(y, {2});
+  if (c.has_input(2)) y = bias_nchw(g, y, c.in(2));
+  c.out(0, y);
+}
+
+template <bool is_max>
+void pool(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  if (r != 3 && r != 4) c.fail("only 1-D and 2-D pooling is supported");
+  PoolDesc d;
+  d.kernel = c.attr_ints("kernel_shape");
+  d.stride = c.attr_ints("strides");
+  if (d.stride.empty()) d.stride.assign(d.kernel.size(), 1);
+  d.dilation = c.attr_ints("dilations");
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  d.padding = auto_pad(c);
+  d.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+  d.count_include_pad = c.attr_i("count_include_pad", 0) != 0;
+  d.data_layout = Layout::nchw;
+  bool col_major = c.attr_i("storage_order", 0) != 0;
+  bool one_d = r == 3;
+  if (one_d) {
+    x = g.expand_dims(x, {2});
+    lift_1d(d.kernel, 1, false);
+    lift_1d(d.stride, 1, false);
+    lift_1d(d.dilation, 1, false);
+    lift_1d(pads, 0, true);
+  }
+  d.explicit_padding = interleave_pads(pads);
+  if (!is_max) {
+    Tensor y = g.avg_pool2d(x, d);
+    return c.out(0, one_d ? g.squeeze(y, {2}) : y);
+  }
+  if (!c.wants_output(1)) {
+    Tensor y = g.max_pool2d(x, d);
+    return c.out(0, one_d ? g.squeeze(y, {2}) : y);
+  }
+  auto [y, idx] = g.max_pool2d_with_indices(x, d);
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("indices need a static input shape");
+  // ONNX indices are flat over the whole NCHW tensor.
+  int64_t plane = s[2] * s[3];
+  TensorData base(Shape{s[0], s[1], 1, 1}, DType::i64);
+  for (int64_t i = 0; i < s[0] * s[1]; ++i) base.ptr<int64_t>()[i] = i * plane;
+  Tensor local = g.cast(idx, DType::i64);
+  if (col_major) {  // h * W + w -> w * H + h
+    Tensor W = g.scalar(static_cast<double>(s[3]), DType::i64), H = g.scalar(static_cast<double>(s[2]), DType::i64);
+    local = g.add(g.mul(g.floor_mod(local, W), H), g.div(local, W));
+  }
+  Tensor flat = g.add(local, g.constant(base));
+  c.out(0, one_d ? g.squeeze(y, {2}) : y);
+  c.out(1, one_d ? g.squeeze(flat, {2}) : flat);
+}
+
+std::vector<int64_t> spatial_axes(Tensor x) {
+  std::vector<int64_t> a;
+  for (int64_t i = 2; i < x.rank(); ++i) a.push_back(i);
+  return a;
+}
+
+void global_avg(Ctx& c) { c.out(0, c.g.reduce_mean(c.in(0), spatial_axes(c.in(0)), true)); }
+void global_max(Ctx& c) { c.out(0, c.g.reduce_max(c.in(0), spatial_axes(c.in(0)), true)); }
+
+void batch_norm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), scale = c.in(1), b = c.in(2), mean = c.in(3), var = c.in(4);
+  double eps = c.attr_f("epsilon", 1e-5f);
+  bool training = c.opset >= 14 ? c.attr_i("training_mode", 0) != 0 : c.num_outputs() > 1 && c.opset >= 9;
+  if (c.opset < 9 && c.attr_i("spatial", 1) == 0) c.fail("spatial=0 is not supported");
+  if (!training) return c.out(0, g.batch_norm(x, mean, var, scale, b, 1, eps));
+  double mom = c.attr_f("momentum", 0.9f);
+  auto r = g.batch_norm_training(x, scale, b, 1, eps);
+  c.out(0, r[0]);
+  auto blend = [&](Tensor run, Tensor cur) {
+    cur = g.cast(cur, run.dtype());
+    return g.add(g.mul(run, scalar_like(g, mom, run)), g.mul(cur, scalar_like(g, 1 - mom, run)));
+  };
+  c.out(1, blend(mean, r[1]));
+  c.out(2, blend(var, r[2]));
+}
+
+// (x - mean) / sqrt(var + eps) over `axes`, returning also mean and 1/sqrt(var + eps).
+std::vector<Tensor> normalise(Graph& g, Tensor x, const std::vector<int64_t>& axes, double eps) {
+  Tensor mean = g.reduce_mean(x, axes, true);
+  Tensor d = g.sub(x, mean);
+  Tensor var = g.reduce_mean(g.mul(d, d), axes, true);
+  Tensor inv = g.rsqrt(g.add(var, scalar_like(g, eps, var)));
+  return {g.mul(d, inv), mean, inv};
+}
+
+void instance_norm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  Tensor y = normalise(g, x, spatial_axes(x), c.attr_f("epsilon", 1e-5f))[0];
+  std::vector<int64_t> s(static_cast<size_t>(x.rank()), 1);
+  s[1] = -1;
+  c.out(0, g.add(g.mul(y, g.reshape(c.in(1), s)), g.reshape(c.in(2), s)));
+}
+
+void layer_norm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t axis = norm_axis(c, c.attr_i("axis", -1), x.rank());
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+  Tensor xs = x;
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && c.attr_i("stash_type", 1) == 1) xs = g.cast(x, DType::f32);
+  auto n = normalise(g, xs, axes, c.attr_f("epsilon", 1e-5f));
+  Tensor y = g.mul(g.cast(n[0], x.dtype()), c.in(1));
+  if (c.has_input(2)) y = g.add(y, c.in(2));
+  c.out(0, y);
+  c.out(1, n[1]);
+  c.out(2, n[2]);
+}
+
+void lrn(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t size = c.attr_i("size", 1);
+  double alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f), bias = c.attr_f("bias", 1.f);
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("LRN needs a static shape");
+  int64_t r = x.rank(), ch = s[1];
+  std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
+  before[1] = (size - 1) / 2;
+  after[1] = size - 1 - before[1];
+  Tensor sq = g.pad(g.mul(x, x), before, after);
+  Tensor sum;
+  for (int64_t k = 0; k < size; ++k) {
+    std::vector<int64_t> b(static_cast<size_t>(r), 0), e(static_cast<size_t>(r), -1);
+    b[1] = k;
+    e[1] = k + ch;
+    Tensor part = g.slice(sq, b, e);
+    sum = sum.valid() ? g.add(sum, part) : part;
+  }
+  Tensor den = g.pow(g.add(g.mul(sum, scalar_like(g, alpha / static_cast<double>(size), x)), scalar_like(g, bias, x)),
+                     scalar_like(g, beta, x));
+  c.out(0, g.div(x, den));
+}
+
+void gemm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor y = g.matmul(c.in(0), c.in(1), c.attr_i("transA", 0) != 0, c.attr_i("transB", 0) != 0);
+  double alpha = c.attr_f("alpha", 1.f), beta = c.attr_f("beta", 1.f);
+  if (alpha != 1.0) y = g.mul(y, scalar_like(g, alpha, y));
+  if (c.has_input(2)) {
+    Tensor b = c.in(2);
+    if (beta != 1.0) b = g.mul(b, scalar_like(g, beta, b));
+    y = g.add(y, b);
+  }
+  c.out(0, y);
+}
+
+void matmul(Ctx& c) {
+  Graph& g = c.g;
+  Tensor a = c.in(0), b = c.in(1);
+  bool va = a.rank() == 1, vb = b.rank() == 1;
+  if (va) a = g.expand_dims(a, {0});
+  if (vb) b = g.expand_dims(b, {1});
+  Tensor y = g.matmul(a, b);
+  if (va && vb) y = g.reshape(y, {});
+  else if (va) y = g.squeeze(y, {y.rank() - 2});
+  else if (vb) y = g.squeeze(y, {y.rank() - 1});
+  c.out(0, y);
+}
+
+// Softmax-like ops: opsets before 13 flatten to [prod(:axis), prod(axis:)].
+template <int kind>  // 0 softmax, 1 log_softmax, 2 hardmax
+void softmax(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  auto op = [&](Tensor t, int64_t axis) {
+    if (kind == 0) return g.softmax(t, axis);
+    if (kind == 1) return g.log_softmax(t, axis);
+    int64_t n = t.shape()[axis];
+    if (n < 0) c.fail("Hardmax needs a static size along the axis");
+    return g.one_hot(g.argmax(t, axis), n, axis, t.dtype());
+  };
+  if (c.opset >= 13) {
+    int64_t axis = norm_axis(c, c.attr_i("axis", -1), x.rank());
+    return c.out(0, op(x, axis));
+  }
+  int64_t axis = norm_axis(c, c.attr_i("axis", 1), x.rank());
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("needs a static shape before opset 13");
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? a : b) *= s[i];
+  c.out(0, g.reshape(op(g.reshape(x, {a, b}), 1), s.dims()));
+}
+
+void dropout(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  bool training = false;
+  double ratio = c.attr_f("ratio", 0.5f);
+  if (c.opset >= 12) {
+    if (c.has_input(1)) ratio = c.const_in(1).at(0);
+    if (c.has_input(2)) training = c.const_in(2).at(0) != 0;
+  } else if (c.opset < 7) {
+    training = c.attr_i("is_test", 0) == 0;
+  }
+  if (training && ratio != 0) c.fail("training-mode dropout draws random numbers; it is not supported");
+  c.out(0, g.identity(x));
+  if (c.wants_output(1)) {
+    Tensor ones = g.broadcast_like(g.scalar(1, DType::boolean), x);
+    c.out(1, ones);
+  }
+}
+
+void mvn(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes = c.attr_ints("axes", {0, 2, 3});
+  for (auto& a : axes) a = norm_axis(c, a, x.rank());
+  Tensor mean = g.reduce_mean(x, axes, true);
+  Tensor var = g.sub(g.reduce_mean(g.mul(x, x), axes, true), g.mul(mean, mean));
+  Tensor std = g.add(g.sqrt(var), scalar_like(g, 1e-9, x));
+  c.out(0, g.div(g.sub(x, mean), std));
+}
+
+// -log_prob[n, t[n, d...], d...] * weight[t], with ignore_index and reduction.
+Tensor nll(Ctx& c, Tensor logp, Tensor target, std::optional<Tensor> weight) {
+  Graph& g = c.g;
+  std::string red = c.attr_s("reduction", "mean");
+  Tensor t = target;
+  Tensor mask;
+  if (c.has_attr("ignore_index")) {
+    mask = g.not_equal(t, g.scalar(static_cast<double>(c.attr_i("ignore_index", 0)), t.dtype()));
+    t = g.select(mask, t, g.scalar(0, t.dtype()));
+  }
+  Tensor picked = g.squeeze(g.gather_along_axis(logp, g.expand_dims(t, {1}), 1), {1});
+  Tensor w = weight ? g.gather(*weight, t, 0) : g.broadcast_like(scalar_like(g, 1, logp), picked);
+  if (mask.valid()) w = g.mul(w, g.cast(mask, w.dtype()));
+  Tensor loss = g.neg(g.mul(picked, w));
+  if (red == "none") return loss;
+  Tensor sum = g.reduce_sum(loss);
+  if (red == "sum") return sum;
+  if (red != "mean") c.fail("unknown reduction '" + red + "'");
+  return g.div(sum, g.reduce_sum(w));
+}
+
+void nll_loss(Ctx& c) {
+  std::optional<Tensor> w;
+  if (c.has_input(2)) w = c.in(2);
+  c.out(0, nll(c, c.in(0), c.in(1), w));
+}
+
+void sce_loss(Ctx& c) {
+  std::optional<Tensor> w;
+  if (c.has_input(2)) w = c.in(2);
+  Tensor logp = c.g.log_softmax(c.in(0), 1);
+  c.out(0, nll(c, logp, c.in(1), w));
+  c.out(1, logp);
+}
+
+void matmul_integer(Ctx& c) {
+  Graph& g = c.g;
+  Tensor a = g.cast(c.in(0), DType::i32), b = g.cast(c.in(1), DType::i32);
+  if (c.has_input(2)) a = g.sub(a, g.cast(c.in(2), DType::i32));
+  if (c.has_input(3)) b = g.sub(b, g.cast(c.in(3), DType::i32));
+  c.out(0, g.matmul(a, b));
+}
+
+void dequantize(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), s = c.in(1);
+  Tensor xf = g.cast(x, s.dtype());
+  auto per_axis = [&](Tensor t) {
+    if (t.rank() != 1 || x.rank() <= 1) return t;
+    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
+    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
+    return g.reshape(t, shp);
+  };
+  if (c.has_input(2)) xf = g.sub(xf, per_axis(g.cast(c.in(2), s.dtype())));
+  c.out(0, g.mul(xf, per_axis(s)));
+}
+
+void quantize(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), s = c.in(1);
+  DType out = c.has_input(2) ? c.in(2).dtype() : DType::u8;
+  auto per_axis = [&](Tensor t) {
+    if (t.rank() != 1 || x.rank() <= 1) return t;
+    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
+    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
+    return g.reshape(t, shp);
+  };
+  Tensor y = g.rint(g.div(x, per_axis(g.cast(s, x.dtype()))));
+  if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), x.dtype())));
+  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
+  y = g.minimum(g.maximum(y, scalar_like(g, lo, y)), scalar_like(g, hi, y));
+  c.out(0, g.cast(y, out));
+}
+
+void window(Ctx& c, int kind) {  // 0 hann, 1 hamming, 2 blackman
+  int64_t n = c.ints_in(0).at(0);
+  bool periodic = c.attr_i("periodic", 1) != 0;
+  DType dt = dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_datatype", 1)));
+  TensorData t(Shape{n}, dt);
+  double den = periodic ? static_cast<double>(n) : static_cast<double>(n - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    double a = 2 * M_PI * static_cast<double>(i) / den, v;
+    if (kind == 0) v = 0.5 - 0.5 * std::cos(a);
+    else if (kind == 1) v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
+    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    t.set(i, v);
+  }
+  c.out_const(0, t);
+}
+
+}  // namespace
+
+const std::vector<Converter>& nn_converters() {
+  static const std::vector<Converter> t = {
+      {"Conv", 1, 18, conv},
+      {"ConvTranspose", 1, 18, conv_transpose},
+      {"MaxPool", 1, 18, pool<true>},
+      {"AveragePool", 1, 18, pool<false>},
+      {"GlobalAveragePool", 1, 18, global_avg},
+      {"GlobalMaxPool", 1, 18, global_max},
+      {"BatchNormalization", 7, 18, batch_norm},
+      {"InstanceNormalization", 6, 18, instance_norm},
+      {"LayerNormalization", 17, 18, layer_norm},
+      {"LRN", 1, 18, lrn},
+      {"Gemm", 7, 18, gemm},
+      {"MatMul", 1, 18, matmul},
+      {"MatMulInteger", 10, 18, matmul_integer},
+      {"Softmax", 1, 18, softmax<0>},
+      {"LogSoftmax", 1, 18, softmax<1>},
+      {"Hardmax", 1, 18, softmax<2>},
+      {"Dropout", 1, 18, dropout},
+      {"MeanVarianceNormalization", 9, 18, mvn},
+      {"NegativeLogLikelihoodLoss", 12, 18, nll_loss},
+      {"SoftmaxCrossEntropyLoss", 12, 18, sce_loss},
+      {"DequantizeLinear", 10, 18, dequantize},
+      {"QuantizeLinear", 10, 18, quantize},
+      {"ConvInteger", 10, 18, conv_integer},
+      {"QLinearConv", 10, 18, qlinear_conv},
+      {"QLinearMatMul", 10, 18, qlinear_matmul},
+      {"DynamicQuantizeLinear", 11, 18, dynamic_quantize},
+      {"MaxUnpool", 9, 18, max_unpool},
+      {"HannWindow", 17, 18, +[](Ctx& c) { window(c, 0); }},
+      {"HammingWindow", 17, 18, +[](Ctx& c) { window(c, 1); }},
+      {"BlackmanWindow", 17, 18, +[](Ctx& c) { window(c, 2); }},
+  };
+  return t;
+}
+
+}  // namespace tg::onnx_import

@@ -1,0 +1,612 @@
+// Converters of ONNX's shape and data-movement ops: Reshape, Flatten, (Un)Squeeze, Transpose,
+// Concat, Split, Slice, Gather*, Scatter*, Expand, Tile, Pad, Shape, Size, Constant*, Range,
+// OneHot, NonZero, Trilu, EyeLike, DepthToSpace, SpaceToDepth, Resize, Upsample.
+#include <cmath>
+#include <numeric>
+
+#include "frontends/onnx/importer.h"
+
+namespace tg::onnx_import {
+
+namespace {
+
+std::vector<int64_t> static_dims(Ctx& c, Tensor x, const char* what) {
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail(std::string(what) + " needs a static input shape, got " + s.str());
+  return s.dims();
+}
+
+TensorData i64_tensor(const std::vector<int64_t>& v) {
+  TensorData t(Shape{static_cast<int64_t>(v.size())}, DType::i64);
+  for (size_t i = 0; i < v.size(); ++i) t.ptr<int64_t>()[i] = v[i];
+  return t;
+}
+
+void reshape(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> shape = c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1);
+  bool allowzero = c.attr_i("allowzero", 0) != 0;
+  Shape xs = x.shape();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == 0 && !allowzero) {
+      if (static_cast<int64_t>(i) >= xs.rank()) c.fail("shape has a 0 beyond the input's rank");
+      shape[i] = xs[static_cast<int64_t>(i)];
+    }
+  c.out(0, c.g.reshape(x, shape));
+}
+
+void flatten(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  int64_t axis = c.attr_i("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r) c.fail("axis out of range");
+  auto d = static_dims(c, x, "Flatten");
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? a : b) *= d[static_cast<size_t>(i)];
+  c.out(0, c.g.reshape(x, {a, b}));
+}
+
+void squeeze(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes = c.opset < 13 ? c.attr_ints("axes") : (c.has_input(1) ? c.ints_in(1) : std::vector<int64_t>{});
+  for (auto& a : axes) a = norm_axis(c, a, x.rank());
+  c.out(0, c.g.squeeze(x, axes));
+}
+
+void unsqueeze(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> axes = c.opset < 13 ? c.attr_ints("axes") : c.ints_in(1);
+  int64_t r = x.rank() + static_cast<int64_t>(axes.size());
+  for (auto& a : axes) a = norm_axis(c, a, r);
+  std::sort(axes.begin(), axes.end());
+  c.out(0, c.g.expand_dims(x, axes));
+}
+
+void transpose(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> perm = c.attr_ints("perm");
+  if (perm.empty())
+    for (int64_t i = x.rank() - 1; i >= 0; --i) perm.push_back(i);
+  c.out(0, c.g.transpose(x, perm));
+}
+
+void concat(Ctx& c) {
+  std::vector<Tensor> xs;
+  for (int i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) xs.push_back(c.in(i));
+  c.out(0, c.g.concat(xs, norm_axis(c, c.attr_i("axis", 0), xs.at(0).rank())));
+}
+
+void split(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t axis = norm_axis(c, c.attr_i("axis", 0), x.rank());
+  std::vector<int64_t> sizes = c.opset < 13 ? c.attr_ints("split") : (c.has_input(1) ? c.ints_in(1) : std::vector<int64_t>{});
+  int64_t n = x.shape()[axis];
+  if (sizes.empty()) {
+    int64_t k = c.opset >= 18 && c.has_attr("num_outputs") ? c.attr_i("num_outputs", 1) : c.num_outputs();
+    if (n < 0) c.fail("splitting a dynamic dim needs explicit sizes");
+    int64_t each = (n + k - 1) / k;
+    for (int64_t i = 0; i < k; ++i) sizes.push_back(std::min(each, n - i * each));
+  }
+  auto parts = c.g.split(x, sizes, axis);
+  for (size_t i = 0; i < parts.size(); ++i) c.out(static_cast<int>(i), parts[i]);
+}
+
+void slice(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    axes = c.attr_ints("axes");
+  } else {
+    starts = c.ints_in(1);
+    ends = c.ints_in(2);
+    if (c.has_input(3)) axes = c.ints_in(3);
+    if (c.has_input(4)) steps = c.ints_in(4);
+  }
+  int64_t r = x.rank();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps must have the same length");
+  SliceDesc d;
+  d.begin.assign(static_cast<size_t>(r), 0);
+  d.end.assign(static_cast<size_t>(r), 0);
+  d.strides.assign(static_cast<size_t>(r), 1);
+  d.begin_mask = d.end_mask = (int64_t{1} << r) - 1;
+  const int64_t big = int64_t{1} << 62;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = norm_axis(c, axes[i], r);
+    if (steps[i] == 0) c.fail("a step is 0");
+    d.begin[static_cast<size_t>(a)] = std::clamp(starts[i], -big, big);
+    d.end[static_cast<size_t>(a)] = std::clamp(ends[i], -big, big);
+    d.strides[static_cast<size_t>(a)] = steps[i];
+    d.begin_mask &= ~(int64_t{1} << a);
+    d.end_mask &= ~(int64_t{1} << a);
+  }
+  c.out(0, c.g.strided_slice(x, d));
+}
+
+void gather(Ctx& c) {
+  Tensor x = c.in(0);
+  c.out(0, c.g.gather(x, c.in(1), norm_axis(c, c.attr_i("axis", 0), x.rank())));
+}
+
+void gather_elements(Ctx& c) {
+  Tensor x = c.in(0);
+  c.out(0, c.g.gather_along_axis(x, c.in(1), norm_axis(c, c.attr_i("axis", 0), x.rank())));
+}
+
+void gather_nd(Ctx& c) { c.out(0, c.g.gather_nd(c.in(0), c.in(1), c.attr_i("batch_dims", 0))); }
+
+ScatterMode scatter_mode(Ctx& c) {
+  std::string r = c.attr_s("reduction", "none");
+  if (r == "none") return ScatterMode::set;
+  if (r == "add") return ScatterMode::add;
+  if (r == "mul") return ScatterMode::mul;
+  if (r == "max") return ScatterMode::max;
+  if (r == "min") return ScatterMode::min;
+  c.fail("unknown reduction '" + r + "'");
+}
+
+void scatter_elements(Ctx& c) {
+  Tensor x = c.in(0);
+  c.out(0, c.g.scatter_along_axis(x, c.in(1), c.in(2), norm_axis(c, c.attr_i("axis", 0), x.rank()),
+                                  scatter_mode(c)));
+}
+
+void scatter_nd(Ctx& c) { c.out(0, c.g.scatter_nd(c.in(0), c.in(1), c.in(2), scatter_mode(c))); }
+
+void compress(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  TensorData cond = c.const_in(1);
+  bool has_axis = c.has_attr("axis");
+  if (!has_axis) x = g.reshape(x, {-1});
+  int64_t axis = has_axis ? norm_axis(c, c.attr_i("axis", 0), x.rank()) : 0;
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < cond.num_elements(); ++i)
+    if (cond.at(i) != 0) idx.push_back(i);
+  c.out(0, g.gather(x, g.constant(i64_tensor(idx)), axis));
+}
+
+void reverse_sequence(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "ReverseSequence");
+  std::vector<int64_t> lens = c.ints_in(1);
+  int64_t bax = c.attr_i("batch_axis", 1), tax = c.attr_i("time_axis", 0), r = x.rank();
+  TensorData idx(Shape(d), DType::i64);
+  for (int64_t i = 0; i < idx.num_elements(); ++i) {
+    int64_t rem = i, t = 0, b = 0;
+    for (int64_t k = r - 1; k >= 0; --k) {
+      int64_t v = rem % d[static_cast<size_t>(k)];
+      rem /= d[static_cast<size_t>(k)];
+      if (k == tax) t = v;
+      if (k == bax) b = v;
+    }
+    int64_t len = lens.at(static_cast<size_t>(b));
+    idx.ptr<int64_t>()[i] = t < len ? len - 1 - t : t;
+  }
+  c.out(0, c.g.gather_along_axis(x, c.g.constant(idx), tax));
+}
+
+void expand(Ctx& c) {
+  Tensor x = c.in(0);
+  std::vector<int64_t> shape = c.ints_in(1);
+  std::vector<int64_t> xd = x.shape().dims();
+  size_t r = std::max(shape.size(), xd.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t a = i + xd.size() >= r ? xd[i + xd.size() - r] : 1;
+    int64_t b = i + shape.size() >= r ? shape[i + shape.size() - r] : 1;
+    if (a != b && a != 1 && b != 1) c.fail("shapes do not broadcast");
+    out[i] = a == 1 ? b : a;
+  }
+  c.out(0, c.g.broadcast_to(x, out));
+}
+
+void tile(Ctx& c) { c.out(0, c.g.tile(c.in(0), c.ints_in(1))); }
+
+void pad(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (c.opset < 11) {
+    pads = c.attr_ints("pads", c.attr_ints("paddings"));
+    value = c.attr_f("value", 0.f);
+  } else {
+    pads = c.ints_in(1);
+    if (c.has_input(2)) value = c.const_in(2).at(0);
+  }
+  std::vector<int64_t> axes;
+  if (c.opset >= 18 && c.has_input(3)) axes = c.ints_in(3);
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  if (pads.size() != 2 * axes.size()) c.fail("pads must have 2 values per padded axis");
+  std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
+  size_t k = axes.size();
+  for (size_t i = 0; i < k; ++i) {
+    int64_t a = norm_axis(c, axes[i], r);
+    before[static_cast<size_t>(a)] = pads[i];
+    after[static_cast<size_t>(a)] = pads[i + k];
+    if (pads[i] < 0 || pads[i + k] < 0) c.fail("negative pads are not supported");
+  }
+  std::string mode = c.attr_s("mode", "constant");
+  PadMode m = mode == "constant" ? PadMode::constant
+              : mode == "reflect" ? PadMode::reflect
+              : mode == "edge"    ? PadMode::edge
+                                  : (c.fail("unknown mode '" + mode + "'"), PadMode::constant);
+  c.out(0, c.g.pad(x, before, after, m, value));
+}
+
+void shape(Ctx& c) {
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  int64_t start = c.attr_i("start", 0), end = c.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  Shape s = x.shape();
+  std::vector<int64_t> d;
+  bool known = true;
+  for (int64_t i = start; i < end; ++i) {
+    d.push_back(s[i]);
+    known = known && s[i] >= 0;
+  }
+  if (known) return c.out_const(0, i64_tensor(d));
+  Tensor full = c.g.shape_of(x);
+  c.out(0, start == 0 && end == r ? full : c.g.slice(full, {start}, {end}));
+}
+
+void size(Ctx& c) {
+  Shape s = c.in(0).shape();
+  if (!s.is_static()) return c.out(0, c.g.reduce_prod(c.g.shape_of(c.in(0))));
+  TensorData t(Shape{}, DType::i64);
+  t.ptr<int64_t>()[0] = s.num_elements();
+  c.out_const(0, t);
+}
+
+void constant(Ctx& c) {
+  if (auto t = c.attr_t("value")) return c.out_const(0, *t);
+  if (c.has_attr("value_float")) return c.out_const(0, TensorData::scalar(c.attr_f("value_float", 0), DType::f32));
+  if (c.has_attr("value_int")) {
+    TensorData t(Shape{}, DType::i64);
+    t.ptr<int64_t>()[0] = c.attr_i("value_int", 0);
+    return c.out_const(0, t);
+  }
+  if (c.has_attr("value_floats")) {
+    auto v = c.attr_floats("value_floats");
+    return c.out_const(0, TensorData::from_vector(Shape{static_cast<int64_t>(v.size())}, DType::f32,
+                                                  std::vector<double>(v.begin(), v.end())));
+  }
+  if (c.has_attr("value_ints")) return c.out_const(0, i64_tensor(c.attr_ints("value_ints")));
+  c.fail("only tensor, float(s) and int(s) constants are supported");
+}
+
+void constant_of_shape(Ctx& c) {
+  std::vector<int64_t> shape = c.ints_in(0);
+  auto v = c.attr_t("value");
+  DType dt = v ? v->dtype() : DType::f32;
+  double val = v && v->num_elements() ? v->at(0) : 0.0;
+  TensorData t = TensorData::full(Shape(shape), val, dt);
+  if (v && dt == DType::i64 && v->num_elements())
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.ptr<int64_t>()[i] = v->ptr<int64_t>()[0];
+  c.out_const(0, t);
+}
+
+void range(Ctx& c) {
+  TensorData s = c.const_in(0), l = c.const_in(1), d = c.const_in(2);
+  c.out(0, c.g.arange(s.at(0), l.at(0), d.at(0), s.dtype()));
+}
+
+void one_hot(Ctx& c) {
+  Graph& g = c.g;
+  Tensor idx = c.in(0);
+  int64_t depth = static_cast<int64_t>(c.const_in(1).at(0));
+  TensorData vals = c.const_in(2);
+  if (vals.num_elements() != 2) c.fail("values must hold [off, on]");
+  if (!is_float(idx.dtype()) && idx.dtype() != DType::i32 && idx.dtype() != DType::i64) idx = g.cast(idx, DType::i64);
+  if (is_float(idx.dtype())) idx = g.cast(idx, DType::i64);
+  c.out(0, g.one_hot(idx, depth, c.attr_i("axis", -1), vals.dtype(), vals.at(1), vals.at(0)));
+}
+
+void non_zero(Ctx& c) { c.out(0, c.g.transpose(c.g.non_zero_indices(c.in(0)), {1, 0})); }
+
+void trilu(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  bool upper = c.attr_i("upper", 1) != 0;
+  int64_t k = c.has_input(1) ? c.ints_in(1).at(0) : 0;
+  Shape s = x.shape();
+  int64_t rows = s.dim(-2), cols = s.dim(-1);
+  if (rows < 0 || cols < 0) c.fail("Trilu needs static matrix dims");
+  TensorData mask(Shape{rows, cols}, DType::boolean);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask.set(i * cols + j, upper ? (j - i >= k) : (j - i <= k));
+  c.out(0, g.select(g.constant(mask), x, scalar_like(g, 0, x)));
+}
+
+void eye_like(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "EyeLike");
+  if (d.size() != 2) c.fail("input must be 2-D");
+  DType dt = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int32_t>(c.attr_i("dtype", 1))) : x.dtype();
+  int64_t k = c.attr_i("k", 0);
+  TensorData t = TensorData::zeros(Shape{d[0], d[1]}, dt);
+  for (int64_t i = 0; i < d[0]; ++i)
+    if (i + k >= 0 && i + k < d[1]) t.set(i * d[1] + i + k, 1);
+  c.out_const(0, t);
+}
+
+void depth_to_space(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "DepthToSpace");
+  int64_t b = c.attr_i("blocksize", 0), n = d[0], ch = d[1], h = d[2], w = d[3];
+  if (b <= 0 || ch % (b * b)) c.fail("blocksize must divide the channels");
+  Graph& g = c.g;
+  Tensor y;
+  if (c.attr_s("mode", "DCR") == "DCR")
+    y = g.transpose(g.reshape(x, {n, b, b, ch / (b * b), h, w}), {0, 3, 4, 1, 5, 2});
+  else
+    y = g.transpose(g.reshape(x, {n, ch / (b * b), b, b, h, w}), {0, 1, 4, 2, 5, 3});
+  c.out(0, g.reshape(y, {n, ch / (b * b), h * b, w * b}));
+}
+
+void space_to_depth(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "SpaceToDepth");
+  int64_t b = c.attr_i("blocksize", 0), n = d[0], ch = d[1], h = d[2], w = d[3];
+  if (b <= 0 || h % b || w % b) c.fail("blocksize must divide H and W");
+  Graph& g = c.g;
+  Tensor y = g.transpose(g.reshape(x, {n, ch, h / b, b, w / b, b}), {0, 3, 5, 1, 2, 4});
+  c.out(0, g.reshape(y, {n, ch * b * b, h / b, w / b}));
+}
+
+// Resize / Upsample: each resized axis is a linear map, applied as a matmul with a constant
+// [in, out] interpolation matrix built here with the coefficients of ONNX's reference.
+struct ResizeAxis {
+  int64_t axis, in, out;
+  double scale;  // the scale ONNX uses in the coordinate transform
+  double roi_start = 0, roi_end = 1;
+};
+
+struct ResizeParams {
+  std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0;
+  bool exclude_outside = false;
+};
+
+std::vector<double> resize_coeffs(const ResizeParams& p, double ratio, bool integer) {
+  if (p.mode == "nearest") {
+    if (integer) return {0, 1};
+    if (p.nearest == "round_prefer_floor") return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+    if (p.nearest == "round_prefer_ceil") return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+    if (p.nearest == "floor") return {1, 0};
+    return {0, 1};
+  }
+  if (p.mode == "linear") return {1 - ratio, ratio};
+  double A = p.cubic_a, r = ratio, q = 1 - ratio;
+  return {((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A, ((A + 2) * r - (A + 3)) * r * r + 1,
+          ((A + 2) * q - (A + 3)) * q * q + 1, ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A};
+}
+
+// Fills w ([in, out], row-major) and marks outputs that take the extrapolation value.
+void resize_matrix(const ResizeParams& p, const ResizeAxis& ax, TensorData& w, std::vector<bool>& outside) {
+  int64_t in = ax.in, out = ax.out;
+  double out_w = ax.scale * static_cast<double>(in);
+  for (int64_t o = 0; o < out; ++o) {
+    double x = static_cast<double>(o), xo;
+    const std::string& c = p.coord;
+    if (c == "align_corners") xo = out_w == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_w - 1);
+    else if (c == "asymmetric") xo = x / ax.scale;
+    else if (c == "tf_crop_and_resize") {
+      xo = out_w == 1 ? (ax.roi_end - ax.roi_start) * static_cast<double>(in - 1) / 2
+                      : x * (ax.roi_end - ax.roi_start) * static_cast<double>(in - 1) / (out_w - 1);
+      xo += ax.roi_start * static_cast<double>(in - 1);
+      if (xo < 0 || xo > static_cast<double>(in - 1)) {
+        outside[static_cast<size_t>(o)] = true;
+        continue;
+      }
+    } else if (c == "tf_half_pixel_for_nn") xo = (x + 0.5) / ax.scale;
+    else if (c == "pytorch_half_pixel") xo = out_w == 1 ? -0.5 : (x + 0.5) / ax.scale - 0.5;
+    else xo = (x + 0.5) / ax.scale - 0.5;
+    double fl = std::floor(xo);
+    bool integer = xo == fl;
+    double ratio = integer ? 1.0 : xo - fl;
+    std::vector<double> co = resize_coeffs(p, ratio, integer);
+    int64_t n = static_cast<int64_t>(co.size());
+    int64_t first = static_cast<int64_t>(fl) - (integer ? 1 : 0) - (n / 2 - 1);
+    if (p.exclude_outside) {
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t idx = first + k;
+        if (idx < 0 || idx >= in) co[static_cast<size_t>(k)] = 0;
+        sum += co[static_cast<size_t>(k)];
+      }
+      if (sum != 0)
+        for (auto& v : co) v /= sum;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t idx = std::clamp<int64_t>(first + k, 0, in - 1);
+      w.set(idx * out + o, w.at(idx * out + o) + co[static_cast<size_t>(k)]);
+    }
+  }
+}
+
+void resize_apply(Ctx& c, const ResizeParams& p, std::vector<ResizeAxis> axes) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  DType dt = x.dtype();
+  Tensor y = is_float(dt) ? x : g.cast(x, DType::f64);
+  DType wt = y.dtype();
+  std::vector<int64_t> out_dims = x.shape().dims();
+  std::vector<std::pair<int64_t, std::vector<bool>>> outside_axes;
+  for (const ResizeAxis& ax : axes) {
+    out_dims[static_cast<size_t>(ax.axis)] = ax.out;
+    TensorData w = TensorData::zeros(Shape{ax.in, ax.out}, DType::f64);
+    std::vector<bool> outside(static_cast<size_t>(ax.out), false);
+    resize_matrix(p, ax, w, outside);
+    bool identity = ax.in == ax.out && p.coord != "tf_crop_and_resize";
+    for (int64_t i = 0; identity && i < ax.in; ++i)
+      for (int64_t o = 0; o < ax.out; ++o)
+        if (w.at(i * ax.out + o) != (i == o ? 1.0 : 0.0)) identity = false;
+    if (std::find(outside.begin(), outside.end(), true) != outside.end()) outside_axes.emplace_back(ax.axis, outside);
+    if (identity) continue;
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < r; ++i)
+      if (i != ax.axis) perm.push_back(i);
+    perm.push_back(ax.axis);
+    std::vector<int64_t> inv(static_cast<size_t>(r));
+    for (int64_t i = 0; i < r; ++i) inv[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
+    Tensor t = ax.axis == r - 1 ? y : g.transpose(y, perm);
+    t = g.matmul(t, g.constant(w.cast(wt)));
+    y = ax.axis == r - 1 ? t : g.transpose(t, inv);
+  }
+  if (!outside_axes.empty()) {
+    std::vector<int64_t> ms(static_cast<size_t>(r), 1);
+    for (auto& [a, v] : outside_axes) ms[static_cast<size_t>(a)] = static_cast<int64_t>(v.size());
+    TensorData mask(Shape(ms), DType::boolean);
+    for (int64_t i = 0; i < mask.num_elements(); ++i) {
+      int64_t rem = i;
+      bool out = false;
+      for (int64_t d = r - 1; d >= 0; --d) {
+        int64_t k = rem % ms[static_cast<size_t>(d)];
+        rem /= ms[static_cast<size_t>(d)];
+        for (auto& [a, v] : outside_axes)
+          if (a == d && v[static_cast<size_t>(k)]) out = true;
+      }
+      mask.set(i, out);
+    }
+    y = g.select(g.constant(mask), g.scalar(p.extrapolation, wt), y);
+  }
+  c.out(0, y.dtype() == dt ? y : g.cast(g.rint(y), dt));
+}
+
+void resize(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "Resize");
+  int64_t r = x.rank();
+  ResizeParams p;
+  p.mode = c.attr_s("mode", "nearest");
+  if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") c.fail("unknown mode '" + p.mode + "'");
+  p.coord = c.opset < 11 ? "asymmetric" : c.attr_s("coordinate_transformation_mode", "half_pixel");
+  p.nearest = c.opset < 11 ? "round_prefer_floor" : c.attr_s("nearest_mode", "round_prefer_floor");
+  p.cubic_a = c.attr_f("cubic_coeff_a", -0.75f);
+  p.exclude_outside = c.attr_i("exclude_outside", 0) != 0;
+  p.extrapolation = c.attr_f("extrapolation_value", 0.f);
+  if (c.attr_i("antialias", 0)) c.fail("antialias is not supported");
+  if (c.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") c.fail("keep_aspect_ratio_policy is not supported");
+  std::vector<int64_t> axes = c.attr_ints("axes");
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  for (auto& a : axes) a = norm_axis(c, a, r);
+  std::vector<double> scales, roi;
+  std::vector<int64_t> sizes;
+  if (c.opset < 11) {
+    scales = c.const_in(1).to_vector();
+  } else {
+    if (c.has_input(1) && c.const_in(1).num_elements()) roi = c.const_in(1).to_vector();
+    if (c.has_input(2) && c.const_in(2).num_elements()) scales = c.const_in(2).to_vector();
+    if (c.has_input(3) && c.const_in(3).num_elements()) sizes = c.ints_in(3);
+  }
+  if (scales.empty() == sizes.empty()) c.fail("exactly one of scales and sizes must be given");
+  size_t k = axes.size();
+  if ((!scales.empty() && scales.size() != k) || (!sizes.empty() && sizes.size() != k))
+    c.fail("scales / sizes must have one value per resized axis");
+  std::vector<ResizeAxis> list;
+  for (size_t i = 0; i < k; ++i) {
+    ResizeAxis ax;
+    ax.axis = axes[i];
+    ax.in = d[static_cast<size_t>(ax.axis)];
+    if (!sizes.empty()) {
+      ax.out = sizes[i];
+      ax.scale = static_cast<double>(ax.out) / static_cast<double>(ax.in);
+    } else {
+      ax.scale = scales[i];
+      ax.out = static_cast<int64_t>(std::floor(static_cast<double>(ax.in) * ax.scale));
+    }
+    if (roi.size() == 2 * k) {
+      ax.roi_start = roi[i];
+      ax.roi_end = roi[i + k];
+    } else if (roi.size() == 2 * static_cast<size_t>(r)) {
+      ax.roi_start = roi[static_cast<size_t>(ax.axis)];
+      ax.roi_end = roi[static_cast<size_t>(ax.axis + r)];
+    }
+    if (ax.out <= 0 || ax.scale <= 0) c.fail("the output size must be positive");
+    list.push_back(ax);
+  }
+  resize_apply(c, p, list);
+}
+
+void upsample(Ctx& c) {
+  Tensor x = c.in(0);
+  auto d = static_dims(c, x, "Upsample");
+  std::vector<double> scales;
+  if (c.opset < 9) {
+    for (float v : c.attr_floats("scales")) scales.push_back(v);
+  } else {
+    scales = c.const_in(1).to_vector();
+  }
+  if (scales.size() != d.size()) c.fail("scales must have one value per dim");
+  ResizeParams p;
+  p.mode = c.attr_s("mode", "nearest");
+  if (p.mode == "bilinear") p.mode = "linear";
+  if (p.mode != "nearest" && p.mode != "linear") c.fail("unknown mode '" + p.mode + "'");
+  p.coord = "asymmetric";
+  p.nearest = "floor";
+  std::vector<ResizeAxis> list;
+  for (size_t i = 0; i < d.size(); ++i) {
+    ResizeAxis ax{static_cast<int64_t>(i), d[i], static_cast<int64_t>(std::floor(static_cast<double>(d[i]) * scales[i])),
+                  scales[i]};
+    list.push_back(ax);
+  }
+  resize_apply(c, p, list);
+}
+
+}  // namespace
+
+const std::vector<Converter>& shape_converters() {
+  static const std::vector<Converter> t = {
+      {"Reshape", 1, 18, reshape},
+      {"Flatten", 1, 18, flatten},
+      {"Squeeze", 1, 18, squeeze},
+      {"Unsqueeze", 1, 18, unsqueeze},
+      {"Transpose", 1, 18, transpose},
+      {"Concat", 1, 18, concat},
+      {"Split", 2, 18, split},
+      {"Slice", 1, 18, slice},
+      {"Gather", 1, 18, gather},
+      {"GatherElements", 11, 18, gather_elements},
+      {"GatherND", 11, 18, gather_nd},
+      {"Scatter", 9, 10, scatter_elements},
+      {"ScatterElements", 11, 18, scatter_elements},
+      {"ScatterND", 11, 18, scatter_nd},
+      {"Expand", 8, 18, expand},
+      {"Compress", 9, 18, compress},
+      {"ReverseSequence", 10, 18, reverse_sequence},
+      {"Tile", 6, 18, tile},
+      {"Pad", 2, 18, pad},
+      {"Shape", 1, 18, shape},
+      {"Size", 1, 18, size},
+      {"Constant", 1, 18, constant},
+      {"ConstantOfShape", 9, 18, constant_of_shape},
+      {"Range", 11, 18, range},
+      {"OneHot", 9, 18, one_hot},
+      {"NonZero", 9, 18, non_zero},
+      {"Trilu", 14, 18, trilu},
+      {"EyeLike", 9, 18, eye_like},
+      {"DepthToSpace", 1, 18, depth_to_space},
+      {"SpaceToDepth", 1, 18, space_to_depth},
+      {"Resize", 10, 18, resize},
+      {"Upsample", 7, 9, upsample},
+  };
+  return t;
+}
+
+}  // namespace tg::onnx_import

@@ -1,0 +1,316 @@
+// ModelProto -> Graph: placeholders for inputs, constants for initializers, one converter call
+// per node (nodes arrive in topological order, as ONNX requires).
+#include <fstream>
+#include <set>
+#include <unordered_map>
+
+#include "frontends/onnx/importer.h"
+#include "tgraph/executable.h"
+#include "tgraph/onnx.h"
+
+namespace tg::onnx_import {
+
+namespace {
+constexpr int64_t kMaxOpset = 18;
+
+std::string node_label(const onnx::NodeProto& n) {
+  if (!n.name().empty()) return n.name();
+  return n.output_size() ? "->" + n.output(0) : "<unnamed>";
+}
+
+const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
+  static const auto t = [] {
+    std::unordered_map<std::string, std::vector<const Converter*>> m;
+    for (const auto* fam : {&elementwise_converters(), &nn_converters(), &shape_converters(),
+                            &reduce_converters(), &misc_converters(), &control_converters()})
+      for (const Converter& c : *fam) m[c.op].push_back(&c);
+    return m;
+  }();
+  return t;
+}
+
+// Ops whose results must not be computed at import time even from constants.
+bool nondeterministic(const std::string& op) {
+  return op == "If" || op == "Loop" || op == "Scan" || op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Bernoulli" || op == "Multinomial" || op == "Dropout";
+}
+}  // namespace
+
+const Converter* find_converter(const std::string& op, int64_t opset) {
+  auto it = table().find(op);
+  if (it == table().end()) return nullptr;
+  for (const Converter* c : it->second)
+    if (opset >= c->since && opset <= c->until) return c;
+  return nullptr;
+}
+
+bool knows_op(const std::string& op) { return table().count(op) > 0; }
+
+std::string Ctx::where() const {
+  return "[onnx] node '" + node_label(node) + "' (" + node.op_type() + ", opset " +
+         std::to_string(opset) + ")";
+}
+
+void Ctx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
+
+Tensor Ctx::in(int i) const {
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");
+  auto it = values_.find(node.input(i));
+  if (it == values_.end()) fail("input '" + node.input(i) + "' is not defined before the node");
+  return it->second.t;
+}
+
+bool Ctx::is_const(int i) const {
+  if (!has_input(i)) return false;
+  auto it = values_.find(node.input(i));
+  return it != values_.end() && (it->second.constant || it->second.const_derived);
+}
+
+TensorData Ctx::const_in(int i) const {
+  in(i);
+  Value& v = values_.at(node.input(i));
+  if (v.constant) return *v.constant;
+  if (!v.const_derived)
+    fail("input " + std::to_string(i) + " ('" + node.input(i) +
+         "') must be known at import time (an initializer or a Constant), but it depends on the "
+         "graph's inputs (data-dependent shapes are not supported)");
+  v.constant = g.run(env_.known_feeds, {v.t})[0];
+  return *v.constant;
+}
+
+std::vector<int64_t> Ctx::ints_in(int i) const {
+  TensorData d = const_in(i);
+  std::vector<int64_t> r(static_cast<size_t>(d.num_elements()));
+  for (int64_t k = 0; k < d.num_elements(); ++k) r[static_cast<size_t>(k)] = static_cast<int64_t>(d.at(k));
+  if (d.dtype() == DType::i64)
+    for (int64_t k = 0; k < d.num_elements(); ++k) r[static_cast<size_t>(k)] = d.ptr<int64_t>()[k];
+  return r;
+}
+
+const onnx::AttributeProto* Ctx::find(const std::string& name) const {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t Ctx::attr_i(const std::string& name, int64_t def) const {
+  const auto* a = find(name);
+  return a ? a->i() : def;
+}
+float Ctx::attr_f(const std::string& name, float def) const {
+  const auto* a = find(name);
+  return a ? a->f() : def;
+}
+std::string Ctx::attr_s(const std::string& name, const std::string& def) const {
+  const auto* a = find(name);
+  return a ? a->s() : def;
+}
+std::vector<int64_t> Ctx::attr_ints(const std::string& name, std::vector<int64_t> def) const {
+  const auto* a = find(name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : def;
+}
+std::vector<float> Ctx::attr_floats(const std::string& name) const {
+  const auto* a = find(name);
+  return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
+}
+std::optional<TensorData> Ctx::attr_t(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a) return std::nullopt;
+  return tensor_from_proto(a->t(), env_.base_dir);
+}
+
+const onnx::GraphProto& Ctx::attr_g(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a || !a->has_g()) fail("graph attribute '" + name + "' is missing");
+  return a->g();
+}
+
+Value Ctx::value_in(int i) const {
+  in(i);
+  return values_.at(node.input(i));
+}
+
+std::vector<Value> Ctx::inline_subgraph(const onnx::GraphProto& body, const std::vector<Value>& inputs) const {
+  std::map<std::string, Value> scope = values_;
+  if (static_cast<size_t>(body.input_size()) != inputs.size())
+    fail("the body takes " + std::to_string(body.input_size()) + " inputs, " + std::to_string(inputs.size()) + " given");
+  for (size_t i = 0; i < inputs.size(); ++i) scope[body.input(static_cast<int>(i)).name()] = inputs[i];
+  convert_nodes(g, body, scope, env_, nullptr);
+  std::vector<Value> r;
+  for (const auto& o : body.output()) {
+    auto it = scope.find(o.name());
+    if (it == scope.end()) fail("the body does not produce '" + o.name() + "'");
+    r.push_back(it->second);
+  }
+  return r;
+}
+
+void Ctx::alias(int i, int k) {
+  Value v = value_in(k);
+  if (wants_output(i)) values_[node.output(i)] = v;
+}
+
+void Ctx::out(int i, Tensor t) {
+  if (!wants_output(i)) return;
+  values_[node.output(i)] = Value{t, std::nullopt, false};
+}
+
+void Ctx::out_const(int i, const TensorData& v) {
+  if (!wants_output(i)) return;
+  values_[node.output(i)] = Value{g.constant(v, node.output(i)), v, true};
+}
+
+int64_t norm_axis(const Ctx& c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Tensor scalar_like(Graph& g, double v, Tensor x) { return g.scalar(v, x.dtype()); }
+
+namespace {
+
+TensorType value_info_type(const onnx::ValueInfoProto& vi, const OnnxImportOptions& opt, size_t pos) {
+  const auto& tt = vi.type().tensor_type();
+  if (!vi.type().has_tensor_type())
+    throw Error("[onnx] input '" + vi.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+  DType dt = dtype_from_onnx(tt.elem_type());
+  if (pos < opt.input_shapes_in_order.size()) return {opt.input_shapes_in_order[pos], dt};
+  auto it = opt.input_shapes.find(vi.name());
+  if (it != opt.input_shapes.end()) return {it->second, dt};
+  if (!tt.has_shape())
+    throw Error("[onnx] input '" + vi.name() + "' has no shape; give one in OnnxImportOptions::input_shapes");
+  std::vector<int64_t> dims;
+  for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamic);
+  return {Shape(dims), dt};
+}
+
+}  // namespace
+
+void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, Value>& values, const Env& env,
+                   std::map<std::string, int64_t>* histogram) {
+  for (const auto& init : gp.initializer()) {
+    TensorData v = tensor_from_proto(init, env.base_dir);
+    values[init.name()] = Value{g.constant(v, init.name()), v, true};
+  }
+  for (const auto& node : gp.node()) {
+    if (histogram) ++(*histogram)[node.op_type()];
+    std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    auto oit = env.opsets.find(domain);
+    int64_t opset = oit != env.opsets.end() ? oit->second : 0;
+    Ctx c(g, node, opset, values, env);
+    if (!domain.empty() && domain != "ai.onnx.preview.training") c.fail("domain '" + domain + "' is not supported (only the default ai.onnx)");
+    const Converter* conv = find_converter(node.op_type(), opset);
+    if (!conv) {
+      if (opset > kMaxOpset)
+        c.fail("opset " + std::to_string(opset) + " is newer than the newest the importer knows (" +
+               std::to_string(kMaxOpset) + ")");
+      c.fail(knows_op(node.op_type()) ? "this opset of the op is not supported"
+                                      : "op type '" + node.op_type() + "' is not supported");
+    }
+    try {
+      conv->fn(c);
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.rfind("[onnx] node", 0) == 0) throw;
+      c.fail(msg);
+    }
+    bool all_const = node.input_size() > 0 && !nondeterministic(node.op_type());
+    for (int i = 0; i < node.input_size(); ++i)
+      if (!node.input(i).empty() && !c.is_const(i)) all_const = false;
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      auto it = values.find(node.output(i));
+      if (it == values.end()) c.fail("output " + std::to_string(i) + " ('" + node.output(i) + "') is not produced by the importer");
+      if (all_const) it->second.const_derived = true;
+    }
+  }
+}
+
+OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, const std::string& base_dir) {
+  OnnxModel r;
+  r.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  Env env;
+  env.base_dir = base_dir;
+  auto& opsets = env.opsets;
+  for (const auto& o : m.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (!opsets.count("")) {
+    if (m.opset_import_size() == 0) opsets[""] = 1;  // IR version 1 models have no opset import
+  }
+  r.opset = opsets.count("") ? opsets[""] : 0;
+  if (!m.has_graph()) throw Error("[onnx] the model has no graph");
+  const onnx::GraphProto& gp = m.graph();
+  Graph& g = r.graph;
+  std::map<std::string, Value> values;
+  auto& known_feeds = env.known_feeds;
+  std::set<std::string> init_names;
+  for (const auto& init : gp.initializer()) init_names.insert(init.name());
+  for (const auto& vi : gp.input()) {
+    if (init_names.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
+    TensorType t = value_info_type(vi, opt, r.inputs.size());
+    Tensor p = g.placeholder(t.shape, t.dtype, vi.name());
+    values[vi.name()] = Value{p, std::nullopt, false};
+    size_t pos = r.inputs.size();
+    if (pos < opt.input_values_in_order.size()) {
+      const TensorData& v = opt.input_values_in_order[pos];
+      if (v.dtype() != t.dtype || !shape_compatible(t.shape, v.shape()))
+        throw Error("[onnx] the value given for input '" + vi.name() + "' is " + v.type().str() +
+                    ", the model declares " + t.str());
+      values[vi.name()].constant = v;
+      known_feeds.emplace_back(p, v);
+    }
+    r.input_names.push_back(vi.name());
+    r.inputs.push_back(p);
+    r.input_types.push_back(t);
+  }
+  convert_nodes(g, gp, values, env, &r.op_histogram);
+  for (const auto& vi : gp.output()) {
+    auto it = values.find(vi.name());
+    if (it == values.end()) throw Error("[onnx] graph output '" + vi.name() + "' is not produced by any node");
+    r.output_names.push_back(vi.name());
+    r.outputs.push_back(it->second.t);
+  }
+  return r;
+}
+
+}  // namespace tg::onnx_import
+
+namespace tg {
+
+int64_t onnx_max_opset() { return 18; }
+
+OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& options,
+                            const std::string& base_dir) {
+  onnx::ModelProto m;
+  if (bytes.empty()) throw Error("[onnx] the model is empty");
+  if (!m.ParseFromString(bytes)) throw Error("[onnx] not a valid ONNX model (protobuf parse failed)");
+  return onnx_import::import_model(m, options, base_dir);
+}
+
+OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[onnx] cannot open " + path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  try {
+    return import_onnx_bytes(bytes, options, dir);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find("protobuf parse failed") != std::string::npos || msg.find("is empty") != std::string::npos)
+      throw Error("[onnx] " + path + " is not a valid ONNX model (protobuf parse failed)");
+    throw;
+  }
+}
+
+Executable OnnxModel::compile(const CompileOptions& options) const {
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  CompileOptions o = options;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    feeds.emplace_back(inputs[i], input_types[i]);
+    if (!input_types[i].shape.is_static()) o.disable_type_inference = true;
+  }
+  Graph g = graph;
+  return g.compile(feeds, outputs, {}, o);
+}
+
+}  // namespace tg

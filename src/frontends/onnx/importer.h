@@ -1,0 +1,125 @@
+#pragma once
+// Internals of the ONNX importer: the per-node conversion context and the converter table.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tgraph/error.h"
+#include "tgraph/graph.h"
+#include "tgraph/onnx.h"
+#include "tgraph/tensor_data.h"
+
+namespace tg::onnx_import {
+
+/// An ONNX value: its tensor, and its value when known at import time.
+struct Value {
+  Tensor t;
+  std::optional<TensorData> constant;  // known value (initializer, Constant, folded)
+  bool const_derived = false;          // computed from constants only: foldable on demand
+};
+
+/// ONNX element type -> tgraph dtype; throws for types tgraph lacks.
+DType dtype_from_onnx(int32_t onnx_type);
+/// tgraph dtype -> ONNX element type.
+int32_t dtype_to_onnx(DType t);
+/// TensorProto -> TensorData; `base_dir` resolves external data.
+TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir);
+
+/// What the whole import shares: opsets per domain, where external data lives, the inputs
+/// whose values are known at import time.
+struct Env {
+  std::map<std::string, int64_t> opsets;
+  std::string base_dir;
+  std::vector<std::pair<Tensor, TensorData>> known_feeds;
+};
+
+/// Converts the nodes of a graph (or a subgraph) into g, reading and writing `values`.
+void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, Value>& values, const Env& env,
+                   std::map<std::string, int64_t>* histogram);
+
+/// What a converter sees: one node, its inputs and attributes, and where its outputs go.
+class Ctx {
+ public:
+  Ctx(Graph& g, const onnx::NodeProto& node, int64_t opset, std::map<std::string, Value>& values, const Env& env)
+      : g(g), node(node), opset(opset), values_(values), env_(env) {}
+
+  Graph& g;
+  const onnx::NodeProto& node;
+  int64_t opset;
+
+  /// Throws "[onnx] node 'name' (Op, opset N): msg".
+  [[noreturn]] void fail(const std::string& msg) const;
+  std::string where() const;
+
+  int num_inputs() const { return node.input_size(); }
+  bool has_input(int i) const { return i < node.input_size() && !node.input(i).empty(); }
+  Tensor in(int i) const;
+  /// The input's value, which must be known at import time.
+  TensorData const_in(int i) const;
+  std::vector<int64_t> ints_in(int i) const;
+  bool is_const(int i) const;
+
+  bool has_attr(const std::string& name) const { return find(name) != nullptr; }
+  int64_t attr_i(const std::string& name, int64_t def) const;
+  float attr_f(const std::string& name, float def) const;
+  std::string attr_s(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<float> attr_floats(const std::string& name) const;
+  std::optional<TensorData> attr_t(const std::string& name) const;
+  /// A graph attribute (If / Loop / Scan bodies); fails when missing.
+  const onnx::GraphProto& attr_g(const std::string& name) const;
+  /// Converts a subgraph inline: binds its inputs to `inputs` (outer values stay visible) and
+  /// returns its outputs.
+  std::vector<Value> inline_subgraph(const onnx::GraphProto& body, const std::vector<Value>& inputs) const;
+  /// The value record of input i (for passing to subgraphs).
+  Value value_in(int i) const;
+
+  int num_outputs() const { return node.output_size(); }
+  bool wants_output(int i) const { return i < node.output_size() && !node.output(i).empty(); }
+  void out(int i, Tensor t);
+  /// Output i is input k (same value record, constness included).
+  void alias(int i, int k);
+  /// An output whose value is known now.
+  void out_const(int i, const TensorData& v);
+
+ private:
+  const onnx::AttributeProto* find(const std::string& name) const;
+  std::map<std::string, Value>& values_;
+  const Env& env_;
+};
+
+using ConvertFn = void (*)(Ctx&);
+/// One row of the converter table: op type, opset range [since, until], the function.
+struct Converter {
+  const char* op;
+  int since;
+  int until;
+  ConvertFn fn;
+};
+
+/// Converts a parsed model.
+OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt,
+                       const std::string& base_dir);
+
+/// The converter tables of each family (converters_*.cpp).
+const std::vector<Converter>& elementwise_converters();
+const std::vector<Converter>& nn_converters();
+const std::vector<Converter>& shape_converters();
+const std::vector<Converter>& reduce_converters();
+const std::vector<Converter>& misc_converters();
+const std::vector<Converter>& control_converters();
+/// The converter for op at opset, or nullptr.
+const Converter* find_converter(const std::string& op, int64_t opset);
+/// True when op has a converter for some opset.
+bool knows_op(const std::string& op);
+
+// Helpers shared by converters.
+/// Normalises a possibly negative axis against rank.
+int64_t norm_axis(const Ctx& c, int64_t axis, int64_t rank);
+/// A constant of x's dtype.
+Tensor scalar_like(Graph& g, double v, Tensor x);
+
+}  // namespace tg::onnx_import

@@ -1,0 +1,168 @@
+// TensorProto <-> TensorData: raw and typed storage, external data files.
+#include <cstring>
+#include <fstream>
+
+#include "frontends/onnx/importer.h"
+#include "tgraph/onnx.h"
+
+namespace tg::onnx_import {
+
+namespace {
+const char* onnx_type_name(int32_t t) {
+  static const char* names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16", "INT16",
+                                "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                                "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  return t >= 0 && t <= 16 ? names[t] : "unknown";
+}
+[[noreturn]] void count_error_sz(const onnx::TensorProto& p, const Shape& shape, size_t got) {
+  throw Error("[onnx] tensor '" + p.name() + "' holds " + std::to_string(got) + " values for shape " + shape.str());
+}
+}  // namespace
+
+DType dtype_from_onnx(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::f32;
+    case onnx::TensorProto::UINT8: return DType::u8;
+    case onnx::TensorProto::INT8: return DType::i8;
+    case onnx::TensorProto::INT16: return DType::i16;
+    case onnx::TensorProto::INT32: return DType::i32;
+    case onnx::TensorProto::INT64: return DType::i64;
+    case onnx::TensorProto::BOOL: return DType::boolean;
+    case onnx::TensorProto::FLOAT16: return DType::f16;
+    case onnx::TensorProto::DOUBLE: return DType::f64;
+    case onnx::TensorProto::BFLOAT16: return DType::bf16;
+    // tgraph has no u16/u32/u64: they are held widened (exact, except u64 values >= 2^63).
+    case onnx::TensorProto::UINT16: return DType::i32;
+    case onnx::TensorProto::UINT32: return DType::i64;
+    case onnx::TensorProto::UINT64: return DType::i64;
+    default:
+      throw Error(std::string("[onnx] element type ") + onnx_type_name(t) + " (" + std::to_string(t) +
+                  ") is not supported by tgraph");
+  }
+}
+
+int32_t dtype_to_onnx(DType t) {
+  switch (t) {
+    case DType::f32: return onnx::TensorProto::FLOAT;
+    case DType::u8: return onnx::TensorProto::UINT8;
+    case DType::i8: return onnx::TensorProto::INT8;
+    case DType::i16: return onnx::TensorProto::INT16;
+    case DType::i32: return onnx::TensorProto::INT32;
+    case DType::i64: return onnx::TensorProto::INT64;
+    case DType::boolean: return onnx::TensorProto::BOOL;
+    case DType::f16: return onnx::TensorProto::FLOAT16;
+    case DType::f64: return onnx::TensorProto::DOUBLE;
+    case DType::bf16: return onnx::TensorProto::BFLOAT16;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+namespace {
+std::string read_external(const onnx::TensorProto& p, const std::string& base_dir, size_t nbytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    if (kv.key() == "offset") offset = std::stoll(kv.value());
+    if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty() || location.find("..") != std::string::npos)
+    throw Error("[onnx] tensor '" + p.name() + "': bad external data location '" + location + "'");
+  std::string path = base_dir + "/" + location;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[onnx] tensor '" + p.name() + "': cannot open external data file " + path);
+  f.seekg(offset);
+  size_t n = length >= 0 ? static_cast<size_t>(length) : nbytes;
+  std::string buf(n, '\0');
+  f.read(buf.data(), static_cast<std::streamsize>(n));
+  if (static_cast<size_t>(f.gcount()) != n)
+    throw Error("[onnx] tensor '" + p.name() + "': external data file " + path + " is too short");
+  return buf;
+}
+}  // namespace
+
+TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  DType dt = dtype_from_onnx(p.data_type());
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) throw Error("[onnx] tensor '" + p.name() + "' has a negative dim");
+  Shape shape(dims);
+  int64_t n = shape.num_elements();
+  if (n > (int64_t{1} << 34)) throw Error("[onnx] tensor '" + p.name() + "' is too large");
+  TensorData t(shape, dt);
+  size_t esz = dtype_size(dt);
+  int32_t ot = p.data_type();
+  bool widened = ot == onnx::TensorProto::UINT16 || ot == onnx::TensorProto::UINT32 || ot == onnx::TensorProto::UINT64;
+  if (widened) {
+    size_t src = ot == onnx::TensorProto::UINT16 ? 2 : ot == onnx::TensorProto::UINT32 ? 4 : 8;
+    std::string raw;
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) raw = read_external(p, base_dir, static_cast<size_t>(n) * src);
+    else if (p.has_raw_data()) raw = p.raw_data();
+    if (!raw.empty() || p.has_raw_data()) {
+      if (raw.size() != static_cast<size_t>(n) * src) count_error_sz(p, shape, raw.size() / src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t v = 0;
+        std::memcpy(&v, raw.data() + static_cast<size_t>(i) * src, src);
+        if (dt == DType::i32) t.ptr<int32_t>()[i] = static_cast<int32_t>(v);
+        else t.ptr<int64_t>()[i] = static_cast<int64_t>(v);
+      }
+      return t;
+    }
+    if (ot == onnx::TensorProto::UINT16) {
+      if (p.int32_data_size() != n) count_error_sz(p, shape, static_cast<size_t>(p.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.ptr<int32_t>()[i] = p.int32_data(static_cast<int>(i));
+    } else {
+      if (p.uint64_data_size() != n) count_error_sz(p, shape, static_cast<size_t>(p.uint64_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.ptr<int64_t>()[i] = static_cast<int64_t>(p.uint64_data(static_cast<int>(i)));
+    }
+    return t;
+  }
+  size_t nbytes = static_cast<size_t>(n) * esz;
+  auto count_error = [&](size_t got) {
+    throw Error("[onnx] tensor '" + p.name() + "' holds " + std::to_string(got) + " values for shape " +
+                shape.str());
+  };
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string raw = read_external(p, base_dir, nbytes);
+    if (raw.size() != nbytes) count_error(raw.size() / esz);
+    std::memcpy(t.data(), raw.data(), nbytes);
+    return t;
+  }
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != nbytes) count_error(p.raw_data().size() / esz);
+    if (nbytes) std::memcpy(t.data(), p.raw_data().data(), nbytes);
+    return t;
+  }
+  auto fill = [&](const auto& field, auto store) {
+    if (static_cast<int64_t>(field.size()) != n) count_error(static_cast<size_t>(field.size()));
+    for (int64_t i = 0; i < n; ++i) store(i, field.Get(static_cast<int>(i)));
+  };
+  switch (dt) {
+    case DType::f32: fill(p.float_data(), [&](int64_t i, float v) { t.ptr<float>()[i] = v; }); break;
+    case DType::f64: fill(p.double_data(), [&](int64_t i, double v) { t.ptr<double>()[i] = v; }); break;
+    case DType::i64: fill(p.int64_data(), [&](int64_t i, int64_t v) { t.ptr<int64_t>()[i] = v; }); break;
+    case DType::f16:
+    case DType::bf16:
+      fill(p.int32_data(), [&](int64_t i, int32_t v) { t.ptr<uint16_t>()[i] = static_cast<uint16_t>(v); });
+      break;
+    default: fill(p.int32_data(), [&](int64_t i, int32_t v) { t.set(i, v); }); break;
+  }
+  return t;
+}
+
+}  // namespace tg::onnx_import
+
+namespace tg {
+
+TensorData read_onnx_tensor(const std::string& path, std::string* name) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[onnx] cannot open " + path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) throw Error("[onnx] " + path + " is not a TensorProto");
+  if (name) *name = p.name();
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  return onnx_import::tensor_from_proto(p, dir);
+}
+
+}  // namespace tg

@@ -1,0 +1,186 @@
+// The CUDA executor against the CPU backend on random inputs: fused and unfused elementwise
+// chains in f32/f16/bf16, matmul through cuBLASLt, ops that fall back to the CPU, variables,
+// control flow, dynamic shapes, and out-of-memory errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "backends/cuda/nvrtc_compiler.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+CompileOptions gpu(bool dynamic = false) { return {.device = Device::cuda(0), .disable_type_inference = dynamic}; }
+CompileOptions cpu(bool dynamic = false) { return {.device = Device::cpu(), .disable_type_inference = dynamic}; }
+
+double tolerance(DType t) { return t == bf16 ? 2e-2 : t == f16 ? 2e-3 : t == f64 ? 1e-12 : 2e-5; }
+
+void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    double w = want.at(i), g = got.at(i);
+    if (std::isnan(w)) {
+      ASSERT_TRUE(std::isnan(g)) << what << " at " << i;
+      continue;
+    }
+    ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
+  }
+}
+
+// Builds the same graph twice, runs it on both devices, compares every target.
+template <class Build>
+void differential(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol,
+                  bool dynamic = false) {
+  Graph g;
+  std::vector<Tensor> ph;
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape s = inputs[i].shape();
+    if (dynamic) s = Shape(std::vector<int64_t>(static_cast<size_t>(s.rank()), -1));
+    ph.push_back(g.placeholder(s, inputs[i].dtype(), "in" + std::to_string(i)));
+    feeds.emplace_back(ph.back(), TensorType(s, inputs[i].dtype()));
+  }
+  std::vector<Tensor> outs = build(g, ph);
+  auto want = g.compile(feeds, outs, {}, cpu(dynamic)).run(inputs);
+  auto got = g.compile(feeds, outs, {}, gpu(dynamic)).run(inputs);
+  for (size_t i = 0; i < outs.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+}
+
+TensorData rnd(Shape s, DType t, uint64_t seed, double lo = -2, double hi = 2) {
+  return TensorData::uniform(std::move(s), lo, hi, t, seed);
+}
+
+}  // namespace
+
+TEST(CudaExecutor, ElementwiseChainsAllFloatTypes) {
+  for (DType t : {f32, f16, bf16, f64}) {
+    differential(std::string("gelu chain ") + dtype_name(t),
+                 [](Graph& g, auto& x) {
+                   return std::vector{g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[2])), x[1]),
+                                      g.sigmoid(g.tanh(x[0])), g.relu(g.sub(x[0], x[2]))};
+                 },
+                 {rnd({64, 33}, t, 1), rnd({64, 33}, t, 2), rnd({33}, t, 3)}, tolerance(t) * 4);
+  }
+}
+
+TEST(CudaExecutor, EveryGeneratedUnaryOp) {
+  using Fn = Tensor (Graph::*)(Tensor);
+  const std::pair<const char*, Fn> ops[] = {
+      {"neg", &Graph::neg},     {"abs", &Graph::abs},       {"sign", &Graph::sign},   {"exp", &Graph::exp},
+      {"exp2", &Graph::exp2},   {"expm1", &Graph::expm1},   {"square", &Graph::square}, {"sin", &Graph::sin},
+      {"cos", &Graph::cos},     {"tan", &Graph::tan},       {"sinh", &Graph::sinh},   {"cosh", &Graph::cosh},
+      {"tanh", &Graph::tanh},   {"atan", &Graph::atan},     {"asinh", &Graph::asinh}, {"erf", &Graph::erf},
+      {"floor", &Graph::floor}, {"ceil", &Graph::ceil},     {"round", &Graph::round}, {"rint", &Graph::rint},
+      {"trunc", &Graph::trunc}, {"sigmoid", &Graph::sigmoid}, {"relu", &Graph::relu}, {"gelu", &Graph::gelu},
+      {"gelu_tanh", &Graph::gelu_tanh}, {"silu", &Graph::silu}, {"softplus", &Graph::softplus}};
+  for (const auto& [name, fn] : ops) {
+    differential(name, [fn = fn](Graph& g, auto& x) { return std::vector{(g.*fn)(x[0])}; }, {rnd({1000}, f32, 7, -3, 3)},
+                 1e-5);
+  }
+  differential("log family", [](Graph& g, auto& x) {
+    return std::vector{g.log(x[0]), g.log2(x[0]), g.log1p(x[0]), g.sqrt(x[0]), g.rsqrt(x[0]), g.reciprocal(x[0]),
+                       g.acosh(g.add(x[0], g.scalar(1.0)))};
+  }, {rnd({1000}, f32, 8, 0.1, 4)}, 1e-5);
+  differential("binary", [](Graph& g, auto& x) {
+    return std::vector{g.div(x[0], x[1]), g.pow(g.abs(x[0]), x[1]), g.minimum(x[0], x[1]), g.maximum_nan(x[0], x[1]),
+                       g.atan2(x[0], x[1]), g.mod(x[0], x[1]), g.floor_mod(x[0], x[1]),
+                       g.cast(g.less(x[0], x[1]), f32), g.select(g.greater(x[0], x[1]), x[0], x[1]),
+                       g.clamp(x[0], g.scalar(-0.5), g.scalar(0.7)), g.leaky_relu(x[0], 0.1), g.elu(x[0], 0.5),
+                       g.hard_sigmoid(x[0])};
+  }, {rnd({500}, f32, 9), rnd({500}, f32, 10, 0.5, 2)}, 1e-5);
+  differential("integers and casts", [](Graph& g, auto& x) {
+    Tensor i = g.cast(g.mul(x[0], g.scalar(100.0)), i32);
+    Tensor j = g.cast(g.add(g.mul(x[1], g.scalar(7.0)), g.scalar(1.0)), i32);
+    return std::vector{g.div(i, j), g.mod(i, j), g.floor_mod(i, j), g.cast(i, i8), g.bitwise_xor(i, j),
+                       g.cast(g.cast(x[0], f16), f32), g.logical_not(g.equal(i, j))};
+  }, {rnd({300}, f32, 11), rnd({300}, f32, 12)}, 0);
+}
+
+TEST(CudaExecutor, FusionOffGivesTheSameNumbers) {
+  auto build = [](Graph& g, auto& x) { return std::vector{g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[1])), x[0])}; };
+  std::vector<TensorData> in{rnd({4096}, f32, 1), rnd({4096}, f32, 2)};
+  Graph g;
+  Tensor a = g.placeholder({4096}, f32), b = g.placeholder({4096}, f32);
+  std::vector<Tensor> ab{a, b};
+  Tensor y = build(g, ab)[0];
+  auto fused = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, gpu()).run(in);
+  setenv("TGRAPH_NO_FUSION", "1", 1);
+  auto unfused = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, gpu()).run(in);
+  unsetenv("TGRAPH_NO_FUSION");
+  // Equal up to FMA contraction inside the fused kernel (a few ulp).
+  for (int64_t i = 0; i < 4096; ++i)
+    ASSERT_NEAR(fused[0].at(i), unfused[0].at(i), 4e-7 * (1 + std::abs(unfused[0].at(i)))) << i;
+}
+
+TEST(CudaExecutor, MatmulThroughCublasLt) {
+  for (DType t : {f32, f16, bf16}) {
+    double tol = t == f32 ? 1e-4 : t == f16 ? 5e-3 : 3e-2;
+    differential("mm", [](Graph& g, auto& x) { return std::vector{g.matmul(x[0], x[1])}; },
+                 {rnd({37, 64}, t, 1, -1, 1), rnd({64, 29}, t, 2, -1, 1)}, tol);
+    differential("mm t", [](Graph& g, auto& x) { return std::vector{g.matmul(x[0], x[1], true, true)}; },
+                 {rnd({64, 37}, t, 1, -1, 1), rnd({29, 64}, t, 2, -1, 1)}, tol);
+    differential("batched", [](Graph& g, auto& x) { return std::vector{g.matmul(x[0], x[1])}; },
+                 {rnd({3, 17, 32}, t, 3, -1, 1), rnd({32, 8}, t, 4, -1, 1)}, tol);
+  }
+}
+
+TEST(CudaExecutor, FallbackOpsVariablesControlFlowDynamicShapes) {
+  differential("softmax and reductions (CPU fallback)", [](Graph& g, auto& x) {
+    return std::vector{g.softmax(x[0]), g.reduce_mean(g.exp(x[0]), {1}), g.reshape(x[0], {-1})};
+  }, {rnd({8, 16}, f32, 5)}, 1e-5);
+  differential("dynamic", [](Graph& g, auto& x) {
+    return std::vector{g.add(g.matmul(x[0], x[1]), x[2])};
+  }, {rnd({5, 8}, f32, 1), rnd({8, 3}, f32, 2), rnd({3}, f32, 3)}, 1e-5, true);
+
+  Graph g;
+  Tensor w = g.variable(TensorData::from_floats({2}, {1, 2}), "w");
+  Operation step = g.assign(w, g.mul(w, g.scalar(3.0)));
+  Executable e = g.compile({}, {}, {step}, gpu());
+  e.run({});
+  e.run({});
+  EXPECT_EQ(e.variable("w").to_vector(), (std::vector<double>{9, 18}));
+  e.set_variable("w", TensorData::from_floats({2}, {1, 1}));
+  e.run({});
+  EXPECT_EQ(e.variable("w").to_vector(), (std::vector<double>{3, 3}));
+
+  Graph h;
+  Tensor x = h.placeholder({2}, f32, "x");
+  auto wl = h.while_loop(
+      {x}, [](Graph& b, std::vector<Tensor> a) { return std::pair{b.less(b.reduce_sum(a[0]), b.scalar(100.0)), a}; },
+      [](Graph& b, std::vector<Tensor> r) { return std::vector{b.mul(r[0], b.scalar(3.0))}; });
+  auto r = h.compile({{x, x.type()}}, {wl[0]}, {}, gpu()).run({TensorData::from_floats({2}, {1, 2})});
+  EXPECT_EQ(r[0].to_vector(), (std::vector<double>{81, 162}));
+}
+
+TEST(CudaExecutor, OutOfMemoryIsAnError) {
+  Graph g;
+  Tensor x = g.placeholder({4}, f32, "x");
+  // 2^40 floats = 4 TiB: far beyond the device.
+  Tensor big = g.broadcast_to(g.reshape(x, {4, 1}), {4, int64_t{1} << 38});
+  Executable e = g.compile({{x, x.type()}}, {g.exp(big)}, {}, gpu());
+  try {
+    e.run({rnd({4}, f32, 1)});
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("out of memory"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("requested 4398046511104 bytes"), std::string::npos) << err.what();
+  }
+  // The device is still usable afterwards.
+  auto ok = g.compile({{x, x.type()}}, {g.exp(x)}, {}, gpu()).run({TensorData::from_floats({4}, {0, 0, 0, 0})});
+  EXPECT_EQ(ok[0].to_vector(), (std::vector<double>{1, 1, 1, 1}));
+}
+
+TEST(CudaExecutor, KernelsAreCachedOnDisk) {
+  auto s0 = detail::nvrtc_stats();
+  Graph g;
+  Tensor x = g.placeholder({16}, f32, "x");
+  Tensor y = g.add(g.exp(x), g.scalar(0.123456));
+  g.compile({{x, x.type()}}, {y}, {}, gpu()).run({rnd({16}, f32, 1)});
+  g.compile({{x, x.type()}}, {y}, {}, gpu()).run({rnd({16}, f32, 1)});
+  auto s1 = detail::nvrtc_stats();
+  EXPECT_EQ((s1.compiled + s1.disk_hits) - (s0.compiled + s0.disk_hits), 1);  // the second reuses it
+  EXPECT_GE(s1.memory_hits - s0.memory_hits, 1);
+}

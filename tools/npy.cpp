@@ -1,0 +1,109 @@
+// NumPy .npy reader and writer (the header is a Python dict literal; we parse the three keys).
+#include "npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tgraph/error.h"
+
+namespace tg::tools {
+
+namespace {
+
+const char* descr_of(DType t) {
+  switch (t) {
+    case DType::f32: return "<f4";
+    case DType::f16: return "<f2";
+    case DType::f64: return "<f8";
+    case DType::i8: return "|i1";
+    case DType::i16: return "<i2";
+    case DType::i32: return "<i4";
+    case DType::i64: return "<i8";
+    case DType::u8: return "|u1";
+    case DType::boolean: return "|b1";
+    case DType::bf16: break;
+  }
+  throw Error("[npy] dtype " + std::string(dtype_name(t)) + " has no NumPy equivalent");
+}
+
+DType dtype_of(const std::string& d, const std::string& path) {
+  static const std::pair<const char*, DType> table[] = {
+      {"f4", DType::f32}, {"f2", DType::f16}, {"f8", DType::f64}, {"i1", DType::i8},  {"i2", DType::i16},
+      {"i4", DType::i32}, {"i8", DType::i64}, {"u1", DType::u8},  {"b1", DType::boolean}};
+  if (d.size() == 3 && d[0] != '>')
+    for (const auto& [n, t] : table)
+      if (d.substr(1) == n) return t;
+  throw Error("[npy] " + path + ": unsupported dtype '" + d + "'");
+}
+
+std::string value_of(const std::string& header, const std::string& key, const std::string& path) {
+  size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos) throw Error("[npy] " + path + ": header lacks '" + key + "'");
+  size_t colon = header.find(':', k);
+  if (colon == std::string::npos) throw Error("[npy] " + path + ": bad header");
+  size_t s = header.find_first_not_of(' ', colon + 1);
+  if (s == std::string::npos) throw Error("[npy] " + path + ": bad header");
+  if (header[s] == '\'') return header.substr(s + 1, header.find('\'', s + 1) - s - 1);
+  if (header[s] == '(') return header.substr(s + 1, header.find(')', s) - s - 1);
+  return header.substr(s, header.find_first_of(",}", s) - s);
+}
+
+}  // namespace
+
+TensorData read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[npy] cannot open " + path);
+  char magic[8];
+  if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw Error("[npy] " + path + " is not a .npy file");
+  uint32_t hlen = 0;
+  if (magic[6] == 1) {
+    unsigned char b[2];
+    f.read(reinterpret_cast<char*>(b), 2);
+    hlen = b[0] | (b[1] << 8);
+  } else {
+    unsigned char b[4];
+    f.read(reinterpret_cast<char*>(b), 4);
+    hlen = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+  }
+  if (!f || hlen > (1u << 20)) throw Error("[npy] " + path + ": bad header length");
+  std::string header(hlen, '\0');
+  if (!f.read(header.data(), hlen)) throw Error("[npy] " + path + ": truncated header");
+  DType dt = dtype_of(value_of(header, "descr", path), path);
+  if (value_of(header, "fortran_order", path) != "False")
+    throw Error("[npy] " + path + ": Fortran-order arrays are not supported");
+  std::vector<int64_t> dims;
+  std::stringstream ss(value_of(header, "shape", path));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    dims.push_back(std::stoll(item));
+  }
+  TensorData t(Shape(dims), dt);
+  if (t.nbytes() && !f.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
+    throw Error("[npy] " + path + ": data is shorter than the shape " + t.shape().str() + " needs");
+  return t;
+}
+
+void write_npy(const std::string& path, const TensorData& t) {
+  std::string shape;
+  for (int64_t d : t.shape().dims()) shape += std::to_string(d) + ", ";
+  if (t.shape().rank() > 1) shape.resize(shape.size() - 1);
+  if (t.shape().rank() > 1) shape.pop_back();
+  std::string header = "{'descr': '" + std::string(descr_of(t.dtype())) + "', 'fortran_order': False, 'shape': (" +
+                       (t.shape().rank() == 1 ? std::to_string(t.shape()[0]) + "," : shape) + "), }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("[npy] cannot write " + path);
+  f.write("\x93NUMPY\x01\x00", 8);
+  char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  f.write(len, 2);
+  f << header;
+  f.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+  if (!f) throw Error("[npy] error writing " + path);
+}
+
+}  // namespace tg::tools

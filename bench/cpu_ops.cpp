@@ -2,8 +2,11 @@
 //   (a) per-op overhead: a chain of 1,000 tiny elementwise ops (alternating add / mul on [4] f32)
 //   (b) matmul throughput at ResNet-50-like GEMM shapes
 //   (c) conv2d throughput at ResNet-50 shapes (batch 8, NHWC / HWIO and NCHW / OIHW)
+//   (d) one training step (forward + backward) of a small CNN on 28x28x1, batch 128:
+//       conv3x3(1->32)+BN+ReLU, conv3x3(32->64, stride 2)+BN+ReLU, global avg pool,
+//       linear 64->10, softmax cross-entropy; gradients of every weight from Graph::gradients
 // Each figure: warm-up runs, then the median of many timed runs. bench/cpu_ops_torch.py
-// measures the same with PyTorch. Usage: bench_cpu_ops [runs_scale=1]
+// measures the same with PyTorch. Usage: bench_cpu_ops [runs_scale=1] [cnn: only (d)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -89,10 +92,55 @@ void conv(bool nhwc, int64_t n, int64_t hw, int64_t ci, int64_t co, int64_t kk, 
               long(co), t.median * 1e3, flop / t.median * 1e-9, t.min * 1e3, flop / t.min * 1e-9);
 }
 
+// (d): NHWC / HWIO, same padding; the targets are the loss and the 8 weight gradients.
+void cnn_step(int scale) {
+  const int64_t B = 128;
+  Graph g;
+  Tensor x = g.placeholder({B, 28, 28, 1}, f32, "x"), labels = g.placeholder({B, 10}, f32, "labels");
+  Tensor w1 = g.placeholder({3, 3, 1, 32}, f32, "w1"), g1 = g.placeholder({32}, f32, "g1"),
+         b1 = g.placeholder({32}, f32, "b1");
+  Tensor w2 = g.placeholder({3, 3, 32, 64}, f32, "w2"), g2 = g.placeholder({64}, f32, "g2"),
+         b2 = g.placeholder({64}, f32, "b2");
+  Tensor wf = g.placeholder({64, 10}, f32, "wf"), bf = g.placeholder({10}, f32, "bf");
+  ConvDesc c1;
+  c1.padding = PaddingStyle::same;
+  ConvDesc c2 = c1;
+  c2.stride = {2, 2};
+  Tensor h = g.relu(g.batch_norm_training(g.conv2d(x, w1, c1), g1, b1)[0]);
+  h = g.relu(g.batch_norm_training(g.conv2d(h, w2, c2), g2, b2)[0]);
+  h = g.reshape(g.global_avg_pool2d(h), {B, 64});
+  Tensor logits = g.add(g.matmul(h, wf), bf);
+  Tensor loss = g.softmax_cross_entropy(logits, labels);
+  std::vector<Tensor> ws{w1, g1, b1, w2, g2, b2, wf, bf};
+  auto grads = g.gradients(loss, ws);
+  std::vector<Tensor> targets{loss};
+  for (Tensor w : ws) targets.push_back(grads.at(w));
+  std::vector<Tensor> feeds{x, labels, w1, g1, b1, w2, g2, b2, wf, bf};
+  std::vector<std::pair<Tensor, TensorType>> ft;
+  for (Tensor f : feeds) ft.push_back({f, f.type()});
+  Executable exe = g.compile(ft, targets, {}, kCpu);
+  TensorData lab = TensorData::full({B, 10}, 0.0);
+  for (int64_t i = 0; i < B; ++i) lab.set(i * 10 + (i * 7) % 10, 1.0);
+  std::vector<TensorData> in{TensorData::uniform({B, 28, 28, 1}, -1, 1, f32, 11), lab,
+                             TensorData::uniform({3, 3, 1, 32}, -0.5, 0.5, f32, 12), TensorData::full({32}, 1.0),
+                             TensorData::full({32}, 0.0), TensorData::uniform({3, 3, 32, 64}, -0.1, 0.1, f32, 13),
+                             TensorData::full({64}, 1.0), TensorData::full({64}, 0.0),
+                             TensorData::uniform({64, 10}, -0.3, 0.3, f32, 14), TensorData::full({10}, 0.0)};
+  std::vector<TensorData> r = exe.run(in);
+  std::printf("cnn step: loss %.6f\n", r[0].at(0));
+  Timing t = time_runs([&] { exe.run(in); }, 2, 10 * scale);
+  std::printf("cnn train step (batch %ld, 28x28x1, conv-bn-relu x2, gap, linear, xent; fwd+bwd): median %.2f ms"
+              " (min %.2f ms)\n", long(B), t.median * 1e3, t.min * 1e3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int scale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  if (argc > 2 && std::string(argv[2]) == "cnn") {
+    cnn_step(scale);
+    return 0;
+  }
   chain(scale);
   matmul(256, 2048, 1000, scale);  // ResNet-50 classifier at batch 256
   matmul(784, 1152, 128, scale);   // im2col GEMM of the 3x3x128 conv at 28x28, batch 1
@@ -102,5 +150,6 @@ int main(int argc, char** argv) {
     conv(nhwc, 8, 28, 128, 128, 3, scale);
     conv(nhwc, 8, 56, 256, 64, 1, scale);
   }
+  cnn_step(scale);
   return 0;
 }

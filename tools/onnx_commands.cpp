@@ -61,21 +61,28 @@ std::string safe_name(std::string s) {
 
 int cmd_info(const std::vector<std::string>& args) {
   std::string path = need_model(args, "info");
-  OnnxModel m = import_onnx(path);
-  std::printf("model: %s\nproducer: %s\nopset: %lld\n", path.c_str(), m.producer.c_str(),
-              static_cast<long long>(m.opset));
-  std::printf("inputs:\n");
-  for (size_t i = 0; i < m.inputs.size(); ++i)
-    std::printf("  %s: %s\n", m.input_names[i].c_str(), m.input_types[i].str().c_str());
+  OnnxModelInfo m = inspect_onnx(path);
+  std::printf("model: %s\nproducer: %s\nir version: %lld\nopset:", path.c_str(), m.producer.c_str(),
+              static_cast<long long>(m.ir_version));
+  for (const auto& [d, v] : m.opsets) std::printf(" %s %lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
+  std::printf("\ninputs:\n");
+  for (const auto& [n, t] : m.inputs) std::printf("  %s: %s\n", n.c_str(), t.c_str());
   std::printf("outputs:\n");
-  for (size_t i = 0; i < m.outputs.size(); ++i)
-    std::printf("  %s: %s\n", m.output_names[i].c_str(), m.outputs[i].type().str().c_str());
+  for (const auto& [n, t] : m.outputs) std::printf("  %s: %s\n", n.c_str(), t.c_str());
+  std::printf("initializers: %lld (%.1f MiB)\n", static_cast<long long>(m.num_initializers),
+              static_cast<double>(m.initializer_bytes) / (1 << 20));
   std::vector<std::pair<std::string, int64_t>> h(m.op_histogram.begin(), m.op_histogram.end());
   std::sort(h.begin(), h.end(), [](auto& a, auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   int64_t total = 0;
   for (auto& [op, n] : h) total += n;
   std::printf("ops (%lld nodes):\n", static_cast<long long>(total));
   for (auto& [op, n] : h) std::printf("  %-28s %lld\n", op.c_str(), static_cast<long long>(n));
+  try {
+    OnnxModel im = import_onnx(path);
+    std::printf("import: ok (%lld tgraph nodes)\n", static_cast<long long>(im.graph.num_nodes()));
+  } catch (const Error& e) {
+    std::printf("import: fails: %s\n", e.what());
+  }
   return 0;
 }
 
@@ -210,10 +217,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::fprintf(stderr, "\n");
   std::sort(ms.begin(), ms.end());
   double med = ms[ms.size() / 2];
+  int64_t samples = inputs.empty() || inputs[0].shape().rank() == 0 ? 1 : inputs[0].shape()[0];
   std::printf("model: %s\ndevice: %s\nbatch: %lld\nmedian latency: %.3f ms (min %.3f, max %.3f, %d runs)\n"
               "throughput: %.1f samples/s\n",
-              model.c_str(), co.device.str().c_str(), static_cast<long long>(batch), med, ms.front(), ms.back(),
-              iters, 1000.0 * static_cast<double>(batch) / med);
+              model.c_str(), co.device.str().c_str(), static_cast<long long>(samples), med, ms.front(), ms.back(),
+              iters, 1000.0 * static_cast<double>(samples) / med);
   return 0;
 }
 

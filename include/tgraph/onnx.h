@@ -41,6 +41,24 @@ struct OnnxModel {
   Executable compile(const CompileOptions& options = {}) const;
 };
 
+/// What a model declares, read without converting it (works for models the importer rejects).
+struct OnnxModelInfo {
+  int64_t ir_version = 0;
+  int64_t opset = 0;
+  std::string producer;
+  /// Opset per domain ("" is ai.onnx).
+  std::map<std::string, int64_t> opsets;
+  /// Graph inputs that are not initializers and outputs: names and type strings ("[N,3] f32").
+  std::vector<std::pair<std::string, std::string>> inputs, outputs;
+  int64_t num_initializers = 0;
+  int64_t initializer_bytes = 0;
+  /// Nodes per op type, subgraphs (If / Loop / Scan bodies) included.
+  std::map<std::string, int64_t> op_histogram;
+};
+
+/// Reads a model's declaration; throws tg::Error when the file is not an ONNX model.
+OnnxModelInfo inspect_onnx(const std::string& path);
+
 /// Imports an ONNX model file; throws tg::Error naming the node, op type and opset of an op it
 /// cannot import, or saying why the file cannot be read.
 OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options = {});

@@ -184,3 +184,23 @@ TEST(CudaExecutor, KernelsAreCachedOnDisk) {
   EXPECT_EQ((s1.compiled + s1.disk_hits) - (s0.compiled + s0.disk_hits), 1);  // the second reuses it
   EXPECT_GE(s1.memory_hits - s0.memory_hits, 1);
 }
+
+TEST(CudaExecutor, ReductionsAndSoftmaxOnTheDevice) {
+  for (DType t : {f32, f16, bf16}) {
+    double tol = tolerance(t) * 10;
+    differential(std::string("reductions ") + dtype_name(t), [](Graph& g, auto& x) {
+      return std::vector{g.reduce_sum(x[0], {1}), g.reduce_mean(x[0], {0, 2}, true), g.reduce_max(x[0], {2}),
+                         g.reduce_min(x[0]), g.reduce_variance(x[0], {1}), g.reduce_logsumexp(x[0], {-1}),
+                         g.reduce_prod(g.add(g.mul(x[0], g.scalar(0.1, x[0].dtype())), g.scalar(1.0, x[0].dtype())), {2}),
+                         g.argmax(x[0], 1), g.argmin(x[0], 2), g.softmax(x[0], 1), g.log_softmax(x[0], -1),
+                         g.reduce_any(g.greater(x[0], g.scalar(1.9, x[0].dtype())), {1})};
+    }, {rnd({6, 300, 7}, t, 21)}, tol);
+  }
+  differential("long reduction (block per output)", [](Graph& g, auto& x) {
+    return std::vector{g.reduce_sum(x[0], {1}), g.softmax(x[0]), g.argmax(x[0], 1)};
+  }, {rnd({3, 70000}, f32, 22)}, 1e-5);
+  differential("dynamic sum_to_like gradient", [](Graph& g, auto& x) {
+    auto gr = g.gradients(g.reduce_sum(g.mul(g.add(x[0], x[1]), x[0])), {x[1]});
+    return std::vector{gr[x[1]]};
+  }, {rnd({50, 8}, f32, 1), rnd({8}, f32, 2)}, 1e-5, true);
+}

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/matmul_lt.h"
@@ -207,6 +208,12 @@ struct Run {
       case OpKind::MatMul:
         if (matmul(n)) return;
         break;
+      case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceProd: case OpKind::ReduceMax:
+      case OpKind::ReduceMin: case OpKind::ReduceAll: case OpKind::ReduceAny: case OpKind::ReduceVariance:
+      case OpKind::ReduceLogSumExp: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::SumToLike:
+      case OpKind::Softmax: case OpKind::LogSoftmax:
+        if (device_op(n, cuda_reduce)) return;
+        break;
       case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
         control(n);
         return;
@@ -223,6 +230,24 @@ struct Run {
         }
     }
     fallback(n);
+  }
+
+  using DeviceOp = bool (*)(const GraphImpl&, const Node&, const std::vector<DevArg>&, const std::vector<DevOut>&,
+                            cudaStream_t, int);
+  // Runs a device kernel with preallocated outputs; false (nothing kept) if it declines.
+  bool device_op(const Node& n, DeviceOp op) {
+    std::vector<DevArg> args;
+    for (int32_t v : n.inputs) args.push_back(DevArg{in(v).buf.get(), in(v).type});
+    std::vector<DevTensor> outs;
+    std::vector<DevOut> dev_outs;
+    std::vector<TensorType> it = in_types(n);
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      outs.push_back(alloc(concrete_type(g, n, it, i)));
+      dev_outs.push_back(DevOut{outs.back().buf.get(), outs.back().type});
+    }
+    if (!op(g, n, args, dev_outs, stream, ctx.index())) return false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = std::move(outs[i]);
+    return true;
   }
 
   bool matmul(const Node& n) {

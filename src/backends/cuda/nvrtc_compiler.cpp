@@ -37,7 +37,9 @@ void nvrtc_check(nvrtcResult r, const char* what) {
   if (r != NVRTC_SUCCESS) throw Error(std::string("[nvrtc] ") + what + ": " + nvrtcGetErrorString(r));
 }
 
-std::vector<char> compile(const std::string& source, int major, int minor) {
+}  // namespace
+
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor) {
   nvrtcProgram prog;
   nvrtc_check(nvrtcCreateProgram(&prog, source.c_str(), "tgraph_kernel.cu", 0, nullptr, nullptr), "create");
   std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
@@ -63,8 +65,6 @@ std::vector<char> compile(const std::string& source, int major, int minor) {
   return cubin;
 }
 
-}  // namespace
-
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
   cudaDeviceProp prop{};
   static thread_local int cached_device = -1, major = 0, minor = 0;
@@ -85,7 +85,7 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
       ++stats.disk_hits;
     }
     if (cubin.empty()) {
-      cubin = compile(source, major, minor);
+      cubin = nvrtc_compile(source, major, minor);
       ++stats.compiled;
       std::error_code ec;
       std::filesystem::create_directories(cache_dir(), ec);

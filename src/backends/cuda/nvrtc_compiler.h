@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 namespace tg::detail {
 
@@ -18,6 +19,10 @@ struct CompiledKernel {
 /// (per process) and only when no cubin is cached on disk ($TGRAPH_CACHE_DIR, default
 /// ~/.cache/tgraph/kernels). Throws tg::Error with NVRTC's log on a compile error.
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device);
+
+/// Compiles source to a cubin for sm_<major><minor> (no device needed); throws tg::Error
+/// with NVRTC's log on failure.
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
 
 /// Statistics for tests: compiles done, disk hits, memory hits.
 struct NvrtcStats {

@@ -206,7 +206,7 @@ void momentum(Ctx& c) {
 void adam(Ctx& c) {
   Graph& g = c.g;
   int n = (c.num_inputs() - 2) / 4;
-  double alpha = c.attr_f("alpha", 0.9f), beta = c.attr_f("beta", 0.999f), eps = c.attr_f("epsilon", 1e-6f);
+  double alpha = c.attr_f("alpha", 0.9f), beta = c.attr_f("beta", 0.999f), eps = c.attr_f("epsilon", 1e-2f);  // ONNX's default
   double l2 = c.attr_f("norm_coefficient", 0.f), l2post = c.attr_f("norm_coefficient_post", 0.f);
   for (int i = 0; i < n; ++i) {
     Tensor x = c.in(2 + i), gr = c.in(2 + n + i), v = c.in(2 + 2 * n + i), h = c.in(2 + 3 * n + i);

@@ -110,6 +110,37 @@ void einsum(Ctx& c) {
   c.out(0, prod);
 }
 
+// ---- Det: the Leibniz sum over permutations (exact for the small matrices it accepts) ----
+
+void det(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t r = x.rank(), n = x.shape().dim(-1);
+  if (r < 2 || n != x.shape().dim(-2) || n < 1) c.fail("needs square matrices of static size");
+  if (n > 4) c.fail("matrices larger than 4x4 are not supported");
+  auto elem = [&](int64_t i, int64_t j) {
+    std::vector<int64_t> b(static_cast<size_t>(r), 0), e(static_cast<size_t>(r), -1);
+    b[static_cast<size_t>(r - 2)] = i;
+    e[static_cast<size_t>(r - 2)] = i + 1;
+    b[static_cast<size_t>(r - 1)] = j;
+    e[static_cast<size_t>(r - 1)] = j + 1;
+    return g.squeeze(g.slice(x, b, e), {r - 2, r - 1});
+  };
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
+  Tensor sum;
+  do {
+    int inversions = 0;
+    for (size_t a = 0; a < perm.size(); ++a)
+      for (size_t b = a + 1; b < perm.size(); ++b) inversions += perm[a] > perm[b];
+    Tensor term = elem(0, perm[0]);
+    for (int64_t i = 1; i < n; ++i) term = g.mul(term, elem(i, perm[static_cast<size_t>(i)]));
+    if (!sum.valid()) sum = inversions % 2 ? g.neg(term) : term;
+    else sum = inversions % 2 ? g.sub(sum, term) : g.add(sum, term);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  c.out(0, sum);
+}
+
 // ---- recurrent layers ----------------------------------------------------------------------
 
 using Act = std::function<Tensor(Tensor)>;
@@ -164,8 +195,12 @@ void recurrent(Ctx& c) {
   float clip = c.attr_f("clip", 0.f);
   bool lbr = c.attr_i("linear_before_reset", 0) != 0;
   if (kind == Cell::lstm && c.attr_i("input_forget", 0)) c.fail("input_forget is not supported");
-  std::optional<TensorData> lens;
-  if (c.has_input(4)) lens = c.const_in(4);
+  std::optional<TensorData> lens;  // known sequence lengths
+  Tensor lens_t;                   // lengths known only at run time: masks are computed then
+  if (c.has_input(4)) {
+    if (c.is_const(4)) lens = c.const_in(4);
+    else lens_t = g.reshape(c.in(4), {-1, 1});
+  }
 
   auto pick = [&](Tensor t, int64_t d) {  // [ndir, ...] -> [...]
     return g.squeeze(g.slice(t, {d}, {d + 1}), {0});
@@ -183,6 +218,7 @@ void recurrent(Ctx& c) {
   std::vector<Tensor> ys_dirs, hs, cs;
   for (int64_t d = 0; d < ndir; ++d) {
     bool reverse = dir == "reverse" || d == 1;
+    if (reverse && lens_t.valid()) c.fail("run-time sequence_lens with a reverse direction is not supported");
     if (reverse && lens) {
       bool all_full = true;
       for (int64_t b = 0; b < lens->num_elements(); ++b) all_full = all_full && lens->at(b) == S;
@@ -246,10 +282,15 @@ void recurrent(Ctx& c) {
         hn = g.mul(o, hh(cn));
       }
       Tensor y = hn;
-      if (lens) {
-        TensorData m(Shape{B, 1}, DType::boolean);
-        for (int64_t b = 0; b < B; ++b) m.set(b, t < static_cast<int64_t>(lens->at(b)));
-        Tensor mask = g.constant(m);
+      if (lens || lens_t.valid()) {
+        Tensor mask;
+        if (lens) {
+          TensorData m(Shape{B, 1}, DType::boolean);
+          for (int64_t b = 0; b < B; ++b) m.set(b, t < static_cast<int64_t>(lens->at(b)));
+          mask = g.constant(m);
+        } else {
+          mask = g.less(g.scalar(static_cast<double>(t), lens_t.dtype()), lens_t);
+        }
         y = g.select(mask, hn, scalar_like(g, 0, hn));
         hn = g.select(mask, hn, h);
         if (cn.valid()) cn = g.select(mask, cn, cell);
@@ -281,6 +322,7 @@ void recurrent(Ctx& c) {
 const std::vector<Converter>& misc_converters() {
   static const std::vector<Converter> t = {
       {"Einsum", 12, 18, einsum},
+      {"Det", 11, 18, det},
       {"RNN", 7, 18, recurrent<Cell::rnn>},
       {"GRU", 7, 18, recurrent<Cell::gru>},
       {"LSTM", 7, 18, recurrent<Cell::lstm>},

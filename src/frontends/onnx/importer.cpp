@@ -15,7 +15,9 @@ constexpr int64_t kMaxOpset = 18;
 
 std::string node_label(const onnx::NodeProto& n) {
   if (!n.name().empty()) return n.name();
-  return n.output_size() ? "->" + n.output(0) : "<unnamed>";
+  for (const auto& o : n.output())
+    if (!o.empty()) return "->" + o;
+  return "<unnamed>";
 }
 
 const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
@@ -284,7 +286,13 @@ OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& o
   onnx::ModelProto m;
   if (bytes.empty()) throw Error("[onnx] the model is empty");
   if (!m.ParseFromString(bytes)) throw Error("[onnx] not a valid ONNX model (protobuf parse failed)");
-  return onnx_import::import_model(m, options, base_dir);
+  try {
+    return onnx_import::import_model(m, options, base_dir);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // a malformed model must fail cleanly, whatever broke
+    throw Error(std::string("[onnx] malformed model: ") + e.what());
+  }
 }
 
 OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
@@ -300,6 +308,70 @@ OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options)
       throw Error("[onnx] " + path + " is not a valid ONNX model (protobuf parse failed)");
     throw;
   }
+}
+
+namespace {
+std::string type_string(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type()) return t.has_sequence_type() ? "sequence" : t.has_optional_type() ? "optional" : "non-tensor";
+  const auto& tt = t.tensor_type();
+  std::string shape = "[*]";
+  if (tt.has_shape()) {
+    shape = "[";
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      shape += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param().empty() ? "?" : d.dim_param());
+    }
+    shape += "]";
+  }
+  std::string dt;
+  try {
+    dt = dtype_name(onnx_import::dtype_from_onnx(tt.elem_type()));
+  } catch (const Error&) {
+    dt = "onnx-type-" + std::to_string(tt.elem_type());
+  }
+  return shape + " " + dt;
+}
+
+void count_ops(const onnx::GraphProto& g, std::map<std::string, int64_t>& h) {
+  for (const auto& n : g.node()) {
+    ++h[n.op_type()];
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) count_ops(a.g(), h);
+      for (const auto& sg : a.graphs()) count_ops(sg, h);
+    }
+  }
+}
+}  // namespace
+
+OnnxModelInfo inspect_onnx(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[onnx] cannot open " + path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::ModelProto m;
+  if (bytes.empty() || !m.ParseFromString(bytes))
+    throw Error("[onnx] " + path + " is not a valid ONNX model (protobuf parse failed)");
+  OnnxModelInfo r;
+  r.ir_version = m.ir_version();
+  r.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  for (const auto& o : m.opset_import()) r.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  r.opset = r.opsets.count("") ? r.opsets[""] : 0;
+  const auto& g = m.graph();
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) {
+    inits.insert(t.name());
+    ++r.num_initializers;
+    int64_t n = 1;
+    for (int64_t d : t.dims()) n *= d;
+    try {
+      r.initializer_bytes += n * static_cast<int64_t>(dtype_size(onnx_import::dtype_from_onnx(t.data_type())));
+    } catch (const Error&) {
+    }
+  }
+  for (const auto& v : g.input())
+    if (!inits.count(v.name())) r.inputs.emplace_back(v.name(), type_string(v.type()));
+  for (const auto& v : g.output()) r.outputs.emplace_back(v.name(), type_string(v.type()));
+  count_ops(g, r.op_histogram);
+  return r;
 }
 
 Executable OnnxModel::compile(const CompileOptions& options) const {

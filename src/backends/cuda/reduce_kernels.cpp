@@ -1,0 +1,233 @@
+// Reductions and softmax on the GPU with NVRTC-generated kernels. A reduction is seen as
+// `outer` output elements, each reducing `inner` input elements; offsets come from the kept
+// and reduced dims' strides, so any set of axes works without a transpose. A warp (or, for
+// long reductions, a whole block) reduces one output; sums accumulate in double.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "ops/infer.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+constexpr int kR = 8;
+struct ReduceArgs {
+  const void* x;
+  void* y;
+  long long outer, inner;
+  int kept_rank, red_rank;
+  long long kept_dims[kR], kept_strides[kR], red_dims[kR], red_strides[kR];
+  long long out_axis_stride;  // softmax: stride of the axis in the output (same layout as x)
+};
+
+const char* storage(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return "__half";
+    case DType::bf16: return "__nv_bfloat16";
+    case DType::i32: return "int";
+    case DType::i64: return "long long";
+    case DType::boolean: return "unsigned char";
+    default: return nullptr;
+  }
+}
+std::string load_expr(DType t, const std::string& e) {
+  if (t == DType::f16) return "(double)__half2float(" + e + ")";
+  if (t == DType::bf16) return "(double)__bfloat162float(" + e + ")";
+  return "(double)(" + e + ")";
+}
+std::string store_expr(DType t, const std::string& v) {
+  if (t == DType::f16) return "__float2half_rn((float)(" + v + "))";
+  if (t == DType::bf16) return "__float2bfloat16_rn((float)(" + v + "))";
+  if (t == DType::boolean) return "(unsigned char)((" + v + ") != 0)";
+  if (t == DType::i32) return "(int)(" + v + ")";
+  if (t == DType::i64) return "(long long)(" + v + ")";
+  return "(" + std::string(storage(t)) + ")(" + v + ")";
+}
+
+// The body pieces per op: identity, combine, finish. Values are doubles (exact for every
+// dtype tgraph reduces here except i64 beyond 2^53, which falls back).
+struct Recipe {
+  const char* init;
+  const char* combine;  // acc, v
+  const char* finish;   // acc, n
+};
+
+bool recipe(OpKind k, Recipe& r) {
+  switch (k) {
+    case OpKind::ReduceSum: case OpKind::SumToLike: r = {"0.0", "acc + v", "acc"}; return true;
+    case OpKind::ReduceMean: r = {"0.0", "acc + v", "acc / (double)n"}; return true;
+    case OpKind::ReduceProd: r = {"1.0", "acc * v", "acc"}; return true;
+    case OpKind::ReduceMax: r = {"-1.0/0.0", "(acc != acc || v != v) ? (acc + v) : (v > acc ? v : acc)", "acc"}; return true;
+    case OpKind::ReduceMin: r = {"1.0/0.0", "(acc != acc || v != v) ? (acc + v) : (v < acc ? v : acc)", "acc"}; return true;
+    case OpKind::ReduceAll: r = {"1.0", "((acc != 0.0) && (v != 0.0)) ? 1.0 : 0.0", "acc"}; return true;
+    case OpKind::ReduceAny: r = {"0.0", "((acc != 0.0) || (v != 0.0)) ? 1.0 : 0.0", "acc"}; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) {
+  Recipe r{};
+  const bool two_pass = k == OpKind::ReduceVariance || k == OpKind::ReduceLogSumExp;
+  const bool softmax = k == OpKind::Softmax || k == OpKind::LogSoftmax;
+  const bool arg = k == OpKind::ArgMax || k == OpKind::ArgMin;
+  if (!two_pass && !softmax && !arg) recipe(k, r);
+  std::ostringstream os;
+  os << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
+  os << "struct A { const void* x; void* y; long long outer, inner; int kept_rank, red_rank; long long kept_dims[8], "
+        "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; };\n";
+  const int T = block_per_output ? 256 : 32;
+  os << "__device__ __forceinline__ double ld(const A& a, long long off) { return "
+     << load_expr(in, "((const " + std::string(storage(in)) + "*)a.x)[off]") << "; }\n";
+  os << "__device__ __forceinline__ long long red_off(const A& a, long long j) { long long o = 0; for (int d = a.red_rank - 1; d >= 0; --d) { o += (j % a.red_dims[d]) * a.red_strides[d]; j /= a.red_dims[d]; } return o; }\n";
+  // Combine across the T threads of one output: warp shuffles, then shared memory for blocks.
+  os << "template <class F> __device__ __forceinline__ double all_reduce(double v, F f) {\n"
+        "  for (int s = 16; s > 0; s >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, s));\n";
+  if (block_per_output)
+    os << "  __shared__ double sh[8]; __shared__ double res; int w = threadIdx.x / 32;\n"
+          "  if ((threadIdx.x & 31) == 0) sh[w] = v; __syncthreads();\n"
+          "  if (threadIdx.x == 0) { double t = sh[0]; for (int i = 1; i < 8; ++i) t = f(t, sh[i]); res = t; }\n"
+          "  __syncthreads(); v = res; __syncthreads();\n";
+  os << "  return v; }\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_reduce(const A a) {\n"
+     << "  const int T = " << T << "; const int lane = threadIdx.x % T;\n"
+     << "  const long long per_block = 256 / T;\n"
+     << "  for (long long o = (long long)blockIdx.x * per_block + threadIdx.x / T; o < a.outer; o += (long long)gridDim.x * per_block) {\n"
+     << "    long long base = 0; { long long r = o; for (int d = a.kept_rank - 1; d >= 0; --d) { base += (r % a.kept_dims[d]) * a.kept_strides[d]; r /= a.kept_dims[d]; } }\n"
+     << "    const long long n = a.inner;\n";
+  auto sum = "[](double p, double q) { return p + q; }";
+  auto mx = "[](double p, double q) { return (p != p || q != q) ? p + q : (q > p ? q : p); }";
+  if (softmax) {
+    os << "    double m = -1.0/0.0; for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j)); m = (m != m || v != v) ? m + v : (v > m ? v : m); }\n"
+       << "    m = all_reduce(m, " << mx << ");\n"
+       << "    double s = 0.0; for (long long j = lane; j < n; j += T) s += exp(ld(a, base + red_off(a, j)) - m);\n"
+       << "    s = all_reduce(s, " << sum << ");\n"
+       << "    for (long long j = lane; j < n; j += T) { long long off = base + red_off(a, j); double v = ld(a, off) - m; double r = "
+       << (k == OpKind::Softmax ? "exp(v) / s" : "v - log(s)") << "; ((" << storage(out) << "*)a.y)[off] = "
+       << store_expr(out, "r") << "; }\n";
+  } else if (arg) {
+    const char* better = k == OpKind::ArgMax ? ">" : "<";
+    // (value, index): NaN counts as the extreme; ties keep the smaller index.
+    os << "    double bv = 0.0; long long bi = -1;\n"
+       << "    for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j));\n"
+       << "      bool take = bi < 0 || (v != v && bv == bv) || (bv == bv && v " << better << " bv);\n"
+       << "      if (take) { bv = v; bi = j; } }\n"
+       << "    for (int s = (T == 32 ? 16 : 16); s > 0; s >>= 1) { double ov = __shfl_xor_sync(0xffffffffu, bv, s); long long oi = __shfl_xor_sync(0xffffffffu, bi, s);\n"
+       << "      bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi));\n"
+       << "      if (take) { bv = ov; bi = oi; } }\n";
+    if (block_per_output)
+      os << "    __shared__ double sv[8]; __shared__ long long si[8]; if ((threadIdx.x & 31) == 0) { sv[threadIdx.x / 32] = bv; si[threadIdx.x / 32] = bi; } __syncthreads();\n"
+         << "    if (threadIdx.x == 0) { for (int w = 1; w < 8; ++w) { double ov = sv[w]; long long oi = si[w]; bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi)); if (take) { bv = ov; bi = oi; } } }\n"
+         << "    __syncthreads();\n";
+    os << "    if (lane == 0) ((int*)a.y)[o] = (int)bi;\n";
+  } else if (two_pass) {
+    if (k == OpKind::ReduceVariance) {
+      os << "    double s = 0.0; for (long long j = lane; j < n; j += T) s += ld(a, base + red_off(a, j));\n"
+         << "    double mean = all_reduce(s, " << sum << ") / (double)n;\n"
+         << "    double q = 0.0; for (long long j = lane; j < n; j += T) { double d = ld(a, base + red_off(a, j)) - mean; q += d * d; }\n"
+         << "    double r = all_reduce(q, " << sum << ") / (double)n;\n";
+    } else {
+      os << "    double m = -1.0/0.0; for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j)); m = (m != m || v != v) ? m + v : (v > m ? v : m); }\n"
+         << "    m = all_reduce(m, " << mx << ");\n"
+         << "    double s = 0.0; if (m == m && m != 1.0/0.0 && m != -1.0/0.0) for (long long j = lane; j < n; j += T) s += exp(ld(a, base + red_off(a, j)) - m);\n"
+         << "    s = all_reduce(s, " << sum << ");\n"
+         << "    double r = (m != m || m == 1.0/0.0 || m == -1.0/0.0) ? m : m + log(s);\n";
+    }
+    os << "    if (lane == 0) ((" << storage(out) << "*)a.y)[o] = " << store_expr(out, "r") << ";\n";
+  } else {
+    os << "    double acc = " << r.init << ";\n"
+       << "    for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j)); acc = " << r.combine << "; }\n"
+       << "    acc = all_reduce(acc, [](double acc, double v) { return " << r.combine << "; });\n"
+       << "    if (lane == 0) ((" << storage(out) << "*)a.y)[o] = " << store_expr(out, r.finish) << ";\n";
+  }
+  os << "  }\n}\n";
+  return os.str();
+}
+
+bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                 cudaStream_t stream, int device) {
+  const OpKind k = n.kind;
+  const bool softmax = k == OpKind::Softmax || k == OpKind::LogSoftmax;
+  Recipe r{};
+  if (!softmax && !recipe(k, r) && k != OpKind::ReduceVariance && k != OpKind::ReduceLogSumExp && k != OpKind::ArgMax &&
+      k != OpKind::ArgMin)
+    return false;
+  const DType dt = in[0].type.dtype, ot = out[0].type.dtype;
+  if (!storage(dt) || !storage(ot) || dt == DType::i64) return false;
+  const Shape& s = in[0].type.shape;
+  const int rank = static_cast<int>(s.rank());
+  if (rank > kR) return false;
+  // Which input dims are reduced.
+  std::vector<bool> red(static_cast<size_t>(rank), false);
+  if (softmax) {
+    auto ax = normalize_axis(std::get<AxisDesc>(n.attr).axis, rank);
+    if (!ax) return false;
+    red[static_cast<size_t>(*ax)] = true;
+  } else if (k == OpKind::SumToLike) {
+    const Shape& like = out[0].type.shape;
+    int lead = rank - static_cast<int>(like.rank());
+    for (int d = 0; d < rank; ++d) red[static_cast<size_t>(d)] = d < lead || (like[d - lead] == 1 && s[d] != 1);
+  } else {
+    const auto& d = std::get<ReduceDesc>(n.attr);
+    if (d.axes.empty()) std::fill(red.begin(), red.end(), true);
+    for (int64_t a : d.axes) {
+      auto ax = normalize_axis(a, rank);
+      if (!ax) return false;
+      red[static_cast<size_t>(*ax)] = true;
+    }
+  }
+  ReduceArgs a{};
+  a.x = in[0].ptr;
+  a.y = out[0].ptr;
+  a.outer = 1;
+  a.inner = 1;
+  long long stride = 1;
+  std::vector<long long> strides(static_cast<size_t>(rank));
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= s[d];
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (red[static_cast<size_t>(d)]) {
+      a.red_dims[a.red_rank] = s[d];
+      a.red_strides[a.red_rank++] = strides[static_cast<size_t>(d)];
+      a.inner *= s[d];
+    } else {
+      a.kept_dims[a.kept_rank] = s[d];
+      a.kept_strides[a.kept_rank++] = strides[static_cast<size_t>(d)];
+      a.outer *= s[d];
+    }
+  }
+  if (a.outer == 0) return true;
+  // Empty reductions and argmax over nothing follow the reference's rules there.
+  if (a.inner == 0 && (softmax || k == OpKind::ArgMax || k == OpKind::ArgMin || !is_float(dt))) return false;
+  const bool block = a.inner >= 2048;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int, bool, int>, CompiledKernel> cache;
+  CompiledKernel kern;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(static_cast<int>(k), static_cast<int>(dt), static_cast<int>(ot), block, device);
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, nvrtc_kernel(reduce_source(k, dt, ot, block), "tg_reduce", device)).first;
+    kern = it->second;
+  }
+  long long per_block = block ? 1 : 8;
+  long long blocks = std::min<long long>((a.outer + per_block - 1) / per_block, 65535LL * 8);
+  void* params[] = {&a};
+  TG_CUDA(cudaLaunchKernel(kern.fn(), dim3(static_cast<unsigned>(blocks)), dim3(256), params, 0, stream));
+  return true;
+}
+
+}  // namespace tg::detail

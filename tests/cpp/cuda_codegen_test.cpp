@@ -1,0 +1,47 @@
+// Generated CUDA kernels compile with NVRTC for sm_90 (no GPU needed: runs everywhere the
+// CUDA backend is built). GPU behaviour is tested in tests/gpu/.
+#ifdef TGRAPH_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "passes/fusion.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+using namespace tg::detail;
+
+TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
+  for (DType t : {f32, f16, bf16, f64}) {
+    Graph g;
+    Tensor x = g.placeholder({8, 3}, t), y = g.placeholder({3}, t);
+    Tensor i = g.cast(g.mul(x, g.scalar(10.0, t)), i32);
+    Tensor z = g.select(g.greater(x, y), g.gelu(g.add(g.mul(x, y), y)), g.softplus(g.neg(x)));
+    Tensor w = g.add(g.cast(g.floor_mod(i, g.scalar(3, i32)), t), g.clamp(z, g.scalar(-1.0, t), g.scalar(1.0, t)));
+    Module m;
+    m.graph = g.impl();
+    m.targets = {w.id()};
+    FusionPlan plan = plan_fusion(m, 0);
+    int groups = 0;
+    for (const Step& s : plan.steps) {
+      if (!s.fused()) continue;
+      ++groups;
+      ASSERT_TRUE(elementwise_supported(m.graph, s.group));
+      for (bool flat : {true, false}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty());
+    }
+    EXPECT_GE(groups, 1);
+  }
+}
+
+TEST(CudaCodegen, ReductionKernelsCompile) {
+  const OpKind kinds[] = {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceVariance,
+                          OpKind::ReduceLogSumExp, OpKind::ArgMax, OpKind::Softmax, OpKind::LogSoftmax};
+  for (OpKind k : kinds)
+    for (bool block : {false, true}) {
+      DType out = (k == OpKind::ArgMax) ? i32 : bf16;
+      EXPECT_FALSE(nvrtc_compile(reduce_source(k, bf16, out, block), 9, 0).empty()) << op_name(k);
+    }
+  EXPECT_FALSE(nvrtc_compile(reduce_source(OpKind::ReduceAny, boolean, boolean, false), 9, 0).empty());
+}
+#endif

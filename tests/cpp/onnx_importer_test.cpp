@@ -1,0 +1,437 @@
+// The ONNX importer on small models built here with the onnx protobuf classes.
+#ifdef TGRAPH_HAVE_ONNX
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "tgraph/tgraph.h"
+#include "tgraph/onnx.h"
+
+namespace {
+
+using tg::TensorData;
+
+struct ModelBuilder {
+  onnx::ModelProto m;
+  onnx::GraphProto* g;
+  explicit ModelBuilder(int opset) {
+    m.set_ir_version(8);
+    m.set_producer_name("tgraph-test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("test");
+  }
+  void value(onnx::ValueInfoProto* v, const std::string& name, int type, const std::vector<int64_t>& dims,
+             const std::string& sym = "") {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    auto* s = t->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = s->add_dim();
+      if (d < 0) dim->set_dim_param(sym.empty() ? "N" : sym);
+      else dim->set_dim_value(d);
+    }
+  }
+  void input(const std::string& name, const std::vector<int64_t>& dims, int type = onnx::TensorProto::FLOAT,
+             const std::string& sym = "") {
+    value(g->add_input(), name, type, dims, sym);
+  }
+  void output(const std::string& name) {
+    auto* v = g->add_output();
+    v->set_name(name);
+  }
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& ins,
+                        const std::vector<std::string>& outs, const std::string& name = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& i : ins) n->add_input(i);
+    for (const auto& o : outs) n->add_output(o);
+    return n;
+  }
+  static void attr_i(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void fill(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
+                   const std::vector<float>& v) {
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+  }
+  void init_f(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    fill(g->add_initializer(), name, dims, v);
+  }
+  void init_i64(const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+  tg::OnnxModel import(const tg::OnnxImportOptions& o = {}) const { return tg::import_onnx_bytes(bytes(), o); }
+};
+
+std::vector<TensorData> run(const tg::OnnxModel& m, const std::vector<TensorData>& in) {
+  return m.compile({.device = tg::Device::cpu()}).run(in);
+}
+
+void expect_values(const TensorData& t, const std::vector<double>& want, double tol = 1e-5) {
+  auto got = t.to_vector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tg::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OnnxImport, AddReluWithInitializer) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3});
+  b.init_f("bias", {3}, {1, -2, 0.5f});
+  b.node("Add", {"x", "bias"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  auto m = b.import();
+  ASSERT_EQ(m.inputs.size(), 1u);  // the initializer is a constant, not a feed
+  EXPECT_EQ(m.input_names[0], "x");
+  EXPECT_EQ(m.opset, 13);
+  EXPECT_EQ(m.op_histogram.at("Add"), 1);
+  auto y = run(m, {TensorData::from_floats({2, 3}, {1, 1, 1, -3, 4, -1})});
+  expect_values(y[0], {2, 0, 1.5, 0, 2, 0});
+}
+
+TEST(OnnxImport, SymbolicDimsBecomeDynamic) {
+  ModelBuilder b(13);
+  b.input("x", {-1, 4}, onnx::TensorProto::FLOAT, "batch");
+  b.node("Neg", {"x"}, {"y"});
+  b.output("y");
+  auto m = b.import();
+  EXPECT_EQ(m.input_types[0].shape, tg::Shape({-1, 4}));
+  tg::OnnxImportOptions o;
+  o.input_shapes["x"] = tg::Shape({3, 4});
+  EXPECT_EQ(b.import(o).input_types[0].shape, tg::Shape({3, 4}));
+}
+
+TEST(OnnxImport, ConvWithBiasNchw) {
+  ModelBuilder b(11);
+  b.input("x", {1, 1, 3, 3});
+  b.init_f("w", {2, 1, 2, 2}, {1, 0, 0, 1, 0, 1, 1, 0});
+  b.init_f("b", {2}, {10, 20});
+  auto* n = b.node("Conv", {"x", "w", "b"}, {"y"});
+  ModelBuilder::attr_ints(n, "kernel_shape", {2, 2});
+  b.output("y");
+  auto y = run(b.import(), {TensorData::from_floats({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})});
+  EXPECT_EQ(y[0].shape(), tg::Shape({1, 2, 2, 2}));
+  // channel 0: x[i][j] + x[i+1][j+1]; channel 1: x[i][j+1] + x[i+1][j]
+  expect_values(y[0], {16, 18, 22, 24, 26, 28, 32, 34});
+}
+
+TEST(OnnxImport, ShapeChainIsFoldedAtImportTime) {
+  // y = Reshape(x, Concat(Shape(x)[0:1], [-1])): the shape tensor is computed while importing.
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 4});
+  b.node("Shape", {"x"}, {"s"});
+  b.init_i64("zero", {0});
+  b.init_i64("minus1", {-1});
+  auto* gn = b.node("Gather", {"s", "zero"}, {"d0"});
+  ModelBuilder::attr_i(gn, "axis", 0);
+  auto* c = b.node("Concat", {"d0", "minus1"}, {"shape"});
+  ModelBuilder::attr_i(c, "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  auto m = b.import();
+  EXPECT_EQ(m.outputs[0].shape(), tg::Shape({2, 12}));
+}
+
+TEST(OnnxImport, ConstantNodeFeedsReshape) {
+  ModelBuilder b(13);
+  b.input("x", {6});
+  auto* k = b.node("Constant", {}, {"shape"});
+  auto* a = k->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  auto* t = a->mutable_t();
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(2);
+  t->add_int64_data(3);
+  t->add_int64_data(2);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  auto y = run(b.import(), {TensorData::from_floats({6}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(y[0].shape(), tg::Shape({3, 2}));
+}
+
+TEST(OnnxImport, ReduceAxesAsInputAndAsAttribute) {
+  for (int opset : {11, 13, 18}) {
+    ModelBuilder b(opset);
+    b.input("x", {2, 3});
+    onnx::NodeProto* s;
+    if (opset >= 13) {
+      b.init_i64("axes", {1});
+      s = b.node("ReduceSum", {"x", "axes"}, {"y"});
+    } else {
+      s = b.node("ReduceSum", {"x"}, {"y"});
+      ModelBuilder::attr_ints(s, "axes", {1});
+    }
+    ModelBuilder::attr_i(s, "keepdims", 0);
+    onnx::NodeProto* mn;
+    if (opset >= 18) {
+      mn = b.node("ReduceMean", {"x", "axes"}, {"z"});
+    } else {
+      mn = b.node("ReduceMean", {"x"}, {"z"});
+      ModelBuilder::attr_ints(mn, "axes", {1});
+    }
+    ModelBuilder::attr_i(mn, "keepdims", 0);
+    b.output("y");
+    b.output("z");
+    auto r = run(b.import(), {TensorData::from_floats({2, 3}, {1, 2, 3, 4, 5, 6})});
+    expect_values(r[0], {6, 15});
+    expect_values(r[1], {2, 5});
+  }
+}
+
+TEST(OnnxImport, SliceSplitClipWithInputs) {
+  ModelBuilder b(13);
+  b.input("x", {6});
+  b.init_i64("starts", {1});
+  b.init_i64("ends", {100});
+  b.init_i64("axes", {0});
+  b.init_i64("steps", {2});
+  b.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"});
+  b.init_i64("sizes", {2, 4});
+  b.node("Split", {"x", "sizes"}, {"p0", "p1"});
+  b.init_f("lo", {}, {0});
+  b.init_f("hi", {}, {3});
+  b.node("Clip", {"x", "lo", "hi"}, {"c"});
+  for (auto o : {"s", "p0", "p1", "c"}) b.output(o);
+  auto r = run(b.import(), {TensorData::from_floats({6}, {-1, 1, 2, 3, 4, 5})});
+  expect_values(r[0], {1, 3, 5});
+  expect_values(r[1], {-1, 1});
+  expect_values(r[2], {2, 3, 4, 5});
+  expect_values(r[3], {0, 1, 2, 3, 3, 3});
+}
+
+TEST(OnnxImport, SoftmaxOldOpsetFlattens) {
+  // Before opset 13, Softmax(axis=1) normalises over all dims from 1 on.
+  for (int opset : {11, 13}) {
+    ModelBuilder b(opset);
+    b.input("x", {1, 2, 2});
+    auto* n = b.node("Softmax", {"x"}, {"y"});
+    ModelBuilder::attr_i(n, "axis", 1);
+    b.output("y");
+    auto y = run(b.import(), {TensorData::from_floats({1, 2, 2}, {0, 0, 0, 0})});
+    double v = opset == 11 ? 0.25 : 0.5;
+    expect_values(y[0], {v, v, v, v});
+  }
+}
+
+TEST(OnnxImport, GemmTransB) {
+  ModelBuilder b(13);
+  b.input("a", {1, 2});
+  b.init_f("w", {3, 2}, {1, 0, 0, 1, 1, 1});
+  b.init_f("c", {3}, {0.5f, 0.5f, 0.5f});
+  auto* n = b.node("Gemm", {"a", "w", "c"}, {"y"});
+  ModelBuilder::attr_i(n, "transB", 1);
+  b.output("y");
+  auto y = run(b.import(), {TensorData::from_floats({1, 2}, {2, 3})});
+  expect_values(y[0], {2.5, 3.5, 5.5});
+}
+
+TEST(OnnxImport, IfWithConstantCondition) {
+  ModelBuilder b(13);
+  b.input("x", {2});
+  auto* k = b.node("Constant", {}, {"cond"});
+  auto* a = k->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  a->mutable_t()->add_int32_data(0);
+  auto* n = b.node("If", {"cond"}, {"y"});
+  for (auto [name, op] : {std::pair{"then_branch", "Neg"}, std::pair{"else_branch", "Abs"}}) {
+    auto* at = n->add_attribute();
+    at->set_name(name);
+    at->set_type(onnx::AttributeProto::GRAPH);
+    auto* body = at->mutable_g();
+    auto* bn = body->add_node();
+    bn->set_op_type(op);
+    bn->add_input("x");
+    bn->add_output(std::string(name) + "_out");
+    body->add_output()->set_name(std::string(name) + "_out");
+  }
+  b.output("y");
+  auto y = run(b.import(), {TensorData::from_floats({2}, {-1, 2})});
+  expect_values(y[0], {1, 2});
+}
+
+TEST(OnnxImport, UnknownOpNamesNodeOpAndOpset) {
+  ModelBuilder b(13);
+  b.input("x", {2});
+  b.node("FrobnicateTensor", {"x"}, {"y"}, "my_node");
+  b.output("y");
+  std::string e = error_of([&] { b.import(); });
+  EXPECT_NE(e.find("my_node"), std::string::npos) << e;
+  EXPECT_NE(e.find("FrobnicateTensor"), std::string::npos) << e;
+  EXPECT_NE(e.find("opset 13"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, TooNewOpsetIsRefused) {
+  ModelBuilder b(30);
+  b.input("x", {2});
+  b.node("Relu", {"x"}, {"y"}, "r");
+  b.output("y");
+  std::string e = error_of([&] { b.import(); });
+  EXPECT_NE(e.find("opset 30"), std::string::npos) << e;
+  EXPECT_NE(e.find("Relu"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, DataDependentShapeIsAClearError) {
+  ModelBuilder b(13);
+  b.input("x", {6});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape_node");
+  b.output("y");
+  std::string e = error_of([&] { b.import(); });
+  EXPECT_NE(e.find("reshape_node"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be known at import time"), std::string::npos) << e;
+  // With the shape input's value given, the import succeeds and it stays a feed.
+  tg::OnnxImportOptions o;
+  o.input_values_in_order = {TensorData::from_floats({6}, {1, 2, 3, 4, 5, 6}),
+                             TensorData::from_vector({2}, tg::i64, {2, 3})};
+  auto m = b.import(o);
+  EXPECT_EQ(m.outputs[0].shape(), tg::Shape({2, 3}));
+}
+
+TEST(OnnxImport, CorruptAndMissingFilesAreClearErrors) {
+  std::string path = testing::TempDir() + "/tgraph_corrupt.onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "this is not a protobuf \xff\xff\xff\xff\x0f";
+  }
+  std::string e = error_of([&] { tg::import_onnx(path); });
+  EXPECT_NE(e.find("not a valid ONNX model"), std::string::npos) << e;
+  e = error_of([&] { tg::import_onnx(testing::TempDir() + "/does_not_exist.onnx"); });
+  EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
+  std::remove(path.c_str());
+}
+
+TEST(OnnxImport, ExternalDataIsRead) {
+  std::string dir = testing::TempDir();
+  {
+    std::ofstream f(dir + "/tgraph_weights.bin", std::ios::binary);
+    float v[3] = {1, 2, 3};
+    f.write(reinterpret_cast<const char*>(v), sizeof v);
+  }
+  ModelBuilder b(13);
+  b.input("x", {3});
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(3);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("tgraph_weights.bin");
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  std::string path = dir + "/tgraph_ext.onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << b.bytes();
+  }
+  auto y = run(tg::import_onnx(path), {TensorData::from_floats({3}, {2, 2, 2})});
+  expect_values(y[0], {2, 4, 6});
+}
+
+TEST(OnnxImport, MutatedModelsNeverCrash) {
+  ModelBuilder b(13);
+  b.input("x", {1, 1, 4, 4});
+  b.init_f("w", {1, 1, 2, 2}, {1, 2, 3, 4});
+  auto* n = b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  ModelBuilder::attr_ints(n, "pads", {0, 0, 1, 1});
+  b.init_i64("shape", {1, -1});
+  b.node("Reshape", {"c", "shape"}, {"r"});
+  b.node("Softmax", {"r"}, {"y"});
+  b.output("y");
+  std::string good = b.bytes();
+  std::mt19937 rng(1234);
+  int parsed = 0;
+  for (int it = 0; it < 400; ++it) {
+    std::string s = good;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits; ++k) s[rng() % s.size()] = static_cast<char>(rng() & 0xff);
+    try {
+      auto m = tg::import_onnx_bytes(s);
+      ++parsed;
+    } catch (const tg::Error&) {
+    }
+  }
+  SUCCEED() << parsed << " mutated models imported";
+}
+
+TEST(OnnxImport, StructurallyMutatedModelsFailCleanly) {
+  // Random op types, attribute values, dims and wiring: every outcome is a model or a tg::Error.
+  const char* ops[] = {"Conv", "MaxPool", "AveragePool", "Reshape", "Transpose", "Gather", "Slice", "Split",
+                       "Concat", "Softmax", "MatMul", "Gemm", "ReduceSum", "Pad", "Resize", "Squeeze",
+                       "Unsqueeze", "Expand", "Tile", "TopK", "Einsum", "LSTM", "ConvTranspose", "Flatten",
+                       "DepthToSpace", "CumSum", "OneHot", "Trilu", "LayerNormalization", "Add", "Where"};
+  const char* attrs[] = {"axis", "axes", "perm", "kernel_shape", "pads", "strides", "group", "keepdims",
+                         "blocksize", "k", "split", "hidden_size", "dilations", "transA", "upper"};
+  std::mt19937 rng(99);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int imported = 0;
+  for (int it = 0; it < 600; ++it) {
+    ModelBuilder b(13 + pick(6));
+    int rank = 1 + pick(4);
+    std::vector<int64_t> dims;
+    for (int i = 0; i < rank; ++i) dims.push_back(1 + pick(4));
+    b.input("x", dims);
+    b.init_f("w", {2, 2}, {1, 2, 3, 4});
+    b.init_i64("ints", {static_cast<int64_t>(pick(7)) - 3, static_cast<int64_t>(pick(7)) - 2});
+    std::vector<std::string> names = {"x", "w", "ints"};
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::string> ins;
+      for (int j = 0, n = 1 + pick(3); j < n; ++j) ins.push_back(names[static_cast<size_t>(pick(static_cast<int>(names.size())))]);
+      std::string out = "t" + std::to_string(k);
+      auto* n = b.node(ops[pick(sizeof ops / sizeof *ops)], ins, {out});
+      for (int a = 0, na = pick(3); a < na; ++a) {
+        if (pick(2)) ModelBuilder::attr_i(n, attrs[pick(sizeof attrs / sizeof *attrs)], pick(9) - 4);
+        else ModelBuilder::attr_ints(n, attrs[pick(sizeof attrs / sizeof *attrs)], {pick(9) - 4, pick(5), pick(5) - 1});
+      }
+      names.push_back(out);
+    }
+    b.output(names.back());
+    try {
+      b.import();
+      ++imported;
+    } catch (const tg::Error&) {
+    }
+  }
+  SUCCEED() << imported << " of 600 random models imported";
+}
+
+}  // namespace
+#endif  // TGRAPH_HAVE_ONNX

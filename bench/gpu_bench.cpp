@@ -64,8 +64,11 @@ int main() {
       e.run(in);
       wall.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
-    std::printf("1000-op tiny graph (%s): %.1f us per run (host wall, incl. copies), device %.1f us\n",
-                fuse ? "fused" : "TGRAPH_NO_FUSION=1", median(wall), device_ms(e, in, 20) * 1e3);
+    auto cs = tg::detail::cuda_graph_stats(e.impl());
+    std::printf("1000-op tiny graph (%s): %.1f us per run (host wall, incl. copies; CUDA graph replays %d%s%s), "
+                "uncaptured device time %.1f us\n",
+                fuse ? "fused" : "TGRAPH_NO_FUSION=1", median(wall), cs.replays, cs.error.empty() ? "" : ": ",
+                cs.error.c_str(), device_ms(e, in, 20) * 1e3);
     unsetenv("TGRAPH_NO_FUSION");
   }
   return 0;

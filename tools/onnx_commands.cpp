@@ -186,14 +186,14 @@ int cmd_bench(const std::vector<std::string>& args) {
   else if (precision == "f16") co.precision = Precision::f16;
   else throw Error("[bench] unknown precision '" + precision + "'");
   // Fix dynamic dims first so the import sees static shapes.
-  OnnxModel probe = import_onnx(model);
+  OnnxModelInfo probe = inspect_onnx(model);
   OnnxImportOptions opt;
   std::vector<TensorData> inputs;
   for (size_t i = 0; i < probe.inputs.size(); ++i) {
     std::vector<int64_t> d = probe.input_types[i].shape.dims();
     for (size_t k = 0; k < d.size(); ++k)
       if (d[k] < 0) d[k] = k == 0 ? batch : 1;
-    opt.input_shapes[probe.input_names[i]] = Shape(d);
+    opt.input_shapes[probe.inputs[i].first] = Shape(d);
     DType dt = probe.input_types[i].dtype;
     inputs.push_back(is_float(dt) ? TensorData::uniform(Shape(d), -1, 1, dt, i)
                                   : TensorData::uniform(Shape(d), 0, 2, dt, i));

@@ -50,6 +50,8 @@ struct OnnxModelInfo {
   std::map<std::string, int64_t> opsets;
   /// Graph inputs that are not initializers and outputs: names and type strings ("[N,3] f32").
   std::vector<std::pair<std::string, std::string>> inputs, outputs;
+  /// The inputs' types (symbolic dims -1; f32 where the element type is not supported).
+  std::vector<TensorType> input_types;
   int64_t num_initializers = 0;
   int64_t initializer_bytes = 0;
   /// Nodes per op type, subgraphs (If / Loop / Scan bodies) included.

@@ -16,12 +16,18 @@ Tensor k(Graph& g, double v, DType t) { return g.scalar(v, t); }
 
 Tensor as(Graph& g, Tensor x, DType t) { return x.dtype() == t ? x : g.cast(x, t); }
 
+// The variable's own name (Tensor::name prints values as "%name").
+std::string var_name(Tensor v) {
+  std::string n = v.name();
+  return !n.empty() && n[0] == '%' ? n.substr(1) : n;
+}
+
 void check_var(Tensor v, const char* who) {
   if (!v.valid()) throw Error(std::string("[") + who + "] empty variable handle");
   if (v.op().kind_name() != "variable")
-    throw Error(std::string("[") + who + "] " + v.name() + " is not a variable");
+    throw Error(std::string("[") + who + "] " + var_name(v) + " is not a variable");
   if (!is_float(v.dtype()))
-    throw Error(std::string("[") + who + "] variable " + v.name() + " is " + v.type().str() +
+    throw Error(std::string("[") + who + "] variable " + var_name(v) + " is " + v.type().str() +
                 ", not floating point");
 }
 
@@ -33,7 +39,7 @@ void check_lr(Tensor lr, const char* who) {
 
 // State variable of `v` with the given suffix, zero-initialised.
 Tensor state(Graph& g, Tensor v, const std::string& suffix) {
-  return g.variable(TensorData::zeros(v.shape(), v.dtype()), v.name() + "/" + suffix);
+  return g.variable(TensorData::zeros(v.shape(), v.dtype()), var_name(v) + "/" + suffix);
 }
 
 // assign(var, value), or assign(var, apply_if ? value : var) when a predicate is given.
@@ -56,7 +62,7 @@ Operation sgd(Graph& g, const std::vector<Tensor>& vars, const GradMap& grads, T
   for (const Tensor& w : vars) {
     check_var(w, "sgd");
     auto it = grads.find(w);
-    if (it == grads.end()) throw Error("[sgd] no gradient for variable " + w.name());
+    if (it == grads.end()) throw Error("[sgd] no gradient for variable " + var_name(w));
     DType t = w.dtype();
     Tensor d = as(g, it->second, t);
     if (o.weight_decay != 0) d = g.add(d, g.mul(w, k(g, o.weight_decay, t)));
@@ -92,7 +98,7 @@ Operation adam_impl(Graph& g, const std::vector<Tensor>& vars, const GradMap& gr
   for (const Tensor& w : vars) {
     check_var(w, who);
     auto it = grads.find(w);
-    if (it == grads.end()) throw Error(std::string("[") + who + "] no gradient for variable " + w.name());
+    if (it == grads.end()) throw Error(std::string("[") + who + "] no gradient for variable " + var_name(w));
     DType dt = w.dtype();
     Tensor d = as(g, it->second, dt);
     if (!decoupled && o.weight_decay != 0) d = g.add(d, g.mul(w, k(g, o.weight_decay, dt)));

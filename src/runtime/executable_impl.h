@@ -39,6 +39,13 @@ struct ExecutableImpl {
 /// Fresh CUDA executor state for an executable (defined in the CUDA backend).
 std::shared_ptr<void> make_cuda_state();
 
+/// Whole-run CUDA graph captures and replays of an executable, and why capture was given up.
+struct CudaGraphStats {
+  int captures = 0, replays = 0;
+  std::string error;
+};
+CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
+
 /// Times `iters` runs on CUDA (after `warmup`) with inputs and variables already on the
 /// device and outputs left there: milliseconds per run from CUDA events (benchmarks only).
 std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
@@ -400,10 +401,13 @@ TEST(OnnxImport, StructurallyMutatedModelsFailCleanly) {
                        "DepthToSpace", "CumSum", "OneHot", "Trilu", "LayerNormalization", "Add", "Where"};
   const char* attrs[] = {"axis", "axes", "perm", "kernel_shape", "pads", "strides", "group", "keepdims",
                          "blocksize", "k", "split", "hidden_size", "dilations", "transA", "upper"};
-  std::mt19937 rng(99);
+  // TGRAPH_ONNX_FUZZ_ITERS runs it longer (and with other seeds).
+  const char* env = std::getenv("TGRAPH_ONNX_FUZZ_ITERS");
+  int iters = env ? std::atoi(env) : 600;
+  std::mt19937 rng(env ? static_cast<unsigned>(iters) : 99u);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   int imported = 0;
-  for (int it = 0; it < 600; ++it) {
+  for (int it = 0; it < iters; ++it) {
     ModelBuilder b(13 + pick(6));
     int rank = 1 + pick(4);
     std::vector<int64_t> dims;
@@ -430,7 +434,57 @@ TEST(OnnxImport, StructurallyMutatedModelsFailCleanly) {
     } catch (const tg::Error&) {
     }
   }
-  SUCCEED() << imported << " of 600 random models imported";
+  std::printf("%d of %d random models imported\n", imported, iters);
+}
+
+TEST(OnnxImport, NodeTestModelsWithMutatedAttributesFailCleanly) {
+  // ONNX's own node-test models with random attribute values and input dims.
+  std::string dir = "/usr/share/libonnx-testdata/data/node";
+  std::ifstream probe(dir + "/test_relu/model.onnx");
+  if (!probe) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const char* env = std::getenv("TGRAPH_ONNX_FUZZ_ITERS");
+  int rounds = env ? std::max(1, std::atoi(env) / 1000) : 1;
+  std::mt19937 rng(7);
+  std::vector<std::string> names;
+  for (const char* t : {"conv_with_strides_padding", "maxpool_2d_pads", "averagepool_2d_ceil", "convtranspose_pads",
+                        "resize_upsample_scales_cubic", "slice", "split_variable_parts_2d", "gather_0", "reshape_negative_dim",
+                        "lstm_defaults", "gru_defaults", "einsum_batch_diagonal", "depthtospace_crd_mode", "pad",
+                        "transpose_default", "lrn", "tile", "topk", "cumsum_2d_axis_0", "onehot_with_axis",
+                        "layer_normalization_3d_axis1_epsilon", "instancenorm_example", "gemm_all_attributes",
+                        "scatter_elements_with_axis", "gathernd_example_int32_batch_dim1", "maxunpool_export_without_output_shape",
+                        "reversesequence_time", "flatten_axis2", "squeeze", "unsqueeze_two_axes", "argmax_keepdims_random",
+                        "softmax_axis_1", "hardmax_axis_1", "batchnorm_epsilon", "trilu", "expand_dim_changed", "det_nd"})
+    names.push_back(dir + "/test_" + std::string(t) + "/model.onnx");
+  int imported = 0, total = 0;
+  for (int round = 0; round < rounds; ++round)
+    for (const auto& path : names) {
+      std::ifstream f(path, std::ios::binary);
+      if (!f) continue;
+      std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      for (int k = 0; k < 20; ++k) {
+        onnx::ModelProto m;
+        ASSERT_TRUE(m.ParseFromString(bytes));
+        auto* g = m.mutable_graph();
+        for (auto& n : *g->mutable_node())
+          for (auto& a : *n.mutable_attribute()) {
+            if (rng() % 2) a.set_i(static_cast<int64_t>(rng() % 9) - 4);
+            for (int i = 0; i < a.ints_size(); ++i)
+              if (rng() % 2) a.set_ints(i, static_cast<int64_t>(rng() % 9) - 4);
+          }
+        for (auto& in : *g->mutable_input()) {
+          auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+          for (auto& d : *shape->mutable_dim())
+            if (rng() % 3 == 0) d.set_dim_value(static_cast<int64_t>(rng() % 5));
+        }
+        ++total;
+        try {
+          tg::import_onnx_bytes(m.SerializeAsString());
+          ++imported;
+        } catch (const tg::Error&) {
+        }
+      }
+    }
+  std::printf("%d of %d mutated node-test models imported\n", imported, total);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backends/cuda/nvrtc_compiler.h"
+#include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -203,4 +204,35 @@ TEST(CudaExecutor, ReductionsAndSoftmaxOnTheDevice) {
     auto gr = g.gradients(g.reduce_sum(g.mul(g.add(x[0], x[1]), x[0])), {x[1]});
     return std::vector{gr[x[1]]};
   }, {rnd({50, 8}, f32, 1), rnd({8}, f32, 2)}, 1e-5, true);
+}
+
+TEST(CudaExecutor, CapturedGraphReplaysWithNewInputs) {
+  Graph g;
+  Tensor x = g.placeholder({64, 32}, f32, "x");
+  Tensor w = g.variable(TensorData::uniform({32, 16}, -1, 1, f32, 5), "w");
+  Tensor y = g.softmax(g.gelu(g.matmul(x, w)));
+  Executable gpu_exe = g.compile({{x, x.type()}}, {y}, {}, gpu());
+  Executable cpu_exe = g.compile({{x, x.type()}}, {y}, {}, cpu());
+  for (uint64_t seed = 1; seed <= 4; ++seed) {  // run 1 records and captures; 2.. replay
+    TensorData in = rnd({64, 32}, f32, seed);
+    expect_close(gpu_exe.run({in})[0], cpu_exe.run({in})[0], 1e-5, "replay " + std::to_string(seed));
+  }
+  auto stats = detail::cuda_graph_stats(gpu_exe.impl());
+  EXPECT_EQ(stats.captures, 1) << stats.error;
+  EXPECT_EQ(stats.replays, 3) << stats.error;
+  // Changing a variable invalidates the captured graph.
+  gpu_exe.set_variable("w", TensorData::uniform({32, 16}, -1, 1, f32, 9));
+  TensorData in = rnd({64, 32}, f32, 7);
+  expect_close(gpu_exe.run({in})[0], cpu_exe.run({in})[0], 1e-5, "after set_variable");
+  // A graph of 1,000 unfused tiny ops is captured too.
+  setenv("TGRAPH_NO_FUSION", "1", 1);
+  Graph h;
+  Tensor a = h.placeholder({4}, f32);
+  Tensor b = a;
+  for (int i = 0; i < 1000; ++i) b = (i % 2) ? h.add(b, a) : h.mul(b, h.scalar(0.999));
+  Executable e = h.compile({{a, a.type()}}, {b}, {}, gpu());
+  unsetenv("TGRAPH_NO_FUSION");
+  for (int i = 0; i < 3; ++i) e.run({rnd({4}, f32, 3)});
+  auto s2 = detail::cuda_graph_stats(e.impl());
+  EXPECT_EQ(s2.replays, 2) << s2.error;
 }

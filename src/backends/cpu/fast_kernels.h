@@ -28,6 +28,18 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// Elementwise unary / binary f32 ops on operands of equal shapes.
 bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// oneDNN backward convolution for f32 conv2d_data_grad / conv2d_weight_grad (fast_conv_grad.cpp).
+bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// max / avg pool2d and their gradients, f32 nhwc / nchw (fast_pool.cpp).
+bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// batch_norm, batch_norm_training (3 outputs), layer_norm, softmax, log_softmax and
+/// softmax_cross_entropy, f32 (fast_norm.cpp).
+bool norm(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// reduce_sum / mean / max / min and sum_to_like, f32 (fast_reduce.cpp).
+bool reduce(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// reshape, broadcast_to / _like, transpose, concat (any dtype); select, cast f32 <-> i32 / bool,
+/// f32 comparisons and rsqrt (fast_shape.cpp).
+bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 
 // ---- shared by the oneDNN kernels: engine, per-thread stream, primitive cache ----
 inline dnnl::engine& dnnl_cpu_engine() {

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <map>
 #include <mutex>
 
@@ -42,11 +44,29 @@ struct GroupInfo {
   Shape shape;
 };
 
+// A captured CUDA graph of a whole run, replayed while inputs keep their shapes and no
+// variable changed.
+struct Captured {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<TensorType> input_types;
+  std::vector<DevTensor> inputs;     // fixed buffers the graph reads
+  std::vector<DevTensor> targets;    // fixed buffers the graph writes
+  std::vector<DeviceBuffer> buffers;  // every intermediate, kept alive
+  std::map<std::string, uint64_t> var_versions;
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, FusionGroup> singles;
-  std::map<const FusionGroup*, GroupInfo> groups;  // lone elementwise ops run as groups of one
+  std::map<const FusionGroup*, GroupInfo> groups;
+  std::unique_ptr<Captured> captured;
+  bool capture_failed = false;
+  std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
+  int captures = 0, replays = 0;  // lone elementwise ops run as groups of one
   std::map<std::pair<const void*, bool>, CompiledKernel> kernels;  // (group, flat) -> kernel
   std::map<int32_t, DevTensor> constants;
   std::map<std::string, CachedVar> vars;
@@ -72,16 +92,34 @@ struct Run {
   std::vector<DevTensor> slots;
   std::map<std::string, DevTensor> snapshot, pending;
 
+  // Capture support: a recording run notes every allocation; the capturing run takes the
+  // same sizes, in the same order, from buffers reserved beforehand, so the graph holds only
+  // kernels over fixed addresses.
+  std::vector<size_t>* record = nullptr;
+  std::vector<DeviceBuffer>* reserve = nullptr;
+  const std::vector<size_t>* reserve_sizes = nullptr;
+  size_t reserve_next = 0;
+  bool host_synced = false;  // a download happened: the run cannot be captured
+
   DevTensor alloc(TensorType t) {
     size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
+    if (record) record->push_back(n);
+    if (reserve) {
+      if (reserve_next >= reserve->size() || (*reserve_sizes)[reserve_next] != n)
+        throw Error("[cuda] graph capture: allocation sequence changed");
+      return DevTensor{std::move(t), (*reserve)[reserve_next++]};
+    }
     return DevTensor{std::move(t), ctx.allocate(n, stream)};
   }
+  // Uploads (inputs, constants, variables) own their memory outside the recorded sequence:
+  // they are cached or fixed before a capture starts.
   DevTensor upload(const TensorData& h) {
-    DevTensor d = alloc(h.type());
+    DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
     if (h.nbytes()) TG_CUDA(cudaMemcpyAsync(d.buf.get(), h.data(), h.nbytes(), cudaMemcpyHostToDevice, stream));
     return d;
   }
   TensorData download(const DevTensor& d) {
+    host_synced = true;
     TensorData h(d.type.shape, d.type.dtype);
     if (d.nbytes()) TG_CUDA(cudaMemcpyAsync(h.data(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToHost, stream));
     TG_CUDA(cudaStreamSynchronize(stream));
@@ -213,6 +251,13 @@ struct Run {
       case OpKind::ReduceLogSumExp: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::SumToLike:
       case OpKind::Softmax: case OpKind::LogSoftmax:
         if (device_op(n, cuda_reduce)) return;
+        break;
+      case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d: case OpKind::Conv2dDataGrad:
+      case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv3dWeightGrad:
+        if (device_op(n, cudnn_conv)) return;
+        break;
+      case OpKind::MaxPool2d: case OpKind::AvgPool2d: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
+        if (device_op(n, cudnn_pool)) return;
         break;
       case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
         control(n);
@@ -353,6 +398,87 @@ struct Run {
 
 }  // namespace
 
+namespace {
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
+std::map<std::string, uint64_t> var_versions(const ExecutableImpl& exe) {
+  std::map<std::string, uint64_t> v;
+  std::lock_guard<std::mutex> lock(exe.store->mu);
+  for (const auto& [name, id] : exe.variables) v[name] = exe.store->versions[name];
+  return v;
+}
+
+// Whole-run capture needs static shapes, no state changes and no host round trips (the
+// last is checked on the recording run). TGRAPH_NO_CUDA_GRAPH=1 turns it off.
+bool capturable(const ExecutableImpl& exe, const CudaState& st) {
+  if (st.capture_failed || env_on("TGRAPH_NO_CUDA_GRAPH")) return false;
+  for (const TensorType& t : exe.feed_types)
+    if (!t.shape.is_static()) return false;
+  for (const Node& n : exe.module.graph.nodes)
+    if (n.kind == OpKind::Assign || n.kind == OpKind::ReadVariable) return false;
+  return true;
+}
+
+void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorData>& inputs,
+             const std::vector<size_t>& sizes) {
+  DeviceContext& ctx = DeviceContext::get(exe.device.index);
+  const GraphImpl& g = exe.module.graph;
+  auto cap = std::make_unique<Captured>();
+  for (size_t n : sizes) cap->buffers.push_back(ctx.allocate(n, ctx.stream()));
+  Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  for (auto& [name, cv] : st.vars) r.snapshot[name] = cv.value;
+  for (const TensorData& t : inputs) {
+    cap->inputs.push_back(r.upload(t));
+    cap->input_types.push_back(t.type());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
+  r.reserve = &cap->buffers;
+  r.reserve_sizes = &sizes;
+  TG_CUDA(cudaStreamSynchronize(r.stream));
+  cudaGraph_t graph = nullptr;
+  TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    r.block(0);
+  } catch (const std::exception& err) {
+    cudaStreamEndCapture(r.stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    st.capture_failed = true;  // run uncaptured from now on; the run itself already succeeded
+    st.capture_error = err.what();
+    return;
+  }
+  TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
+  cudaError_t e = cudaGraphInstantiate(&cap->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    st.capture_failed = true;
+    st.capture_error = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e);
+    return;
+  }
+  for (int32_t v : exe.module.targets) cap->targets.push_back(r.in(v));
+  cap->var_versions = var_versions(exe);
+  st.captured = std::move(cap);
+  ++st.captures;
+}
+
+std::vector<TensorData> replay(Captured& cap, const std::vector<TensorData>& inputs, Run& r) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].nbytes())
+      TG_CUDA(cudaMemcpyAsync(cap.inputs[i].buf.get(), inputs[i].data(), inputs[i].nbytes(), cudaMemcpyHostToDevice,
+                              r.stream));
+  TG_CUDA(cudaGraphLaunch(cap.exec, r.stream));
+  std::vector<TensorData> out;
+  for (const DevTensor& t : cap.targets) out.push_back(r.download(t));
+  return out;
+}
+
+}  // namespace
+
 std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
   check_inputs(inputs);
   if (!backend_state) throw Error("[run] executable has no CUDA state");
@@ -375,10 +501,25 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
       r.snapshot[name] = cv.value;
     }
   }
+  std::vector<TensorType> in_types;
+  for (const TensorData& t : inputs) in_types.push_back(t.type());
+  if (st.captured && st.captured->input_types == in_types && st.captured->var_versions == var_versions(*this))
+  {
+    ++st.replays;
+    return replay(*st.captured, inputs, r);
+  }
+  st.captured.reset();
+  std::vector<size_t> sizes;
+  const bool try_capture = capturable(*this, st);
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(module.feeds[i])] = r.upload(inputs[i]);
+  if (try_capture) r.record = &sizes;  // after the uploads: only the block's own allocations
+  r.host_synced = false;
   r.block(0);
+  const bool synced = r.host_synced;
   std::vector<TensorData> out;
   for (int32_t v : module.targets) out.push_back(r.download(r.in(v)));
+  if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
+  if (try_capture && !synced && r.pending.empty()) capture(*this, st, inputs, sizes);
   if (!r.pending.empty()) {
     std::map<std::string, TensorData> host;
     for (auto& [name, value] : r.pending) host[name] = r.download(value);
@@ -393,6 +534,14 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
 }
 
 std::shared_ptr<void> make_cuda_state() { return std::make_shared<CudaState>(); }
+
+
+
+CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  return {st.captures, st.replays, st.capture_error};
+}
 
 std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                    int iters) {

@@ -192,7 +192,7 @@ const std::vector<Converter>& elementwise_converters() {
       {"Sum", 1, 18, variadic<2>},
       {"Mean", 1, 18, variadic<3>},
       {"Where", 9, 18, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
-      {"Cast", 1, 18, cast},
+      {"Cast", 6, 18, cast},
       {"CastLike", 15, 18, cast_like},
   };
   return t;

@@ -1,6 +1,7 @@
 // Converters of ONNX's Einsum and recurrent layers (RNN, GRU, LSTM, unrolled over the static
 // sequence length).
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "frontends/onnx/importer.h"
@@ -115,8 +116,9 @@ void einsum(Ctx& c) {
 void det(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
+  require_rank(c, x, 2, 64, "the input");
   int64_t r = x.rank(), n = x.shape().dim(-1);
-  if (r < 2 || n != x.shape().dim(-2) || n < 1) c.fail("needs square matrices of static size");
+  if (n != x.shape().dim(-2) || n < 1) c.fail("needs square matrices of static size");
   if (n > 4) c.fail("matrices larger than 4x4 are not supported");
   auto elem = [&](int64_t i, int64_t j) {
     std::vector<int64_t> b(static_cast<size_t>(r), 0), e(static_cast<size_t>(r), -1);
@@ -139,6 +141,234 @@ void det(Ctx& c) {
     else sum = inversions % 2 ? g.sub(sum, term) : g.add(sum, term);
   } while (std::next_permutation(perm.begin(), perm.end()));
   c.out(0, sum);
+}
+
+// ---- DFT / STFT: matmuls with constant cosine and sine matrices, in f64 ----
+
+// x [..., n, 1|2] (real or complex last dim); transforms along `axis` to n_out bins.
+Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bool onesided) {
+  Graph& g = c.g;
+  int64_t r = x.rank();
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("DFT needs a static shape");
+  int64_t comps = s[r - 1];
+  if (comps != 1 && comps != 2) c.fail("the last dim must be 1 (real) or 2 (complex)");
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r - 1) c.fail("axis out of range");
+  int64_t n_in = s[axis], N = length > 0 ? length : n_in;
+  int64_t n_out = onesided ? N / 2 + 1 : N;
+  require_size(c, static_cast<double>(n_in) * static_cast<double>(n_out), "the DFT matrix");
+  TensorData cm = TensorData::zeros(Shape{n_in, n_out}, DType::f64), sm = cm.clone();
+  for (int64_t t = 0; t < std::min(n_in, N); ++t)
+    for (int64_t k = 0; k < n_out; ++k) {
+      double th = 2 * M_PI * static_cast<double>((k * t) % N) / static_cast<double>(N);
+      cm.set(t * n_out + k, std::cos(th) / (inverse ? static_cast<double>(N) : 1.0));
+      sm.set(t * n_out + k, std::sin(th) / (inverse ? static_cast<double>(N) : 1.0));
+    }
+  Tensor C = g.constant(cm), S = g.constant(sm);
+  DType dt = x.dtype();
+  Tensor xf = g.cast(x, DType::f64);
+  auto part = [&](int64_t i) {  // component i with the signal axis last
+    std::vector<int64_t> b(static_cast<size_t>(r), 0), e(static_cast<size_t>(r), -1);
+    b.back() = i;
+    e.back() = i + 1;
+    Tensor p = g.squeeze(g.slice(xf, b, e), {r - 1});
+    std::vector<int64_t> perm;
+    for (int64_t k = 0; k < r - 1; ++k)
+      if (k != axis) perm.push_back(k);
+    perm.push_back(axis);
+    return g.transpose(p, perm);
+  };
+  Tensor a = part(0);
+  Tensor re = g.matmul(a, C), im = g.neg(g.matmul(a, S));
+  if (inverse) im = g.neg(im);
+  if (comps == 2) {
+    Tensor b = part(1);
+    Tensor bs = g.matmul(b, S), bc = g.matmul(b, C);
+    re = inverse ? g.sub(re, bs) : g.add(re, bs);
+    im = g.add(im, bc);
+  }
+  std::vector<int64_t> inv(static_cast<size_t>(r - 1));
+  {
+    std::vector<int64_t> perm;
+    for (int64_t k = 0; k < r - 1; ++k)
+      if (k != axis) perm.push_back(k);
+    perm.push_back(axis);
+    for (int64_t k = 0; k < r - 1; ++k) inv[static_cast<size_t>(perm[static_cast<size_t>(k)])] = k;
+  }
+  Tensor y = g.stack({g.transpose(re, inv), g.transpose(im, inv)}, r - 1);
+  return g.cast(y, dt);
+}
+
+void dft(Ctx& c) {
+  int64_t length = c.has_input(1) ? c.ints_in(1).at(0) : 0;
+  c.out(0, dft_core(c, c.in(0), c.attr_i("axis", 1), length, c.attr_i("inverse", 0) != 0, c.attr_i("onesided", 0) != 0));
+}
+
+void stft(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  require_rank(c, x, 3, 3, "the signal");
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("STFT needs a static shape");
+  int64_t step = c.ints_in(1).at(0);
+  std::optional<Tensor> window;
+  int64_t len = 0;
+  if (c.has_input(2)) {
+    window = c.in(2);
+    len = window->shape().dim(0);
+  }
+  if (c.has_input(3)) len = c.ints_in(3).at(0);
+  if (len <= 0 || step <= 0 || len > s[1]) c.fail("bad frame_length or frame_step");
+  int64_t frames = (s[1] - len) / step + 1;
+  require_size(c, static_cast<double>(frames) * static_cast<double>(len), "the frames");
+  std::vector<Tensor> fs;
+  for (int64_t f = 0; f < frames; ++f) fs.push_back(g.slice(x, {0, f * step, 0}, {-1, f * step + len, -1}));
+  Tensor fr = g.stack(fs, 1);  // [B, frames, len, c]
+  if (window) fr = g.mul(fr, g.reshape(g.cast(*window, x.dtype()), {1, 1, len, 1}));
+  c.out(0, dft_core(c, fr, 2, len, false, c.attr_i("onesided", 1) != 0));
+}
+
+// ---- GridSample (PyTorch's grid_sample): taps gathered from [N, C, H*W] with run-time indices ----
+
+void grid_sample(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), grid = c.in(1);
+  require_rank(c, x, 4, 4, "X");
+  require_rank(c, grid, 4, 4, "grid");
+  Shape xs = x.shape(), gs = grid.shape();
+  if (!xs.is_static() || !gs.is_static()) c.fail("GridSample needs static shapes");
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  std::string mode = c.attr_s("mode", "bilinear"), pad = c.attr_s("padding_mode", "zeros");
+  bool align = c.attr_i("align_corners", 0) != 0;
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.fail("unknown mode '" + mode + "'");
+  if (pad != "zeros" && pad != "border" && pad != "reflection") c.fail("unknown padding_mode '" + pad + "'");
+  const DType f = DType::f64;
+  auto k = [&](double v) { return g.scalar(v, f); };
+  Tensor gf = g.cast(grid, f);
+  auto coord = [&](int64_t i, int64_t size) {  // unnormalised source coordinate [N, Ho, Wo]
+    Tensor v = g.squeeze(g.slice(gf, {0, 0, 0, i}, {-1, -1, -1, i + 1}), {3});
+    double n = static_cast<double>(size);
+    return align ? g.mul(g.add(v, k(1)), k((n - 1) / 2)) : g.div(g.sub(g.mul(g.add(v, k(1)), k(n)), k(1)), k(2));
+  };
+  auto reflect = [&](Tensor v, double lo2, double hi2) {
+    if (lo2 == hi2) return g.mul(v, k(0));
+    double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+    Tensor a = g.abs(g.sub(v, k(mn)));
+    Tensor extra = g.mod(a, k(span));
+    Tensor flips = g.floor(g.div(a, k(span)));
+    Tensor even = g.equal(g.floor_mod(flips, k(2)), k(0));
+    return g.select(even, g.add(extra, k(mn)), g.add(g.sub(k(span), extra), k(mn)));
+  };
+  auto bound = [&](Tensor v, int64_t size) {  // border / reflection applied to a coordinate
+    double n = static_cast<double>(size);
+    if (pad == "border") return g.minimum(g.maximum(v, k(0)), k(n - 1));
+    if (pad == "reflection") {
+      v = align ? reflect(v, 0, 2 * (n - 1)) : reflect(v, -1, 2 * n - 1);
+      return g.minimum(g.maximum(v, k(0)), k(n - 1));
+    }
+    return v;
+  };
+  Tensor ix = coord(0, W), iy = coord(1, H);
+  if (mode != "bicubic") {
+    ix = bound(ix, W);
+    iy = bound(iy, H);
+  }
+  Tensor flat = g.reshape(g.cast(x, f), {N, C, H * W});
+  // The value at integer coordinates (xi, yi) [N, Ho, Wo], 0 outside (after per-tap bounding).
+  auto tap = [&](Tensor xi, Tensor yi) {
+    if (mode == "bicubic" && pad != "zeros") {
+      xi = bound(xi, W);
+      yi = bound(yi, H);
+    }
+    Tensor inside = g.logical_and(g.logical_and(g.greater_equal(xi, k(0)), g.less(xi, k(static_cast<double>(W)))),
+                                  g.logical_and(g.greater_equal(yi, k(0)), g.less(yi, k(static_cast<double>(H)))));
+    Tensor cx = g.minimum(g.maximum(xi, k(0)), k(static_cast<double>(W - 1)));
+    Tensor cy = g.minimum(g.maximum(yi, k(0)), k(static_cast<double>(H - 1)));
+    Tensor idx = g.cast(g.add(g.mul(cy, k(static_cast<double>(W))), cx), DType::i64);
+    idx = g.broadcast_to(g.reshape(idx, {N, 1, Ho * Wo}), {N, C, Ho * Wo});
+    Tensor v = g.reshape(g.gather_along_axis(flat, idx, 2), {N, C, Ho, Wo});
+    return g.mul(v, g.reshape(g.cast(inside, f), {N, 1, Ho, Wo}));
+  };
+  auto w4 = [&](Tensor t) { return g.reshape(t, {N, 1, Ho, Wo}); };
+  Tensor y;
+  if (mode == "nearest") {
+    y = tap(g.rint(ix), g.rint(iy));
+  } else if (mode == "bilinear") {
+    Tensor x0 = g.floor(ix), y0 = g.floor(iy);
+    Tensor fx = g.sub(ix, x0), fy = g.sub(iy, y0);
+    Tensor x1 = g.add(x0, k(1)), y1 = g.add(y0, k(1));
+    Tensor gx = g.sub(k(1), fx), gy = g.sub(k(1), fy);
+    y = g.add(g.add(g.mul(tap(x0, y0), w4(g.mul(gx, gy))), g.mul(tap(x1, y0), w4(g.mul(fx, gy)))),
+              g.add(g.mul(tap(x0, y1), w4(g.mul(gx, fy))), g.mul(tap(x1, y1), w4(g.mul(fx, fy)))));
+  } else {
+    const double A = -0.75;
+    auto coeffs = [&](Tensor t) {  // the 4 cubic weights for fraction t
+      auto near = [&](Tensor d) {  // ((A + 2) d - (A + 3)) d d + 1
+        return g.add(g.mul(g.mul(g.sub(g.mul(k(A + 2), d), k(A + 3)), d), d), k(1));
+      };
+      auto far = [&](Tensor d) {  // ((A d - 5A) d + 8A) d - 4A
+        return g.sub(g.mul(g.add(g.mul(g.sub(g.mul(k(A), d), k(5 * A)), d), k(8 * A)), d), k(4 * A));
+      };
+      return std::vector<Tensor>{far(g.add(t, k(1))), near(t), near(g.sub(k(1), t)), far(g.sub(k(2), t))};
+    };
+    Tensor x0 = g.floor(ix), y0 = g.floor(iy);
+    auto cx = coeffs(g.sub(ix, x0)), cy = coeffs(g.sub(iy, y0));
+    for (int j = 0; j < 4; ++j) {
+      Tensor row;
+      for (int i = 0; i < 4; ++i) {
+        Tensor v = g.mul(tap(g.add(x0, k(i - 1)), g.add(y0, k(j - 1))), w4(cx[static_cast<size_t>(i)]));
+        row = row.valid() ? g.add(row, v) : v;
+      }
+      row = g.mul(row, w4(cy[static_cast<size_t>(j)]));
+      y = y.valid() ? g.add(y, row) : row;
+    }
+  }
+  c.out(0, g.cast(y, x.dtype()));
+}
+
+// ---- random ops: tgraph's Philox stream seeded by the `seed` attribute (0 when absent); the
+// values differ from other runtimes' generators ----
+
+Tensor draw(Ctx& c, const std::vector<int64_t>& shape, DType dt, Distribution dist, double a, double b) {
+  double total = 1;
+  for (int64_t v : shape) total *= static_cast<double>(v);
+  require_size(c, total, "the random tensor");
+  RandomDesc d;
+  d.shape = shape;
+  d.dtype = dt;
+  d.distribution = dist;
+  d.a = a;
+  d.b = b;
+  return c.g.random(c.g.random_state(static_cast<int64_t>(c.attr_f("seed", 0.f))), d).first;
+}
+
+template <bool normal, bool like>
+void random_op(Ctx& c) {
+  std::vector<int64_t> shape;
+  DType dt;
+  if (like) {
+    Shape s = c.in(0).shape();
+    if (!s.is_static()) c.fail("needs a static input shape");
+    shape = s.dims();
+    dt = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int32_t>(c.attr_i("dtype", 1))) : c.in(0).dtype();
+  } else {
+    shape = c.attr_ints("shape");
+    dt = dtype_from_onnx(static_cast<int32_t>(c.attr_i("dtype", 1)));
+  }
+  if (!is_float(dt)) c.fail("the output must be a float type");
+  if (normal) c.out(0, draw(c, shape, dt, Distribution::normal, c.attr_f("mean", 0.f), c.attr_f("scale", 1.f)));
+  else c.out(0, draw(c, shape, dt, Distribution::uniform, c.attr_f("low", 0.f), c.attr_f("high", 1.f)));
+}
+
+void bernoulli(Ctx& c) {
+  Graph& g = c.g;
+  Tensor p = c.in(0);
+  Shape s = p.shape();
+  if (!s.is_static()) c.fail("needs a static input shape");
+  DType dt = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int32_t>(c.attr_i("dtype", 1))) : p.dtype();
+  Tensor u = draw(c, s.dims(), DType::f64, Distribution::uniform, 0, 1);
+  c.out(0, g.cast(g.less(u, g.cast(p, DType::f64)), dt));
 }
 
 // ---- recurrent layers ----------------------------------------------------------------------
@@ -170,6 +400,9 @@ void recurrent(Ctx& c) {
   Graph& g = c.g;
   const int gates = kind == Cell::rnn ? 1 : kind == Cell::gru ? 3 : 4;
   Tensor x = c.in(0), W = c.in(1), R = c.in(2);
+  require_rank(c, x, 3, 3, "X");
+  require_rank(c, W, 3, 3, "W");
+  require_rank(c, R, 3, 3, "R");
   int64_t layout = c.attr_i("layout", 0);
   if (layout) x = g.transpose(x, {1, 0, 2});
   Shape xs = x.shape();
@@ -323,6 +556,14 @@ const std::vector<Converter>& misc_converters() {
   static const std::vector<Converter> t = {
       {"Einsum", 12, 18, einsum},
       {"Det", 11, 18, det},
+      {"DFT", 17, 18, dft},
+      {"RandomNormal", 1, 18, random_op<true, false>},
+      {"RandomUniform", 1, 18, random_op<false, false>},
+      {"RandomNormalLike", 1, 18, random_op<true, true>},
+      {"RandomUniformLike", 1, 18, random_op<false, true>},
+      {"Bernoulli", 15, 18, bernoulli},
+      {"GridSample", 16, 18, grid_sample},
+      {"STFT", 17, 18, stft},
       {"RNN", 7, 18, recurrent<Cell::rnn>},
       {"GRU", 7, 18, recurrent<Cell::gru>},
       {"LSTM", 7, 18, recurrent<Cell::lstm>},

@@ -31,6 +31,7 @@ PaddingStyle auto_pad(Ctx& c) {
 // 1-D windows run as 2-D ones with H = 1: inserts a unit dim at 2 and a unit value in lists.
 void lift_1d(std::vector<int64_t>& v, int64_t unit, bool pads) {
   if (v.empty()) return;
+  if (v.size() != (pads ? 2u : 1u)) throw Error("[onnx] a 1-D window attribute has " + std::to_string(v.size()) + " values");
   if (pads) v = {0, v[0], 0, v[1]};
   else v.insert(v.begin(), unit);
 }
@@ -142,28 +143,43 @@ void dynamic_quantize(Ctx& c) {
   c.out(2, g.cast(zp, DType::u8));
 }
 
+// Scatters X into zeros at the flat indices I. The indices address the default unpooled shape;
+// a larger output_shape keeps each value at the same spatial coordinates (ONNX's reference).
 void max_unpool(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
   Shape s = x.shape();
   if (!s.is_static()) c.fail("MaxUnpool needs a static shape");
-  std::vector<int64_t> out;
-  if (c.has_input(2)) {
-    out = c.ints_in(2);
-  } else {
-    auto k = c.attr_ints("kernel_shape"), st = c.attr_ints("strides"), pads = c.attr_ints("pads");
-    size_t n = k.size();
-    out = {s[0], s[1]};
-    for (size_t i = 0; i < n; ++i) {
-      int64_t stride = st.empty() ? 1 : st[i];
-      int64_t pb = pads.empty() ? 0 : pads[i], pe = pads.empty() ? 0 : pads[i + n];
-      out.push_back((s[static_cast<int64_t>(i) + 2] - 1) * stride + k[i] - pb - pe);
-    }
+  auto k = c.attr_ints("kernel_shape"), st = c.attr_ints("strides"), pads = c.attr_ints("pads");
+  size_t n = k.size();
+  if (static_cast<int64_t>(n) != s.rank() - 2 || (!st.empty() && st.size() != n) || (!pads.empty() && pads.size() != 2 * n))
+    c.fail("kernel_shape, strides and pads do not match the input's rank");
+  std::vector<int64_t> def = {s[0], s[1]};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t stride = st.empty() ? 1 : st[i];
+    int64_t pb = pads.empty() ? 0 : pads[i], pe = pads.empty() ? 0 : pads[i + n];
+    def.push_back((s[static_cast<int64_t>(i) + 2] - 1) * stride + k[i] - pb - pe);
   }
-  int64_t total = 1;
-  for (int64_t v : out) total *= v;
-  Tensor zeros = g.constant(TensorData::zeros(Shape{total}, x.dtype()));
-  Tensor y = g.scatter(zeros, g.reshape(c.in(1), {-1}), g.reshape(x, {-1}), 0);
+  std::vector<int64_t> out = c.has_input(2) ? c.ints_in(2) : def;
+  if (out.size() != def.size()) c.fail("output_shape must have the input's rank");
+  double total = 1;
+  for (int64_t v : out) total *= static_cast<double>(v);
+  require_size(c, total, "the output");
+  Tensor idx = g.cast(g.reshape(c.in(1), {-1}), DType::i64);
+  if (out != def) {  // flat index in `def` -> the same coordinates in `out`
+    Tensor acc = g.scalar(0, DType::i64), rem = idx;
+    int64_t stride_out = 1;
+    for (size_t i = def.size(); i-- > 2;) {
+      Tensor sz = g.scalar(static_cast<double>(def[i]), DType::i64);
+      Tensor coord = g.floor_mod(rem, sz);
+      rem = g.div(rem, sz);
+      acc = g.add(acc, g.mul(coord, g.scalar(static_cast<double>(stride_out), DType::i64)));
+      stride_out *= out[i];
+    }
+    idx = g.add(acc, g.mul(rem, g.scalar(static_cast<double>(stride_out), DType::i64)));
+  }
+  Tensor zeros = g.constant(TensorData::zeros(Shape{static_cast<int64_t>(total)}, x.dtype()));
+  Tensor y = g.scatter(zeros, idx, g.reshape(x, {-1}), 0);
   c.out(0, g.reshape(y, out));
 }
 
@@ -171,56 +187,137 @@ void conv_transpose(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), w = c.in(1);
   int64_t r = x.rank();
-  if (r != 3 && r != 4) c.fail("only 1-D and 2-D transposed convolutions are supported");
+  if (r < 3 || r > 5) c.fail("only 1-D, 2-D and 3-D transposed convolutions are supported");
+  if (w.rank() != r) c.fail("the weights must have the input's rank");
   bool one_d = r == 3;
   if (one_d) {
     x = g.expand_dims(x, {2});
     w = g.expand_dims(w, {2});
   }
+  const size_t n = one_d ? 2 : static_cast<size_t>(r - 2);
   Shape xs = x.shape(), ws = w.shape();
   int64_t groups = c.attr_i("group", 1);
   auto fix = [&](std::vector<int64_t> v, int64_t def) {
-    if (v.empty()) v.assign(2, def);
+    if (v.empty()) v.assign(n, def);
     else if (one_d) v.insert(v.begin(), def);
+    if (v.size() != n) c.fail("a window attribute has the wrong number of values");
     return v;
   };
   std::vector<int64_t> stride = fix(c.attr_ints("strides"), 1), dil = fix(c.attr_ints("dilations"), 1);
   std::vector<int64_t> outpad = fix(c.attr_ints("output_padding"), 0);
   std::vector<int64_t> pads = c.attr_ints("pads");
-  if (pads.empty()) pads.assign(4, 0);
-  else if (one_d) pads = {0, pads[0], 0, pads[1]};
+  if (pads.empty()) pads.assign(2 * n, 0);
+  else if (one_d && pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  if (pads.size() != 2 * n) c.fail("pads has the wrong number of values");
   std::vector<int64_t> out_shape = c.attr_ints("output_shape");
   std::string ap = c.attr_s("auto_pad", "NOTSET");
   if (!out_shape.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-    if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - (one_d ? 1 : 2));
+    size_t given = one_d ? 1 : n;
+    if (out_shape.size() > given) out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<long>(given));
     if (one_d && out_shape.size() == 1) out_shape.insert(out_shape.begin(), 1);
-    for (int i = 0; i < 2; ++i) {
-      int64_t in = xs[2 + i], ke = (ws[2 + i] - 1) * dil[static_cast<size_t>(i)] + 1;
+    if (!out_shape.empty() && out_shape.size() != n) c.fail("output_shape has the wrong number of values");
+    for (size_t i = 0; i < n; ++i) {
+      int64_t in = xs[static_cast<int64_t>(2 + i)], ke = (ws[static_cast<int64_t>(2 + i)] - 1) * dil[i] + 1;
       if (in < 0) c.fail("output_shape / SAME padding needs static spatial dims");
-      int64_t want = out_shape.empty() ? in * stride[static_cast<size_t>(i)] : out_shape[static_cast<size_t>(i)];
-      int64_t total = stride[static_cast<size_t>(i)] * (in - 1) + outpad[static_cast<size_t>(i)] + ke - want;
+      int64_t want = out_shape.empty() ? in * stride[i] : out_shape[i];
+      int64_t total = stride[i] * (in - 1) + outpad[i] + ke - want;
       if (total < 0) {
-        outpad[static_cast<size_t>(i)] -= total;
+        outpad[i] -= total;
         total = 0;
       }
       bool upper = ap != "SAME_LOWER";
-      pads[static_cast<size_t>(i)] = upper ? total / 2 : total - total / 2;
-      pads[static_cast<size_t>(i) + 2] = total - pads[static_cast<size_t>(i)];
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + n] = total - pads[i];
     }
   }
-  if (ap == "VALID") pads.assign(4, 0);
+  if (ap == "VALID") pads.assign(2 * n, 0);
   ConvDesc d;
   d.stride = stride;
   d.dilation = dil;
   d.explicit_padding = interleave_pads(pads);
   d.groups = groups;
-  d.output_padding = outpad;
-  d.data_layout = Layout::nchw;
-  d.weights_layout = Layout::oihw;
-  Tensor y = g.conv_transpose2d(x, w, d);
+  Tensor y;
+  if (n == 2) {
+    d.output_padding = outpad;
+    d.data_layout = Layout::nchw;
+    d.weights_layout = Layout::oihw;
+    y = g.conv_transpose2d(x, w, d);
+  } else {
+    // The 3-D transposed convolution is the data gradient of the conv3d it transposes.
+    if (!xs.is_static() || !ws.is_static()) c.fail("3-D transposed convolution needs static shapes");
+    d.data_layout = Layout::ncdhw;
+    d.weights_layout = Layout::oidhw;
+    std::vector<int64_t> out = {xs[0], ws[1] * groups};
+    for (size_t i = 0; i < n; ++i)
+      out.push_back((xs[static_cast<int64_t>(2 + i)] - 1) * stride[i] + (ws[static_cast<int64_t>(2 + i)] - 1) * dil[i] + 1 -
+                    pads[i] - pads[i + n] + outpad[i]);
+    y = g.conv3d_data_grad(x, w, Shape(out), d);
+  }
   if (one_d) y = g.squeeze(y, {2});
   if (c.has_input(2)) y = bias_nchw(g, y, c.in(2));
   c.out(0, y);
+}
+
+// 3-D pooling, separably: the 2-D pool over H, W of [N, C*D, H, W], then a 1-D pool over D
+// built from slices (max never takes padding; avg divides by the per-dim counts' product).
+template <bool is_max>
+void pool3d(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("3-D pooling needs a static shape");
+  if (c.wants_output(1)) c.fail("3-D max pooling indices are not supported");
+  std::vector<int64_t> k = c.attr_ints("kernel_shape"), st = c.attr_ints("strides"), dil = c.attr_ints("dilations");
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  if (k.size() != 3) c.fail("kernel_shape must have 3 values");
+  if (st.empty()) st.assign(3, 1);
+  if (dil.empty()) dil.assign(3, 1);
+  if (pads.empty()) pads.assign(6, 0);
+  if (st.size() != 3 || dil.size() != 3 || pads.size() != 6) c.fail("strides, dilations and pads do not match");
+  PaddingStyle style = auto_pad(c);
+  bool ceil_mode = c.attr_i("ceil_mode", 0) != 0, incl = c.attr_i("count_include_pad", 0) != 0;
+  PoolDesc d;
+  d.kernel = {k[1], k[2]};
+  d.stride = {st[1], st[2]};
+  d.dilation = {dil[1], dil[2]};
+  d.explicit_padding = {pads[1], pads[4], pads[2], pads[5]};
+  d.padding = style;
+  d.ceil_mode = ceil_mode;
+  d.count_include_pad = incl;
+  d.data_layout = Layout::nchw;
+  Tensor y = g.reshape(x, {s[0], s[1] * s[2], s[3], s[4]});
+  y = is_max ? g.max_pool2d(y, d) : g.avg_pool2d(y, d);
+  Shape ys = y.shape();
+  y = g.reshape(y, {s[0], s[1], s[2], ys[2], ys[3]});
+  int64_t D = s[2], ke = (k[0] - 1) * dil[0] + 1, pb = pads[0], pe = pads[3], out;
+  if (style == PaddingStyle::same || style == PaddingStyle::same_lower) {
+    out = (D + st[0] - 1) / st[0];
+    int64_t total = std::max<int64_t>((out - 1) * st[0] + ke - D, 0);
+    pb = style == PaddingStyle::same ? total / 2 : total - total / 2;
+    pe = total - pb;
+  } else {
+    if (style == PaddingStyle::valid) pb = pe = 0;
+    int64_t span = D + pb + pe - ke;
+    if (span < 0) c.fail("the window is larger than the padded input");
+    out = (ceil_mode ? (span + st[0] - 1) / st[0] : span / st[0]) + 1;
+    if (ceil_mode && (out - 1) * st[0] >= D + pb) --out;
+  }
+  std::vector<Tensor> planes;
+  for (int64_t o = 0; o < out; ++o) {
+    Tensor acc;
+    int64_t count = 0;  // the divisor along D: taps inside the input (or the padded extent)
+    for (int64_t t = 0; t < k[0]; ++t) {
+      int64_t p = o * st[0] + t * dil[0] - pb;
+      count += incl ? (p >= -pb && p < D + pe) : (p >= 0 && p < D);
+      if (p < 0 || p >= D) continue;
+      Tensor sl = g.slice(y, {0, 0, p, 0, 0}, {-1, -1, p + 1, -1, -1});
+      acc = !acc.valid() ? sl : is_max ? g.maximum_nan(acc, sl) : g.add(acc, sl);
+    }
+    if (!acc.valid()) c.fail("a pooling window covers only padding");
+    if (!is_max) acc = g.div(acc, scalar_like(g, static_cast<double>(count), acc));
+    planes.push_back(acc);
+  }
+  c.out(0, planes.size() == 1 ? planes[0] : g.concat(planes, 2));
 }
 
 template <bool is_max>
@@ -228,7 +325,8 @@ void pool(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
   int64_t r = x.rank();
-  if (r != 3 && r != 4) c.fail("only 1-D and 2-D pooling is supported");
+  if (r == 5) return pool3d<is_max>(c);
+  if (r != 3 && r != 4) c.fail("only 1-D, 2-D and 3-D pooling is supported");
   PoolDesc d;
   d.kernel = c.attr_ints("kernel_shape");
   d.stride = c.attr_ints("strides");
@@ -339,6 +437,8 @@ void lrn(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
   int64_t size = c.attr_i("size", 1);
+  require_rank(c, x, 2, 64, "the input");
+  if (size < 1) c.fail("size must be positive");
   double alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f), bias = c.attr_f("bias", 1.f);
   Shape s = x.shape();
   if (!s.is_static()) c.fail("LRN needs a static shape");
@@ -410,6 +510,8 @@ void softmax(Ctx& c) {
   c.out(0, g.reshape(op(g.reshape(x, {a, b}), 1), s.dims()));
 }
 
+// Inference: the identity. Training: keep where a uniform draw (tgraph's Philox stream, seeded
+// by the `seed` attribute or 0) is >= ratio, scaled by 1 / (1 - ratio).
 void dropout(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
@@ -421,12 +523,21 @@ void dropout(Ctx& c) {
   } else if (c.opset < 7) {
     training = c.attr_i("is_test", 0) == 0;
   }
-  if (training && ratio != 0) c.fail("training-mode dropout draws random numbers; it is not supported");
-  c.out(0, g.identity(x));
-  if (c.wants_output(1)) {
-    Tensor ones = g.broadcast_like(g.scalar(1, DType::boolean), x);
-    c.out(1, ones);
+  if (!training || ratio == 0) {
+    c.alias(0, 0);
+    if (c.wants_output(1)) c.out(1, g.broadcast_like(g.scalar(1, DType::boolean), x));
+    return;
   }
+  if (ratio < 0 || ratio >= 1) c.fail("ratio must be in [0, 1)");
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail("training-mode dropout needs a static shape");
+  RandomDesc d;
+  d.shape = s.dims();
+  d.dtype = DType::f32;
+  auto [u, next] = g.random(g.random_state(c.attr_i("seed", 0)), d);
+  Tensor keep = g.greater_equal(u, g.scalar(ratio, DType::f32));
+  c.out(0, g.select(keep, g.mul(x, scalar_like(g, 1 / (1 - ratio), x)), scalar_like(g, 0, x)));
+  c.out(1, keep);
 }
 
 void mvn(Ctx& c) {
@@ -516,6 +627,7 @@ void quantize(Ctx& c) {
 
 void window(Ctx& c, int kind) {  // 0 hann, 1 hamming, 2 blackman
   int64_t n = c.ints_in(0).at(0);
+  require_size(c, static_cast<double>(n), "the window");
   bool periodic = c.attr_i("periodic", 1) != 0;
   DType dt = dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_datatype", 1)));
   TensorData t(Shape{n}, dt);

@@ -86,6 +86,7 @@ void split(Ctx& c) {
   if (sizes.empty()) {
     int64_t k = c.opset >= 18 && c.has_attr("num_outputs") ? c.attr_i("num_outputs", 1) : c.num_outputs();
     if (n < 0) c.fail("splitting a dynamic dim needs explicit sizes");
+    if (k < 1) c.fail("needs at least one output");
     int64_t each = (n + k - 1) / k;
     for (int64_t i = 0; i < k; ++i) sizes.push_back(std::min(each, n - i * each));
   }
@@ -290,6 +291,9 @@ void constant(Ctx& c) {
 
 void constant_of_shape(Ctx& c) {
   std::vector<int64_t> shape = c.ints_in(0);
+  double total = 1;
+  for (int64_t d : shape) total *= static_cast<double>(d);
+  require_size(c, total, "the result");
   auto v = c.attr_t("value");
   DType dt = v ? v->dtype() : DType::f32;
   double val = v && v->num_elements() ? v->at(0) : 0.0;
@@ -322,6 +326,7 @@ void trilu(Ctx& c) {
   Tensor x = c.in(0);
   bool upper = c.attr_i("upper", 1) != 0;
   int64_t k = c.has_input(1) ? c.ints_in(1).at(0) : 0;
+  require_rank(c, x, 2, 64, "the input");
   Shape s = x.shape();
   int64_t rows = s.dim(-2), cols = s.dim(-1);
   if (rows < 0 || cols < 0) c.fail("Trilu needs static matrix dims");
@@ -345,6 +350,7 @@ void eye_like(Ctx& c) {
 
 void depth_to_space(Ctx& c) {
   Tensor x = c.in(0);
+  require_rank(c, x, 4, 4, "the input");
   auto d = static_dims(c, x, "DepthToSpace");
   int64_t b = c.attr_i("blocksize", 0), n = d[0], ch = d[1], h = d[2], w = d[3];
   if (b <= 0 || ch % (b * b)) c.fail("blocksize must divide the channels");
@@ -359,6 +365,7 @@ void depth_to_space(Ctx& c) {
 
 void space_to_depth(Ctx& c) {
   Tensor x = c.in(0);
+  require_rank(c, x, 4, 4, "the input");
   auto d = static_dims(c, x, "SpaceToDepth");
   int64_t b = c.attr_i("blocksize", 0), n = d[0], ch = d[1], h = d[2], w = d[3];
   if (b <= 0 || h % b || w % b) c.fail("blocksize must divide H and W");
@@ -538,7 +545,8 @@ void resize(Ctx& c) {
       ax.roi_start = roi[static_cast<size_t>(ax.axis)];
       ax.roi_end = roi[static_cast<size_t>(ax.axis + r)];
     }
-    if (ax.out <= 0 || ax.scale <= 0) c.fail("the output size must be positive");
+    if (ax.out <= 0 || ax.scale <= 0 || ax.in <= 0) c.fail("input and output sizes must be positive");
+    require_size(c, static_cast<double>(ax.in) * static_cast<double>(ax.out), "the interpolation matrix");
     list.push_back(ax);
   }
   resize_apply(c, p, list);
@@ -562,6 +570,9 @@ void upsample(Ctx& c) {
   p.nearest = "floor";
   std::vector<ResizeAxis> list;
   for (size_t i = 0; i < d.size(); ++i) {
+    double out = std::floor(static_cast<double>(d[i]) * scales[i]);
+    if (!(out >= 1) || d[i] < 1) c.fail("input and output sizes must be positive");
+    require_size(c, out * static_cast<double>(d[i]), "the interpolation matrix");
     ResizeAxis ax{static_cast<int64_t>(i), d[i], static_cast<int64_t>(std::floor(static_cast<double>(d[i]) * scales[i])),
                   scales[i]};
     list.push_back(ax);
@@ -604,7 +615,7 @@ const std::vector<Converter>& shape_converters() {
       {"DepthToSpace", 1, 18, depth_to_space},
       {"SpaceToDepth", 1, 18, space_to_depth},
       {"Resize", 10, 18, resize},
-      {"Upsample", 7, 9, upsample},
+      {"Upsample", 7, 18, upsample},
   };
   return t;
 }

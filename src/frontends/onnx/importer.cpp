@@ -168,6 +168,17 @@ int64_t norm_axis(const Ctx& c, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+void require_rank(const Ctx& c, Tensor x, int64_t lo, int64_t hi, const char* what) {
+  int64_t r = x.rank();
+  if (r < lo || r > hi)
+    c.fail(std::string(what) + " must have rank " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) +
+           ", got " + x.type().str());
+}
+
+void require_size(const Ctx& c, double elements, const char* what) {
+  if (!(elements >= 0 && elements <= double(int64_t{1} << 28))) c.fail(std::string(what) + " would be too large");
+}
+
 Tensor scalar_like(Graph& g, double v, Tensor x) { return g.scalar(v, x.dtype()); }
 
 namespace {
@@ -367,8 +378,20 @@ OnnxModelInfo inspect_onnx(const std::string& path) {
     } catch (const Error&) {
     }
   }
-  for (const auto& v : g.input())
-    if (!inits.count(v.name())) r.inputs.emplace_back(v.name(), type_string(v.type()));
+  for (const auto& v : g.input()) {
+    if (inits.count(v.name())) continue;
+    r.inputs.emplace_back(v.name(), type_string(v.type()));
+    TensorType t;
+    const auto& tt = v.type().tensor_type();
+    try {
+      t.dtype = onnx_import::dtype_from_onnx(tt.elem_type());
+    } catch (const Error&) {
+    }
+    std::vector<int64_t> dims;
+    for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamic);
+    t.shape = Shape(dims);
+    r.input_types.push_back(t);
+  }
   for (const auto& v : g.output()) r.outputs.emplace_back(v.name(), type_string(v.type()));
   count_ops(g, r.op_histogram);
   return r;

@@ -119,6 +119,10 @@ bool knows_op(const std::string& op);
 // Helpers shared by converters.
 /// Normalises a possibly negative axis against rank.
 int64_t norm_axis(const Ctx& c, int64_t axis, int64_t rank);
+/// Fails unless lo <= rank(x) <= hi.
+void require_rank(const Ctx& c, Tensor x, int64_t lo, int64_t hi, const char* what);
+/// Fails when a tensor the importer would build holds more than 2^28 elements.
+void require_size(const Ctx& c, double elements, const char* what);
 /// A constant of x's dtype.
 Tensor scalar_like(Graph& g, double v, Tensor x);
 

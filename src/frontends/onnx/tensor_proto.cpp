@@ -84,8 +84,12 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
 TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
   DType dt = dtype_from_onnx(p.data_type());
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  for (int64_t d : dims)
+  double total = 1;
+  for (int64_t d : dims) {
     if (d < 0) throw Error("[onnx] tensor '" + p.name() + "' has a negative dim");
+    total *= static_cast<double>(d);
+  }
+  if (total > double(int64_t{1} << 34)) throw Error("[onnx] tensor '" + p.name() + "' is too large");
   Shape shape(dims);
   int64_t n = shape.num_elements();
   if (n > (int64_t{1} << 34)) throw Error("[onnx] tensor '" + p.name() + "' is too large");

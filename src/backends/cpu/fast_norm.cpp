@@ -1,0 +1,256 @@
+// Fast f32 normalisations, softmax and softmax cross-entropy as OpenMP loops. Statistics and
+// every per-element formula are computed in double with the reference's expressions
+// (src/backends/cpu/ref_nn.cpp): two-pass population mean / variance, (x - mean) /
+// sqrt(var + eps) * gamma + beta, max-shifted softmax; only the summation order differs.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <omp.h>
+
+#include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/reference.h"
+
+namespace tg::detail::fast {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 14;
+
+// x viewed as [outer, len, inner] around axis ax.
+struct Lines {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+bool lines_of(const std::vector<int64_t>& d, int64_t axis, Lines& l, int64_t& ax) {
+  const int64_t r = static_cast<int64_t>(d.size());
+  ax = axis < 0 ? axis + r : axis;
+  if (ax < 0 || ax >= r) return false;
+  for (int64_t i = 0; i < r; ++i) {
+    if (i < ax) l.outer *= d[i];
+    else if (i == ax) l.len = d[i];
+    else l.inner *= d[i];
+  }
+  return true;
+}
+
+bool all_f32(const std::vector<TensorData>& in) {
+  for (const TensorData& t : in)
+    if (t.empty() || t.dtype() != DType::f32) return false;
+  return true;
+}
+
+// Per-channel double sums over [outer, C, inner] of f(x, channel); parallel over rows when
+// inner == 1 (channels last), else over channels.
+template <class F>
+void channel_sums(const float* x, const Lines& l, std::vector<double>& acc, F f) {
+  const int64_t C = l.len;
+  acc.assign(static_cast<size_t>(C), 0.0);
+  const bool par = l.outer * l.len * l.inner >= kParallelMin;
+  if (l.inner == 1) {
+#pragma omp parallel if (par)
+    {
+      std::vector<double> part(static_cast<size_t>(C), 0.0);
+#pragma omp for schedule(static) nowait
+      for (int64_t o = 0; o < l.outer; ++o) {
+        const float* row = x + o * C;
+        for (int64_t c = 0; c < C; ++c) part[static_cast<size_t>(c)] += f(row[c], c);
+      }
+#pragma omp critical
+      for (int64_t c = 0; c < C; ++c) acc[static_cast<size_t>(c)] += part[static_cast<size_t>(c)];
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t o = 0; o < l.outer; ++o) {
+        const float* p = x + (o * C + c) * l.inner;
+        for (int64_t i = 0; i < l.inner; ++i) s += f(p[i], c);
+      }
+      acc[static_cast<size_t>(c)] = s;
+    }
+  }
+}
+
+// y = (x - mean[c]) / sd[c] * gamma[c] + beta[c] over [outer, C, inner].
+void affine(const float* x, float* y, const Lines& l, const double* mean, const double* sd, const float* gamma,
+            const float* beta) {
+  const int64_t C = l.len, total = l.outer * l.len * l.inner;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+  for (int64_t oc = 0; oc < l.outer * C; ++oc) {
+    const int64_t c = oc % C;
+    const double m = mean[c], s = sd[c], g = gamma[c], b = beta[c];
+    const float* p = x + oc * l.inner;
+    float* q = y + oc * l.inner;
+    for (int64_t i = 0; i < l.inner; ++i) q[i] = static_cast<float>((p[i] - m) / s * g + b);
+  }
+}
+
+bool batch_norm(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  const auto* d = std::get_if<NormDesc>(&n.attr);
+  const bool training = n.kind == OpKind::BatchNormTraining;
+  if (!d || in.size() != (training ? 3u : 5u) || !all_f32(in)) return false;
+  const auto& xd = in[0].shape().dims();
+  Lines l;
+  int64_t ax;
+  if (!lines_of(xd, d->axis, l, ax)) return false;
+  const int64_t C = l.len;
+  for (size_t k = 1; k < in.size(); ++k)
+    if (in[k].shape().dims() != std::vector<int64_t>{C}) return false;
+  if (l.outer * l.inner == 0) return false;
+  const float* x = in[0].ptr<float>();
+  std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C)), sd(static_cast<size_t>(C));
+  if (training) {
+    const double cnt = static_cast<double>(l.outer * l.inner);
+    channel_sums(x, l, mean, [](float v, int64_t) { return static_cast<double>(v); });
+    for (double& m : mean) m /= cnt;
+    const double* mp = mean.data();
+    channel_sums(x, l, var, [mp](float v, int64_t c) {
+      double t = v - mp[c];
+      return t * t;
+    });
+    for (double& v : var) v /= cnt;
+  } else {
+    for (int64_t c = 0; c < C; ++c) {
+      mean[static_cast<size_t>(c)] = in[1].ptr<float>()[c];
+      var[static_cast<size_t>(c)] = in[2].ptr<float>()[c];
+    }
+  }
+  for (int64_t c = 0; c < C; ++c) sd[static_cast<size_t>(c)] = std::sqrt(var[static_cast<size_t>(c)] + d->epsilon);
+  const size_t gi = training ? 1 : 3;
+  TensorData y(in[0].shape(), DType::f32);
+  affine(x, y.ptr<float>(), l, mean.data(), sd.data(), in[gi].ptr<float>(), in[gi + 1].ptr<float>());
+  out.clear();
+  out.push_back(std::move(y));
+  if (training) {
+    TensorData m(Shape({C}), DType::f32), v(Shape({C}), DType::f32);
+    for (int64_t c = 0; c < C; ++c) {
+      m.ptr<float>()[c] = static_cast<float>(mean[static_cast<size_t>(c)]);
+      v.ptr<float>()[c] = static_cast<float>(var[static_cast<size_t>(c)]);
+    }
+    out.push_back(std::move(m));
+    out.push_back(std::move(v));
+  }
+  return true;
+}
+
+bool layer_norm(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  const auto* d = std::get_if<NormDesc>(&n.attr);
+  if (!d || in.size() != 3 || !all_f32(in)) return false;
+  const auto& xd = in[0].shape().dims();
+  const int64_t r = static_cast<int64_t>(xd.size());
+  const int64_t ax = d->axis < 0 ? d->axis + r : d->axis;
+  if (ax < 0 || ax >= r) return false;
+  int64_t rows = 1, tail = 1;
+  for (int64_t i = 0; i < r; ++i) (i < ax ? rows : tail) *= xd[static_cast<size_t>(i)];
+  if (tail == 0 || in[1].num_elements() != tail || in[2].num_elements() != tail) return false;
+  const float *x = in[0].ptr<float>(), *g = in[1].ptr<float>(), *b = in[2].ptr<float>();
+  TensorData y(in[0].shape(), DType::f32);
+  float* yp = y.ptr<float>();
+#pragma omp parallel for schedule(static) if (rows * tail >= kParallelMin)
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* p = x + row * tail;
+    float* q = yp + row * tail;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < tail; ++i) mean += p[i];
+    mean /= static_cast<double>(tail);
+    for (int64_t i = 0; i < tail; ++i) var += (p[i] - mean) * (p[i] - mean);
+    const double sd = std::sqrt(var / static_cast<double>(tail) + d->epsilon);
+    for (int64_t i = 0; i < tail; ++i) q[i] = static_cast<float>((p[i] - mean) / sd * g[i] + b[i]);
+  }
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
+// Softmax / log-softmax of one strided line in double, as the reference's softmax_line.
+inline void softmax_line(const float* x, int64_t stride, int64_t len, bool log, double* tmp) {
+  double m = -std::numeric_limits<double>::infinity(), s = 0;
+  for (int64_t j = 0; j < len; ++j) m = std::max(m, static_cast<double>(x[j * stride]));
+  for (int64_t j = 0; j < len; ++j) s += std::exp(x[j * stride] - m);
+  const double ls = std::log(s);
+  for (int64_t j = 0; j < len; ++j) {
+    double v = x[j * stride] - m;
+    tmp[j] = log ? v - ls : std::exp(v) / s;
+  }
+}
+
+bool softmax(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  const auto* d = std::get_if<AxisDesc>(&n.attr);
+  if (!d || in.size() != 1 || !all_f32(in)) return false;
+  Lines l;
+  int64_t ax;
+  if (!lines_of(in[0].shape().dims(), d->axis, l, ax)) return false;
+  const bool log = n.kind == OpKind::LogSoftmax;
+  const float* x = in[0].ptr<float>();
+  TensorData y(in[0].shape(), DType::f32);
+  float* yp = y.ptr<float>();
+  const int64_t lines = l.outer * l.inner;
+#pragma omp parallel if (lines * l.len >= kParallelMin)
+  {
+    std::vector<double> tmp(static_cast<size_t>(l.len));
+#pragma omp for schedule(static)
+    for (int64_t li = 0; li < lines; ++li) {
+      const int64_t base = (li / l.inner) * l.len * l.inner + li % l.inner;
+      softmax_line(x + base, l.inner, l.len, log, tmp.data());
+      for (int64_t j = 0; j < l.len; ++j) yp[base + j * l.inner] = static_cast<float>(tmp[static_cast<size_t>(j)]);
+    }
+  }
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
+bool softmax_xent(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in,
+                  std::vector<TensorData>& out) {
+  const auto* d = std::get_if<LossDesc>(&n.attr);
+  if (!d || in.size() != 2 || !all_f32(in)) return false;
+  if (in[0].shape().dims() != in[1].shape().dims()) return false;  // broadcast labels: reference
+  Lines l;
+  int64_t ax;
+  if (!lines_of(in[0].shape().dims(), d->axis, l, ax)) return false;
+  const float *a = in[0].ptr<float>(), *b = in[1].ptr<float>();
+  const int64_t lines = l.outer * l.inner;
+  std::vector<double> per(static_cast<size_t>(lines));
+#pragma omp parallel if (lines * l.len >= kParallelMin)
+  {
+    std::vector<double> tmp(static_cast<size_t>(l.len));
+#pragma omp for schedule(static)
+    for (int64_t li = 0; li < lines; ++li) {
+      const int64_t base = (li / l.inner) * l.len * l.inner + li % l.inner;
+      softmax_line(a + base, l.inner, l.len, true, tmp.data());
+      double s = 0;
+      for (int64_t j = 0; j < l.len; ++j) {
+        double lab = b[base + j * l.inner];
+        if (lab != 0) s -= lab * tmp[static_cast<size_t>(j)];
+      }
+      per[static_cast<size_t>(li)] = s;
+    }
+  }
+  std::vector<TensorType> types = concrete_output_types(g, n, in);
+  if (types.size() != 1 || types[0].dtype != DType::f32) return false;
+  TensorData y(types[0].shape, DType::f32);
+  if (d->reduction == LossReduction::none) {
+    if (y.num_elements() != lines) return false;
+    for (int64_t i = 0; i < lines; ++i) y.ptr<float>()[i] = static_cast<float>(per[static_cast<size_t>(i)]);
+  } else {
+    if (y.num_elements() != 1) return false;
+    double s = 0;
+    for (double v : per) s += v;
+    y.ptr<float>()[0] = static_cast<float>(d->reduction == LossReduction::sum ? s : s / static_cast<double>(lines));
+  }
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
+}  // namespace
+
+bool norm(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  switch (n.kind) {
+    case OpKind::BatchNorm: case OpKind::BatchNormTraining: return batch_norm(n, in, out);
+    case OpKind::LayerNorm: return layer_norm(n, in, out);
+    case OpKind::Softmax: case OpKind::LogSoftmax: return softmax(n, in, out);
+    case OpKind::SoftmaxCrossEntropy: return softmax_xent(g, n, in, out);
+    default: return false;
+  }
+}
+
+}  // namespace tg::detail::fast

@@ -1,0 +1,322 @@
+// cuDNN convolution (legacy API of cuDNN 9): conv2d / conv3d forward, their data and weight
+// gradients, and conv_transpose2d (the data gradient of the forward conv with the same
+// descriptor and weights).
+//
+// Every op is described as the forward convolution x (*) w = y it belongs to:
+//   conv*            (x, w) -> y      cudnnConvolutionForward
+//   conv*_data_grad  (dy, w) -> dx    cudnnConvolutionBackwardData
+//   conv_transpose2d (x, w) -> out    cudnnConvolutionBackwardData with y = x, x = out
+//   conv*_weight_grad(dy, x) -> dw    cudnnConvolutionBackwardFilter
+// cuDNN has one padding value per dim (the same before and after). Only the padding before a
+// dim enters the arithmetic (input coordinate p*s + k*d - before; taps outside read 0); the
+// padding after only decides how many outputs there are. So cuDNN is given `before`, and the
+// op is declined unless cuDNN's output extents with it equal the real ones: that covers
+// asymmetric padding exactly when it makes no difference, and declines it otherwise.
+//
+// cuDNN wants the filter in the memory layout of the activations: KRSC for NHWC, KCRS for
+// NCHW. Weights in another layout (hwio always; oihw with NHWC data) are permuted into a
+// temporary buffer (and a weight gradient permuted back).
+#include <cudnn.h>
+
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cudnn_util.h"
+#include "backends/cuda/device_context.h"
+#include "backends/cuda/kernels_layout.h"
+
+namespace tg::detail {
+namespace {
+
+enum class Dir { forward, data, filter };
+
+constexpr size_t kMaxWorkspace = size_t(1) << 30;
+
+// The algorithm chosen for one configuration; ok false when cuDNN does not cover it.
+struct Choice {
+  bool ok = false;
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, Choice>& cache() {
+  static std::map<std::string, Choice> c;
+  return c;
+}
+
+template <class Perf, class Get, class Workspace>
+Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Get get, Workspace workspace_of) {
+  if (max_count < 1) max_count = 1;
+  std::vector<Perf> perf(static_cast<size_t>(max_count));
+  int returned = 0;
+  cudnnStatus_t s = get(max_count, &returned, perf.data());
+  if (cudnn_declines(s)) return {};
+  cudnn_check(s, "cudnnGetConvolution*Algorithm_v7");
+  for (int i = 0; i < returned && i < max_count; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    // f32 must be exact: no TF32 / tensor-core conversions.
+    if (exact_f32 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    cudnnMathType_t math = exact_f32 ? CUDNN_FMA_MATH : p.mathType;
+    if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
+    size_t ws = 0;
+    if (workspace_of(p.algo, &ws) != CUDNN_STATUS_SUCCESS) continue;
+    if (ws > kMaxWorkspace) continue;
+    return {true, static_cast<int>(p.algo), math, ws};
+  }
+  return {};
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += std::to_string(x) + ",";
+  return s;
+}
+
+// Permutation taking weights in the op's layout to cuDNN's filter layout (out dim i reads in
+// dim perm[i]); empty when they already agree. Weights are [k..., I, O] (spatial first) or
+// [O, I, k...]; the filter is [O, k..., I] (channels-last data) or [O, I, k...].
+std::vector<int> filter_perm(bool spatial_first, bool last, int nsp) {
+  std::vector<int> p;
+  if (spatial_first) {
+    p.push_back(nsp + 1);  // O
+    if (!last) p.push_back(nsp);  // I
+    for (int i = 0; i < nsp; ++i) p.push_back(i);
+    if (last) p.push_back(nsp);
+  } else {
+    if (!last) return {};
+    p.push_back(0);
+    for (int i = 0; i < nsp; ++i) p.push_back(2 + i);
+    p.push_back(1);
+  }
+  return p;
+}
+
+}  // namespace
+
+bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                cudaStream_t stream, int device) {
+  Dir dir;
+  int nsp = 2;
+  const ConvDesc* d = nullptr;
+  switch (n.kind) {
+    case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d:
+      d = std::get_if<ConvDesc>(&n.attr);
+      dir = n.kind == OpKind::ConvTranspose2d ? Dir::data : Dir::forward;
+      nsp = n.kind == OpKind::Conv3d ? 3 : 2;
+      break;
+    case OpKind::Conv2dDataGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv2dWeightGrad:
+    case OpKind::Conv3dWeightGrad: {
+      const auto* gd = std::get_if<ConvGradDesc>(&n.attr);
+      d = gd ? &gd->conv : nullptr;
+      dir = (n.kind == OpKind::Conv2dDataGrad || n.kind == OpKind::Conv3dDataGrad) ? Dir::data : Dir::filter;
+      nsp = (n.kind == OpKind::Conv3dDataGrad || n.kind == OpKind::Conv3dWeightGrad) ? 3 : 2;
+      break;
+    }
+    default: return false;
+  }
+  if (!d || in.size() != 2 || out.size() != 1) return false;
+  if (!in[0].ptr || !in[1].ptr || !out[0].ptr) return false;
+
+  // The forward convolution's x, w, y.
+  TensorType tx, tw, ty;
+  switch (dir) {
+    case Dir::forward: tx = in[0].type, tw = in[1].type, ty = out[0].type; break;
+    case Dir::data: ty = in[0].type, tw = in[1].type, tx = out[0].type; break;
+    case Dir::filter: ty = in[0].type, tx = in[1].type, tw = out[0].type; break;
+  }
+  const DType dt = tx.dtype;
+  cudnnDataType_t cdt;
+  if (tw.dtype != dt || ty.dtype != dt || !cudnn_dtype(dt, cdt)) return false;
+  const bool exact_f32 = dt == DType::f32;
+
+  // Layouts, as ops/infer_conv.cpp accepts them.
+  bool last, sfirst;
+  if (d->data_layout == Layout::nhwc || (nsp == 3 && d->data_layout == Layout::ndhwc)) last = true;
+  else if (d->data_layout == Layout::nchw || (nsp == 3 && d->data_layout == Layout::ncdhw)) last = false;
+  else return false;
+  if (d->weights_layout == Layout::hwio || (nsp == 3 && d->weights_layout == Layout::dhwio)) sfirst = true;
+  else if (d->weights_layout == Layout::oihw || (nsp == 3 && d->weights_layout == Layout::oidhw)) sfirst = false;
+  else return false;
+  const int64_t rank = nsp + 2;
+  if (tx.shape.rank() != rank || tw.shape.rank() != rank || ty.shape.rank() != rank) return false;
+  if (!cudnn_dims_ok(tx.shape) || !cudnn_dims_ok(tw.shape) || !cudnn_dims_ok(ty.shape)) return false;
+  if (dir == Dir::forward)
+    for (int64_t v : d->output_padding)
+      if (v != 0) return false;
+
+  std::vector<int64_t> xd = nc_dims(tx.shape, last), yd = nc_dims(ty.shape, last);
+  const auto& wdims = tw.shape.dims();
+  int64_t wo, wi;
+  std::vector<int64_t> k;
+  if (sfirst) {
+    wo = wdims[static_cast<size_t>(nsp + 1)];
+    wi = wdims[static_cast<size_t>(nsp)];
+    k.assign(wdims.begin(), wdims.begin() + nsp);
+  } else {
+    wo = wdims[0];
+    wi = wdims[1];
+    k.assign(wdims.begin() + 2, wdims.end());
+  }
+  const int64_t G = d->groups;
+  if (G < 1 || G > INT_MAX) return false;
+  if (xd[0] != yd[0] || xd[1] != wi * G || yd[1] != wo || wo % G != 0) return false;
+
+  std::vector<int64_t> stride, dil, before, after;
+  if (!ones_default(d->stride, static_cast<size_t>(nsp), stride)) return false;
+  if (!ones_default(d->dilation, static_cast<size_t>(nsp), dil)) return false;
+  std::vector<int64_t> xsp(xd.begin() + 2, xd.end()), ysp(yd.begin() + 2, yd.end());
+  if (!pads(d->padding, d->explicit_padding, xsp, ysp, k, stride, dil, before, after)) return false;
+
+  // Descriptors.
+  TensorDescriptor xdesc, ydesc;
+  FilterDescriptor wdesc;
+  ConvolutionDescriptor cdesc;
+  if (!set_activation(xdesc.d, cdt, tx.shape, last) || !set_activation(ydesc.d, cdt, ty.shape, last)) return false;
+  std::vector<int> fdims{static_cast<int>(wo), static_cast<int>(wi)};
+  for (int64_t v : k) fdims.push_back(static_cast<int>(v));
+  if (cudnnSetFilterNdDescriptor(wdesc.d, cdt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(rank),
+                                 fdims.data()) != CUDNN_STATUS_SUCCESS)
+    return false;
+  std::vector<int> pad_i = to_int(before), stride_i = to_int(stride), dil_i = to_int(dil);
+  if (cudnnSetConvolutionNdDescriptor(cdesc.d, nsp, pad_i.data(), stride_i.data(), dil_i.data(),
+                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS)
+    return false;
+  if (cudnnSetConvolutionGroupCount(cdesc.d, static_cast<int>(G)) != CUDNN_STATUS_SUCCESS) return false;
+  if (cudnnSetConvolutionMathType(cdesc.d, exact_f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH) != CUDNN_STATUS_SUCCESS)
+    return false;
+  // cuDNN's output extents with symmetric `before` padding must be the real ones.
+  std::vector<int> odims(static_cast<size_t>(rank));
+  if (cudnnGetConvolutionNdForwardOutputDim(cdesc.d, xdesc.d, wdesc.d, static_cast<int>(rank), odims.data()) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  for (size_t i = 0; i < odims.size(); ++i)
+    if (odims[i] != yd[i]) return false;
+
+  CudnnDevice& cd = cudnn_device(device);
+  std::lock_guard<std::mutex> lock(cd.mu);
+  cudnnHandle_t h = cd.handle;
+  TG_CUDNN(cudnnSetStream(h, stream));
+
+  // Algorithm, cached per configuration.
+  std::ostringstream key;
+  key << device << '|' << int(dir) << '|' << int(dt) << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
+      << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
+      << G;
+  Choice choice;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    auto it = cache().find(key.str());
+    if (it != cache().end()) choice = it->second, cached = true;
+  }
+  if (!cached) {
+    int count = 0;
+    switch (dir) {
+      case Dir::forward:
+        TG_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, a, ws);
+            });
+        break;
+      case Dir::data:
+        TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, a, ws);
+            });
+        break;
+      case Dir::filter:
+        TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, a, ws);
+            });
+        break;
+    }
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    cache()[key.str()] = choice;
+  }
+  if (!choice.ok) return false;
+  TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
+
+  DeviceContext& ctx = DeviceContext::get(device);
+  const size_t esize = dtype_size(dt);
+  const size_t wbytes = static_cast<size_t>(tw.shape.num_elements()) * esize;
+  // Weights in cuDNN's filter layout: the op's own buffer, or a permuted copy.
+  std::vector<int> perm = filter_perm(sfirst, last, nsp);
+  DeviceBuffer wtmp;
+  if (!perm.empty()) wtmp = ctx.allocate(wbytes, stream);
+  std::vector<long long> wd_ll(wdims.begin(), wdims.end());
+  if (!perm.empty() && dir != Dir::filter)
+    TG_CUDA(launch_permute(in[1].ptr, wtmp.get(), static_cast<int>(rank),
+                           wd_ll.data(), perm.data(), static_cast<int>(esize), stream));
+  DeviceBuffer ws;
+  if (choice.workspace > 0) ws = ctx.allocate(choice.workspace, stream);
+  const float one = 1.0f, zero = 0.0f;
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  const void* wptr = perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr) : static_cast<const void*>(wtmp.get());
+  switch (dir) {
+    case Dir::forward:
+      s = cudnnConvolutionForward(h, &one, xdesc.d, in[0].ptr, wdesc.d, wptr, cdesc.d,
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws.get(), choice.workspace,
+                                  &zero, ydesc.d, out[0].ptr);
+      break;
+    case Dir::data:
+      s = cudnnConvolutionBackwardData(h, &one, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
+                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws.get(),
+                                       choice.workspace, &zero, xdesc.d, out[0].ptr);
+      break;
+    case Dir::filter:
+      s = cudnnConvolutionBackwardFilter(h, &one, xdesc.d, in[1].ptr, ydesc.d, in[0].ptr, cdesc.d,
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo), ws.get(),
+                                         choice.workspace, &zero, wdesc.d, perm.empty() ? out[0].ptr : wtmp.get());
+      break;
+  }
+  if (cudnn_declines(s)) {
+    // Nothing was written to the output: remember and let the caller fall back.
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    cache()[key.str()] = Choice{};
+    return false;
+  }
+  cudnn_check(s, "cudnnConvolution (forward / backward)");
+  if (dir == Dir::filter && !perm.empty()) {
+    // wtmp holds dw in filter layout, dims wdims permuted by perm; permute back.
+    std::vector<long long> fd(perm.size());
+    std::vector<int> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      fd[i] = wd_ll[static_cast<size_t>(perm[i])];
+      inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+    }
+    TG_CUDA(launch_permute(wtmp.get(), out[0].ptr, static_cast<int>(rank), fd.data(), inv.data(),
+                           static_cast<int>(esize), stream));
+  }
+  return true;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,52 @@
+// The .npy reader and writer of the tgraph command line.
+#ifdef TGRAPH_HAVE_ONNX
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "npy.h"
+#include "tgraph/error.h"
+
+namespace {
+
+TEST(Npy, RoundTripsEveryDtypeAndRank) {
+  std::string path = testing::TempDir() + "/tgraph_npy_test.npy";
+  for (tg::DType dt : {tg::f32, tg::f64, tg::f16, tg::i8, tg::i16, tg::i32, tg::i64, tg::u8, tg::boolean}) {
+    for (tg::Shape s : {tg::Shape{}, tg::Shape{5}, tg::Shape{2, 3}, tg::Shape{2, 0, 3}}) {
+      tg::TensorData t = tg::TensorData::uniform(s, 0, 3, dt, 7);
+      tg::tools::write_npy(path, t);
+      tg::TensorData r = tg::tools::read_npy(path);
+      EXPECT_EQ(r.dtype(), dt);
+      EXPECT_EQ(r.shape(), s);
+      EXPECT_EQ(r.to_vector(), t.to_vector());
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Npy, ReadsNumpyFile) {
+  // Written by numpy: np.random.seed(0); np.random.randn(3,4,5).astype(np.float32).
+  tg::TensorData t = tg::tools::read_npy(std::string(TGRAPH_SOURCE_DIR) + "/tests/conformance/relu_input.npy");
+  EXPECT_EQ(t.shape(), tg::Shape({3, 4, 5}));
+  EXPECT_EQ(t.dtype(), tg::f32);
+  EXPECT_NEAR(t.at(0), 1.7640524, 1e-6);
+}
+
+TEST(Npy, BadFilesAreClearErrors) {
+  std::string path = testing::TempDir() + "/tgraph_bad.npy";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "not numpy";
+  }
+  try {
+    tg::tools::read_npy(path);
+    FAIL();
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a .npy file"), std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+#endif

@@ -17,8 +17,9 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$$(command -v $(PYTHON)) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: train a small ResNet on Fashion-MNIST on the best device present.
 demo: build
-	./$(BUILD)/examples/hello_graph
+	./$(BUILD)/examples/train_fashion_mnist --epochs $(or $(EPOCHS),3) --out out/fashion_mnist
 
 test: build
 	./scripts/run-tests.sh $(BUILD)

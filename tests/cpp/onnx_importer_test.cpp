@@ -137,6 +137,18 @@ TEST(OnnxImport, SymbolicDimsBecomeDynamic) {
   EXPECT_EQ(b.import(o).input_types[0].shape, tg::Shape({3, 4}));
 }
 
+TEST(OnnxImport, FlattenKeepsADynamicBatch) {
+  ModelBuilder b(13);
+  b.input("x", {-1, 2, 3});
+  b.node("Flatten", {"x"}, {"y"});
+  b.output("y");
+  auto m = b.import();
+  EXPECT_EQ(m.outputs[0].shape(), tg::Shape({-1, 6}));
+  auto y = run(m, {TensorData::full({4, 2, 3}, 1.5)});  // dynamic batch resolved at run time
+  EXPECT_EQ(y[0].shape(), tg::Shape({4, 6}));
+  EXPECT_EQ(y[0].at(23), 1.5);
+}
+
 TEST(OnnxImport, ConvWithBiasNchw) {
   ModelBuilder b(11);
   b.input("x", {1, 1, 3, 3});

@@ -642,6 +642,35 @@ void window(Ctx& c, int kind) {  // 0 hann, 1 hamming, 2 blackman
   c.out_const(0, t);
 }
 
+// Triangular mel filters over the DFT bins, as ONNX's reference computes them.
+void mel_weight_matrix(Ctx& c) {
+  int64_t mels = c.ints_in(0).at(0), dft = c.ints_in(1).at(0), rate = c.ints_in(2).at(0);
+  double lo = c.const_in(3).at(0), hi = c.const_in(4).at(0);
+  if (mels < 1 || dft < 1 || rate < 1) c.fail("num_mel_bins, dft_length and sample_rate must be positive");
+  int64_t bins = dft / 2 + 1;
+  require_size(c, static_cast<double>(bins) * static_cast<double>(mels), "the matrix");
+  double lo_mel = 2595 * std::log10(1 + lo / 700), hi_mel = 2595 * std::log10(1 + hi / 700);
+  double step = (hi_mel - lo_mel) / static_cast<double>(mels + 2);
+  std::vector<int64_t> f(static_cast<size_t>(mels + 2));
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    double hz = 700 * (std::pow(10, (static_cast<double>(i) * step + lo_mel) / 2595) - 1);
+    f[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+  }
+  TensorData t = TensorData::zeros(Shape{bins, mels}, DType::f64);
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j >= 0 && j < bins) t.set(j * mels + i, v);
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    int64_t l = f[static_cast<size_t>(i)], m = f[static_cast<size_t>(i + 1)], h = f[static_cast<size_t>(i + 2)];
+    if (m == l) set(m, i, 1);
+    else
+      for (int64_t j = l; j <= m; ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(m - l));
+    if (h > m)
+      for (int64_t j = m; j < h; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - m));
+  }
+  c.out_const(0, t.cast(dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_datatype", 1)))));
+}
+
 }  // namespace
 
 const std::vector<Converter>& nn_converters() {
@@ -673,6 +702,7 @@ const std::vector<Converter>& nn_converters() {
       {"QLinearMatMul", 10, 18, qlinear_matmul},
       {"DynamicQuantizeLinear", 11, 18, dynamic_quantize},
       {"MaxUnpool", 9, 18, max_unpool},
+      {"MelWeightMatrix", 17, 18, mel_weight_matrix},
       {"HannWindow", 17, 18, +[](Ctx& c) { window(c, 0); }},
       {"HammingWindow", 17, 18, +[](Ctx& c) { window(c, 1); }},
       {"BlackmanWindow", 17, 18, +[](Ctx& c) { window(c, 2); }},

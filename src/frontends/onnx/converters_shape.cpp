@@ -41,10 +41,17 @@ void flatten(Ctx& c) {
   int64_t axis = c.attr_i("axis", 1);
   if (axis < 0) axis += r;
   if (axis < 0 || axis > r) c.fail("axis out of range");
-  auto d = static_dims(c, x, "Flatten");
+  Shape s = x.shape();
   int64_t a = 1, b = 1;
-  for (int64_t i = 0; i < r; ++i) (i < axis ? a : b) *= d[static_cast<size_t>(i)];
-  c.out(0, c.g.reshape(x, {a, b}));
+  bool dyn_a = false, dyn_b = false;
+  for (int64_t i = 0; i < r; ++i) {
+    bool dyn = s[i] < 0;
+    (i < axis ? dyn_a : dyn_b) |= dyn;
+    if (!dyn) (i < axis ? a : b) *= s[i];
+  }
+  // One side may be dynamic: it becomes reshape's -1.
+  if (dyn_a && dyn_b) c.fail("Flatten needs static dims on at least one side of the axis, got " + s.str());
+  c.out(0, c.g.reshape(x, {dyn_a ? -1 : a, dyn_b ? -1 : b}));
 }
 
 void squeeze(Ctx& c) {

@@ -14,6 +14,13 @@ struct GraphAccess {
     r.block_ = block;
     return r;
   }
+  /// A Graph that builds into `impl` (owned elsewhere, e.g. a compile Module) at `block`.
+  static Graph wrap(GraphImpl& impl, int32_t block) {
+    Graph r;
+    r.impl_ = std::shared_ptr<GraphImpl>(&impl, [](GraphImpl*) {});
+    r.block_ = block;
+    return r;
+  }
 };
 
 /// Checks that t is a tensor of g visible from the current block; returns its value id.

@@ -14,6 +14,7 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/decompose.h"
 
 namespace tg::detail {
 namespace {
@@ -48,10 +49,14 @@ bool verify_each_pass() {
 
 }  // namespace
 
-void run_pipeline(Module& m, bool optimize) {
+void run_pipeline(Module& m, bool optimize, bool decompose_composites) {
   Dumper dumper;
   verify_or_throw(m.graph);
   dumper.dump(m, "input");
+  if (decompose_composites && DecomposeComposites().run(m)) {
+    dumper.dump(m, "decompose");
+    if (verify_each_pass()) verify_or_throw(m.graph, "decompose");
+  }
   if (!optimize) return;
   std::vector<std::unique_ptr<Pass>> round;
   round.push_back(std::make_unique<DeadCodeElimination>());

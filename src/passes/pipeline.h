@@ -4,10 +4,11 @@
 
 namespace tg::detail {
 
-/// Runs verify, then (when optimize) dce, constant folding, cse, algebraic simplification
+/// Runs verify, then (for backends without composite kernels) decomposition of composite
+/// ops, then (when optimize) dce, constant folding, cse, algebraic simplification
 /// to a fixed point (at most a few rounds), then dce. With TGRAPH_DUMP=dir set, writes the
 /// graph after every pass as dir/NN-pass.txt and .dot. Verifies after each pass in debug
 /// builds or with TGRAPH_VERIFY=1.
-void run_pipeline(Module& m, bool optimize);
+void run_pipeline(Module& m, bool optimize, bool decompose_composites = false);
 
 }  // namespace tg::detail

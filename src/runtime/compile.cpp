@@ -72,7 +72,8 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   // Specialise: the feed types flow through inference (static dims become known) unless
   // the user asked for dynamic shapes to stay dynamic.
   if (!options.disable_type_inference) reinfer(m.graph);
-  run_pipeline(m, options.optimize);
+  // The CUDA backend has no kernels for composite norms and losses: they become primitives.
+  run_pipeline(m, options.optimize, options.device.kind == Device::Kind::cuda);
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -6,6 +6,9 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/decompose.h"
+#include "ir/verifier.h"
+#include "runtime/executable_impl.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
@@ -147,4 +150,51 @@ TEST(PassPipeline, DumpWritesEveryPass) {
   EXPECT_TRUE(std::filesystem::exists(dir / "01-dce.dot"));
   EXPECT_TRUE(std::filesystem::exists(dir / "02-cse.txt"));
   std::filesystem::remove_all(dir);
+}
+
+TEST(PassDecompose, CompositesBecomePrimitivesWithTheSameValues) {
+  Graph g;
+  Tensor x = g.placeholder({4, 3, 3, 5}, f32, "x");
+  Tensor gamma = g.constant(TensorData::uniform({5}, 0.5, 1.5, f32, 1));
+  Tensor beta = g.constant(TensorData::uniform({5}, -1, 1, f32, 2));
+  auto bn = g.batch_norm_training(x, gamma, beta);
+  Tensor labels = g.softmax(g.placeholder({4, 5}, f32, "l"));
+  Tensor ce = g.softmax_cross_entropy(g.reduce_mean(bn[0], {1, 2}), labels);
+  Tensor ln = g.layer_norm(x, g.constant(TensorData::uniform({5}, 0.5, 1.5, f32, 3)), beta);
+  Module m = module_of(g, {bn[0], bn[1], bn[2], ce, ln});
+  EXPECT_TRUE(DecomposeComposites().run(m));
+  DeadCodeElimination().run(m);
+  EXPECT_EQ(count(m, OpKind::BatchNormTraining), 0);
+  EXPECT_EQ(count(m, OpKind::SoftmaxCrossEntropy), 0);
+  EXPECT_EQ(count(m, OpKind::LayerNorm), 0);
+  EXPECT_EQ(detail::verify(m.graph), "");
+  // Same numbers as the composites (run through the CPU executor on both graphs).
+  TensorData xv = TensorData::randn({4, 3, 3, 5}, f32, 7);
+  auto exe = g.compile({{x, x.type()}}, {bn[0], bn[1], bn[2], ln}, {}, {.device = Device::cpu()});
+  auto ref = exe.run({xv});
+  Module dm = module_of(g, {bn[0], bn[1], bn[2], ln});
+  dm.feeds = {x.id()};
+  DecomposeComposites().run(dm);
+  DeadCodeElimination().run(dm);
+  auto impl = std::make_shared<ExecutableImpl>();
+  impl->device = Device::cpu();
+  impl->store = variable_store_of(g.impl());
+  impl->module = dm;
+  impl->feed_names = {"x"};
+  impl->feed_types = {x.type()};
+  auto got = Executable(impl).run({xv});
+  for (size_t k = 0; k < ref.size(); ++k)
+    for (int64_t i = 0; i < ref[k].num_elements(); ++i)
+      ASSERT_NEAR(got[k].at(i), ref[k].at(i), 1e-5 * (1 + std::abs(ref[k].at(i)))) << "output " << k << " at " << i;
+}
+
+TEST(PassDecompose, LeavesOtherOpsAlone) {
+  Graph g;
+  Tensor v = g.variable(TensorData::zeros({2}), "v");
+  Operation a = g.assign(v, g.add(v, g.scalar(1.0)));
+  Tensor y = g.exp(v);
+  Module m = module_of(g, {y}, {a});
+  EXPECT_FALSE(DecomposeComposites().run(m));
+  EXPECT_EQ(count(m, OpKind::Assign), 1);
+  EXPECT_EQ(count(m, OpKind::Exp), 1);
 }

@@ -1,5 +1,5 @@
-// Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling, normalisations, Gemm,
-// MatMul, softmax family, Dropout (inference), losses.
+// Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling (1-D to 3-D), MaxUnpool,
+// normalisations, Gemm, MatMul, softmax family, Dropout, losses.
 #include <cmath>
 
 #include "frontends/onnx/importer.h"
@@ -36,6 +36,8 @@ void lift_1d(std::vector<int64_t>& v, int64_t unit, bool pads) {
   else v.insert(v.begin(), unit);
 }
 
+}  // namespace
+
 Tensor bias_nchw(Graph& g, Tensor y, Tensor b) {
   std::vector<int64_t> s(static_cast<size_t>(y.rank()), 1);
   s[1] = -1;
@@ -69,78 +71,12 @@ Tensor conv_core(Ctx& c, Tensor x, Tensor w) {
   return one_d ? g.squeeze(y, {2}) : y;
 }
 
+namespace {
+
 void conv(Ctx& c) {
   Tensor y = conv_core(c, c.in(0), c.in(1));
   if (c.has_input(2)) y = bias_nchw(c.g, y, c.in(2));
   c.out(0, y);
-}
-
-// Integer operand minus its zero point, as f64 (exact for 8-bit data).
-Tensor centered(Ctx& c, int x, int zp) {
-  Graph& g = c.g;
-  Tensor v = g.cast(c.in(x), DType::f64);
-  if (c.has_input(zp)) {
-    Tensor z = g.cast(c.in(zp), DType::f64);
-    if (z.rank() == 1 && v.rank() > 2 && z.shape()[0] != 1) {  // per output channel of conv weights
-      std::vector<int64_t> s(static_cast<size_t>(v.rank()), 1);
-      s[0] = -1;
-      z = g.reshape(z, s);
-    }
-    v = g.sub(v, z);
-  }
-  return v;
-}
-
-// Quantizes real values: saturate(rint(v / scale) + zero_point) in zero_point's dtype (u8 default).
-Tensor requantize(Ctx& c, Tensor v, int scale, int zp) {
-  Graph& g = c.g;
-  Tensor y = g.rint(g.div(v, g.cast(c.in(scale), DType::f64)));
-  DType out = c.has_input(zp) ? c.in(zp).dtype() : DType::u8;
-  if (c.has_input(zp)) y = g.add(y, g.cast(c.in(zp), DType::f64));
-  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
-  return g.cast(g.minimum(g.maximum(y, g.scalar(lo, DType::f64)), g.scalar(hi, DType::f64)), out);
-}
-
-Tensor per_channel(Graph& g, Tensor s, int64_t rank) {
-  if (s.rank() != 1 || rank <= 2) return s;
-  std::vector<int64_t> shp(static_cast<size_t>(rank), 1);
-  shp[1] = -1;
-  return g.reshape(s, shp);
-}
-
-void conv_integer(Ctx& c) {
-  Tensor y = conv_core(c, centered(c, 0, 2), centered(c, 1, 3));
-  c.out(0, c.g.cast(y, DType::i32));
-}
-
-void qlinear_conv(Ctx& c) {
-  Graph& g = c.g;
-  Tensor y = conv_core(c, centered(c, 0, 2), centered(c, 3, 5));
-  if (c.has_input(8)) y = bias_nchw(g, y, g.cast(c.in(8), DType::f64));
-  Tensor s = g.mul(g.cast(c.in(1), DType::f64), per_channel(g, g.cast(c.in(4), DType::f64), y.rank()));
-  c.out(0, requantize(c, g.mul(y, s), 6, 7));
-}
-
-void qlinear_matmul(Ctx& c) {
-  Graph& g = c.g;
-  Tensor y = g.matmul(centered(c, 0, 2), centered(c, 3, 5));
-  Tensor s = g.mul(g.cast(c.in(1), DType::f64), g.cast(c.in(4), DType::f64));
-  c.out(0, requantize(c, g.mul(y, s), 6, 7));
-}
-
-// Computed in f32 like ONNX's reference, so ties round the same way.
-void dynamic_quantize(Ctx& c) {
-  Graph& g = c.g;
-  Tensor x = g.cast(c.in(0), DType::f32);
-  Tensor zero = g.scalar(0, DType::f32);
-  Tensor lo = g.minimum(g.reduce_min(x), zero), hi = g.maximum(g.reduce_max(x), zero);
-  Tensor scale = g.div(g.sub(hi, lo), g.scalar(255, DType::f32));
-  auto sat = [&](Tensor v) { return g.minimum(g.maximum(v, zero), g.scalar(255, DType::f32)); };
-  Tensor zp = sat(g.rint(g.sub(zero, g.div(lo, scale))));
-  Tensor y = sat(g.add(g.rint(g.div(x, scale)), zp));
-  c.out(0, g.cast(y, DType::u8));
-  c.out(1, scale);
-  c.out(2, g.cast(zp, DType::u8));
 }
 
 // Scatters X into zeros at the flat indices I. The indices address the default unpooled shape;
@@ -586,91 +522,6 @@ void sce_loss(Ctx& c) {
   c.out(1, logp);
 }
 
-void matmul_integer(Ctx& c) {
-  Graph& g = c.g;
-  Tensor a = g.cast(c.in(0), DType::i32), b = g.cast(c.in(1), DType::i32);
-  if (c.has_input(2)) a = g.sub(a, g.cast(c.in(2), DType::i32));
-  if (c.has_input(3)) b = g.sub(b, g.cast(c.in(3), DType::i32));
-  c.out(0, g.matmul(a, b));
-}
-
-void dequantize(Ctx& c) {
-  Graph& g = c.g;
-  Tensor x = c.in(0), s = c.in(1);
-  Tensor xf = g.cast(x, s.dtype());
-  auto per_axis = [&](Tensor t) {
-    if (t.rank() != 1 || x.rank() <= 1) return t;
-    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
-    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
-    return g.reshape(t, shp);
-  };
-  if (c.has_input(2)) xf = g.sub(xf, per_axis(g.cast(c.in(2), s.dtype())));
-  c.out(0, g.mul(xf, per_axis(s)));
-}
-
-void quantize(Ctx& c) {
-  Graph& g = c.g;
-  Tensor x = c.in(0), s = c.in(1);
-  DType out = c.has_input(2) ? c.in(2).dtype() : DType::u8;
-  auto per_axis = [&](Tensor t) {
-    if (t.rank() != 1 || x.rank() <= 1) return t;
-    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
-    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
-    return g.reshape(t, shp);
-  };
-  Tensor y = g.rint(g.div(x, per_axis(g.cast(s, x.dtype()))));
-  if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), x.dtype())));
-  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
-  y = g.minimum(g.maximum(y, scalar_like(g, lo, y)), scalar_like(g, hi, y));
-  c.out(0, g.cast(y, out));
-}
-
-void window(Ctx& c, int kind) {  // 0 hann, 1 hamming, 2 blackman
-  int64_t n = c.ints_in(0).at(0);
-  require_size(c, static_cast<double>(n), "the window");
-  bool periodic = c.attr_i("periodic", 1) != 0;
-  DType dt = dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_datatype", 1)));
-  TensorData t(Shape{n}, dt);
-  double den = periodic ? static_cast<double>(n) : static_cast<double>(n - 1);
-  for (int64_t i = 0; i < n; ++i) {
-    double a = 2 * M_PI * static_cast<double>(i) / den, v;
-    if (kind == 0) v = 0.5 - 0.5 * std::cos(a);
-    else if (kind == 1) v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
-    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
-    t.set(i, v);
-  }
-  c.out_const(0, t);
-}
-
-// Triangular mel filters over the DFT bins, as ONNX's reference computes them.
-void mel_weight_matrix(Ctx& c) {
-  int64_t mels = c.ints_in(0).at(0), dft = c.ints_in(1).at(0), rate = c.ints_in(2).at(0);
-  double lo = c.const_in(3).at(0), hi = c.const_in(4).at(0);
-  if (mels < 1 || dft < 1 || rate < 1) c.fail("num_mel_bins, dft_length and sample_rate must be positive");
-  int64_t bins = dft / 2 + 1;
-  require_size(c, static_cast<double>(bins) * static_cast<double>(mels), "the matrix");
-  double lo_mel = 2595 * std::log10(1 + lo / 700), hi_mel = 2595 * std::log10(1 + hi / 700);
-  double step = (hi_mel - lo_mel) / static_cast<double>(mels + 2);
-  std::vector<int64_t> f(static_cast<size_t>(mels + 2));
-  for (int64_t i = 0; i < mels + 2; ++i) {
-    double hz = 700 * (std::pow(10, (static_cast<double>(i) * step + lo_mel) / 2595) - 1);
-    f[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
-  }
-  TensorData t = TensorData::zeros(Shape{bins, mels}, DType::f64);
-  auto set = [&](int64_t j, int64_t i, double v) {
-    if (j >= 0 && j < bins) t.set(j * mels + i, v);
-  };
-  for (int64_t i = 0; i < mels; ++i) {
-    int64_t l = f[static_cast<size_t>(i)], m = f[static_cast<size_t>(i + 1)], h = f[static_cast<size_t>(i + 2)];
-    if (m == l) set(m, i, 1);
-    else
-      for (int64_t j = l; j <= m; ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(m - l));
-    if (h > m)
-      for (int64_t j = m; j < h; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - m));
-  }
-  c.out_const(0, t.cast(dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_datatype", 1)))));
-}
-
 }  // namespace
 
 const std::vector<Converter>& nn_converters() {
@@ -687,7 +538,6 @@ const std::vector<Converter>& nn_converters() {
       {"LRN", 1, 18, lrn},
       {"Gemm", 7, 18, gemm},
       {"MatMul", 1, 18, matmul},
-      {"MatMulInteger", 10, 18, matmul_integer},
       {"Softmax", 1, 18, softmax<0>},
       {"LogSoftmax", 1, 18, softmax<1>},
       {"Hardmax", 1, 18, softmax<2>},
@@ -695,17 +545,7 @@ const std::vector<Converter>& nn_converters() {
       {"MeanVarianceNormalization", 9, 18, mvn},
       {"NegativeLogLikelihoodLoss", 12, 18, nll_loss},
       {"SoftmaxCrossEntropyLoss", 12, 18, sce_loss},
-      {"DequantizeLinear", 10, 18, dequantize},
-      {"QuantizeLinear", 10, 18, quantize},
-      {"ConvInteger", 10, 18, conv_integer},
-      {"QLinearConv", 10, 18, qlinear_conv},
-      {"QLinearMatMul", 10, 18, qlinear_matmul},
-      {"DynamicQuantizeLinear", 11, 18, dynamic_quantize},
       {"MaxUnpool", 9, 18, max_unpool},
-      {"MelWeightMatrix", 17, 18, mel_weight_matrix},
-      {"HannWindow", 17, 18, +[](Ctx& c) { window(c, 0); }},
-      {"HammingWindow", 17, 18, +[](Ctx& c) { window(c, 1); }},
-      {"BlackmanWindow", 17, 18, +[](Ctx& c) { window(c, 2); }},
   };
   return t;
 }

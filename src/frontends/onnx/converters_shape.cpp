@@ -1,20 +1,14 @@
 // Converters of ONNX's shape and data-movement ops: Reshape, Flatten, (Un)Squeeze, Transpose,
-// Concat, Split, Slice, Gather*, Scatter*, Expand, Tile, Pad, Shape, Size, Constant*, Range,
-// OneHot, NonZero, Trilu, EyeLike, DepthToSpace, SpaceToDepth, Resize, Upsample.
+// Concat, Split, Slice, Gather*, Scatter*, Compress, ReverseSequence, Expand, Tile, Pad, Shape,
+// Size, Constant*, Range, OneHot, NonZero, Trilu, EyeLike, DepthToSpace, SpaceToDepth.
+#include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "frontends/onnx/importer.h"
 
 namespace tg::onnx_import {
 
 namespace {
-
-std::vector<int64_t> static_dims(Ctx& c, Tensor x, const char* what) {
-  Shape s = x.shape();
-  if (!s.is_static()) c.fail(std::string(what) + " needs a static input shape, got " + s.str());
-  return s.dims();
-}
 
 TensorData i64_tensor(const std::vector<int64_t>& v) {
   TensorData t(Shape{static_cast<int64_t>(v.size())}, DType::i64);
@@ -381,212 +375,6 @@ void space_to_depth(Ctx& c) {
   c.out(0, g.reshape(y, {n, ch * b * b, h / b, w / b}));
 }
 
-// Resize / Upsample: each resized axis is a linear map, applied as a matmul with a constant
-// [in, out] interpolation matrix built here with the coefficients of ONNX's reference.
-struct ResizeAxis {
-  int64_t axis, in, out;
-  double scale;  // the scale ONNX uses in the coordinate transform
-  double roi_start = 0, roi_end = 1;
-};
-
-struct ResizeParams {
-  std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
-  double cubic_a = -0.75, extrapolation = 0;
-  bool exclude_outside = false;
-};
-
-std::vector<double> resize_coeffs(const ResizeParams& p, double ratio, bool integer) {
-  if (p.mode == "nearest") {
-    if (integer) return {0, 1};
-    if (p.nearest == "round_prefer_floor") return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
-    if (p.nearest == "round_prefer_ceil") return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
-    if (p.nearest == "floor") return {1, 0};
-    return {0, 1};
-  }
-  if (p.mode == "linear") return {1 - ratio, ratio};
-  double A = p.cubic_a, r = ratio, q = 1 - ratio;
-  return {((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A, ((A + 2) * r - (A + 3)) * r * r + 1,
-          ((A + 2) * q - (A + 3)) * q * q + 1, ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A};
-}
-
-// Fills w ([in, out], row-major) and marks outputs that take the extrapolation value.
-void resize_matrix(const ResizeParams& p, const ResizeAxis& ax, TensorData& w, std::vector<bool>& outside) {
-  int64_t in = ax.in, out = ax.out;
-  double out_w = ax.scale * static_cast<double>(in);
-  for (int64_t o = 0; o < out; ++o) {
-    double x = static_cast<double>(o), xo;
-    const std::string& c = p.coord;
-    if (c == "align_corners") xo = out_w == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_w - 1);
-    else if (c == "asymmetric") xo = x / ax.scale;
-    else if (c == "tf_crop_and_resize") {
-      xo = out_w == 1 ? (ax.roi_end - ax.roi_start) * static_cast<double>(in - 1) / 2
-                      : x * (ax.roi_end - ax.roi_start) * static_cast<double>(in - 1) / (out_w - 1);
-      xo += ax.roi_start * static_cast<double>(in - 1);
-      if (xo < 0 || xo > static_cast<double>(in - 1)) {
-        outside[static_cast<size_t>(o)] = true;
-        continue;
-      }
-    } else if (c == "tf_half_pixel_for_nn") xo = (x + 0.5) / ax.scale;
-    else if (c == "pytorch_half_pixel") xo = out_w == 1 ? -0.5 : (x + 0.5) / ax.scale - 0.5;
-    else xo = (x + 0.5) / ax.scale - 0.5;
-    double fl = std::floor(xo);
-    bool integer = xo == fl;
-    double ratio = integer ? 1.0 : xo - fl;
-    std::vector<double> co = resize_coeffs(p, ratio, integer);
-    int64_t n = static_cast<int64_t>(co.size());
-    int64_t first = static_cast<int64_t>(fl) - (integer ? 1 : 0) - (n / 2 - 1);
-    if (p.exclude_outside) {
-      double sum = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t idx = first + k;
-        if (idx < 0 || idx >= in) co[static_cast<size_t>(k)] = 0;
-        sum += co[static_cast<size_t>(k)];
-      }
-      if (sum != 0)
-        for (auto& v : co) v /= sum;
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t idx = std::clamp<int64_t>(first + k, 0, in - 1);
-      w.set(idx * out + o, w.at(idx * out + o) + co[static_cast<size_t>(k)]);
-    }
-  }
-}
-
-void resize_apply(Ctx& c, const ResizeParams& p, std::vector<ResizeAxis> axes) {
-  Graph& g = c.g;
-  Tensor x = c.in(0);
-  int64_t r = x.rank();
-  DType dt = x.dtype();
-  Tensor y = is_float(dt) ? x : g.cast(x, DType::f64);
-  DType wt = y.dtype();
-  std::vector<int64_t> out_dims = x.shape().dims();
-  std::vector<std::pair<int64_t, std::vector<bool>>> outside_axes;
-  for (const ResizeAxis& ax : axes) {
-    out_dims[static_cast<size_t>(ax.axis)] = ax.out;
-    TensorData w = TensorData::zeros(Shape{ax.in, ax.out}, DType::f64);
-    std::vector<bool> outside(static_cast<size_t>(ax.out), false);
-    resize_matrix(p, ax, w, outside);
-    bool identity = ax.in == ax.out && p.coord != "tf_crop_and_resize";
-    for (int64_t i = 0; identity && i < ax.in; ++i)
-      for (int64_t o = 0; o < ax.out; ++o)
-        if (w.at(i * ax.out + o) != (i == o ? 1.0 : 0.0)) identity = false;
-    if (std::find(outside.begin(), outside.end(), true) != outside.end()) outside_axes.emplace_back(ax.axis, outside);
-    if (identity) continue;
-    std::vector<int64_t> perm;
-    for (int64_t i = 0; i < r; ++i)
-      if (i != ax.axis) perm.push_back(i);
-    perm.push_back(ax.axis);
-    std::vector<int64_t> inv(static_cast<size_t>(r));
-    for (int64_t i = 0; i < r; ++i) inv[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
-    Tensor t = ax.axis == r - 1 ? y : g.transpose(y, perm);
-    t = g.matmul(t, g.constant(w.cast(wt)));
-    y = ax.axis == r - 1 ? t : g.transpose(t, inv);
-  }
-  if (!outside_axes.empty()) {
-    std::vector<int64_t> ms(static_cast<size_t>(r), 1);
-    for (auto& [a, v] : outside_axes) ms[static_cast<size_t>(a)] = static_cast<int64_t>(v.size());
-    TensorData mask(Shape(ms), DType::boolean);
-    for (int64_t i = 0; i < mask.num_elements(); ++i) {
-      int64_t rem = i;
-      bool out = false;
-      for (int64_t d = r - 1; d >= 0; --d) {
-        int64_t k = rem % ms[static_cast<size_t>(d)];
-        rem /= ms[static_cast<size_t>(d)];
-        for (auto& [a, v] : outside_axes)
-          if (a == d && v[static_cast<size_t>(k)]) out = true;
-      }
-      mask.set(i, out);
-    }
-    y = g.select(g.constant(mask), g.scalar(p.extrapolation, wt), y);
-  }
-  c.out(0, y.dtype() == dt ? y : g.cast(g.rint(y), dt));
-}
-
-void resize(Ctx& c) {
-  Tensor x = c.in(0);
-  auto d = static_dims(c, x, "Resize");
-  int64_t r = x.rank();
-  ResizeParams p;
-  p.mode = c.attr_s("mode", "nearest");
-  if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") c.fail("unknown mode '" + p.mode + "'");
-  p.coord = c.opset < 11 ? "asymmetric" : c.attr_s("coordinate_transformation_mode", "half_pixel");
-  p.nearest = c.opset < 11 ? "round_prefer_floor" : c.attr_s("nearest_mode", "round_prefer_floor");
-  p.cubic_a = c.attr_f("cubic_coeff_a", -0.75f);
-  p.exclude_outside = c.attr_i("exclude_outside", 0) != 0;
-  p.extrapolation = c.attr_f("extrapolation_value", 0.f);
-  if (c.attr_i("antialias", 0)) c.fail("antialias is not supported");
-  if (c.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") c.fail("keep_aspect_ratio_policy is not supported");
-  std::vector<int64_t> axes = c.attr_ints("axes");
-  if (axes.empty())
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  for (auto& a : axes) a = norm_axis(c, a, r);
-  std::vector<double> scales, roi;
-  std::vector<int64_t> sizes;
-  if (c.opset < 11) {
-    scales = c.const_in(1).to_vector();
-  } else {
-    if (c.has_input(1) && c.const_in(1).num_elements()) roi = c.const_in(1).to_vector();
-    if (c.has_input(2) && c.const_in(2).num_elements()) scales = c.const_in(2).to_vector();
-    if (c.has_input(3) && c.const_in(3).num_elements()) sizes = c.ints_in(3);
-  }
-  if (scales.empty() == sizes.empty()) c.fail("exactly one of scales and sizes must be given");
-  size_t k = axes.size();
-  if ((!scales.empty() && scales.size() != k) || (!sizes.empty() && sizes.size() != k))
-    c.fail("scales / sizes must have one value per resized axis");
-  std::vector<ResizeAxis> list;
-  for (size_t i = 0; i < k; ++i) {
-    ResizeAxis ax;
-    ax.axis = axes[i];
-    ax.in = d[static_cast<size_t>(ax.axis)];
-    if (!sizes.empty()) {
-      ax.out = sizes[i];
-      ax.scale = static_cast<double>(ax.out) / static_cast<double>(ax.in);
-    } else {
-      ax.scale = scales[i];
-      ax.out = static_cast<int64_t>(std::floor(static_cast<double>(ax.in) * ax.scale));
-    }
-    if (roi.size() == 2 * k) {
-      ax.roi_start = roi[i];
-      ax.roi_end = roi[i + k];
-    } else if (roi.size() == 2 * static_cast<size_t>(r)) {
-      ax.roi_start = roi[static_cast<size_t>(ax.axis)];
-      ax.roi_end = roi[static_cast<size_t>(ax.axis + r)];
-    }
-    if (ax.out <= 0 || ax.scale <= 0 || ax.in <= 0) c.fail("input and output sizes must be positive");
-    require_size(c, static_cast<double>(ax.in) * static_cast<double>(ax.out), "the interpolation matrix");
-    list.push_back(ax);
-  }
-  resize_apply(c, p, list);
-}
-
-void upsample(Ctx& c) {
-  Tensor x = c.in(0);
-  auto d = static_dims(c, x, "Upsample");
-  std::vector<double> scales;
-  if (c.opset < 9) {
-    for (float v : c.attr_floats("scales")) scales.push_back(v);
-  } else {
-    scales = c.const_in(1).to_vector();
-  }
-  if (scales.size() != d.size()) c.fail("scales must have one value per dim");
-  ResizeParams p;
-  p.mode = c.attr_s("mode", "nearest");
-  if (p.mode == "bilinear") p.mode = "linear";
-  if (p.mode != "nearest" && p.mode != "linear") c.fail("unknown mode '" + p.mode + "'");
-  p.coord = "asymmetric";
-  p.nearest = "floor";
-  std::vector<ResizeAxis> list;
-  for (size_t i = 0; i < d.size(); ++i) {
-    double out = std::floor(static_cast<double>(d[i]) * scales[i]);
-    if (!(out >= 1) || d[i] < 1) c.fail("input and output sizes must be positive");
-    require_size(c, out * static_cast<double>(d[i]), "the interpolation matrix");
-    ResizeAxis ax{static_cast<int64_t>(i), d[i], static_cast<int64_t>(std::floor(static_cast<double>(d[i]) * scales[i])),
-                  scales[i]};
-    list.push_back(ax);
-  }
-  resize_apply(c, p, list);
-}
-
 }  // namespace
 
 const std::vector<Converter>& shape_converters() {
@@ -621,8 +409,6 @@ const std::vector<Converter>& shape_converters() {
       {"EyeLike", 9, 18, eye_like},
       {"DepthToSpace", 1, 18, depth_to_space},
       {"SpaceToDepth", 1, 18, space_to_depth},
-      {"Resize", 10, 18, resize},
-      {"Upsample", 7, 18, upsample},
   };
   return t;
 }

@@ -24,7 +24,8 @@ const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
   static const auto t = [] {
     std::unordered_map<std::string, std::vector<const Converter*>> m;
     for (const auto* fam : {&elementwise_converters(), &nn_converters(), &shape_converters(),
-                            &reduce_converters(), &misc_converters(), &control_converters()})
+                            &reduce_converters(), &misc_converters(), &control_converters(),
+                            &signal_converters(), &sampling_converters(), &rnn_converters(), &quant_converters()})
       for (const Converter& c : *fam) m[c.op].push_back(&c);
     return m;
   }();
@@ -177,6 +178,12 @@ void require_rank(const Ctx& c, Tensor x, int64_t lo, int64_t hi, const char* wh
 
 void require_size(const Ctx& c, double elements, const char* what) {
   if (!(elements >= 0 && elements <= double(int64_t{1} << 28))) c.fail(std::string(what) + " would be too large");
+}
+
+std::vector<int64_t> static_dims(const Ctx& c, Tensor x, const char* what) {
+  Shape s = x.shape();
+  if (!s.is_static()) c.fail(std::string(what) + " needs a static input shape, got " + s.str());
+  return s.dims();
 }
 
 Tensor scalar_like(Graph& g, double v, Tensor x) { return g.scalar(v, x.dtype()); }

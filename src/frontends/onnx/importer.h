@@ -111,6 +111,10 @@ const std::vector<Converter>& shape_converters();
 const std::vector<Converter>& reduce_converters();
 const std::vector<Converter>& misc_converters();
 const std::vector<Converter>& control_converters();
+const std::vector<Converter>& signal_converters();
+const std::vector<Converter>& sampling_converters();
+const std::vector<Converter>& rnn_converters();
+const std::vector<Converter>& quant_converters();
 /// The converter for op at opset, or nullptr.
 const Converter* find_converter(const std::string& op, int64_t opset);
 /// True when op has a converter for some opset.
@@ -123,6 +127,12 @@ int64_t norm_axis(const Ctx& c, int64_t axis, int64_t rank);
 void require_rank(const Ctx& c, Tensor x, int64_t lo, int64_t hi, const char* what);
 /// Fails when a tensor the importer would build holds more than 2^28 elements.
 void require_size(const Ctx& c, double elements, const char* what);
+/// x's dims, which must be static.
+std::vector<int64_t> static_dims(const Ctx& c, Tensor x, const char* what);
+/// The convolution of x and w with the node's Conv attributes (no bias), NCHW / OIHW.
+Tensor conv_core(Ctx& c, Tensor x, Tensor w);
+/// y + b with b along dim 1 (NCHW bias).
+Tensor bias_nchw(Graph& g, Tensor y, Tensor b);
 /// A constant of x's dtype.
 Tensor scalar_like(Graph& g, double v, Tensor x);
 

@@ -1,0 +1,123 @@
+#include "passes/decompose.h"
+
+#include <algorithm>
+
+#include "ops/builder.h"
+#include "ops/infer.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+// Shape of a per-channel parameter viewed against x: [1,..,C,..,1].
+std::vector<int64_t> channel_view(const Shape& x, int64_t axis) {
+  std::vector<int64_t> v(static_cast<size_t>(x.rank()), 1);
+  v[static_cast<size_t>(axis)] = x[axis] < 0 ? -1 : x[axis];
+  return v;
+}
+
+std::vector<int64_t> all_but(int64_t rank, int64_t axis) {
+  std::vector<int64_t> a;
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis) a.push_back(i);
+  return a;
+}
+
+// The replacement values of node n's outputs, built with g; empty when n is not decomposed.
+std::vector<Tensor> decompose(Graph& g, const Node& n, const std::vector<Tensor>& in) {
+  switch (n.kind) {
+    case OpKind::BatchNorm: case OpKind::BatchNormTraining: {
+      const auto& d = std::get<NormDesc>(n.attr);
+      Tensor x = in[0];
+      if (!x.shape().ranked()) return {};
+      int64_t ax = *normalize_axis(d.axis, x.rank());
+      if (x.shape()[ax] < 0) return {};
+      std::vector<int64_t> view = channel_view(x.shape(), ax), axes = all_but(x.rank(), ax);
+      bool training = n.kind == OpKind::BatchNormTraining;
+      Tensor mean = training ? g.reduce_mean(x, axes, true) : g.reshape(in[1], view);
+      Tensor var = training ? g.reduce_variance(x, axes, true) : g.reshape(in[2], view);
+      Tensor gamma = g.reshape(in[training ? 1 : 3], view), beta = g.reshape(in[training ? 2 : 4], view);
+      Tensor inv = g.rsqrt(g.add(var, g.scalar(d.epsilon, x.dtype())));
+      Tensor y = g.add(g.mul(g.mul(g.sub(x, mean), inv), gamma), beta);
+      if (!training) return {y};
+      return {y, g.reshape(mean, {x.shape()[ax]}), g.reshape(var, {x.shape()[ax]})};
+    }
+    case OpKind::LayerNorm: {
+      const auto& d = std::get<NormDesc>(n.attr);
+      Tensor x = in[0];
+      int64_t ax = *normalize_axis(d.axis, x.rank());
+      std::vector<int64_t> axes;
+      for (int64_t i = ax; i < x.rank(); ++i) axes.push_back(i);
+      Tensor mean = g.reduce_mean(x, axes, true), var = g.reduce_variance(x, axes, true);
+      Tensor inv = g.rsqrt(g.add(var, g.scalar(d.epsilon, x.dtype())));
+      return {g.add(g.mul(g.mul(g.sub(x, mean), inv), in[1]), in[2])};
+    }
+    case OpKind::SoftmaxCrossEntropy: {
+      const auto& d = std::get<LossDesc>(n.attr);
+      Tensor logits = in[0], labels = in[1];
+      Tensor ls = g.log_softmax(logits, d.axis);
+      // A zero label contributes 0 even where log_softmax is -inf (docs/ops-semantics.md).
+      Tensor zero = g.mul(labels, g.scalar(0.0, labels.dtype()));
+      Tensor prod = g.select(g.equal(labels, zero), zero, g.mul(labels, ls));
+      Tensor per = g.neg(g.reduce_sum(prod, {d.axis}));
+      if (d.reduction == LossReduction::none) return {per};
+      return {d.reduction == LossReduction::sum ? g.reduce_sum(per) : g.reduce_mean(per)};
+    }
+    case OpKind::Mse: {
+      const auto& d = std::get<LossDesc>(n.attr);
+      Tensor sq = g.square(g.sub(in[0], in[1]));
+      if (d.reduction == LossReduction::none) return {sq};
+      return {d.reduction == LossReduction::sum ? g.reduce_sum(sq) : g.reduce_mean(sq)};
+    }
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+bool DecomposeComposites::run(Module& m) {
+  GraphImpl& G = m.graph;
+  bool changed = false;
+  for (int32_t b = 0; b < static_cast<int32_t>(G.blocks.size()); ++b) {
+    for (size_t pos = 0; pos < G.blocks[static_cast<size_t>(b)].nodes.size(); ++pos) {
+      int32_t id = G.blocks[static_cast<size_t>(b)].nodes[pos];
+      Node n = G.nodes[static_cast<size_t>(id)];  // copy: building appends to G.nodes
+      std::vector<Tensor> in;
+      for (int32_t v : n.inputs) in.emplace_back(&G, v);
+      Graph g = GraphAccess::wrap(G, b);
+      const size_t first_new = G.blocks[static_cast<size_t>(b)].nodes.size();
+      std::vector<Tensor> out;
+      try {
+        out = decompose(g, n, in);
+      } catch (const Error&) {
+        out.clear();  // a shape the rewrite does not handle: keep the composite
+      }
+      auto& nodes = G.blocks[static_cast<size_t>(b)].nodes;
+      bool ok = !out.empty() && out.size() == n.outputs.size();
+      for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i].type() == G.type(n.outputs[i]);
+      if (!ok) {
+        nodes.resize(first_new);  // drop anything built (unused nodes stay unreachable)
+        continue;
+      }
+      // The new nodes take the composite's place (and its control dependencies).
+      for (size_t k = first_new; k < nodes.size(); ++k) {
+        auto& deps = G.nodes[static_cast<size_t>(nodes[k])].control_deps;
+        deps.insert(deps.end(), n.control_deps.begin(), n.control_deps.end());
+      }
+      std::rotate(nodes.begin() + static_cast<long>(pos), nodes.begin() + static_cast<long>(first_new), nodes.end());
+      size_t added = nodes.size() - first_new;
+      nodes.erase(nodes.begin() + static_cast<long>(pos + added));  // the composite itself
+      for (size_t i = 0; i < out.size(); ++i) replace_uses(m, n.outputs[i], out[i].id());
+      int32_t last = G.values[static_cast<size_t>(out[0].id())].node;
+      for (Node& other : G.nodes)
+        for (int32_t& d : other.control_deps)
+          if (d == id) d = last;
+      pos += added - 1;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace tg::detail

@@ -60,9 +60,8 @@ std::vector<TensorType> Executable::declared_output_types() const {
 TensorData Executable::variable(const std::string& name) const {
   ExecutableImpl& e = checked(impl_);
   std::lock_guard<std::mutex> lock(e.store->mu);
-  auto it = e.store->values.find(name);
-  if (it == e.store->values.end()) throw Error("[variable] no variable named '" + name + "'");
-  return it->second.clone();
+  if (!e.store->values.count(name)) throw Error("[variable] no variable named '" + name + "'");
+  return e.store->value(name).clone();
 }
 
 void Executable::set_variable(const std::string& name, const TensorData& value) const {
@@ -73,8 +72,7 @@ void Executable::set_variable(const std::string& name, const TensorData& value) 
   if (!(it->second.type() == value.type()))
     throw Error("[variable] '" + name + "' is " + it->second.type().str() + ", cannot set it to " +
                 value.type().str());
-  it->second = value.clone();
-  ++e.store->versions[name];
+  e.store->write(name, value.clone());
 }
 
 std::vector<std::string> Executable::variable_names() const {

@@ -141,7 +141,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   RunState st{*this, g, std::vector<TensorData>(g.values.size()), {}, {}};
   {
     std::lock_guard<std::mutex> lock(store->mu);
-    for (const auto& [name, id] : variables) st.snapshot[name] = store->values.at(name);
+    for (const auto& [name, id] : variables) st.snapshot[name] = store->value(name);
   }
   for (size_t i = 0; i < inputs.size(); ++i) st.slots[static_cast<size_t>(module.feeds[i])] = inputs[i];
   st.block(0);
@@ -150,10 +150,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   // Commit only now: a run that threw above changed no variable.
   if (!st.pending.empty()) {
     std::lock_guard<std::mutex> lock(store->mu);
-    for (auto& [name, value] : st.pending) {
-      store->values[name] = value.clone();
-      ++store->versions[name];
-    }
+    for (auto& [name, value] : st.pending) store->write(name, value.clone());
   }
   return out;
 }

@@ -2,7 +2,10 @@
 // convolution_backward_data and conv2d_weight_grad (dy, x) -> dw with
 // convolution_backward_weights. Layouts, padding, groups and dilation as in fast_conv.cpp (the
 // geometry is fast_conv_util.h's); tensors are described as they lie and the primitives pick
-// their own layouts, with reorders in and out where they differ.
+// their own layouts, with reorders in and out where they differ. Each execution gets its own
+// scratchpad (scratchpad_mode::user): with the library's shared scratchpad, concurrent runs of
+// the weight-gradient primitive (which synchronises its threads through the scratchpad) were
+// seen to hang.
 #include <optional>
 
 #include "backends/cpu/fast_conv_util.h"
@@ -19,6 +22,7 @@ struct GradEntry {
   int arg_a, arg_b, arg_r;
   memory::desc user_a, user_b, user_r;
   memory::desc a, b, r;
+  memory::desc scratch;
   std::optional<dnnl::reorder> a_in, b_in, r_out;
 };
 
@@ -44,7 +48,8 @@ bool run(const GradEntry& e, const TensorData& a, const TensorData& b, TensorDat
       e.b_in->execute(s, ub, mb);
     }
     if (e.r_out) mr = memory(e.r, eng);
-    e.prim.execute(s, {{e.arg_a, ma}, {e.arg_b, mb}, {e.arg_r, mr}});
+    memory pad(e.scratch, eng);
+    e.prim.execute(s, {{e.arg_a, ma}, {e.arg_b, mb}, {e.arg_r, mr}, {DNNL_ARG_SCRATCHPAD, pad}});
     if (e.r_out) e.r_out->execute(s, mr, ur);
     s.wait();
   } catch (const dnnl::error&) {
@@ -93,13 +98,16 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
         pl{geo.pl[0], geo.pl[1]}, pr{geo.pr[0], geo.pr[1]};
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                        x_any, w_any, y_any, strides, dil, pl, pr);
-    dnnl::convolution_forward::primitive_desc fpd(fd, eng);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::primitive_desc fpd(fd, attr, eng);
     entry->user_a = user_y;
     entry->arg_a = DNNL_ARG_DIFF_DST;
     if (data) {
       dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
                                                strides, dil, pl, pr);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, eng, fpd);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, attr, eng, fpd);
+      entry->scratch = pd.scratchpad_desc();
       entry->user_b = user_w;
       entry->user_r = user_x;
       entry->arg_b = DNNL_ARG_WEIGHTS;
@@ -111,7 +119,8 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
     } else {
       dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
                                                   strides, dil, pl, pr);
-      dnnl::convolution_backward_weights::primitive_desc pd(bd, eng, fpd);
+      dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, eng, fpd);
+      entry->scratch = pd.scratchpad_desc();
       entry->user_b = user_x;
       entry->user_r = user_w;
       entry->arg_b = DNNL_ARG_SRC;

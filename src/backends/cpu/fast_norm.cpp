@@ -69,17 +69,31 @@ void channel_sums(const float* x, const Lines& l, std::vector<double>& acc, F f)
   }
 }
 
-// y = (x - mean[c]) / sd[c] * gamma[c] + beta[c] over [outer, C, inner].
+// y = (x - mean[c]) * (gamma[c] / sd[c]) + beta[c] over [outer, C, inner], in double (within
+// an ulp or two of the reference's (x - mean) / sd * gamma + beta before the f32 rounding).
 void affine(const float* x, float* y, const Lines& l, const double* mean, const double* sd, const float* gamma,
             const float* beta) {
   const int64_t C = l.len, total = l.outer * l.len * l.inner;
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)
   for (int64_t oc = 0; oc < l.outer * C; ++oc) {
     const int64_t c = oc % C;
-    const double m = mean[c], s = sd[c], g = gamma[c], b = beta[c];
+    const double m = mean[c], k = gamma[c] / sd[c], b = beta[c];
     const float* p = x + oc * l.inner;
     float* q = y + oc * l.inner;
-    for (int64_t i = 0; i < l.inner; ++i) q[i] = static_cast<float>((p[i] - m) / s * g + b);
+#pragma omp simd
+    for (int64_t i = 0; i < l.inner; ++i) q[i] = static_cast<float>((p[i] - m) * k + b);
+  }
+}
+
+// The same for channels last (inner == 1): rows of C with per-channel factors.
+void affine_last(const float* x, float* y, int64_t rows, int64_t C, const double* mean, const double* k,
+                 const double* beta) {
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = x + r * C;
+    float* q = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) q[c] = static_cast<float>((p[c] - mean[c]) * k[c] + beta[c]);
   }
 }
 
@@ -116,7 +130,16 @@ bool batch_norm(const Node& n, const std::vector<TensorData>& in, std::vector<Te
   for (int64_t c = 0; c < C; ++c) sd[static_cast<size_t>(c)] = std::sqrt(var[static_cast<size_t>(c)] + d->epsilon);
   const size_t gi = training ? 1 : 3;
   TensorData y(in[0].shape(), DType::f32);
-  affine(x, y.ptr<float>(), l, mean.data(), sd.data(), in[gi].ptr<float>(), in[gi + 1].ptr<float>());
+  if (l.inner == 1) {
+    std::vector<double> k(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      k[static_cast<size_t>(c)] = in[gi].ptr<float>()[c] / sd[static_cast<size_t>(c)];
+      b[static_cast<size_t>(c)] = in[gi + 1].ptr<float>()[c];
+    }
+    affine_last(x, y.ptr<float>(), l.outer, C, mean.data(), k.data(), b.data());
+  } else {
+    affine(x, y.ptr<float>(), l, mean.data(), sd.data(), in[gi].ptr<float>(), in[gi + 1].ptr<float>());
+  }
   out.clear();
   out.push_back(std::move(y));
   if (training) {

@@ -495,7 +495,7 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
       CachedVar& cv = st.vars[name];
       uint64_t version = store->versions[name];
       if (cv.version != version) {
-        cv.value = r.upload(store->values.at(name));
+        cv.value = r.upload(store->value(name));
         cv.version = version;
       }
       r.snapshot[name] = cv.value;
@@ -521,13 +521,21 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (try_capture && !synced && r.pending.empty()) capture(*this, st, inputs, sizes);
   if (!r.pending.empty()) {
-    std::map<std::string, TensorData> host;
-    for (auto& [name, value] : r.pending) host[name] = r.download(value);
+    // The new values stay on the device: the host copy is fetched only when read.
+    TG_CUDA(cudaStreamSynchronize(r.stream));
     std::lock_guard<std::mutex> vlock(store->mu);
-    for (auto& [name, value] : host) {
-      store->values[name] = value;
+    for (auto& [name, value] : r.pending) {
+      store->device_only.erase(name);
       uint64_t v = ++store->versions[name];
-      st.vars[name] = CachedVar{v, r.pending[name]};
+      st.vars[name] = CachedVar{v, value};
+      int device_index = device.index;
+      DevTensor keep = value;
+      store->device_only[name] = [keep, device_index] {
+        TensorData h(keep.type.shape, keep.type.dtype);
+        TG_CUDA(cudaSetDevice(device_index));
+        if (keep.nbytes()) TG_CUDA(cudaMemcpy(h.data(), keep.buf.get(), keep.nbytes(), cudaMemcpyDeviceToHost));
+        return h;
+      };
     }
   }
   return out;
@@ -555,7 +563,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   Run proto{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   std::vector<DevTensor> dev_in;
   for (const TensorData& t : inputs) dev_in.push_back(proto.upload(t));
-  for (const auto& [name, id] : exe.variables) proto.snapshot[name] = proto.upload(exe.store->values.at(name));
+  for (const auto& [name, id] : exe.variables) proto.snapshot[name] = proto.upload(exe.store->value(name));
   cudaEvent_t start, stop;
   TG_CUDA(cudaEventCreate(&start));
   TG_CUDA(cudaEventCreate(&stop));

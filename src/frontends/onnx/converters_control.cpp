@@ -230,9 +230,9 @@ void adam(Ctx& c) {
 
 const std::vector<Converter>& control_converters() {
   static const std::vector<Converter> t = {
-      {"If", 1, 18, if_},
-      {"Loop", 1, 18, loop},
-      {"Scan", 8, 18, scan},
+      {"If", 1, kNewestOpset, if_},
+      {"Loop", 1, kNewestOpset, loop},
+      {"Scan", 8, kNewestOpset, scan},
       {"Adagrad", 1, 1, adagrad},
       {"Momentum", 1, 1, momentum},
       {"Adam", 1, 1, adam},

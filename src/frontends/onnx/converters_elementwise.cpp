@@ -10,9 +10,9 @@ namespace tg::onnx_import {
 namespace {
 
 #define UNARY(NAME, EXPR) \
-  {NAME, 1, 18, +[](Ctx& c) { Graph& g = c.g; Tensor x = c.in(0); (void)g; c.out(0, EXPR); }}
+  {NAME, 1, kNewestOpset, +[](Ctx& c) { Graph& g = c.g; Tensor x = c.in(0); (void)g; c.out(0, EXPR); }}
 #define BINARY(NAME, METHOD) \
-  {NAME, 7, 18, +[](Ctx& c) { c.out(0, c.g.METHOD(c.in(0), c.in(1))); }}
+  {NAME, 7, kNewestOpset, +[](Ctx& c) { c.out(0, c.g.METHOD(c.in(0), c.in(1))); }}
 
 Tensor where_zero(Graph& g, Tensor cond, Tensor x) { return g.select(cond, x, scalar_like(g, 0, x)); }
 
@@ -123,6 +123,18 @@ void softsign(Ctx& c) {
   c.out(0, g.div(x, g.add(scalar_like(g, 1, x), g.abs(x))));
 }
 
+void gelu(Ctx& c) {
+  std::string a = c.attr_s("approximate", "none");
+  if (a == "none") return c.out(0, c.g.gelu(c.in(0)));
+  if (a == "tanh") return c.out(0, c.g.gelu_tanh(c.in(0)));
+  c.fail("approximate must be 'none' or 'tanh', not '" + a + "'");
+}
+
+void mish(Ctx& c) {  // x * tanh(softplus(x))
+  Tensor x = c.in(0);
+  c.out(0, c.g.mul(x, c.g.tanh(c.g.softplus(x))));
+}
+
 }  // namespace
 
 const std::vector<Converter>& elementwise_converters() {
@@ -155,20 +167,22 @@ const std::vector<Converter>& elementwise_converters() {
       UNARY("Not", g.logical_not(x)),
       UNARY("BitwiseNot", g.bitwise_not(x)),
       UNARY("IsNaN", g.is_nan(x)),
-      {"Identity", 1, 18, +[](Ctx& c) { c.alias(0, 0); }},
+      {"Identity", 1, kNewestOpset, +[](Ctx& c) { c.alias(0, 0); }},
       UNARY("Softplus", g.softplus(x)),
       UNARY("Elu", g.elu(x, c.attr_f("alpha", 1.f))),
       UNARY("LeakyRelu", g.leaky_relu(x, c.attr_f("alpha", 0.01f))),
       UNARY("HardSigmoid", g.hard_sigmoid(x, c.attr_f("alpha", 0.2f), c.attr_f("beta", 0.5f))),
       UNARY("HardSwish", g.mul(x, g.hard_sigmoid(x, 1.0 / 6.0, 0.5))),
-      {"Softsign", 1, 18, softsign},
-      {"Selu", 1, 18, selu},
-      {"Celu", 12, 18, celu},
-      {"ThresholdedRelu", 10, 18, thresholded_relu},
-      {"Shrink", 9, 18, shrink},
-      {"PRelu", 7, 18, prelu},
-      {"IsInf", 10, 18, is_inf},
-      {"Clip", 1, 18, clip},
+      {"Softsign", 1, kNewestOpset, softsign},
+      {"Gelu", 20, kNewestOpset, gelu},
+      {"Mish", 18, kNewestOpset, mish},
+      {"Selu", 1, kNewestOpset, selu},
+      {"Celu", 12, kNewestOpset, celu},
+      {"ThresholdedRelu", 10, kNewestOpset, thresholded_relu},
+      {"Shrink", 9, kNewestOpset, shrink},
+      {"PRelu", 7, kNewestOpset, prelu},
+      {"IsInf", 10, kNewestOpset, is_inf},
+      {"Clip", 1, kNewestOpset, clip},
       BINARY("Add", add),
       BINARY("Sub", sub),
       BINARY("Mul", mul),
@@ -184,16 +198,16 @@ const std::vector<Converter>& elementwise_converters() {
       BINARY("BitwiseAnd", bitwise_and),
       BINARY("BitwiseOr", bitwise_or),
       BINARY("BitwiseXor", bitwise_xor),
-      {"Pow", 7, 18, pow_},
-      {"Mod", 10, 18, mod},
-      {"BitShift", 11, 18, bitshift},
-      {"Max", 1, 18, variadic<0>},
-      {"Min", 1, 18, variadic<1>},
-      {"Sum", 1, 18, variadic<2>},
-      {"Mean", 1, 18, variadic<3>},
-      {"Where", 9, 18, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
-      {"Cast", 6, 18, cast},
-      {"CastLike", 15, 18, cast_like},
+      {"Pow", 7, kNewestOpset, pow_},
+      {"Mod", 10, kNewestOpset, mod},
+      {"BitShift", 11, kNewestOpset, bitshift},
+      {"Max", 1, kNewestOpset, variadic<0>},
+      {"Min", 1, kNewestOpset, variadic<1>},
+      {"Sum", 1, kNewestOpset, variadic<2>},
+      {"Mean", 1, kNewestOpset, variadic<3>},
+      {"Where", 9, kNewestOpset, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
+      {"Cast", 6, kNewestOpset, cast},
+      {"CastLike", 15, kNewestOpset, cast_like},
   };
   return t;
 }

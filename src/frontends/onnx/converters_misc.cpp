@@ -188,13 +188,13 @@ void bernoulli(Ctx& c) {
 
 const std::vector<Converter>& misc_converters() {
   static const std::vector<Converter> t = {
-      {"Einsum", 12, 18, einsum},
-      {"Det", 11, 18, det},
-      {"RandomNormal", 1, 18, random_op<true, false>},
-      {"RandomUniform", 1, 18, random_op<false, false>},
-      {"RandomNormalLike", 1, 18, random_op<true, true>},
-      {"RandomUniformLike", 1, 18, random_op<false, true>},
-      {"Bernoulli", 15, 18, bernoulli},
+      {"Einsum", 12, kNewestOpset, einsum},
+      {"Det", 11, kNewestOpset, det},
+      {"RandomNormal", 1, kNewestOpset, random_op<true, false>},
+      {"RandomUniform", 1, kNewestOpset, random_op<false, false>},
+      {"RandomNormalLike", 1, kNewestOpset, random_op<true, true>},
+      {"RandomUniformLike", 1, kNewestOpset, random_op<false, true>},
+      {"Bernoulli", 15, kNewestOpset, bernoulli},
   };
   return t;
 }

@@ -369,6 +369,37 @@ void layer_norm(Ctx& c) {
   c.out(2, n[2]);
 }
 
+// Statistics per (image, group) over the group's channels and the spatial dims. Opset 18's
+// scale / bias hold one value per group, opset 21's one per channel.
+void group_norm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  require_rank(c, x, 3, 64, "X");
+  std::vector<int64_t> d = static_dims(c, x, "GroupNormalization");
+  int64_t groups = c.attr_i("num_groups", 0), C = d[1];
+  if (groups < 1 || C % groups) c.fail("num_groups must divide the channels");
+  std::vector<int64_t> grouped = {d[0], groups, -1};
+  Tensor y = g.reshape(normalise(g, g.reshape(x, grouped), {2}, c.attr_f("epsilon", 1e-5f))[0], d);
+  std::vector<int64_t> bshape(d.size(), 1);
+  bshape[1] = C;
+  auto per_channel = [&](Tensor t) {
+    if (c.opset < 21) t = g.reshape(g.broadcast_to(g.reshape(t, {groups, 1}), {groups, C / groups}), {C});
+    return g.reshape(t, bshape);
+  };
+  c.out(0, g.add(g.mul(y, per_channel(c.in(1))), per_channel(c.in(2))));
+}
+
+void lp_norm(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t axis = norm_axis(c, c.attr_i("axis", -1), x.rank()), p = c.attr_i("p", 2);
+  Tensor n;
+  if (p == 1) n = g.reduce_sum(g.abs(x), {axis}, true);
+  else if (p == 2) n = g.sqrt(g.reduce_sum(g.mul(x, x), {axis}, true));
+  else c.fail("p must be 1 or 2");
+  c.out(0, g.div(x, n));
+}
+
 void lrn(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
@@ -526,26 +557,28 @@ void sce_loss(Ctx& c) {
 
 const std::vector<Converter>& nn_converters() {
   static const std::vector<Converter> t = {
-      {"Conv", 1, 18, conv},
-      {"ConvTranspose", 1, 18, conv_transpose},
-      {"MaxPool", 1, 18, pool<true>},
-      {"AveragePool", 1, 18, pool<false>},
-      {"GlobalAveragePool", 1, 18, global_avg},
-      {"GlobalMaxPool", 1, 18, global_max},
-      {"BatchNormalization", 7, 18, batch_norm},
-      {"InstanceNormalization", 6, 18, instance_norm},
-      {"LayerNormalization", 17, 18, layer_norm},
-      {"LRN", 1, 18, lrn},
-      {"Gemm", 7, 18, gemm},
-      {"MatMul", 1, 18, matmul},
-      {"Softmax", 1, 18, softmax<0>},
-      {"LogSoftmax", 1, 18, softmax<1>},
-      {"Hardmax", 1, 18, softmax<2>},
-      {"Dropout", 1, 18, dropout},
-      {"MeanVarianceNormalization", 9, 18, mvn},
-      {"NegativeLogLikelihoodLoss", 12, 18, nll_loss},
-      {"SoftmaxCrossEntropyLoss", 12, 18, sce_loss},
-      {"MaxUnpool", 9, 18, max_unpool},
+      {"Conv", 1, kNewestOpset, conv},
+      {"ConvTranspose", 1, kNewestOpset, conv_transpose},
+      {"MaxPool", 1, kNewestOpset, pool<true>},
+      {"AveragePool", 1, kNewestOpset, pool<false>},
+      {"GlobalAveragePool", 1, kNewestOpset, global_avg},
+      {"GlobalMaxPool", 1, kNewestOpset, global_max},
+      {"BatchNormalization", 7, kNewestOpset, batch_norm},
+      {"InstanceNormalization", 6, kNewestOpset, instance_norm},
+      {"LayerNormalization", 17, kNewestOpset, layer_norm},
+      {"LRN", 1, kNewestOpset, lrn},
+      {"GroupNormalization", 18, kNewestOpset, group_norm},
+      {"LpNormalization", 1, kNewestOpset, lp_norm},
+      {"Gemm", 7, kNewestOpset, gemm},
+      {"MatMul", 1, kNewestOpset, matmul},
+      {"Softmax", 1, kNewestOpset, softmax<0>},
+      {"LogSoftmax", 1, kNewestOpset, softmax<1>},
+      {"Hardmax", 1, kNewestOpset, softmax<2>},
+      {"Dropout", 1, kNewestOpset, dropout},
+      {"MeanVarianceNormalization", 9, kNewestOpset, mvn},
+      {"NegativeLogLikelihoodLoss", 12, kNewestOpset, nll_loss},
+      {"SoftmaxCrossEntropyLoss", 12, kNewestOpset, sce_loss},
+      {"MaxUnpool", 9, kNewestOpset, max_unpool},
   };
   return t;
 }

@@ -83,6 +83,7 @@ void matmul_integer(Ctx& c) {
 
 void dequantize(Ctx& c) {
   Graph& g = c.g;
+  if (c.attr_i("block_size", 0)) c.fail("blocked quantization (block_size) is not supported");
   Tensor x = c.in(0), s = c.in(1);
   Tensor xf = g.cast(x, s.dtype());
   auto per_axis = [&](Tensor t) {
@@ -98,7 +99,11 @@ void dequantize(Ctx& c) {
 void quantize(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), s = c.in(1);
-  DType out = c.has_input(2) ? c.in(2).dtype() : DType::u8;
+  if (c.attr_i("block_size", 0)) c.fail("blocked quantization (block_size) is not supported");
+  DType out = c.has_input(2) ? c.in(2).dtype()
+              : c.has_attr("output_dtype") ? dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_dtype", 2)))
+                                           : DType::u8;
+  if (out != DType::u8 && out != DType::i8) c.fail(std::string("quantizing to ") + dtype_name(out) + " is not supported");
   auto per_axis = [&](Tensor t) {
     if (t.rank() != 1 || x.rank() <= 1) return t;
     std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
@@ -116,13 +121,13 @@ void quantize(Ctx& c) {
 
 const std::vector<Converter>& quant_converters() {
   static const std::vector<Converter> t = {
-      {"MatMulInteger", 10, 18, matmul_integer},
-      {"DequantizeLinear", 10, 18, dequantize},
-      {"QuantizeLinear", 10, 18, quantize},
-      {"ConvInteger", 10, 18, conv_integer},
-      {"QLinearConv", 10, 18, qlinear_conv},
-      {"QLinearMatMul", 10, 18, qlinear_matmul},
-      {"DynamicQuantizeLinear", 11, 18, dynamic_quantize},
+      {"MatMulInteger", 10, kNewestOpset, matmul_integer},
+      {"DequantizeLinear", 10, kNewestOpset, dequantize},
+      {"QuantizeLinear", 10, kNewestOpset, quantize},
+      {"ConvInteger", 10, kNewestOpset, conv_integer},
+      {"QLinearConv", 10, kNewestOpset, qlinear_conv},
+      {"QLinearMatMul", 10, kNewestOpset, qlinear_matmul},
+      {"DynamicQuantizeLinear", 11, kNewestOpset, dynamic_quantize},
   };
   return t;
 }

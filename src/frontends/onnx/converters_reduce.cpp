@@ -85,7 +85,7 @@ void topk(Ctx& c) {
 
 #define REDUCE(NAME, KIND, INPUT_SINCE)                           \
   {NAME, 1, INPUT_SINCE - 1, reduce<R::KIND, false>}, {           \
-    NAME, INPUT_SINCE, 18, reduce<R::KIND, true>                  \
+    NAME, INPUT_SINCE, kNewestOpset, reduce<R::KIND, true>                  \
   }
 
 }  // namespace
@@ -102,10 +102,10 @@ const std::vector<Converter>& reduce_converters() {
       REDUCE("ReduceLogSum", log_sum, 18),
       REDUCE("ReduceLogSumExp", log_sum_exp, 18),
       REDUCE("ReduceSumSquare", sum_square, 18),
-      {"ArgMax", 1, 18, arg<true>},
-      {"ArgMin", 1, 18, arg<false>},
-      {"CumSum", 11, 18, cumsum},
-      {"TopK", 1, 18, topk},
+      {"ArgMax", 1, kNewestOpset, arg<true>},
+      {"ArgMin", 1, kNewestOpset, arg<false>},
+      {"CumSum", 11, kNewestOpset, cumsum},
+      {"TopK", 1, kNewestOpset, topk},
   };
   return t;
 }

@@ -189,9 +189,9 @@ void recurrent(Ctx& c) {
 
 const std::vector<Converter>& rnn_converters() {
   static const std::vector<Converter> t = {
-      {"RNN", 7, 18, recurrent<Cell::rnn>},
-      {"GRU", 7, 18, recurrent<Cell::gru>},
-      {"LSTM", 7, 18, recurrent<Cell::lstm>},
+      {"RNN", 7, kNewestOpset, recurrent<Cell::rnn>},
+      {"GRU", 7, kNewestOpset, recurrent<Cell::gru>},
+      {"LSTM", 7, kNewestOpset, recurrent<Cell::lstm>},
   };
   return t;
 }

@@ -55,7 +55,10 @@ void resize_matrix(const ResizeParams& p, const ResizeAxis& ax, TensorData& w, s
       }
     } else if (c == "tf_half_pixel_for_nn") xo = (x + 0.5) / ax.scale;
     else if (c == "pytorch_half_pixel") xo = out_w == 1 ? -0.5 : (x + 0.5) / ax.scale - 0.5;
-    else xo = (x + 0.5) / ax.scale - 0.5;
+    else if (c == "half_pixel_symmetric") {  // Resize-19
+      double adjust = static_cast<double>(out) / out_w, center = static_cast<double>(in) / 2;
+      xo = center * (1 - adjust) + (x + 0.5) / ax.scale - 0.5;
+    } else xo = (x + 0.5) / ax.scale - 0.5;
     double fl = std::floor(xo);
     bool integer = xo == fl;
     double ratio = integer ? 1.0 : xo - fl;
@@ -137,6 +140,10 @@ void resize(Ctx& c) {
   p.mode = c.attr_s("mode", "nearest");
   if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") c.fail("unknown mode '" + p.mode + "'");
   p.coord = c.opset < 11 ? "asymmetric" : c.attr_s("coordinate_transformation_mode", "half_pixel");
+  static const char* coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                 "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (std::find_if(std::begin(coords), std::end(coords), [&](const char* m) { return p.coord == m; }) == std::end(coords))
+    c.fail("coordinate_transformation_mode '" + p.coord + "' is not supported");
   p.nearest = c.opset < 11 ? "round_prefer_floor" : c.attr_s("nearest_mode", "round_prefer_floor");
   p.cubic_a = c.attr_f("cubic_coeff_a", -0.75f);
   p.exclude_outside = c.attr_i("exclude_outside", 0) != 0;
@@ -226,6 +233,8 @@ void grid_sample(Ctx& c) {
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
   std::string mode = c.attr_s("mode", "bilinear"), pad = c.attr_s("padding_mode", "zeros");
   bool align = c.attr_i("align_corners", 0) != 0;
+  if (mode == "linear") mode = "bilinear";  // GridSample-20's names
+  if (mode == "cubic") mode = "bicubic";
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.fail("unknown mode '" + mode + "'");
   if (pad != "zeros" && pad != "border" && pad != "reflection") c.fail("unknown padding_mode '" + pad + "'");
   const DType f = DType::f64;
@@ -381,10 +390,10 @@ void roi_align(Ctx& c) {
 
 const std::vector<Converter>& sampling_converters() {
   static const std::vector<Converter> t = {
-      {"RoiAlign", 10, 18, roi_align},
-      {"GridSample", 16, 18, grid_sample},
-      {"Resize", 10, 18, resize},
-      {"Upsample", 7, 18, upsample},
+      {"RoiAlign", 10, kNewestOpset, roi_align},
+      {"GridSample", 16, kNewestOpset, grid_sample},
+      {"Resize", 10, kNewestOpset, resize},
+      {"Upsample", 7, kNewestOpset, upsample},
   };
   return t;
 }

@@ -241,7 +241,7 @@ void pad(Ctx& c) {
   PadMode m = mode == "constant" ? PadMode::constant
               : mode == "reflect" ? PadMode::reflect
               : mode == "edge"    ? PadMode::edge
-                                  : (c.fail("unknown mode '" + mode + "'"), PadMode::constant);
+                                  : (c.fail("mode '" + mode + "' is not supported"), PadMode::constant);
   c.out(0, c.g.pad(x, before, after, m, value));
 }
 
@@ -379,36 +379,36 @@ void space_to_depth(Ctx& c) {
 
 const std::vector<Converter>& shape_converters() {
   static const std::vector<Converter> t = {
-      {"Reshape", 1, 18, reshape},
-      {"Flatten", 1, 18, flatten},
-      {"Squeeze", 1, 18, squeeze},
-      {"Unsqueeze", 1, 18, unsqueeze},
-      {"Transpose", 1, 18, transpose},
-      {"Concat", 1, 18, concat},
-      {"Split", 2, 18, split},
-      {"Slice", 1, 18, slice},
-      {"Gather", 1, 18, gather},
-      {"GatherElements", 11, 18, gather_elements},
-      {"GatherND", 11, 18, gather_nd},
+      {"Reshape", 1, kNewestOpset, reshape},
+      {"Flatten", 1, kNewestOpset, flatten},
+      {"Squeeze", 1, kNewestOpset, squeeze},
+      {"Unsqueeze", 1, kNewestOpset, unsqueeze},
+      {"Transpose", 1, kNewestOpset, transpose},
+      {"Concat", 1, kNewestOpset, concat},
+      {"Split", 2, kNewestOpset, split},
+      {"Slice", 1, kNewestOpset, slice},
+      {"Gather", 1, kNewestOpset, gather},
+      {"GatherElements", 11, kNewestOpset, gather_elements},
+      {"GatherND", 11, kNewestOpset, gather_nd},
       {"Scatter", 9, 10, scatter_elements},
-      {"ScatterElements", 11, 18, scatter_elements},
-      {"ScatterND", 11, 18, scatter_nd},
-      {"Expand", 8, 18, expand},
-      {"Compress", 9, 18, compress},
-      {"ReverseSequence", 10, 18, reverse_sequence},
-      {"Tile", 6, 18, tile},
-      {"Pad", 2, 18, pad},
-      {"Shape", 1, 18, shape},
-      {"Size", 1, 18, size},
-      {"Constant", 1, 18, constant},
-      {"ConstantOfShape", 9, 18, constant_of_shape},
-      {"Range", 11, 18, range},
-      {"OneHot", 9, 18, one_hot},
-      {"NonZero", 9, 18, non_zero},
-      {"Trilu", 14, 18, trilu},
-      {"EyeLike", 9, 18, eye_like},
-      {"DepthToSpace", 1, 18, depth_to_space},
-      {"SpaceToDepth", 1, 18, space_to_depth},
+      {"ScatterElements", 11, kNewestOpset, scatter_elements},
+      {"ScatterND", 11, kNewestOpset, scatter_nd},
+      {"Expand", 8, kNewestOpset, expand},
+      {"Compress", 9, kNewestOpset, compress},
+      {"ReverseSequence", 10, kNewestOpset, reverse_sequence},
+      {"Tile", 6, kNewestOpset, tile},
+      {"Pad", 2, kNewestOpset, pad},
+      {"Shape", 1, kNewestOpset, shape},
+      {"Size", 1, kNewestOpset, size},
+      {"Constant", 1, kNewestOpset, constant},
+      {"ConstantOfShape", 9, kNewestOpset, constant_of_shape},
+      {"Range", 11, kNewestOpset, range},
+      {"OneHot", 9, kNewestOpset, one_hot},
+      {"NonZero", 9, kNewestOpset, non_zero},
+      {"Trilu", 14, kNewestOpset, trilu},
+      {"EyeLike", 9, kNewestOpset, eye_like},
+      {"DepthToSpace", 1, kNewestOpset, depth_to_space},
+      {"SpaceToDepth", 1, kNewestOpset, space_to_depth},
   };
   return t;
 }

@@ -68,7 +68,9 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
 
 void dft(Ctx& c) {
   int64_t length = c.has_input(1) ? c.ints_in(1).at(0) : 0;
-  c.out(0, dft_core(c, c.in(0), c.attr_i("axis", 1), length, c.attr_i("inverse", 0) != 0, c.attr_i("onesided", 0) != 0));
+  // DFT-20 takes the axis as an input (default -2, the last signal dim).
+  int64_t axis = c.opset >= 20 ? (c.has_input(2) ? c.ints_in(2).at(0) : -2) : c.attr_i("axis", 1);
+  c.out(0, dft_core(c, c.in(0), axis, length, c.attr_i("inverse", 0) != 0, c.attr_i("onesided", 0) != 0));
 }
 
 void stft(Ctx& c) {
@@ -206,13 +208,13 @@ void mel_weight_matrix(Ctx& c) {
 
 const std::vector<Converter>& signal_converters() {
   static const std::vector<Converter> t = {
-      {"DFT", 17, 18, dft},
-      {"TfIdfVectorizer", 9, 18, tfidf},
-      {"STFT", 17, 18, stft},
-      {"MelWeightMatrix", 17, 18, mel_weight_matrix},
-      {"HannWindow", 17, 18, +[](Ctx& c) { window(c, 0); }},
-      {"HammingWindow", 17, 18, +[](Ctx& c) { window(c, 1); }},
-      {"BlackmanWindow", 17, 18, +[](Ctx& c) { window(c, 2); }},
+      {"DFT", 17, kNewestOpset, dft},
+      {"TfIdfVectorizer", 9, kNewestOpset, tfidf},
+      {"STFT", 17, kNewestOpset, stft},
+      {"MelWeightMatrix", 17, kNewestOpset, mel_weight_matrix},
+      {"HannWindow", 17, kNewestOpset, +[](Ctx& c) { window(c, 0); }},
+      {"HammingWindow", 17, kNewestOpset, +[](Ctx& c) { window(c, 1); }},
+      {"BlackmanWindow", 17, kNewestOpset, +[](Ctx& c) { window(c, 2); }},
   };
   return t;
 }

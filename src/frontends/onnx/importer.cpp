@@ -11,7 +11,7 @@
 namespace tg::onnx_import {
 
 namespace {
-constexpr int64_t kMaxOpset = 18;
+constexpr int64_t kMaxOpset = kNewestOpset;
 
 std::string node_label(const onnx::NodeProto& n) {
   if (!n.name().empty()) return n.name();
@@ -297,7 +297,7 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
 
 namespace tg {
 
-int64_t onnx_max_opset() { return 18; }
+int64_t onnx_max_opset() { return onnx_import::kNewestOpset; }
 
 OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& options,
                             const std::string& base_dir) {

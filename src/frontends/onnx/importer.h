@@ -91,6 +91,9 @@ class Ctx {
   const Env& env_;
 };
 
+/// The newest opset of the default domain the converters know (ONNX 1.16).
+constexpr int kNewestOpset = 21;
+
 using ConvertFn = void (*)(Ctx&);
 /// One row of the converter table: op type, opset range [since, until], the function.
 struct Converter {

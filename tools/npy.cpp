@@ -70,7 +70,10 @@ TensorData read_npy(const std::string& path) {
   if (!f || hlen > (1u << 20)) throw Error("[npy] " + path + ": bad header length");
   std::string header(hlen, '\0');
   if (!f.read(header.data(), hlen)) throw Error("[npy] " + path + ": truncated header");
-  DType dt = dtype_of(value_of(header, "descr", path), path);
+  std::string descr = value_of(header, "descr", path);
+  // Unsigned 16/32/64-bit arrays are read widened, as the ONNX importer holds those types.
+  size_t wide = descr == "<u2" ? 2 : descr == "<u4" ? 4 : descr == "<u8" ? 8 : 0;
+  DType dt = wide == 2 ? DType::i32 : wide ? DType::i64 : dtype_of(descr, path);
   if (value_of(header, "fortran_order", path) != "False")
     throw Error("[npy] " + path + ": Fortran-order arrays are not supported");
   std::vector<int64_t> dims;
@@ -81,8 +84,20 @@ TensorData read_npy(const std::string& path) {
     dims.push_back(std::stoll(item));
   }
   TensorData t(Shape(dims), dt);
-  if (t.nbytes() && !f.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(t.nbytes())))
+  size_t nbytes = wide ? static_cast<size_t>(t.num_elements()) * wide : t.nbytes();
+  std::string raw(nbytes, '\0');
+  if (nbytes && !f.read(raw.data(), static_cast<std::streamsize>(nbytes)))
     throw Error("[npy] " + path + ": data is shorter than the shape " + t.shape().str() + " needs");
+  if (!wide) {
+    if (nbytes) std::memcpy(t.data(), raw.data(), nbytes);
+    return t;
+  }
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    uint64_t v = 0;
+    std::memcpy(&v, raw.data() + static_cast<size_t>(i) * wide, wide);
+    if (dt == DType::i32) t.ptr<int32_t>()[i] = static_cast<int32_t>(v);
+    else t.ptr<int64_t>()[i] = static_cast<int64_t>(v);
+  }
   return t;
 }
 

@@ -292,6 +292,10 @@ TEST(FastCpu2, SumToLikeAndBroadcasts) {
   check(g, g.broadcast_like(v, x), {vv, xv});
   auto s = g.placeholder({}, tg::f32);
   check(g, g.broadcast_to(s, {2, 3}), {rnd({}, 5)});
+  check(g, g.broadcast_to(s, {16, 28, 28, 32}), {rnd({}, 6)});  // parallel fill
+  auto c = g.placeholder({1, 1, 1, 32}, tg::f32), r = g.placeholder({16, 1, 28, 1}, tg::f32);
+  check(g, g.broadcast_to(c, {16, 28, 28, 32}), {rnd({1, 1, 1, 32}, 7)});
+  check(g, g.broadcast_to(r, {16, 28, 28, 32}), {rnd({16, 1, 28, 1}, 8)});
 }
 
 TEST(FastCpu2, ReshapeTransposeConcat) {

@@ -300,6 +300,43 @@ TEST(OnnxImport, IfWithConstantCondition) {
   expect_values(y[0], {1, 2});
 }
 
+TEST(OnnxImport, NewerOpsetOps) {
+  // Opsets 18-21: Gelu-20, Mish-18, GroupNormalization-18 (per-group scale) and -21 (per channel).
+  for (int opset : {18, 21}) {
+    ModelBuilder b(opset);
+    b.input("x", {1, 4, 2});
+    auto* gn = b.node("GroupNormalization", {"x", "scale", "bias"}, {"g"});
+    ModelBuilder::attr_i(gn, "num_groups", 2);
+    if (opset == 18) {
+      b.init_f("scale", {2}, {1, 2});
+      b.init_f("bias", {2}, {0, 10});
+    } else {
+      b.init_f("scale", {4}, {1, 1, 2, 2});
+      b.init_f("bias", {4}, {0, 0, 10, 10});
+    }
+    b.node("Mish", {"x"}, {"m"});
+    b.output("g");
+    b.output("m");
+    auto r = run(b.import(), {TensorData::from_floats({1, 4, 2}, {1, 2, 3, 4, 0, 0, 0, 8})});
+    // group 0 = {1,2,3,4}: mean 2.5, var 1.25; group 1 = {0,0,0,8}: mean 2, var 12, then *2 + 10
+    double s0 = 1 / std::sqrt(1.25 + 1e-5), s1 = 1 / std::sqrt(12 + 1e-5);
+    expect_values(r[0], {-1.5 * s0, -0.5 * s0, 0.5 * s0, 1.5 * s0, 10 - 4 * s1, 10 - 4 * s1, 10 - 4 * s1, 10 + 12 * s1}, 1e-4);
+    EXPECT_NEAR(r[1].at(0), 1 * std::tanh(std::log1p(std::exp(1.0))), 1e-5);
+  }
+  ModelBuilder b(20);
+  b.input("x", {2});
+  auto* n = b.node("Gelu", {"x"}, {"y"});
+  auto* a = n->add_attribute();
+  a->set_name("approximate");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("tanh");
+  b.output("y");
+  auto y = run(b.import(), {TensorData::from_floats({2}, {1, -0.5f})});
+  auto gt = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
+  expect_values(y[0], {gt(1), gt(-0.5)});
+  EXPECT_EQ(tg::onnx_max_opset(), 21);
+}
+
 TEST(OnnxImport, UnknownOpNamesNodeOpAndOpset) {
   ModelBuilder b(13);
   b.input("x", {2});

@@ -33,6 +33,26 @@ TEST(Npy, ReadsNumpyFile) {
   EXPECT_NEAR(t.at(0), 1.7640524, 1e-6);
 }
 
+TEST(Npy, UnsignedWideTypesAreReadWidened) {
+  std::string path = testing::TempDir() + "/tgraph_u4.npy";
+  {
+    std::ofstream f(path, std::ios::binary);
+    std::string header = "{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }";
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    f.write("\x93NUMPY\x01\x00", 8);
+    char len[2] = {static_cast<char>(header.size()), 0};
+    f.write(len, 2);
+    f << header;
+    uint32_t v[2] = {7, 4000000000u};
+    f.write(reinterpret_cast<const char*>(v), sizeof v);
+  }
+  tg::TensorData t = tg::tools::read_npy(path);
+  EXPECT_EQ(t.dtype(), tg::i64);
+  EXPECT_EQ(t.ptr<int64_t>()[1], 4000000000LL);
+  std::remove(path.c_str());
+}
+
 TEST(Npy, BadFilesAreClearErrors) {
   std::string path = testing::TempDir() + "/tgraph_bad.npy";
   {

@@ -6,6 +6,7 @@
 // scratchpad (scratchpad_mode::user): with the library's shared scratchpad, concurrent runs of
 // the weight-gradient primitive (which synchronises its threads through the scratchpad) were
 // seen to hang.
+#include <cstdlib>
 #include <optional>
 
 #include "backends/cpu/fast_conv_util.h"
@@ -25,6 +26,15 @@ struct GradEntry {
   memory::desc scratch;
   std::optional<dnnl::reorder> a_in, b_in, r_out;
 };
+
+// TGRAPH_CPU_CONV_PLAIN=1 (as for the forward conv) keeps activations in the user's layout.
+bool plain_env() {
+  static const bool plain = [] {
+    const char* v = std::getenv("TGRAPH_CPU_CONV_PLAIN");
+    return v && *v && *v != '0';
+  }();
+  return plain;
+}
 
 PrimitiveCache<GradEntry>& cache() {
   static PrimitiveCache<GradEntry> c;
@@ -84,6 +94,7 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
 
   std::vector<int64_t> key = geo.key();
   key.push_back(data);
+  key.push_back(plain_env());
   auto e = cache().get(key, [&] {
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
@@ -93,7 +104,8 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
     geo.weights(wdims, wstr);
     memory::desc user_x(geo.x_dims(), f32, geo.act_tag()), user_y(geo.y_dims(), f32, geo.act_tag());
     memory::desc user_w(wdims, f32, wstr);
-    memory::desc x_any(geo.x_dims(), f32, tag::any), y_any(geo.y_dims(), f32, tag::any), w_any(wdims, f32, tag::any);
+    const tag act = plain_env() ? geo.act_tag() : tag::any;
+    memory::desc x_any(geo.x_dims(), f32, act), y_any(geo.y_dims(), f32, act), w_any(wdims, f32, tag::any);
     const memory::dims strides{geo.stride[0], geo.stride[1]}, dil{geo.dil[0] - 1, geo.dil[1] - 1},
         pl{geo.pl[0], geo.pl[1]}, pr{geo.pr[0], geo.pr[1]};
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,

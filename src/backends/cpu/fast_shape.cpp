@@ -27,14 +27,34 @@ bool out_type(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
 // Copies rows of `inner` elements (w bytes each) of an output of dims od from a source with
 // per-dim element strides st (0 where broadcast), walking every output dim but the last
 // `inner` run.
-void strided_copy(const std::byte* src, std::byte* dst, const std::vector<int64_t>& od, const std::vector<int64_t>& st,
+void strided_copy(const std::byte* src, std::byte* dst, const std::vector<int64_t>& od0, const std::vector<int64_t>& st0,
                   size_t w) {
-  const size_t r = od.size();
+  // Merge neighbouring dims that step through the source as one (both broadcast, or contiguous).
+  std::vector<int64_t> od, st;
   int64_t total = 1;
-  for (int64_t v : od) total *= v;
+  for (size_t k = 0; k < od0.size(); ++k) {
+    total *= od0[k];
+    if (od0[k] == 1) continue;
+    if (!od.empty() && st.back() == st0[k] * od0[k]) {
+      od.back() *= od0[k];
+      st.back() = st0[k];
+    } else {
+      od.push_back(od0[k]);
+      st.push_back(st0[k]);
+    }
+  }
   if (total == 0) return;
+  const size_t r = od.size();
   if (r == 0) {
     std::memcpy(dst, src, w);
+    return;
+  }
+  if (r == 1 && st[0] == 0 && w == 4) {  // a fill
+    uint32_t v;
+    std::memcpy(&v, src, 4);
+    auto* q4 = reinterpret_cast<uint32_t*>(dst);
+#pragma omp parallel for simd schedule(static) if (total >= kParallelMin)
+    for (int64_t i = 0; i < total; ++i) q4[i] = v;
     return;
   }
   const int64_t len = od[r - 1], ls = st[r - 1], rows = total / len;

@@ -1,6 +1,5 @@
 #include "backends/cpu/kernels.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -37,16 +36,7 @@ void note_fallback(const Node& n, const std::vector<TensorData>& inputs) {
 
 std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs) {
   std::vector<TensorData> out;
-  static const bool prof = std::getenv("TGF_PROF") != nullptr;
-  if (prof) {
-    auto t0 = std::chrono::steady_clock::now();
-    bool ok = cpu_fast_eval(g, n, inputs, out);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::string types;
-    for (const TensorData& t : inputs) types += t.type().str() + " ";
-    std::fprintf(stderr, "PROF %8.3f %s %s\n", ms, op_def(n.kind).name, types.c_str());
-    if (ok) return out;
-  } else if (cpu_fast_eval(g, n, inputs, out)) return out;
+  if (cpu_fast_eval(g, n, inputs, out)) return out;
   if (log_fallback()) note_fallback(n, inputs);
   return reference_eval(g, n, inputs);
 }

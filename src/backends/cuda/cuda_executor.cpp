@@ -53,6 +53,7 @@ struct Captured {
   std::vector<DevTensor> targets;    // fixed buffers the graph writes
   std::vector<DeviceBuffer> buffers;  // every intermediate, kept alive
   std::map<std::string, uint64_t> var_versions;
+  std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
   ~Captured() {
     if (exec) cudaGraphExecDestroy(exec);
   }
@@ -412,15 +413,32 @@ std::map<std::string, uint64_t> var_versions(const ExecutableImpl& exe) {
   return v;
 }
 
-// Whole-run capture needs static shapes, no state changes and no host round trips (the
-// last is checked on the recording run). TGRAPH_NO_CUDA_GRAPH=1 turns it off.
+// Whole-run capture needs static shapes and no host round trips (checked on the recording
+// run). Variable writes are captured as copies into the variables' device buffers at the
+// end of the run. TGRAPH_NO_CUDA_GRAPH=1 turns capture off.
 bool capturable(const ExecutableImpl& exe, const CudaState& st) {
   if (st.capture_failed || env_on("TGRAPH_NO_CUDA_GRAPH")) return false;
   for (const TensorType& t : exe.feed_types)
     if (!t.shape.is_static()) return false;
-  for (const Node& n : exe.module.graph.nodes)
-    if (n.kind == OpKind::Assign || n.kind == OpKind::ReadVariable) return false;
   return true;
+}
+
+// Publishes device-side variable writes: new versions, and a host copy fetched on demand.
+void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::string, DevTensor>& written) {
+  std::lock_guard<std::mutex> vlock(exe.store->mu);
+  for (const auto& [name, value] : written) {
+    exe.store->device_only.erase(name);
+    uint64_t v = ++exe.store->versions[name];
+    st.vars[name] = CachedVar{v, value};
+    int device_index = exe.device.index;
+    DevTensor keep = value;
+    exe.store->device_only[name] = [keep, device_index] {
+      TensorData h(keep.type.shape, keep.type.dtype);
+      TG_CUDA(cudaSetDevice(device_index));
+      if (keep.nbytes()) TG_CUDA(cudaMemcpy(h.data(), keep.buf.get(), keep.nbytes(), cudaMemcpyDeviceToHost));
+      return h;
+    };
+  }
 }
 
 void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorData>& inputs,
@@ -443,6 +461,14 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
   TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
   try {
     r.block(0);
+    // Writes land in the variables' own buffers, so every replay reads and writes the same
+    // addresses (all reads of the old values precede these copies on the stream).
+    for (auto& [name, value] : r.pending) {
+      const DevTensor& dst = r.snapshot.at(name);
+      if (value.nbytes())
+        TG_CUDA(cudaMemcpyAsync(dst.buf.get(), value.buf.get(), value.nbytes(), cudaMemcpyDeviceToDevice, r.stream));
+      cap->assigned[name] = dst;
+    }
   } catch (const std::exception& err) {
     cudaStreamEndCapture(r.stream, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -466,7 +492,8 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
   ++st.captures;
 }
 
-std::vector<TensorData> replay(Captured& cap, const std::vector<TensorData>& inputs, Run& r) {
+std::vector<TensorData> replay(const ExecutableImpl& exe, CudaState& st, Captured& cap,
+                               const std::vector<TensorData>& inputs, Run& r) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].nbytes())
       TG_CUDA(cudaMemcpyAsync(cap.inputs[i].buf.get(), inputs[i].data(), inputs[i].nbytes(), cudaMemcpyHostToDevice,
@@ -474,6 +501,10 @@ std::vector<TensorData> replay(Captured& cap, const std::vector<TensorData>& inp
   TG_CUDA(cudaGraphLaunch(cap.exec, r.stream));
   std::vector<TensorData> out;
   for (const DevTensor& t : cap.targets) out.push_back(r.download(t));
+  if (!cap.assigned.empty()) {
+    publish(exe, st, cap.assigned);
+    cap.var_versions = var_versions(exe);  // our own writes keep the graph valid
+  }
   return out;
 }
 
@@ -506,7 +537,7 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
   if (st.captured && st.captured->input_types == in_types && st.captured->var_versions == var_versions(*this))
   {
     ++st.replays;
-    return replay(*st.captured, inputs, r);
+    return replay(*this, st, *st.captured, inputs, r);
   }
   st.captured.reset();
   std::vector<size_t> sizes;
@@ -519,25 +550,11 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
   std::vector<TensorData> out;
   for (int32_t v : module.targets) out.push_back(r.download(r.in(v)));
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
-  if (try_capture && !synced && r.pending.empty()) capture(*this, st, inputs, sizes);
   if (!r.pending.empty()) {
-    // The new values stay on the device: the host copy is fetched only when read.
     TG_CUDA(cudaStreamSynchronize(r.stream));
-    std::lock_guard<std::mutex> vlock(store->mu);
-    for (auto& [name, value] : r.pending) {
-      store->device_only.erase(name);
-      uint64_t v = ++store->versions[name];
-      st.vars[name] = CachedVar{v, value};
-      int device_index = device.index;
-      DevTensor keep = value;
-      store->device_only[name] = [keep, device_index] {
-        TensorData h(keep.type.shape, keep.type.dtype);
-        TG_CUDA(cudaSetDevice(device_index));
-        if (keep.nbytes()) TG_CUDA(cudaMemcpy(h.data(), keep.buf.get(), keep.nbytes(), cudaMemcpyDeviceToHost));
-        return h;
-      };
-    }
+    publish(*this, st, r.pending);  // the new values stay on the device until read
   }
+  if (try_capture && !synced) capture(*this, st, inputs, sizes);
   return out;
 }
 

@@ -23,8 +23,6 @@ struct Value {
 
 /// ONNX element type -> tgraph dtype; throws for types tgraph lacks.
 DType dtype_from_onnx(int32_t onnx_type);
-/// tgraph dtype -> ONNX element type.
-int32_t dtype_to_onnx(DType t);
 /// TensorProto -> TensorData; `base_dir` resolves external data.
 TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir);
 

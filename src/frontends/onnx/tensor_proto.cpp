@@ -41,22 +41,6 @@ DType dtype_from_onnx(int32_t t) {
   }
 }
 
-int32_t dtype_to_onnx(DType t) {
-  switch (t) {
-    case DType::f32: return onnx::TensorProto::FLOAT;
-    case DType::u8: return onnx::TensorProto::UINT8;
-    case DType::i8: return onnx::TensorProto::INT8;
-    case DType::i16: return onnx::TensorProto::INT16;
-    case DType::i32: return onnx::TensorProto::INT32;
-    case DType::i64: return onnx::TensorProto::INT64;
-    case DType::boolean: return onnx::TensorProto::BOOL;
-    case DType::f16: return onnx::TensorProto::FLOAT16;
-    case DType::f64: return onnx::TensorProto::DOUBLE;
-    case DType::bf16: return onnx::TensorProto::BFLOAT16;
-  }
-  return onnx::TensorProto::UNDEFINED;
-}
-
 namespace {
 std::string read_external(const onnx::TensorProto& p, const std::string& base_dir, size_t nbytes) {
   std::string location;
@@ -72,7 +56,10 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("[onnx] tensor '" + p.name() + "': cannot open external data file " + path);
   f.seekg(offset);
-  size_t n = length >= 0 ? static_cast<size_t>(length) : nbytes;
+  if (length >= 0 && static_cast<size_t>(length) != nbytes)
+    throw Error("[onnx] tensor '" + p.name() + "': external data length " + std::to_string(length) + " does not match its " +
+                std::to_string(nbytes) + " bytes");
+  size_t n = nbytes;
   std::string buf(n, '\0');
   f.read(buf.data(), static_cast<std::streamsize>(n));
   if (static_cast<size_t>(f.gcount()) != n)

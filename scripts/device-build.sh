@@ -22,5 +22,5 @@ echo "build ok"
 gpu_rc=${PIPESTATUS[0]}
 (cd build-gpu && ctest -LE gpu -j "$(nproc)" --timeout 900) > "$OUT/cpu-tests.log" 2>&1
 echo "cpu tests: $(grep -E 'tests passed' "$OUT/cpu-tests.log" | tail -1)"
-./build-gpu/examples/hello_graph > "$OUT/demo.log" 2>&1 && head -3 "$OUT/demo.log"
+./build-gpu/examples/train_fashion_mnist --epochs 3 --data /opt/devroot/usr/share/datasets/fashion-mnist --out "$OUT/fashion_mnist" > "$OUT/demo.log" 2>&1; tr "\r" "\n" < "$OUT/demo.log" | grep -E "^(epoch [0-9]+:|final)"
 exit $gpu_rc

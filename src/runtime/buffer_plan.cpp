@@ -13,7 +13,7 @@ int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // variables or placeholders, whose bytes live elsewhere) with a static size.
 bool planned(const GraphImpl& g, const Node& n, int32_t v) {
   const OpDef& d = op_def(n.kind);
-  return !d.has(kSource) && !d.has(kStateful) && g.type(v).shape.is_static();
+  return !d.has(kSource) && !d.has(kStateful) && !d.has(kHasRegions) && g.type(v).shape.is_static();
 }
 
 }  // namespace
@@ -42,7 +42,17 @@ BufferPlan plan_buffers(const Module& m) {
       for (int32_t v : g.blocks[b].results)
         last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], top_step(g.blocks[b].parent_node));
   }
-  for (int32_t v : m.targets) last_use[static_cast<size_t>(v)] = end;
+  // Values that outlive their last reader: targets (returned to the caller), values written
+  // to variables (a later read_variable returns them) and control-flow operands (a loop or
+  // branch may hand them back as its own result).
+  std::vector<char> pinned(g.values.size(), 0);
+  for (int32_t v : m.targets) pinned[static_cast<size_t>(v)] = 1;
+  for (const Block& blk : g.blocks)
+    for (int32_t id : blk.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Assign || op_def(n.kind).has(kHasRegions))
+        for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
+    }
 
   std::map<int64_t, int64_t> free_blocks;  // offset -> size
   std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step), for freeing
@@ -68,7 +78,7 @@ BufferPlan plan_buffers(const Module& m) {
   for (int32_t s = 0; s < end; ++s) {
     const Node& n = g.nodes[static_cast<size_t>(order[static_cast<size_t>(s)])];
     for (int32_t v : n.outputs) {
-      if (!planned(g, n, v)) continue;
+      if (!planned(g, n, v) || pinned[static_cast<size_t>(v)]) continue;
       int64_t size = size_of(v);
       p.naive_bytes += size;
       // In place: an elementwise op over an input of the same byte size that dies here.

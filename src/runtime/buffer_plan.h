@@ -1,6 +1,7 @@
 #pragma once
 // Buffer planning: every intermediate of the top-level block with a static size gets an
-// offset in one arena. Buffers whose lifetimes do not overlap share bytes, and an
+// offset in one arena (not targets, which are returned, nor values that may outlive their
+// readers: variable writes and control-flow operands). Buffers whose lifetimes do not overlap share bytes, and an
 // elementwise op may write over an input that dies at that op (in-place).
 #include <cstdint>
 #include <vector>

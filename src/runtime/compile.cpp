@@ -69,9 +69,9 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
     if (op.graph_impl() != impl_.get()) throw Error("[compile] a target operation belongs to another graph");
     m.target_ops.push_back(op.id());
   }
-  // Specialise: the feed types flow through inference (static dims become known) unless
-  // the user asked for dynamic shapes to stay dynamic.
-  if (!options.disable_type_inference) reinfer(m.graph);
+  // The feed types flow through inference: static feed dims specialise the graph, -1 dims
+  // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
+  reinfer(m.graph);
   // The CUDA backend has no kernels for composite norms and losses: they become primitives.
   run_pipeline(m, options.optimize, options.device.kind == Device::Kind::cuda);
   for (const Block& b : m.graph.blocks)
@@ -84,6 +84,7 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
 #endif
   BufferPlan plan = plan_buffers(m);
   impl->arena_bytes = plan.arena_bytes;
+  impl->arena_offset = std::move(plan.offset);
   impl->naive_bytes = plan.naive_bytes;
   return Executable(impl);
 }

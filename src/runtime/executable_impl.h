@@ -23,6 +23,7 @@ struct ExecutableImpl {
   std::map<std::string, int32_t> variables;  // name -> Variable node id (live ones)
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;
+  std::vector<int64_t> arena_offset;  // per value id: byte offset in the run's arena, or -1
 
   /// Checks inputs against the feeds; throws "[run] ..." naming the feed and both types.
   void check_inputs(const std::vector<TensorData>& inputs) const;

@@ -15,6 +15,7 @@ struct RunState {
   std::vector<TensorData> slots;                 // per value id
   std::map<std::string, TensorData> snapshot;    // variables at the start of the run
   std::map<std::string, TensorData> pending;     // assigns made by this run
+  std::shared_ptr<std::byte> arena;              // this run's intermediates (buffer plan)
 
   const TensorData& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
 
@@ -108,9 +109,25 @@ struct RunState {
         std::vector<TensorData> ins;
         ins.reserve(n.inputs.size());
         for (int32_t v : n.inputs) ins.push_back(in(v));
-        set_outputs(n, cpu_eval(g, n, ins));
+        set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
       }
     }
+  }
+
+  // Arena views for the node's planned outputs (top level, static shapes), or nullptr.
+  std::vector<TensorData> planned_buf;
+  const std::vector<TensorData>* planned_outputs(const Node& n) {
+    if (!arena || n.block != 0) return nullptr;
+    planned_buf.assign(n.outputs.size(), TensorData());
+    bool any = false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      int64_t off = exe.arena_offset[static_cast<size_t>(n.outputs[i])];
+      if (off < 0) continue;
+      const TensorType& t = g.type(n.outputs[i]);
+      planned_buf[i] = TensorData::wrap(t.shape, t.dtype, std::shared_ptr<std::byte>(arena, arena.get() + off));
+      any = true;
+    }
+    return any ? &planned_buf : nullptr;
   }
 
   const std::string& variable_name(int32_t v) const {
@@ -138,7 +155,11 @@ void ExecutableImpl::check_inputs(const std::vector<TensorData>& inputs) const {
 std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& inputs) const {
   check_inputs(inputs);
   const GraphImpl& g = module.graph;
-  RunState st{*this, g, std::vector<TensorData>(g.values.size()), {}, {}};
+  RunState st{*this, g, std::vector<TensorData>(g.values.size()), {}, {}, {}};
+  // One arena per run: every planned intermediate lives at its offset in it.
+  if (arena_bytes > 0)
+    st.arena = std::shared_ptr<std::byte>(new (std::align_val_t(64)) std::byte[static_cast<size_t>(arena_bytes)],
+                                          [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
   {
     std::lock_guard<std::mutex> lock(store->mu);
     for (const auto& [name, id] : variables) st.snapshot[name] = store->value(name);

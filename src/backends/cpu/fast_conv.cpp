@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace tg::detail::fast {
 namespace {
@@ -175,7 +176,7 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   });
   if (!e) return false;
 
-  TensorData y(Shape(std::vector<int64_t>(e->dst_shape.begin(), e->dst_shape.end())), DType::f32);
+  TensorData y = cpu_output(0, Shape(std::vector<int64_t>(e->dst_shape.begin(), e->dst_shape.end())), DType::f32);
   auto& eng = dnnl_cpu_engine();
   auto& s = dnnl_thread_stream();
   memory usrc(e->user_src, eng, const_cast<void*>(in[0].data()));

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/fast_conv_util.h"
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace tg::detail::fast {
 namespace {
@@ -146,7 +147,7 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
     return std::shared_ptr<const GradEntry>(entry);
   });
   if (!e) return false;
-  TensorData r(Shape(rs), DType::f32);
+  TensorData r = cpu_output(0, Shape(rs), DType::f32);
   if (!run(*e, in[0], in[1], r)) return false;
   out.clear();
   out.push_back(std::move(r));

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace tg::detail {
 namespace fast {
@@ -54,7 +55,7 @@ bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<T
     if (t.dtype() != DType::f32 || t.empty()) return false;
   if (binary && in[0].shape().dims() != in[1].shape().dims()) return false;
   const int64_t count = in[0].num_elements();
-  TensorData y(in[0].shape(), DType::f32);
+  TensorData y = cpu_output(0, in[0].shape(), DType::f32);
   const float* a = in[0].ptr<float>();
   const float* b = binary ? in[1].ptr<float>() : nullptr;
   float* o = y.ptr<float>();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace tg::detail::fast {
 namespace {
@@ -83,7 +84,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   });
   if (!e) return false;
 
-  TensorData c(Shape(std::vector<int64_t>(cs.begin(), cs.end())), DType::f32);
+  TensorData c = cpu_output(0, Shape(std::vector<int64_t>(cs.begin(), cs.end())), DType::f32);
   auto& eng = dnnl_cpu_engine();
   memory ma(e->a, eng, const_cast<void*>(in[0].data()));
   memory mb(e->b, eng, const_cast<void*>(in[1].data()));

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
 
 namespace tg::detail::fast {
@@ -129,7 +130,7 @@ bool batch_norm(const Node& n, const std::vector<TensorData>& in, std::vector<Te
   }
   for (int64_t c = 0; c < C; ++c) sd[static_cast<size_t>(c)] = std::sqrt(var[static_cast<size_t>(c)] + d->epsilon);
   const size_t gi = training ? 1 : 3;
-  TensorData y(in[0].shape(), DType::f32);
+  TensorData y = cpu_output(0, in[0].shape(), DType::f32);
   if (l.inner == 1) {
     std::vector<double> k(static_cast<size_t>(C)), b(static_cast<size_t>(C));
     for (int64_t c = 0; c < C; ++c) {
@@ -143,7 +144,7 @@ bool batch_norm(const Node& n, const std::vector<TensorData>& in, std::vector<Te
   out.clear();
   out.push_back(std::move(y));
   if (training) {
-    TensorData m(Shape({C}), DType::f32), v(Shape({C}), DType::f32);
+    TensorData m = cpu_output(1, Shape({C}), DType::f32), v = cpu_output(2, Shape({C}), DType::f32);
     for (int64_t c = 0; c < C; ++c) {
       m.ptr<float>()[c] = static_cast<float>(mean[static_cast<size_t>(c)]);
       v.ptr<float>()[c] = static_cast<float>(var[static_cast<size_t>(c)]);
@@ -165,7 +166,7 @@ bool layer_norm(const Node& n, const std::vector<TensorData>& in, std::vector<Te
   for (int64_t i = 0; i < r; ++i) (i < ax ? rows : tail) *= xd[static_cast<size_t>(i)];
   if (tail == 0 || in[1].num_elements() != tail || in[2].num_elements() != tail) return false;
   const float *x = in[0].ptr<float>(), *g = in[1].ptr<float>(), *b = in[2].ptr<float>();
-  TensorData y(in[0].shape(), DType::f32);
+  TensorData y = cpu_output(0, in[0].shape(), DType::f32);
   float* yp = y.ptr<float>();
 #pragma omp parallel for schedule(static) if (rows * tail >= kParallelMin)
   for (int64_t row = 0; row < rows; ++row) {
@@ -203,7 +204,7 @@ bool softmax(const Node& n, const std::vector<TensorData>& in, std::vector<Tenso
   if (!lines_of(in[0].shape().dims(), d->axis, l, ax)) return false;
   const bool log = n.kind == OpKind::LogSoftmax;
   const float* x = in[0].ptr<float>();
-  TensorData y(in[0].shape(), DType::f32);
+  TensorData y = cpu_output(0, in[0].shape(), DType::f32);
   float* yp = y.ptr<float>();
   const int64_t lines = l.outer * l.inner;
 #pragma omp parallel if (lines * l.len >= kParallelMin)
@@ -249,7 +250,7 @@ bool softmax_xent(const GraphImpl& g, const Node& n, const std::vector<TensorDat
   }
   std::vector<TensorType> types = concrete_output_types(g, n, in);
   if (types.size() != 1 || types[0].dtype != DType::f32) return false;
-  TensorData y(types[0].shape, DType::f32);
+  TensorData y = cpu_output(0, types[0].shape, DType::f32);
   if (d->reduction == LossReduction::none) {
     if (y.num_elements() != lines) return false;
     for (int64_t i = 0; i < lines; ++i) y.ptr<float>()[i] = static_cast<float>(per[static_cast<size_t>(i)]);

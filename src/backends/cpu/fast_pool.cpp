@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
 
 namespace tg::detail::fast {
@@ -106,7 +107,7 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
   const float* xp = x.ptr<float>();
   const bool cip = d->count_include_pad;
   if (!grad) {
-    TensorData y(Shape(yd), DType::f32);
+    TensorData y = cpu_output(0, Shape(yd), DType::f32);
     float* yp = y.ptr<float>();
 #pragma omp parallel for collapse(2) schedule(static) if (p.N * p.OH * p.OW * p.C * p.k[0] * p.k[1] >= (1 << 15))
     for (int64_t b = 0; b < p.N; ++b)
@@ -139,7 +140,7 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
   }
   // Gradients: each image scatters into its own slice of dx.
   const float* dy = in[0].ptr<float>();
-  TensorData dx(x.shape(), DType::f32);
+  TensorData dx = cpu_output(0, x.shape(), DType::f32);
   float* dxp = dx.ptr<float>();
   const int64_t img = p.C * p.H * p.W;
 #pragma omp parallel if (p.N * img >= (1 << 14))

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
 
 namespace tg::detail::fast {
@@ -199,7 +200,7 @@ bool reduce(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in
   }
   std::vector<TensorType> types = concrete_output_types(g, n, in);
   if (types.size() != 1 || types[0].dtype != DType::f32) return false;
-  TensorData y(types[0].shape, DType::f32);
+  TensorData y = cpu_output(0, types[0].shape, DType::f32);
   int64_t kept = 1;
   for (size_t i = 0; i < xd.size(); ++i)
     if (!red[i]) kept *= xd[i];

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
 #include "core/element.h"
 
@@ -97,7 +98,7 @@ TensorData copy_broadcast(const TensorData& x, const TensorType& t, bool& ok) {
   std::vector<int64_t> st;
   ok = t.dtype == x.dtype() && broadcast_strides(x.shape().dims(), t.shape.dims(), st);
   if (!ok) return {};
-  TensorData y(t.shape, t.dtype);
+  TensorData y = cpu_output(0, t.shape, t.dtype);
   strided_copy(static_cast<const std::byte*>(x.data()), static_cast<std::byte*>(y.data()), t.shape.dims(), st,
                dtype_size(t.dtype));
   return y;
@@ -119,7 +120,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
     case OpKind::Reshape: {
       if (in.size() != 1 || !out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;
       if (t.shape.num_elements() != in[0].num_elements()) return false;
-      y = TensorData(t.shape, t.dtype);
+      y = cpu_output(0, t.shape, t.dtype);
       const size_t bytes = in[0].nbytes();
       const auto* p = static_cast<const std::byte*>(in[0].data());
       auto* q = static_cast<std::byte*>(y.data());
@@ -154,7 +155,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
         if (p < 0 || p >= static_cast<int64_t>(r) || t.shape.dims()[k] != xd[static_cast<size_t>(p)]) return false;
         st[k] = xs[static_cast<size_t>(p)];
       }
-      y = TensorData(t.shape, t.dtype);
+      y = cpu_output(0, t.shape, t.dtype);
       strided_copy(static_cast<const std::byte*>(in[0].data()), static_cast<std::byte*>(y.data()), t.shape.dims(), st,
                    dtype_size(t.dtype));
       break;
@@ -177,7 +178,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
         sum += x.shape().dims()[static_cast<size_t>(ax)];
       }
       if (sum != od[static_cast<size_t>(ax)]) return false;
-      y = TensorData(t.shape, t.dtype);
+      y = cpu_output(0, t.shape, t.dtype);
       const size_t w = dtype_size(t.dtype);
       auto* q = static_cast<std::byte*>(y.data());
       int64_t at = 0;
@@ -210,7 +211,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       };
       TensorData c = full(in[0], DType::boolean, ok0), a = full(in[1], DType::f32, ok1), b = full(in[2], DType::f32, ok2);
       if (!ok0 || !ok1 || !ok2) return false;
-      y = TensorData(t.shape, DType::f32);
+      y = cpu_output(0, t.shape, DType::f32);
       const uint8_t* cp = c.ptr<uint8_t>();
       const float *ap = a.ptr<float>(), *bp = b.ptr<float>();
       float* yp = y.ptr<float>();
@@ -221,7 +222,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       if (in.size() != 1 || !out_type(g, n, in, t)) return false;
       const DType from = in[0].dtype(), to = t.dtype;
       const int64_t cnt = in[0].num_elements();
-      y = TensorData(t.shape, to);
+      y = cpu_output(0, t.shape, to);
       if (from == DType::f32 && to == DType::i32) {
         const float* p = in[0].ptr<float>();
         int32_t* q = y.ptr<int32_t>();
@@ -250,7 +251,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32 ||
           in[0].shape().dims() != in[1].shape().dims())
         return false;
-      y = TensorData(in[0].shape(), DType::boolean);
+      y = cpu_output(0, in[0].shape(), DType::boolean);
       const float *a = in[0].ptr<float>(), *b = in[1].ptr<float>();
       uint8_t* q = y.ptr<uint8_t>();
       const int64_t cnt = in[0].num_elements();
@@ -266,7 +267,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
     }
     case OpKind::Rsqrt: {
       if (in.size() != 1 || in[0].dtype() != DType::f32) return false;
-      y = TensorData(in[0].shape(), DType::f32);
+      y = cpu_output(0, in[0].shape(), DType::f32);
       const float* p = in[0].ptr<float>();
       float* q = y.ptr<float>();
       par_for(in[0].num_elements(), [&](int64_t i) { q[i] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p[i]))); });

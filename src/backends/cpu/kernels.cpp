@@ -1,6 +1,7 @@
 #include "backends/cpu/kernels.h"
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -32,13 +33,40 @@ void note_fallback(const Node& n, const std::vector<TensorData>& inputs) {
   std::fprintf(stderr, "[tgraph] reference fallback: %s(%s)\n", op_def(n.kind).name, types.c_str());
 }
 
+thread_local const std::vector<TensorData>* current_planned = nullptr;
+
 }  // namespace
 
-std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs) {
+TensorData cpu_output(size_t i, Shape shape, DType dtype) {
+  if (current_planned && i < current_planned->size()) {
+    const TensorData& p = (*current_planned)[i];
+    if (!p.empty() && p.dtype() == dtype && p.shape() == shape) return p;
+  }
+  return TensorData(std::move(shape), dtype);
+}
+
+std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs,
+                                 const std::vector<TensorData>* planned) {
+  struct Scope {
+    const std::vector<TensorData>* saved = current_planned;
+    ~Scope() { current_planned = saved; }
+  } scope;
+  current_planned = planned;
   std::vector<TensorData> out;
-  if (cpu_fast_eval(g, n, inputs, out)) return out;
-  if (log_fallback()) note_fallback(n, inputs);
-  return reference_eval(g, n, inputs);
+  if (!cpu_fast_eval(g, n, inputs, out)) {
+    if (log_fallback()) note_fallback(n, inputs);
+    out = reference_eval(g, n, inputs);
+  }
+  // A kernel that allocated (or aliased an input) hands its result over to the arena, so the
+  // bytes the plan gave this value are the ones later readers see.
+  if (planned)
+    for (size_t i = 0; i < out.size() && i < planned->size(); ++i) {
+      const TensorData& p = (*planned)[i];
+      if (p.empty() || out[i].data() == p.data() || !(out[i].type() == p.type())) continue;
+      std::memcpy(const_cast<void*>(p.data()), out[i].data(), p.nbytes());
+      out[i] = p;
+    }
+  return out;
 }
 
 }  // namespace tg::detail

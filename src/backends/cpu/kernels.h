@@ -8,7 +8,14 @@
 
 namespace tg::detail {
 
-/// Evaluates a computing op (not a source, state or control-flow op) on the CPU.
-std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs);
+/// Evaluates a computing op (not a source, state or control-flow op) on the CPU. `planned`
+/// optionally gives, per output, memory in the run's arena to hold the result (empty
+/// entries: allocate); results always end up there when given.
+std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs,
+                                 const std::vector<TensorData>* planned = nullptr);
+
+/// The tensor a CPU kernel writes output `i` into: the planned arena memory of the op being
+/// evaluated when its type matches, else a fresh allocation.
+TensorData cpu_output(size_t i, Shape shape, DType dtype);
 
 }  // namespace tg::detail

@@ -22,5 +22,10 @@ echo "build ok"
 gpu_rc=${PIPESTATUS[0]}
 (cd build-gpu && ctest -LE gpu -j "$(nproc)" --timeout 900) > "$OUT/cpu-tests.log" 2>&1
 echo "cpu tests: $(grep -E 'tests passed' "$OUT/cpu-tests.log" | tail -1)"
+if [ -d /opt/devroot/usr/share/libonnx-testdata/data/node ]; then
+  ./build-gpu/tools/tgraph conformance /opt/devroot/usr/share/libonnx-testdata/data/node --device cuda -j "$(nproc)" \
+    > "$OUT/conformance-cuda.log" 2>&1
+  echo "ONNX conformance on CUDA: $(tail -1 "$OUT/conformance-cuda.log")"
+fi
 ./build-gpu/examples/train_fashion_mnist --epochs 3 --data /opt/devroot/usr/share/datasets/fashion-mnist --out "$OUT/fashion_mnist" > "$OUT/demo.log" 2>&1; tr "\r" "\n" < "$OUT/demo.log" | grep -E "^(epoch [0-9]+:|final)"
 exit $gpu_rc

@@ -19,7 +19,7 @@ build: deps
 
 # The main job: train a small ResNet on Fashion-MNIST on the best device present.
 demo: build
-	./$(BUILD)/examples/train_fashion_mnist --epochs $(or $(EPOCHS),3) --out out/fashion_mnist
+	./$(BUILD)/examples/train_fashion_mnist --epochs $(or $(EPOCHS),4) --out out/fashion_mnist
 
 test: build
 	./scripts/run-tests.sh $(BUILD)

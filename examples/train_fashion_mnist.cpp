@@ -25,7 +25,7 @@
 namespace {
 
 struct Options {
-  int epochs = 3;
+  int epochs = 4;
   int64_t batch = 128;
   double lr = 2e-3;
   std::string device = "best";

@@ -30,5 +30,5 @@ if [ -d /opt/devroot/usr/share/libonnx-testdata/data/node ]; then
     > "$OUT/conformance-cuda.log" 2>&1
   echo "ONNX conformance on CUDA: $(tail -1 "$OUT/conformance-cuda.log")"
 fi
-./build-gpu/examples/train_fashion_mnist --epochs 3 --data /opt/devroot/usr/share/datasets/fashion-mnist --out "$OUT/fashion_mnist" > "$OUT/demo.log" 2>&1; tr "\r" "\n" < "$OUT/demo.log" | grep -E "^(epoch [0-9]+:|final)"
+./build-gpu/examples/train_fashion_mnist --epochs 4 --data /opt/devroot/usr/share/datasets/fashion-mnist --out "$OUT/fashion_mnist" > "$OUT/demo.log" 2>&1; tr "\r" "\n" < "$OUT/demo.log" | grep -E "^(epoch [0-9]+:|final)"
 exit $gpu_rc

@@ -22,6 +22,7 @@ struct ConvEntry {
   memory::desc src, wei, dst;                 // what the primitive wants
   std::optional<dnnl::reorder> src_in, wei_in, dst_out;
   memory::dims dst_shape;                     // tgraph's output dims
+  memory::desc scratch;                       // per-execution scratchpad (thread safety)
 };
 
 PrimitiveCache<ConvEntry>& cache() {
@@ -161,7 +162,12 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, wei_any,
         dst_any, {stride[0], stride[1]}, {dil[0] - 1, dil[1] - 1}, {pl[0], pl[1]}, {pr[0], pr[1]});
     auto& eng = dnnl_cpu_engine();
-    dnnl::convolution_forward::primitive_desc pd(cd, eng);
+    // A scratchpad per execution: with oneDNN's shared one, concurrent runs of one primitive
+    // were seen to hang (see fast_conv_grad.cpp).
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::primitive_desc pd(cd, attr, eng);
+    entry->scratch = pd.scratchpad_desc();
     entry->src = pd.src_desc();
     entry->wei = pd.weights_desc();
     entry->dst = pd.dst_desc();
@@ -193,7 +199,8 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       e->wei_in->execute(s, uwei, wei);
     }
     if (e->dst_out) dst = memory(e->dst, eng);
-    e->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    memory scratch(e->scratch, eng);
+    e->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratch}});
     if (e->dst_out) e->dst_out->execute(s, dst, udst);
     s.wait();
   } catch (const dnnl::error&) {

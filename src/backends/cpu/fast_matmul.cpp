@@ -14,6 +14,7 @@ using dnnl::memory;
 struct MatmulEntry {
   dnnl::matmul prim;
   memory::desc a, b, c;
+  memory::desc scratch;  // per-execution scratchpad: runs from several threads share nothing
 };
 
 PrimitiveCache<MatmulEntry>& cache() {
@@ -78,7 +79,10 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     entry->b = operand_md(bs, tb);
     entry->c = memory::desc(cs, memory::data_type::f32, strides_of(cs));
     dnnl::matmul::desc md(entry->a, entry->b, entry->c);
-    dnnl::matmul::primitive_desc pd(md, dnnl_cpu_engine());
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(md, attr, dnnl_cpu_engine());
+    entry->scratch = pd.scratchpad_desc();
     entry->prim = dnnl::matmul(pd);
     return std::shared_ptr<const MatmulEntry>(entry);
   });
@@ -91,7 +95,8 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   memory mc(e->c, eng, c.data());
   try {
     auto& s = dnnl_thread_stream();
-    e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    memory scratch(e->scratch, eng);
+    e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}});
     s.wait();
   } catch (const dnnl::error&) {
     return false;  // e.g. out of scratch memory: the reference still gives the answer

@@ -4,6 +4,8 @@
 // and dtypes, values within f32 tolerances, and a refusal where a kernel does not apply.
 #include <gtest/gtest.h>
 
+#include "fast_test_util.h"
+
 #include <cmath>
 #include <thread>
 
@@ -12,6 +14,9 @@
 #include "tgraph/tgraph.h"
 
 using tg::TensorData;
+
+using fasttest::expect_close;
+using fasttest::rnd;
 
 namespace {
 
@@ -37,30 +42,7 @@ std::vector<TensorData> ref_all(const tg::Graph& g, tg::Tensor t, const std::vec
 }
 TensorData ref(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& in) { return ref_all(g, t, in).at(0); }
 
-// Uniform in [lo, hi) with no exact zeros.
-TensorData rnd(tg::Shape s, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  TensorData t = TensorData::uniform(s, lo, hi, tg::f32, seed);
-  for (int64_t i = 0; i < t.num_elements(); ++i)
-    if (t.ptr<float>()[i] == 0.0f) t.ptr<float>()[i] = 0.5f;
-  return t;
-}
 
-// Same shape and dtype; |got - want| <= rtol * max(1, max |want|) element by element.
-void expect_close(const TensorData& got, const TensorData& want, double rtol) {
-  ASSERT_EQ(got.shape().dims(), want.shape().dims());
-  ASSERT_EQ(got.dtype(), want.dtype());
-  double scale = 1.0;
-  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.at(i)));
-  int bad = 0;
-  for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
-    double g = got.at(i), w = want.at(i);
-    if (std::isnan(w)) {
-      if (!std::isnan(g)) ++bad, ADD_FAILURE() << "at " << i << ": " << g << " is not NaN";
-    } else if (!(std::fabs(g - w) <= rtol * scale)) {
-      ++bad, ADD_FAILURE() << "at " << i << ": got " << g << ", want " << w;
-    }
-  }
-}
 
 // Fast and reference agree on every output of t's node.
 void check(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& in, double rtol = 1e-5) {

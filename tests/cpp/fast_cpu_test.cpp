@@ -3,6 +3,8 @@
 // falls back to the reference) for everything it does not cover.
 #include <gtest/gtest.h>
 
+#include "fast_test_util.h"
+
 #include <cmath>
 #include <thread>
 
@@ -12,6 +14,9 @@
 #include "tgraph/tgraph.h"
 
 using tg::TensorData;
+
+using fasttest::expect_close;
+using fasttest::rnd;
 
 namespace {
 
@@ -35,30 +40,7 @@ TensorData ref(const tg::Graph& g, tg::Tensor t, const std::vector<TensorData>& 
   return tg::detail::reference_eval(g.impl(), node_of(g, t), in).at(0);
 }
 
-// Uniform in [-1, 1) with no exact zeros.
-TensorData rnd(tg::Shape s, uint64_t seed) {
-  TensorData t = TensorData::uniform(s, -1.0, 1.0, tg::f32, seed);
-  for (int64_t i = 0; i < t.num_elements(); ++i)
-    if (t.ptr<float>()[i] == 0.0f) t.ptr<float>()[i] = 0.5f;
-  return t;
-}
 
-// Same shape and dtype; |got - want| <= rtol * max(1, max |want|) element by element.
-void expect_close(const TensorData& got, const TensorData& want, double rtol) {
-  ASSERT_EQ(got.shape().dims(), want.shape().dims());
-  ASSERT_EQ(got.dtype(), want.dtype());
-  double scale = 1.0;
-  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.at(i)));
-  int bad = 0;
-  for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
-    double g = got.at(i), w = want.at(i);
-    if (std::isnan(w)) {
-      if (!std::isnan(g)) ++bad, ADD_FAILURE() << "at " << i << ": " << g << " is not NaN";
-    } else if (!(std::fabs(g - w) <= rtol * scale)) {
-      ++bad, ADD_FAILURE() << "at " << i << ": got " << g << ", want " << w;
-    }
-  }
-}
 
 // matmul of a [sa] and b [sb] with transposes, fast vs reference.
 void check_matmul(tg::Shape sa, tg::Shape sb, bool ta, bool tb, uint64_t seed) {

@@ -27,13 +27,17 @@ const char* command_help(const std::string& cmd) {
   if (cmd == "run")
     return "usage: tgraph run MODEL.onnx --input NAME=FILE.npy ... --output-dir DIR [--device cpu|cuda]\n"
            "  runs the model on NumPy inputs and writes each output as DIR/<output name>.npy\n";
-  if (cmd == "dot") return "usage: tgraph dot MODEL.onnx [-o FILE.dot]\n  writes the imported graph in Graphviz dot form\n";
+  if (cmd == "dot")
+    return "usage: tgraph dot MODEL.onnx|MODEL.tgx [-o FILE.dot]\n"
+           "  writes the imported graph (or the compiled executable's optimized graph) as Graphviz dot\n";
   if (cmd == "bench")
     return "usage: tgraph bench MODEL.onnx [--device cpu|cuda] [--batch N] [--precision f32|tf32|bf16|f16]\n"
            "                   [--warmup N] [--iters N] [--shape NAME=D0,D1,...]...\n"
            "  random inputs (dynamic dims: --batch for the first, 1 elsewhere, or --shape per input);\n"
            "  prints the compile time, the median latency and the throughput\n";
-  if (cmd == "compile") return "usage: tgraph compile MODEL.onnx -o MODEL.tgx\n  (not implemented yet)\n";
+  if (cmd == "compile")
+    return "usage: tgraph compile MODEL.onnx -o MODEL.tgx [--device cpu|cuda]\n"
+           "  compiles the model and saves the executable (graph, device, weights) to a .tgx file\n";
   if (cmd == "conformance")
     return "usage: tgraph conformance DIR [--device cpu|cuda] [--expected FILE] [--write-expected FILE]\n"
            "                         [--timeout SECONDS] [-j JOBS] [--filter SUBSTRING]\n"
@@ -162,8 +166,8 @@ int cmd_dot(const std::vector<std::string>& args) {
     else model = args[i];
   }
   if (model.empty()) throw Error("[dot] give a model file (try 'tgraph dot --help')");
-  OnnxModel m = import_onnx(model);
-  std::string dot = m.graph.dot();
+  const bool tgx = model.size() > 4 && model.compare(model.size() - 4, 4, ".tgx") == 0;
+  std::string dot = tgx ? Executable::load(model).dot() : import_onnx(model).graph.dot();
   if (out.empty()) {
     std::fwrite(dot.data(), 1, dot.size(), stdout);
     return 0;
@@ -263,7 +267,20 @@ int cmd_bench(const std::vector<std::string>& args) {
 }
 
 int cmd_compile(const std::vector<std::string>& args) {
-  throw Error("[compile] saving compiled models (.tgx) is not implemented yet");
+  std::string model, out, device = "cpu";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" && i + 1 < args.size()) out = args[++i];
+    else if (args[i] == "--device" && i + 1 < args.size()) device = args[++i];
+    else if (!args[i].empty() && args[i][0] == '-') throw Error("[compile] unknown option " + args[i]);
+    else model = args[i];
+  }
+  if (model.empty() || out.empty()) throw Error("[compile] give MODEL.onnx and -o MODEL.tgx (try 'tgraph compile --help')");
+  CompileOptions co;
+  co.device = parse_device(device);
+  Executable exe = import_onnx(model).compile(co);
+  exe.save(out);
+  std::printf("%s -> %s (%s)\n", model.c_str(), out.c_str(), co.device.str().c_str());
+  return 0;
 }
 
 }  // namespace tg::tools

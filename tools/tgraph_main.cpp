@@ -25,7 +25,7 @@ int usage(FILE* f) {
                "  run         run an ONNX model on .npy inputs, write .npy outputs\n"
                "  bench       median latency and throughput of an ONNX model\n"
                "  dot         Graphviz form of an imported ONNX model\n"
-               "  compile     compile an ONNX model to a .tgx file (not implemented yet)\n"
+               "  compile     compile an ONNX model to a .tgx executable file\n"
                "  conformance run ONNX's backend node tests\n"
 #endif
                "run 'tgraph <command> --help' for a command's options\n");

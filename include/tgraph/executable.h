@@ -43,8 +43,17 @@ class Executable {
   /// Names of the variables this executable uses.
   std::vector<std::string> variable_names() const;
 
+  /// Writes the executable (graph, feeds, targets, device, variables' current values) to a
+  /// versioned, checksummed file, atomically.
+  void save(const std::string& path) const;
+  /// Reads a file written by save(); a corrupt, truncated or incompatible file is refused
+  /// with a tg::Error.
+  static Executable load(const std::string& path);
+
   /// The optimized graph in text form.
   std::string str() const;
+  /// The optimized graph in Graphviz dot form.
+  std::string dot() const;
   Device device() const;
   /// Bytes of the per-run arena (intermediates), as planned for the declared shapes.
   int64_t planned_arena_bytes() const;

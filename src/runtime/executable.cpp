@@ -1,7 +1,12 @@
 // Executable: the public face of a compiled graph.
 #include "tgraph/executable.h"
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
 #include "ir/printer.h"
+#include "runtime/serialize.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 
@@ -81,7 +86,37 @@ std::vector<std::string> Executable::variable_names() const {
   return out;
 }
 
+void Executable::save(const std::string& path) const {
+  std::vector<char> bytes = serialize_executable(checked(impl_));
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("[save] cannot write " + tmp);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f.flush()) throw Error("[save] writing " + tmp + " failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("[save] cannot rename " + tmp + " to " + path);
+}
+
+Executable Executable::load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("[load] cannot open " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(bytes);
+  if (impl->device.kind == Device::Kind::cuda) {
+#ifdef TGRAPH_HAVE_CUDA
+    if (impl->device.index >= Device::cuda_device_count())
+      throw Error("[load] " + path + " was compiled for " + impl->device.str() + ", which is not available here");
+    impl->backend_state = make_cuda_state();
+#else
+    throw Error("[load] " + path + " was compiled for " + impl->device.str() + "; this build has no CUDA backend");
+#endif
+  }
+  return Executable(impl);
+}
+
 std::string Executable::str() const { return print_text(checked(impl_).module.graph); }
+std::string Executable::dot() const { return print_dot(checked(impl_).module.graph); }
 Device Executable::device() const { return checked(impl_).device; }
 int64_t Executable::planned_arena_bytes() const { return checked(impl_).arena_bytes; }
 int64_t Executable::naive_intermediate_bytes() const { return checked(impl_).naive_bytes; }

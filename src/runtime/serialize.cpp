@@ -1,0 +1,342 @@
+#include "runtime/serialize.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "ir/verifier.h"
+#include "ops/infer.h"
+#include "runtime/buffer_plan.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
+constexpr uint32_t kVersion = 1;
+
+uint64_t fnv1a(const char* p, size_t n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ULL;
+  return h;
+}
+
+struct Writer {
+  std::vector<char> out;
+  void raw(const void* p, size_t n) { out.insert(out.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    i64(static_cast<int64_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void ids(const std::vector<int32_t>& v) {
+    i64(static_cast<int64_t>(v.size()));
+    for (int32_t x : v) i64(x);
+  }
+  template <class T>
+  void value(const T& v) {
+    if constexpr (Reflected<T>) {
+      std::apply([&](const auto&... f) { (value(f), ...); }, v.fields());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      str(v);
+    } else if constexpr (requires { v.begin(); v.size(); }) {
+      i64(static_cast<int64_t>(v.size()));
+      for (const auto& e : v) value(e);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      f64(static_cast<double>(v));
+    } else {
+      i64(static_cast<int64_t>(v));
+    }
+  }
+  void type(const TensorType& t) {
+    i64(t.shape.ranked() ? 1 : 0);
+    value(t.shape.dims());
+    i64(static_cast<int64_t>(t.dtype));
+  }
+  void data(const TensorData& t) {
+    i64(t.empty() ? 0 : 1);
+    if (t.empty()) return;
+    type(t.type());
+    raw(t.data(), t.nbytes());
+  }
+};
+
+struct Reader {
+  const char* p;
+  size_t n, at = 0;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error("[load] corrupt executable file: " + what + " at byte " + std::to_string(at));
+  }
+  void raw(void* dst, size_t k) {
+    if (k > n - at) fail("truncated");
+    std::memcpy(dst, p + at, k);
+    at += k;
+  }
+  int64_t i64() {
+    int64_t v;
+    raw(&v, 8);
+    return v;
+  }
+  double f64() {
+    double v;
+    raw(&v, 8);
+    return v;
+  }
+  int64_t count(int64_t max) {
+    int64_t c = i64();
+    if (c < 0 || c > max) fail("bad count " + std::to_string(c));
+    return c;
+  }
+  std::string str() {
+    int64_t k = count(static_cast<int64_t>(n - at));
+    std::string s(static_cast<size_t>(k), '\0');
+    raw(s.data(), static_cast<size_t>(k));
+    return s;
+  }
+  int32_t id(int64_t limit) {
+    int64_t v = i64();
+    if (v < -1 || v >= limit) fail("bad id " + std::to_string(v));
+    return static_cast<int32_t>(v);
+  }
+  std::vector<int32_t> ids(int64_t limit) {
+    std::vector<int32_t> v(static_cast<size_t>(count(static_cast<int64_t>(n - at) / 8)));
+    for (auto& x : v) x = id(limit);
+    return v;
+  }
+  template <class T>
+  void value(T& v) {
+    if constexpr (Reflected<T>) {
+      std::apply([&](auto&... f) { (value(f), ...); }, v.fields());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      v = str();
+    } else if constexpr (requires { v.begin(); v.size(); v.resize(0); }) {
+      v.resize(static_cast<size_t>(count(static_cast<int64_t>(n - at) / 8)));
+      for (auto& e : v) value(e);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      v = static_cast<T>(f64());
+    } else if constexpr (std::is_enum_v<T>) {
+      v = static_cast<T>(i64());
+    } else {
+      v = static_cast<T>(i64());
+    }
+  }
+  DType dtype() {
+    int64_t d = i64();
+    if (d < 0 || d > static_cast<int64_t>(DType::boolean)) fail("bad dtype");
+    return static_cast<DType>(d);
+  }
+  TensorType type() {
+    bool ranked = i64() != 0;
+    std::vector<int64_t> dims;
+    value(dims);
+    DType t = dtype();
+    return TensorType(ranked ? Shape(dims) : Shape::unranked(), t);
+  }
+  TensorData data() {
+    if (i64() == 0) return {};
+    TensorType t = type();
+    if (!t.shape.is_static()) fail("tensor data with a dynamic shape");
+    for (int64_t d : t.shape.dims())
+      if (d > static_cast<int64_t>(n)) fail("tensor dims larger than the file");
+    if (static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype) > n - at) fail("truncated tensor data");
+    TensorData d(t.shape, t.dtype);
+    raw(d.data(), d.nbytes());
+    return d;
+  }
+};
+
+// The default-constructed descriptor of each op (its type comes from the op list).
+Attr default_attr(OpKind k) {
+  switch (k) {
+#define X(e, name, family, desc) \
+  case OpKind::e: return desc{};
+#include "ops/op_list.h"
+#undef X
+    default: return NoDesc{};
+  }
+}
+
+}  // namespace
+
+std::vector<char> serialize_executable(const ExecutableImpl& exe) {
+  Writer w;
+  const GraphImpl& g = exe.module.graph;
+  w.i64(static_cast<int64_t>(exe.device.kind));
+  w.i64(exe.device.index);
+  w.i64(static_cast<int64_t>(exe.precision));
+  w.i64(static_cast<int64_t>(g.values.size()));
+  for (const Value& v : g.values) {
+    w.type(v.type);
+    w.i64(v.node);
+    w.i64(v.index);
+    w.i64(v.block);
+    w.str(v.name);
+  }
+  w.i64(static_cast<int64_t>(g.nodes.size()));
+  for (const Node& n : g.nodes) {
+    w.str(op_name(n.kind));  // by name: op enum values may move between versions
+    w.i64(n.block);
+    w.ids(n.inputs);
+    w.ids(n.outputs);
+    w.ids(n.control_deps);
+    w.ids(n.regions);
+    std::visit([&](const auto& d) { w.value(d); }, n.attr);
+    w.data(n.data);
+    w.str(n.name);
+  }
+  w.i64(static_cast<int64_t>(g.blocks.size()));
+  for (const Block& b : g.blocks) {
+    w.ids(b.nodes);
+    w.ids(b.params);
+    w.ids(b.results);
+    w.i64(b.parent_node);
+    w.i64(b.parent_block);
+  }
+  w.ids(exe.module.feeds);
+  w.ids(exe.module.targets);
+  w.ids(exe.module.target_ops);
+  w.i64(exe.module.dynamic_shapes ? 1 : 0);
+  w.i64(static_cast<int64_t>(exe.feed_names.size()));
+  for (size_t i = 0; i < exe.feed_names.size(); ++i) {
+    w.str(exe.feed_names[i]);
+    w.type(exe.feed_types[i]);
+  }
+  // Variables at their current values (a trained model saves its weights).
+  std::lock_guard<std::mutex> lock(exe.store->mu);
+  w.i64(static_cast<int64_t>(exe.variables.size()));
+  for (const auto& [name, id] : exe.variables) {
+    w.str(name);
+    w.data(exe.store->value(name));
+  }
+  Writer file;
+  file.raw(kMagic, 8);
+  file.i64(kVersion);
+  file.i64(static_cast<int64_t>(w.out.size()));
+  file.i64(static_cast<int64_t>(fnv1a(w.out.data(), w.out.size())));
+  file.raw(w.out.data(), w.out.size());
+  return file.out;
+}
+
+std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes) {
+  if (bytes.size() < 32 || std::memcmp(bytes.data(), kMagic, 8) != 0)
+    throw Error("[load] not a tgraph executable file (bad magic)");
+  Reader head{bytes.data(), bytes.size(), 8};
+  int64_t version = head.i64(), size = head.i64();
+  uint64_t sum = static_cast<uint64_t>(head.i64());
+  if (version != kVersion)
+    throw Error("[load] executable file version " + std::to_string(version) + " is not supported (this tgraph reads " +
+                std::to_string(kVersion) + ")");
+  if (size < 0 || static_cast<size_t>(size) != bytes.size() - 32)
+    throw Error("[load] executable file is truncated or padded: payload " + std::to_string(bytes.size() - 32) +
+                " bytes, header says " + std::to_string(size));
+  if (fnv1a(bytes.data() + 32, static_cast<size_t>(size)) != sum) throw Error("[load] executable file checksum mismatch");
+  Reader r{bytes.data() + 32, static_cast<size_t>(size)};
+  auto exe = std::make_shared<ExecutableImpl>();
+  int64_t kind = r.i64();
+  if (kind != 0 && kind != 1) r.fail("bad device");
+  exe->device = Device{static_cast<Device::Kind>(kind), static_cast<int>(r.i64())};
+  exe->precision = static_cast<Precision>(r.i64() & 3);
+  GraphImpl& g = exe->module.graph;
+  const int64_t max_items = static_cast<int64_t>(size) / 8;
+  g.values.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nv = static_cast<int64_t>(g.values.size());
+  for (Value& v : g.values) {
+    v.type = r.type();
+    v.node = static_cast<int32_t>(r.i64());
+    v.index = static_cast<int32_t>(r.i64());
+    v.block = static_cast<int32_t>(r.i64());
+    v.name = r.str();
+  }
+  g.nodes.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nn = static_cast<int64_t>(g.nodes.size());
+  for (Node& n : g.nodes) {
+    std::string name = r.str();
+    try {
+      n.kind = op_kind_from_name(name);
+    } catch (const Error&) {
+      r.fail("unknown op '" + name + "' (written by a newer tgraph?)");
+    }
+    n.block = static_cast<int32_t>(r.i64());
+    n.inputs = r.ids(nv);
+    n.outputs = r.ids(nv);
+    n.control_deps = r.ids(nn);
+    n.regions = r.ids(max_items);
+    n.attr = default_attr(n.kind);
+    std::visit([&](auto& d) { r.value(d); }, n.attr);
+    n.data = r.data();
+    n.name = r.str();
+  }
+  g.blocks.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nb = static_cast<int64_t>(g.blocks.size());
+  for (Block& b : g.blocks) {
+    b.nodes = r.ids(nn);
+    b.params = r.ids(nv);
+    b.results = r.ids(nv);
+    b.parent_node = r.id(nn);
+    b.parent_block = r.id(nb);
+  }
+  // Cross-references the verifier does not check by itself. Blocks nest strictly (a parent
+  // precedes its child), so walking them cannot cycle.
+  for (int64_t i = 0; i < nb; ++i) {
+    const Block& b = g.blocks[static_cast<size_t>(i)];
+    if (i == 0 ? b.parent_block != -1 : (b.parent_block < 0 || b.parent_block >= i)) r.fail("bad block nesting");
+  }
+  for (const Value& v : g.values)
+    if (v.node < -1 || v.node >= nn || v.block < 0 || v.block >= nb) r.fail("bad value");
+  for (const Node& n : g.nodes) {
+    if (n.block < 0 || n.block >= nb) r.fail("bad node block");
+    for (int32_t b : n.regions)
+      if (b <= n.block || b >= nb || g.blocks[static_cast<size_t>(b)].parent_block != n.block ||
+          g.blocks[static_cast<size_t>(b)].parent_node != static_cast<int32_t>(&n - g.nodes.data()))
+        r.fail("bad region");
+    for (int32_t v : n.inputs)
+      if (v < 0) r.fail("bad input");
+    for (int32_t v : n.outputs)
+      if (v < 0) r.fail("bad output");
+  }
+  exe->module.feeds = r.ids(nv);
+  exe->module.targets = r.ids(nv);
+  exe->module.target_ops = r.ids(nn);
+  for (int32_t v : exe->module.feeds)
+    if (v < 0) r.fail("bad feed");
+  for (int32_t v : exe->module.targets)
+    if (v < 0) r.fail("bad target");
+  exe->module.dynamic_shapes = r.i64() != 0;
+  int64_t nf = r.count(max_items);
+  if (nf != static_cast<int64_t>(exe->module.feeds.size())) r.fail("feed count");
+  for (int64_t i = 0; i < nf; ++i) {
+    exe->feed_names.push_back(r.str());
+    exe->feed_types.push_back(r.type());
+  }
+  exe->store = std::make_shared<VariableStore>();
+  int64_t nvar = r.count(max_items);
+  for (int64_t i = 0; i < nvar; ++i) {
+    std::string name = r.str();
+    TensorData d = r.data();
+    if (d.empty()) r.fail("variable without a value");
+    exe->store->values[name] = d;
+  }
+  if (r.at != r.n) r.fail("trailing bytes");
+  for (const Block& b : g.blocks)
+    for (int32_t id : b.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Variable) {
+        const std::string& name = std::get<NameDesc>(n.attr).name;
+        if (!exe->store->values.count(name)) r.fail("variable '" + name + "' has no value");
+        exe->variables[name] = id;
+        g.variables[name] = id;
+      }
+    }
+  try {
+    verify_or_throw(g);
+  } catch (const Error& e) {
+    throw Error(std::string("[load] the executable's graph does not verify: ") + e.what());
+  }
+  BufferPlan plan = plan_buffers(exe->module);
+  exe->arena_bytes = plan.arena_bytes;
+  exe->naive_bytes = plan.naive_bytes;
+  exe->arena_offset = std::move(plan.offset);
+  return exe;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,19 @@
+#pragma once
+// Executable files (.tgx): a versioned, checksummed snapshot of a compiled executable — the
+// optimized graph, feeds and targets, device and precision, and the variables' values.
+// Loading re-plans buffers and re-verifies the graph; generated CUDA kernels come from the
+// on-disk NVRTC cache when present.
+#include <string>
+#include <vector>
+
+#include "runtime/executable_impl.h"
+
+namespace tg::detail {
+
+/// Serialises an executable (variables at their current values).
+std::vector<char> serialize_executable(const ExecutableImpl& exe);
+/// Rebuilds an executable; throws tg::Error("[load] ...") on a corrupt, truncated or
+/// incompatible file, before anything is created.
+std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes);
+
+}  // namespace tg::detail

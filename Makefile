@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 export PYTHON
 
-.PHONY: all deps build demo test test-asan format lint install clean
+.PHONY: all deps build demo test test-asan format lint install clean fuzz
 
 all: build
 
@@ -41,3 +41,13 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-asan
+
+# libFuzzer runs of the ONNX importer and the .tgx loader (FUZZ_SECONDS each, default 60).
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGRAPH_FUZZ=ON \
+	  -DTGRAPH_WITH_CUDA=OFF -DTGRAPH_BUILD_TESTS=OFF $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_tgx_load fuzz_onnx_import
+	mkdir -p build-fuzz/corpus-onnx build-fuzz/corpus-tgx
+	for d in /usr/share/libonnx-testdata/data/node/test_*; do cp $$d/model.onnx build-fuzz/corpus-onnx/$$(basename $$d).onnx; done
+	./build-fuzz/tests/fuzz/fuzz_onnx_import -max_total_time=$(or $(FUZZ_SECONDS),60) build-fuzz/corpus-onnx
+	./build-fuzz/tests/fuzz/fuzz_tgx_load -max_total_time=$(or $(FUZZ_SECONDS),60) build-fuzz/corpus-tgx

@@ -230,7 +230,11 @@ std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& 
     throw Error("[load] executable file is truncated or padded: payload " + std::to_string(bytes.size() - 32) +
                 " bytes, header says " + std::to_string(size));
   if (fnv1a(bytes.data() + 32, static_cast<size_t>(size)) != sum) throw Error("[load] executable file checksum mismatch");
-  Reader r{bytes.data() + 32, static_cast<size_t>(size)};
+  return deserialize_payload(bytes.data() + 32, static_cast<size_t>(size));
+}
+
+std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size) {
+  Reader r{data, size};
   auto exe = std::make_shared<ExecutableImpl>();
   int64_t kind = r.i64();
   if (kind != 0 && kind != 1) r.fail("bad device");

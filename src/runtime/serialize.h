@@ -15,5 +15,7 @@ std::vector<char> serialize_executable(const ExecutableImpl& exe);
 /// Rebuilds an executable; throws tg::Error("[load] ...") on a corrupt, truncated or
 /// incompatible file, before anything is created.
 std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes);
+/// The part after the header checks (exposed for the fuzzer, which cannot forge checksums).
+std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size);
 
 }  // namespace tg::detail

@@ -1,0 +1,15 @@
+// libFuzzer target: arbitrary bytes as the payload of a .tgx executable file (past the
+// checksum, which random bytes would never pass) must load or fail with tg::Error.
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/serialize.h"
+#include "tgraph/error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    tg::detail::deserialize_payload(reinterpret_cast<const char*>(data), size);
+  } catch (const tg::Error&) {
+  }
+  return 0;
+}

@@ -85,7 +85,11 @@ BufferPlan plan_buffers(const Module& m) {
       if (op_def(n.kind).has(kElementwise) && n.outputs.size() == 1) {
         for (int32_t in : n.inputs) {
           auto it = std::find_if(live.begin(), live.end(), [&](auto& e) { return e.first == in; });
-          if (it != live.end() && it->second == s && size_of(in) == size) {
+          // Element i of the output may overwrite element i of the input only when both have
+          // the same element size and count (not just the same aligned byte size).
+          const TensorType &ti = g.type(in), &to = g.type(v);
+          bool aligned_elements = dtype_size(ti.dtype) == dtype_size(to.dtype) && ti.shape == to.shape;
+          if (it != live.end() && it->second == s && aligned_elements) {
             p.offset[static_cast<size_t>(v)] = p.offset[static_cast<size_t>(in)];
             p.in_place[static_cast<size_t>(v)] = 1;
             it->first = v;

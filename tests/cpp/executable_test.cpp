@@ -181,3 +181,14 @@ TEST(Executable, ArenaReuseGivesTheSameResultsAsFreshBuffers) {
   auto r2 = dyn.run({in});
   for (size_t k = 0; k < r1.size(); ++k) EXPECT_EQ(r1[k].to_vector(), r2[k].to_vector()) << "output " << k;
 }
+
+TEST(Executable, InPlaceReuseNeedsEqualElementSizes) {
+  // select's output (f32) must not overwrite its bool condition, even though both round up to
+  // the same 64-byte arena slot.
+  Graph g;
+  Tensor x = g.placeholder({5}, f32, "x");
+  Tensor y = g.select(g.greater(x, g.scalar(1.5)), x, g.mul(x, g.scalar(0.0)));
+  Executable e = g.compile({{x, x.type()}}, {g.select(g.less(x, g.scalar(-1.5)), x, y)}, {}, cpu_opts());
+  auto r = e.run({TensorData::from_floats({5}, {-2, -1, 0, 1, 2})});
+  EXPECT_EQ(r[0].to_vector(), (std::vector<double>{-2, 0, 0, 0, 2}));
+}

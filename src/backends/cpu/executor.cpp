@@ -1,5 +1,6 @@
 // The CPU executor: walks the optimized graph's blocks in order, runs control flow as
 // ordinary loops, and keeps variable writes pending until the whole run has succeeded.
+#include <cstdlib>
 #include <map>
 
 #include "backends/cpu/kernels.h"
@@ -157,7 +158,11 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   const GraphImpl& g = module.graph;
   RunState st{*this, g, std::vector<TensorData>(g.values.size()), {}, {}, {}};
   // One arena per run: every planned intermediate lives at its offset in it.
-  if (arena_bytes > 0)
+  static const bool no_arena = [] {
+    const char* v = std::getenv("TGRAPH_NO_ARENA");
+    return v && std::string(v) == "1";
+  }();
+  if (arena_bytes > 0 && !no_arena)
     st.arena = std::shared_ptr<std::byte>(new (std::align_val_t(64)) std::byte[static_cast<size_t>(arena_bytes)],
                                           [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
   {

@@ -252,7 +252,8 @@ Dropout::Dropout(Graph& g, const std::string& name, double r, uint64_t seed) : M
 
 Tensor Dropout::forward(Graph& g, Tensor x) {
   if (rate == 0 || (!mode_.flag.valid() && !mode_.training)) return x;
-  auto [y, next] = g.dropout(x, state, rate);
+  auto drawn = g.dropout(x, state, rate);  // not a structured binding: lambdas capture y below
+  Tensor y = drawn.first, next = drawn.second;
   Tensor nstate = mode_.flag.valid() ? g.select(mode_.flag, next, state) : next;
   add_update(g.assign(state, nstate));
   return by_mode(g, mode_, [&] { return y; }, [&] { return x; });

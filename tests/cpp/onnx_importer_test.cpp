@@ -538,3 +538,21 @@ TEST(OnnxImport, NodeTestModelsWithMutatedAttributesFailCleanly) {
 
 }  // namespace
 #endif  // TGRAPH_HAVE_ONNX
+
+// Inputs libFuzzer found crashing the importer (tests/fuzz/regressions): each must now import
+// or fail with a tg::Error.
+TEST(OnnxImport, FuzzRegressionsDoNotCrash) {
+  int seen = 0;
+  for (int i = 1; i <= 2; ++i) {
+    std::ifstream f(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions/onnx_crash_" + std::to_string(i) + ".bin",
+                    std::ios::binary);
+    ASSERT_TRUE(f) << "regression input " << i;
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    try {
+      tg::import_onnx_bytes(bytes);
+    } catch (const tg::Error&) {
+    }
+    ++seen;
+  }
+  EXPECT_EQ(seen, 2);
+}

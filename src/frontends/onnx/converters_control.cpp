@@ -136,6 +136,7 @@ void scan(Ctx& c) {
   if (c.opset < 9 && c.has_input(0)) c.fail("sequence_lens is not supported");
   int n = c.num_inputs() - first;
   int n_states = n - static_cast<int>(m);
+  if (n_states < 0) c.fail("has " + std::to_string(n) + " inputs but " + std::to_string(m) + " scan inputs");
   std::vector<Value> states;
   std::vector<Tensor> xs;
   for (int i = 0; i < n_states; ++i) states.push_back(c.value_in(first + i));
@@ -146,7 +147,12 @@ void scan(Ctx& c) {
     return;
   }
   // Scan-8: dim 0 is a batch; scan along dim 1 of each batch entry.
-  int64_t batch = xs.at(0).shape()[0];
+  if (xs.empty()) c.fail("needs at least one scan input");
+  for (auto& s : states)
+    if (s.t.rank() < 1) c.fail("state " + s.t.shape().str() + " has no batch dim");
+  for (auto& x : xs)
+    if (x.rank() < 2) c.fail("scan input " + x.shape().str() + " needs a batch and a sequence dim");
+  int64_t batch = xs[0].shape()[0];
   if (batch < 0) c.fail("the batch must be static");
   std::vector<std::vector<Tensor>> per;
   for (int64_t b = 0; b < batch; ++b) {

@@ -53,7 +53,7 @@ class Ctx {
   std::string where() const;
 
   int num_inputs() const { return node.input_size(); }
-  bool has_input(int i) const { return i < node.input_size() && !node.input(i).empty(); }
+  bool has_input(int i) const { return i >= 0 && i < node.input_size() && !node.input(i).empty(); }
   Tensor in(int i) const;
   /// The input's value, which must be known at import time.
   TensorData const_in(int i) const;
@@ -76,7 +76,7 @@ class Ctx {
   Value value_in(int i) const;
 
   int num_outputs() const { return node.output_size(); }
-  bool wants_output(int i) const { return i < node.output_size() && !node.output(i).empty(); }
+  bool wants_output(int i) const { return i >= 0 && i < node.output_size() && !node.output(i).empty(); }
   void out(int i, Tensor t);
   /// Output i is input k (same value record, constness included).
   void alias(int i, int k);

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   if (!quiet) {
     std::printf("tgraph demo on %s\n", dev.describe().c_str());
     if (tg::Device::cuda_device_count() > 0 && dev.kind == tg::Device::Kind::cpu)
-      std::printf("(%d CUDA device(s) present: %s; the CUDA executor is not in this build yet)\n",
+      std::printf("(%d CUDA device(s) present but TGRAPH_DEVICE=cpu chose the CPU: %s)\n",
                   tg::Device::cuda_device_count(), tg::Device::cuda(0).describe().c_str());
   }
 

@@ -24,6 +24,16 @@ InferResult GraphImpl::infer(const Node& n) const {
   std::vector<TensorType> in;
   in.reserve(n.inputs.size());
   for (int32_t v : n.inputs) in.push_back(type(v));
+  return infer_with(n, in);
+}
+
+std::vector<TensorType> GraphImpl::output_types_for(const Node& n, const std::vector<TensorType>& inputs) const {
+  InferResult r = infer_with(n, inputs);
+  if (!r.ok()) throw Error(r.error);
+  return r.types;
+}
+
+InferResult GraphImpl::infer_with(const Node& n, const std::vector<TensorType>& in) const {
   std::vector<std::vector<TensorType>> rr;
   if (!n.regions.empty()) rr = region_result_types(*this, n);
   std::vector<TensorType> declared;

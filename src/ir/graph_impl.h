@@ -69,6 +69,10 @@ struct GraphImpl {
   std::string value_name(int32_t v) const;
   /// Runs the op's inference rule on the node as it stands.
   InferResult infer(const Node& n) const;
+  /// Runs the node's inference rule on other (e.g. concrete run-time) input types.
+  InferResult infer_with(const Node& n, const std::vector<TensorType>& inputs) const;
+  /// infer_with's types, or tg::Error naming the op: the output types of a node at run time.
+  std::vector<TensorType> output_types_for(const Node& n, const std::vector<TensorType>& inputs) const;
 };
 
 /// The result types of each region of a node.

@@ -325,15 +325,5 @@ TEST(FastCpu2, ConcurrentRunsAgree) {
   auto dw = g.conv2d_weight_grad(dy, x, {3, 3, 3, 8}, conv(tg::Layout::nhwc, tg::Layout::hwio, tg::PaddingStyle::same, {2, 2}));
   std::vector<TensorData> in{rnd({2, 4, 4, 8}, 1), rnd({2, 8, 8, 3}, 2)};
   TensorData want = ref(g, dw, in);
-  std::vector<TensorData> got(4);
-  std::vector<std::thread> ts;
-  for (size_t t = 0; t < got.size(); ++t)
-    ts.emplace_back([&, t] {
-      for (int rep = 0; rep < 20; ++rep) {
-        std::vector<TensorData> out;
-        if (tg::detail::cpu_fast_eval(g.impl(), node_of(g, dw), in, out)) got[t] = out[0];
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (const TensorData& r : got) expect_close(r, want, 1e-4);
+  for (const TensorData& r : fasttest::concurrent_fast_eval(g.impl(), node_of(g, dw), in)) expect_close(r, want, 1e-4);
 }

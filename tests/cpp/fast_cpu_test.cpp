@@ -82,17 +82,7 @@ TEST(FastCpu, MatmulConcurrentRunsAgree) {
   auto y = g.matmul(a, b);
   std::vector<TensorData> in{rnd({2, 33, 47}, 30), rnd({47, 29}, 31)};
   TensorData want = ref(g, y, in);
-  std::vector<TensorData> got(4);
-  std::vector<std::thread> ts;
-  for (size_t t = 0; t < got.size(); ++t)
-    ts.emplace_back([&, t] {
-      for (int rep = 0; rep < 20; ++rep) {
-        std::vector<TensorData> out;
-        if (tg::detail::cpu_fast_eval(g.impl(), node_of(g, y), in, out)) got[t] = out[0];
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (const TensorData& r : got) expect_close(r, want, 1e-4);
+  for (const TensorData& r : fasttest::concurrent_fast_eval(g.impl(), node_of(g, y), in)) expect_close(r, want, 1e-4);
 }
 
 namespace {

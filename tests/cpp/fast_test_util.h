@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
+#include "backends/cpu/fast_kernels.h"
 #include "tgraph/tensor_data.h"
 
 namespace fasttest {
@@ -32,6 +35,22 @@ inline void expect_close(const tg::TensorData& got, const tg::TensorData& want, 
       ++bad, ADD_FAILURE() << "at " << i << ": got " << g << ", want " << w;
     }
   }
+}
+
+/// Runs the fast kernel of node n from 4 threads, 20 times each; the last result of each thread.
+inline std::vector<tg::TensorData> concurrent_fast_eval(const tg::detail::GraphImpl& g, const tg::detail::Node& n,
+                                                        const std::vector<tg::TensorData>& in) {
+  std::vector<tg::TensorData> got(4);
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < got.size(); ++t)
+    ts.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<tg::TensorData> out;
+        if (tg::detail::cpu_fast_eval(g, n, in, out)) got[t] = out[0];
+      }
+    });
+  for (auto& t : ts) t.join();
+  return got;
 }
 
 }  // namespace fasttest

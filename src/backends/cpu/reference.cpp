@@ -122,12 +122,7 @@ std::vector<TensorType> concrete_output_types(const GraphImpl& g, const Node& n,
       throw Error(op_tag(n.kind) + "input " + std::to_string(i) + " has no data");
     in.push_back(inputs[i].type());
   }
-  std::vector<TensorType> declared;
-  for (int32_t v : n.outputs) declared.push_back(g.type(v));
-  InferContext c{n.kind, in, n.attr, nullptr, &declared};
-  InferResult r = op_def(n.kind).infer(c);
-  if (!r.ok()) throw Error(r.error);
-  return r.types;
+  return g.output_types_for(n, in);
 }
 
 std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,

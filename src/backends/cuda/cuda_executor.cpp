@@ -75,13 +75,7 @@ struct CudaState {
 };
 
 TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in, size_t out) {
-  std::vector<std::vector<TensorType>> rr;
-  std::vector<TensorType> declared;
-  for (int32_t v : n.outputs) declared.push_back(g.type(v));
-  InferContext c{n.kind, in, n.attr, nullptr, &declared};
-  InferResult r = op_def(n.kind).infer(c);
-  if (!r.ok()) throw Error(r.error);
-  return r.types.at(out);
+  return g.output_types_for(n, in).at(out);
 }
 
 struct Run {
@@ -286,9 +280,9 @@ struct Run {
     for (int32_t v : n.inputs) args.push_back(DevArg{in(v).buf.get(), in(v).type});
     std::vector<DevTensor> outs;
     std::vector<DevOut> dev_outs;
-    std::vector<TensorType> it = in_types(n);
+    std::vector<TensorType> types = g.output_types_for(n, in_types(n));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
-      outs.push_back(alloc(concrete_type(g, n, it, i)));
+      outs.push_back(alloc(types[i]));
       dev_outs.push_back(DevOut{outs.back().buf.get(), outs.back().type});
     }
     if (!op(g, n, args, dev_outs, stream, ctx.index())) return false;

@@ -241,23 +241,14 @@ struct Run {
       case OpKind::MatMul:
         if (matmul(n)) return;
         break;
-      case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceProd: case OpKind::ReduceMax:
-      case OpKind::ReduceMin: case OpKind::ReduceAll: case OpKind::ReduceAny: case OpKind::ReduceVariance:
-      case OpKind::ReduceLogSumExp: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::SumToLike:
-      case OpKind::Softmax: case OpKind::LogSoftmax:
-        if (device_op(n, cuda_reduce)) return;
-        break;
-      case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d: case OpKind::Conv2dDataGrad:
-      case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv3dWeightGrad:
-        if (device_op(n, cudnn_conv)) return;
-        break;
-      case OpKind::MaxPool2d: case OpKind::AvgPool2d: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
-        if (device_op(n, cudnn_pool)) return;
-        break;
       case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
         control(n);
         return;
       default:
+        if (DeviceOp op = device_op_for(n.kind)) {
+          if (device_op(n, op)) return;
+          break;
+        }
         if (fusible_elementwise(g, n)) {
           FusionGroup single{{static_cast<int32_t>(&n - g.nodes.data())}, {}, {n.outputs[0]}};
           for (int32_t v : n.inputs)
@@ -272,8 +263,6 @@ struct Run {
     fallback(n);
   }
 
-  using DeviceOp = bool (*)(const GraphImpl&, const Node&, const std::vector<DevArg>&, const std::vector<DevOut>&,
-                            cudaStream_t, int);
   // Runs a device kernel with preallocated outputs; false (nothing kept) if it declines.
   bool device_op(const Node& n, DeviceOp op) {
     std::vector<DevArg> args;

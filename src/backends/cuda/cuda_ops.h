@@ -33,6 +33,14 @@ bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
 bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                  cudaStream_t stream, int device);
 
+/// A device kernel family: enqueues `n` on `stream` into preallocated outputs and returns true,
+/// or returns false having done nothing (the executor then falls back to the CPU).
+using DeviceOp = bool (*)(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
+                          const std::vector<DevOut>& out, cudaStream_t stream, int device);
+/// The kernel family that covers op kind `k` on the device, or nullptr (device_ops.cpp: the
+/// one table of which op runs where; add a line there when a family gains an op).
+DeviceOp device_op_for(OpKind k);
+
 /// Source of the generated reduction / softmax kernel (exposed so tests can compile it
 /// without a device).
 std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output);

@@ -125,6 +125,27 @@ def time_median(f, warmup, iters):
     return t[len(t) // 2], t[0]
 
 
+def torch_cuda_ms(model, targs, warmup, iters):
+    """PyTorch eager on the GPU (f32, TF32 off): median and min of CUDA-event times in ms."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    m = model.cuda()
+    args = [t.cuda() for t in targs]
+    times = []
+    with torch.no_grad():
+        for i in range(warmup + iters):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            m(*args)
+            e.record()
+            torch.cuda.synchronize()
+            if i >= warmup:
+                times.append(s.elapsed_time(e))
+    m.cpu()
+    times.sort()
+    return [times[len(times) // 2], times[0]]
+
+
 def parse_bench(text):
     """Median latency in ms and compile time from `tgraph bench` output (best effort)."""
     def find(pat):
@@ -147,6 +168,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--models", default="resnet50,bert")
+    ap.add_argument("--device", default="cpu", help="device for tgraph run/bench: cpu or cuda")
     a = ap.parse_args()
     torch.set_num_threads(2)
     os.makedirs(a.out_dir, exist_ok=True)
@@ -160,30 +182,49 @@ def main():
         how = export(model, targs, path, in_names, out_names)
         print(f"  exported ({how} exporter, opset {OPSET}) in {time.perf_counter() - t0:.1f} s"
               f" -> {path}", flush=True)
-        import onnx
-        onnx.checker.check_model(path)
-        ops = sorted({n.op_type for n in onnx.load(path).graph.node})
-        print(f"  ops: {', '.join(ops)}")
+        try:
+            import onnx
+            onnx.checker.check_model(path)
+            ops = sorted({n.op_type for n in onnx.load(path).graph.node})
+            print(f"  ops: {', '.join(ops)}")
+        except ImportError:
+            print("  (onnx package not installed: model not checked)")
 
         # references: PyTorch and ONNX Runtime
         with torch.no_grad():
             pt = model(*targs)
         pt = [pt] if isinstance(pt, torch.Tensor) else list(pt)
         pt = [t.numpy() for t in pt]
-        sess = ort_session(path)
-        ort_names = [o.name for o in sess.get_outputs()]
-        feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
-        ort_out = sess.run(None, feed)
+        try:
+            sess = ort_session(path)
+            ort_names = [o.name for o in sess.get_outputs()]
+            feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+            ort_out = sess.run(None, feed)
+        except ImportError:  # e.g. on the GPU machine: compare with PyTorch and tgraph's CPU run
+            print("  (onnxruntime not installed: the CPU reference is tgraph --device cpu)")
+            sess = None
+            ort_names = out_names
+            feed = dict(inputs)
+            ort_out = None
 
         # tgraph run
         case_dir = os.path.join(a.out_dir, name)
         os.makedirs(case_dir, exist_ok=True)
-        cmd = [a.tgraph, "run", path, "--output-dir", os.path.join(case_dir, "out"),
-               "--device", "cpu"]
+        feeds = []
         for k in feed:
             f = os.path.join(case_dir, f"{k}.npy")
             np.save(f, inputs[k])
-            cmd += ["--input", f"{k}={f}"]
+            feeds += ["--input", f"{k}={f}"]
+        if ort_out is None:  # reference: tgraph on the CPU (itself checked against ORT on the dev machine)
+            ref_dir = os.path.join(case_dir, "ref_cpu")
+            rc, so, se = run_cmd([a.tgraph, "run", path, "--output-dir", ref_dir, "--device", "cpu"] + feeds)
+            if rc != 0:
+                failures.append((name, "tgraph run --device cpu", (so + se).strip()))
+                ort_out = [np.full_like(p_, np.nan) for p_ in pt]
+            else:
+                ort_out = [np.load(os.path.join(ref_dir, f"{on}.npy")) for on in out_names]
+        cmd = [a.tgraph, "run", path, "--output-dir", os.path.join(case_dir, "out"),
+               "--device", a.device] + feeds
         print("  " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
         rc, so, se = run_cmd(cmd)
@@ -213,7 +254,7 @@ def main():
         print(f"  (ORT vs PyTorch max rel err: {e_ort_pt:.3g})")
 
         # latency: tgraph bench vs ORT vs PyTorch, same warm-up / iteration counts
-        cmd = [a.tgraph, "bench", path, "--device", "cpu", "--warmup", str(a.warmup),
+        cmd = [a.tgraph, "bench", path, "--device", a.device, "--warmup", str(a.warmup),
                "--iters", str(a.iters)]
         print("  " + " ".join(cmd), flush=True)
         rc, so, se = run_cmd(cmd)
@@ -223,9 +264,13 @@ def main():
         tg_ms, tg_min, tg_comp = parse_bench(so + se) if rc == 0 else (None, None, None)
         if rc != 0:
             failures.append((name, "tgraph bench", (so + se).strip()))
-        ort_ms = [1e3 * v for v in time_median(lambda: sess.run(None, feed), a.warmup, a.iters)]
-        with torch.no_grad():
-            pt_ms = [1e3 * v for v in time_median(lambda: model(*targs), a.warmup, a.iters)]
+        ort_ms = ([1e3 * v for v in time_median(lambda: sess.run(None, feed), a.warmup, a.iters)]
+                  if sess is not None else [float("nan")] * 2)
+        if a.device == "cuda" and torch.cuda.is_available():
+            pt_ms = torch_cuda_ms(model, targs, a.warmup, a.iters)
+        else:
+            with torch.no_grad():
+                pt_ms = [1e3 * v for v in time_median(lambda: model(*targs), a.warmup, a.iters)]
         lat_rows.append((name, (tg_ms, tg_min), tg_comp, ort_ms, pt_ms))
         del sess, model
 
@@ -235,7 +280,7 @@ def main():
     fmt = lambda v: "—" if v is None else f"{v:.2e}"  # noqa: E731
     for r in acc_rows:
         print(f"| {r[0]} | {r[1]} | {fmt(r[2])} | {fmt(r[3])} | {r[4]} |")
-    print(f"\nCPU latency, batch 1, median (min) of {a.iters} runs after {a.warmup} warm-up,"
+    print(f"\n{a.device.upper()} latency, batch 1, median (min) of {a.iters} runs after {a.warmup} warm-up,"
           f" 2 threads; load average at the end: {os.getloadavg()[0]:.2f}")
     print("| model | tgraph | tgraph compile | ONNX Runtime | PyTorch eager |"
           " tgraph / ORT (median, min) |")

@@ -11,6 +11,12 @@ if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
 endif()
 message(STATUS "tgraph: oneDNN ${DNNL_LIBRARY}")
 
+# DLPack (a header) for DeviceTensor::to_dlpack / from_dlpack.
+find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h)
+if(NOT DLPACK_INCLUDE_DIR)
+  message(FATAL_ERROR "DLPack not found: install Debian's libdlpack-dev (scripts/install-deps.sh does)")
+endif()
+
 set(TGRAPH_HAVE_ONNX OFF)
 if(TGRAPH_WITH_ONNX)
   find_package(Protobuf QUIET)

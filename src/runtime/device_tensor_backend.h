@@ -1,0 +1,14 @@
+#pragma once
+// The CUDA side of DeviceTensor (src/backends/cuda/device_tensor_cuda.cpp); absent without
+// the CUDA backend, where device_tensor.cpp reports CUDA tensors as unsupported.
+#include "tgraph/device_tensor.h"
+
+namespace tg::detail {
+
+DeviceTensor cuda_allocate(TensorType type, int device);
+void cuda_upload(const DeviceTensor& dst, const TensorData& src);
+TensorData cuda_download(const DeviceTensor& src);
+/// Waits for the work tgraph queued on the device's stream (before handing memory out).
+void cuda_sync(int device);
+
+}  // namespace tg::detail

@@ -1,5 +1,6 @@
 // Graph::gradients: reverse-mode differentiation over the top-level block. Gradients of values
-// used several times are summed; ops off the path from xs to y are skipped.
+// used several times are summed; ops off the path from xs to y are skipped. The walk itself
+// (backprop) also differentiates region bodies for the control-flow rules (vjp_control.cpp).
 #include <unordered_map>
 
 #include "ops/builder.h"
@@ -65,6 +66,68 @@ Tensor broadcast_back(Graph& g, Tensor grad, Tensor x, const std::vector<int64_t
 
 }  // namespace detail
 
+namespace detail {
+
+void propagate_reach(const GraphImpl& G, const std::vector<int32_t>& nodes, std::vector<char>& reach) {
+  reach.resize(G.values.size(), 0);
+  for (int32_t id : nodes) {
+    const Node& n = G.nodes[static_cast<size_t>(id)];
+    bool any = false;
+    for (int32_t v : n.inputs) any |= reach[static_cast<size_t>(v)] != 0;
+    if (!any && !n.regions.empty())
+      for (int32_t v : region_captures(G, n)) any |= reach[static_cast<size_t>(v)] != 0;
+    if (any)
+      for (int32_t v : n.outputs) reach[static_cast<size_t>(v)] = 1;
+  }
+}
+
+void backprop(Graph& g, const std::vector<int32_t>& nodes, const std::vector<char>& reach, GradMap& grad,
+              const std::string& target) {
+  GraphImpl& G = g.impl();
+  // Values made while walking (gradient ops, loop tapes) lie past the end of `reach`.
+  auto reaches = [&](int32_t v) {
+    return static_cast<size_t>(v) < reach.size() && reach[static_cast<size_t>(v)] &&
+           is_float(G.type(v).dtype);
+  };
+  auto accumulate = [&](int32_t v, Tensor gv) {
+    auto it = grad.find(v);
+    if (it == grad.end()) grad.emplace(v, gv);
+    else it->second = g.add(it->second, gv);
+  };
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node node = G.nodes[static_cast<size_t>(*it)];  // copy: G.nodes grows below
+    bool has_grad = false;
+    for (int32_t v : node.outputs) has_grad |= grad.count(v) != 0;
+    if (!has_grad) continue;
+    bool on_path = false;
+    for (int32_t v : node.inputs) on_path |= reaches(v);
+    if (!on_path && !node.regions.empty())
+      for (int32_t v : region_captures(G, node)) on_path |= reaches(v);
+    if (!on_path) continue;
+    VjpFn rule = node.regions.empty() ? vjp_rule(node.kind) : nullptr;
+    if (!rule && node.regions.empty())
+      throw Error("[gradients] no gradient rule for op '" + std::string(op_name(node.kind)) + "' (node ^" +
+                  std::to_string(*it) + ") on the path from the inputs to " + target);
+    VjpContext c{g, node, {}, {}, {}};
+    for (int32_t v : node.inputs) c.in.emplace_back(&G, v);
+    for (int32_t v : node.outputs) {
+      c.out.emplace_back(&G, v);
+      auto gi = grad.find(v);
+      c.dout.push_back(gi != grad.end() ? gi->second : filled_like(g, Tensor(&G, v), 0.0));
+    }
+    if (!rule) {  // control flow: gradients of inputs and of captured outer values
+      for (const auto& [v, gv] : control_vjp(c, reach))
+        if (gv.valid() && reaches(v)) accumulate(v, gv);
+      continue;
+    }
+    std::vector<Tensor> din = rule(c);
+    for (size_t i = 0; i < din.size() && i < node.inputs.size(); ++i)
+      if (din[i].valid() && reaches(node.inputs[i])) accumulate(node.inputs[i], din[i]);
+  }
+}
+
+}  // namespace detail
+
 std::unordered_map<Tensor, Tensor> Graph::gradients(Tensor y, const std::vector<Tensor>& xs) {
   use(*this, y, OpKind::Identity, "y");
   GraphImpl& G = *impl_;
@@ -73,52 +136,15 @@ std::unordered_map<Tensor, Tensor> Graph::gradients(Tensor y, const std::vector<
     throw Error("[gradients] y must be a top-level tensor");
   for (const Tensor& x : xs) use(*this, x, OpKind::Identity, "x");
 
-  // Values that depend on some x (forward reach through data edges, top-level block).
-  const size_t nv = G.values.size();
-  std::vector<char> from_x(nv, 0);
-  for (const Tensor& x : xs) from_x[static_cast<size_t>(x.id())] = 1;
+  // Values that depend on some x (forward reach through data edges and region captures).
+  std::vector<char> reach(G.values.size(), 0);
+  for (const Tensor& x : xs) reach[static_cast<size_t>(x.id())] = 1;
   const std::vector<int32_t> order = G.blocks[0].nodes;  // copy: we append while walking
-  for (int32_t id : order) {
-    const Node& n = G.nodes[static_cast<size_t>(id)];
-    bool any = false;
-    for (int32_t v : n.inputs) any |= from_x[static_cast<size_t>(v)] != 0;
-    if (any)
-      for (int32_t v : n.outputs) from_x[static_cast<size_t>(v)] = 1;
-  }
+  propagate_reach(G, order, reach);
 
-  std::unordered_map<int32_t, Tensor> grad;
+  GradMap grad;
   grad[y.id()] = filled_like(*this, y, 1.0);
-  auto accumulate = [&](int32_t v, Tensor gv) {
-    auto it = grad.find(v);
-    if (it == grad.end()) grad.emplace(v, gv);
-    else it->second = add(it->second, gv);
-  };
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node node = G.nodes[static_cast<size_t>(*it)];  // copy: G.nodes grows below
-    bool has_grad = false;
-    for (int32_t v : node.outputs) has_grad |= grad.count(v) != 0;
-    if (!has_grad) continue;
-    bool on_path = false;
-    for (int32_t v : node.inputs) on_path |= from_x[static_cast<size_t>(v)] && is_float(G.type(v).dtype);
-    if (!on_path) continue;
-    VjpFn rule = vjp_rule(node.kind);
-    if (!rule)
-      throw Error("[gradients] no gradient rule for op '" + std::string(op_name(node.kind)) + "' (node ^" +
-                  std::to_string(*it) + ") on the path from the inputs to " + y.name());
-    VjpContext c{*this, node, {}, {}, {}};
-    for (int32_t v : node.inputs) c.in.emplace_back(&G, v);
-    for (int32_t v : node.outputs) {
-      c.out.emplace_back(&G, v);
-      auto g = grad.find(v);
-      c.dout.push_back(g != grad.end() ? g->second : filled_like(*this, Tensor(&G, v), 0.0));
-    }
-    std::vector<Tensor> din = rule(c);
-    for (size_t i = 0; i < din.size() && i < node.inputs.size(); ++i) {
-      int32_t v = node.inputs[i];
-      if (!din[i].valid() || !from_x[static_cast<size_t>(v)] || !is_float(G.type(v).dtype)) continue;
-      accumulate(v, din[i]);
-    }
-  }
+  backprop(*this, order, reach, grad, y.name());
   std::unordered_map<Tensor, Tensor> out;
   for (const Tensor& x : xs) {
     auto g = grad.find(x.id());

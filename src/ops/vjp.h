@@ -3,6 +3,9 @@
 // file registers its rules in a table indexed by OpKind; Graph::gradients walks the graph
 // backwards and calls them.
 #include <array>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ir/graph_impl.h"
@@ -27,6 +30,23 @@ using VjpFn = std::vector<Tensor> (*)(VjpContext&);
 
 /// The rule of an op, or nullptr.
 VjpFn vjp_rule(OpKind k);
+
+// Control flow (vjp_control.cpp). Its gradients also flow to values the regions read from
+// outside (captures), so the rule returns (value id, gradient) pairs rather than one per input.
+using GradMap = std::unordered_map<int32_t, Tensor>;
+/// Values that the node's regions (nested ones included) read from outside them, by id.
+std::vector<int32_t> region_captures(const GraphImpl& g, const Node& n);
+/// Gradients of an if_else / for_loop node's inputs and captures; `reach` marks the values
+/// that depend on the differentiated inputs. Throws for while_loop.
+std::vector<std::pair<int32_t, Tensor>> control_vjp(VjpContext& c, const std::vector<char>& reach);
+/// Marks (in `reach`, grown to the graph's size) the outputs of `nodes` that depend on a
+/// marked value, through inputs and region captures.
+void propagate_reach(const GraphImpl& g, const std::vector<int32_t>& nodes, std::vector<char>& reach);
+/// Reverse walk over `nodes` (forward order, built into g's current block or enclosing ones):
+/// turns the cotangents seeded in `grad` into cotangents of every reached value, added up in
+/// `grad`. `target` names the differentiated value in errors.
+void backprop(Graph& g, const std::vector<int32_t>& nodes, const std::vector<char>& reach, GradMap& grad,
+              const std::string& target);
 
 // Registration, one function per family file.
 using VjpTable = std::array<VjpFn, kNumOps>;

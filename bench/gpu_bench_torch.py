@@ -57,5 +57,37 @@ def main():
     print(f"torch eager 1000-op tiny chain: {w:.1f} us per run ({w / 1000:.2f} us per op)")
 
 
+def while_loop(n=10000):
+    """Peer of bench_while_loop in gpu_bench.cpp: the condition is checked on the host with
+    .item() each iteration (what eager PyTorch code does for a data-dependent loop)."""
+    dev = "cuda"
+    x = torch.empty(1024, device=dev).uniform_(-1, 1)
+    limit = torch.tensor(n, dtype=torch.int32, device=dev)
+
+    def loop():
+        y, i = x, torch.zeros((), dtype=torch.int32, device=dev)
+        while (i < limit).item():
+            y = y * 0.5 + 1
+            i = i + 1
+        return y
+
+    ms = cuda_ms(loop, iters=5, warmup=1)
+    print(f"torch eager while_loop x=x*0.5+1 on 1024 f32, {n} iterations (.item() per iteration): "
+          f"{ms * 1e3 / n:.2f} us per iteration")
+
+
+def gather_nd(rows=1 << 20, dim=256, table_rows=1 << 20):
+    """Peer of bench_gather_nd in gpu_bench.cpp: an embedding lookup table[idx]."""
+    dev = "cuda"
+    table = torch.empty(table_rows, dim, device=dev).uniform_(-1, 1)
+    idx = torch.randint(0, table_rows, (rows,), device=dev)
+    ms = cuda_ms(lambda: table[idx])
+    gbs = (2.0 * rows * dim * 4 + rows * 8) / (ms * 1e-3) / 1e9
+    print(f"torch table[idx] 1M x 256 f32 from a 1M-row table: {ms:.3f} ms ({gbs:.0f} GB/s, "
+          f"{gbs / 4260 * 100:.1f}% of 4260 GB/s)")
+
+
 if __name__ == "__main__":
     main()
+    while_loop()
+    gather_nd()

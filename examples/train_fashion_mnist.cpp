@@ -4,7 +4,13 @@
 // plot (curves.png, via scripts/plot_curves.py and matplotlib) and a checkpoint.
 //
 // usage: train_fashion_mnist [--epochs N] [--batch N] [--lr X] [--device cpu|cuda]
+//                            [--precision f32|tf32|bf16|f16]
 //                            [--data DIR] [--out DIR] [--limit N] [--test-limit N]
+//
+// --precision sets CompileOptions::precision of the training step and the evaluation:
+// bf16 / f16 compute convolutions and matmuls in half precision (fp32 accumulation, weights,
+// norms, loss and optimizer in f32); f16 adds dynamic loss scaling. tf32 lets the GPU use
+// TF32 tensor cores (on the CPU it is f32).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +35,7 @@ struct Options {
   int64_t batch = 128;
   double lr = 2e-3;
   std::string device = "best";
+  std::string precision = "f32";
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string out = "out/fashion_mnist";
   int64_t limit = 60000, test_limit = 10000;
@@ -137,6 +144,7 @@ int main(int argc, char** argv) {
     else if (k == "--batch") o.batch = std::stoll(v);
     else if (k == "--lr") o.lr = std::stod(v);
     else if (k == "--device") o.device = v;
+    else if (k == "--precision") o.precision = v;
     else if (k == "--data") o.data = v;
     else if (k == "--out") o.out = v;
     else if (k == "--limit") o.limit = std::stoll(v);
@@ -146,12 +154,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  tg::Precision precision;
+  if (o.precision == "f32") precision = tg::Precision::f32;
+  else if (o.precision == "tf32") precision = tg::Precision::tf32;
+  else if (o.precision == "bf16") precision = tg::Precision::bf16;
+  else if (o.precision == "f16") precision = tg::Precision::f16;
+  else {
+    std::fprintf(stderr, "train_fashion_mnist: unknown precision %s (f32, tf32, bf16 or f16)\n", o.precision.c_str());
+    return 2;
+  }
   try {
     tg::Device dev = o.device == "cpu" ? tg::Device::cpu() : o.device == "cuda" ? tg::Device::cuda(0) : tg::Device::best();
     std::filesystem::create_directories(o.out);
     Dataset train = load(o.data, "train", o.limit), test = load(o.data, "t10k", o.test_limit);
-    std::printf("Fashion-MNIST: %lld training, %lld test images; device %s\n", static_cast<long long>(train.size()),
-                static_cast<long long>(test.size()), dev.describe().c_str());
+    std::printf("Fashion-MNIST: %lld training, %lld test images; device %s, precision %s\n",
+                static_cast<long long>(train.size()), static_cast<long long>(test.size()), dev.describe().c_str(),
+                o.precision.c_str());
 
     tg::Graph g;
     Net net;
@@ -163,18 +181,28 @@ int main(int argc, char** argv) {
     tg::Tensor logits = net.forward(g, x, /*training=*/true);
     tg::Tensor loss = g.softmax_cross_entropy(logits, y);
     std::vector<tg::Tensor> params = net.layers.parameters();
-    auto grads = g.gradients(loss, params);
-    tg::Operation step = tg::optim::adamw(g, params, grads, lr, {.weight_decay = 1e-4});
     std::vector<tg::Operation> targets_ops = net.layers.updates();
-    targets_ops.push_back(step);
-    tg::Executable train_exe = g.compile({{x, x.type()}, {y, y.type()}, {lr, lr.type()}}, {loss}, targets_ops,
-                                         {.device = dev});
+    tg::optim::AdamOptions adam{.weight_decay = 1e-4};
+    tg::optim::GradMap grads;
+    if (precision == tg::Precision::f16) {
+      // f16 gradients underflow without loss scaling: scale the loss, unscale the gradients,
+      // skip the step (and halve the scale) when any gradient is not finite.
+      tg::optim::ScaledGradients sg = tg::optim::scaled_gradients(g, loss, params);
+      grads = sg.grads;
+      adam.apply_if = sg.finite;
+      targets_ops.push_back(sg.update);
+    } else {
+      grads = g.gradients(loss, params);
+    }
+    targets_ops.push_back(tg::optim::adamw(g, params, grads, lr, adam));
+    const tg::CompileOptions copt{.device = dev, .precision = precision};
+    tg::Executable train_exe = g.compile({{x, x.type()}, {y, y.type()}, {lr, lr.type()}}, {loss}, targets_ops, copt);
 
     tg::Tensor ex = g.placeholder({EB, 28, 28, 1}, tg::f32, "eval_images");
     tg::Tensor ey = g.placeholder({EB, 10}, tg::f32, "eval_labels");
     tg::Tensor elogits = net.forward(g, ex, /*training=*/false);
     tg::Tensor eloss = g.softmax_cross_entropy(elogits, ey, -1, tg::LossReduction::sum);
-    tg::Executable eval_exe = g.compile({{ex, ex.type()}, {ey, ey.type()}}, {elogits, eloss}, {}, {.device = dev});
+    tg::Executable eval_exe = g.compile({{ex, ex.type()}, {ey, ey.type()}}, {elogits, eloss}, {}, copt);
 
     std::ofstream csv(o.out + "/metrics.csv");
     csv << "epoch,step,train_loss,test_loss,test_accuracy\n";

@@ -53,6 +53,8 @@ struct GraphImpl {
   std::shared_ptr<VariableStore> variable_store;
   /// Nodes made inside an open control_dependency scope get these extra deps.
   std::vector<std::vector<int32_t>> control_scopes;
+  /// Compiled with Precision::tf32: f32 matmul and convolution may use TF32 tensor cores.
+  bool allow_tf32 = false;
 
   const OpDef& def(int32_t node) const { return op_def(nodes[node].kind); }
   const TensorType& type(int32_t value) const { return values[value].type; }

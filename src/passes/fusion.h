@@ -3,6 +3,7 @@
 // them) so a backend can run each group as one generated kernel. It does not rewrite the
 // graph: it returns the steps of a block in run order, each a single op or a group, and the
 // reason each time a group had to be closed. TGRAPH_NO_FUSION=1 turns grouping off.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,30 @@ struct FusionGroup {
   std::vector<int32_t> outputs;  // member values used outside the group
 };
 
-/// One step of a block: a lone op (group empty, node >= 0) or a fused group.
+struct StencilStitch;
+
+/// One step of a block: a lone op (group empty, node >= 0) or a fused group. With
+/// FusionOptions::stitch_stencils a step may instead be a stitched stencil (stitch set).
 struct Step {
   int32_t node = -1;
   FusionGroup group;
+  std::shared_ptr<const StencilStitch> stitch;
   bool fused() const { return node < 0; }
+};
+
+/// A stencil run as one kernel together with the elementwise group computing its source (the
+/// prologue, applied to each source element as it is loaded) and the one consuming its result
+/// (the epilogue, applied to each output before the store); docs/ops-semantics.md (Stencil).
+/// Either group may be empty. Value-preserving views (reshape, expand_dims, squeeze) between
+/// them are absorbed, so the 2-D / 3-D forms (a reshape to rank 4 and back) stitch too.
+struct StencilStitch {
+  int32_t stencil = -1;                  // the stencil node
+  FusionGroup prologue, epilogue;        // prologue.outputs is {the source before source_views}
+  std::vector<int32_t> source_views;     // view nodes from the prologue's output to the source
+  std::vector<int32_t> result_views;     // view nodes from the stencil's output to what the epilogue reads
+  std::vector<int32_t> inputs;           // values read from outside the step
+  std::vector<int32_t> outputs;          // values produced and used outside the step
+  std::vector<Step> pieces;              // the steps it replaces, in run order (to run them unfused)
 };
 
 struct FusionPlan {
@@ -28,10 +48,15 @@ struct FusionPlan {
   std::vector<std::string> decisions;  // why groups were closed (for TGRAPH_DUMP and tests)
 };
 
+/// Options of plan_fusion; the defaults plan what every backend can run.
+struct FusionOptions {
+  bool stitch_stencils = false;  // plan StencilStitch steps (the CUDA backend)
+};
+
 /// True when an op may be computed inside a fused elementwise kernel.
 bool fusible_elementwise(const GraphImpl& g, const Node& n);
 /// Plans the steps of `block` of the module.
-FusionPlan plan_fusion(const Module& m, int32_t block);
+FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options = {});
 /// True when TGRAPH_NO_FUSION=1 is set.
 bool fusion_disabled();
 

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/algebraic_simplify.h"
+#include "passes/autocast.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
@@ -49,13 +50,19 @@ bool verify_each_pass() {
 
 }  // namespace
 
-void run_pipeline(Module& m, bool optimize, bool decompose_composites) {
+void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision) {
   Dumper dumper;
   verify_or_throw(m.graph);
   dumper.dump(m, "input");
   if (decompose_composites && DecomposeComposites().run(m)) {
     dumper.dump(m, "decompose");
     if (verify_each_pass()) verify_or_throw(m.graph, "decompose");
+  }
+  // Precision is what the user asked for, so it applies with or without optimisation; after
+  // decomposition, so the matmuls composites expand into are cast too.
+  if (apply_precision(m, precision)) {
+    dumper.dump(m, "autocast");
+    if (verify_each_pass()) verify_or_throw(m.graph, "autocast");
   }
   if (!optimize) return;
   std::vector<std::unique_ptr<Pass>> round;

@@ -10,6 +10,9 @@
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/matmul_lt.h"
+#endif
 
 namespace tg {
 using namespace detail;
@@ -33,6 +36,7 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
     if (options.device.index >= Device::cuda_device_count())
       throw Error("[compile] device " + options.device.str() + " is not available (" +
                   std::to_string(Device::cuda_device_count()) + " CUDA devices usable)");
+    check_cuda_precision(options.precision, options.device.index);
 #else
     throw Error("[compile] device " + options.device.str() + ": this build of tgraph has no CUDA backend");
 #endif
@@ -73,7 +77,7 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
   reinfer(m.graph);
   // The CUDA backend has no kernels for composite norms and losses: they become primitives.
-  run_pipeline(m, options.optimize, options.device.kind == Device::Kind::cuda);
+  run_pipeline(m, options.optimize, options.device.kind == Device::Kind::cuda, options.precision);
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

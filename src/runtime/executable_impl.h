@@ -2,6 +2,7 @@
 // The compiled form of a graph and its CPU executor.
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct ExecutableImpl {
   std::vector<TensorData> run_cuda(const std::vector<TensorData>& inputs) const;
   /// Backend state made at compile time (CUDA: fusion plan, kernels, device copies).
   std::shared_ptr<void> backend_state;
+  /// The CPU executor's fused schedule and its arena plan, made on the first run
+  /// (src/backends/cpu/executor.cpp).
+  mutable std::shared_ptr<const void> cpu_plan;
+  mutable std::once_flag cpu_plan_once;
 };
 
 /// Fresh CUDA executor state for an executable (defined in the CUDA backend).
@@ -51,6 +56,10 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 /// device and outputs left there: milliseconds per run from CUDA events (benchmarks only).
 std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                    int iters);
+/// Runs once (recording and capturing the run), then times `iters` launches of the captured
+/// CUDA graph (after `warmup`): milliseconds per launch from CUDA events (benchmarks only).
+std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
+                                      int iters);
 
 /// The store of a graph's variables, made on first use with their initial values.
 std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g);

@@ -241,6 +241,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   exe->device = Device{static_cast<Device::Kind>(kind), static_cast<int>(r.i64())};
   exe->precision = static_cast<Precision>(r.i64() & 3);
   GraphImpl& g = exe->module.graph;
+  g.allow_tf32 = exe->precision == Precision::tf32;  // bf16 / f16 casts are in the saved graph
   const int64_t max_items = static_cast<int64_t>(size) / 8;
   g.values.resize(static_cast<size_t>(r.count(max_items)));
   const int64_t nv = static_cast<int64_t>(g.values.size());

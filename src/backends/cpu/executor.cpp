@@ -1,18 +1,68 @@
 // The CPU executor: walks the optimized graph's blocks in order, runs control flow as
-// ordinary loops, and keeps variable writes pending until the whole run has succeeded.
+// ordinary loops, and keeps variable writes pending until the whole run has succeeded. The
+// top-level block runs the fused schedule (fused_plan.h: elementwise chains as one loop each)
+// unless TGRAPH_NO_FUSION=1, which runs every op on its own in the compiled order.
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
+#include "backends/cpu/fused_elementwise.h"
+#include "backends/cpu/fused_plan.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/profile.h"
+#include "ops/op_def.h"
+#include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
 namespace {
 
+// Arenas are kept for the next run once freed: a fresh one would be fresh pages from the
+// kernel, and faulting them in costs about as much as the run's elementwise work.
+class ArenaPool {
+ public:
+  static ArenaPool& get() {
+    static ArenaPool* pool = new ArenaPool;  // never destroyed: arenas may be freed at exit
+    return *pool;
+  }
+  std::shared_ptr<std::byte> take(size_t bytes) {
+    std::byte* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        p = it->second;
+        free_.erase(it);
+        cached_ -= bytes;
+      }
+    }
+    if (!p) p = new (std::align_val_t(64)) std::byte[bytes];
+    return std::shared_ptr<std::byte>(p, [this, bytes](std::byte* q) { give(q, bytes); });
+  }
+
+ private:
+  static constexpr size_t kMaxCached = size_t(1) << 30;
+  void give(std::byte* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + bytes <= kMaxCached) {
+        free_.emplace(bytes, p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    ::operator delete[](p, std::align_val_t(64));
+  }
+  std::mutex mu_;
+  std::multimap<size_t, std::byte*> free_;
+  size_t cached_ = 0;
+};
+
 struct RunState {
   const ExecutableImpl& exe;
   const GraphImpl& g;
+  const CpuPlan* plan;                           // the fused schedule, or null (unfused)
   std::vector<TensorData> slots;                 // per value id
   std::map<std::string, TensorData> snapshot;    // variables at the start of the run
   std::map<std::string, TensorData> pending;     // assigns made by this run
@@ -37,7 +87,64 @@ struct RunState {
   }
 
   void block(int32_t b) {
+    if (b == 0 && plan) {
+      for (const CpuStep& s : plan->steps) {
+        if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
+        else kernel(plan->kernels[static_cast<size_t>(s.kernel)]);
+      }
+      return;
+    }
     for (int32_t id : g.blocks[static_cast<size_t>(b)].nodes) node(g.nodes[static_cast<size_t>(id)]);
+  }
+
+  // The arena bytes of a top-level value, or an empty tensor when it has none.
+  TensorData arena_view(int32_t v) const {
+    if (!arena) return TensorData();
+    int64_t off = (plan ? plan->offset : exe.arena_offset)[static_cast<size_t>(v)];
+    if (off < 0) return TensorData();
+    const TensorType& t = g.type(v);
+    return TensorData::wrap(t.shape, t.dtype, std::shared_ptr<std::byte>(arena, arena.get() + off));
+  }
+
+  // A fused loop: its materialised members and reductions written in one pass.
+  void kernel(const CpuKernel& k) {
+    CpuProfileScope prof(cpu_profiling() ? "fused(" + std::to_string(k.nodes.size()) + " ops, " +
+                                               std::to_string(k.reductions.size()) + " reductions)"
+                                         : std::string());
+    std::vector<int32_t> outs = k.outputs;
+    for (int32_t r : k.reductions) outs.push_back(g.nodes[static_cast<size_t>(r)].outputs[0]);
+    if (k.program) {
+      std::vector<const TensorData*> leaves;
+      leaves.reserve(k.leaves.size());
+      for (int32_t v : k.leaves) leaves.push_back(&slots[static_cast<size_t>(v)]);
+      std::vector<TensorData> res;
+      res.reserve(outs.size());
+      for (int32_t v : outs) {
+        TensorData t = arena_view(v);
+        res.push_back(t.empty() ? TensorData(g.type(v).shape, g.type(v).dtype) : std::move(t));
+      }
+      if (run_fused(*k.program, leaves, res)) {
+        for (size_t i = 0; i < outs.size(); ++i) slots[static_cast<size_t>(outs[i])] = std::move(res[i]);
+        return;
+      }
+    }
+    // Not compiled, or inputs of other types than planned: the members one by one, written to
+    // the arena only at the end (an output may share bytes with an input that dies here).
+    for (int32_t id : k.nodes) unfused(g.nodes[static_cast<size_t>(id)]);
+    for (int32_t id : k.reductions) unfused(g.nodes[static_cast<size_t>(id)]);
+    for (int32_t v : outs) {
+      TensorData t = arena_view(v);
+      TensorData& s = slots[static_cast<size_t>(v)];
+      if (t.empty() || !(t.type() == s.type())) continue;
+      std::memcpy(t.data(), s.data(), t.nbytes());
+      s = std::move(t);
+    }
+  }
+
+  void unfused(const Node& n) {
+    std::vector<TensorData> ins;
+    for (int32_t v : n.inputs) ins.push_back(in(v));
+    set_outputs(n, cpu_eval(g, n, ins, nullptr));
   }
 
   void set_outputs(const Node& n, std::vector<TensorData> out) {
@@ -110,6 +217,7 @@ struct RunState {
         std::vector<TensorData> ins;
         ins.reserve(n.inputs.size());
         for (int32_t v : n.inputs) ins.push_back(in(v));
+        CpuProfileScope prof(cpu_profiling() ? profile_key(n, ins) : std::string());
         set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
       }
     }
@@ -122,13 +230,20 @@ struct RunState {
     planned_buf.assign(n.outputs.size(), TensorData());
     bool any = false;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
-      int64_t off = exe.arena_offset[static_cast<size_t>(n.outputs[i])];
-      if (off < 0) continue;
-      const TensorType& t = g.type(n.outputs[i]);
-      planned_buf[i] = TensorData::wrap(t.shape, t.dtype, std::shared_ptr<std::byte>(arena, arena.get() + off));
-      any = true;
+      planned_buf[i] = arena_view(n.outputs[i]);
+      any |= !planned_buf[i].empty();
     }
     return any ? &planned_buf : nullptr;
+  }
+
+  // The profile's row for a node: its op name, with input shapes when TGRAPH_PROFILE=2.
+  static std::string profile_key(const Node& n, const std::vector<TensorData>& ins) {
+    static const bool shapes = std::string(std::getenv("TGRAPH_PROFILE")) == "2";
+    std::string k = op_name(n.kind);
+    if (!shapes) return k;
+    k += "(";
+    for (size_t i = 0; i < ins.size(); ++i) k += (i ? "," : "") + ins[i].shape().str();
+    return k + ")";
   }
 
   const std::string& variable_name(int32_t v) const {
@@ -154,17 +269,21 @@ void ExecutableImpl::check_inputs(const std::vector<TensorData>& inputs) const {
 }
 
 std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& inputs) const {
+  CpuProfileScope prof_run("run (total)");
   check_inputs(inputs);
   const GraphImpl& g = module.graph;
-  RunState st{*this, g, std::vector<TensorData>(g.values.size()), {}, {}, {}};
+  const bool fuse = !fusion_disabled();  // read per run, so a test can compare both paths
+  if (fuse)
+    std::call_once(cpu_plan_once, [&] { cpu_plan = std::make_shared<const CpuPlan>(plan_cpu_fusion(module)); });
+  const CpuPlan* plan = fuse ? static_cast<const CpuPlan*>(cpu_plan.get()) : nullptr;
+  RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}};
   // One arena per run: every planned intermediate lives at its offset in it.
   static const bool no_arena = [] {
     const char* v = std::getenv("TGRAPH_NO_ARENA");
     return v && std::string(v) == "1";
   }();
-  if (arena_bytes > 0 && !no_arena)
-    st.arena = std::shared_ptr<std::byte>(new (std::align_val_t(64)) std::byte[static_cast<size_t>(arena_bytes)],
-                                          [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
+  const int64_t bytes = plan ? plan->arena_bytes : arena_bytes;
+  if (bytes > 0 && !no_arena) st.arena = ArenaPool::get().take(static_cast<size_t>(bytes));
   {
     std::lock_guard<std::mutex> lock(store->mu);
     for (const auto& [name, id] : variables) st.snapshot[name] = store->value(name);
@@ -175,6 +294,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   for (int32_t v : module.targets) out.push_back(st.in(v));
   // Commit only now: a run that threw above changed no variable.
   if (!st.pending.empty()) {
+    CpuProfileScope prof("commit variables");
     std::lock_guard<std::mutex> lock(store->mu);
     for (auto& [name, value] : st.pending) store->write(name, value.clone());
   }

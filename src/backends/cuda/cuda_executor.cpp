@@ -5,14 +5,19 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <memory>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cuda/control_kernels.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/matmul_lt.h"
@@ -52,6 +57,7 @@ struct Captured {
   std::vector<DevTensor> inputs;     // fixed buffers the graph reads
   std::vector<DevTensor> targets;    // fixed buffers the graph writes
   std::vector<DeviceBuffer> buffers;  // every intermediate, kept alive
+  DeviceBuffer loop_error;            // set by a for_loop whose step is not positive (null: none can be)
   std::map<std::string, uint64_t> var_versions;
   std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
   ~Captured() {
@@ -72,6 +78,7 @@ struct CudaState {
   std::map<int32_t, DevTensor> constants;
   std::map<std::string, CachedVar> vars;
   int sm_count = 0;
+  IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
 };
 
 TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in, size_t out) {
@@ -87,34 +94,42 @@ struct Run {
   std::vector<DevTensor> slots;
   std::map<std::string, DevTensor> snapshot, pending;
 
-  // Capture support: a recording run notes every allocation; the capturing run takes the
-  // same sizes, in the same order, from buffers reserved beforehand, so the graph holds only
-  // kernels over fixed addresses.
-  std::vector<size_t>* record = nullptr;
-  std::vector<DeviceBuffer>* reserve = nullptr;
-  const std::vector<size_t>* reserve_sizes = nullptr;
-  size_t reserve_next = 0;
-  bool host_synced = false;  // a download happened: the run cannot be captured
+  // Capture support: while a run is captured, every allocation is a graph_buffer kept in
+  // `fixed`, so the graph (conditional bodies included) holds only fixed addresses and no
+  // allocation nodes. `depth` counts the conditional bodies being captured around the code.
+  std::vector<DeviceBuffer>* fixed = nullptr;
+  DeviceBuffer* loop_error = nullptr;  // the capture's for_loop step flag, made on first need
+  int depth = 0;
+  bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
 
+  bool capturing() const { return fixed != nullptr; }
+  DeviceBuffer buffer(size_t n) {
+    if (!capturing()) return ctx.allocate(n, stream);
+    fixed->push_back(graph_buffer(ctx, n));
+    return fixed->back();
+  }
   DevTensor alloc(TensorType t) {
     size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
-    if (record) record->push_back(n);
-    if (reserve) {
-      if (reserve_next >= reserve->size() || (*reserve_sizes)[reserve_next] != n)
-        throw Error("[cuda] graph capture: allocation sequence changed");
-      return DevTensor{std::move(t), (*reserve)[reserve_next++]};
-    }
-    return DevTensor{std::move(t), ctx.allocate(n, stream)};
+    return DevTensor{std::move(t), buffer(n)};
   }
-  // Uploads (inputs, constants, variables) own their memory outside the recorded sequence:
-  // they are cached or fixed before a capture starts.
+  // Uploads (inputs, constants, variables) own their memory: cached, or fixed before a capture
+  // starts; one made while capturing (a constant first met in a branch) goes around the capture.
   DevTensor upload(const TensorData& h) {
+    if (capturing()) {
+      DevTensor d{h.type(), graph_buffer(ctx, h.nbytes())};
+      graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
+      return d;
+    }
     DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
     if (h.nbytes()) TG_CUDA(cudaMemcpyAsync(d.buf.get(), h.data(), h.nbytes(), cudaMemcpyHostToDevice, stream));
     return d;
   }
   TensorData download(const DevTensor& d) {
     host_synced = true;
+    return fetch(d);
+  }
+  // A copy to the host that control flow makes (captured runs replace it by conditional nodes).
+  TensorData fetch(const DevTensor& d) {
     TensorData h(d.type.shape, d.type.dtype);
     if (d.nbytes()) TG_CUDA(cudaMemcpyAsync(h.data(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToHost, stream));
     TG_CUDA(cudaStreamSynchronize(stream));
@@ -129,11 +144,39 @@ struct Run {
 
   void block(int32_t b) {
     auto it = st.plans.find(b);
-    if (it == st.plans.end()) it = st.plans.emplace(b, plan_fusion(exe.module, b)).first;
+    if (it == st.plans.end())
+      it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
     for (const Step& s : it->second.steps) {
-      if (s.fused()) group(s.group);
+      if (s.stitch) stitched(*s.stitch);
+      else if (s.fused()) group(s.group);
       else node(g.nodes[static_cast<size_t>(s.node)]);
     }
+  }
+
+  // A stencil with its elementwise prologue / epilogue as one kernel (cuda_stencil.h), or its
+  // pieces one by one when that kernel does not cover the run's types.
+  void stitched(const StencilStitch& sp) {
+    std::vector<TensorType> types;
+    std::vector<const void*> ins;
+    for (int32_t v : sp.inputs) {
+      types.push_back(in(v).type);
+      ins.push_back(in(v).buf.get());
+    }
+    std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index());
+    if (!l) {
+      for (const Step& p : sp.pieces) {
+        if (p.fused()) group(p.group);
+        else node(g.nodes[static_cast<size_t>(p.node)]);
+      }
+      return;
+    }
+    std::vector<void*> outs;
+    for (size_t i = 0; i < sp.outputs.size(); ++i) {
+      DevTensor o = alloc(l->output_types[i]);
+      outs.push_back(o.buf.get());
+      slots[static_cast<size_t>(sp.outputs[i])] = std::move(o);
+    }
+    launch_stencil_stitch(*l, ins, outs, stream);
   }
 
   // ---- fused / single elementwise kernels ----
@@ -238,6 +281,16 @@ struct Run {
         slots[static_cast<size_t>(n.outputs[0])] = v;
         return;
       }
+      case OpKind::NonZeroIndices: {  // the count comes back to the host: such a run is never captured
+        host_synced = true;
+        DevTensor y;
+        cuda_non_zero_indices(DevArg{in(n.inputs[0]).buf.get(), in(n.inputs[0]).type}, [&](const TensorType& t) {
+          y = alloc(t);
+          return static_cast<void*>(y.buf.get());
+        }, stream, ctx.index());
+        slots[static_cast<size_t>(n.outputs[0])] = std::move(y);
+        return;
+      }
       case OpKind::MatMul:
         if (matmul(n)) return;
         break;
@@ -274,6 +327,7 @@ struct Run {
       outs.push_back(alloc(types[i]));
       dev_outs.push_back(DevOut{outs.back().buf.get(), outs.back().type});
     }
+    OpWorkspaceScope workspace([this](size_t bytes) { return buffer(bytes); });  // capture-safe temporaries
     if (!op(g, n, args, dev_outs, stream, ctx.index())) return false;
     for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = std::move(outs[i]);
     return true;
@@ -309,9 +363,11 @@ struct Run {
     return true;
   }
 
-  // Control flow with the predicate read on the host (device-side conditional nodes: issue 8).
+  // ---- control flow ----
+  // An uncaptured run (the first run, dynamic shapes) reads predicates and trip counts on the
+  // host; a captured run lowers each construct to CUDA graph conditional nodes instead.
   bool truth(const DevTensor& t, const char* op) {
-    TensorData h = download(t);
+    TensorData h = fetch(t);
     if (h.num_elements() != 1)
       throw Error(std::string("[") + op + "] predicate must have one element, got " + h.shape().str());
     return h.at(0) != 0.0;
@@ -329,12 +385,18 @@ struct Run {
     for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = r[i];
   }
   void control(const Node& n) {
+    if (capturing()) {
+      if (n.kind == OpKind::IfElse) captured_if(n);
+      else if (n.kind == OpKind::ForLoop) captured_for(n);
+      else captured_while(n);
+      return;
+    }
     if (n.kind == OpKind::IfElse) {
       int32_t r = truth(in(n.inputs[0]), "if_else") ? n.regions[0] : n.regions[1];
       block(r);
       set_outputs(n, results(r));
     } else if (n.kind == OpKind::ForLoop) {
-      auto scalar = [&](int32_t v) { return static_cast<int64_t>(download(in(v)).at(0)); };
+      auto scalar = [&](int32_t v) { return static_cast<int64_t>(fetch(in(v)).at(0)); };
       int64_t lo = scalar(n.inputs[0]), hi = scalar(n.inputs[1]), step = scalar(n.inputs[2]);
       if (step <= 0) throw Error("[for_loop] step must be positive, got " + std::to_string(step));
       std::vector<DevTensor> args;
@@ -365,6 +427,245 @@ struct Run {
         args = results(n.regions[1]);
       }
     }
+  }
+
+  // ---- control flow captured as conditional nodes ----
+  // Values that cross a region boundary live in fixed state buffers. One control kernel at the
+  // end of each body copies the region's results into them and sets the node's handle from
+  // the predicate on the device. A variable assigned inside a node gets a state buffer too:
+  // reads see it, and each body ends by copying the variable's latest value into it.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  struct VarState {
+    std::string name;
+    DevTensor buf;
+  };
+
+  static DeviceScalar scalar_of(const DevTensor& t, const char* op, const char* what) {
+    if (t.type.shape.num_elements() != 1)
+      throw Error(std::string("[") + op + "] " + what + " must have one element, got " + t.type.shape.str());
+    return DeviceScalar{t.buf.get(), static_cast<int>(dtype_size(t.type.dtype)), is_float(t.type.dtype),
+                        is_signed_integer(t.type.dtype)};
+  }
+  static ControlCond set_truth(const DevTensor& pred, cudaGraphConditionalHandle h, const char* op) {
+    ControlCond c;
+    c.op = CondOp::truth;
+    c.handle = h;
+    c.pred = scalar_of(pred, op, "predicate");
+    return c;
+  }
+  // Copies values into state buffers of the same types (a loop may not change them).
+  static std::vector<Copy> carry(const std::vector<DevTensor>& state, const std::vector<DevTensor>& values,
+                                 const char* op) {
+    std::vector<Copy> c;
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (!(state[i].type == values[i].type))
+        throw Error(std::string("[") + op + "] graph capture: value " + std::to_string(i) + " is " +
+                    values[i].type.str() + " here but " + state[i].type.str() + " elsewhere");
+      c.push_back({state[i].buf.get(), values[i].buf.get(), state[i].nbytes()});
+    }
+    return c;
+  }
+
+  // Enqueues the copies as one parallel assignment (a source that the same launch overwrites is
+  // staged through a temporary first), then `cond`.
+  void control_kernel(std::vector<Copy> copies, ControlCond cond) {
+    std::vector<Copy> todo, stage;
+    std::set<const void*> written;
+    for (const Copy& c : copies)
+      if (c.bytes && c.dst != c.src) todo.push_back(c);
+    for (const Copy& c : todo) written.insert(c.dst);
+    if (cond.index) written.insert(cond.index);
+    if (cond.ctl) written.insert(cond.ctl);
+    auto staged = [&](const void* src, size_t bytes) -> const void* {
+      if (!written.count(src)) return src;
+      void* tmp = buffer(bytes).get();  // kept alive by `fixed`
+      stage.push_back({tmp, src, bytes});
+      return tmp;
+    };
+    for (Copy& c : todo) c.src = staged(c.src, c.bytes);
+    if (cond.op == CondOp::truth) cond.pred.ptr = staged(cond.pred.ptr, static_cast<size_t>(cond.pred.bytes));
+    if (cond.op == CondOp::for_start)
+      for (DeviceScalar* s : {&cond.lower, &cond.upper, &cond.step})
+        s->ptr = staged(s->ptr, static_cast<size_t>(s->bytes));
+    launch_copies(stage, ControlCond{});
+    launch_copies(todo, cond);
+  }
+  void launch_copies(const std::vector<Copy>& copies, const ControlCond& cond) {
+    if (copies.empty() && cond.op == CondOp::none) return;
+    size_t k = 0;
+    for (;;) {
+      ControlCopies c;
+      for (; k < copies.size() && c.n < kMaxControlCopies; ++k, ++c.n) {
+        c.dst[c.n] = copies[k].dst;
+        c.src[c.n] = copies[k].src;
+        c.bytes[c.n] = copies[k].bytes;
+      }
+      bool last = k == copies.size();
+      TG_CUDA(launch_control(c, last ? cond : ControlCond{}, st.sm_count, stream));
+      if (last) return;
+    }
+  }
+
+  // Captures `fn` into a conditional node's body graph, on the stream of the next depth.
+  template <class Fn>
+  void body(cudaGraph_t graph, Fn&& fn) {
+    struct Restore {
+      Run& r;
+      cudaStream_t outer;
+      ~Restore() {
+        r.stream = outer;
+        --r.depth;
+      }
+    } restore{*this, stream};
+    stream = body_stream(ctx.index(), ++depth);
+    BodyCapture cap(stream, graph);
+    fn();
+    cap.end();
+  }
+
+  std::vector<std::string> assigned_in(const Node& n) const {
+    std::set<std::string> names;
+    std::vector<int32_t> todo(n.regions.begin(), n.regions.end());
+    while (!todo.empty()) {
+      int32_t b = todo.back();
+      todo.pop_back();
+      for (int32_t id : g.blocks[static_cast<size_t>(b)].nodes) {
+        const Node& m = g.nodes[static_cast<size_t>(id)];
+        if (m.kind == OpKind::Assign) names.insert(var_name(m.inputs[0]));
+        todo.insert(todo.end(), m.regions.begin(), m.regions.end());
+      }
+    }
+    return {names.begin(), names.end()};
+  }
+  // State buffers for the variables `n` assigns, with the copies of their current values.
+  std::vector<VarState> var_states(const Node& n, std::vector<Copy>& init) {
+    std::vector<VarState> vs;
+    for (const std::string& name : assigned_in(n)) {
+      auto it = pending.find(name);
+      const DevTensor& cur = it != pending.end() ? it->second : snapshot.at(name);
+      vs.push_back({name, alloc(cur.type)});
+      init.push_back({vs.back().buf.buf.get(), cur.buf.get(), cur.nbytes()});
+    }
+    reset_vars(vs);
+    return vs;
+  }
+  void reset_vars(const std::vector<VarState>& vs) {
+    for (const VarState& v : vs) pending[v.name] = v.buf;
+  }
+  void save_vars(const std::vector<VarState>& vs, std::vector<Copy>& out) {
+    for (const VarState& v : vs) {
+      const DevTensor& cur = pending.at(v.name);
+      out.push_back({v.buf.buf.get(), cur.buf.get(), v.buf.nbytes()});
+    }
+  }
+
+  // IF node with an ELSE body; each branch ends by copying its results into the outputs.
+  void captured_if(const Node& n) {
+    std::vector<Copy> init;
+    std::vector<VarState> vars = var_states(n, init);
+    cudaGraphConditionalHandle h = new_cond_handle(stream);
+    control_kernel(init, set_truth(in(n.inputs[0]), h, "if_else"));
+    std::array<cudaGraph_t, 2> bodies = add_cond_node(stream, h, cudaGraphCondTypeIf, 2);
+    std::vector<DevTensor> outs;
+    for (size_t k = 0; k < 2; ++k) {
+      int32_t r = n.regions[k];
+      body(bodies[k], [&] {
+        block(r);
+        std::vector<DevTensor> res = results(r);
+        if (k == 0)
+          for (const DevTensor& t : res) outs.push_back(alloc(t.type));
+        std::vector<Copy> copies = carry(outs, res, "if_else");
+        save_vars(vars, copies);
+        control_kernel(copies, ControlCond{});
+        reset_vars(vars);
+      });
+    }
+    set_outputs(n, outs);
+  }
+
+  // A kernel sets index = lower and the handle; the WHILE body runs the region on the state
+  // buffers, then one kernel carries the results, steps the index and re-tests it.
+  void captured_for(const Node& n) {
+    DevTensor index = alloc(TensorType(Shape{}, DType::i32)), ctl = alloc(TensorType(Shape{2}, DType::i64));
+    std::vector<DevTensor> args, init_values;
+    for (size_t i = 3; i < n.inputs.size(); ++i) {
+      init_values.push_back(in(n.inputs[i]));
+      args.push_back(alloc(init_values.back().type));
+    }
+    std::vector<Copy> init = carry(args, init_values, "for_loop");
+    std::vector<VarState> vars = var_states(n, init);
+    cudaGraphConditionalHandle h = new_cond_handle(stream);
+    ControlCond start;
+    start.op = CondOp::for_start;
+    start.handle = h;
+    start.lower = scalar_of(in(n.inputs[0]), "for_loop", "lower");
+    start.upper = scalar_of(in(n.inputs[1]), "for_loop", "upper");
+    start.step = scalar_of(in(n.inputs[2]), "for_loop", "step");
+    start.index = reinterpret_cast<int*>(index.buf.get());
+    start.ctl = reinterpret_cast<long long*>(ctl.buf.get());
+    start.error = step_flag(n.inputs[2]);
+    control_kernel(init, start);
+    cudaGraph_t loop = add_cond_node(stream, h, cudaGraphCondTypeWhile, 1)[0];
+    body(loop, [&] {
+      std::vector<DevTensor> params{index};
+      params.insert(params.end(), args.begin(), args.end());
+      bind(n.regions[0], params);
+      block(n.regions[0]);
+      std::vector<Copy> copies = carry(args, results(n.regions[0]), "for_loop");
+      save_vars(vars, copies);
+      ControlCond next;
+      next.op = CondOp::for_next;
+      next.handle = h;
+      next.index = start.index;
+      next.ctl = start.ctl;
+      control_kernel(copies, next);
+      reset_vars(vars);
+    });
+    set_outputs(n, args);
+  }
+  // Where a for_loop reports a step that is not positive (none for a positive constant step).
+  int* step_flag(int32_t step) {
+    int32_t id = g.values[static_cast<size_t>(step)].node;
+    if (id >= 0) {
+      const Node& src = g.nodes[static_cast<size_t>(id)];
+      if (src.kind == OpKind::Constant && src.data.num_elements() == 1 && src.data.at(0) > 0) return nullptr;
+    }
+    if (!*loop_error) *loop_error = buffer(sizeof(int));
+    return reinterpret_cast<int*>(loop_error->get());
+  }
+
+  // MPSGraph's while, rotated: `before` runs once ahead of the WHILE node, whose body is
+  // after; before. The state buffers hold before's latest results: the loop's outputs.
+  void captured_while(const Node& n) {
+    int32_t before = n.regions[0], after = n.regions[1];
+    std::vector<DevTensor> args;
+    for (int32_t v : n.inputs) args.push_back(in(v));
+    bind(before, args);
+    block(before);
+    std::vector<DevTensor> r = results(before);
+    std::vector<DevTensor> res(r.begin() + 1, r.end()), state;
+    for (const DevTensor& t : res) state.push_back(alloc(t.type));
+    std::vector<Copy> first = carry(state, res, "while_loop");
+    std::vector<VarState> vars = var_states(n, first);  // after the first `before`'s assigns
+    cudaGraphConditionalHandle h = new_cond_handle(stream);
+    control_kernel(first, set_truth(r[0], h, "while_loop"));
+    cudaGraph_t loop = add_cond_node(stream, h, cudaGraphCondTypeWhile, 1)[0];
+    body(loop, [&] {
+      bind(after, state);
+      block(after);
+      bind(before, results(after));
+      block(before);
+      std::vector<DevTensor> r2 = results(before);
+      std::vector<Copy> copies = carry(state, std::vector<DevTensor>(r2.begin() + 1, r2.end()), "while_loop");
+      save_vars(vars, copies);
+      control_kernel(copies, set_truth(r2[0], h, "while_loop"));
+      reset_vars(vars);
+    });
+    set_outputs(n, state);
   }
 
   // An op with no GPU kernel yet: computed on the CPU, operands copied both ways.
@@ -424,12 +725,15 @@ void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::strin
   }
 }
 
-void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorData>& inputs,
-             const std::vector<size_t>& sizes) {
+// Captures the whole run into one CUDA graph. Every intermediate (conditional bodies'
+// included) gets its own graph_buffer, so the graph holds fixed addresses and no allocation
+// nodes; control flow becomes conditional nodes (Run::captured_if / _for / _while).
+void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorData>& inputs) {
+  static std::mutex capture_mu;  // executables share the streams that capture conditional bodies
+  std::lock_guard<std::mutex> capture_lock(capture_mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   const GraphImpl& g = exe.module.graph;
   auto cap = std::make_unique<Captured>();
-  for (size_t n : sizes) cap->buffers.push_back(ctx.allocate(n, ctx.stream()));
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   for (auto& [name, cv] : st.vars) r.snapshot[name] = cv.value;
   for (const TensorData& t : inputs) {
@@ -437,25 +741,26 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
     cap->input_types.push_back(t.type());
   }
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
-  r.reserve = &cap->buffers;
-  r.reserve_sizes = &sizes;
+  r.fixed = &cap->buffers;
+  r.loop_error = &cap->loop_error;
   TG_CUDA(cudaStreamSynchronize(r.stream));
   cudaGraph_t graph = nullptr;
-  TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
+  TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeRelaxed));
   try {
     r.block(0);
     // Writes land in the variables' own buffers, so every replay reads and writes the same
     // addresses (all reads of the old values precede these copies on the stream).
     for (auto& [name, value] : r.pending) {
       const DevTensor& dst = r.snapshot.at(name);
-      if (value.nbytes())
-        TG_CUDA(cudaMemcpyAsync(dst.buf.get(), value.buf.get(), value.nbytes(), cudaMemcpyDeviceToDevice, r.stream));
+      st.index_errors.guarded_copy(dst.buf.get(), value.buf.get(), value.nbytes(), r.stream);  // not after a bad index
       cap->assigned[name] = dst;
     }
   } catch (const std::exception& err) {
     cudaStreamEndCapture(r.stream, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
+    graph_buffers_ready(ctx);  // before the buffers go back to the pool
     st.capture_failed = true;  // run uncaptured from now on; the run itself already succeeded
     st.capture_error = err.what();
     return;
@@ -463,6 +768,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
   TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
   cudaError_t e = cudaGraphInstantiate(&cap->exec, graph, 0);
   cudaGraphDestroy(graph);
+  graph_buffers_ready(ctx);
   if (e != cudaSuccess) {
     cudaGetLastError();
     st.capture_failed = true;
@@ -481,9 +787,24 @@ std::vector<TensorData> replay(const ExecutableImpl& exe, CudaState& st, Capture
     if (inputs[i].nbytes())
       TG_CUDA(cudaMemcpyAsync(cap.inputs[i].buf.get(), inputs[i].data(), inputs[i].nbytes(), cudaMemcpyHostToDevice,
                               r.stream));
+  if (cap.loop_error) TG_CUDA(cudaMemsetAsync(cap.loop_error.get(), 0, sizeof(int), r.stream));
   TG_CUDA(cudaGraphLaunch(cap.exec, r.stream));
   std::vector<TensorData> out;
   for (const DevTensor& t : cap.targets) out.push_back(r.download(t));
+  int bad_step = 0;
+  if (cap.loop_error) {
+    TG_CUDA(cudaMemcpyAsync(&bad_step, cap.loop_error.get(), sizeof(int), cudaMemcpyDeviceToHost, r.stream));
+    TG_CUDA(cudaStreamSynchronize(r.stream));
+  }
+  if (bad_step) {
+    // The graph already wrote the variables' device copies: drop them (the host store still
+    // holds the values from before this run) and the graph that refers to them.
+    for (const auto& [name, value] : cap.assigned) st.vars.erase(name);
+    st.captured.reset();
+    throw Error("[for_loop] step must be positive");
+  }
+  // The graph skipped its variable writes when an index was out of range (guarded_copy).
+  if (std::string e = st.index_errors.take(exe.module.graph, r.stream); !e.empty()) throw Error(e);
   if (!cap.assigned.empty()) {
     publish(exe, st, cap.assigned);
     cap.var_versions = var_versions(exe);  // our own writes keep the graph valid
@@ -501,6 +822,7 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
   DeviceContext& ctx = DeviceContext::get(device.index);
   TG_CUDA(cudaSetDevice(device.index));
   if (st.sm_count == 0) TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, device.index));
+  IndexErrors::Scope index_scope(st.index_errors, device.index, ctx.stream());
   const GraphImpl& g = module.graph;
   Run r{*this, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   {
@@ -523,21 +845,20 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
     return replay(*this, st, *st.captured, inputs, r);
   }
   st.captured.reset();
-  std::vector<size_t> sizes;
   const bool try_capture = capturable(*this, st);
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(module.feeds[i])] = r.upload(inputs[i]);
-  if (try_capture) r.record = &sizes;  // after the uploads: only the block's own allocations
   r.host_synced = false;
   r.block(0);
   const bool synced = r.host_synced;
   std::vector<TensorData> out;
   for (int32_t v : module.targets) out.push_back(r.download(r.in(v)));
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
+  if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
   if (!r.pending.empty()) {
     TG_CUDA(cudaStreamSynchronize(r.stream));
     publish(*this, st, r.pending);  // the new values stay on the device until read
   }
-  if (try_capture && !synced) capture(*this, st, inputs, sizes);
+  if (try_capture && !synced) capture(*this, st, inputs);
   return out;
 }
 
@@ -574,6 +895,31 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
     TG_CUDA(cudaEventRecord(start, r.stream));
     r.block(0);
     TG_CUDA(cudaEventRecord(stop, r.stream));
+    TG_CUDA(cudaEventSynchronize(stop));
+    float t = 0;
+    TG_CUDA(cudaEventElapsedTime(&t, start, stop));
+    if (i >= warmup) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
+                                      int iters) {
+  exe.run_cuda(inputs);  // records, then captures
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (!st.captured) throw Error("[bench] the run was not captured into a CUDA graph: " + st.capture_error);
+  cudaStream_t stream = DeviceContext::get(exe.device.index).stream();
+  cudaEvent_t start, stop;
+  TG_CUDA(cudaEventCreate(&start));
+  TG_CUDA(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    TG_CUDA(cudaEventRecord(start, stream));
+    TG_CUDA(cudaGraphLaunch(st.captured->exec, stream));
+    TG_CUDA(cudaEventRecord(stop, stream));
     TG_CUDA(cudaEventSynchronize(stop));
     float t = 0;
     TG_CUDA(cudaEventElapsedTime(&t, start, stop));

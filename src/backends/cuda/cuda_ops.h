@@ -5,9 +5,13 @@
 // executor can fall back.
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device_context.h"
 #include "ir/graph_impl.h"
 
 namespace tg::detail {
@@ -32,6 +36,89 @@ bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
 /// sum_to_like) and softmax / log_softmax.
 bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                  cudaStream_t stream, int device);
+
+/// Layout, data movement and scans (cuda_layout.cpp): transpose, concat, split, strided_slice,
+/// slice_update, pad, tile, reverse, shape_of, arange, space_to_depth / depth_to_space, resize,
+/// band_part, cumsum / cumprod / cummax / cummin and max_pool2d_with_indices, every dtype.
+bool cuda_layout(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                 cudaStream_t stream, int device);
+
+/// Gather / scatter families and one_hot (cuda_indexing.cpp): gather, gather_nd,
+/// gather_along_axis, scatter, scatter_nd, scatter_along_axis (every mode; atomics, or sorted by
+/// destination when deterministic), one_hot; every dtype, i32 / i64 indices. Out-of-range
+/// indices are clamped and reported to the current IndexErrors scope.
+bool cuda_indexing(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                   cudaStream_t stream, int device);
+/// top_k, sort, argsort along any axis (cuda_sort.cpp): stable CUB radix sorts.
+bool cuda_sort(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+               cudaStream_t stream, int device);
+/// random_state, random, dropout (cuda_random.cpp): Philox4x32-10, the CPU reference's numbers.
+bool cuda_random(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                 cudaStream_t stream, int device);
+/// non_zero_indices, whose output shape depends on the data: selects on the device, copies the
+/// count to the host (synchronising `stream`: a run containing it is never captured into a CUDA
+/// graph), then calls `make_output` for the i64 [count, rank] result and fills it.
+void cuda_non_zero_indices(const DevArg& x, const std::function<void*(const TensorType&)>& make_output,
+                           cudaStream_t stream, int device);
+
+/// Out-of-range indices that indexing kernels clamped on the device, for one executable. The
+/// executor opens a Scope per run and calls take() when the run's work is done, before it
+/// publishes variable writes: the CPU throws at the bad index, the device clamps, records the
+/// first one, and the run fails there.
+class IndexErrors {
+ public:
+  /// Makes `errors` the record that indexing kernels launched by this thread report to until
+  /// the scope ends (the record is allocated and zeroed on `stream` on first use).
+  class Scope {
+   public:
+    Scope(IndexErrors& errors, int device, cudaStream_t stream);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    IndexErrors* saved_;
+  };
+  /// The error a kernel reported since the last call, naming the op ("[gather_nd] index 7 is
+  /// out of range for dim 0 of size 5 (clamped on the device)"), or "" ; clears the record and
+  /// synchronises `stream`. Free when no indexing kernel ever reported here.
+  std::string take(const GraphImpl& g, cudaStream_t stream);
+  /// Enqueues dst = src (bytes), skipped on the device when a kernel reported an index since
+  /// the last take(): the captured graph's variable writes, so a replay that fails leaves the
+  /// variables as they were. A plain copy when no indexing kernel reports here.
+  void guarded_copy(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+  /// The device record of the current scope for a kernel about to launch, or nullptr.
+  static void* current_record();
+
+ private:
+  DeviceBuffer record_;
+  bool used_ = false;   // some kernel was given the record: take() must look
+  bool clean_ = false;  // the record is known to be zero
+};
+
+/// Generated shared-memory-tiled stencil (every reduction and boundary mode; f32, f64, f16,
+/// bf16); cuda_stencil.h.
+bool cuda_stencil(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                  cudaStream_t stream, int device);
+
+/// Temporary device memory for a device op (sort keys, CUB storage): from the allocator of the
+/// run calling the op (the stream-ordered pool, or while the run is captured a buffer the
+/// captured graph keeps, so no allocation node enters the graph), or from the pool when no run
+/// is calling. Freed when the last owner lets go, in stream order.
+DeviceBuffer op_workspace(size_t bytes, cudaStream_t stream, int device);
+/// Routes this thread's op_workspace to `alloc` until the scope ends (the executor opens one
+/// around each device op).
+class OpWorkspaceScope {
+ public:
+  explicit OpWorkspaceScope(std::function<DeviceBuffer(size_t)> alloc);
+  ~OpWorkspaceScope();
+  OpWorkspaceScope(const OpWorkspaceScope&) = delete;
+  OpWorkspaceScope& operator=(const OpWorkspaceScope&) = delete;
+
+ private:
+  std::function<DeviceBuffer(size_t)> alloc_;
+  const std::function<DeviceBuffer(size_t)>* saved_;
+};
 
 /// A device kernel family: enqueues `n` on `stream` into preallocated outputs and returns true,
 /// or returns false having done nothing (the executor then falls back to the CPU).

@@ -140,7 +140,10 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   const DType dt = tx.dtype;
   cudnnDataType_t cdt;
   if (tw.dtype != dt || ty.dtype != dt || !cudnn_dtype(dt, cdt)) return false;
-  const bool exact_f32 = dt == DType::f32;
+  // f32 is exact (FMA math only) unless compiled with Precision::tf32, which lets cuDNN pick
+  // tensor-op (TF32) algorithms. f16 / bf16 data (autocast) always computes in FLOAT (the
+  // convolution descriptor below): products on tensor cores, fp32 accumulation.
+  const bool exact_f32 = dt == DType::f32 && !g.allow_tf32;
 
   // Layouts, as ops/infer_conv.cpp accepts them.
   bool last, sfirst;
@@ -212,7 +215,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
 
   // Algorithm, cached per configuration.
   std::ostringstream key;
-  key << device << '|' << int(dir) << '|' << int(dt) << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
+  key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
       << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
       << G;
   Choice choice;

@@ -17,6 +17,21 @@ DeviceOp device_op_for(OpKind k) {
       return cudnn_conv;
     case OpKind::MaxPool2d: case OpKind::AvgPool2d: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
       return cudnn_pool;
+    case OpKind::Stencil:
+      return cuda_stencil;
+    case OpKind::Transpose: case OpKind::Concat: case OpKind::Split: case OpKind::StridedSlice:
+    case OpKind::SliceUpdate: case OpKind::Pad: case OpKind::Tile: case OpKind::Reverse: case OpKind::ShapeOf:
+    case OpKind::Arange: case OpKind::SpaceToDepth: case OpKind::DepthToSpace: case OpKind::Resize:
+    case OpKind::BandPart: case OpKind::CumSum: case OpKind::CumProd: case OpKind::CumMax: case OpKind::CumMin:
+    case OpKind::MaxPool2dWithIndices:
+      return cuda_layout;
+    case OpKind::Gather: case OpKind::GatherNd: case OpKind::GatherAlongAxis: case OpKind::Scatter:
+    case OpKind::ScatterNd: case OpKind::ScatterAlongAxis: case OpKind::OneHot:
+      return cuda_indexing;
+    case OpKind::TopK: case OpKind::Sort: case OpKind::ArgSort:
+      return cuda_sort;
+    case OpKind::RandomState: case OpKind::Random: case OpKind::Dropout:
+      return cuda_random;
     default:
       return nullptr;
   }

@@ -175,6 +175,12 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
     case OpKind::BitwiseAnd: return in == DType::boolean ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
     case OpKind::BitwiseOr: return in == DType::boolean ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
     case OpKind::BitwiseXor: return in == DType::boolean ? "(" + a + " != " + b + ")" : "(" + a + " ^ " + b + ")";
+    case OpKind::ShiftLeft: case OpKind::ShiftRight: {
+      // Shifts by a negative amount or the dtype's width or more give 0 (right: the sign).
+      const int width = in == DType::boolean ? 1 : static_cast<int>(dtype_size(in)) * 8;
+      return std::string(n.kind == OpKind::ShiftLeft ? "tg_shl(" : "tg_shr(") + "(long long)" + a + ", (long long)" +
+             b + ", " + std::to_string(width) + ")";
+    }
     case OpKind::Select: return "(" + a + " ? " + b + " : " + c + ")";
     case OpKind::Clamp:
       return fl ? "(isnan(" + a + ") ? " + a + " : fmin(fmax(" + a + ", " + b + "), " + c + "))"
@@ -213,6 +219,12 @@ template <class T> __device__ __forceinline__ T tg_ffloormod(T a, T b) {
 }
 template <class T> __device__ __forceinline__ T tg_min_nan(T a, T b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 template <class T> __device__ __forceinline__ T tg_max_nan(T a, T b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ long long tg_shl(long long a, long long b, int w) {
+  return (b < 0 || b >= w) ? 0 : (long long)((unsigned long long)a << b);
+}
+__device__ __forceinline__ long long tg_shr(long long a, long long b, int w) {
+  return (b < 0 || b >= w) ? (a < 0 ? -1 : 0) : (a >> b);
+}
 __device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long long hi) {
   long long m = x > lo ? x : lo;
   return m < hi ? m : hi;
@@ -220,6 +232,31 @@ __device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long l
 )";
 
 }  // namespace
+
+std::string elementwise_prelude() { return kPrelude; }
+const char* codegen_compute_type(DType t) { return compute_type(t); }
+const char* codegen_storage_type(DType t) { return storage_type(t); }
+std::string codegen_load(DType t, const std::string& ptr, const std::string& off) { return load(t, ptr, off); }
+std::string codegen_store(DType t, const std::string& v) { return store(t, v); }
+std::string codegen_round_to(DType t, const std::string& e) { return round_to(t, e); }
+
+std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
+                                std::unordered_map<int32_t, std::string>& names, const std::string& indent) {
+  std::ostringstream os;
+  for (int32_t id : group.nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    std::vector<std::string> xs;
+    for (int32_t v : n.inputs) xs.push_back(names.at(v));
+    std::string e = expression(g, n, xs);
+    if (e.empty()) throw Error(std::string("[cuda] no generated kernel for op ") + op_name(n.kind));
+    int32_t v = n.outputs[0];
+    std::string nm = "v" + std::to_string(v);
+    os << indent << "const " << compute_type(g.type(v).dtype) << " " << nm << " = " << round_to(g.type(v).dtype, e)
+       << ";\n";
+    names[v] = nm;
+  }
+  return os.str();
+}
 
 bool elementwise_supported(const GraphImpl& g, const FusionGroup& group) {
   for (int32_t id : group.nodes) {
@@ -254,17 +291,7 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, boo
        << load(g.type(v).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";
     name[v] = nm;
   }
-  for (int32_t id : group.nodes) {
-    const Node& n = g.nodes[static_cast<size_t>(id)];
-    std::vector<std::string> xs;
-    for (int32_t v : n.inputs) xs.push_back(name.at(v));
-    std::string e = expression(g, n, xs);
-    if (e.empty()) throw Error(std::string("[cuda] no generated kernel for op ") + op_name(n.kind));
-    int32_t v = n.outputs[0];
-    std::string nm = "v" + std::to_string(v);
-    os << "    const " << compute_type(g.type(v).dtype) << " " << nm << " = " << round_to(g.type(v).dtype, e) << ";\n";
-    name[v] = nm;
-  }
+  os << elementwise_members(g, group, name, "    ");
   for (size_t k = 0; k < group.outputs.size(); ++k) {
     int32_t v = group.outputs[k];
     os << "    ((" << storage_type(g.type(v).dtype) << "*)a.out[" << k << "])[i] = " << store(g.type(v).dtype, name.at(v))

@@ -48,6 +48,8 @@ Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
   // cuBLAS sees the B operand first, then A, with m and n swapped.
   Plan p;
   cudaDataType_t dt = data_type(s.dtype);
+  // f32 is exact fp32 unless tf32 is allowed; f16 / bf16 operands (autocast) are multiplied
+  // on tensor cores and accumulated in fp32 (CUBLAS_COMPUTE_32F, never COMPUTE_16F).
   cublasComputeType_t ct = s.dtype == DType::f64 ? CUBLAS_COMPUTE_64F
                            : (s.dtype == DType::f32 && s.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                : CUBLAS_COMPUTE_32F;
@@ -85,6 +87,23 @@ Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
 }
 
 }  // namespace
+
+void check_cuda_precision(Precision p, int device) {
+  if (p != Precision::f32 && p != Precision::tf32 && p != Precision::bf16 && p != Precision::f16)
+    throw Error("[compile] unknown precision " + std::to_string(static_cast<int>(p)) +
+                " (expected f32, tf32, bf16 or f16)");
+  if (p != Precision::bf16) return;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    throw Error("[compile] cannot query the compute capability of cuda:" + std::to_string(device));
+  }
+  if (major < 8)
+    throw Error("[compile] precision bf16 needs a GPU of compute capability 8.0 or newer; cuda:" +
+                std::to_string(device) + " is " + std::to_string(major) + "." + std::to_string(minor) +
+                " (f16 works there)");
+}
 
 void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device) {
   DeviceContext& ctx = DeviceContext::get(device);

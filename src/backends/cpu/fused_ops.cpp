@@ -1,0 +1,168 @@
+// One instruction of a fused CPU loop over a tile. The f32 ops are plain loops the compiler
+// vectorises; exec is built for AVX-512, AVX2 and the baseline, picked at load time
+// (target_clones), since the library itself is compiled for the baseline ISA. The results
+// match the unfused kernels bit for bit: fast_elementwise.cpp's formulas for the ops it has,
+// the reference's double-then-round for the rest.
+#include "backends/cpu/fused_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/half.h"
+
+namespace tg::detail::fused {
+namespace {
+
+double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+template <class F>
+void dloop1(float* __restrict d, const float* __restrict a, int n, F f) {
+  for (int j = 0; j < n; ++j) d[j] = static_cast<float>(f(static_cast<double>(a[j])));
+}
+
+template <class F>
+void dloop2(float* __restrict d, const float* __restrict a, const float* __restrict b, int n, F f) {
+  for (int j = 0; j < n; ++j) d[j] = static_cast<float>(f(static_cast<double>(a[j]), static_cast<double>(b[j])));
+}
+
+// The reference's double formulas (ref_elementwise.cpp), rounded once to f32.
+void unary_double(const Instr& in, float* d, const float* a, int n) {
+  const double al = in.alpha, be = in.beta;
+  switch (in.kind) {
+    case OpKind::Exp: dloop1(d, a, n, [](double x) { return std::exp(x); }); break;
+    case OpKind::Exp2: dloop1(d, a, n, [](double x) { return std::exp2(x); }); break;
+    case OpKind::Log: dloop1(d, a, n, [](double x) { return std::log(x); }); break;
+    case OpKind::Log2: dloop1(d, a, n, [](double x) { return std::log2(x); }); break;
+    case OpKind::Log1p: dloop1(d, a, n, [](double x) { return std::log1p(x); }); break;
+    case OpKind::Expm1: dloop1(d, a, n, [](double x) { return std::expm1(x); }); break;
+    case OpKind::Rsqrt: dloop1(d, a, n, [](double x) { return 1.0 / std::sqrt(x); }); break;
+    case OpKind::Reciprocal: dloop1(d, a, n, [](double x) { return 1.0 / x; }); break;
+    case OpKind::Sin: dloop1(d, a, n, [](double x) { return std::sin(x); }); break;
+    case OpKind::Cos: dloop1(d, a, n, [](double x) { return std::cos(x); }); break;
+    case OpKind::Tan: dloop1(d, a, n, [](double x) { return std::tan(x); }); break;
+    case OpKind::Sinh: dloop1(d, a, n, [](double x) { return std::sinh(x); }); break;
+    case OpKind::Cosh: dloop1(d, a, n, [](double x) { return std::cosh(x); }); break;
+    case OpKind::Tanh: dloop1(d, a, n, [](double x) { return std::tanh(x); }); break;
+    case OpKind::Asin: dloop1(d, a, n, [](double x) { return std::asin(x); }); break;
+    case OpKind::Acos: dloop1(d, a, n, [](double x) { return std::acos(x); }); break;
+    case OpKind::Atan: dloop1(d, a, n, [](double x) { return std::atan(x); }); break;
+    case OpKind::Asinh: dloop1(d, a, n, [](double x) { return std::asinh(x); }); break;
+    case OpKind::Acosh: dloop1(d, a, n, [](double x) { return std::acosh(x); }); break;
+    case OpKind::Atanh: dloop1(d, a, n, [](double x) { return std::atanh(x); }); break;
+    case OpKind::Erf: dloop1(d, a, n, [](double x) { return std::erf(x); }); break;
+    case OpKind::Floor: dloop1(d, a, n, [](double x) { return std::floor(x); }); break;
+    case OpKind::Ceil: dloop1(d, a, n, [](double x) { return std::ceil(x); }); break;
+    case OpKind::Round: dloop1(d, a, n, [](double x) { return std::round(x); }); break;
+    case OpKind::Rint: dloop1(d, a, n, [](double x) { return std::nearbyint(x); }); break;
+    case OpKind::Trunc: dloop1(d, a, n, [](double x) { return std::trunc(x); }); break;
+    case OpKind::Sigmoid: dloop1(d, a, n, sigmoid); break;
+    case OpKind::LeakyRelu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * x : x; }); break;
+    case OpKind::Elu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * std::expm1(x) : x; }); break;
+    case OpKind::Gelu: dloop1(d, a, n, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }); break;
+    case OpKind::GeluTanh:
+      dloop1(d, a, n, [](double x) {
+        double k = std::sqrt(2.0 / M_PI);
+        return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+      });
+      break;
+    case OpKind::Silu: dloop1(d, a, n, [](double x) { return x * sigmoid(x); }); break;
+    case OpKind::Softplus:
+      dloop1(d, a, n, [](double x) { return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
+      break;
+    case OpKind::HardSigmoid:
+      dloop1(d, a, n, [al, be](double x) {
+        double v = al * x + be;
+        return std::isnan(v) ? v : std::max(0.0, std::min(1.0, v));
+      });
+      break;
+    default: break;  // compile_fused only emits the ops above
+  }
+}
+
+void binary_double(const Instr& in, float* d, const float* a, const float* b, int n) {
+  switch (in.kind) {
+    case OpKind::Mod: dloop2(d, a, b, n, [](double x, double y) { return std::fmod(x, y); }); break;
+    case OpKind::FloorMod:
+      dloop2(d, a, b, n, [](double x, double y) {
+        double r = std::fmod(x, y);
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        return r == 0 ? std::copysign(0.0, y) : r;
+      });
+      break;
+    case OpKind::Pow: dloop2(d, a, b, n, [](double x, double y) { return std::pow(x, y); }); break;
+    case OpKind::Atan2: dloop2(d, a, b, n, [](double x, double y) { return std::atan2(x, y); }); break;
+    default: break;
+  }
+}
+
+void round_to(Round r, float* d, int n) {
+  if (r == Round::f16)
+    for (int j = 0; j < n; ++j) d[j] = half_to_float(float_to_half(d[j]));
+  else if (r == Round::bf16)
+    for (int j = 0; j < n; ++j) d[j] = bf16_to_float(float_to_bf16(d[j]));
+}
+
+}  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void exec(const Instr& in, float* const* regs, int n) {
+  float* __restrict d = regs[in.d];
+  const float* __restrict a = regs[in.a];
+  const float* __restrict b = regs[in.b];
+  const float* __restrict c = regs[in.c];
+#define TG_L1(expr) for (int j = 0; j < n; ++j) { const float x = a[j]; d[j] = (expr); } break
+#define TG_L2(expr) for (int j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } break
+  switch (in.code) {
+    case Code::copy: TG_L1(x);
+    case Code::neg: TG_L1(-x);
+    case Code::abs: TG_L1(std::fabs(x));
+    case Code::sign: TG_L1(x != x ? x : static_cast<float>((x > 0) - (x < 0)));
+    case Code::square: TG_L1(x * x);
+    case Code::relu: TG_L1(x < 0.0f ? 0.0f : x);
+    case Code::sqrt: TG_L1(std::sqrt(x));
+    case Code::add: TG_L2(x + y);
+    case Code::sub: TG_L2(x - y);
+    case Code::mul: TG_L2(x * y);
+    case Code::div: TG_L2(x / y);
+    case Code::div_no_nan: TG_L2(y == 0.0f ? 0.0f : x / y);
+    case Code::minimum: TG_L2((x <= y || y != y) ? x : y);
+    case Code::maximum: TG_L2((x >= y || y != y) ? x : y);
+    case Code::minimum_nan: TG_L2((x != x || y != y) ? x + y : (y < x ? y : x));
+    case Code::maximum_nan: TG_L2((x != x || y != y) ? x + y : (x < y ? y : x));
+    case Code::eq: TG_L2(x == y ? 1.0f : 0.0f);
+    case Code::ne: TG_L2(x != y ? 1.0f : 0.0f);
+    case Code::lt: TG_L2(x < y ? 1.0f : 0.0f);
+    case Code::le: TG_L2(x <= y ? 1.0f : 0.0f);
+    case Code::gt: TG_L2(x > y ? 1.0f : 0.0f);
+    case Code::ge: TG_L2(x >= y ? 1.0f : 0.0f);
+    case Code::logical_not: TG_L1(x == 0.0f ? 1.0f : 0.0f);
+    case Code::logical_and: TG_L2((x != 0.0f && y != 0.0f) ? 1.0f : 0.0f);
+    case Code::logical_or: TG_L2((x != 0.0f || y != 0.0f) ? 1.0f : 0.0f);
+    case Code::logical_xor: TG_L2(((x != 0.0f) != (y != 0.0f)) ? 1.0f : 0.0f);
+    case Code::is_nan: TG_L1(x != x ? 1.0f : 0.0f);
+    case Code::is_inf: TG_L1(std::isinf(x) ? 1.0f : 0.0f);
+    case Code::is_finite: TG_L1(std::isfinite(x) ? 1.0f : 0.0f);
+    case Code::to_bool: TG_L1(x != 0.0f ? 1.0f : 0.0f);
+    case Code::select:
+      for (int j = 0; j < n; ++j) d[j] = a[j] != 0.0f ? b[j] : c[j];
+      break;
+    case Code::clamp:
+      // std::max / std::min as the reference: a NaN x propagates, NaN bounds are ignored.
+      for (int j = 0; j < n; ++j) {
+        const float v = a[j] < b[j] ? b[j] : a[j];
+        d[j] = c[j] < v ? c[j] : v;
+      }
+      break;
+    case Code::unary_double: unary_double(in, d, a, n); break;
+    case Code::binary_double: binary_double(in, d, a, b, n); break;
+  }
+#undef TG_L1
+#undef TG_L2
+  if (in.round != Round::none) round_to(in.round, d, n);
+}
+
+}  // namespace tg::detail::fused

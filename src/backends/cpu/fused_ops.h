@@ -1,0 +1,34 @@
+#pragma once
+// The instructions of a fused CPU loop (fused_elementwise.cpp): each runs one op over a tile
+// of registers (float arrays; bools are 0 / 1, f16 / bf16 values are held widened and rounded
+// back after every op that yields them).
+#include <cstdint>
+
+#include "ir/graph_impl.h"
+
+namespace tg::detail::fused {
+
+enum class Code : uint8_t {
+  // computed in f32, exactly the unfused result
+  copy, neg, abs, sign, square, relu, sqrt, add, sub, mul, div, div_no_nan, minimum, maximum, minimum_nan,
+  maximum_nan, eq, ne, lt, le, gt, ge, logical_not, logical_and, logical_or, logical_xor, is_nan, is_inf,
+  is_finite, select, clamp, to_bool,
+  // computed in double and rounded once (transcendental ops), as the reference does
+  unary_double, binary_double,
+};
+
+/// How a result is rounded after the op: kept as f32, or rounded to f16 / bf16.
+enum class Round : uint8_t { none, f16, bf16 };
+
+struct Instr {
+  Code code = Code::copy;
+  Round round = Round::none;
+  int16_t d = 0, a = 0, b = 0, c = 0;  // registers: destination and operands
+  OpKind kind = OpKind::Identity;      // unary_double / binary_double: which op
+  double alpha = 0, beta = 0;          // leaky_relu / elu / hard_sigmoid parameters
+};
+
+/// Runs one instruction over the first n elements of its registers (d never aliases a, b, c).
+void exec(const Instr& in, float* const* regs, int n);
+
+}  // namespace tg::detail::fused

@@ -1,0 +1,386 @@
+#include "backends/cpu/fused_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "backends/cpu/fused_elementwise.h"
+
+namespace tg::detail {
+namespace {
+
+enum class Role : uint8_t { other, ew, red };
+
+constexpr int32_t kMergeWindow = 256;     // most nodes between a kernel and one merged into it
+constexpr int64_t kSmall = 1 << 16;       // kernels this small merge even when they share nothing
+constexpr int64_t kMaxPeriod = 4096;      // largest lcm of the reduction periods of one kernel
+constexpr int64_t kAlign = 64;
+
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// The inputs whose data an op reads (broadcast_like and sum_to_like read only the shape of
+// their second input).
+std::vector<int32_t> data_inputs(const Node& n) {
+  if (n.kind == OpKind::BroadcastLike || n.kind == OpKind::SumToLike || n.kind == OpKind::BroadcastTo)
+    return {n.inputs[0]};
+  return n.inputs;
+}
+
+struct Draft {
+  int32_t anchor = 0;  // position of the first root: where the kernel runs
+  Shape shape;
+  std::set<int32_t> members;  // node ids
+  std::set<int32_t> leaves;   // value ids
+  std::vector<int32_t> roots;
+  int64_t period = 1;
+  bool dead = false;
+};
+
+struct Planner {
+  const Module& m;
+  const GraphImpl& g;
+  const std::vector<int32_t>& order;
+  std::vector<int32_t> pos;
+  std::vector<Role> role;
+  std::vector<int64_t> period;
+  std::vector<char> mat;                    // per value: an elementwise result kept in memory
+  std::vector<std::vector<int32_t>> users;  // per value: nodes reading it (any block)
+  std::vector<char> external;               // per value: a target or a region result
+  std::vector<Draft> drafts;
+  std::vector<int32_t> kernel_of;  // per node: the draft computing it as a root, or -1
+
+  explicit Planner(const Module& mod) : m(mod), g(mod.graph), order(mod.graph.blocks[0].nodes) {
+    const size_t nn = g.nodes.size(), nv = g.values.size();
+    pos.assign(nn, -1);
+    role.assign(nn, Role::other);
+    period.assign(nn, 0);
+    kernel_of.assign(nn, -1);
+    mat.assign(nv, 0);
+    users.resize(nv);
+    external.assign(nv, 0);
+    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
+    std::vector<char> dep_target(nn, 0);
+    for (const Block& b : g.blocks) {
+      for (int32_t id : b.nodes) {
+        const Node& n = g.nodes[static_cast<size_t>(id)];
+        for (int32_t v : n.inputs) users[static_cast<size_t>(v)].push_back(id);
+        for (int32_t d : n.control_deps) dep_target[static_cast<size_t>(d)] = 1;
+      }
+      for (int32_t v : b.results) external[static_cast<size_t>(v)] = 1;
+    }
+    for (int32_t v : m.targets) external[static_cast<size_t>(v)] = 1;
+    for (int32_t id : order) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || n.outputs.size() != 1) continue;
+      bool shapes = g.type(n.outputs[0]).shape.is_static();
+      for (int32_t v : n.inputs) shapes &= g.type(v).shape.is_static();
+      if (!shapes) continue;
+      if (fused_supports(g, n)) {
+        role[static_cast<size_t>(id)] = Role::ew;
+      } else if (int64_t p = fused_reduction_period(g, n); p > 0) {
+        role[static_cast<size_t>(id)] = Role::red;
+        period[static_cast<size_t>(id)] = p;
+      }
+    }
+  }
+
+  const Shape& shape(int32_t v) const { return g.type(v).shape; }
+  Role role_of_value(int32_t v) const {
+    int32_t p = g.values[static_cast<size_t>(v)].node;
+    return p < 0 ? Role::other : role[static_cast<size_t>(p)];
+  }
+
+  // True when `user` can compute its use of value v inside a loop that computes v.
+  bool inlinable(int32_t v, int32_t user) const {
+    const Node& u = g.nodes[static_cast<size_t>(user)];
+    if (pos[static_cast<size_t>(user)] < 0) return false;
+    std::vector<int32_t> reads = data_inputs(u);
+    if (std::find(reads.begin(), reads.end(), v) == reads.end()) return true;  // shape only
+    switch (role[static_cast<size_t>(user)]) {
+      case Role::ew: return shape(u.outputs[0]) == shape(v);
+      case Role::red: return true;
+      default: return false;
+    }
+  }
+
+  void mark_materialised() {
+    for (int32_t id : order) {
+      if (role[static_cast<size_t>(id)] != Role::ew) continue;
+      int32_t v = g.nodes[static_cast<size_t>(id)].outputs[0];
+      bool keep = external[static_cast<size_t>(v)] != 0;
+      for (int32_t u : users[static_cast<size_t>(v)]) keep |= !inlinable(v, u);
+      mat[static_cast<size_t>(v)] = keep;
+    }
+  }
+
+  // Members and leaves of the loop computing `root`.
+  void collect(Draft& d, int32_t root) {
+    std::vector<int32_t> stack;
+    const Node& r = g.nodes[static_cast<size_t>(root)];
+    if (role[static_cast<size_t>(root)] == Role::ew) d.members.insert(root);
+    for (int32_t v : data_inputs(r)) stack.push_back(v);
+    while (!stack.empty()) {
+      int32_t v = stack.back();
+      stack.pop_back();
+      int32_t p = g.values[static_cast<size_t>(v)].node;
+      if (p >= 0 && role[static_cast<size_t>(p)] == Role::ew && !mat[static_cast<size_t>(v)] && shape(v) == d.shape) {
+        if (d.members.insert(p).second)
+          for (int32_t w : data_inputs(g.nodes[static_cast<size_t>(p)])) stack.push_back(w);
+      } else {
+        d.leaves.insert(v);
+      }
+    }
+  }
+
+  // The position from which value v can be read.
+  int32_t avail(int32_t v) const {
+    int32_t p = g.values[static_cast<size_t>(v)].node;
+    if (p < 0) return -1;
+    if (role[static_cast<size_t>(p)] != Role::other && kernel_of[static_cast<size_t>(p)] >= 0)
+      return drafts[static_cast<size_t>(kernel_of[static_cast<size_t>(p)])].anchor;
+    return pos[static_cast<size_t>(p)];
+  }
+
+  bool produces(const Draft& d, int32_t v) const {
+    int32_t p = g.values[static_cast<size_t>(v)].node;
+    return p >= 0 && d.members.count(p) != 0;
+  }
+
+  bool can_merge(const Draft& j, const Draft& k) const {
+    if (!(j.shape == k.shape) || std::lcm(j.period, k.period) > kMaxPeriod) return false;
+    bool shares = j.shape.num_elements() <= kSmall;
+    for (int32_t u : k.leaves) {
+      if (produces(j, u)) {
+        shares = true;
+        continue;
+      }
+      if (avail(u) >= j.anchor) return false;
+      shares |= j.leaves.count(u) != 0;
+    }
+    if (!shares)
+      for (int32_t id : k.members) shares |= j.members.count(id) != 0;
+    return shares;
+  }
+
+  void merge(Draft& j, Draft& k, int32_t ji) {
+    j.members.insert(k.members.begin(), k.members.end());
+    for (int32_t r : k.roots) {
+      j.roots.push_back(r);
+      kernel_of[static_cast<size_t>(r)] = ji;
+    }
+    std::set<int32_t> leaves;
+    for (const auto* s : {&j.leaves, &k.leaves})
+      for (int32_t u : *s)
+        if (!produces(j, u)) leaves.insert(u);
+    j.leaves = std::move(leaves);
+    j.period = std::lcm(j.period, k.period);
+    k.dead = true;
+  }
+
+  void form_kernels() {
+    for (int32_t id : order) {
+      Role r = role[static_cast<size_t>(id)];
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (r == Role::other || (r == Role::ew && !mat[static_cast<size_t>(n.outputs[0])])) continue;
+      Draft d;
+      d.anchor = pos[static_cast<size_t>(id)];
+      d.shape = r == Role::ew ? shape(n.outputs[0]) : shape(n.inputs[0]);
+      d.roots = {id};
+      d.period = r == Role::red ? period[static_cast<size_t>(id)] : 1;
+      collect(d, id);
+      const int32_t ki = static_cast<int32_t>(drafts.size());
+      kernel_of[static_cast<size_t>(id)] = ki;
+      drafts.push_back(std::move(d));
+      for (int32_t ji = ki - 1; ji >= 0; --ji) {
+        Draft& j = drafts[static_cast<size_t>(ji)];
+        if (drafts[static_cast<size_t>(ki)].anchor - j.anchor > kMergeWindow) break;
+        if (j.dead || !can_merge(j, drafts[static_cast<size_t>(ki)])) continue;
+        merge(j, drafts[static_cast<size_t>(ki)], ji);
+        break;
+      }
+    }
+  }
+
+  CpuPlan emit() {
+    CpuPlan plan;
+    std::vector<int32_t> index(drafts.size(), -1);
+    for (int32_t id : order) {
+      Role r = role[static_cast<size_t>(id)];
+      if (r == Role::other) {
+        plan.steps.push_back(CpuStep{id, -1});
+        continue;
+      }
+      int32_t ki = kernel_of[static_cast<size_t>(id)];
+      if (ki < 0) continue;  // computed inside the loops that read it
+      Draft& d = drafts[static_cast<size_t>(ki)];
+      if (d.anchor != pos[static_cast<size_t>(id)]) continue;
+      CpuKernel k;
+      k.shape = d.shape;
+      k.nodes.assign(d.members.begin(), d.members.end());
+      std::sort(k.nodes.begin(), k.nodes.end(),
+                [&](int32_t a, int32_t b) { return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)]; });
+      k.leaves.assign(d.leaves.begin(), d.leaves.end());
+      for (int32_t id2 : k.nodes) {
+        int32_t v = g.nodes[static_cast<size_t>(id2)].outputs[0];
+        if (mat[static_cast<size_t>(v)]) k.outputs.push_back(v);
+      }
+      for (int32_t r2 : d.roots)
+        if (role[static_cast<size_t>(r2)] == Role::red) k.reductions.push_back(r2);
+      std::sort(k.reductions.begin(), k.reductions.end(),
+                [&](int32_t a, int32_t b) { return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)]; });
+      k.program = compile_fused(g, k);
+      index[static_cast<size_t>(ki)] = static_cast<int32_t>(plan.kernels.size());
+      plan.steps.push_back(CpuStep{-1, index[static_cast<size_t>(ki)]});
+      plan.kernels.push_back(std::move(k));
+    }
+    return plan;
+  }
+};
+
+// The arena for the fused schedule, planned as runtime/buffer_plan.cpp plans it for the node
+// order: best fit among freed blocks, and an elementwise result may take the bytes of an input
+// of its shape that dies at its step (a fused loop stores a tile only after reading it).
+void plan_arena(const Module& m, CpuPlan& plan) {
+  const GraphImpl& g = m.graph;
+  const size_t nv = g.values.size();
+  plan.offset.assign(nv, -1);
+  const int32_t nsteps = static_cast<int32_t>(plan.steps.size());
+  std::vector<int32_t> step_of_node(g.nodes.size(), -1);
+  for (int32_t s = 0; s < nsteps; ++s)
+    if (plan.steps[static_cast<size_t>(s)].node >= 0) step_of_node[static_cast<size_t>(plan.steps[static_cast<size_t>(s)].node)] = s;
+  auto top_step = [&](int32_t node) {
+    while (g.nodes[static_cast<size_t>(node)].block != 0)
+      node = g.blocks[static_cast<size_t>(g.nodes[static_cast<size_t>(node)].block)].parent_node;
+    return step_of_node[static_cast<size_t>(node)];
+  };
+  std::vector<int32_t> last_use(nv, -1);
+  auto use = [&](int32_t v, int32_t s) { last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s); };
+  for (int32_t s = 0; s < nsteps; ++s) {
+    const CpuStep& st = plan.steps[static_cast<size_t>(s)];
+    if (st.node >= 0) {
+      for (int32_t v : g.nodes[static_cast<size_t>(st.node)].inputs) use(v, s);
+    } else {
+      for (int32_t v : plan.kernels[static_cast<size_t>(st.kernel)].leaves) use(v, s);
+    }
+  }
+  for (size_t b = 1; b < g.blocks.size(); ++b) {
+    for (int32_t id : g.blocks[b].nodes)
+      for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) use(v, top_step(id));
+    if (g.blocks[b].parent_node >= 0)
+      for (int32_t v : g.blocks[b].results) use(v, top_step(g.blocks[b].parent_node));
+  }
+  std::vector<char> pinned(nv, 0);
+  for (int32_t v : m.targets) pinned[static_cast<size_t>(v)] = 1;
+  for (const Block& blk : g.blocks)
+    for (int32_t id : blk.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Assign || op_def(n.kind).has(kHasRegions))
+        for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
+    }
+  auto planned = [&](int32_t v) {
+    const Node& n = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)];
+    const OpDef& d = op_def(n.kind);
+    return !d.has(kSource) && !d.has(kStateful) && !d.has(kHasRegions) && g.type(v).shape.is_static() &&
+           !pinned[static_cast<size_t>(v)];
+  };
+  auto size_of = [&](int32_t v) {
+    const TensorType& t = g.type(v);
+    return aligned(std::max<int64_t>(1, t.shape.num_elements()) * static_cast<int64_t>(dtype_size(t.dtype)));
+  };
+
+  std::map<int64_t, int64_t> free_blocks;         // offset -> size
+  std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step)
+  auto release = [&](int64_t off, int64_t size) {
+    auto it = free_blocks.emplace(off, size).first;
+    auto next = std::next(it);
+    if (next != free_blocks.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_blocks.erase(next);
+    }
+    if (it != free_blocks.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_blocks.erase(it);
+      }
+    }
+  };
+  auto place = [&](int32_t v) {
+    int64_t size = size_of(v);
+    auto best = free_blocks.end();
+    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+      if (it->second >= size && (best == free_blocks.end() || it->second < best->second)) best = it;
+    int64_t off;
+    if (best != free_blocks.end()) {
+      off = best->first;
+      int64_t rest = best->second - size;
+      free_blocks.erase(best);
+      if (rest > 0) free_blocks.emplace(off + size, rest);
+    } else {
+      off = plan.arena_bytes;
+      plan.arena_bytes += size;
+    }
+    plan.offset[static_cast<size_t>(v)] = off;
+    live.emplace_back(v, last_use[static_cast<size_t>(v)]);
+  };
+  // Takes the bytes of an input of v's shape and element size that dies at step s.
+  auto take_dying = [&](int32_t v, const std::vector<int32_t>& inputs, int32_t s) {
+    const TensorType& to = g.type(v);
+    for (int32_t in : inputs) {
+      const TensorType& ti = g.type(in);
+      if (!(ti.shape == to.shape) || dtype_size(ti.dtype) != dtype_size(to.dtype)) continue;
+      auto it = std::find_if(live.begin(), live.end(), [&](auto& e) { return e.first == in; });
+      if (it == live.end() || it->second != s) continue;
+      plan.offset[static_cast<size_t>(v)] = plan.offset[static_cast<size_t>(in)];
+      it->first = v;
+      it->second = std::max(last_use[static_cast<size_t>(v)], s);
+      return true;
+    }
+    return false;
+  };
+  for (int32_t s = 0; s < nsteps; ++s) {
+    const CpuStep& st = plan.steps[static_cast<size_t>(s)];
+    if (st.node >= 0) {
+      const Node& n = g.nodes[static_cast<size_t>(st.node)];
+      const bool ew = op_def(n.kind).has(kElementwise) && n.outputs.size() == 1;
+      for (int32_t v : n.outputs) {
+        if (!planned(v)) continue;
+        if (ew && take_dying(v, n.inputs, s)) continue;
+        place(v);
+      }
+    } else {
+      const CpuKernel& k = plan.kernels[static_cast<size_t>(st.kernel)];
+      for (int32_t v : k.outputs) {
+        if (!planned(v)) continue;
+        if (k.program && take_dying(v, k.leaves, s)) continue;
+        place(v);
+      }
+      for (int32_t r : k.reductions) {
+        int32_t v = g.nodes[static_cast<size_t>(r)].outputs[0];
+        if (planned(v)) place(v);
+      }
+    }
+    for (auto it = live.begin(); it != live.end();) {
+      if (it->second <= s) {
+        release(plan.offset[static_cast<size_t>(it->first)], size_of(it->first));
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+CpuPlan plan_cpu_fusion(const Module& m) {
+  Planner p(m);
+  p.mark_materialised();
+  p.form_kernels();
+  CpuPlan plan = p.emit();
+  plan_arena(m, plan);
+  return plan;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,660 @@
+// The stencil on the GPU (cuda_stencil.h). The generated source has four parts:
+//   tg_block    which tile (and which index of the flattened leading dims) a block computes;
+//   tg_load     the tile plus halo into shared memory, one row (innermost dim) per warp at a
+//               time, the boundary mode resolved per row and per element, the prologue applied
+//               to every real source element (padding values are the stencil's, unchanged);
+//   tg_compute  every output of the tile from shared memory, the taps unrolled with constant
+//               offsets, the epilogue applied before the store;
+//   tg_stencil  the kernel calling them (a block-wide barrier between load and compute).
+// Sizes are run-time arguments; tile, window, strides, dilation, boundary and, when the weights
+// are a constant, the weights themselves are compiled in (zero taps of a sum are skipped while
+// the tile holds only finite values, which keeps 0 * inf = NaN exact).
+#include "backends/cuda/cuda_stencil.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kSharedBytes = 48 * 1024;  // static shared memory of one block
+constexpr int64_t kUnrolledTaps = 512;       // more taps: a loop over them
+constexpr int64_t kRegisterWeights = 64;     // run-time weights kept in registers up to this many
+constexpr int64_t kMaxTaps = 1 << 16;
+
+using Dims = std::vector<int64_t>;
+
+// How a prologue / epilogue operand is addressed from the group's flat index.
+enum class Access { flat, scalar, broadcast };
+
+// What one generated kernel is specialised on.
+struct Config {
+  DType dt = DType::f32;
+  Reduction red = Reduction::sum;
+  Boundary bnd = Boundary::zero;
+  double pad_value = 0;
+  int64_t k[4]{}, s[4]{}, d[4]{}, T[4]{}, E[4]{};
+  std::vector<double> weights;  // compiled in when not empty
+  int weights_operand = -1;     // a.in index of the weights (run-time weights)
+};
+
+// The tile: output extents T per window dim. Rows of the shared tile are 32, 64 or 128
+// elements wide (whole chunks of 32 lanes; wider only for wide windows); the rest is chosen to
+// cut halo reads per output (L2 sectors) and idle lanes, within 48 KB of shared memory,
+// penalising grids that fill few SMs.
+struct TileKey {
+  int64_t k[4], s[4], d[4], o[4], batch, elem;
+  auto tie() const {
+    return std::tie(k[0], k[1], k[2], k[3], s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], o[0], o[1], o[2], o[3],
+                    batch, elem);
+  }
+  bool operator<(const TileKey& x) const { return tie() < x.tie(); }
+};
+
+bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
+  static std::mutex mu;
+  static std::map<TileKey, std::pair<bool, std::array<int64_t, 4>>> cache;
+  TileKey key{{c.k[0], c.k[1], c.k[2], c.k[3]}, {c.s[0], c.s[1], c.s[2], c.s[3]}, {c.d[0], c.d[1], c.d[2], c.d[3]},
+              {o[0], o[1], o[2], o[3]}, batch, elem};
+  auto extent = [&](int i, int64_t t) { return (t - 1) * c.s[i] + (c.k[i] - 1) * c.d[i] + 1; };
+  auto apply = [&](const std::array<int64_t, 4>& t) {
+    for (int i = 0; i < 4; ++i) {
+      c.T[i] = t[static_cast<size_t>(i)];
+      c.E[i] = extent(i, c.T[i]);
+    }
+  };
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) {
+    if (it->second.first) apply(it->second.second);
+    return it->second.first;
+  }
+  const int64_t max_row = std::max<int64_t>(128, (extent(3, 1) + 31 + 31) / 32 * 32);
+  std::vector<int64_t> cand[4];
+  for (int i = 0; i < 4; ++i) {
+    auto add = [&](int64_t t) {
+      t = std::clamp<int64_t>(t, 1, o[i]);
+      if (std::find(cand[i].begin(), cand[i].end(), t) == cand[i].end()) cand[i].push_back(t);
+    };
+    if (i < 3) {
+      for (int64_t t = 1; t <= 16; ++t) add(t);
+      for (int64_t t : {24, 32, 48, 64}) add(t);
+    } else {
+      for (int64_t t = 1; t <= 128; t *= 2) add(t);
+      for (int64_t m = 1; 32 * m <= max_row; ++m)
+        if (32 * m >= extent(3, 1)) add((32 * m - extent(3, 1)) / c.s[3] + 1);
+    }
+  }
+  double best = 0;
+  std::array<int64_t, 4> bt{};
+  bool found = false;
+  const double total = static_cast<double>(batch) * static_cast<double>(o[0] * o[1]) * static_cast<double>(o[2] * o[3]);
+  for (int64_t t0 : cand[0])
+    for (int64_t t1 : cand[1])
+      for (int64_t t2 : cand[2])
+        for (int64_t t3 : cand[3]) {
+          const int64_t rows = t0 * t1 * t2, e3 = extent(3, t3);
+          if (rows * t3 > 8192 || t3 > 128 || e3 > max_row) continue;
+          const int64_t r = extent(0, t0) * extent(1, t1) * extent(2, t2);
+          if (r * e3 * elem > kSharedBytes) continue;
+          double blocks = static_cast<double>(batch);
+          const int64_t tt[4] = {t0, t1, t2, t3};
+          for (int i = 0; i < 4; ++i) blocks *= static_cast<double>((o[i] + tt[i] - 1) / tt[i]);
+          const double useful = total / blocks;
+          const double l2 = static_cast<double>(r * (e3 + 32 / elem));  // + a 32-byte sector: rows are unaligned
+          const double load_lanes = static_cast<double>(r * 32 * ((e3 + 31) / 32));
+          const double compute_lanes = static_cast<double>((rows + 7) / 8 * 8 * 32 * ((t3 + 31) / 32));
+          const double cost = (l2 + 0.3 * load_lanes + 0.3 * compute_lanes) / useful * (1 + 264 / blocks);
+          if (!found || cost < best) {
+            found = true;
+            best = cost;
+            bt = {t0, t1, t2, t3};
+          }
+        }
+  cache[key] = {found, bt};
+  if (found) apply(bt);
+  return found;
+}
+
+// A literal of the compute type.
+std::string lit(double v, const char* type) {
+  if (std::isnan(v)) return std::string("((") + type + ")(0.0/0.0))";
+  if (std::isinf(v)) return std::string("((") + type + ")(" + (v < 0 ? "-" : "") + "1.0/0.0))";
+  char b[64];
+  std::snprintf(b, sizeof b, "%a", v);
+  return std::string("((") + type + ")(" + b + "))";
+}
+
+// The boundary function: maps coordinate c into [0, n) (toggling flip once per anti-periodic
+// wrap), or -1 when the tap reads the padding value. Same mapping as ref_stencil.cpp, in
+// closed form: reflect and symmetric are periodic with period 2(n-1) and 2n.
+std::string resolve_source(Boundary b) {
+  std::string s =
+      "__device__ __forceinline__ long long tg_res(long long c, long long n, bool& flip) {\n"
+      "  if (c >= 0 && c < n) return c;\n";
+  switch (b) {
+    case Boundary::zero: case Boundary::constant: s += "  return -1;\n"; break;
+    case Boundary::clamp_to_edge: s += "  return c < 0 ? 0 : n - 1;\n"; break;
+    case Boundary::reflect:
+      s += "  if (n == 1) return 0;\n  const long long p = 2 * (n - 1);\n  long long m = c % p;\n  if (m < 0) m += p;\n"
+           "  return m < n ? m : p - m;\n";
+      break;
+    case Boundary::symmetric:
+      s += "  const long long p = 2 * n;\n  long long m = c % p;\n  if (m < 0) m += p;\n  return m < n ? m : p - 1 - m;\n";
+      break;
+    case Boundary::periodic: s += "  long long m = c % n;\n  return m < 0 ? m + n : m;\n"; break;
+    case Boundary::anti_periodic:
+      s += "  const long long q = c >= 0 ? c / n : -((-c + n - 1) / n);\n  if (q & 1) flip = !flip;\n  return c - q * n;\n";
+      break;
+  }
+  return s + "}\n";
+}
+
+struct Operand {
+  int index;  // into a.in
+  Access access;
+};
+
+// Offset expression of an operand for flat group index `i`.
+std::string operand_offset(const Operand& op, int side, const std::string& i) {
+  switch (op.access) {
+    case Access::flat: return i;
+    case Access::scalar: return "0";
+    case Access::broadcast: return "tg_boff(a, " + std::to_string(side) + ", " + std::to_string(op.index) + ", " + i + ")";
+  }
+  return i;
+}
+
+struct Generated {
+  const GraphImpl* g = nullptr;
+  const StencilStitch* s = nullptr;
+  Config c;
+  int32_t pro_out = -1, epi_in = -1;                  // prologue result; what the epilogue reads
+  std::vector<std::pair<int32_t, Operand>> pro_ops, epi_ops;
+  int source_operand = -1;                            // a.in index of the source (no prologue)
+  bool broadcast = false;
+};
+
+std::string generate(const Generated& gen) {
+  const Config& c = gen.c;
+  const GraphImpl& g = *gen.g;
+  const StencilStitch& st = *gen.s;
+  const char* C = codegen_compute_type(c.dt);
+  const bool arg = c.red == Reduction::argmin || c.red == Reduction::argmax;
+  const bool padded = c.bnd == Boundary::zero || c.bnd == Boundary::constant;
+  const bool anti = c.bnd == Boundary::anti_periodic;
+  const int64_t K = c.k[0] * c.k[1] * c.k[2] * c.k[3];
+  const bool baked = !c.weights.empty();
+  const bool reg_weights = !baked && K <= kRegisterWeights;
+  const bool unrolled = K <= kUnrolledTaps;
+  int64_t zeros = 0;
+  for (double w : c.weights) zeros += w == 0;
+  const bool skip_zeros = c.red == Reduction::sum && baked && unrolled && zeros > 0;
+  const int64_t R = c.E[0] * c.E[1] * c.E[2], E3 = c.E[3], nch = (E3 + 31) / 32;
+  const int64_t TR = c.T[0] * c.T[1] * c.T[2], T3 = c.T[3], nco = (T3 + 31) / 32;
+  const int64_t ru = std::clamp<int64_t>(8 / nch, 1, (R + 7) / 8);
+  const int64_t SE[4] = {c.E[1] * c.E[2] * E3, c.E[2] * E3, E3, 1};
+  const std::string pad = lit(padded && c.bnd == Boundary::constant ? c.pad_value : 0.0, C);
+
+  std::ostringstream os;
+  os << elementwise_prelude();
+  os << "struct StencilArgs { const void* in[" << kStencilOperands << "]; void* out[" << kStencilOperands
+     << "]; long long n[4], o[4], base[4]; long long sstride[5], ostride[5]; long long nt[4]; long long gdims[2][8]; "
+        "long long gstride["
+     << kStencilOperands << "][8]; int grank[2]; };\n";
+  os << "struct TgBlock { long long b, q[4], g[4]; };\n";
+  os << "typedef " << C << " TG_C;\n";
+  os << resolve_source(c.bnd);
+  if (gen.broadcast)
+    os << "__device__ __forceinline__ long long tg_boff(const StencilArgs& a, int side, int k, long long i) {\n"
+          "  long long o = 0;\n"
+          "  for (int d = a.grank[side] - 1; d >= 0; --d) { const long long n = a.gdims[side][d]; o += (i % n) * "
+          "a.gstride[k][d]; i /= n; }\n"
+          "  return o;\n}\n";
+
+  // Block -> tile origin in output (q) and source (g) coordinates.
+  os << "__device__ __forceinline__ TgBlock tg_block(const StencilArgs& a, long long r) {\n  TgBlock k;\n";
+  for (int i = 3; i >= 0; --i)
+    os << "  { const long long t = r % a.nt[" << i << "]; r /= a.nt[" << i << "]; k.q[" << i << "] = t * " << c.T[i]
+       << "LL; k.g[" << i << "] = k.q[" << i << "] * " << c.s[i] << "LL + a.base[" << i << "]; }\n";
+  os << "  k.b = r;\n  return k;\n}\n";
+
+  // One source element (flat index i), the prologue applied.
+  os << "__device__ __forceinline__ TG_C tg_src(const StencilArgs& a, long long i) {\n";
+  if (st.prologue.nodes.empty()) {
+    os << "  return " << codegen_load(c.dt, "a.in[" + std::to_string(gen.source_operand) + "]", "i") << ";\n";
+  } else {
+    std::unordered_map<int32_t, std::string> names;
+    for (const auto& [v, op] : gen.pro_ops) {
+      std::string nm = "p" + std::to_string(op.index);
+      os << "  const " << codegen_compute_type(g.type(v).dtype) << " " << nm << " = "
+         << codegen_load(g.type(v).dtype, "a.in[" + std::to_string(op.index) + "]", operand_offset(op, 0, "i")) << ";\n";
+      names[v] = nm;
+    }
+    os << elementwise_members(g, st.prologue, names, "  ");
+    os << "  return " << names.at(gen.pro_out) << ";\n";
+  }
+  os << "}\n";
+
+  // Weights held in registers (run-time weights, few taps).
+  if (reg_weights) {
+    os << "__device__ __forceinline__ void tg_weights(const StencilArgs& a, TG_C* w) {\n#pragma unroll\n  for (int t = 0; t < "
+       << K << "; ++t) w[t] = " << codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", "t")
+       << ";\n}\n";
+  }
+
+  // Load: rows of the tile (all dims but the innermost) go to warps, elements of a row to lanes;
+  // `ru` rows are loaded before they are stored so several loads are in flight per thread.
+  os << "__device__ __forceinline__ bool tg_load(const StencilArgs& a, TG_C* tile, const TgBlock& k, int tid) {\n"
+     << "  bool bad = false;\n  const int lane = tid & 31, warp = tid >> 5;\n"
+     << "  const long long sb = k.b * a.sstride[0];\n"
+     << "  const bool in3 = k.g[3] >= 0 && k.g[3] + " << E3 << " <= a.n[3];\n"
+     << "  for (int r0 = warp; r0 < " << R << "; r0 += " << 8 * ru << ") {\n"
+     << "    TG_C v[" << ru << "][" << nch << "];\n"
+     << "#pragma unroll\n    for (int u = 0; u < " << ru << "; ++u) {\n"
+     << "      const int r = r0 + 8 * u;\n      if (r >= " << R << ") break;\n"
+     << "      const int e2 = r % " << c.E[2] << ", e1 = (r / " << c.E[2] << ") % " << c.E[1] << ", e0 = r / "
+     << c.E[1] * c.E[2] << ";\n"
+     << "      bool flip = false;\n";
+  for (int i = 0; i < 3; ++i)
+    os << "      const long long c" << i << " = tg_res(k.g[" << i << "] + e" << i << ", a.n[" << i << "], flip);\n";
+  os << "      const long long row = sb + c0 * a.sstride[1] + c1 * a.sstride[2] + c2 * a.sstride[3];\n";
+  const std::string guard = E3 % 32 ? "        if (lane + 32 * j >= " + std::to_string(E3) + ") break;\n" : "";
+  if (padded) {
+    os << "      if (c0 < 0 || c1 < 0 || c2 < 0) {\n#pragma unroll\n        for (int j = 0; j < " << nch
+       << "; ++j) v[u][j] = " << pad << ";\n        continue;\n      }\n";
+  }
+  os << "      if (in3) {\n        const long long i0 = row + k.g[3] + lane;\n#pragma unroll\n        for (int j = 0; j < "
+     << nch << "; ++j) {\n"
+     << guard << "          const TG_C x = tg_src(a, i0 + 32 * j);\n"
+     << "          v[u][j] = " << (anti ? "flip ? -x : x" : "x") << ";\n        }\n"
+     << "      } else {\n#pragma unroll\n        for (int j = 0; j < " << nch << "; ++j) {\n"
+     << guard << "          bool f = flip;\n"
+     << "          const long long c3 = tg_res(k.g[3] + lane + 32 * j, a.n[3], f);\n";
+  if (padded) os << "          if (c3 < 0) { v[u][j] = " << pad << "; continue; }\n";
+  os << "          const TG_C x = tg_src(a, row + c3);\n"
+     << "          v[u][j] = " << (anti ? "f ? -x : x" : "x") << ";\n        }\n      }\n    }\n";
+  os << "#pragma unroll\n    for (int u = 0; u < " << ru << "; ++u) {\n"
+     << "      const int r = r0 + 8 * u;\n      if (r >= " << R << ") break;\n"
+     << "#pragma unroll\n      for (int j = 0; j < " << nch << "; ++j) {\n"
+     << (E3 % 32 ? "        if (lane + 32 * j >= " + std::to_string(E3) + ") break;\n" : "")
+     << "        tile[r * " << E3 << " + lane + 32 * j] = v[u][j];\n"
+     << (skip_zeros ? "        bad |= !isfinite(v[u][j]);\n" : "") << "      }\n    }\n  }\n  return bad;\n}\n";
+
+  // The reduction over the taps of the output whose window starts at x.
+  auto weight = [&](int64_t t) -> std::string {
+    if (baked) return lit(c.weights[static_cast<size_t>(t)], C);
+    if (reg_weights) return "w[" + std::to_string(t) + "]";
+    return codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", std::to_string(t));
+  };
+  auto taps = [&](bool skip) {
+    std::ostringstream r;
+    int64_t t = 0;
+    for (int64_t t0 = 0; t0 < c.k[0]; ++t0)
+      for (int64_t t1 = 0; t1 < c.k[1]; ++t1)
+        for (int64_t t2 = 0; t2 < c.k[2]; ++t2)
+          for (int64_t t3 = 0; t3 < c.k[3]; ++t3, ++t) {
+            const int64_t off = t0 * c.d[0] * SE[0] + t1 * c.d[1] * SE[1] + t2 * c.d[2] * SE[2] + t3 * c.d[3];
+            const std::string x = "x[" + std::to_string(off) + "]";
+            const double w = baked ? c.weights[static_cast<size_t>(t)] : 2.0;
+            if (skip && w == 0) continue;
+            // x * 1 and x * -1 are exact: the multiply is left out.
+            const std::string v = w == 1 ? x : w == -1 ? "-" + x : x + " * " + weight(t);
+            switch (c.red) {
+              case Reduction::sum: r << "        acc " << (w == -1 ? "-= " + x : "+= " + v) << ";\n"; break;
+              case Reduction::product: r << "        acc *= " << v << ";\n"; break;
+              default: {
+                const char* better = (c.red == Reduction::max || c.red == Reduction::argmax) ? ">" : "<";
+                if (t == 0) {
+                  r << "        TG_C acc = " << v << ";" << (arg ? " int best = 0;" : "") << "\n";
+                } else {
+                  r << "        { const TG_C v = " << v << "; if (acc == acc && (v != v || v " << better
+                    << " acc)) { acc = v;" << (arg ? " best = " + std::to_string(t) + ";" : "") << " } }\n";
+                }
+              }
+            }
+          }
+    return r.str();
+  };
+  std::ostringstream red;
+  const bool minmax = c.red != Reduction::sum && c.red != Reduction::product;
+  if (!minmax) red << "        TG_C acc = (TG_C)" << (c.red == Reduction::sum ? "0" : "1") << ";\n";
+  if (unrolled) {
+    if (skip_zeros) red << "        if (!bad) {\n" << taps(true) << "        } else {\n" << taps(false) << "        }\n";
+    else red << taps(false);
+  } else {
+    const char* better = (c.red == Reduction::max || c.red == Reduction::argmax) ? ">" : "<";
+    if (minmax) red << "        TG_C acc = (TG_C)0; int best = -1;\n";
+    red << "        for (int t = 0; t < " << K << "; ++t) {\n"
+        << "          const int t3 = t % " << c.k[3] << ", t2 = (t / " << c.k[3] << ") % " << c.k[2] << ", t1 = (t / "
+        << c.k[3] * c.k[2] << ") % " << c.k[1] << ", t0 = t / " << c.k[3] * c.k[2] * c.k[1] << ";\n"
+        << "          const TG_C v = x[t0 * " << c.d[0] * SE[0] << " + t1 * " << c.d[1] * SE[1] << " + t2 * "
+        << c.d[2] * SE[2] << " + t3 * " << c.d[3] << "] * "
+        << codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", "t") << ";\n";
+    if (c.red == Reduction::sum) red << "          acc += v;\n";
+    else if (c.red == Reduction::product) red << "          acc *= v;\n";
+    else red << "          if (best < 0 || (acc == acc && (v != v || v " << better << " acc))) { acc = v; best = t; }\n";
+    red << "        }\n";
+  }
+
+  // Compute: rows of the output tile go to warps, outputs of a row to lanes.
+  os << "__device__ __forceinline__ void tg_compute(const StencilArgs& a, const TG_C* tile, const TgBlock& k, int tid, "
+        "bool bad, const TG_C* w) {\n"
+     << "  const int lane = tid & 31, warp = tid >> 5;\n"
+     << "  for (int rr = warp; rr < " << TR << "; rr += 8) {\n"
+     << "    const int a2 = rr % " << c.T[2] << ", a1 = (rr / " << c.T[2] << ") % " << c.T[1] << ", a0 = rr / "
+     << c.T[1] * c.T[2] << ";\n"
+     << "    const long long p0 = k.q[0] + a0, p1 = k.q[1] + a1, p2 = k.q[2] + a2;\n"
+     << "    if (p0 >= a.o[0] || p1 >= a.o[1] || p2 >= a.o[2]) continue;\n"
+     << "    const TG_C* xr = tile + a0 * " << c.s[0] * SE[0] << " + a1 * " << c.s[1] * SE[1] << " + a2 * "
+     << c.s[2] * SE[2] << ";\n"
+     << "    const long long orow = k.b * a.ostride[0] + p0 * a.ostride[1] + p1 * a.ostride[2] + p2 * a.ostride[3];\n"
+     << "#pragma unroll\n    for (int m = 0; m < " << nco << "; ++m) {\n"
+     << "      const int cc = lane + 32 * m;\n"
+     << (T3 % 32 ? "      if (cc >= " + std::to_string(T3) + ") break;\n" : "")
+     << "      const long long p3 = k.q[3] + cc;\n      if (p3 >= a.o[3]) break;\n"
+     << "      const TG_C* x = xr + cc * " << c.s[3] << ";\n"
+     << "      const long long oo = orow + p3;\n"
+     << "      {\n"
+     << red.str();
+  // The result as the unfused stencil would have stored it, then the epilogue.
+  const DType yt = arg ? DType::i32 : c.dt;
+  const std::string y = arg ? "(long long)best" : codegen_round_to(c.dt, "acc");
+  os << "        const " << codegen_compute_type(yt) << " yv = " << y << ";\n";
+  std::unordered_map<int32_t, std::string> names;
+  const int32_t yval = gen.epi_in;
+  names[yval] = "yv";
+  if (!st.epilogue.nodes.empty()) {
+    for (const auto& [v, op] : gen.epi_ops) {
+      std::string nm = "q" + std::to_string(op.index);
+      os << "        const " << codegen_compute_type(g.type(v).dtype) << " " << nm << " = "
+         << codegen_load(g.type(v).dtype, "a.in[" + std::to_string(op.index) + "]", operand_offset(op, 1, "oo"))
+         << ";\n";
+      names[v] = nm;
+    }
+    os << elementwise_members(g, st.epilogue, names, "        ");
+  }
+  for (size_t j = 0; j < st.outputs.size(); ++j) {
+    const int32_t v = st.outputs[j];
+    const DType t = v == yval ? yt : g.type(v).dtype;
+    os << "        ((" << codegen_storage_type(t) << "*)a.out[" << j << "])[oo] = " << codegen_store(t, names.at(v))
+       << ";\n";
+  }
+  os << "      }\n    }\n  }\n}\n";
+
+  os << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") tg_stencil(const StencilArgs a) {\n"
+     << "  __shared__ TG_C tile[" << R * E3 << "];\n";
+  if (reg_weights) os << "  TG_C w[" << K << "];\n  tg_weights(a, w);\n";
+  else os << "  const TG_C* w = nullptr;\n";
+  os << "  const TgBlock k = tg_block(a, (long long)blockIdx.x);\n"
+     << "  bool bad = tg_load(a, tile, k, (int)threadIdx.x);\n"
+     << (skip_zeros ? "  bad = __syncthreads_or(bad);\n" : "  __syncthreads();\n")
+     << "  tg_compute(a, tile, k, (int)threadIdx.x, bad, w);\n}\n";
+  return os.str();
+}
+
+Dims or_fill(const Dims& v, size_t n, int64_t dflt) { return v.empty() ? Dims(n, dflt) : v; }
+
+int index_of(const std::vector<int32_t>& v, int32_t x) {
+  auto it = std::find(v.begin(), v.end(), x);
+  return it == v.end() ? -1 : static_cast<int>(it - v.begin());
+}
+
+// Access kind of operand type t in a group of shape gs, and its strides (broadcast) into a.
+bool classify(const TensorType& t, const Shape& gs, int k, int side, StencilArgs& a, Access& acc) {
+  const int64_t n = t.shape.num_elements(), gn = gs.num_elements();
+  if (n == gn) {
+    acc = Access::flat;
+    return true;
+  }
+  if (n == 1) {
+    acc = Access::scalar;
+    return true;
+  }
+  const int64_t rank = gs.rank(), tr = t.shape.rank();
+  if (rank > 8 || tr > rank) return false;
+  acc = Access::broadcast;
+  a.grank[side] = static_cast<int>(rank);
+  long long stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    a.gdims[side][d] = gs[d];
+    const int64_t sd = d - (rank - tr);
+    const int64_t dim = sd >= 0 ? t.shape[sd] : 1;
+    if (dim != 1 && dim != gs[d]) return false;
+    a.gstride[k][d] = (dim == 1 && gs[d] != 1) || sd < 0 ? 0 : stride;
+    stride *= dim;
+  }
+  return true;
+}
+
+}  // namespace
+
+StencilStitch lone_stencil(const GraphImpl& g, int32_t node) {
+  const Node& n = g.nodes[static_cast<size_t>(node)];
+  StencilStitch s;
+  s.stencil = node;
+  s.inputs.push_back(n.inputs[0]);
+  if (n.inputs[1] != n.inputs[0]) s.inputs.push_back(n.inputs[1]);
+  s.outputs = {n.outputs[0]};
+  return s;
+}
+
+std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const StencilStitch& s,
+                                                     const std::vector<TensorType>& in) {
+  if (in.size() != s.inputs.size() || s.inputs.size() > kStencilOperands || s.outputs.size() > kStencilOperands ||
+      s.outputs.empty())
+    return std::nullopt;
+  const Node& sn = g.nodes[static_cast<size_t>(s.stencil)];
+  // Concrete types of every value of the step, inferred piece by piece.
+  std::unordered_map<int32_t, TensorType> types;
+  for (size_t k = 0; k < in.size(); ++k) types[s.inputs[k]] = in[k];
+  auto infer = [&](int32_t id) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    std::vector<TensorType> it;
+    for (int32_t v : n.inputs) {
+      auto f = types.find(v);
+      if (f == types.end()) return false;
+      it.push_back(f->second);
+    }
+    InferResult r = g.infer_with(n, it);
+    if (!r.ok() || r.types.size() != n.outputs.size()) return false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!r.types[i].shape.is_static()) return false;
+      types[n.outputs[i]] = r.types[i];
+    }
+    return true;
+  };
+  for (const auto* ids : {&s.prologue.nodes, &s.source_views})
+    for (int32_t id : *ids)
+      if (!infer(id)) return std::nullopt;
+  if (!infer(s.stencil)) return std::nullopt;
+  for (const auto* ids : {&s.result_views, &s.epilogue.nodes})
+    for (int32_t id : *ids)
+      if (!infer(id)) return std::nullopt;
+  for (int32_t v : s.outputs)
+    if (!types.count(v)) return std::nullopt;
+
+  const TensorType &src = types.at(sn.inputs[0]), &wt = types.at(sn.inputs[1]), &yt = types.at(sn.outputs[0]);
+  Generated gen;
+  gen.g = &g;
+  gen.s = &s;
+  Config& c = gen.c;
+  c.dt = src.dtype;
+  if (c.dt != DType::f32 && c.dt != DType::f64 && c.dt != DType::f16 && c.dt != DType::bf16) return std::nullopt;
+  if (!src.shape.is_static() || src.shape.rank() < 4 || wt.shape.rank() != 4) return std::nullopt;
+  const auto& d = std::get<StencilDesc>(sn.attr);
+  c.red = d.reduction;
+  c.bnd = d.boundary;
+  c.pad_value = d.padding_constant;
+  const Dims stride = or_fill(d.strides, 4, 1), dil = or_fill(d.dilation_rates, 4, 1);
+  const Dims offs = or_fill(d.offsets, 4, 0), expl = or_fill(d.explicit_padding, 8, 0);
+  const size_t lead = static_cast<size_t>(src.shape.rank()) - 4;
+  StencilKernelPlan plan;
+  StencilArgs& a = plan.args;
+  int64_t batch = 1, taps = 1, o[4];
+  for (size_t i = 0; i < lead; ++i) batch *= src.shape[static_cast<int64_t>(i)];
+  for (int i = 0; i < 4; ++i) {
+    const int64_t n = src.shape[static_cast<int64_t>(lead) + i];
+    c.k[i] = wt.shape[i];
+    c.s[i] = stride[static_cast<size_t>(i)];
+    c.d[i] = dil[static_cast<size_t>(i)];
+    o[i] = yt.shape[static_cast<int64_t>(lead) + i];
+    if (c.k[i] < 1 || c.s[i] < 1 || c.d[i] < 1) return std::nullopt;
+    taps *= c.k[i];
+    const int64_t ke = (c.k[i] - 1) * c.d[i] + 1;
+    const int64_t total = std::max<int64_t>((o[i] - 1) * c.s[i] + ke - n, 0);
+    int64_t pad = 0;
+    switch (d.padding_style) {
+      case PaddingStyle::explicit_: case PaddingStyle::explicit_offset: pad = expl[2 * static_cast<size_t>(i)]; break;
+      case PaddingStyle::same: pad = total / 2; break;
+      case PaddingStyle::same_lower: pad = (total + 1) / 2; break;
+      case PaddingStyle::valid: break;
+    }
+    a.n[i] = n;
+    a.o[i] = o[i];
+    a.base[i] = offs[static_cast<size_t>(i)] - pad;
+  }
+  if (taps > kMaxTaps) return std::nullopt;
+  for (int32_t v : s.outputs) plan.output_types.push_back(types.at(v));
+  const int64_t outputs = yt.shape.num_elements();
+  if (outputs == 0) return plan;  // nothing to launch
+  for (int i = 0; i < 4; ++i)
+    if (a.n[i] == 0) return std::nullopt;  // every tap reads outside an empty source: the reference's rule
+  // Strides: [0] one whole window block (the flattened leading dims), [1..4] dims 0..3.
+  a.sstride[4] = a.ostride[4] = 1;
+  for (int i = 3; i >= 0; --i) {
+    a.sstride[i] = a.sstride[i + 1] * a.n[i];
+    a.ostride[i] = a.ostride[i + 1] * a.o[i];
+  }
+
+  // Weights: compiled in when they are a finite constant of few taps.
+  const int32_t wv = sn.inputs[1];
+  const int32_t wnode = g.values[static_cast<size_t>(wv)].node;
+  if (wnode >= 0 && g.nodes[static_cast<size_t>(wnode)].kind == OpKind::Constant && taps <= kUnrolledTaps) {
+    const TensorData& wd = g.nodes[static_cast<size_t>(wnode)].data;
+    if (wd.num_elements() == taps) {
+      for (int64_t t = 0; t < taps; ++t) c.weights.push_back(wd.at(t));
+      for (double w : c.weights)
+        if (!std::isfinite(w)) c.weights.clear();
+    }
+  }
+  c.weights_operand = index_of(s.inputs, wv);
+
+  // Prologue and epilogue operands.
+  bool broadcast = false;
+  if (!s.prologue.nodes.empty()) {
+    if (s.prologue.outputs.size() != 1 || !elementwise_supported(g, s.prologue)) return std::nullopt;
+    gen.pro_out = s.prologue.outputs[0];
+    const Shape& gs = types.at(gen.pro_out).shape;
+    for (int32_t id : s.prologue.nodes)
+      if (types.at(g.nodes[static_cast<size_t>(id)].outputs[0]).shape.num_elements() != gs.num_elements())
+        return std::nullopt;
+    for (int32_t v : s.prologue.inputs) {
+      Operand op{index_of(s.inputs, v), Access::flat};
+      if (op.index < 0 || !classify(types.at(v), gs, op.index, 0, a, op.access)) return std::nullopt;
+      broadcast |= op.access == Access::broadcast;
+      gen.pro_ops.emplace_back(v, op);
+    }
+  } else {
+    gen.source_operand = index_of(s.inputs, sn.inputs[0]);
+    if (gen.source_operand < 0) return std::nullopt;
+  }
+  gen.epi_in = s.result_views.empty() ? sn.outputs[0]
+                                      : g.nodes[static_cast<size_t>(s.result_views.back())].outputs[0];
+  if (!s.epilogue.nodes.empty()) {
+    if (!elementwise_supported(g, s.epilogue)) return std::nullopt;
+    const Shape& gs = types.at(g.nodes[static_cast<size_t>(s.epilogue.nodes.back())].outputs[0]).shape;
+    if (gs.num_elements() != outputs) return std::nullopt;
+    for (int32_t id : s.epilogue.nodes)
+      if (types.at(g.nodes[static_cast<size_t>(id)].outputs[0]).shape.num_elements() != outputs) return std::nullopt;
+    for (int32_t v : s.epilogue.inputs) {
+      if (v == gen.epi_in) continue;
+      Operand op{index_of(s.inputs, v), Access::flat};
+      if (op.index < 0 || !classify(types.at(v), gs, op.index, 1, a, op.access)) return std::nullopt;
+      broadcast |= op.access == Access::broadcast;
+      gen.epi_ops.emplace_back(v, op);
+    }
+  } else if (s.outputs != std::vector<int32_t>{gen.epi_in}) {
+    return std::nullopt;
+  }
+  for (int32_t v : s.outputs)
+    if (v != gen.epi_in && index_of(s.epilogue.nodes, g.values[static_cast<size_t>(v)].node) < 0) return std::nullopt;
+  gen.broadcast = broadcast;
+
+  const int64_t elem = c.dt == DType::f64 ? 8 : 4;
+  if (!choose_tile(c, o, batch, elem)) return std::nullopt;
+  double blocks = static_cast<double>(batch);
+  for (int i = 0; i < 4; ++i) {
+    a.nt[i] = (o[i] + c.T[i] - 1) / c.T[i];
+    blocks *= static_cast<double>(a.nt[i]);
+  }
+  if (blocks > 2147483647.0) return std::nullopt;
+  plan.blocks = static_cast<long long>(blocks);
+  plan.source = generate(gen);
+  return plan;
+}
+
+namespace {
+
+struct Prepared {
+  CompiledKernel kernel;
+  StencilKernelPlan plan;
+};
+
+}  // namespace
+
+std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const StencilStitch& s,
+                                                    const std::vector<TensorType>& in, int device) {
+  std::optional<StencilKernelPlan> plan = plan_stencil_kernel(g, s, in);
+  if (!plan) return std::nullopt;
+  auto p = std::make_shared<Prepared>();
+  if (plan->blocks > 0) p->kernel = nvrtc_kernel(plan->source, "tg_stencil", device);
+  StencilLaunch l{plan->output_types, nullptr};
+  p->plan = std::move(*plan);
+  l.kernel = p;
+  return l;
+}
+
+void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in, const std::vector<void*>& out,
+                           cudaStream_t stream) {
+  const auto& p = *static_cast<const Prepared*>(l.kernel.get());
+  if (p.plan.blocks == 0) return;
+  StencilArgs a = p.plan.args;
+  for (size_t k = 0; k < in.size(); ++k) a.in[k] = in[k];
+  for (size_t k = 0; k < out.size(); ++k) a.out[k] = out[k];
+  void* params[] = {&a};
+  TG_CUDA(cudaLaunchKernel(p.kernel.fn(), dim3(static_cast<unsigned>(p.plan.blocks)), dim3(kThreads), params, 0,
+                           stream));
+}
+
+bool cuda_stencil(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                  cudaStream_t stream, int device) {
+  const int32_t id = static_cast<int32_t>(&n - g.nodes.data());
+  StencilStitch s = lone_stencil(g, id);
+  std::vector<TensorType> types;
+  std::vector<const void*> ptrs;
+  for (int32_t v : s.inputs) {
+    const DevArg& d = in[static_cast<size_t>(index_of(n.inputs, v))];
+    types.push_back(d.type);
+    ptrs.push_back(d.ptr);
+  }
+  std::optional<StencilLaunch> l = prepare_stencil_stitch(g, s, types, device);
+  if (!l || l->output_types.size() != 1 || !(l->output_types[0] == out[0].type)) return false;
+  launch_stencil_stitch(*l, ptrs, {out[0].ptr}, stream);
+  return true;
+}
+
+}  // namespace tg::detail

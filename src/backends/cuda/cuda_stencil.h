@@ -1,0 +1,61 @@
+#pragma once
+// The stencil on the GPU: an NVRTC kernel specialised per reduction, window, strides,
+// dilation, boundary mode, dtype and tile. Each block loads its output tile plus halo into
+// shared memory once (boundary mode applied while loading), then computes every output of the
+// tile from there. A stencil may be stitched with the elementwise group computing its source
+// (applied to each real source element as it is loaded) and the one consuming its result
+// (applied to each output before the store): fusion.h StencilStitch.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/fusion.h"
+
+namespace tg::detail {
+
+inline constexpr int kStencilOperands = 16;
+
+/// Kernel arguments (passed by value); the generated source declares the same struct.
+struct StencilArgs {
+  const void* in[kStencilOperands];  // StencilStitch::inputs, in order
+  void* out[kStencilOperands];       // StencilStitch::outputs, in order
+  long long n[4], o[4], base[4];     // source and output window dims; offset - pad_before
+  long long sstride[5], ostride[5];  // element strides: [0] the flattened leading dims, then dims 0..3
+  long long nt[4];                   // tiles per window dim
+  long long gdims[2][8];             // prologue / epilogue group shapes (broadcast operands)
+  long long gstride[kStencilOperands][8];
+  int grank[2];
+};
+
+/// A planned kernel: its source and arguments (operand pointers unset) and grid.
+struct StencilKernelPlan {
+  std::string source;  // kernel `tg_stencil`, 256 threads a block
+  StencilArgs args{};
+  long long blocks = 0;
+  std::vector<TensorType> output_types;  // one per StencilStitch::outputs
+};
+
+/// The stitch of a stencil with no prologue or epilogue (inputs source and weights, output y).
+StencilStitch lone_stencil(const GraphImpl& g, int32_t node);
+/// Plans the kernel for these concrete input types (one per s.inputs); nothing when the kernel
+/// does not cover them (dtype, shapes, operand counts, shared memory), so the caller falls back.
+std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const StencilStitch& s,
+                                                     const std::vector<TensorType>& in);
+
+/// A stitched stencil ready to launch once its operands are bound.
+struct StencilLaunch {
+  std::vector<TensorType> output_types;  // one per StencilStitch::outputs
+  std::shared_ptr<const void> kernel;    // compiled kernel and plan
+};
+/// Plans and compiles (first use only) the fused kernel; nothing when it does not cover these
+/// input types (the executor then runs s.pieces one by one).
+std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const StencilStitch& s,
+                                                    const std::vector<TensorType>& in, int device);
+/// Enqueues a prepared launch over device operands (s.inputs order) and outputs (s.outputs order).
+void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in, const std::vector<void*>& out,
+                           cudaStream_t stream);
+
+}  // namespace tg::detail

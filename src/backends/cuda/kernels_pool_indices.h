@@ -1,0 +1,23 @@
+#pragma once
+// Launcher of max_pool2d_with_indices in kernels_pool_indices.cu.
+#include <cuda_runtime_api.h>
+
+#include "tgraph/dtype.h"
+
+namespace tg::detail {
+
+/// Geometry of a 2-D pooling window over a rank-4 activation (NHWC when channels_last).
+struct PoolGeometry {
+  long long n, c, ih, iw, oh, ow;
+  long long kh, kw, sh, sw, dh, dw, ph, pw;  // window, stride, dilation, padding before
+  bool channels_last;
+};
+
+/// Max pooling with the flat index (h * iw + w within the image and channel, i32) of the first
+/// maximum in row-major window order, as the CPU reference: a NaN wins and stays; a window
+/// with no tap inside x gives `lowest` (the dtype's bytes of -inf / the integer minimum) and
+/// index -1. Any dtype but bool.
+cudaError_t launch_max_pool_indices(const void* x, void* y, int32_t* idx, DType t, const PoolGeometry& g,
+                                    unsigned long long lowest, cudaStream_t stream);
+
+}  // namespace tg::detail

@@ -1,0 +1,318 @@
+// The autocast pass (CompileOptions::precision bf16 / f16): which nodes get casts, one cast per
+// value, types at the boundaries unchanged, fusion of the casts; and bf16 training on the CPU
+// against f32.
+#include <cmath>
+#include <map>
+
+#include "ir/verifier.h"
+#include "passes/autocast.h"
+#include "passes/fusion.h"
+#include "passes/pipeline.h"
+#include "test_util.h"
+#include "tgraph/optim.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+using namespace tg::detail;
+
+namespace {
+
+Module module_of(const Graph& g, std::vector<Tensor> targets, std::vector<Operation> ops = {}) {
+  Module m;
+  m.graph = g.impl();
+  for (auto& t : targets) m.targets.push_back(t.id());
+  for (auto& o : ops) m.target_ops.push_back(o.id());
+  return m;
+}
+
+const Node& producer(const Module& m, int32_t v) {
+  return m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(v)].node)];
+}
+
+bool is_compute(OpKind k) {
+  Family f = op_def(k).family;
+  return f == Family::matmul || f == Family::conv || f == Family::conv_grad;
+}
+
+// Live nodes of every block, in order.
+std::vector<int32_t> live_nodes(const Module& m) {
+  std::vector<int32_t> ids;
+  for (const Block& b : m.graph.blocks) ids.insert(ids.end(), b.nodes.begin(), b.nodes.end());
+  return ids;
+}
+
+int count(const Module& m, OpKind k) {
+  int c = 0;
+  for (int32_t id : live_nodes(m)) c += m.graph.nodes[static_cast<size_t>(id)].kind == k;
+  return c;
+}
+
+// Every matmul / conv computes in `half` from half operands, its result is read only by one
+// cast back to f32, and no value is cast to half twice.
+void expect_autocast(const Module& m, DType half) {
+  EXPECT_EQ(verify(m.graph), "");
+  std::map<int32_t, int> casts_of;  // value -> casts of it to half
+  int compute = 0;
+  for (int32_t id : live_nodes(m)) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    if (n.kind == OpKind::Cast && std::get<CastDesc>(n.attr).to == half) ++casts_of[n.inputs[0]];
+    if (!is_compute(n.kind)) continue;
+    ++compute;
+    SCOPED_TRACE(op_name(n.kind));
+    for (int32_t v : n.inputs) EXPECT_EQ(m.graph.type(v).dtype, half);
+    int32_t y = n.outputs[0];
+    EXPECT_EQ(m.graph.type(y).dtype, half);
+    // Read by one cast back to f32, and directly by other ops computing in half.
+    int back = 0;
+    for (int32_t other : live_nodes(m)) {
+      const Node& o = m.graph.nodes[static_cast<size_t>(other)];
+      for (int32_t v : o.inputs)
+        if (v == y) {
+          if (o.kind == OpKind::Cast) back += m.graph.type(o.outputs[0]).dtype == DType::f32;
+          else EXPECT_TRUE(is_compute(o.kind)) << op_name(o.kind) << " reads a half result";
+        }
+    }
+    EXPECT_EQ(back, 1);
+  }
+  EXPECT_GT(compute, 0);
+  for (auto [v, c] : casts_of) EXPECT_EQ(c, 1) << "value " << m.graph.value_name(v) << " is cast " << c << " times";
+}
+
+std::vector<TensorType> types_of(const Module& m, const std::vector<int32_t>& values) {
+  std::vector<TensorType> t;
+  for (int32_t v : values) t.push_back(m.graph.type(v));
+  return t;
+}
+
+}  // namespace
+
+TEST(PassAutocast, MlpWithGradientsCastsEveryMatmulOnce) {
+  Graph g;
+  Tensor x = g.placeholder({4, 8}, f32, "x");
+  Tensor w1 = g.variable(TensorData::randn({8, 16}, f32, 1), "w1");
+  Tensor b1 = g.variable(TensorData::randn({16}, f32, 2), "b1");
+  Tensor w2 = g.variable(TensorData::randn({16, 3}, f32, 3), "w2");
+  Tensor h = g.relu(g.add(g.matmul(x, w1), b1));
+  Tensor y = g.matmul(h, w2);
+  Tensor loss = g.reduce_mean(g.square(y));
+  auto grads = g.gradients(loss, {w1, b1, w2});
+  std::vector<Tensor> targets{loss, grads[w1], grads[b1], grads[w2], y};
+  Module m = module_of(g, targets);
+  std::vector<TensorType> before = types_of(m, m.targets);
+  const int matmuls = count(m, OpKind::MatMul);
+  ASSERT_GE(matmuls, 5);  // 2 forward, 3 backward (dx of layer 1 is not needed)
+
+  EXPECT_TRUE(Autocast(DType::bf16).run(m));
+  expect_autocast(m, DType::bf16);
+  EXPECT_EQ(count(m, OpKind::MatMul), matmuls);
+  EXPECT_EQ(types_of(m, m.targets), before);  // the graph's outputs keep their f32 types
+  EXPECT_EQ(m.graph.type(y.id()).dtype, f32);
+  EXPECT_EQ(producer(m, y.id()).kind, OpKind::Cast);  // y's id is now the cast back
+  // w1 is read by the forward matmul only; w2 by the forward one and dh = dy w2^T: both
+  // read the same single cast.
+  int w2_casts = 0;
+  for (int32_t id : live_nodes(m)) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    w2_casts += n.kind == OpKind::Cast && n.inputs[0] == w2.id();
+  }
+  EXPECT_EQ(w2_casts, 1);
+  // Nothing left to cast: the pass reports no change.
+  EXPECT_FALSE(Autocast(DType::bf16).run(m));
+}
+
+TEST(PassAutocast, CnnForwardAndGradientsIncludingConvTranspose) {
+  Graph g;
+  Tensor x = g.placeholder({2, 6, 6, 3}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({3, 3, 3, 4}, f32, 1), "w");
+  Tensor wt = g.variable(TensorData::randn({2, 2, 4, 4}, f32, 2), "wt");
+  ConvDesc same{.stride = {1, 1}, .padding = PaddingStyle::same};
+  Tensor c = g.relu(g.conv2d(x, w, same));
+  Tensor up = g.conv_transpose2d(c, wt, {.stride = {2, 2}});
+  Tensor loss = g.reduce_sum(g.square(up));
+  auto grads = g.gradients(loss, {w, wt});
+  Module m = module_of(g, {loss, grads[w], grads[wt]});
+  std::vector<TensorType> before = types_of(m, m.targets);
+  EXPECT_GE(count(m, OpKind::Conv2dWeightGrad), 1);
+  EXPECT_TRUE(Autocast(DType::bf16).run(m));
+  expect_autocast(m, DType::bf16);
+  EXPECT_EQ(types_of(m, m.targets), before);
+  // x feeds the forward conv and the weight gradient through one cast.
+  int x_casts = 0;
+  for (int32_t id : live_nodes(m)) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    x_casts += n.kind == OpKind::Cast && n.inputs[0] == x.id();
+  }
+  EXPECT_EQ(x_casts, 1);
+  for (int32_t id : live_nodes(m)) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    if (n.kind == OpKind::Conv2dWeightGrad) EXPECT_EQ(m.graph.type(n.inputs[1]).dtype, DType::bf16);
+  }
+}
+
+TEST(PassAutocast, ChainedMatmulsReadTheHalfResultDirectly) {
+  Graph g;
+  Tensor x = g.placeholder({4, 8}, f32, "x");
+  Tensor a = g.variable(TensorData::randn({8, 8}, f32, 1), "a");
+  Tensor y = g.matmul(g.matmul(x, a), a);
+  Module m = module_of(g, {y});
+  EXPECT_TRUE(Autocast(DType::f16).run(m));
+  expect_autocast(m, DType::f16);
+  // x and a are cast once each (a serves both matmuls); the outer matmul reads the inner half
+  // result, no f16 -> f32 -> f16 round trip; both results are cast back (dce drops the inner).
+  EXPECT_EQ(count(m, OpKind::Cast), 4);
+  const Node& outer = producer(m, producer(m, y.id()).inputs[0]);
+  ASSERT_EQ(outer.kind, OpKind::MatMul);
+  EXPECT_EQ(producer(m, outer.inputs[0]).kind, OpKind::MatMul);
+}
+
+TEST(PassAutocast, LeavesOtherDtypesAndOpsAlone) {
+  Graph g;
+  Tensor a = g.placeholder({3, 4}, f64, "a");
+  Tensor b = g.placeholder({4, 2}, f64, "b");
+  Tensor i = g.placeholder({3, 4}, i32, "i");
+  Tensor j = g.placeholder({4, 2}, i32, "j");
+  Tensor s = g.softmax(g.placeholder({3, 4}, f32, "s"), -1);
+  Module m = module_of(g, {g.matmul(a, b), g.matmul(i, j), s});
+  EXPECT_FALSE(Autocast(DType::bf16).run(m));
+  EXPECT_EQ(count(m, OpKind::Cast), 0);
+}
+
+TEST(PassAutocast, MatmulInsideARegionCastsTheOuterValueInItsBlock) {
+  Graph g;
+  Tensor p = g.placeholder({}, boolean, "p");
+  Tensor x = g.placeholder({2, 3}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({3, 3}, f32, 1), "w");
+  Tensor h = g.relu(x);
+  auto out = g.if_else(
+      p, [&](Graph& b) { return std::vector{b.matmul(h, w)}; }, [&](Graph& b) { return std::vector{b.neg(h)}; });
+  Module m = module_of(g, {out[0]});
+  EXPECT_TRUE(Autocast(DType::bf16).run(m));
+  expect_autocast(m, DType::bf16);
+  // The cast of h sits right after relu in block 0, where h lives.
+  const auto& top = m.graph.blocks[0].nodes;
+  for (size_t k = 0; k + 1 < top.size(); ++k)
+    if (m.graph.nodes[static_cast<size_t>(top[k])].kind == OpKind::Relu)
+      EXPECT_EQ(m.graph.nodes[static_cast<size_t>(top[k + 1])].kind, OpKind::Cast);
+  EXPECT_EQ(m.graph.type(out[0].id()).dtype, f32);
+}
+
+TEST(PassAutocast, F32AndTf32LeaveTheGraphUntouched) {
+  Graph g;
+  Tensor x = g.placeholder({4, 8}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({8, 2}, f32, 1), "w");
+  Tensor y = g.matmul(x, w);
+  for (Precision p : {Precision::f32, Precision::tf32}) {
+    Module m = module_of(g, {y});
+    const size_t nodes = m.graph.nodes.size(), values = m.graph.values.size();
+    EXPECT_FALSE(apply_precision(m, p));
+    EXPECT_EQ(m.graph.nodes.size(), nodes);
+    EXPECT_EQ(m.graph.values.size(), values);
+    EXPECT_EQ(m.graph.allow_tf32, p == Precision::tf32);
+  }
+  Module m = module_of(g, {y});
+  EXPECT_TG_ERROR(apply_precision(m, static_cast<Precision>(7)), "[compile] unknown precision 7");
+  EXPECT_TG_ERROR((g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .precision = static_cast<Precision>(9)})),
+                  "unknown precision");
+}
+
+TEST(PassAutocast, CastsFuseIntoNeighbouringKernels) {
+  // relu -> matmul -> relu: the cast of relu's output joins relu's kernel, the cast back joins
+  // the next relu's kernel; only the weight's cast is a kernel of its own.
+  Graph g;
+  Tensor x = g.placeholder({16, 32}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({32, 32}, f32, 1), "w");
+  Tensor y = g.exp(g.relu(g.matmul(g.relu(x), w)));
+  Module m = module_of(g, {y});
+  m.feeds.push_back(x.id());
+  run_pipeline(m, /*optimize=*/true, /*decompose_composites=*/true, Precision::bf16);
+  expect_autocast(m, DType::bf16);
+  FusionPlan plan = plan_fusion(m, 0);
+  int lone_casts = 0, fused_casts = 0;
+  for (const Step& s : plan.steps) {
+    if (!s.fused()) {
+      lone_casts += m.graph.nodes[static_cast<size_t>(s.node)].kind == OpKind::Cast;
+      continue;
+    }
+    for (int32_t id : s.group.nodes) fused_casts += m.graph.nodes[static_cast<size_t>(id)].kind == OpKind::Cast;
+  }
+  EXPECT_EQ(fused_casts, 2);
+  EXPECT_EQ(lone_casts, 1);  // the variable w
+}
+
+namespace {
+
+// A small MLP or CNN with its SGD step, built identically into a fresh graph per precision
+// (variables live with their graph, so the two runs do not share weights).
+struct Model {
+  Graph g;
+  Tensor x, y, loss;
+  Operation step;
+  Executable exe;
+};
+
+void build_mlp(Model& md) {
+  Graph& g = md.g;
+  md.x = g.placeholder({16, 12}, f32, "x");
+  md.y = g.placeholder({16, 4}, f32, "y");
+  Tensor w1 = g.variable(TensorData::uniform({12, 32}, -0.5, 0.5, f32, 11), "w1");
+  Tensor b1 = g.variable(TensorData::zeros({32}), "b1");
+  Tensor w2 = g.variable(TensorData::uniform({32, 4}, -0.5, 0.5, f32, 12), "w2");
+  Tensor logits = g.matmul(g.relu(g.add(g.matmul(md.x, w1), b1)), w2);
+  md.loss = g.softmax_cross_entropy(logits, md.y);
+  std::vector<Tensor> vars{w1, b1, w2};
+  md.step = optim::sgd(g, vars, g.gradients(md.loss, vars), g.scalar(0.2));
+}
+
+void build_cnn(Model& md) {
+  Graph& g = md.g;
+  md.x = g.placeholder({4, 8, 8, 2}, f32, "x");
+  md.y = g.placeholder({4, 3}, f32, "y");
+  Tensor k = g.variable(TensorData::uniform({3, 3, 2, 6}, -0.5, 0.5, f32, 21), "k");
+  Tensor w = g.variable(TensorData::uniform({6, 3}, -0.5, 0.5, f32, 22), "w");
+  Tensor c = g.relu(g.conv2d(md.x, k, {.stride = {1, 1}, .padding = PaddingStyle::same}));
+  Tensor logits = g.matmul(g.reduce_mean(c, {1, 2}), w);
+  md.loss = g.softmax_cross_entropy(logits, md.y);
+  std::vector<Tensor> vars{k, w};
+  md.step = optim::sgd(g, vars, g.gradients(md.loss, vars), g.scalar(4.0));
+}
+
+TensorData one_hot_labels(int64_t n, int64_t classes) {
+  std::vector<double> v(static_cast<size_t>(n * classes), 0.0);
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * classes + (i * 7 + 3) % classes)] = 1.0;
+  return TensorData::from_vector({n, classes}, f32, v);
+}
+
+// Losses of `steps` training steps under precision p.
+std::vector<double> train(void (*build)(Model&), Precision p, int steps) {
+  Model md;
+  build(md);
+  md.exe = md.g.compile({{md.x, md.x.type()}, {md.y, md.y.type()}}, {md.loss}, {md.step},
+                        {.device = Device::cpu(), .precision = p});
+  TensorData xs = TensorData::randn(md.x.type().shape, f32, 5);
+  TensorData ys = one_hot_labels(md.y.type().shape[0], md.y.type().shape[1]);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back(md.exe.run({xs, ys})[0].at(0));
+  return losses;
+}
+
+void expect_bf16_trains_like_f32(void (*build)(Model&)) {
+  const int steps = 8;
+  std::vector<double> ref = train(build, Precision::f32, steps), half = train(build, Precision::bf16, steps);
+  // bf16 keeps 8 bits of mantissa: the first loss agrees to ~1e-2, the curves stay close.
+  EXPECT_NEAR(half[0], ref[0], 2e-2 * std::abs(ref[0]));
+  for (int i = 0; i < steps; ++i) EXPECT_NEAR(half[static_cast<size_t>(i)], ref[static_cast<size_t>(i)], 5e-2 * std::abs(ref[0]));
+  EXPECT_LT(half.back(), 0.8 * half.front());  // the loss falls under bf16
+  EXPECT_NE(half[0], ref[0]);                  // and bf16 really was used
+}
+
+}  // namespace
+
+TEST(AutocastCpu, MlpTrainingStepBf16MatchesF32) { expect_bf16_trains_like_f32(build_mlp); }
+
+TEST(AutocastCpu, CnnTrainingStepBf16MatchesF32) { expect_bf16_trains_like_f32(build_cnn); }
+
+TEST(AutocastCpu, F16AndTf32RunOnTheCpu) {
+  std::vector<double> ref = train(build_mlp, Precision::f32, 1);
+  EXPECT_EQ(train(build_mlp, Precision::tf32, 1)[0], ref[0]);  // tf32 is f32 on the CPU
+  EXPECT_NEAR(train(build_mlp, Precision::f16, 1)[0], ref[0], 5e-3 * std::abs(ref[0]));
+}

@@ -1,0 +1,208 @@
+// The fused CPU executor (backends/cpu/fused_plan.h, fused_elementwise.h) against the unfused
+// one (TGRAPH_NO_FUSION=1) on random inputs: elementwise chains with broadcasting in f32, f16,
+// bf16 and bool give the same bits; folded reductions agree to f32 rounding; and the plan
+// keeps intermediates of a chain out of memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "backends/cpu/fused_plan.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/optim.h"
+#include "tgraph/tgraph.h"
+
+using tg::DType;
+using tg::Graph;
+using tg::Tensor;
+using tg::TensorData;
+using tg::TensorType;
+
+namespace {
+
+TensorData rnd(tg::Shape s, uint64_t seed, DType t = tg::f32, double lo = -2.0, double hi = 2.0) {
+  return TensorData::uniform(s, lo, hi, t, seed);
+}
+
+TensorData mask(tg::Shape s, uint64_t seed) {
+  TensorData u = TensorData::uniform(s, 0.0, 1.0, tg::f32, seed);
+  TensorData m(s, tg::boolean);
+  for (int64_t i = 0; i < u.num_elements(); ++i) m.set(i, u.at(i) > 0.5);
+  return m;
+}
+
+// Runs exe fused and unfused on the same inputs.
+std::pair<std::vector<TensorData>, std::vector<TensorData>> run_both(const tg::Executable& exe,
+                                                                     const std::vector<TensorData>& in) {
+  unsetenv("TGRAPH_NO_FUSION");
+  std::vector<TensorData> fused = exe.run(in);
+  setenv("TGRAPH_NO_FUSION", "1", 1);
+  std::vector<TensorData> plain = exe.run(in);
+  unsetenv("TGRAPH_NO_FUSION");
+  return {fused, plain};
+}
+
+// Same type and the same bits (any NaN matches any NaN).
+void expect_same(const TensorData& got, const TensorData& want, const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
+    double g = got.at(i), w = want.at(i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (g != w || std::signbit(g) != std::signbit(w)) ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
+  }
+}
+
+// Same type; |got - want| <= rtol * max(1, |want|).
+void expect_close(const TensorData& got, const TensorData& want, double rtol, const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
+    double g = got.at(i), w = want.at(i);
+    if (!(std::fabs(g - w) <= rtol * std::max(1.0, std::fabs(w)))) ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
+  }
+}
+
+tg::detail::CpuPlan plan_of(const tg::Executable& exe) { return tg::detail::plan_cpu_fusion(exe.impl().module); }
+
+// Kernels of at least min_nodes ops; every kernel must have compiled.
+size_t kernels_with(const tg::detail::CpuPlan& p, size_t min_nodes) {
+  size_t n = 0;
+  for (const auto& k : p.kernels) {
+    EXPECT_TRUE(k.program != nullptr) << "a kernel of " << k.nodes.size() << " ops did not compile";
+    n += k.nodes.size() >= min_nodes;
+  }
+  return n;
+}
+
+}  // namespace
+
+// Broadcast operands (scalars, per-channel rows, middle dims), many ops, f32 / f16 / bf16 /
+// bool, sizes that leave a partial tile and that run on several threads.
+TEST(CpuFusion, ElementwiseMatchesUnfusedBitForBit) {
+  for (tg::Shape shape : {tg::Shape{3, 5, 7}, tg::Shape{6, 50, 333}}) {
+    const int64_t A = shape[0], C = shape[2];
+    Graph g;
+    Tensor a = g.placeholder(shape, tg::f32, "a"), b = g.placeholder({C}, tg::f32, "b");
+    Tensor c = g.placeholder({A, 1, C}, tg::f32, "c"), h = g.placeholder(shape, tg::f16, "h");
+    Tensor bf = g.placeholder(shape, tg::bf16, "bf"), m = g.placeholder(shape, tg::boolean, "m");
+    Tensor s = g.scalar(0.75);
+    Tensor y1 = g.relu(g.add(g.mul(a, b), c));
+    Tensor y2 = g.select(g.greater(a, s), g.exp(g.neg(a)), g.sigmoid(g.sub(c, a)));
+    Tensor y3 = g.clamp(g.div(g.square(a), g.add(g.abs(b), s)), g.neg(s), g.scalar(1.5));
+    Tensor y4 = g.add(g.tanh(g.mul(h, h)), g.cast(g.maximum(a, c), tg::f16));
+    Tensor y5 = g.mul(g.sqrt(g.abs(bf)), g.cast(g.minimum(a, b), tg::bf16));
+    Tensor y6 = g.logical_and(m, g.logical_not(g.less(a, c)));
+    Tensor y7 = g.select(m, g.rsqrt(g.add(g.abs(a), s)), g.pow(g.abs(c), b));
+    Tensor y8 = g.cast(g.leaky_relu(g.cast(h, tg::f32), 0.2), tg::bf16);
+    tg::Executable exe = g.compile({{a, a.type()}, {b, b.type()}, {c, c.type()}, {h, h.type()}, {bf, bf.type()},
+                                    {m, m.type()}},
+                                   {y1, y2, y3, y4, y5, y6, y7, y8}, {}, {.device = tg::Device::cpu()});
+    std::vector<TensorData> in{rnd(shape, 1), rnd({C}, 2), rnd({A, 1, C}, 3), rnd(shape, 4, tg::f16),
+                               rnd(shape, 5, tg::bf16), mask(shape, 6)};
+    auto [fused, plain] = run_both(exe, in);
+    ASSERT_EQ(fused.size(), plain.size());
+    for (size_t i = 0; i < fused.size(); ++i) expect_same(fused[i], plain[i], "y" + std::to_string(i + 1));
+    EXPECT_GE(kernels_with(plan_of(exe), 3), 1u);
+  }
+}
+
+// A chain's intermediates stay in registers: one kernel writes only the chain's end.
+TEST(CpuFusion, ChainIsOneKernelWithOneOutput) {
+  Graph g;
+  Tensor a = g.placeholder({64, 32}, tg::f32), b = g.placeholder({32}, tg::f32);
+  Tensor y = a;
+  for (int i = 0; i < 8; ++i) y = g.add(g.mul(y, b), g.scalar(0.5 * i));
+  y = g.relu(y);
+  tg::Executable exe = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, {.device = tg::Device::cpu()});
+  tg::detail::CpuPlan p = plan_of(exe);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].outputs.size(), 1u);
+  EXPECT_TRUE(p.kernels[0].program != nullptr);
+  auto [fused, plain] = run_both(exe, {rnd({64, 32}, 7), rnd({32}, 8)});
+  expect_same(fused[0], plain[0], "chain");
+}
+
+// Per-channel and full sums / means of a chain are folded into its loop (the chain itself is
+// not stored), and agree with the unfused reductions to f32 rounding.
+TEST(CpuFusion, ReductionsFoldIntoTheLoop) {
+  for (tg::Shape shape : {tg::Shape{4, 6, 6, 8}, tg::Shape{32, 28, 28, 32}, tg::Shape{10, 3, 7}}) {
+    Graph g;
+    const int64_t C = shape[shape.rank() - 1];
+    Tensor x = g.placeholder(shape, tg::f32), gamma = g.placeholder({C}, tg::f32);
+    std::vector<int64_t> lead;
+    for (int64_t i = 0; i + 1 < shape.rank(); ++i) lead.push_back(i);
+    Tensor t = g.mul(g.relu(x), gamma);
+    Tensor s1 = g.reduce_sum(g.mul(t, x), lead);
+    Tensor s2 = g.reduce_mean(t, lead, true);
+    Tensor s3 = g.reduce_sum(g.square(t));
+    Tensor d = g.sub(t, g.mul(x, s2));  // reads a reduction: a second loop
+    tg::Executable exe = g.compile({{x, x.type()}, {gamma, gamma.type()}}, {s1, s2, s3, d}, {},
+                                   {.device = tg::Device::cpu()});
+    tg::detail::CpuPlan p = plan_of(exe);
+    kernels_with(p, 1);
+    size_t reductions = 0;
+    for (const auto& k : p.kernels) reductions += k.reductions.size();
+    EXPECT_EQ(reductions, 3u);
+    EXPECT_EQ(p.kernels.size(), 2u);
+    auto [fused, plain] = run_both(exe, {rnd(shape, 9), rnd({C}, 10)});
+    for (size_t i = 0; i < 3; ++i) expect_close(fused[i], plain[i], 1e-5, "s" + std::to_string(i + 1));
+    expect_close(fused[3], plain[3], 1e-5, "d");
+  }
+}
+
+// Training: batch-norm backward (decomposed into elementwise ops and reductions), the relu
+// mask and AdamW all run fused; a few steps give the same losses and variables.
+TEST(CpuFusion, TrainingStepsMatchUnfused) {
+  auto build = [](Graph& g, Tensor& x, Tensor& loss, std::vector<tg::Operation>& ops, std::vector<Tensor>& params) {
+    x = g.placeholder({8, 6, 6, 4}, tg::f32, "x");
+    Tensor w = g.variable(TensorData::randn({3, 3, 4, 8}, tg::f32, 11), "w");
+    Tensor gamma = g.variable(TensorData::uniform({8}, 0.5, 1.5, tg::f32, 12), "gamma");
+    Tensor beta = g.variable(TensorData::uniform({8}, -0.5, 0.5, tg::f32, 13), "beta");
+    Tensor y = g.conv2d(x, w, {.padding = tg::PaddingStyle::same, .data_layout = tg::Layout::nhwc,
+                               .weights_layout = tg::Layout::hwio});
+    std::vector<Tensor> bn = g.batch_norm_training(y, gamma, beta);
+    Tensor r = g.relu(bn[0]);
+    loss = g.reduce_mean(g.square(g.sub(r, g.scalar(0.3))));
+    params = {w, gamma, beta};
+    auto grads = g.gradients(loss, params);
+    ops.push_back(tg::optim::adamw(g, params, grads, g.scalar(0.01), {.weight_decay = 1e-2}));
+  };
+  std::vector<double> losses[2];
+  std::vector<TensorData> finals[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    Graph g;
+    Tensor x, loss;
+    std::vector<tg::Operation> ops;
+    std::vector<Tensor> params;
+    build(g, x, loss, ops, params);
+    tg::Executable exe = g.compile({{x, x.type()}}, {loss}, ops, {.device = tg::Device::cpu()});
+    if (mode == 0) EXPECT_GE(kernels_with(plan_of(exe), 8), 2u);
+    if (mode == 1) setenv("TGRAPH_NO_FUSION", "1", 1);
+    for (int step = 0; step < 3; ++step) losses[mode].push_back(exe.run({rnd({8, 6, 6, 4}, 20 + step)})[0].at(0));
+    unsetenv("TGRAPH_NO_FUSION");
+    for (const char* name : {"w", "gamma", "beta"}) finals[mode].push_back(exe.variable(name));
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[0][i], losses[1][i], 1e-5 * std::fabs(losses[1][i]));
+  for (size_t i = 0; i < finals[0].size(); ++i) expect_close(finals[0][i], finals[1][i], 1e-4, "variable " + std::to_string(i));
+}
+
+// One executable run from several threads at once gives every thread the fused result.
+TEST(CpuFusion, ConcurrentRuns) {
+  Graph g;
+  Tensor a = g.placeholder({40, 1000}, tg::f32), b = g.placeholder({1000}, tg::f32);
+  Tensor t = g.tanh(g.mul(a, b));
+  Tensor y = g.add(t, g.reduce_mean(t, {0}));
+  tg::Executable exe = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, {.device = tg::Device::cpu()});
+  std::vector<TensorData> in{rnd({40, 1000}, 30), rnd({1000}, 31)};
+  TensorData want = exe.run(in)[0];
+  std::vector<TensorData> got(4);
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < got.size(); ++i)
+    ts.emplace_back([&, i] {
+      for (int rep = 0; rep < 10; ++rep) got[i] = exe.run(in)[0];
+    });
+  for (auto& th : ts) th.join();
+  for (const TensorData& r : got) expect_same(r, want, "concurrent");
+}

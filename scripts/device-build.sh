@@ -4,7 +4,7 @@
 # the demo. Logs go to $OUT (or ./out) so they come back from the device tool.
 # Usage (on the GPU machine, repo root): scripts/device-build.sh [extra ctest args]
 # TG_SKIP_CPU_TESTS=1 skips the CPU test labels there; TG_SKIP_CONFORMANCE=1 and TG_SKIP_DEMO=1
-# skip the CUDA ONNX conformance run and the demo.
+# skip the CUDA ONNX conformance run and the demo; TG_BUILD_ONLY=1 stops after the build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -20,6 +20,7 @@ export CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH:/opt/devroot/usr/lib/x86_64-linux-g
 rc=$?
 if [ $rc -ne 0 ]; then tail -50 "$OUT/build.log"; exit $rc; fi
 echo "build ok"
+[ "${TG_BUILD_ONLY:-0}" = 1 ] && exit 0
 (cd build-gpu && ctest -L gpu --output-on-failure "$@") 2>&1 | tee "$OUT/gpu-tests.log"
 gpu_rc=${PIPESTATUS[0]}
 if [ "${TG_SKIP_CPU_TESTS:-0}" != 1 ]; then  # already run by CI; skip to save GPU time

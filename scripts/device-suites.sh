@@ -9,9 +9,9 @@ mkdir -p "$OUT/suites"
 bin=./build-gpu/tests/tgraph_gpu_tests
 for s in $($bin --gtest_list_tests | grep -E '^[A-Za-z]' | sed 's/\.$//' | grep -E "${1:-.}"); do
   log="$OUT/suites/${s//\//_}.log"
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   timeout 300 $bin --gtest_filter="$s.*" > "$log" 2>&1
   rc=$?
-  t=$(echo "$(date +%s.%N) - $start" | bc)
-  printf '%-28s rc=%-3s %5.1fs %s\n' "$s" "$rc" "$t" "$(grep -cE '^\[       OK' "$log") ok, $(grep -cE '^\[  FAILED  \].*\(' "$log") failed"
+  t=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf '%-28s rc=%-3s %6sms %s\n' "$s" "$rc" "$t" "$(grep -cE '^\[       OK' "$log") ok, $(grep -cE '^\[  FAILED  \].*\(' "$log") failed"
 done

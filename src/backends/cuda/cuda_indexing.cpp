@@ -182,6 +182,7 @@ bool cuda_indexing(const GraphImpl& g, const Node& n, const std::vector<DevArg>&
   IndexMap m;
   long long x_rows = 0;
   if (!index_map(n, in[0].type, in[1].type, m, x_rows)) return false;
+  m.indices = in[1].ptr;
   m.node = static_cast<int>(&n - g.nodes.data());
   m.error = static_cast<IndexError*>(IndexErrors::current_record());
   if (is_scatter) return scatter(n, in, out[0], m, x_rows, stream, device);

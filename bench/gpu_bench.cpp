@@ -78,6 +78,90 @@ void bench_gather_nd() {
 
 }  // namespace
 
+namespace {
+
+// Stencil (issue 7): the 5-point Laplacian on an 8192^2 f32 image in sum, max and argmax modes
+// (constant 3x3 weights, zero boundary), the same with run-time weights and stitched with an
+// elementwise prologue and epilogue (relu(lap(x*0.5+1))*2: the same bytes), and the 7-point
+// Laplacian on a 512^3 f32 volume. One read and one write of the image is the floor.
+void bench_stencil() {
+  const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
+  auto report = [](const char* what, double ms, double bytes) {
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    std::printf("stencil %s: %.3f ms (%.0f GB/s, %.1f%% of 4260 GB/s; floor %.3f ms)\n", what, ms, gbs, gbs / 4260 * 100,
+                bytes / 4.26e12 * 1e3);
+  };
+  const int64_t n = 8192;
+  const std::vector<double> lap2 = {0, 1, 0, 1, -4, 1, 0, 1, 0};
+  std::vector<tg::TensorData> img{tg::TensorData::uniform({1, 1, n, n}, -1, 1, tg::f32, 21)};
+  const double bytes2 = 2.0 * n * n * 4;
+  for (tg::Reduction r : {tg::Reduction::sum, tg::Reduction::max, tg::Reduction::argmax}) {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder({1, 1, n, n}, tg::f32);
+    tg::StencilDesc d;
+    d.reduction = r;
+    tg::Tensor y = g.stencil(x, g.constant(tg::TensorData::from_vector({1, 1, 3, 3}, tg::f32, lap2)), d);
+    const char* what = r == tg::Reduction::sum ? "5-point Laplacian 8192^2 f32 (sum)"
+                       : r == tg::Reduction::max ? "3x3 weighted max 8192^2 f32"
+                                                 : "3x3 weighted argmax 8192^2 f32 (i32 out)";
+    report(what, device_ms(g.compile({{x, x.type()}}, {y}, {}, gpu), img, 50), bytes2);
+  }
+  {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder({1, 1, n, n}, tg::f32), w = g.placeholder({1, 1, 3, 3}, tg::f32);
+    std::vector<tg::TensorData> in{img[0], tg::TensorData::from_vector({1, 1, 3, 3}, tg::f32, lap2)};
+    report("3x3 sum, run-time weights, 8192^2 f32",
+           device_ms(g.compile({{x, x.type()}, {w, w.type()}}, {g.stencil(x, w)}, {}, gpu), in, 50), bytes2);
+  }
+  {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder({1, 1, n, n}, tg::f32);
+    tg::Tensor s = g.add(g.mul(x, g.scalar(0.5)), g.scalar(1.0));
+    tg::Tensor y = g.stencil(s, g.constant(tg::TensorData::from_vector({1, 1, 3, 3}, tg::f32, lap2)));
+    tg::Tensor z = g.mul(g.relu(y), g.scalar(2.0));
+    report("relu(lap(x*0.5+1))*2 stitched, 8192^2 f32", device_ms(g.compile({{x, x.type()}}, {z}, {}, gpu), img, 50),
+           bytes2);
+  }
+  {
+    const int64_t m = 512;
+    std::vector<double> lap3(27, 0.0);
+    lap3[4] = lap3[10] = lap3[12] = lap3[14] = lap3[16] = lap3[22] = 1;
+    lap3[13] = -6;
+    tg::Graph g;
+    tg::Tensor x = g.placeholder({1, m, m, m}, tg::f32);
+    tg::Tensor y = g.stencil(x, g.constant(tg::TensorData::from_vector({1, 3, 3, 3}, tg::f32, lap3)));
+    std::vector<tg::TensorData> vol{tg::TensorData::uniform({1, m, m, m}, -1, 1, tg::f32, 22)};
+    report("7-point Laplacian 512^3 f32", device_ms(g.compile({{x, x.type()}}, {y}, {}, gpu), vol, 30),
+           2.0 * m * m * m * 4);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A ResNet basic block forward, relu(x + conv(relu(conv(x)))), 3x3 convolutions 64 -> 64 on
+// [32,56,56,64] NHWC, in each CompileOptions::precision: bf16 / f16 autocast casts x and the
+// (constant, so folded at compile time) weights once and computes the convolutions in half.
+void bench_autocast_conv_block() {
+  tg::Graph g;
+  tg::Tensor x = g.placeholder({32, 56, 56, 64}, tg::f32);
+  const tg::ConvDesc same{.stride = {1, 1}, .padding = tg::PaddingStyle::same};
+  tg::Tensor w1 = g.constant(tg::TensorData::uniform({3, 3, 64, 64}, -0.05, 0.05, tg::f32, 31));
+  tg::Tensor w2 = g.constant(tg::TensorData::uniform({3, 3, 64, 64}, -0.05, 0.05, tg::f32, 32));
+  tg::Tensor y = g.relu(g.add(x, g.conv2d(g.relu(g.conv2d(x, w1, same)), w2, same)));
+  std::vector<tg::TensorData> in{tg::TensorData::uniform({32, 56, 56, 64}, -1, 1, tg::f32, 33)};
+  const double flops = 2 * 2.0 * 32 * 56 * 56 * 64 * 64 * 9;
+  const char* names[] = {"f32", "tf32", "bf16", "f16"};
+  for (tg::Precision p : {tg::Precision::f32, tg::Precision::tf32, tg::Precision::bf16, tg::Precision::f16}) {
+    double ms = device_ms(g.compile({{x, x.type()}}, {y}, {}, {.device = tg::Device::cuda(0), .precision = p}), in, 30);
+    std::printf("ResNet basic block fwd [32,56,56,64] %s: %.3f ms (%.0f TFLOP/s in the convolutions)\n",
+                names[static_cast<int>(p)], ms, flops / (ms * 1e-3) / 1e12);
+  }
+}
+
+}  // namespace
+
 int main() {
   const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
   {  // gelu(x*a+b)*c on 64M f32: 4 reads + 1 write
@@ -128,5 +212,7 @@ int main() {
   }
   bench_while_loop();
   bench_gather_nd();
+  bench_stencil();
+  bench_autocast_conv_block();
   return 0;
 }

@@ -87,7 +87,42 @@ def gather_nd(rows=1 << 20, dim=256, table_rows=1 << 20):
           f"{gbs / 4260 * 100:.1f}% of 4260 GB/s)")
 
 
+def stencil(n=8192, m=512):
+    """Peers of bench_stencil in gpu_bench.cpp: the 5-point Laplacian as conv2d (3x3 kernel,
+    zero padding), the 7-point one as conv3d, and max_pool2d (unweighted 3x3 max, with and
+    without indices) for the max / argmax modes; cuDNN autotuned."""
+    dev = "cuda"
+    torch.backends.cudnn.benchmark = True
+    floor2 = 2.0 * n * n * 4 / 4.26e12 * 1e3
+
+    def report(what, ms, floor):
+        print(f"torch {what}: {ms:.3f} ms ({floor / ms * 100:.1f}% of the 4260 GB/s floor {floor:.3f} ms)")
+
+    x = torch.empty(1, 1, n, n, device=dev).uniform_(-1, 1)
+    lap2 = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32, device=dev).view(1, 1, 3, 3)
+    F = torch.nn.functional
+    with torch.no_grad():
+        report("conv2d 5-point Laplacian 8192^2 f32", cuda_ms(lambda: F.conv2d(x, lap2, padding=1)), floor2)
+        report("max_pool2d 3x3 stride 1 8192^2 f32", cuda_ms(lambda: F.max_pool2d(x, 3, 1, 1)), floor2)
+        report("max_pool2d 3x3 with indices 8192^2 f32",
+               cuda_ms(lambda: F.max_pool2d(x, 3, 1, 1, return_indices=True)), floor2)
+        fused = lambda: F.relu(F.conv2d(x * 0.5 + 1, lap2, padding=1)) * 2
+        report("eager relu(conv2d(x*0.5+1))*2 8192^2 f32", cuda_ms(fused), floor2)
+        try:
+            report("torch.compile relu(conv2d(x*0.5+1))*2 8192^2 f32", cuda_ms(torch.compile(fused)), floor2)
+        except Exception as err:  # noqa: BLE001 - report and go on
+            print(f"torch.compile unavailable: {err}")
+        v = torch.empty(1, 1, m, m, m, device=dev).uniform_(-1, 1)
+        lap3 = torch.zeros(3, 3, 3, device=dev)
+        lap3[1, 1, 1] = -6
+        for a, b, c in ((0, 1, 1), (2, 1, 1), (1, 0, 1), (1, 2, 1), (1, 1, 0), (1, 1, 2)):
+            lap3[a, b, c] = 1
+        ms = cuda_ms(lambda: F.conv3d(v, lap3.view(1, 1, 3, 3, 3), padding=1), iters=30)
+        report("conv3d 7-point Laplacian 512^3 f32", ms, 2.0 * m**3 * 4 / 4.26e12 * 1e3)
+
+
 if __name__ == "__main__":
     main()
     while_loop()
     gather_nd()
+    stencil()

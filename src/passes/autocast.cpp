@@ -21,16 +21,18 @@ bool computes_in_half(const GraphImpl& g, const Node& n) {
          g.type(n.outputs[0]).dtype == DType::f32;
 }
 
-bool reads(const Node& n, int32_t v) { return std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end(); }
+bool reads(const Node& n, int32_t v) {
+  return std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+}
 
 struct Rewriter {
   GraphImpl& g;
   DType half;
-  std::unordered_map<int32_t, int32_t> half_of;             // f32 value -> its half value
-  std::unordered_map<int32_t, std::vector<int32_t>> after;  // node -> new nodes right after it
-  std::unordered_map<int32_t, std::vector<int32_t>> before; // node -> new nodes right before it
-  std::vector<std::vector<int32_t>> at_start;               // per block: new nodes first
-  std::vector<std::pair<int32_t, int32_t>> backs;           // (rewritten op, its cast back)
+  std::unordered_map<int32_t, int32_t> half_of;              // f32 value -> its half value
+  std::unordered_map<int32_t, std::vector<int32_t>> after;   // node -> new nodes right after it
+  std::unordered_map<int32_t, std::vector<int32_t>> before;  // node -> new nodes right before it
+  std::vector<std::vector<int32_t>> at_start;                // per block: new nodes first
+  std::vector<std::pair<int32_t, int32_t>> backs;            // (rewritten op, its cast back)
 
   // A cast node of `from` to `to`, not yet listed in any block; its output is `out` when given.
   int32_t make_cast(int32_t from, DType to, int32_t block, int32_t out = -1) {
@@ -58,15 +60,18 @@ struct Rewriter {
   int32_t half_value(int32_t v) {
     auto it = half_of.find(v);
     if (it != half_of.end()) return it->second;
-    const int32_t producer = g.values[static_cast<size_t>(v)].node, block = g.values[static_cast<size_t>(v)].block;
+    const int32_t producer = g.values[static_cast<size_t>(v)].node,
+                  block = g.values[static_cast<size_t>(v)].block;
     const Node* p = producer >= 0 ? &g.nodes[static_cast<size_t>(producer)] : nullptr;
     int32_t h;
     if (p && p->kind == OpKind::Cast && g.type(p->inputs[0]).dtype == half) {
       h = p->inputs[0];  // v = cast(half value): half -> f32 -> half is exact
     } else {
       int32_t c = make_cast(v, half, block);
-      if (producer >= 0) after[producer].push_back(c);
-      else at_start[static_cast<size_t>(block)].push_back(c);
+      if (producer >= 0)
+        after[producer].push_back(c);
+      else
+        at_start[static_cast<size_t>(block)].push_back(c);
       h = g.nodes[static_cast<size_t>(c)].outputs[0];
     }
     half_of.emplace(v, h);
@@ -84,8 +89,8 @@ struct Rewriter {
     InferResult r = g.infer(n);
     if (!r.ok()) {
       n.inputs = old_in;
-      throw Error("[autocast] " + std::string(op_name(n.kind)) + " does not type-check in " + dtype_name(half) +
-                  ": " + r.error);
+      throw Error("[autocast] " + std::string(op_name(n.kind)) + " does not type-check in " +
+                  dtype_name(half) + ": " + r.error);
     }
     const int32_t y = n.outputs[0], block = n.block;
     const int32_t yh = static_cast<int32_t>(g.values.size());
@@ -110,14 +115,17 @@ struct Rewriter {
       const Node& n = g.nodes[static_cast<size_t>(nodes[k])];
       if (reads(n, y) || !n.regions.empty()) break;
     }
-    bool before_reader = !early_reader && k < nodes.size() && g.nodes[static_cast<size_t>(nodes[k])].regions.empty();
+    bool before_reader =
+        !early_reader && k < nodes.size() && g.nodes[static_cast<size_t>(nodes[k])].regions.empty();
     for (size_t j = k; before_reader && j-- > pos + 1;) {
       const Node& prev = g.nodes[static_cast<size_t>(nodes[j])];
       if (!fusible_elementwise(g, prev)) break;
       if (reads(g.nodes[static_cast<size_t>(nodes[k])], prev.outputs[0])) before_reader = false;
     }
-    if (before_reader) before[nodes[k]].push_back(cast);
-    else next.insert(next.begin(), cast);
+    if (before_reader)
+      before[nodes[k]].push_back(cast);
+    else
+      next.insert(next.begin(), cast);
   }
 
   // Lists the nodes placed before `id`, `id`, then those placed after it (recursively).

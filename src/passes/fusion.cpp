@@ -69,132 +69,195 @@ bool as_group(const GraphImpl& g, const Step& s, const std::vector<int32_t>& use
   return true;
 }
 
-// Replaces (prologue group, views, stencil, views, epilogue group) by one stitched step placed
-// where the last of them was. Moving the earlier pieces later is safe: the prologue's result is
-// read only by the stencil (through views used once), nothing between the stencil and the
-// epilogue reads its result, and nothing in between must follow a piece by control dependency.
-void stitch_stencils(const Module& m, FusionPlan& plan) {
-  const GraphImpl& g = m.graph;
-  const std::vector<int32_t> uses = use_counts(m);
-  std::vector<Step>& steps = plan.steps;
-  const size_t n = steps.size();
-  std::unordered_map<int32_t, size_t> producer;
-  for (size_t i = 0; i < n; ++i)
-    for (int32_t id : step_nodes(steps[i]))
-      for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs) producer[v] = i;
-  std::vector<bool> taken(n, false);
-  std::vector<std::shared_ptr<StencilStitch>> placed(n);
-  auto lone_view = [&](size_t i) {
-    return !steps[i].fused() && !steps[i].stitch && is_view(g.nodes[static_cast<size_t>(steps[i].node)].kind) &&
-           g.nodes[static_cast<size_t>(steps[i].node)].control_deps.empty();
-  };
-  auto first_reader = [&](int32_t v, size_t from) {
-    for (size_t j = from + 1; j < n; ++j) {
-      if (steps[j].fused()) {
-        if (contains(steps[j].group.inputs, v)) return j;
-        continue;
-      }
-      std::vector<int32_t> r;
-      node_reads(g, g.nodes[static_cast<size_t>(steps[j].node)], r);
-      if (contains(r, v)) return j;
-    }
-    return n;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    if (steps[i].fused() || steps[i].stitch || taken[i]) continue;
-    const Node& sn = g.nodes[static_cast<size_t>(steps[i].node)];
-    if (sn.kind != OpKind::Stencil || !sn.control_deps.empty()) continue;
-    auto st = std::make_shared<StencilStitch>();
-    st->stencil = steps[i].node;
-    std::vector<size_t> idx{i};
-    {  // prologue: the group whose only output is the source, through views used once
-      std::vector<size_t> views;
-      std::vector<int32_t> view_nodes;
-      int32_t v = sn.inputs[0];
-      while (uses[static_cast<size_t>(v)] == 1 && producer.count(v) && !taken[producer[v]]) {
-        const size_t p = producer[v];
-        if (lone_view(p)) {
-          views.push_back(p);
-          view_nodes.insert(view_nodes.begin(), steps[p].node);
-          v = g.nodes[static_cast<size_t>(steps[p].node)].inputs[0];
-          continue;
-        }
-        FusionGroup grp;
-        if (as_group(g, steps[p], uses, grp) && grp.outputs == std::vector<int32_t>{v}) {
-          st->prologue = std::move(grp);
-          st->source_views = view_nodes;
-          idx.push_back(p);
-          idx.insert(idx.end(), views.begin(), views.end());
-        }
-        break;
-      }
-    }
-    int32_t y = sn.outputs[0];
-    {  // epilogue: the first step reading the result, through views used once
-      std::vector<size_t> views;
-      std::vector<int32_t> view_nodes;
-      int32_t r = y;
-      size_t k = first_reader(r, i);
-      while (k < n && uses[static_cast<size_t>(r)] == 1 && !taken[k] && lone_view(k) &&
-             g.nodes[static_cast<size_t>(steps[k].node)].inputs[0] == r) {
-        views.push_back(k);
-        view_nodes.push_back(steps[k].node);
-        r = g.nodes[static_cast<size_t>(steps[k].node)].outputs[0];
-        k = first_reader(r, k);
-      }
-      FusionGroup grp;
-      auto same_size = [&](const FusionGroup& e) {  // computed at the result's elements (when known here)
-        const Shape &a = g.type(g.nodes[static_cast<size_t>(e.nodes.back())].outputs[0]).shape, &b = g.type(r).shape;
-        return !a.is_static() || !b.is_static() || a.num_elements() == b.num_elements();
-      };
-      if (k < n && !taken[k] && as_group(g, steps[k], uses, grp) && !grp.outputs.empty() && contains(grp.inputs, r) &&
-          same_size(grp)) {
-        st->epilogue = std::move(grp);
-        st->result_views = view_nodes;
-        idx.push_back(k);
-        idx.insert(idx.end(), views.begin(), views.end());
-        y = r;
-      }
-    }
-    if (st->prologue.nodes.empty() && st->epilogue.nodes.empty()) continue;
-    std::sort(idx.begin(), idx.end());
-    std::vector<int32_t> piece_nodes;
-    for (size_t j : idx)
-      for (int32_t id : step_nodes(steps[j])) piece_nodes.push_back(id);
-    bool ordered = true;
-    for (size_t j = idx.front() + 1; j < idx.back() && ordered; ++j)
-      if (!contains(idx, j))
-        for (int32_t id : step_nodes(steps[j])) ordered &= !must_follow(g, g.nodes[static_cast<size_t>(id)], piece_nodes);
-    if (!ordered) continue;
-    if (st->prologue.nodes.empty()) add_once(st->inputs, sn.inputs[0]);
-    for (int32_t v : st->prologue.inputs) add_once(st->inputs, v);
-    add_once(st->inputs, sn.inputs[1]);
-    if (st->epilogue.nodes.empty()) {
-      st->outputs.push_back(y);
-    } else {
-      int32_t inner = 0;  // reads of the result by epilogue members; more uses: it is an output too
-      for (int32_t id : st->epilogue.nodes)
-        for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) inner += v == y;
-      if (uses[static_cast<size_t>(y)] > inner) st->outputs.push_back(y);
+// Reads of value v by the members of a group.
+int32_t reads_in(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
+  int32_t r = 0;
+  for (int32_t id : grp.nodes)
+    for (int32_t x : g.nodes[static_cast<size_t>(id)].inputs) r += x == v;
+  return r;
+}
+
+// Group a followed by group b, which reads every output of a (they become internal).
+FusionGroup merged(const GraphImpl& g, const FusionGroup& a, const FusionGroup& b) {
+  FusionGroup m{a.nodes, a.inputs, b.outputs};
+  m.nodes.insert(m.nodes.end(), b.nodes.begin(), b.nodes.end());
+  for (int32_t v : b.inputs)
+    if (!contains(a.outputs, v)) add_once(m.inputs, v);
+  return m;
+}
+
+// True unless value v and group grp both have static shapes of different sizes.
+bool same_size(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
+  const Shape &a = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape, &b = g.type(v).shape;
+  return !a.is_static() || !b.is_static() || a.num_elements() == b.num_elements();
+}
+
+// Replaces (prologue groups, views, stencil, views, epilogue groups) by one stitched step placed
+// where the last of them was; a stencil with neither becomes a stitched step of its own. Moving
+// the earlier pieces later is safe: the prologue's results are read only inside it and by the
+// stencil (through views used once), nothing between the stencil and the epilogue reads its
+// result, and nothing in between must follow a piece by control dependency. Several groups
+// join a prologue or epilogue when each one's outputs are read only by the next (plan_fusion
+// splits chains where a broadcast of an outside value starts).
+class Stitcher {
+ public:
+  Stitcher(const Module& m, FusionPlan& plan)
+      : g_(m.graph), plan_(plan), steps_(plan.steps), n_(steps_.size()), uses_(use_counts(m)), taken_(n_, false) {
+    for (size_t i = 0; i < n_; ++i)
+      for (int32_t id : step_nodes(steps_[i]))
+        for (int32_t v : g_.nodes[static_cast<size_t>(id)].outputs) producer_[v] = i;
+  }
+
+  void run() {
+    std::vector<std::shared_ptr<StencilStitch>> placed(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      if (steps_[i].fused() || steps_[i].stitch || taken_[i]) continue;
+      const Node& sn = g_.nodes[static_cast<size_t>(steps_[i].node)];
+      if (sn.kind != OpKind::Stencil || !sn.control_deps.empty()) continue;
+      auto st = std::make_shared<StencilStitch>();
+      st->stencil = steps_[i].node;
+      std::vector<size_t> idx{i};
+      prologue(*st, idx, sn.inputs[0]);
+      const int32_t y = epilogue(*st, idx, i, sn.outputs[0]);
+      std::sort(idx.begin(), idx.end());
+      if (!ordered(idx)) continue;
+      if (st->prologue.nodes.empty()) add_once(st->inputs, sn.inputs[0]);
+      for (int32_t v : st->prologue.inputs) add_once(st->inputs, v);
+      add_once(st->inputs, sn.inputs[1]);
+      // The result is an output when read outside the epilogue (or with no epilogue).
+      if (uses_[static_cast<size_t>(y)] > reads_in(g_, st->epilogue, y) || st->epilogue.nodes.empty())
+        st->outputs.push_back(y);
       for (int32_t v : st->epilogue.inputs)
         if (v != y) add_once(st->inputs, v);
       for (int32_t v : st->epilogue.outputs) add_once(st->outputs, v);
+      for (size_t j : idx) {
+        st->pieces.push_back(steps_[j]);
+        taken_[j] = true;
+      }
+      placed[idx.back()] = st;
+      plan_.decisions.push_back("stencil stitched with a prologue of " + std::to_string(st->prologue.nodes.size()) +
+                                " and an epilogue of " + std::to_string(st->epilogue.nodes.size()) + " ops");
     }
-    for (size_t j : idx) {
-      st->pieces.push_back(steps[j]);
-      taken[j] = true;
+    std::vector<Step> out;
+    for (size_t i = 0; i < n_; ++i) {
+      if (placed[i]) out.push_back(Step{-1, {}, placed[i]});
+      else if (!taken_[i]) out.push_back(std::move(steps_[i]));
     }
-    placed[idx.back()] = st;
-    plan.decisions.push_back("stencil stitched with a prologue of " + std::to_string(st->prologue.nodes.size()) +
-                             " and an epilogue of " + std::to_string(st->epilogue.nodes.size()) + " ops");
+    steps_ = std::move(out);
   }
-  std::vector<Step> out;
-  for (size_t i = 0; i < n; ++i) {
-    if (placed[i]) out.push_back(Step{-1, {}, placed[i]});
-    else if (!taken[i]) out.push_back(std::move(steps[i]));
+
+ private:
+  bool group_at(size_t j, FusionGroup& out) const { return !taken_[j] && as_group(g_, steps_[j], uses_, out); }
+  bool lone_view(size_t j) const {
+    if (taken_[j] || steps_[j].fused() || steps_[j].stitch) return false;
+    const Node& n = g_.nodes[static_cast<size_t>(steps_[j].node)];
+    return is_view(n.kind) && n.control_deps.empty();
   }
-  steps = std::move(out);
-}
+  // The first step after `from` that reads v (n_ when none).
+  size_t first_reader(int32_t v, size_t from) const {
+    for (size_t j = from + 1; j < n_; ++j) {
+      if (steps_[j].fused()) {
+        if (contains(steps_[j].group.inputs, v)) return j;
+        continue;
+      }
+      std::vector<int32_t> r;
+      node_reads(g_, g_.nodes[static_cast<size_t>(steps_[j].node)], r);
+      if (contains(r, v)) return j;
+    }
+    return n_;
+  }
+
+  // The group whose only output is the source (through views used once), grown by the groups
+  // only it reads.
+  void prologue(StencilStitch& st, std::vector<size_t>& idx, int32_t v) {
+    std::vector<size_t> views;
+    std::vector<int32_t> view_nodes;
+    while (uses_[static_cast<size_t>(v)] == 1 && producer_.count(v) && lone_view(producer_.at(v))) {
+      const size_t p = producer_.at(v);
+      views.push_back(p);
+      view_nodes.insert(view_nodes.begin(), steps_[p].node);
+      v = g_.nodes[static_cast<size_t>(steps_[p].node)].inputs[0];
+    }
+    FusionGroup grp;
+    if (uses_[static_cast<size_t>(v)] != 1 || !producer_.count(v) || !group_at(producer_.at(v), grp) ||
+        grp.outputs != std::vector<int32_t>{v})
+      return;
+    idx.push_back(producer_.at(v));
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int32_t in : grp.inputs) {
+        FusionGroup q;
+        if (!producer_.count(in) || contains(idx, producer_.at(in)) || !group_at(producer_.at(in), q)) continue;
+        bool only = same_size(g_, q, v);
+        for (int32_t o : q.outputs) only &= uses_[static_cast<size_t>(o)] == reads_in(g_, grp, o);
+        if (!only) continue;
+        idx.push_back(producer_.at(in));
+        grp = merged(g_, q, grp);
+        grew = true;
+        break;
+      }
+    }
+    st.prologue = std::move(grp);
+    st.source_views = view_nodes;
+    idx.insert(idx.end(), views.begin(), views.end());
+  }
+
+  // The first step reading the result (through views used once) when it is a group computed at
+  // the result's elements, grown by the next groups while each reads all of the last one's
+  // outputs alone. Returns the value the epilogue reads (the stencil's output or its view).
+  int32_t epilogue(StencilStitch& st, std::vector<size_t>& idx, size_t i, int32_t y) {
+    std::vector<size_t> views;
+    std::vector<int32_t> view_nodes;
+    int32_t r = y;
+    size_t k = first_reader(r, i);
+    while (k < n_ && uses_[static_cast<size_t>(r)] == 1 && lone_view(k) &&
+           g_.nodes[static_cast<size_t>(steps_[k].node)].inputs[0] == r) {
+      views.push_back(k);
+      view_nodes.push_back(steps_[k].node);
+      r = g_.nodes[static_cast<size_t>(steps_[k].node)].outputs[0];
+      k = first_reader(r, k);
+    }
+    FusionGroup grp;
+    if (k >= n_ || !group_at(k, grp) || grp.outputs.empty() || !contains(grp.inputs, r) || !same_size(g_, grp, r))
+      return y;
+    idx.push_back(k);
+    for (;;) {
+      const size_t next = first_reader(grp.outputs[0], k);
+      FusionGroup q;
+      if (next >= n_ || !group_at(next, q) || q.outputs.empty() || !same_size(g_, q, r)) break;
+      bool only = true;
+      for (int32_t o : grp.outputs) only &= uses_[static_cast<size_t>(o)] == reads_in(g_, q, o);
+      if (!only) break;
+      idx.push_back(next);
+      grp = merged(g_, grp, q);
+      k = next;
+    }
+    st.epilogue = std::move(grp);
+    st.result_views = view_nodes;
+    idx.insert(idx.end(), views.begin(), views.end());
+    return r;
+  }
+
+  // Nothing between the first and the last piece has to run after one of them.
+  bool ordered(const std::vector<size_t>& idx) const {
+    std::vector<int32_t> piece_nodes;
+    for (size_t j : idx)
+      for (int32_t id : step_nodes(steps_[j])) piece_nodes.push_back(id);
+    for (size_t j = idx.front() + 1; j < idx.back(); ++j)
+      if (!contains(idx, j))
+        for (int32_t id : step_nodes(steps_[j]))
+          if (must_follow(g_, g_.nodes[static_cast<size_t>(id)], piece_nodes)) return false;
+    return true;
+  }
+
+  const GraphImpl& g_;
+  FusionPlan& plan_;
+  std::vector<Step>& steps_;
+  const size_t n_;
+  const std::vector<int32_t> uses_;
+  std::vector<bool> taken_;
+  std::unordered_map<int32_t, size_t> producer_;
+};
 
 }  // namespace
 
@@ -258,7 +321,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     plan.steps.push_back(Step{id, {}, nullptr});
   }
   close("end of block");
-  if (options.stitch_stencils && !off) stitch_stencils(m, plan);
+  if (options.stitch_stencils && !off) Stitcher(m, plan).run();
   return plan;
 }
 

@@ -31,7 +31,7 @@ struct Step {
 /// A stencil run as one kernel together with the elementwise group computing its source (the
 /// prologue, applied to each source element as it is loaded) and the one consuming its result
 /// (the epilogue, applied to each output before the store); docs/ops-semantics.md (Stencil).
-/// Either group may be empty. Value-preserving views (reshape, expand_dims, squeeze) between
+/// Either group may be empty (with stitching on, every stencil is such a step). Value-preserving views (reshape, expand_dims, squeeze) between
 /// them are absorbed, so the 2-D / 3-D forms (a reshape to rank 4 and back) stitch too.
 struct StencilStitch {
   int32_t stencil = -1;                  // the stencil node

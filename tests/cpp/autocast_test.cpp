@@ -1,13 +1,18 @@
 // The autocast pass (CompileOptions::precision bf16 / f16): which nodes get casts, one cast per
 // value, types at the boundaries unchanged, fusion of the casts; and bf16 training on the CPU
 // against f32.
+#include "passes/autocast.h"
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/reference.h"
 #include "ir/verifier.h"
-#include "passes/autocast.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
+#include "runtime/executable_impl.h"
 #include "test_util.h"
 #include "tgraph/optim.h"
 #include "tgraph/tgraph.h"
@@ -68,14 +73,17 @@ void expect_autocast(const Module& m, DType half) {
       const Node& o = m.graph.nodes[static_cast<size_t>(other)];
       for (int32_t v : o.inputs)
         if (v == y) {
-          if (o.kind == OpKind::Cast) back += m.graph.type(o.outputs[0]).dtype == DType::f32;
-          else EXPECT_TRUE(is_compute(o.kind)) << op_name(o.kind) << " reads a half result";
+          if (o.kind == OpKind::Cast)
+            back += m.graph.type(o.outputs[0]).dtype == DType::f32;
+          else
+            EXPECT_TRUE(is_compute(o.kind)) << op_name(o.kind) << " reads a half result";
         }
     }
     EXPECT_EQ(back, 1);
   }
   EXPECT_GT(compute, 0);
-  for (auto [v, c] : casts_of) EXPECT_EQ(c, 1) << "value " << m.graph.value_name(v) << " is cast " << c << " times";
+  for (auto [v, c] : casts_of)
+    EXPECT_EQ(c, 1) << "value " << m.graph.value_name(v) << " is cast " << c << " times";
 }
 
 std::vector<TensorType> types_of(const Module& m, const std::vector<int32_t>& values) {
@@ -184,7 +192,8 @@ TEST(PassAutocast, MatmulInsideARegionCastsTheOuterValueInItsBlock) {
   Tensor w = g.variable(TensorData::randn({3, 3}, f32, 1), "w");
   Tensor h = g.relu(x);
   auto out = g.if_else(
-      p, [&](Graph& b) { return std::vector{b.matmul(h, w)}; }, [&](Graph& b) { return std::vector{b.neg(h)}; });
+      p, [&](Graph& b) { return std::vector{b.matmul(h, w)}; },
+      [&](Graph& b) { return std::vector{b.neg(h)}; });
   Module m = module_of(g, {out[0]});
   EXPECT_TRUE(Autocast(DType::bf16).run(m));
   expect_autocast(m, DType::bf16);
@@ -211,7 +220,8 @@ TEST(PassAutocast, F32AndTf32LeaveTheGraphUntouched) {
   }
   Module m = module_of(g, {y});
   EXPECT_TG_ERROR(apply_precision(m, static_cast<Precision>(7)), "[compile] unknown precision 7");
-  EXPECT_TG_ERROR((g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .precision = static_cast<Precision>(9)})),
+  EXPECT_TG_ERROR((g.compile({{x, x.type()}}, {y}, {},
+                             {.device = Device::cpu(), .precision = static_cast<Precision>(9)})),
                   "unknown precision");
 }
 
@@ -233,10 +243,57 @@ TEST(PassAutocast, CastsFuseIntoNeighbouringKernels) {
       lone_casts += m.graph.nodes[static_cast<size_t>(s.node)].kind == OpKind::Cast;
       continue;
     }
-    for (int32_t id : s.group.nodes) fused_casts += m.graph.nodes[static_cast<size_t>(id)].kind == OpKind::Cast;
+    for (int32_t id : s.group.nodes)
+      fused_casts += m.graph.nodes[static_cast<size_t>(id)].kind == OpKind::Cast;
   }
   EXPECT_EQ(fused_casts, 2);
   EXPECT_EQ(lone_casts, 1);  // the variable w
+}
+
+namespace {
+
+// The CPU's fast path for a half op (f32 kernel on widened operands, one rounding) against the
+// reference interpreter (double accumulation, one rounding): at most a unit in the last place
+// of the half result apart, relative to the largest |value|.
+void expect_fast_half_matches_reference(DType half) {
+  Graph g;
+  Tensor a = g.placeholder({5, 40}, half, "a"), b = g.placeholder({40, 7}, half, "b");
+  Tensor x = g.placeholder({2, 6, 6, 8}, half, "x"), w = g.placeholder({3, 3, 8, 4}, half, "w");
+  Tensor dy = g.placeholder({2, 6, 6, 4}, half, "dy"), xf = g.placeholder({3, 9}, f32, "xf");
+  ConvDesc same{.stride = {1, 1}, .padding = PaddingStyle::same};
+  const std::vector<Tensor> cases{
+      g.matmul(a, b),
+      g.matmul(b, a, true, true),
+      g.conv2d(x, w, same),
+      g.conv2d_data_grad(dy, w, Shape({2, 6, 6, 8}), same),
+      g.conv2d_weight_grad(dy, x, Shape({3, 3, 8, 4}), same),
+      g.cast(xf, half),
+      g.cast(g.cast(xf, half), f32),
+  };
+  const GraphImpl& G = g.impl();
+  uint64_t seed = 1;
+  for (const Tensor& y : cases) {
+    const Node& n = G.nodes[static_cast<size_t>(G.values[static_cast<size_t>(y.id())].node)];
+    SCOPED_TRACE(op_name(n.kind));
+    std::vector<TensorData> in;
+    for (int32_t v : n.inputs)
+      in.push_back(TensorData::uniform(G.type(v).shape, -1, 1, G.type(v).dtype, seed++));
+    TensorData got = cpu_eval(G, n, in)[0], want = reference_eval(G, n, in)[0];
+    ASSERT_EQ(got.type(), want.type());
+    double scale = 1e-30, worst = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::abs(want.at(i)));
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      worst = std::max(worst, std::abs(got.at(i) - want.at(i)));
+    EXPECT_LE(worst / scale, half == DType::bf16 ? 8e-3 : 1e-3);
+    if (n.kind == OpKind::Cast) EXPECT_EQ(worst, 0.0);  // one rounding, round to nearest even
+  }
+}
+
+}  // namespace
+
+TEST(AutocastCpu, FastHalfKernelsMatchTheReference) {
+  expect_fast_half_matches_reference(DType::bf16);
+  expect_fast_half_matches_reference(DType::f16);
 }
 
 namespace {
@@ -300,7 +357,8 @@ void expect_bf16_trains_like_f32(void (*build)(Model&)) {
   std::vector<double> ref = train(build, Precision::f32, steps), half = train(build, Precision::bf16, steps);
   // bf16 keeps 8 bits of mantissa: the first loss agrees to ~1e-2, the curves stay close.
   EXPECT_NEAR(half[0], ref[0], 2e-2 * std::abs(ref[0]));
-  for (int i = 0; i < steps; ++i) EXPECT_NEAR(half[static_cast<size_t>(i)], ref[static_cast<size_t>(i)], 5e-2 * std::abs(ref[0]));
+  for (int i = 0; i < steps; ++i)
+    EXPECT_NEAR(half[static_cast<size_t>(i)], ref[static_cast<size_t>(i)], 5e-2 * std::abs(ref[0]));
   EXPECT_LT(half.back(), 0.8 * half.front());  // the loss falls under bf16
   EXPECT_NE(half[0], ref[0]);                  // and bf16 really was used
 }
@@ -315,4 +373,23 @@ TEST(AutocastCpu, F16AndTf32RunOnTheCpu) {
   std::vector<double> ref = train(build_mlp, Precision::f32, 1);
   EXPECT_EQ(train(build_mlp, Precision::tf32, 1)[0], ref[0]);  // tf32 is f32 on the CPU
   EXPECT_NEAR(train(build_mlp, Precision::f16, 1)[0], ref[0], 5e-3 * std::abs(ref[0]));
+}
+
+TEST(AutocastCpu, SavedExecutablesKeepTheirPrecision) {
+  for (Precision p : {Precision::tf32, Precision::bf16}) {
+    Graph g;
+    Tensor x = g.placeholder({3, 16}, f32, "x");
+    Tensor w = g.variable(TensorData::uniform({16, 5}, -1, 1, f32, 1), "w");
+    Tensor y = g.matmul(x, w);
+    Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .precision = p});
+    const std::string path = (std::filesystem::temp_directory_path() / "tgraph_autocast.tgx").string();
+    e.save(path);
+    Executable l = Executable::load(path);
+    std::filesystem::remove(path);
+    EXPECT_EQ(l.impl().precision, p);
+    EXPECT_EQ(l.impl().module.graph.allow_tf32, p == Precision::tf32);
+    TensorData in = TensorData::uniform({3, 16}, -1, 1, f32, 2);
+    TensorData a = e.run({in})[0], b = l.run({in})[0];
+    for (int64_t i = 0; i < a.num_elements(); ++i) EXPECT_EQ(a.at(i), b.at(i));
+  }
 }

@@ -65,7 +65,8 @@ const char* name(Precision p) {
 }
 
 // The op on the GPU in every precision against the CPU in f32; returns the errors.
-std::vector<double> check_all(const std::string& what, const Build& build, const std::vector<TensorData>& inputs) {
+std::vector<double> check_all(const std::string& what, const Build& build,
+                              const std::vector<TensorData>& inputs) {
   TensorData want = run_graph(build, inputs, Device::cpu(), Precision::f32);
   std::vector<double> errors;
   for (Precision p : {Precision::f32, Precision::tf32, Precision::bf16, Precision::f16}) {
@@ -81,8 +82,9 @@ ConvDesc same3() { return {.stride = {1, 1}, .padding = PaddingStyle::same}; }
 }  // namespace
 
 TEST(CudaPrecision, Matmul) {
-  std::vector<double> e = check_all("matmul", [](Graph& g, const std::vector<Tensor>& in) { return g.matmul(in[0], in[1]); },
-                                    {rnd({96, 512}, 1), rnd({512, 80}, 2)});
+  std::vector<double> e =
+      check_all("matmul", [](Graph& g, const std::vector<Tensor>& in) { return g.matmul(in[0], in[1]); },
+                {rnd({96, 512}, 1), rnd({512, 80}, 2)});
   // With k = 512, TF32's 10-bit mantissa shows: tf32 really took the tensor-core path, f32 did not.
   EXPECT_GT(e[1], 10 * e[0]) << "tf32 error " << e[1] << " vs f32 " << e[0];
   check_all("batched matmul, b transposed",
@@ -95,7 +97,8 @@ TEST(CudaPrecision, Matmul) {
 
 TEST(CudaPrecision, ConvolutionForwardAndGradients) {
   TensorData x = rnd({4, 12, 12, 32}, 7), w = rnd({3, 3, 32, 48}, 8), dy = rnd({4, 12, 12, 48}, 9);
-  check_all("conv2d", [](Graph& g, const std::vector<Tensor>& in) { return g.conv2d(in[0], in[1], same3()); }, {x, w});
+  check_all("conv2d", [](Graph& g, const std::vector<Tensor>& in) { return g.conv2d(in[0], in[1], same3()); },
+            {x, w});
   check_all("conv2d_data_grad",
             [](Graph& g, const std::vector<Tensor>& in) {
               return g.conv2d_data_grad(in[0], in[1], Shape({4, 12, 12, 32}), same3());
@@ -107,7 +110,9 @@ TEST(CudaPrecision, ConvolutionForwardAndGradients) {
             },
             {dy, x});
   check_all("conv_transpose2d",
-            [](Graph& g, const std::vector<Tensor>& in) { return g.conv_transpose2d(in[0], in[1], {.stride = {2, 2}}); },
+            [](Graph& g, const std::vector<Tensor>& in) {
+              return g.conv_transpose2d(in[0], in[1], {.stride = {2, 2}});
+            },
             {rnd({2, 8, 8, 16}, 10), rnd({2, 2, 24, 16}, 11)});
 }
 
@@ -155,10 +160,12 @@ TEST(CudaPrecision, Bf16TrainingStepLowersTheLoss) {
   std::vector<double> half = train(Device::cuda(0), Precision::bf16, steps);
   EXPECT_NEAR(half[0], ref[0], 2e-2 * ref[0]);
   EXPECT_LT(half.back(), 0.8 * half.front());
-  for (int i = 0; i < steps; ++i) EXPECT_NEAR(half[static_cast<size_t>(i)], ref[static_cast<size_t>(i)], 5e-2 * ref[0]) << "step " << i;
+  for (int i = 0; i < steps; ++i)
+    EXPECT_NEAR(half[static_cast<size_t>(i)], ref[static_cast<size_t>(i)], 5e-2 * ref[0]) << "step " << i;
 }
 
 TEST(CudaPrecision, F32TrainingOnTheGpuMatchesTheCpu) {
-  std::vector<double> ref = train(Device::cpu(), Precision::f32, 3), got = train(Device::cuda(0), Precision::f32, 3);
+  std::vector<double> ref = train(Device::cpu(), Precision::f32, 3),
+                      got = train(Device::cuda(0), Precision::f32, 3);
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-4 * ref[0]) << "step " << i;
 }

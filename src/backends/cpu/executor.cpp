@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/fused_elementwise.h"
 #include "backends/cpu/fused_plan.h"
 #include "backends/cpu/kernels.h"
@@ -67,6 +68,7 @@ struct RunState {
   std::map<std::string, TensorData> snapshot;    // variables at the start of the run
   std::map<std::string, TensorData> pending;     // assigns made by this run
   std::shared_ptr<std::byte> arena;              // this run's intermediates (buffer plan)
+  std::map<int32_t, fast::BatchNormStats> bn;    // statistics of batch norms computed in loops
 
   const TensorData& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
 
@@ -89,7 +91,8 @@ struct RunState {
   void block(int32_t b) {
     if (b == 0 && plan) {
       for (const CpuStep& s : plan->steps) {
-        if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
+        if (s.stats) stats(g.nodes[static_cast<size_t>(s.node)]);
+        else if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
         else kernel(plan->kernels[static_cast<size_t>(s.kernel)]);
       }
       return;
@@ -106,6 +109,27 @@ struct RunState {
     return TensorData::wrap(t.shape, t.dtype, std::shared_ptr<std::byte>(arena, arena.get() + off));
   }
 
+  // A batch_norm_training whose output the loops compute: only its statistics here (the whole
+  // op when the fast statistics do not apply; the loops then fall back to it too).
+  void stats(const Node& n) {
+    std::vector<TensorData> ins;
+    for (int32_t v : n.inputs) ins.push_back(in(v));
+    fast::BatchNormStats st;
+    {
+      CpuProfileScope prof("batch_norm_training (statistics)");
+      if (!fast::batch_norm_stats(n, ins, st)) return node(n);
+    }
+    for (int k = 1; k <= 2; ++k) {
+      const int32_t v = n.outputs[static_cast<size_t>(k)];
+      TensorData t = arena_view(v);
+      if (t.empty()) t = TensorData(g.type(v).shape, g.type(v).dtype);
+      const std::vector<double>& src = k == 1 ? st.mean : st.var;
+      for (size_t c = 0; c < src.size(); ++c) t.ptr<float>()[c] = static_cast<float>(src[c]);
+      slots[static_cast<size_t>(v)] = std::move(t);
+    }
+    bn[static_cast<int32_t>(&n - g.nodes.data())] = std::move(st);
+  }
+
   // A fused loop: its materialised members and reductions written in one pass.
   void kernel(const CpuKernel& k) {
     CpuProfileScope prof(cpu_profiling() ? "fused(" + std::to_string(k.nodes.size()) + " ops, " +
@@ -117,13 +141,19 @@ struct RunState {
       std::vector<const TensorData*> leaves;
       leaves.reserve(k.leaves.size());
       for (int32_t v : k.leaves) leaves.push_back(&slots[static_cast<size_t>(v)]);
+      std::vector<const fast::BatchNormStats*> bns;
+      for (int32_t id : k.nodes)
+        if (g.nodes[static_cast<size_t>(id)].kind == OpKind::BatchNormTraining) {
+          auto it = bn.find(id);
+          bns.push_back(it == bn.end() ? nullptr : &it->second);
+        }
       std::vector<TensorData> res;
       res.reserve(outs.size());
       for (int32_t v : outs) {
         TensorData t = arena_view(v);
         res.push_back(t.empty() ? TensorData(g.type(v).shape, g.type(v).dtype) : std::move(t));
       }
-      if (run_fused(*k.program, leaves, res)) {
+      if (run_fused(*k.program, leaves, bns, res)) {
         for (size_t i = 0; i < outs.size(); ++i) slots[static_cast<size_t>(outs[i])] = std::move(res[i]);
         return;
       }
@@ -276,7 +306,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   if (fuse)
     std::call_once(cpu_plan_once, [&] { cpu_plan = std::make_shared<const CpuPlan>(plan_cpu_fusion(module)); });
   const CpuPlan* plan = fuse ? static_cast<const CpuPlan*>(cpu_plan.get()) : nullptr;
-  RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}};
+  RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}, {}};
   // One arena per run: every planned intermediate lives at its offset in it.
   static const bool no_arena = [] {
     const char* v = std::getenv("TGRAPH_NO_ARENA");

@@ -191,15 +191,15 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   try {
     memory src = usrc, wei = uwei, dst = udst;
     if (e->src_in) {
-      src = memory(e->src, eng);
+      src = dnnl_thread_memory(e->src, 1);
       e->src_in->execute(s, usrc, src);
     }
     if (e->wei_in) {
-      wei = memory(e->wei, eng);
+      wei = dnnl_thread_memory(e->wei, 2);
       e->wei_in->execute(s, uwei, wei);
     }
-    if (e->dst_out) dst = memory(e->dst, eng);
-    memory scratch(e->scratch, eng);
+    if (e->dst_out) dst = dnnl_thread_memory(e->dst, 3);
+    memory scratch = dnnl_thread_memory(e->scratch, 0);
     e->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratch}});
     if (e->dst_out) e->dst_out->execute(s, dst, udst);
     s.wait();

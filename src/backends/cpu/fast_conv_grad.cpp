@@ -51,15 +51,15 @@ bool run(const GradEntry& e, const TensorData& a, const TensorData& b, TensorDat
   try {
     memory ma = ua, mb = ub, mr = ur;
     if (e.a_in) {
-      ma = memory(e.a, eng);
+      ma = dnnl_thread_memory(e.a, 1);
       e.a_in->execute(s, ua, ma);
     }
     if (e.b_in) {
-      mb = memory(e.b, eng);
+      mb = dnnl_thread_memory(e.b, 2);
       e.b_in->execute(s, ub, mb);
     }
-    if (e.r_out) mr = memory(e.r, eng);
-    memory pad(e.scratch, eng);
+    if (e.r_out) mr = dnnl_thread_memory(e.r, 3);
+    memory pad = dnnl_thread_memory(e.scratch, 0);
     e.prim.execute(s, {{e.arg_a, ma}, {e.arg_b, mb}, {e.arg_r, mr}, {DNNL_ARG_SCRATCHPAD, pad}});
     if (e.r_out) e.r_out->execute(s, mr, ur);
     s.wait();
@@ -105,7 +105,9 @@ bool conv2d_grad(const Node& n, const std::vector<TensorData>& in, std::vector<T
     geo.weights(wdims, wstr);
     memory::desc user_x(geo.x_dims(), f32, geo.act_tag()), user_y(geo.y_dims(), f32, geo.act_tag());
     memory::desc user_w(wdims, f32, wstr);
-    const tag act = plain_env() ? geo.act_tag() : tag::any;
+    // nhwc activations stay as they are: with oneDNN 2.x the blocked backward kernels it
+    // would pick cost more in reorders of dy, x and dx than they gain (measured on AVX-512).
+    const tag act = plain_env() || geo.last ? geo.act_tag() : tag::any;
     memory::desc x_any(geo.x_dims(), f32, act), y_any(geo.y_dims(), f32, act), w_any(wdims, f32, tag::any);
     const memory::dims strides{geo.stride[0], geo.stride[1]}, dil{geo.dil[0] - 1, geo.dil[1] - 1},
         pl{geo.pl[0], geo.pl[1]}, pr{geo.pr[0], geo.pr[1]};

@@ -120,6 +120,7 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
                    std::vector<TensorData>& out) {
   if (n.kind == OpKind::BatchNormTraining) return n.outputs.size() == 3 && fast::norm(g, n, in, out);
   if (n.outputs.size() != 1) return false;
+  if (fast::half_op(n, in, out)) return true;  // autocast's bf16 / f16 matmul, conv and casts
   switch (n.kind) {
     case OpKind::MatMul:
       return fast::matmul(n, in, out);

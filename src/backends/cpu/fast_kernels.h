@@ -26,6 +26,9 @@ namespace fast {
 bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights).
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
+/// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).
+bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// Elementwise unary / binary f32 ops on operands of equal shapes.
 bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// oneDNN backward convolution for f32 conv2d_data_grad / conv2d_weight_grad (fast_conv_grad.cpp).
@@ -35,6 +38,19 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
 /// batch_norm, batch_norm_training (3 outputs), layer_norm, softmax, log_softmax and
 /// softmax_cross_entropy, f32 (fast_norm.cpp).
 bool norm(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+
+/// Per-channel statistics of batch_norm_training over channels-last x and the affine map they
+/// give: y = (x - mean) * scale + shift, computed in double per element.
+struct BatchNormStats {
+  std::vector<double> mean, var, scale, shift;
+};
+/// The statistics of a batch_norm_training node on f32 inputs {x, gamma, beta} whose channel
+/// axis is the last; false for other layouts and types (fast_norm.cpp).
+bool batch_norm_stats(const Node& n, const std::vector<TensorData>& in, BatchNormStats& s);
+/// y[i] = f32((x[i] - mean[i]) * scale[i] + shift[i]) for i < count, the parameters given per
+/// element: the one formula of the batch_norm_training output, fused or not (fast_norm.cpp).
+void batch_norm_apply(const float* x, float* y, int64_t count, const double* mean, const double* scale,
+                      const double* shift);
 /// reduce_sum / mean / max / min and sum_to_like, f32 (fast_reduce.cpp).
 bool reduce(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// reshape, broadcast_to / _like, transpose, concat (any dtype); select, cast f32 <-> i32 / bool,
@@ -50,6 +66,25 @@ inline dnnl::engine& dnnl_cpu_engine() {
 inline dnnl::stream& dnnl_thread_stream() {
   thread_local dnnl::stream s(dnnl_cpu_engine());
   return s;
+}
+
+/// Memory for a oneDNN primitive's scratchpad or a reordered operand, owned by the calling
+/// thread and kept for its next call: allocating it per call costs page faults each time.
+/// `slot` separates the buffers one call needs at once (0 scratchpad, 1-3 operands).
+inline dnnl::memory dnnl_thread_memory(const dnnl::memory::desc& d, int slot) {
+  struct Buf {
+    std::unique_ptr<std::byte[]> p;
+    size_t size = 0;
+  };
+  thread_local Buf bufs[4];
+  Buf& b = bufs[slot];
+  const size_t need = d.get_size() + 64;
+  if (b.size < need) {
+    b.p.reset(new std::byte[need]);
+    b.size = need;
+  }
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(b.p.get()) + 63) & ~uintptr_t(63));
+  return dnnl::memory(d, dnnl_cpu_engine(), aligned);
 }
 
 /// Entries are built once per key (a null entry records a problem oneDNN cannot do) and then

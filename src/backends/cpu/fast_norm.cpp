@@ -98,7 +98,56 @@ void affine_last(const float* x, float* y, int64_t rows, int64_t C, const double
   }
 }
 
+// Sums of x - shift[c] and of their squares per channel over rows [r0, r1) of [rows, C]: one
+// pass, shifted by a sample of each channel so that the variance loses no digits.
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+void shifted_moments(const float* __restrict x, int64_t r0, int64_t r1, int64_t C, const float* __restrict shift,
+                     double* __restrict s, double* __restrict q) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = static_cast<double>(row[c]) - static_cast<double>(shift[c]);
+      s[c] += d;
+      q[c] += d * d;
+    }
+  }
+}
+
+// The training-mode output over channels last: parameters tiled to a chunk of whole rows.
+void apply_last(const float* x, float* y, int64_t rows, const BatchNormStats& st) {
+  const int64_t C = static_cast<int64_t>(st.mean.size());
+  const int64_t per = std::max<int64_t>(1, 1024 / C), chunk = per * C, total = rows * C;
+  std::vector<double> m(static_cast<size_t>(chunk)), k(static_cast<size_t>(chunk)), b(static_cast<size_t>(chunk));
+  for (int64_t i = 0; i < chunk; ++i) {
+    m[static_cast<size_t>(i)] = st.mean[static_cast<size_t>(i % C)];
+    k[static_cast<size_t>(i)] = st.scale[static_cast<size_t>(i % C)];
+    b[static_cast<size_t>(i)] = st.shift[static_cast<size_t>(i % C)];
+  }
+  const int64_t chunks = (total + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+  for (int64_t i = 0; i < chunks; ++i)
+    batch_norm_apply(x + i * chunk, y + i * chunk, std::min(chunk, total - i * chunk), m.data(), k.data(), b.data());
+}
+
 bool batch_norm(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  if (n.kind == OpKind::BatchNormTraining) {
+    BatchNormStats st;
+    if (batch_norm_stats(n, in, st)) {
+      const int64_t C = static_cast<int64_t>(st.mean.size());
+      TensorData y = cpu_output(0, in[0].shape(), DType::f32);
+      apply_last(in[0].ptr<float>(), y.ptr<float>(), in[0].num_elements() / C, st);
+      TensorData m = cpu_output(1, Shape({C}), DType::f32), v = cpu_output(2, Shape({C}), DType::f32);
+      for (int64_t c = 0; c < C; ++c) {
+        m.ptr<float>()[c] = static_cast<float>(st.mean[static_cast<size_t>(c)]);
+        v.ptr<float>()[c] = static_cast<float>(st.var[static_cast<size_t>(c)]);
+      }
+      out.clear();
+      out.push_back(std::move(y));
+      out.push_back(std::move(m));
+      out.push_back(std::move(v));
+      return true;
+    }
+  }
   const auto* d = std::get_if<NormDesc>(&n.attr);
   const bool training = n.kind == OpKind::BatchNormTraining;
   if (!d || in.size() != (training ? 3u : 5u) || !all_f32(in)) return false;
@@ -266,6 +315,53 @@ bool softmax_xent(const GraphImpl& g, const Node& n, const std::vector<TensorDat
 }
 
 }  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+void batch_norm_apply(const float* __restrict x, float* __restrict y, int64_t count, const double* __restrict mean,
+                      const double* __restrict scale, const double* __restrict shift) {
+  for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>((x[i] - mean[i]) * scale[i] + shift[i]);
+}
+
+bool batch_norm_stats(const Node& n, const std::vector<TensorData>& in, BatchNormStats& st) {
+  const auto* d = std::get_if<NormDesc>(&n.attr);
+  if (!d || n.kind != OpKind::BatchNormTraining || in.size() != 3 || !all_f32(in)) return false;
+  Lines l;
+  int64_t ax;
+  if (!lines_of(in[0].shape().dims(), d->axis, l, ax) || l.inner != 1) return false;
+  const int64_t C = l.len, rows = l.outer;
+  if (rows == 0 || C == 0 || in[1].shape().dims() != std::vector<int64_t>{C} ||
+      in[2].shape().dims() != std::vector<int64_t>{C})
+    return false;
+  const float* x = in[0].ptr<float>();
+  const int nt = rows * C >= kParallelMin ? omp_get_max_threads() : 1;
+  std::vector<double> part(static_cast<size_t>(2 * C * nt), 0.0);
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+    double* s = part.data() + 2 * C * t;
+    shifted_moments(x, rows * t / T, rows * (t + 1) / T, C, x, s, s + C);
+  }
+  // Threads' partial sums are added in thread order, so the result does not vary by run.
+  const double cnt = static_cast<double>(rows);
+  st.mean.assign(static_cast<size_t>(C), 0.0);
+  st.var.assign(static_cast<size_t>(C), 0.0);
+  st.scale.resize(static_cast<size_t>(C));
+  st.shift.resize(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    double s = 0, q = 0;
+    for (int t = 0; t < nt; ++t) {
+      s += part[static_cast<size_t>(2 * C * t + c)];
+      q += part[static_cast<size_t>(2 * C * t + C + c)];
+    }
+    const double ms = s / cnt;
+    const size_t k = static_cast<size_t>(c);
+    st.mean[k] = x[c] + ms;
+    st.var[k] = std::max(0.0, q / cnt - ms * ms);
+    st.scale[k] = in[1].ptr<float>()[c] / std::sqrt(st.var[k] + d->epsilon);
+    st.shift[k] = in[2].ptr<float>()[c];
+  }
+  return true;
+}
 
 bool norm(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
   switch (n.kind) {

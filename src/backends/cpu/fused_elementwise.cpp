@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/fused_ops.h"
 #include "core/half.h"
 
@@ -196,6 +197,7 @@ struct FusedProgram {
   int nregs = 0;
   std::vector<Output> outputs;
   std::vector<Reduction> reductions;
+  std::vector<int64_t> bn_channels;  // per batch_norm_training member
 };
 
 bool fused_supports(const GraphImpl& g, const Node& n) {
@@ -299,8 +301,25 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
     r = it->second;
     return true;
   };
+  int64_t period = 1;
   for (int32_t id : k.nodes) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
+    if (n.kind == OpKind::BatchNormTraining) {
+      // Its normalised output, from x and the statistics its own step computed.
+      const TensorType& x = g.type(n.inputs[0]);
+      Instr in;
+      int a;
+      if (x.dtype != DType::f32 || !(x.shape == k.shape) || !operand(n.inputs[0], a)) return nullptr;
+      in.code = Code::batch_norm;
+      in.a = in.b = in.c = static_cast<int16_t>(a);
+      in.aux = static_cast<int16_t>(p->bn_channels.size());
+      p->bn_channels.push_back(x.shape.dims().back());
+      period = std::lcm(period, x.shape.dims().back());
+      in.d = static_cast<int16_t>(next);
+      reg[n.outputs[0]] = next++;
+      p->code.push_back(in);
+      continue;
+    }
     if (!fused_supports(g, n)) return nullptr;
     const int32_t v = n.outputs[0];
     const DType out = g.type(v).dtype;
@@ -343,7 +362,6 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
     if (!operand(v, r)) return nullptr;
     p->outputs.push_back(Output{r, g.type(v).dtype});
   }
-  int64_t period = 1;
   for (int32_t id : k.reductions) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
     int64_t per = fused_reduction_period(g, n);
@@ -452,9 +470,14 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
   return p;
 }
 
-bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leaves, std::vector<TensorData>& outs) {
+bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leaves,
+               const std::vector<const fast::BatchNormStats*>& bns, std::vector<TensorData>& outs) {
   const size_t nl = p.leaves.size();
-  if (leaves.size() != nl || outs.size() != p.outputs.size() + p.reductions.size()) return false;
+  if (leaves.size() != nl || outs.size() != p.outputs.size() + p.reductions.size() ||
+      bns.size() != p.bn_channels.size())
+    return false;
+  for (size_t i = 0; i < bns.size(); ++i)
+    if (!bns[i] || static_cast<int64_t>(bns[i]->mean.size()) != p.bn_channels[i]) return false;
   for (size_t i = 0; i < nl; ++i) {
     const TensorData& t = *leaves[i];
     if (t.empty() || t.dtype() != p.leaves[i].dtype || !(t.shape() == p.leaves[i].shape)) return false;
@@ -469,6 +492,19 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
       constant[i].resize(static_cast<size_t>(std::min(T, n)));
       gather(p.leaves[i], leaves[i]->data(), 0, static_cast<int64_t>(constant[i].size()), constant[i].data());
     }
+  // Batch-norm parameters tiled to the tile (a multiple of the channel count).
+  const int64_t tlen = std::min(T, n);
+  std::vector<std::vector<double>> bn_tiles(3 * bns.size(), std::vector<double>(static_cast<size_t>(tlen)));
+  std::vector<const double*> aux(3 * bns.size());
+  for (size_t i = 0; i < bns.size(); ++i) {
+    const std::vector<double>* src[3] = {&bns[i]->mean, &bns[i]->scale, &bns[i]->shift};
+    const int64_t C = p.bn_channels[i];
+    for (int w = 0; w < 3; ++w) {
+      std::vector<double>& t = bn_tiles[3 * i + static_cast<size_t>(w)];
+      for (int64_t j = 0; j < tlen; ++j) t[static_cast<size_t>(j)] = (*src[w])[static_cast<size_t>(j % C)];
+      aux[3 * i + static_cast<size_t>(w)] = t.data();
+    }
+  }
   std::vector<double> totals;
   for (const Reduction& r : p.reductions) totals.resize(totals.size() + static_cast<size_t>(r.period), 0.0);
   std::mutex mu;
@@ -502,7 +538,7 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
             break;
         }
       }
-      for (const Instr& in : p.code) fused::exec(in, regs.data(), static_cast<int>(len));
+      for (const Instr& in : p.code) fused::exec(in, regs.data(), aux.data(), static_cast<int>(len));
       for (size_t o = 0; o < p.outputs.size(); ++o)
         store(regs[static_cast<size_t>(p.outputs[o].reg)], outs[o].data(), p.outputs[o].dtype, start, len);
       for (size_t r = 0; r < nred; ++r) {

@@ -15,6 +15,10 @@
 
 namespace tg::detail {
 
+namespace fast {
+struct BatchNormStats;
+}
+
 /// True when a fused CPU loop can compute node n (its op and dtypes; shapes are not checked).
 bool fused_supports(const GraphImpl& g, const Node& n);
 
@@ -26,8 +30,10 @@ int64_t fused_reduction_period(const GraphImpl& g, const Node& n);
 std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuKernel& k);
 
 /// Runs a compiled kernel. `leaves` follow CpuKernel::leaves; `outs` (allocated by the caller
-/// with the planned types) follow CpuKernel::outputs, then one per reduction. Returns false,
+/// with the planned types) follow CpuKernel::outputs, then one per reduction; `bns` give the
+/// statistics of the batch_norm_training members of CpuKernel::nodes, in order. Returns false,
 /// having written nothing, when an input's type differs from the planned one.
-bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leaves, std::vector<TensorData>& outs);
+bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leaves,
+               const std::vector<const fast::BatchNormStats*>& bns, std::vector<TensorData>& outs);
 
 }  // namespace tg::detail

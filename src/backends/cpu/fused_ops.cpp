@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/fast_kernels.h"
 #include "core/half.h"
 
 namespace tg::detail::fused {
@@ -108,8 +109,8 @@ void round_to(Round r, float* d, int n) {
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void exec(const Instr& in, float* const* regs, int n) {
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+void exec(const Instr& in, float* const* regs, const double* const* aux, int n) {
   float* __restrict d = regs[in.d];
   const float* __restrict a = regs[in.a];
   const float* __restrict b = regs[in.b];
@@ -159,6 +160,9 @@ void exec(const Instr& in, float* const* regs, int n) {
       break;
     case Code::unary_double: unary_double(in, d, a, n); break;
     case Code::binary_double: binary_double(in, d, a, b, n); break;
+    case Code::batch_norm:
+      fast::batch_norm_apply(a, d, n, aux[3 * in.aux], aux[3 * in.aux + 1], aux[3 * in.aux + 2]);
+      break;
   }
 #undef TG_L1
 #undef TG_L2

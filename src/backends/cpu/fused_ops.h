@@ -15,6 +15,9 @@ enum class Code : uint8_t {
   is_finite, select, clamp, to_bool,
   // computed in double and rounded once (transcendental ops), as the reference does
   unary_double, binary_double,
+  // batch_norm_training's output from x: (x - mean) * scale + shift, per-element parameters
+  // in aux[3 * i .. 3 * i + 2] for instruction aux index i
+  batch_norm,
 };
 
 /// How a result is rounded after the op: kept as f32, or rounded to f16 / bf16.
@@ -24,11 +27,13 @@ struct Instr {
   Code code = Code::copy;
   Round round = Round::none;
   int16_t d = 0, a = 0, b = 0, c = 0;  // registers: destination and operands
+  int16_t aux = 0;                     // batch_norm: which parameter set
   OpKind kind = OpKind::Identity;      // unary_double / binary_double: which op
   double alpha = 0, beta = 0;          // leaky_relu / elu / hard_sigmoid parameters
 };
 
-/// Runs one instruction over the first n elements of its registers (d never aliases a, b, c).
-void exec(const Instr& in, float* const* regs, int n);
+/// Runs one instruction over the first n elements of its registers (d never aliases a, b, c);
+/// `aux` holds the batch_norm parameter tiles.
+void exec(const Instr& in, float* const* regs, const double* const* aux, int n);
 
 }  // namespace tg::detail::fused

@@ -10,7 +10,9 @@
 namespace tg::detail {
 namespace {
 
-enum class Role : uint8_t { other, ew, red };
+// ew: elementwise, computed in loops; red: a reduction folded into a loop; bn: a
+// batch_norm_training whose step computes statistics and whose output loops compute.
+enum class Role : uint8_t { other, ew, red, bn };
 
 constexpr int32_t kMergeWindow = 256;     // most nodes between a kernel and one merged into it
 constexpr int64_t kSmall = 1 << 16;       // kernels this small merge even when they share nothing
@@ -22,7 +24,8 @@ int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // The inputs whose data an op reads (broadcast_like and sum_to_like read only the shape of
 // their second input).
 std::vector<int32_t> data_inputs(const Node& n) {
-  if (n.kind == OpKind::BroadcastLike || n.kind == OpKind::SumToLike || n.kind == OpKind::BroadcastTo)
+  if (n.kind == OpKind::BroadcastLike || n.kind == OpKind::SumToLike || n.kind == OpKind::BroadcastTo ||
+      n.kind == OpKind::BatchNormTraining)
     return {n.inputs[0]};
   return n.inputs;
 }
@@ -37,10 +40,54 @@ struct Draft {
   bool dead = false;
 };
 
+// Block 0's nodes in run order, with small pure ops (per-channel statistics, reshapes of
+// them, scalars) moved up to just after their inputs' producers: where they stood is
+// arbitrary, and a loop that reads one would otherwise not merge with loops before it.
+std::vector<int32_t> run_order(const GraphImpl& g) {
+  const std::vector<int32_t>& nodes = g.blocks[0].nodes;
+  std::vector<char> dep_target(g.nodes.size(), 0);
+  for (const Node& n : g.nodes)
+    for (int32_t d : n.control_deps) dep_target[static_cast<size_t>(d)] = 1;
+  auto small = [&](int32_t v) {
+    const Shape& s = g.type(v).shape;
+    return s.is_static() && s.num_elements() <= kSmall;
+  };
+  // Sources (placeholders, constants, variables' values at the start of the run) go first.
+  auto hoisted = [&](int32_t id) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    const OpDef& d = op_def(n.kind);
+    if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || d.has(kSideEffects) || d.has(kHasRegions))
+      return false;
+    if (d.has(kSource)) return true;
+    if (d.has(kStateful) || n.inputs.empty()) return false;
+    return std::all_of(n.inputs.begin(), n.inputs.end(), small) && std::all_of(n.outputs.begin(), n.outputs.end(), small);
+  };
+  // Sort key: (index of a node that stays, 0) for nodes that stay; (the latest such index
+  // among the inputs' keys, 1 + own index) for moved ones, which keeps producers first.
+  std::vector<std::pair<int64_t, int64_t>> key(g.nodes.size(), {-1, 0});
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int32_t id = nodes[i];
+    if (!hoisted(id)) {
+      key[static_cast<size_t>(id)] = {static_cast<int64_t>(i), 0};
+      continue;
+    }
+    int64_t major = -1;
+    for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) {
+      int32_t p = g.values[static_cast<size_t>(v)].node;
+      if (p >= 0 && g.nodes[static_cast<size_t>(p)].block == 0) major = std::max(major, key[static_cast<size_t>(p)].first);
+    }
+    key[static_cast<size_t>(id)] = {major, 1 + static_cast<int64_t>(i)};
+  }
+  std::vector<int32_t> order = nodes;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+  return order;
+}
+
 struct Planner {
   const Module& m;
   const GraphImpl& g;
-  const std::vector<int32_t>& order;
+  const std::vector<int32_t> order;
   std::vector<int32_t> pos;
   std::vector<Role> role;
   std::vector<int64_t> period;
@@ -50,7 +97,7 @@ struct Planner {
   std::vector<Draft> drafts;
   std::vector<int32_t> kernel_of;  // per node: the draft computing it as a root, or -1
 
-  explicit Planner(const Module& mod) : m(mod), g(mod.graph), order(mod.graph.blocks[0].nodes) {
+  explicit Planner(const Module& mod) : m(mod), g(mod.graph), order(run_order(mod.graph)) {
     const size_t nn = g.nodes.size(), nv = g.values.size();
     pos.assign(nn, -1);
     role.assign(nn, Role::other);
@@ -72,11 +119,17 @@ struct Planner {
     for (int32_t v : m.targets) external[static_cast<size_t>(v)] = 1;
     for (int32_t id : order) {
       const Node& n = g.nodes[static_cast<size_t>(id)];
-      if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || n.outputs.size() != 1) continue;
-      bool shapes = g.type(n.outputs[0]).shape.is_static();
+      if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || n.outputs.empty()) continue;
+      bool shapes = true;
       for (int32_t v : n.inputs) shapes &= g.type(v).shape.is_static();
+      for (int32_t v : n.outputs) shapes &= g.type(v).shape.is_static();
       if (!shapes) continue;
-      if (fused_supports(g, n)) {
+      if (batch_norm_candidate(n)) {
+        role[static_cast<size_t>(id)] = Role::bn;
+        period[static_cast<size_t>(id)] = g.type(n.inputs[0]).shape.dims().back();
+      } else if (n.outputs.size() != 1) {
+        continue;
+      } else if (fused_supports(g, n)) {
         role[static_cast<size_t>(id)] = Role::ew;
       } else if (int64_t p = fused_reduction_period(g, n); p > 0) {
         role[static_cast<size_t>(id)] = Role::red;
@@ -86,9 +139,24 @@ struct Planner {
   }
 
   const Shape& shape(int32_t v) const { return g.type(v).shape; }
-  Role role_of_value(int32_t v) const {
+
+  // batch_norm_training of f32 over the last axis (its statistics step is fast_norm.cpp's).
+  bool batch_norm_candidate(const Node& n) const {
+    const auto* d = std::get_if<NormDesc>(&n.attr);
+    if (n.kind != OpKind::BatchNormTraining || !d || n.inputs.size() != 3 || n.outputs.size() != 3) return false;
+    for (int32_t v : n.inputs)
+      if (g.type(v).dtype != DType::f32) return false;
+    const int64_t r = shape(n.inputs[0]).rank();
+    return r >= 1 && (d->axis == r - 1 || d->axis == -1) && shape(n.inputs[0]).dims().back() <= kMaxPeriod;
+  }
+
+  // True when v is computed inside loops (an elementwise result or a batch norm's output)
+  // rather than read from memory.
+  bool in_loop(int32_t v) const {
     int32_t p = g.values[static_cast<size_t>(v)].node;
-    return p < 0 ? Role::other : role[static_cast<size_t>(p)];
+    if (p < 0 || mat[static_cast<size_t>(v)]) return false;
+    Role r = role[static_cast<size_t>(p)];
+    return r == Role::ew || (r == Role::bn && g.nodes[static_cast<size_t>(p)].outputs[0] == v);
   }
 
   // True when `user` can compute its use of value v inside a loop that computes v.
@@ -105,6 +173,14 @@ struct Planner {
   }
 
   void mark_materialised() {
+    // A batch norm runs whole unless every reader of its output can compute it in a loop.
+    for (int32_t id : order) {
+      if (role[static_cast<size_t>(id)] != Role::bn) continue;
+      int32_t y = g.nodes[static_cast<size_t>(id)].outputs[0];
+      bool inline_ok = !external[static_cast<size_t>(y)];
+      for (int32_t u : users[static_cast<size_t>(y)]) inline_ok &= inlinable(y, u);
+      if (!inline_ok) role[static_cast<size_t>(id)] = Role::other;
+    }
     for (int32_t id : order) {
       if (role[static_cast<size_t>(id)] != Role::ew) continue;
       int32_t v = g.nodes[static_cast<size_t>(id)].outputs[0];
@@ -124,9 +200,11 @@ struct Planner {
       int32_t v = stack.back();
       stack.pop_back();
       int32_t p = g.values[static_cast<size_t>(v)].node;
-      if (p >= 0 && role[static_cast<size_t>(p)] == Role::ew && !mat[static_cast<size_t>(v)] && shape(v) == d.shape) {
-        if (d.members.insert(p).second)
+      if (in_loop(v) && shape(v) == d.shape) {
+        if (d.members.insert(p).second) {
           for (int32_t w : data_inputs(g.nodes[static_cast<size_t>(p)])) stack.push_back(w);
+          if (role[static_cast<size_t>(p)] == Role::bn) d.period = std::lcm(d.period, period[static_cast<size_t>(p)]);
+        }
       } else {
         d.leaves.insert(v);
       }
@@ -158,8 +236,10 @@ struct Planner {
       if (avail(u) >= j.anchor) return false;
       shares |= j.leaves.count(u) != 0;
     }
-    if (!shares)
-      for (int32_t id : k.members) shares |= j.members.count(id) != 0;
+    for (int32_t id : k.members) {
+      if (role[static_cast<size_t>(id)] == Role::bn && pos[static_cast<size_t>(id)] >= j.anchor) return false;
+      shares |= j.members.count(id) != 0;
+    }
     return shares;
   }
 
@@ -183,6 +263,7 @@ struct Planner {
       Role r = role[static_cast<size_t>(id)];
       const Node& n = g.nodes[static_cast<size_t>(id)];
       if (r == Role::other || (r == Role::ew && !mat[static_cast<size_t>(n.outputs[0])])) continue;
+      if (r == Role::bn) continue;  // its output is computed by the loops that read it
       Draft d;
       d.anchor = pos[static_cast<size_t>(id)];
       d.shape = r == Role::ew ? shape(n.outputs[0]) : shape(n.inputs[0]);
@@ -202,13 +283,60 @@ struct Planner {
     }
   }
 
+  // Full-size inputs that computing value v in a loop reads from memory.
+  size_t full_leaves(int32_t v) const {
+    std::set<int32_t> seen, leaves;
+    std::vector<int32_t> stack{v};
+    const int64_t n = shape(v).num_elements();
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      if (!seen.insert(u).second) continue;
+      int32_t p = g.values[static_cast<size_t>(u)].node;
+      if (u == v || (in_loop(u) && shape(u) == shape(v))) {
+        for (int32_t w : data_inputs(g.nodes[static_cast<size_t>(p)])) stack.push_back(w);
+      } else if (shape(u).num_elements() == n) {
+        leaves.insert(u);
+      }
+    }
+    return leaves.size();
+  }
+
+  // Values recomputed in several loops from two or more full-size inputs are cheaper to
+  // store once: marks them and returns whether any was found.
+  bool store_shared() {
+    std::vector<int> loops(g.nodes.size(), 0);
+    for (const Draft& d : drafts)
+      if (!d.dead)
+        for (int32_t id : d.members) ++loops[static_cast<size_t>(id)];
+    bool changed = false;
+    for (int32_t id : order) {
+      if (role[static_cast<size_t>(id)] != Role::ew || loops[static_cast<size_t>(id)] < 2) continue;
+      int32_t v = g.nodes[static_cast<size_t>(id)].outputs[0];
+      if (mat[static_cast<size_t>(v)] || full_leaves(v) < 2) continue;
+      mat[static_cast<size_t>(v)] = 1;
+      changed = true;
+    }
+    return changed;
+  }
+
+  void plan_kernels() {
+    mark_materialised();
+    for (int round = 0; round < 8; ++round) {
+      drafts.clear();
+      std::fill(kernel_of.begin(), kernel_of.end(), -1);
+      form_kernels();
+      if (!store_shared()) break;
+    }
+  }
+
   CpuPlan emit() {
     CpuPlan plan;
     std::vector<int32_t> index(drafts.size(), -1);
     for (int32_t id : order) {
       Role r = role[static_cast<size_t>(id)];
-      if (r == Role::other) {
-        plan.steps.push_back(CpuStep{id, -1});
+      if (r == Role::other || r == Role::bn) {
+        plan.steps.push_back(CpuStep{id, -1, r == Role::bn});
         continue;
       }
       int32_t ki = kernel_of[static_cast<size_t>(id)];
@@ -345,7 +473,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
       const Node& n = g.nodes[static_cast<size_t>(st.node)];
       const bool ew = op_def(n.kind).has(kElementwise) && n.outputs.size() == 1;
       for (int32_t v : n.outputs) {
-        if (!planned(v)) continue;
+        if (!planned(v) || (st.stats && v == n.outputs[0])) continue;
         if (ew && take_dying(v, n.inputs, s)) continue;
         place(v);
       }
@@ -376,8 +504,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
 
 CpuPlan plan_cpu_fusion(const Module& m) {
   Planner p(m);
-  p.mark_materialised();
-  p.form_kernels();
+  p.plan_kernels();
   CpuPlan plan = p.emit();
   plan_arena(m, plan);
   return plan;

@@ -31,10 +31,13 @@ struct CpuKernel {
   std::shared_ptr<const FusedProgram> program;  // null: run the members one by one
 };
 
-/// One step of the schedule: a single op (node >= 0) or a fused kernel.
+/// One step of the schedule: a single op (node >= 0) or a fused kernel. A
+/// batch_norm_training whose normalised output is only read inside kernels computes just its
+/// statistics (`stats`); the kernels apply them as they read x.
 struct CpuStep {
   int32_t node = -1;
   int32_t kernel = -1;
+  bool stats = false;
 };
 
 struct CpuPlan {

@@ -75,6 +75,7 @@ struct CudaState {
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0;  // lone elementwise ops run as groups of one
   std::map<std::pair<const void*, bool>, CompiledKernel> kernels;  // (group, flat) -> kernel
+  std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
   std::map<int32_t, DevTensor> constants;
   std::map<std::string, CachedVar> vars;
   int sm_count = 0;
@@ -162,7 +163,7 @@ struct Run {
       types.push_back(in(v).type);
       ins.push_back(in(v).buf.get());
     }
-    std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index());
+    std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index(), &st.stencils[&sp]);
     if (!l) {
       for (const Step& p : sp.pieces) {
         if (p.fused()) group(p.group);

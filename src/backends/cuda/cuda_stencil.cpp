@@ -617,14 +617,23 @@ struct Prepared {
 }  // namespace
 
 std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const StencilStitch& s,
-                                                    const std::vector<TensorType>& in, int device) {
-  std::optional<StencilKernelPlan> plan = plan_stencil_kernel(g, s, in);
-  if (!plan) return std::nullopt;
-  auto p = std::make_shared<Prepared>();
-  if (plan->blocks > 0) p->kernel = nvrtc_kernel(plan->source, "tg_stencil", device);
-  StencilLaunch l{plan->output_types, nullptr};
-  p->plan = std::move(*plan);
-  l.kernel = p;
+                                                    const std::vector<TensorType>& in, int device,
+                                                    StencilStepCache* cache) {
+  if (cache)
+    for (const auto& [types, launch] : cache->entries)
+      if (types == in) return launch;
+  std::optional<StencilLaunch> l;
+  if (std::optional<StencilKernelPlan> plan = plan_stencil_kernel(g, s, in)) {
+    auto p = std::make_shared<Prepared>();
+    if (plan->blocks > 0) p->kernel = nvrtc_kernel(plan->source, "tg_stencil", device);
+    l = StencilLaunch{plan->output_types, nullptr};
+    p->plan = std::move(*plan);
+    l->kernel = p;
+  }
+  if (cache) {
+    if (cache->entries.size() >= 16) cache->entries.erase(cache->entries.begin());  // many shapes: keep the latest
+    cache->entries.emplace_back(in, l);
+  }
   return l;
 }
 

@@ -50,10 +50,16 @@ struct StencilLaunch {
   std::vector<TensorType> output_types;  // one per StencilStitch::outputs
   std::shared_ptr<const void> kernel;    // compiled kernel and plan
 };
+/// Launches prepared for one step, by input types: the executor keeps one per step, so a run
+/// costs a lookup, not a plan (timed runs measure the kernel, not the host).
+struct StencilStepCache {
+  std::vector<std::pair<std::vector<TensorType>, std::optional<StencilLaunch>>> entries;
+};
 /// Plans and compiles (first use only) the fused kernel; nothing when it does not cover these
-/// input types (the executor then runs s.pieces one by one).
+/// input types (the executor then runs s.pieces one by one). With a cache, reuses its entry.
 std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const StencilStitch& s,
-                                                    const std::vector<TensorType>& in, int device);
+                                                    const std::vector<TensorType>& in, int device,
+                                                    StencilStepCache* cache = nullptr);
 /// Enqueues a prepared launch over device operands (s.inputs order) and outputs (s.outputs order).
 void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in, const std::vector<void*>& out,
                            cudaStream_t stream);

@@ -13,10 +13,14 @@ bool fusion_disabled() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-bool fusible_elementwise(const GraphImpl& g, const Node& n) {
+bool elementwise_kernel_op(const GraphImpl& g, const Node& n) {
   const OpDef& d = op_def(n.kind);
-  if (n.outputs.size() != 1 || !n.control_deps.empty()) return false;
+  if (n.outputs.size() != 1) return false;
   return d.has(kElementwise) || n.kind == OpKind::BroadcastTo || n.kind == OpKind::BroadcastLike;
+}
+
+bool fusible_elementwise(const GraphImpl& g, const Node& n) {
+  return n.control_deps.empty() && elementwise_kernel_op(g, n);
 }
 
 namespace {
@@ -25,7 +29,9 @@ bool is_broadcast(OpKind k) { return k == OpKind::BroadcastTo || k == OpKind::Br
 
 // ---- stencil stitching (FusionOptions::stitch_stencils) ----
 
-bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 bool contains(const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 void add_once(std::vector<int32_t>& v, int32_t x) {
   if (!contains(v, x)) v.push_back(x);
@@ -42,7 +48,9 @@ void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out) {
   }
 }
 
-std::vector<int32_t> step_nodes(const Step& s) { return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node}; }
+std::vector<int32_t> step_nodes(const Step& s) {
+  return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node};
+}
 
 // True when node n (or a node of its regions) has a control dependency on one of `ids`.
 bool must_follow(const GraphImpl& g, const Node& n, const std::vector<int32_t>& ids) {
@@ -88,7 +96,8 @@ FusionGroup merged(const GraphImpl& g, const FusionGroup& a, const FusionGroup& 
 
 // True unless value v and group grp both have static shapes of different sizes.
 bool same_size(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
-  const Shape &a = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape, &b = g.type(v).shape;
+  const Shape &a = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape,
+              &b = g.type(v).shape;
   return !a.is_static() || !b.is_static() || a.num_elements() == b.num_elements();
 }
 
@@ -102,7 +111,12 @@ bool same_size(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
 class Stitcher {
  public:
   Stitcher(const Module& m, FusionPlan& plan)
-      : g_(m.graph), plan_(plan), steps_(plan.steps), n_(steps_.size()), uses_(use_counts(m)), taken_(n_, false) {
+      : g_(m.graph),
+        plan_(plan),
+        steps_(plan.steps),
+        n_(steps_.size()),
+        uses_(use_counts(m)),
+        taken_(n_, false) {
     for (size_t i = 0; i < n_; ++i)
       for (int32_t id : step_nodes(steps_[i]))
         for (int32_t v : g_.nodes[static_cast<size_t>(id)].outputs) producer_[v] = i;
@@ -135,19 +149,24 @@ class Stitcher {
         taken_[j] = true;
       }
       placed[idx.back()] = st;
-      plan_.decisions.push_back("stencil stitched with a prologue of " + std::to_string(st->prologue.nodes.size()) +
-                                " and an epilogue of " + std::to_string(st->epilogue.nodes.size()) + " ops");
+      plan_.decisions.push_back("stencil stitched with a prologue of " +
+                                std::to_string(st->prologue.nodes.size()) + " and an epilogue of " +
+                                std::to_string(st->epilogue.nodes.size()) + " ops");
     }
     std::vector<Step> out;
     for (size_t i = 0; i < n_; ++i) {
-      if (placed[i]) out.push_back(Step{-1, {}, placed[i]});
-      else if (!taken_[i]) out.push_back(std::move(steps_[i]));
+      if (placed[i])
+        out.push_back(Step{-1, {}, placed[i]});
+      else if (!taken_[i])
+        out.push_back(std::move(steps_[i]));
     }
     steps_ = std::move(out);
   }
 
  private:
-  bool group_at(size_t j, FusionGroup& out) const { return !taken_[j] && as_group(g_, steps_[j], uses_, out); }
+  bool group_at(size_t j, FusionGroup& out) const {
+    return !taken_[j] && as_group(g_, steps_[j], uses_, out);
+  }
   bool lone_view(size_t j) const {
     if (taken_[j] || steps_[j].fused() || steps_[j].stitch) return false;
     const Node& n = g_.nodes[static_cast<size_t>(steps_[j].node)];
@@ -187,7 +206,8 @@ class Stitcher {
       grew = false;
       for (int32_t in : grp.inputs) {
         FusionGroup q;
-        if (!producer_.count(in) || contains(idx, producer_.at(in)) || !group_at(producer_.at(in), q)) continue;
+        if (!producer_.count(in) || contains(idx, producer_.at(in)) || !group_at(producer_.at(in), q))
+          continue;
         bool only = same_size(g_, q, v);
         for (int32_t o : q.outputs) only &= uses_[static_cast<size_t>(o)] == reads_in(g_, grp, o);
         if (!only) continue;
@@ -218,7 +238,8 @@ class Stitcher {
       k = first_reader(r, k);
     }
     FusionGroup grp;
-    if (k >= n_ || !group_at(k, grp) || grp.outputs.empty() || !contains(grp.inputs, r) || !same_size(g_, grp, r))
+    if (k >= n_ || !group_at(k, grp) || grp.outputs.empty() || !contains(grp.inputs, r) ||
+        !same_size(g_, grp, r))
       return y;
     idx.push_back(k);
     for (;;) {

@@ -53,7 +53,10 @@ struct FusionOptions {
   bool stitch_stencils = false;  // plan StencilStitch steps (the CUDA backend)
 };
 
-/// True when an op may be computed inside a fused elementwise kernel.
+/// True when an op is computed by a generated elementwise kernel (alone or fused).
+bool elementwise_kernel_op(const GraphImpl& g, const Node& n);
+/// True when an op may be computed inside a fused elementwise kernel: an elementwise kernel
+/// op without control dependencies (those pin it in the order of its own step).
 bool fusible_elementwise(const GraphImpl& g, const Node& n);
 /// Plans the steps of `block` of the module.
 FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options = {});

@@ -303,7 +303,7 @@ struct Run {
           if (device_op(n, op)) return;
           break;
         }
-        if (fusible_elementwise(g, n)) {
+        if (elementwise_kernel_op(g, n)) {  // control dependencies only order it: still one kernel
           FusionGroup single{{static_cast<int32_t>(&n - g.nodes.data())}, {}, {n.outputs[0]}};
           for (int32_t v : n.inputs)
             if (std::find(single.inputs.begin(), single.inputs.end(), v) == single.inputs.end()) single.inputs.push_back(v);

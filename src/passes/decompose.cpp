@@ -1,6 +1,8 @@
 #include "passes/decompose.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "ops/builder.h"
 #include "ops/infer.h"
@@ -51,6 +53,61 @@ std::vector<Tensor> decompose(Graph& g, const Node& n, const std::vector<Tensor>
       Tensor mean = g.reduce_mean(x, axes, true), var = g.reduce_variance(x, axes, true);
       Tensor inv = g.rsqrt(g.add(var, g.scalar(d.epsilon, x.dtype())));
       return {g.add(g.mul(g.mul(g.sub(x, mean), inv), in[1]), in[2])};
+    }
+    case OpKind::GroupNorm: {
+      // x viewed as [.., G, C/G, ..] at the channel axis: statistics per image and group over
+      // every dim but the batch (0) and the group.
+      const auto& d = std::get<NormDesc>(n.attr);
+      Tensor x = in[0];
+      if (!x.shape().ranked() || !x.shape().is_static()) return {};
+      const int64_t ax = *normalize_axis(d.axis, x.rank()), G = d.groups;
+      const std::vector<int64_t> xd = x.shape().dims();  // a copy: shape() returns a value
+      if (ax == 0 || G < 1 || xd[static_cast<size_t>(ax)] % G != 0) return {};
+      std::vector<int64_t> grouped(xd.begin(), xd.begin() + ax), axes;
+      grouped.push_back(G);
+      grouped.push_back(xd[static_cast<size_t>(ax)] / G);
+      grouped.insert(grouped.end(), xd.begin() + ax + 1, xd.end());
+      for (int64_t i = 1; i <= x.rank(); ++i)
+        if (i != ax) axes.push_back(i);
+      Tensor xg = g.reshape(x, grouped);
+      Tensor mean = g.reduce_mean(xg, axes, true), var = g.reduce_variance(xg, axes, true);
+      Tensor inv = g.rsqrt(g.add(var, g.scalar(d.epsilon, x.dtype())));
+      Tensor xn = g.reshape(g.mul(g.sub(xg, mean), inv), xd);
+      std::vector<int64_t> view = channel_view(x.shape(), ax);
+      return {g.add(g.mul(xn, g.reshape(in[1], view)), g.reshape(in[2], view))};
+    }
+    case OpKind::Attention: {
+      // softmax(q k^T * scale + mask) v as two matmuls and a softmax; half types compute in
+      // f32 (the scores and probabilities are not rounded to 8 or 11 bits). A row whose keys
+      // are all masked (its maximum is -inf) gives 0 (docs/ops-semantics.md).
+      const auto& d = std::get<AttentionDesc>(n.attr);
+      Tensor q = in[0], k = in[1], v = in[2];
+      if (!q.shape().ranked() || !k.shape().ranked() || q.rank() < 2 || k.rank() < 2) return {};
+      const int64_t D = q.shape().dims().back(), Lq = q.shape().dim(-2), Lk = k.shape().dim(-2);
+      if (D <= 0 || (d.causal && (Lq < 0 || Lk < 0))) return {};
+      const DType t = q.dtype(), ct = t == DType::f16 || t == DType::bf16 ? DType::f32 : t;
+      if (ct != t) q = g.cast(q, ct), k = g.cast(k, ct), v = g.cast(v, ct);
+      const double scale = d.scale != 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(D));
+      Tensor s = g.mul(g.matmul(q, k, false, true), g.scalar(scale, ct));
+      Tensor ninf = g.scalar(-std::numeric_limits<double>::infinity(), ct);
+      if (d.causal) {  // key j is visible to query i when j <= i
+        TensorData allowed(Shape{Lq, Lk}, DType::boolean);
+        for (int64_t i = 0; i < Lq; ++i)
+          for (int64_t j = 0; j < Lk; ++j) allowed.set(i * Lk + j, j <= i ? 1.0 : 0.0);
+        s = g.select(g.constant(allowed), s, ninf);
+      }
+      const bool masked = in.size() > 3;
+      if (masked) {
+        Tensor m = in[3];
+        s = m.dtype() == DType::boolean ? g.select(m, s, ninf) : g.add(s, m.dtype() == ct ? m : g.cast(m, ct));
+      }
+      Tensor p = g.softmax(s, -1);
+      if (masked) {  // causal alone always leaves key 0 visible
+        Tensor none = g.equal(g.reduce_max(s, {-1}, true), ninf);
+        p = g.select(none, g.scalar(0.0, ct), p);
+      }
+      Tensor y = g.matmul(p, v);
+      return {ct != t ? g.cast(y, t) : y};
     }
     case OpKind::SoftmaxCrossEntropy: {
       const auto& d = std::get<LossDesc>(n.attr);

@@ -3,8 +3,8 @@
 
 namespace tg::detail {
 
-/// Rewrites composite ops (batch_norm, batch_norm_training, layer_norm,
-/// softmax_cross_entropy, mse) into primitive ops (reductions, elementwise, log_softmax), for
+/// Rewrites composite ops (batch_norm, batch_norm_training, layer_norm, group_norm,
+/// softmax_cross_entropy, mse, scaled_dot_product_attention) into primitive ops (reductions, elementwise, log_softmax), for
 /// backends that have kernels for the primitives but not the composite: the elementwise parts
 /// are then fused. The CPU backend keeps the composites (it has fused kernels for them).
 struct DecomposeComposites : Pass {

@@ -50,7 +50,8 @@ void expect_same(const TensorData& got, const TensorData& want, const std::strin
   for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
     double g = got.at(i), w = want.at(i);
     if (std::isnan(w) && std::isnan(g)) continue;
-    if (g != w || std::signbit(g) != std::signbit(w)) ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
+    if (g != w || std::signbit(g) != std::signbit(w))
+      ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
   }
 }
 
@@ -60,11 +61,14 @@ void expect_close(const TensorData& got, const TensorData& want, double rtol, co
   int bad = 0;
   for (int64_t i = 0; i < want.num_elements() && bad < 5; ++i) {
     double g = got.at(i), w = want.at(i);
-    if (!(std::fabs(g - w) <= rtol * std::max(1.0, std::fabs(w)))) ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
+    if (!(std::fabs(g - w) <= rtol * std::max(1.0, std::fabs(w))))
+      ++bad, ADD_FAILURE() << what << " at " << i << ": " << g << " vs " << w;
   }
 }
 
-tg::detail::CpuPlan plan_of(const tg::Executable& exe) { return tg::detail::plan_cpu_fusion(exe.impl().module); }
+tg::detail::CpuPlan plan_of(const tg::Executable& exe) {
+  return tg::detail::plan_cpu_fusion(exe.impl().module);
+}
 
 // Kernels of at least min_nodes ops; every kernel must have compiled.
 size_t kernels_with(const tg::detail::CpuPlan& p, size_t min_nodes) {
@@ -96,10 +100,11 @@ TEST(CpuFusion, ElementwiseMatchesUnfusedBitForBit) {
     Tensor y6 = g.logical_and(m, g.logical_not(g.less(a, c)));
     Tensor y7 = g.select(m, g.rsqrt(g.add(g.abs(a), s)), g.pow(g.abs(c), b));
     Tensor y8 = g.cast(g.leaky_relu(g.cast(h, tg::f32), 0.2), tg::bf16);
-    tg::Executable exe = g.compile({{a, a.type()}, {b, b.type()}, {c, c.type()}, {h, h.type()}, {bf, bf.type()},
-                                    {m, m.type()}},
-                                   {y1, y2, y3, y4, y5, y6, y7, y8}, {}, {.device = tg::Device::cpu()});
-    std::vector<TensorData> in{rnd(shape, 1), rnd({C}, 2), rnd({A, 1, C}, 3), rnd(shape, 4, tg::f16),
+    tg::Executable exe = g.compile(
+        {{a, a.type()}, {b, b.type()}, {c, c.type()}, {h, h.type()}, {bf, bf.type()}, {m, m.type()}},
+        {y1, y2, y3, y4, y5, y6, y7, y8}, {}, {.device = tg::Device::cpu()});
+    std::vector<TensorData> in{rnd(shape, 1),           rnd({C}, 2),
+                               rnd({A, 1, C}, 3),       rnd(shape, 4, tg::f16),
                                rnd(shape, 5, tg::bf16), mask(shape, 6)};
     auto [fused, plain] = run_both(exe, in);
     ASSERT_EQ(fused.size(), plain.size());
@@ -138,8 +143,8 @@ TEST(CpuFusion, ReductionsFoldIntoTheLoop) {
     Tensor s2 = g.reduce_mean(t, lead, true);
     Tensor s3 = g.reduce_sum(g.square(t));
     Tensor d = g.sub(t, g.mul(x, s2));  // reads a reduction: a second loop
-    tg::Executable exe = g.compile({{x, x.type()}, {gamma, gamma.type()}}, {s1, s2, s3, d}, {},
-                                   {.device = tg::Device::cpu()});
+    tg::Executable exe =
+        g.compile({{x, x.type()}, {gamma, gamma.type()}}, {s1, s2, s3, d}, {}, {.device = tg::Device::cpu()});
     tg::detail::CpuPlan p = plan_of(exe);
     kernels_with(p, 1);
     size_t reductions = 0;
@@ -155,13 +160,16 @@ TEST(CpuFusion, ReductionsFoldIntoTheLoop) {
 // Training: batch-norm backward (decomposed into elementwise ops and reductions), the relu
 // mask and AdamW all run fused; a few steps give the same losses and variables.
 TEST(CpuFusion, TrainingStepsMatchUnfused) {
-  auto build = [](Graph& g, Tensor& x, Tensor& loss, std::vector<tg::Operation>& ops, std::vector<Tensor>& params) {
+  auto build = [](Graph& g, Tensor& x, Tensor& loss, std::vector<tg::Operation>& ops,
+                  std::vector<Tensor>& params) {
     x = g.placeholder({8, 6, 6, 4}, tg::f32, "x");
     Tensor w = g.variable(TensorData::randn({3, 3, 4, 8}, tg::f32, 11), "w");
     Tensor gamma = g.variable(TensorData::uniform({8}, 0.5, 1.5, tg::f32, 12), "gamma");
     Tensor beta = g.variable(TensorData::uniform({8}, -0.5, 0.5, tg::f32, 13), "beta");
-    Tensor y = g.conv2d(x, w, {.padding = tg::PaddingStyle::same, .data_layout = tg::Layout::nhwc,
-                               .weights_layout = tg::Layout::hwio});
+    Tensor y = g.conv2d(x, w,
+                        {.padding = tg::PaddingStyle::same,
+                         .data_layout = tg::Layout::nhwc,
+                         .weights_layout = tg::Layout::hwio});
     std::vector<Tensor> bn = g.batch_norm_training(y, gamma, beta);
     Tensor r = g.relu(bn[0]);
     loss = g.reduce_mean(g.square(g.sub(r, g.scalar(0.3))));
@@ -180,12 +188,15 @@ TEST(CpuFusion, TrainingStepsMatchUnfused) {
     tg::Executable exe = g.compile({{x, x.type()}}, {loss}, ops, {.device = tg::Device::cpu()});
     if (mode == 0) EXPECT_GE(kernels_with(plan_of(exe), 8), 2u);
     if (mode == 1) setenv("TGRAPH_NO_FUSION", "1", 1);
-    for (int step = 0; step < 3; ++step) losses[mode].push_back(exe.run({rnd({8, 6, 6, 4}, 20 + step)})[0].at(0));
+    for (int step = 0; step < 3; ++step)
+      losses[mode].push_back(exe.run({rnd({8, 6, 6, 4}, 20 + step)})[0].at(0));
     unsetenv("TGRAPH_NO_FUSION");
     for (const char* name : {"w", "gamma", "beta"}) finals[mode].push_back(exe.variable(name));
   }
-  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[0][i], losses[1][i], 1e-5 * std::fabs(losses[1][i]));
-  for (size_t i = 0; i < finals[0].size(); ++i) expect_close(finals[0][i], finals[1][i], 1e-4, "variable " + std::to_string(i));
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[0][i], losses[1][i], 1e-5 * std::fabs(losses[1][i]));
+  for (size_t i = 0; i < finals[0].size(); ++i)
+    expect_close(finals[0][i], finals[1][i], 1e-4, "variable " + std::to_string(i));
 }
 
 // One executable run from several threads at once gives every thread the fused result.
@@ -205,4 +216,40 @@ TEST(CpuFusion, ConcurrentRuns) {
     });
   for (auto& th : ts) th.join();
   for (const TensorData& r : got) expect_same(r, want, "concurrent");
+}
+
+// Values that must stay in memory: read inside a region, by a control-dependent op, by an
+// assign and a later read_variable, by a broadcast of another shape, and a target that is
+// also an intermediate. Fused and unfused runs agree, variables included.
+TEST(CpuFusion, RegionsAssignsAndControlDeps) {
+  Graph g;
+  Tensor a = g.placeholder({16, 24}, tg::f32, "a"), p = g.placeholder({}, tg::boolean, "p");
+  Tensor v = g.variable(TensorData::uniform({16, 24}, -1, 1, tg::f32, 40), "v");
+  Tensor t = g.mul(g.add(a, g.scalar(1.0)), v);                  // intermediate and target
+  Tensor row = g.reduce_sum(t, {0});                             // [24], folded
+  Tensor wide = g.mul(g.broadcast_to(g.exp(row), {16, 24}), t);  // broadcast of a computed row
+  tg::Operation up = g.assign(v, g.sub(v, g.mul(wide, g.scalar(0.01))));
+  Tensor after = g.control_dependency({up}, [&] { return std::vector{g.add(g.read_variable(v), t)}; })[0];
+  Tensor branch = g.if_else(
+      p, [&](Graph& b) { return std::vector{b.relu(b.sub(t, wide))}; },
+      [&](Graph& b) { return std::vector{t}; })[0];
+  Tensor tail = g.sigmoid(g.add(branch, after));
+  tg::Executable exe =
+      g.compile({{a, a.type()}, {p, p.type()}}, {t, row, tail}, {up}, {.device = tg::Device::cpu()});
+  kernels_with(plan_of(exe), 1);
+  for (bool pred : {true, false}) {
+    std::vector<TensorData> in{rnd({16, 24}, 41), TensorData::scalar(pred, tg::boolean)};
+    TensorData v0 = exe.variable("v");
+    unsetenv("TGRAPH_NO_FUSION");
+    std::vector<TensorData> fused = exe.run(in);
+    TensorData v_fused = exe.variable("v");
+    exe.set_variable("v", v0);
+    setenv("TGRAPH_NO_FUSION", "1", 1);
+    std::vector<TensorData> plain = exe.run(in);
+    unsetenv("TGRAPH_NO_FUSION");
+    expect_same(fused[0], plain[0], "t");
+    expect_close(fused[1], plain[1], 1e-6, "row");
+    expect_close(fused[2], plain[2], 1e-6, "tail");
+    expect_close(v_fused, exe.variable("v"), 1e-6, "v");
+  }
 }

@@ -44,4 +44,38 @@ TEST(CudaCodegen, ReductionKernelsCompile) {
     }
   EXPECT_FALSE(nvrtc_compile(reduce_source(OpKind::ReduceAny, boolean, boolean, false), 9, 0).empty());
 }
+
+// Integer reductions accumulate exactly in long long (sum / prod wrap); argmax / argmin compare
+// integers exactly, every integer dtype.
+TEST(CudaCodegen, IntegerReductionKernelsCompile) {
+  for (DType t : {i8, i32, i64, u8})
+    for (bool block : {false, true}) {
+      for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::SumToLike})
+        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, t, block), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+      for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
+        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, i32, block), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+    }
+}
+
+// Integer pow (exact, by squaring) is a generated elementwise kernel.
+TEST(CudaCodegen, IntegerPowKernelCompiles) {
+  for (DType t : {i8, i32, i64, u8}) {
+    Graph g;
+    Tensor x = g.placeholder({8, 3}, t), y = g.placeholder({3}, t);
+    Tensor z = g.pow(x, y);
+    Module m;
+    m.graph = g.impl();
+    m.targets = {z.id()};
+    FusionPlan plan = plan_fusion(m, 0);
+    int groups = 0;
+    for (const Step& s : plan.steps) {
+      if (!s.fused()) continue;
+      ++groups;
+      ASSERT_TRUE(elementwise_supported(m.graph, s.group)) << dtype_name(t);
+      for (bool flat : {true, false})
+        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty()) << dtype_name(t);
+    }
+    EXPECT_GE(groups, 1);
+  }
+}
 #endif

@@ -188,6 +188,55 @@ TEST(PassDecompose, CompositesBecomePrimitivesWithTheSameValues) {
       ASSERT_NEAR(got[k].at(i), ref[k].at(i), 1e-5 * (1 + std::abs(ref[k].at(i)))) << "output " << k << " at " << i;
 }
 
+// group_norm and scaled_dot_product_attention (every mask kind, a fully masked row, a
+// batch-broadcast k) decompose into primitives that compute what the composites do.
+TEST(PassDecompose, GroupNormAndAttentionKeepTheirValues) {
+  Graph g;
+  Tensor x = g.placeholder({2, 4, 5, 6}, f32, "x"), xc = g.placeholder({2, 6, 3, 4}, f32, "xc");
+  Tensor q = g.placeholder({2, 3, 5, 8}, f32, "q"), k = g.placeholder({2, 3, 7, 8}, f32, "k");
+  Tensor v = g.placeholder({2, 3, 7, 6}, f32, "v"), kb = g.placeholder({3, 7, 8}, f32, "kb");
+  Tensor gamma = g.constant(TensorData::uniform({6}, 0.5, 1.5, f32, 1));
+  Tensor beta = g.constant(TensorData::uniform({6}, -1, 1, f32, 2));
+  TensorData bm = TensorData::uniform({5, 7}, 0, 2, f32, 3);
+  for (int64_t j = 0; j < 7; ++j) bm.set(2 * 7 + j, 0.0);  // query 2 sees no key
+  Tensor bmask = g.cast(g.floor(g.constant(bm)), DType::boolean);
+  Tensor fmask = g.constant(TensorData::uniform({5, 7}, -2, 0, f32, 4));
+  std::vector<Tensor> outs{g.group_norm(x, gamma, beta, 3), g.group_norm(xc, gamma, beta, 2, 1),
+                           g.scaled_dot_product_attention(q, k, v),
+                           g.scaled_dot_product_attention(q, k, v, std::nullopt, {.causal = true}),
+                           g.scaled_dot_product_attention(q, k, v, bmask),
+                           g.scaled_dot_product_attention(q, k, v, fmask, {.scale = 0.5}),
+                           g.scaled_dot_product_attention(q, kb, v)};
+  std::vector<Tensor> feeds{x, xc, q, k, v, kb};
+  std::vector<std::pair<Tensor, TensorType>> ft;
+  std::vector<TensorData> in;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    ft.emplace_back(feeds[i], feeds[i].type());
+    in.push_back(TensorData::randn(feeds[i].shape(), f32, 10 + i));
+  }
+  auto ref = g.compile(ft, outs, {}, {.device = Device::cpu()}).run(in);
+  Module dm = module_of(g, outs);
+  for (const Tensor& f : feeds) dm.feeds.push_back(f.id());
+  EXPECT_TRUE(DecomposeComposites().run(dm));
+  DeadCodeElimination().run(dm);
+  EXPECT_EQ(count(dm, OpKind::GroupNorm), 0);
+  EXPECT_EQ(count(dm, OpKind::Attention), 0);
+  EXPECT_EQ(detail::verify(dm.graph), "");
+  auto impl = std::make_shared<ExecutableImpl>();
+  impl->device = Device::cpu();
+  impl->store = variable_store_of(g.impl());
+  impl->module = dm;
+  impl->feed_names = {"x", "xc", "q", "k", "v", "kb"};
+  for (const Tensor& f : feeds) impl->feed_types.push_back(f.type());
+  auto got = Executable(impl).run(in);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t o = 0; o < ref.size(); ++o) {
+    ASSERT_EQ(got[o].type(), ref[o].type()) << "output " << o;
+    for (int64_t i = 0; i < ref[o].num_elements(); ++i)
+      ASSERT_NEAR(got[o].at(i), ref[o].at(i), 1e-5 * (1 + std::abs(ref[o].at(i)))) << "output " << o << " at " << i;
+  }
+}
+
 TEST(PassDecompose, LeavesOtherOpsAlone) {
   Graph g;
   Tensor v = g.variable(TensorData::zeros({2}), "v");

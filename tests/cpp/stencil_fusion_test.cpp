@@ -35,7 +35,8 @@ std::vector<std::shared_ptr<const StencilStitch>> stitches(const FusionPlan& p) 
 
 TEST(StencilFusion, PrologueAndEpilogueAreStitched) {
   Graph g;
-  Tensor x = g.placeholder({1, 1, 8, 9}, f32), a = g.placeholder({1, 1, 8, 9}, f32), w = g.placeholder({1, 1, 3, 3}, f32);
+  Tensor x = g.placeholder({1, 1, 8, 9}, f32), a = g.placeholder({1, 1, 8, 9}, f32),
+         w = g.placeholder({1, 1, 3, 3}, f32);
   Tensor y = g.stencil(g.add(g.mul(x, a), a), w);
   Tensor z = g.mul(g.relu(y), a);
   Module m = module_of(g, {z});
@@ -50,7 +51,9 @@ TEST(StencilFusion, PrologueAndEpilogueAreStitched) {
   EXPECT_EQ(st[0]->outputs, (std::vector<int32_t>{z.id()}));
   EXPECT_EQ(st[0]->pieces.size(), 3u);  // prologue group, stencil, epilogue group
   // The stitched step replaces its pieces; the placeholders stay lone steps.
-  for (const Step& s : p.steps) EXPECT_TRUE(s.stitch || (!s.fused() && g.impl().nodes[static_cast<size_t>(s.node)].kind == OpKind::Placeholder));
+  for (const Step& s : p.steps)
+    EXPECT_TRUE(s.stitch ||
+                (!s.fused() && g.impl().nodes[static_cast<size_t>(s.node)].kind == OpKind::Placeholder));
   setenv("TGRAPH_NO_FUSION", "1", 1);
   EXPECT_TRUE(stitches(plan_fusion(m, 0, {.stitch_stencils = true})).empty());
   unsetenv("TGRAPH_NO_FUSION");
@@ -114,10 +117,11 @@ TEST(StencilFusion, ViewsAreAbsorbedAndSharedValuesKeptOut) {
 
 #ifdef TGRAPH_HAVE_CUDA
 TEST(StencilFusion, KernelsCompileWithNvrtc) {
-  const Reduction reds[] = {Reduction::sum, Reduction::min, Reduction::max, Reduction::product, Reduction::argmin,
-                            Reduction::argmax};
-  const Boundary bnds[] = {Boundary::zero, Boundary::constant, Boundary::clamp_to_edge, Boundary::reflect,
-                           Boundary::symmetric, Boundary::periodic, Boundary::anti_periodic};
+  const Reduction reds[] = {Reduction::sum,     Reduction::min,    Reduction::max,
+                            Reduction::product, Reduction::argmin, Reduction::argmax};
+  const Boundary bnds[] = {Boundary::zero,         Boundary::constant,  Boundary::clamp_to_edge,
+                           Boundary::reflect,      Boundary::symmetric, Boundary::periodic,
+                           Boundary::anti_periodic};
   int k = 0;
   for (Reduction r : reds)
     for (DType t : {f32, f16, bf16, f64}) {
@@ -159,7 +163,8 @@ TEST(StencilFusion, KernelsCompileWithNvrtc) {
     Tensor y = g.stencil(x, w);
     GraphImpl& gi = g.impl();
     EXPECT_FALSE(plan_stencil_kernel(gi, lone_stencil(gi, gi.values[static_cast<size_t>(y.id())].node),
-                                     {x.type(), w.type()}).has_value());
+                                     {x.type(), w.type()})
+                     .has_value());
   }
 }
 #endif

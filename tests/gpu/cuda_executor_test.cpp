@@ -284,3 +284,133 @@ TEST(CudaExecutor, TrainingStepsMatchTheCpu) {
     expect_close(b, a, 2e-3, name);
   }
 }
+
+// ---- ops that used to fall back to the CPU -----------------------------------------------------
+
+namespace {
+
+// Runs `build` on the CPU and twice on CUDA (recording, then captured replay), comparing both
+// CUDA runs with the CPU, and asserts that the CUDA run was captured: no op of it copied data to
+// the host (an op without a device kernel falls back to the CPU and prevents capture).
+template <class Build>
+void on_device(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol) {
+  SCOPED_TRACE(what);
+  Graph g;
+  std::vector<Tensor> ph;
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
+    feeds.emplace_back(ph.back(), inputs[i].type());
+  }
+  std::vector<Tensor> outs = build(g, ph);
+  auto want = g.compile(feeds, outs, {}, cpu()).run(inputs);
+  Executable e = g.compile(feeds, outs, {}, gpu());
+  for (int run = 0; run < 2; ++run) {
+    auto got = e.run(inputs);
+    for (size_t i = 0; i < outs.size(); ++i)
+      expect_close(got[i], want[i], tol, what + " run " + std::to_string(run) + " output " + std::to_string(i));
+  }
+  auto st = detail::cuda_graph_stats(e.impl());
+  EXPECT_EQ(st.error, "") << what;
+  EXPECT_EQ(st.captures, 1) << what;
+  EXPECT_EQ(st.replays, 1) << what;
+}
+
+// Distinct integers (a permutation of k*7 mod n, shifted), so argmax / argmin have no ties.
+TensorData perm_ints(Shape s, DType t, int64_t shift) {
+  TensorData d(std::move(s), t);
+  const int64_t n = d.num_elements();
+  for (int64_t i = 0; i < n; ++i) d.set(i, static_cast<double>((i * 7) % n + shift));
+  return d;
+}
+
+}  // namespace
+
+// Operands broadcast over only some batch dims are expanded on the device before cuBLASLt.
+TEST(CudaExecutor, PartialBatchBroadcastMatmul) {
+  for (DType t : {f32, f16, bf16, f64}) {
+    double tol = t == f64 ? 1e-12 : tolerance(t) * 20;
+    on_device(std::string("partial batch broadcast ") + dtype_name(t), [](Graph& g, auto& x) {
+      return std::vector{g.matmul(x[0], x[1]), g.matmul(x[2], x[3]), g.matmul(x[1], x[0], true, true),
+                         g.matmul(x[4], x[3])};
+    }, {rnd({2, 1, 3, 4}, t, 1, -1, 1), rnd({1, 5, 4, 6}, t, 2, -1, 1), rnd({2, 1, 4, 8}, t, 3, -1, 1),
+        rnd({3, 8, 5}, t, 4, -1, 1), rnd({4, 2, 3, 2, 8}, t, 5, -1, 1)}, tol);
+  }
+}
+
+// Integer reductions (exact, wrapping), argmax / argmin of every integer dtype, integer pow and
+// bitcast run on the device.
+TEST(CudaExecutor, IntegerReductionsPowAndBitcast) {
+  for (DType t : {i8, i32, i64, u8}) {
+    on_device(std::string("integer reductions ") + dtype_name(t), [](Graph& g, auto& x) {
+      return std::vector{g.reduce_sum(x[0]), g.reduce_sum(x[0], {1}), g.reduce_prod(x[0], {2}),
+                         g.reduce_max(x[0], {0, 2}, true), g.reduce_min(x[0], {-1}), g.argmax(x[0], 1),
+                         g.argmin(x[0], 2), g.sum_to_like(x[0], x[1]), g.reduce_sum(x[2], {1}),
+                         g.argmax(x[2], 1), g.argmin(x[2], 1)};
+    }, {perm_ints({4, 6, 5}, t, t == u8 ? 3 : -40), perm_ints({6, 1}, t, 1), perm_ints({2, 3000}, t, 0)}, 0);
+  }
+  // i64 beyond 2^53 (where doubles round) and wrap-around sums.
+  TensorData big({3, 4}, i64);
+  for (int64_t i = 0; i < 12; ++i) static_cast<int64_t*>(big.data())[i] = (int64_t{1} << 62) + 3 * i + 1;
+  on_device("i64 exact", [](Graph& g, auto& x) {
+    return std::vector{g.reduce_sum(x[0], {1}), g.reduce_max(x[0], {0}), g.reduce_min(x[0]), g.argmax(x[0], 1),
+                       g.reduce_prod(x[0], {0})};
+  }, {big}, 0);
+  for (DType t : {i8, i32, i64}) {
+    TensorData a = TensorData::uniform({5, 17}, -4, 5, t, 11), b = TensorData::uniform({5, 17}, -1, 8, t, 12);
+    on_device(std::string("integer pow ") + dtype_name(t),
+              [](Graph& g, auto& x) { return std::vector{g.pow(x[0], x[1])}; }, {a, b}, 0);
+  }
+  on_device("bitcast", [](Graph& g, auto& x) {
+    return std::vector{g.bitcast(x[0], i32), g.bitcast(g.bitcast(x[0], i32), f32), g.bitcast(x[1], f64),
+                       g.bitcast(x[2], bf16)};
+  }, {rnd({5, 17}, f32, 1), perm_ints({4, 3}, i64, 1000), rnd({6}, f16, 2)}, 0);
+}
+
+// group_norm and scaled_dot_product_attention are decomposed into device primitives for CUDA.
+TEST(CudaExecutor, GroupNormAndAttentionOnTheDevice) {
+  for (DType t : {f32, f16, bf16, f64}) {
+    double tol = t == f64 ? 1e-10 : tolerance(t) * 20;
+    TensorData bm = TensorData::uniform({5, 7}, 0, 2, f32, 3);
+    for (int64_t j = 0; j < 7; ++j) bm.set(2 * 7 + j, 0.0);  // query 2 sees no key: 0
+    TensorData mask({5, 7}, DType::boolean);
+    for (int64_t i = 0; i < 35; ++i) mask.set(i, bm.at(i) >= 1 ? 1.0 : 0.0);
+    on_device(std::string("group_norm and attention ") + dtype_name(t), [](Graph& g, auto& x) {
+      return std::vector{g.group_norm(x[0], x[1], x[2], 3), g.group_norm(x[3], x[1], x[2], 2, 1),
+                         g.scaled_dot_product_attention(x[4], x[5], x[6]),
+                         g.scaled_dot_product_attention(x[4], x[5], x[6], std::nullopt, {.causal = true}),
+                         g.scaled_dot_product_attention(x[4], x[5], x[6], x[7]),
+                         g.scaled_dot_product_attention(x[4], x[5], x[6], x[8], {.scale = 0.5}),
+                         g.scaled_dot_product_attention(x[4], x[9], x[6])};
+    }, {rnd({2, 4, 5, 6}, t, 1), rnd({6}, t, 2, 0.5, 1.5), rnd({6}, t, 3, -1, 1), rnd({2, 6, 3, 4}, t, 4),
+        rnd({2, 3, 5, 8}, t, 5, -1, 1), rnd({2, 3, 7, 8}, t, 6, -1, 1), rnd({2, 3, 7, 6}, t, 7, -1, 1), mask,
+        rnd({5, 7}, t, 8, -2, 0), rnd({3, 7, 8}, t, 9, -1, 1)}, tol);
+  }
+}
+
+// The sweep's convolution and pooling configurations that cuDNN's symmetric padding does not
+// express (asymmetric / same padding, ceil mode) run on the device.
+TEST(CudaExecutor, PaddedConvolutionAndPoolingOnTheDevice) {
+  const ConvDesc same{.padding = PaddingStyle::same};
+  const ConvDesc same2{.stride = {2, 2}, .padding = PaddingStyle::same};
+  const ConvDesc grouped{.stride = {2, 2}, .dilation = {1, 2}, .padding = PaddingStyle::explicit_,
+                         .explicit_padding = {1, 0, 2, 1}, .data_layout = Layout::nchw,
+                         .weights_layout = Layout::oihw, .groups = 2};
+  const PoolDesc p3{.kernel = {3, 3}, .stride = {2, 2}, .padding = PaddingStyle::same, .data_layout = Layout::nchw};
+  const PoolDesc ceiled{.kernel = {2, 2}, .stride = {2, 2}, .data_layout = Layout::nchw, .ceil_mode = true};
+  for (DType t : {f32, f16, bf16}) {
+    // x of the pooling: distinct integers (exact in every dtype), so no window has tied maxima.
+    double tol = t == f32 ? 1e-4 : tolerance(t) * 50;
+    on_device(std::string("padded conv ") + dtype_name(t), [=](Graph& g, auto& x) {
+      return std::vector{g.conv2d(x[0], x[1], same2), g.conv2d(x[2], x[3], grouped),
+                         g.conv2d_data_grad(x[4], x[1], Shape{2, 7, 6, 3}, same2),
+                         g.conv2d_weight_grad(x[4], x[0], Shape{3, 3, 3, 4}, same2), g.conv3d(x[5], x[6], same),
+                         g.conv3d_data_grad(x[7], x[6], Shape{1, 4, 5, 6, 2}, same),
+                         g.conv3d_weight_grad(x[7], x[5], Shape{2, 3, 2, 2, 3}, same),
+                         g.max_pool2d(x[8], p3), g.max_pool2d(x[8], ceiled), g.max_pool2d_grad(x[9], x[8], p3)};
+    }, {rnd({2, 7, 6, 3}, t, 1, -1, 1), rnd({3, 3, 3, 4}, t, 2, -1, 1), rnd({2, 4, 9, 8}, t, 3, -1, 1),
+        rnd({6, 2, 3, 3}, t, 4, -1, 1), rnd({2, 4, 3, 4}, t, 5, -1, 1), rnd({1, 4, 5, 6, 2}, t, 6, -1, 1),
+        rnd({2, 3, 2, 2, 3}, t, 7, -1, 1), rnd({1, 4, 5, 6, 3}, t, 8, -1, 1), perm_ints({2, 3, 9, 8}, t, -200),
+        rnd({2, 3, 5, 4}, t, 10, -1, 1)}, tol);
+  }
+}

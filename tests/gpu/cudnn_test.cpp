@@ -176,10 +176,13 @@ std::vector<ConvCase> conv_cases() {
       {"same_lower odd total", {2, 10, 10, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same_lower)},
       {"explicit asymmetric harmless", {2, 10, 10, 6}, {3, 3, 6, 8},
        desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 0, 1, 0})},
-      // Declined: the odd unit after changes the output extent.
-      {"same odd total (declined)", {2, 10, 10, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same), false},
-      {"explicit asymmetric (declined)", {2, 9, 9, 6}, {3, 3, 6, 8},
-       desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 0, 0, 1}), false},
+      // The odd unit after changes the output extent: x is padded explicitly.
+      {"same odd total (padded)", {2, 10, 10, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"explicit asymmetric (padded)", {2, 9, 9, 6}, {3, 3, 6, 8},
+       desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 0, 0, 1})},
+      {"same even kernel (padded)", {2, 7, 6, 6}, {2, 2, 6, 8}, desc(L::nhwc, L::hwio, {}, {}, P::same)},
+      {"grouped dilated asymmetric nchw (padded)", {2, 4, 9, 8}, {6, 2, 3, 3},
+       desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)},
   };
 }
 
@@ -218,6 +221,30 @@ TEST(Cudnn, Conv2dDataAndWeightGrads) {
   }
 }
 
+// f64 computes in double (DOUBLE_CONFIG) in the NCHW layout, padded explicitly too.
+TEST(Cudnn, Conv2dF64Nchw) {
+  for (const ConvDesc& d : {desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}),
+                            desc(L::nchw, L::oihw, {2, 2}, {}, P::same),
+                            desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)}) {
+    const Shape xs{2, 4, 9, 8}, ws{6, 4 / d.groups, 3, 3};
+    Shape y;
+    {
+      Graph g;
+      y = g.conv2d(g.placeholder(xs, f64), g.placeholder(ws, f64), d).shape();
+    }
+    const std::string n = "f64 groups " + std::to_string(d.groups) + " stride " + std::to_string(d.stride.empty() ? 1 : d.stride[0]);
+    check(n + " conv2d", OpKind::Conv2d, Attr{d},
+          [d](Graph& g, const std::vector<Tensor>& x) { return g.conv2d(x[0], x[1], d); },
+          {rnd(xs, f64, 1), rnd(ws, f64, 2)});
+    check(n + " data grad", OpKind::Conv2dDataGrad, Attr{ConvGradDesc{d, xs.dims()}},
+          [d, xs](Graph& g, const std::vector<Tensor>& x) { return g.conv2d_data_grad(x[0], x[1], xs, d); },
+          {rnd(y, f64, 3), rnd(ws, f64, 4)});
+    check(n + " weight grad", OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}},
+          [d, ws](Graph& g, const std::vector<Tensor>& x) { return g.conv2d_weight_grad(x[0], x[1], ws, d); },
+          {rnd(y, f64, 5), rnd(xs, f64, 6)});
+  }
+}
+
 TEST(Cudnn, ConvTranspose2d) {
   struct Case {
     std::string name;
@@ -245,12 +272,15 @@ TEST(Cudnn, ConvTranspose2d) {
 }
 
 TEST(Cudnn, Conv3dAndItsGrads) {
-  for (auto [data, weights] : {std::pair{L::ndhwc, L::dhwio}, std::pair{L::ncdhw, L::oidhw}}) {
+  for (auto [data, weights, pad] : {std::tuple{L::ndhwc, L::dhwio, P::explicit_}, std::tuple{L::ncdhw, L::oidhw, P::explicit_},
+                                    std::tuple{L::ndhwc, L::dhwio, P::same}}) {
     bool last = data == L::ndhwc;
-    ConvDesc d = desc(data, weights, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 0, 0});
+    // same with even kernel extents (3, 3, 2) puts the odd unit after: padded explicitly.
+    ConvDesc d = pad == P::same ? desc(data, weights, {}, {}, P::same)
+                                : desc(data, weights, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 0, 0});
     Shape x = last ? Shape{2, 5, 8, 6, 4} : Shape{2, 4, 5, 8, 6};
     Shape w = last ? Shape{3, 3, 2, 4, 6} : Shape{6, 4, 3, 3, 2};
-    std::string n = last ? "ndhwc" : "ncdhw";
+    std::string n = std::string(last ? "ndhwc" : "ncdhw") + (pad == P::same ? " same" : "");
     check(n + " conv3d", OpKind::Conv3d, Attr{d},
           [d](Graph& g, const std::vector<Tensor>& v) { return g.conv3d(v[0], v[1], d); }, {rnd(x, f32, 1), rnd(w, f32, 2)});
     Shape y;
@@ -275,7 +305,8 @@ struct PoolCase {
   std::string name;
   Shape x;
   PoolDesc d;
-  bool covered = true;
+  bool covered = true;      // avg_pool2d and its gradient
+  bool max_covered = true;  // max_pool2d and its gradient (padded explicitly with -inf)
 };
 
 PoolDesc pdesc(Layout l, std::vector<int64_t> k, std::vector<int64_t> stride = {}, PaddingStyle p = P::explicit_,
@@ -304,11 +335,15 @@ std::vector<PoolCase> pool_cases() {
       {"ceil mode without partial window", {2, 8, 10, 5}, pdesc(L::nhwc, {2, 2}, {}, P::explicit_, {}, false, true)},
       // Declined.
       {"dilation 2 (declined)", {2, 9, 11, 5}, pdesc(L::nhwc, {2, 2}, {1, 1}, P::explicit_, {}, false, false, {2, 2}),
+       false, false},
+      // Max pooling pads explicitly; average pooling declines (its divisor counts taps).
+      {"ceil mode partial window (avg declined)", {2, 9, 11, 5},
+       pdesc(L::nhwc, {2, 2}, {}, P::explicit_, {}, false, true), false},
+      {"ceil mode partial window nchw (avg declined)", {2, 3, 9, 8},
+       pdesc(L::nchw, {2, 2}, {2, 2}, P::explicit_, {}, false, true), false},
+      {"asymmetric padding (avg declined)", {2, 9, 9, 5}, pdesc(L::nhwc, {3, 3}, {1, 1}, P::explicit_, {1, 0, 1, 0}),
        false},
-      {"ceil mode partial window (declined)", {2, 9, 11, 5}, pdesc(L::nhwc, {2, 2}, {}, P::explicit_, {}, false, true),
-       false},
-      {"asymmetric padding (declined)", {2, 9, 9, 5}, pdesc(L::nhwc, {3, 3}, {1, 1}, P::explicit_, {1, 0, 1, 0}),
-       false},
+      {"same stride 2 after > before (avg declined)", {2, 3, 9, 8}, pdesc(L::nchw, {3, 3}, {2, 2}, P::same), false},
   };
 }
 
@@ -316,8 +351,8 @@ std::vector<PoolCase> pool_cases() {
 
 TEST(Cudnn, PoolingAndGrads) {
   for (const PoolCase& c : pool_cases()) {
-    for (DType t : {f32, f16, bf16}) {
-      if (t != f32 && !c.covered) continue;
+    for (DType t : {f32, f16, bf16, f64}) {
+      if (t != f32 && !c.covered && !c.max_covered) continue;
       PoolDesc d = c.d;
       Shape y;
       {
@@ -326,12 +361,13 @@ TEST(Cudnn, PoolingAndGrads) {
       }
       std::string tn = dtype_name(t);
       check(c.name + " max_pool2d " + tn, OpKind::MaxPool2d, Attr{d},
-            [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], d); }, {rnd(c.x, t, 1)}, c.covered);
+            [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], d); }, {rnd(c.x, t, 1)},
+            c.max_covered);
       check(c.name + " avg_pool2d " + tn, OpKind::AvgPool2d, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.avg_pool2d(x[0], d); }, {rnd(c.x, t, 2)}, c.covered);
       check(c.name + " max_pool2d_grad " + tn, OpKind::MaxPool2dGrad, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d_grad(x[0], x[1], d); },
-            {rnd(y, t, 3), distinct(c.x, t)}, c.covered);
+            {rnd(y, t, 3), distinct(c.x, t)}, c.max_covered);
       check(c.name + " avg_pool2d_grad " + tn, OpKind::AvgPool2dGrad, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.avg_pool2d_grad(x[0], x[1], d); },
             {rnd(y, t, 5), rnd(c.x, t, 6)}, c.covered);

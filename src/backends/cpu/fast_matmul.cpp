@@ -95,7 +95,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   memory mc(e->c, eng, c.data());
   try {
     auto& s = dnnl_thread_stream();
-    memory scratch(e->scratch, eng);
+    memory scratch = dnnl_thread_memory(e->scratch, 0);
     e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}});
     s.wait();
   } catch (const dnnl::error&) {

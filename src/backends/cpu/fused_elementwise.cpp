@@ -29,7 +29,9 @@ bool is_float16(DType t) { return t == DType::f16 || t == DType::bf16; }
 bool is_float_reg(DType t) { return t == DType::f32 || is_float16(t); }
 bool is_reg(DType t) { return is_float_reg(t) || t == DType::boolean; }
 
-Round round_of(DType t) { return t == DType::f16 ? Round::f16 : t == DType::bf16 ? Round::bf16 : Round::none; }
+Round round_of(DType t) {
+  return t == DType::f16 ? Round::f16 : t == DType::bf16 ? Round::bf16 : Round::none;
+}
 
 // The f32 code of an op computed exactly in f32, or unary_double / binary_double.
 bool code_of(OpKind k, Code& c) {
@@ -64,20 +66,45 @@ bool code_of(OpKind k, Code& c) {
     case OpKind::IsFinite: c = Code::is_finite; return true;
     case OpKind::Select: c = Code::select; return true;
     case OpKind::Clamp: c = Code::clamp; return true;
-    case OpKind::Exp: case OpKind::Exp2: case OpKind::Log: case OpKind::Log2: case OpKind::Log1p:
-    case OpKind::Expm1: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin: case OpKind::Cos:
-    case OpKind::Tan: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Tanh: case OpKind::Asin:
-    case OpKind::Acos: case OpKind::Atan: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-    case OpKind::Erf: case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Rint:
-    case OpKind::Trunc: case OpKind::Sigmoid: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Gelu:
-    case OpKind::GeluTanh: case OpKind::Silu: case OpKind::Softplus: case OpKind::HardSigmoid:
-      c = Code::unary_double;
-      return true;
-    case OpKind::Mod: case OpKind::FloorMod: case OpKind::Pow: case OpKind::Atan2:
-      c = Code::binary_double;
-      return true;
-    default:
-      return false;
+    case OpKind::Exp:
+    case OpKind::Exp2:
+    case OpKind::Log:
+    case OpKind::Log2:
+    case OpKind::Log1p:
+    case OpKind::Expm1:
+    case OpKind::Rsqrt:
+    case OpKind::Reciprocal:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Tanh:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Erf:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Rint:
+    case OpKind::Trunc:
+    case OpKind::Sigmoid:
+    case OpKind::LeakyRelu:
+    case OpKind::Elu:
+    case OpKind::Gelu:
+    case OpKind::GeluTanh:
+    case OpKind::Silu:
+    case OpKind::Softplus:
+    case OpKind::HardSigmoid: c = Code::unary_double; return true;
+    case OpKind::Mod:
+    case OpKind::FloorMod:
+    case OpKind::Pow:
+    case OpKind::Atan2: c = Code::binary_double; return true;
+    default: return false;
   }
 }
 
@@ -206,36 +233,38 @@ bool fused_supports(const GraphImpl& g, const Node& n) {
   auto in = [&](size_t i) { return g.type(n.inputs[i]).dtype; };
   const Family f = op_def(n.kind).family;
   switch (n.kind) {
-    case OpKind::BroadcastTo: case OpKind::BroadcastLike: case OpKind::Identity: case OpKind::StopGradient:
-      return is_reg(out) && in(0) == out;
-    case OpKind::Cast:
-      return is_reg(in(0)) && is_reg(out);
-    case OpKind::LogicalNot:
-      return in(0) == DType::boolean && out == DType::boolean;
-    case OpKind::IsNan: case OpKind::IsInf: case OpKind::IsFinite:
-      return is_float_reg(in(0)) && out == DType::boolean;
+    case OpKind::BroadcastTo:
+    case OpKind::BroadcastLike:
+    case OpKind::Identity:
+    case OpKind::StopGradient: return is_reg(out) && in(0) == out;
+    case OpKind::Cast: return is_reg(in(0)) && is_reg(out);
+    case OpKind::LogicalNot: return in(0) == DType::boolean && out == DType::boolean;
+    case OpKind::IsNan:
+    case OpKind::IsInf:
+    case OpKind::IsFinite: return is_float_reg(in(0)) && out == DType::boolean;
     case OpKind::Select:
       return n.inputs.size() == 3 && in(0) == DType::boolean && is_reg(in(1)) && in(1) == out && in(2) == out;
-    default:
-      break;
+    default: break;
   }
   Code c;
   if (!code_of(n.kind, c)) return false;
   switch (f) {
-    case Family::unary: case Family::unary_float:
-      return n.inputs.size() == 1 && is_float_reg(in(0)) && out == in(0);
-    case Family::binary: case Family::binary_float:
+    case Family::unary:
+    case Family::unary_float: return n.inputs.size() == 1 && is_float_reg(in(0)) && out == in(0);
+    case Family::binary:
+    case Family::binary_float:
       return n.inputs.size() == 2 && is_float_reg(in(0)) && is_float_reg(in(1)) && is_float_reg(out);
     case Family::clamp:
       return n.inputs.size() == 3 && is_float_reg(in(0)) && is_float_reg(in(1)) && is_float_reg(in(2)) &&
              is_float_reg(out);
     case Family::compare:
       return n.inputs.size() == 2 && out == DType::boolean &&
-             ((is_float_reg(in(0)) && is_float_reg(in(1))) || (in(0) == DType::boolean && in(1) == DType::boolean));
+             ((is_float_reg(in(0)) && is_float_reg(in(1))) ||
+              (in(0) == DType::boolean && in(1) == DType::boolean));
     case Family::binary_logical:
-      return n.inputs.size() == 2 && in(0) == DType::boolean && in(1) == DType::boolean && out == DType::boolean;
-    default:
-      return false;
+      return n.inputs.size() == 2 && in(0) == DType::boolean && in(1) == DType::boolean &&
+             out == DType::boolean;
+    default: return false;
   }
 }
 
@@ -243,7 +272,8 @@ int64_t fused_reduction_period(const GraphImpl& g, const Node& n) {
   if (n.kind != OpKind::ReduceSum && n.kind != OpKind::ReduceMean && n.kind != OpKind::SumToLike) return 0;
   if (n.outputs.size() != 1 || n.inputs.empty() || !n.control_deps.empty()) return 0;
   const TensorType &x = g.type(n.inputs[0]), &y = g.type(n.outputs[0]);
-  if (x.dtype != DType::f32 || y.dtype != DType::f32 || !x.shape.is_static() || !y.shape.is_static()) return 0;
+  if (x.dtype != DType::f32 || y.dtype != DType::f32 || !x.shape.is_static() || !y.shape.is_static())
+    return 0;
   const std::vector<int64_t>& d = x.shape.dims();
   const int64_t r = static_cast<int64_t>(d.size());
   std::vector<bool> red(d.size(), false);
@@ -254,7 +284,8 @@ int64_t fused_reduction_period(const GraphImpl& g, const Node& n) {
     if (lr > r) return 0;
     for (int64_t i = 0; i < r; ++i) {
       const int64_t j = i - (r - lr);
-      if (j < 0) red[static_cast<size_t>(i)] = true;
+      if (j < 0)
+        red[static_cast<size_t>(i)] = true;
       else if (ld[static_cast<size_t>(j)] != d[static_cast<size_t>(i)]) {
         if (ld[static_cast<size_t>(j)] != 1) return 0;
         red[static_cast<size_t>(i)] = true;
@@ -332,9 +363,10 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
     in.b = static_cast<int16_t>(nin > 1 ? ops[1] : ops[0]);
     in.c = static_cast<int16_t>(nin > 2 ? ops[2] : ops[0]);
     switch (n.kind) {
-      case OpKind::BroadcastTo: case OpKind::BroadcastLike: case OpKind::Identity: case OpKind::StopGradient:
-        reg[v] = ops[0];
-        continue;
+      case OpKind::BroadcastTo:
+      case OpKind::BroadcastLike:
+      case OpKind::Identity:
+      case OpKind::StopGradient: reg[v] = ops[0]; continue;
       case OpKind::Cast: {
         const DType from = g.type(n.inputs[0]).dtype;
         if (out == DType::f32 || out == from || from == DType::boolean) {
@@ -433,7 +465,8 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
   const int end = static_cast<int>(p->code.size());
   std::vector<int> last(static_cast<size_t>(nv), -1);
   for (int i = 0; i < end; ++i)
-    for (int r : {p->code[static_cast<size_t>(i)].a, p->code[static_cast<size_t>(i)].b, p->code[static_cast<size_t>(i)].c})
+    for (int r : {p->code[static_cast<size_t>(i)].a, p->code[static_cast<size_t>(i)].b,
+                  p->code[static_cast<size_t>(i)].c})
       last[static_cast<size_t>(r)] = i;
   for (const Output& o : p->outputs) last[static_cast<size_t>(o.reg)] = end;
   for (const Reduction& r : p->reductions) last[static_cast<size_t>(r.reg)] = end;
@@ -515,7 +548,8 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
     double* acc = thread_scratch<double>(std::max<size_t>(1, nred * static_cast<size_t>(T)));
     std::fill(acc, acc + nred * static_cast<size_t>(T), 0.0);
     std::vector<float*> regs(static_cast<size_t>(nregs));
-    for (int r = 0; r < nregs; ++r) regs[static_cast<size_t>(r)] = scratch + static_cast<size_t>(r) * static_cast<size_t>(T);
+    for (int r = 0; r < nregs; ++r)
+      regs[static_cast<size_t>(r)] = scratch + static_cast<size_t>(r) * static_cast<size_t>(T);
     for (size_t i = 0; i < nl; ++i)
       if (p.leaves[i].access == Access::constant) regs[i] = constant[i].data();
     for (int64_t t = t0; t < t1; ++t) {
@@ -523,9 +557,7 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
       for (size_t i = 0; i < nl; ++i) {
         const Leaf& l = p.leaves[i];
         switch (l.access) {
-          case Access::direct:
-            regs[i] = const_cast<float*>(leaves[i]->ptr<float>()) + start;
-            break;
+          case Access::direct: regs[i] = const_cast<float*>(leaves[i]->ptr<float>()) + start; break;
           case Access::convert:
             regs[i] = scratch + i * static_cast<size_t>(T);
             load_run(leaves[i]->data(), l.dtype, start, 1, len, regs[i]);
@@ -534,18 +566,15 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
             regs[i] = scratch + i * static_cast<size_t>(T);
             gather(l, leaves[i]->data(), start, len, regs[i]);
             break;
-          case Access::constant:
-            break;
+          case Access::constant: break;
         }
       }
-      for (const Instr& in : p.code) fused::exec(in, regs.data(), aux.data(), static_cast<int>(len));
+      fused::exec(p.code.data(), p.code.size(), regs.data(), aux.data(), static_cast<int>(len));
       for (size_t o = 0; o < p.outputs.size(); ++o)
         store(regs[static_cast<size_t>(p.outputs[o].reg)], outs[o].data(), p.outputs[o].dtype, start, len);
-      for (size_t r = 0; r < nred; ++r) {
-        double* a = acc + r * static_cast<size_t>(T);
-        const float* x = regs[static_cast<size_t>(p.reductions[r].reg)];
-        for (int64_t j = 0; j < len; ++j) a[j] += x[j];
-      }
+      for (size_t r = 0; r < nred; ++r)
+        fused::accumulate(acc + r * static_cast<size_t>(T), regs[static_cast<size_t>(p.reductions[r].reg)],
+                          static_cast<int>(len));
     }
     if (nred == 0) return;
     std::lock_guard<std::mutex> lock(mu);
@@ -558,7 +587,8 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
     }
   };
 
-  const int threads = n >= kParallelMin ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), ntiles)) : 1;
+  const int threads =
+      n >= kParallelMin ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), ntiles)) : 1;
   if (threads > 1) {
 #pragma omp parallel num_threads(threads)
     {

@@ -27,7 +27,8 @@ void dloop1(float* __restrict d, const float* __restrict a, int n, F f) {
 
 template <class F>
 void dloop2(float* __restrict d, const float* __restrict a, const float* __restrict b, int n, F f) {
-  for (int j = 0; j < n; ++j) d[j] = static_cast<float>(f(static_cast<double>(a[j]), static_cast<double>(b[j])));
+  for (int j = 0; j < n; ++j)
+    d[j] = static_cast<float>(f(static_cast<double>(a[j]), static_cast<double>(b[j])));
 }
 
 // The reference's double formulas (ref_elementwise.cpp), rounded once to f32.
@@ -63,7 +64,9 @@ void unary_double(const Instr& in, float* d, const float* a, int n) {
     case OpKind::Sigmoid: dloop1(d, a, n, sigmoid); break;
     case OpKind::LeakyRelu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * x : x; }); break;
     case OpKind::Elu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * std::expm1(x) : x; }); break;
-    case OpKind::Gelu: dloop1(d, a, n, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }); break;
+    case OpKind::Gelu:
+      dloop1(d, a, n, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+      break;
     case OpKind::GeluTanh:
       dloop1(d, a, n, [](double x) {
         double k = std::sqrt(2.0 / M_PI);
@@ -72,7 +75,9 @@ void unary_double(const Instr& in, float* d, const float* a, int n) {
       break;
     case OpKind::Silu: dloop1(d, a, n, [](double x) { return x * sigmoid(x); }); break;
     case OpKind::Softplus:
-      dloop1(d, a, n, [](double x) { return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
+      dloop1(d, a, n, [](double x) {
+        return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+      });
       break;
     case OpKind::HardSigmoid:
       dloop1(d, a, n, [al, be](double x) {
@@ -109,64 +114,82 @@ void round_to(Round r, float* d, int n) {
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
-void exec(const Instr& in, float* const* regs, const double* const* aux, int n) {
-  float* __restrict d = regs[in.d];
-  const float* __restrict a = regs[in.a];
-  const float* __restrict b = regs[in.b];
-  const float* __restrict c = regs[in.c];
-#define TG_L1(expr) for (int j = 0; j < n; ++j) { const float x = a[j]; d[j] = (expr); } break
-#define TG_L2(expr) for (int j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } break
-  switch (in.code) {
-    case Code::copy: TG_L1(x);
-    case Code::neg: TG_L1(-x);
-    case Code::abs: TG_L1(std::fabs(x));
-    case Code::sign: TG_L1(x != x ? x : static_cast<float>((x > 0) - (x < 0)));
-    case Code::square: TG_L1(x * x);
-    case Code::relu: TG_L1(x < 0.0f ? 0.0f : x);
-    case Code::sqrt: TG_L1(std::sqrt(x));
-    case Code::add: TG_L2(x + y);
-    case Code::sub: TG_L2(x - y);
-    case Code::mul: TG_L2(x * y);
-    case Code::div: TG_L2(x / y);
-    case Code::div_no_nan: TG_L2(y == 0.0f ? 0.0f : x / y);
-    case Code::minimum: TG_L2((x <= y || y != y) ? x : y);
-    case Code::maximum: TG_L2((x >= y || y != y) ? x : y);
-    case Code::minimum_nan: TG_L2((x != x || y != y) ? x + y : (y < x ? y : x));
-    case Code::maximum_nan: TG_L2((x != x || y != y) ? x + y : (x < y ? y : x));
-    case Code::eq: TG_L2(x == y ? 1.0f : 0.0f);
-    case Code::ne: TG_L2(x != y ? 1.0f : 0.0f);
-    case Code::lt: TG_L2(x < y ? 1.0f : 0.0f);
-    case Code::le: TG_L2(x <= y ? 1.0f : 0.0f);
-    case Code::gt: TG_L2(x > y ? 1.0f : 0.0f);
-    case Code::ge: TG_L2(x >= y ? 1.0f : 0.0f);
-    case Code::logical_not: TG_L1(x == 0.0f ? 1.0f : 0.0f);
-    case Code::logical_and: TG_L2((x != 0.0f && y != 0.0f) ? 1.0f : 0.0f);
-    case Code::logical_or: TG_L2((x != 0.0f || y != 0.0f) ? 1.0f : 0.0f);
-    case Code::logical_xor: TG_L2(((x != 0.0f) != (y != 0.0f)) ? 1.0f : 0.0f);
-    case Code::is_nan: TG_L1(x != x ? 1.0f : 0.0f);
-    case Code::is_inf: TG_L1(std::isinf(x) ? 1.0f : 0.0f);
-    case Code::is_finite: TG_L1(std::isfinite(x) ? 1.0f : 0.0f);
-    case Code::to_bool: TG_L1(x != 0.0f ? 1.0f : 0.0f);
-    case Code::select:
-      for (int j = 0; j < n; ++j) d[j] = a[j] != 0.0f ? b[j] : c[j];
-      break;
-    case Code::clamp:
-      // std::max / std::min as the reference: a NaN x propagates, NaN bounds are ignored.
-      for (int j = 0; j < n; ++j) {
-        const float v = a[j] < b[j] ? b[j] : a[j];
-        d[j] = c[j] < v ? c[j] : v;
-      }
-      break;
-    case Code::unary_double: unary_double(in, d, a, n); break;
-    case Code::binary_double: binary_double(in, d, a, b, n); break;
-    case Code::batch_norm:
-      fast::batch_norm_apply(a, d, n, aux[3 * in.aux], aux[3 * in.aux + 1], aux[3 * in.aux + 2]);
-      break;
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void accumulate(
+    double* __restrict acc, const float* __restrict x, int n) {
+  for (int j = 0; j < n; ++j) acc[j] += x[j];
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void exec(
+    const Instr* code, size_t count, float* const* regs, const double* const* aux, int n) {
+  for (size_t i = 0; i < count; ++i) {
+    const Instr& in = code[i];
+    float* __restrict d = regs[in.d];
+    const float* __restrict a = regs[in.a];
+    const float* __restrict b = regs[in.b];
+    const float* __restrict c = regs[in.c];
+#define TG_L1(expr)             \
+  for (int j = 0; j < n; ++j) { \
+    const float x = a[j];       \
+    d[j] = (expr);              \
+  }                             \
+  break
+#define TG_L2(expr)                 \
+  for (int j = 0; j < n; ++j) {     \
+    const float x = a[j], y = b[j]; \
+    d[j] = (expr);                  \
+  }                                 \
+  break
+    switch (in.code) {
+      case Code::copy: TG_L1(x);
+      case Code::neg: TG_L1(-x);
+      case Code::abs: TG_L1(std::fabs(x));
+      case Code::sign: TG_L1(x != x ? x : static_cast<float>((x > 0) - (x < 0)));
+      case Code::square: TG_L1(x * x);
+      case Code::relu: TG_L1(x < 0.0f ? 0.0f : x);
+      case Code::sqrt: TG_L1(std::sqrt(x));
+      case Code::add: TG_L2(x + y);
+      case Code::sub: TG_L2(x - y);
+      case Code::mul: TG_L2(x * y);
+      case Code::div: TG_L2(x / y);
+      case Code::div_no_nan: TG_L2(y == 0.0f ? 0.0f : x / y);
+      case Code::minimum: TG_L2((x <= y || y != y) ? x : y);
+      case Code::maximum: TG_L2((x >= y || y != y) ? x : y);
+      case Code::minimum_nan: TG_L2((x != x || y != y) ? x + y : (y < x ? y : x));
+      case Code::maximum_nan: TG_L2((x != x || y != y) ? x + y : (x < y ? y : x));
+      case Code::eq: TG_L2(x == y ? 1.0f : 0.0f);
+      case Code::ne: TG_L2(x != y ? 1.0f : 0.0f);
+      case Code::lt: TG_L2(x < y ? 1.0f : 0.0f);
+      case Code::le: TG_L2(x <= y ? 1.0f : 0.0f);
+      case Code::gt: TG_L2(x > y ? 1.0f : 0.0f);
+      case Code::ge: TG_L2(x >= y ? 1.0f : 0.0f);
+      case Code::logical_not: TG_L1(x == 0.0f ? 1.0f : 0.0f);
+      case Code::logical_and: TG_L2((x != 0.0f && y != 0.0f) ? 1.0f : 0.0f);
+      case Code::logical_or: TG_L2((x != 0.0f || y != 0.0f) ? 1.0f : 0.0f);
+      case Code::logical_xor: TG_L2(((x != 0.0f) != (y != 0.0f)) ? 1.0f : 0.0f);
+      case Code::is_nan: TG_L1(x != x ? 1.0f : 0.0f);
+      case Code::is_inf: TG_L1(std::isinf(x) ? 1.0f : 0.0f);
+      case Code::is_finite: TG_L1(std::isfinite(x) ? 1.0f : 0.0f);
+      case Code::to_bool: TG_L1(x != 0.0f ? 1.0f : 0.0f);
+      case Code::select:
+        for (int j = 0; j < n; ++j) d[j] = a[j] != 0.0f ? b[j] : c[j];
+        break;
+      case Code::clamp:
+        // std::max / std::min as the reference: a NaN x propagates, NaN bounds are ignored.
+        for (int j = 0; j < n; ++j) {
+          const float v = a[j] < b[j] ? b[j] : a[j];
+          d[j] = c[j] < v ? c[j] : v;
+        }
+        break;
+      case Code::unary_double: unary_double(in, d, a, n); break;
+      case Code::binary_double: binary_double(in, d, a, b, n); break;
+      case Code::batch_norm:
+        fast::batch_norm_apply(a, d, n, aux[3 * in.aux], aux[3 * in.aux + 1], aux[3 * in.aux + 2]);
+        break;
+    }
+    if (in.round != Round::none) round_to(in.round, d, n);
   }
 #undef TG_L1
 #undef TG_L2
-  if (in.round != Round::none) round_to(in.round, d, n);
 }
 
 }  // namespace tg::detail::fused

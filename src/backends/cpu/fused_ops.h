@@ -10,11 +10,41 @@ namespace tg::detail::fused {
 
 enum class Code : uint8_t {
   // computed in f32, exactly the unfused result
-  copy, neg, abs, sign, square, relu, sqrt, add, sub, mul, div, div_no_nan, minimum, maximum, minimum_nan,
-  maximum_nan, eq, ne, lt, le, gt, ge, logical_not, logical_and, logical_or, logical_xor, is_nan, is_inf,
-  is_finite, select, clamp, to_bool,
+  copy,
+  neg,
+  abs,
+  sign,
+  square,
+  relu,
+  sqrt,
+  add,
+  sub,
+  mul,
+  div,
+  div_no_nan,
+  minimum,
+  maximum,
+  minimum_nan,
+  maximum_nan,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  logical_not,
+  logical_and,
+  logical_or,
+  logical_xor,
+  is_nan,
+  is_inf,
+  is_finite,
+  select,
+  clamp,
+  to_bool,
   // computed in double and rounded once (transcendental ops), as the reference does
-  unary_double, binary_double,
+  unary_double,
+  binary_double,
   // batch_norm_training's output from x: (x - mean) * scale + shift, per-element parameters
   // in aux[3 * i .. 3 * i + 2] for instruction aux index i
   batch_norm,
@@ -32,8 +62,10 @@ struct Instr {
   double alpha = 0, beta = 0;          // leaky_relu / elu / hard_sigmoid parameters
 };
 
-/// Runs one instruction over the first n elements of its registers (d never aliases a, b, c);
-/// `aux` holds the batch_norm parameter tiles.
-void exec(const Instr& in, float* const* regs, const double* const* aux, int n);
+/// Runs `count` instructions in order over the first n elements of their registers (d never
+/// aliases a, b, c); `aux` holds the batch_norm parameter tiles.
+void exec(const Instr* code, size_t count, float* const* regs, const double* const* aux, int n);
+/// acc[j] += x[j] for j < n (reductions sum in double).
+void accumulate(double* acc, const float* x, int n);
 
 }  // namespace tg::detail::fused

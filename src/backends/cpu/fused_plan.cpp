@@ -14,9 +14,9 @@ namespace {
 // batch_norm_training whose step computes statistics and whose output loops compute.
 enum class Role : uint8_t { other, ew, red, bn };
 
-constexpr int32_t kMergeWindow = 256;     // most nodes between a kernel and one merged into it
-constexpr int64_t kSmall = 1 << 16;       // kernels this small merge even when they share nothing
-constexpr int64_t kMaxPeriod = 4096;      // largest lcm of the reduction periods of one kernel
+constexpr int32_t kMergeWindow = 256;  // most nodes between a kernel and one merged into it
+constexpr int64_t kSmall = 1 << 16;    // kernels this small merge even when they share nothing
+constexpr int64_t kMaxPeriod = 4096;   // largest lcm of the reduction periods of one kernel
 constexpr int64_t kAlign = 64;
 
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -56,11 +56,13 @@ std::vector<int32_t> run_order(const GraphImpl& g) {
   auto hoisted = [&](int32_t id) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
     const OpDef& d = op_def(n.kind);
-    if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || d.has(kSideEffects) || d.has(kHasRegions))
+    if (!n.control_deps.empty() || dep_target[static_cast<size_t>(id)] || d.has(kSideEffects) ||
+        d.has(kHasRegions))
       return false;
     if (d.has(kSource)) return true;
     if (d.has(kStateful) || n.inputs.empty()) return false;
-    return std::all_of(n.inputs.begin(), n.inputs.end(), small) && std::all_of(n.outputs.begin(), n.outputs.end(), small);
+    return std::all_of(n.inputs.begin(), n.inputs.end(), small) &&
+           std::all_of(n.outputs.begin(), n.outputs.end(), small);
   };
   // Sort key: (index of a node that stays, 0) for nodes that stay; (the latest such index
   // among the inputs' keys, 1 + own index) for moved ones, which keeps producers first.
@@ -74,13 +76,15 @@ std::vector<int32_t> run_order(const GraphImpl& g) {
     int64_t major = -1;
     for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) {
       int32_t p = g.values[static_cast<size_t>(v)].node;
-      if (p >= 0 && g.nodes[static_cast<size_t>(p)].block == 0) major = std::max(major, key[static_cast<size_t>(p)].first);
+      if (p >= 0 && g.nodes[static_cast<size_t>(p)].block == 0)
+        major = std::max(major, key[static_cast<size_t>(p)].first);
     }
     key[static_cast<size_t>(id)] = {major, 1 + static_cast<int64_t>(i)};
   }
   std::vector<int32_t> order = nodes;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)];
+  });
   return order;
 }
 
@@ -143,7 +147,8 @@ struct Planner {
   // batch_norm_training of f32 over the last axis (its statistics step is fast_norm.cpp's).
   bool batch_norm_candidate(const Node& n) const {
     const auto* d = std::get_if<NormDesc>(&n.attr);
-    if (n.kind != OpKind::BatchNormTraining || !d || n.inputs.size() != 3 || n.outputs.size() != 3) return false;
+    if (n.kind != OpKind::BatchNormTraining || !d || n.inputs.size() != 3 || n.outputs.size() != 3)
+      return false;
     for (int32_t v : n.inputs)
       if (g.type(v).dtype != DType::f32) return false;
     const int64_t r = shape(n.inputs[0]).rank();
@@ -203,7 +208,8 @@ struct Planner {
       if (in_loop(v) && shape(v) == d.shape) {
         if (d.members.insert(p).second) {
           for (int32_t w : data_inputs(g.nodes[static_cast<size_t>(p)])) stack.push_back(w);
-          if (role[static_cast<size_t>(p)] == Role::bn) d.period = std::lcm(d.period, period[static_cast<size_t>(p)]);
+          if (role[static_cast<size_t>(p)] == Role::bn)
+            d.period = std::lcm(d.period, period[static_cast<size_t>(p)]);
         }
       } else {
         d.leaves.insert(v);
@@ -346,8 +352,9 @@ struct Planner {
       CpuKernel k;
       k.shape = d.shape;
       k.nodes.assign(d.members.begin(), d.members.end());
-      std::sort(k.nodes.begin(), k.nodes.end(),
-                [&](int32_t a, int32_t b) { return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)]; });
+      std::sort(k.nodes.begin(), k.nodes.end(), [&](int32_t a, int32_t b) {
+        return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)];
+      });
       k.leaves.assign(d.leaves.begin(), d.leaves.end());
       for (int32_t id2 : k.nodes) {
         int32_t v = g.nodes[static_cast<size_t>(id2)].outputs[0];
@@ -355,8 +362,9 @@ struct Planner {
       }
       for (int32_t r2 : d.roots)
         if (role[static_cast<size_t>(r2)] == Role::red) k.reductions.push_back(r2);
-      std::sort(k.reductions.begin(), k.reductions.end(),
-                [&](int32_t a, int32_t b) { return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)]; });
+      std::sort(k.reductions.begin(), k.reductions.end(), [&](int32_t a, int32_t b) {
+        return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)];
+      });
       k.program = compile_fused(g, k);
       index[static_cast<size_t>(ki)] = static_cast<int32_t>(plan.kernels.size());
       plan.steps.push_back(CpuStep{-1, index[static_cast<size_t>(ki)]});
@@ -376,14 +384,17 @@ void plan_arena(const Module& m, CpuPlan& plan) {
   const int32_t nsteps = static_cast<int32_t>(plan.steps.size());
   std::vector<int32_t> step_of_node(g.nodes.size(), -1);
   for (int32_t s = 0; s < nsteps; ++s)
-    if (plan.steps[static_cast<size_t>(s)].node >= 0) step_of_node[static_cast<size_t>(plan.steps[static_cast<size_t>(s)].node)] = s;
+    if (plan.steps[static_cast<size_t>(s)].node >= 0)
+      step_of_node[static_cast<size_t>(plan.steps[static_cast<size_t>(s)].node)] = s;
   auto top_step = [&](int32_t node) {
     while (g.nodes[static_cast<size_t>(node)].block != 0)
       node = g.blocks[static_cast<size_t>(g.nodes[static_cast<size_t>(node)].block)].parent_node;
     return step_of_node[static_cast<size_t>(node)];
   };
   std::vector<int32_t> last_use(nv, -1);
-  auto use = [&](int32_t v, int32_t s) { last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s); };
+  auto use = [&](int32_t v, int32_t s) {
+    last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s);
+  };
   for (int32_t s = 0; s < nsteps; ++s) {
     const CpuStep& st = plan.steps[static_cast<size_t>(s)];
     if (st.node >= 0) {

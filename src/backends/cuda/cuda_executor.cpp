@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "ops/infer.h"
@@ -276,8 +277,9 @@ struct Run {
       case OpKind::Assign:
         pending[var_name(n.inputs[0])] = in(n.inputs[1]);
         return;
-      case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze: {
-        DevTensor v = in(n.inputs[0]);  // same bytes, new shape: no copy
+      case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze:
+      case OpKind::Bitcast: {  // bitcast keeps the element size (ops/infer_elementwise.cpp)
+        DevTensor v = in(n.inputs[0]);  // same bytes, new shape or dtype: no copy
         v.type = concrete_type(g, n, in_types(n), 0);
         slots[static_cast<size_t>(n.outputs[0])] = v;
         return;
@@ -334,6 +336,31 @@ struct Run {
     return true;
   }
 
+  // x (a matmul operand, matrices in its last two dims) broadcast to the batch dims of `out`,
+  // as one dense tensor (zero input strides repeat the broadcast dims).
+  DevTensor expand_batch(const DevTensor& x, const Shape& out) {
+    const Shape& s = x.type.shape;
+    const int64_t r = out.rank(), off = r - s.rank();
+    if (r > kCopyMaxRank) throw Error("[matmul] batch broadcast of " + s.str() + " to " + out.str() + ": rank > 16");
+    std::vector<int64_t> dims(out.dims().begin(), out.dims().end() - 2);
+    dims.push_back(s.dim(-2));
+    dims.push_back(s.dim(-1));
+    DevTensor e = alloc(TensorType(Shape(dims), x.type.dtype));
+    StridedCopy cp;
+    cp.rank = static_cast<int>(r);
+    long long in_stride = 1, out_stride = 1;
+    for (int64_t i = r - 1; i >= 0; --i) {
+      const int64_t j = i - off;  // x's dim aligned with dim i (none: broadcast)
+      cp.dims[i] = dims[static_cast<size_t>(i)];
+      cp.out_strides[i] = out_stride;
+      cp.in_strides[i] = j < 0 || (s[j] == 1 && dims[static_cast<size_t>(i)] != 1) ? 0 : in_stride;
+      out_stride *= dims[static_cast<size_t>(i)];
+      if (j >= 0) in_stride *= s[j];
+    }
+    TG_CUDA(launch_strided_copy(x.buf.get(), e.buf.get(), cp, static_cast<int>(dtype_size(x.type.dtype)), stream));
+    return e;
+  }
+
   bool matmul(const Node& n) {
     const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
     DType t = a.type.dtype;
@@ -342,22 +369,24 @@ struct Run {
     const Shape &sa = a.type.shape, &sb = b.type.shape;
     TensorType out = concrete_type(g, n, in_types(n), 0);
     long long m = out.shape.dim(-2), nn = out.shape.dim(-1), k = d.transpose_a ? sa.dim(-2) : sa.dim(-1);
-    long long batch = out.shape.num_elements() / std::max<long long>(1, m * nn);
     auto batch_of = [](const Shape& s) {
       long long p = 1;
       for (int64_t i = 0; i + 2 < s.rank(); ++i) p *= s[i];
       return p;
     };
-    long long ba = batch_of(sa), bb = batch_of(sb);
-    if ((ba != batch && ba != 1) || (bb != batch && bb != 1)) return false;  // partial broadcast
+    long long batch = batch_of(out.shape), ba = batch_of(sa), bb = batch_of(sb);
     DevTensor c = alloc(out);
     if (out.shape.num_elements() > 0) {
       if (k == 0) {
         TG_CUDA(cudaMemsetAsync(c.buf.get(), 0, c.nbytes(), stream));
       } else {
+        // cuBLASLt batches with one stride per operand: an operand broadcast over only some
+        // batch dims ([2,1,m,k] x [1,3,k,n]) is expanded to the full batch first.
+        DevTensor ea = ba == 1 || ba == batch ? a : expand_batch(a, out.shape);
+        DevTensor eb = bb == 1 || bb == batch ? b : expand_batch(b, out.shape);
         MatmulShape s{m, nn, k, batch, ba == 1 ? 0 : m * k, bb == 1 ? 0 : k * nn, d.transpose_a, d.transpose_b, t,
                       exe.precision == Precision::tf32};
-        matmul_lt(s, a.buf.get(), b.buf.get(), c.buf.get(), stream, ctx.index());
+        matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
       }
     }
     slots[static_cast<size_t>(n.outputs[0])] = std::move(c);

@@ -59,8 +59,8 @@ struct Config {
 struct TileKey {
   int64_t k[4], s[4], d[4], o[4], batch, elem;
   auto tie() const {
-    return std::tie(k[0], k[1], k[2], k[3], s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], o[0], o[1], o[2], o[3],
-                    batch, elem);
+    return std::tie(k[0], k[1], k[2], k[3], s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], o[0], o[1], o[2],
+                    o[3], batch, elem);
   }
   bool operator<(const TileKey& x) const { return tie() < x.tie(); }
 };
@@ -68,8 +68,12 @@ struct TileKey {
 bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
   static std::mutex mu;
   static std::map<TileKey, std::pair<bool, std::array<int64_t, 4>>> cache;
-  TileKey key{{c.k[0], c.k[1], c.k[2], c.k[3]}, {c.s[0], c.s[1], c.s[2], c.s[3]}, {c.d[0], c.d[1], c.d[2], c.d[3]},
-              {o[0], o[1], o[2], o[3]}, batch, elem};
+  TileKey key{{c.k[0], c.k[1], c.k[2], c.k[3]},
+              {c.s[0], c.s[1], c.s[2], c.s[3]},
+              {c.d[0], c.d[1], c.d[2], c.d[3]},
+              {o[0], o[1], o[2], o[3]},
+              batch,
+              elem};
   auto extent = [&](int i, int64_t t) { return (t - 1) * c.s[i] + (c.k[i] - 1) * c.d[i] + 1; };
   auto apply = [&](const std::array<int64_t, 4>& t) {
     for (int i = 0; i < 4; ++i) {
@@ -101,7 +105,8 @@ bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
   double best = 0;
   std::array<int64_t, 4> bt{};
   bool found = false;
-  const double total = static_cast<double>(batch) * static_cast<double>(o[0] * o[1]) * static_cast<double>(o[2] * o[3]);
+  const double total =
+      static_cast<double>(batch) * static_cast<double>(o[0] * o[1]) * static_cast<double>(o[2] * o[3]);
   for (int64_t t0 : cand[0])
     for (int64_t t1 : cand[1])
       for (int64_t t2 : cand[2])
@@ -114,7 +119,9 @@ bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
           const int64_t tt[4] = {t0, t1, t2, t3};
           for (int i = 0; i < 4; ++i) blocks *= static_cast<double>((o[i] + tt[i] - 1) / tt[i]);
           const double useful = total / blocks;
-          const double l2 = static_cast<double>(r * (e3 + 32 / elem));  // + a 32-byte sector: rows are unaligned
+          // Elements moved through L2, a 32-byte sector more per unaligned row of loads and stores.
+          const double l2 =
+              static_cast<double>(r * (e3 + 32 / elem) + rows * (t3 + (t3 * elem % 128 ? 32 / elem : 0)));
           const double load_lanes = static_cast<double>(r * 32 * ((e3 + 31) / 32));
           const double compute_lanes = static_cast<double>((rows + 7) / 8 * 8 * 32 * ((t3 + 31) / 32));
           const double cost = (l2 + 0.3 * load_lanes + 0.3 * compute_lanes) / useful * (1 + 264 / blocks);
@@ -146,18 +153,22 @@ std::string resolve_source(Boundary b) {
       "__device__ __forceinline__ long long tg_res(long long c, long long n, bool& flip) {\n"
       "  if (c >= 0 && c < n) return c;\n";
   switch (b) {
-    case Boundary::zero: case Boundary::constant: s += "  return -1;\n"; break;
+    case Boundary::zero:
+    case Boundary::constant: s += "  return -1;\n"; break;
     case Boundary::clamp_to_edge: s += "  return c < 0 ? 0 : n - 1;\n"; break;
     case Boundary::reflect:
-      s += "  if (n == 1) return 0;\n  const long long p = 2 * (n - 1);\n  long long m = c % p;\n  if (m < 0) m += p;\n"
+      s += "  if (n == 1) return 0;\n  const long long p = 2 * (n - 1);\n  long long m = c % p;\n  if (m < "
+           "0) m += p;\n"
            "  return m < n ? m : p - m;\n";
       break;
     case Boundary::symmetric:
-      s += "  const long long p = 2 * n;\n  long long m = c % p;\n  if (m < 0) m += p;\n  return m < n ? m : p - 1 - m;\n";
+      s += "  const long long p = 2 * n;\n  long long m = c % p;\n  if (m < 0) m += p;\n  return m < n ? m : "
+           "p - 1 - m;\n";
       break;
     case Boundary::periodic: s += "  long long m = c % n;\n  return m < 0 ? m + n : m;\n"; break;
     case Boundary::anti_periodic:
-      s += "  const long long q = c >= 0 ? c / n : -((-c + n - 1) / n);\n  if (q & 1) flip = !flip;\n  return c - q * n;\n";
+      s += "  const long long q = c >= 0 ? c / n : -((-c + n - 1) / n);\n  if (q & 1) flip = !flip;\n  "
+           "return c - q * n;\n";
       break;
   }
   return s + "}\n";
@@ -173,7 +184,8 @@ std::string operand_offset(const Operand& op, int side, const std::string& i) {
   switch (op.access) {
     case Access::flat: return i;
     case Access::scalar: return "0";
-    case Access::broadcast: return "tg_boff(a, " + std::to_string(side) + ", " + std::to_string(op.index) + ", " + i + ")";
+    case Access::broadcast:
+      return "tg_boff(a, " + std::to_string(side) + ", " + std::to_string(op.index) + ", " + i + ")";
   }
   return i;
 }
@@ -182,229 +194,270 @@ struct Generated {
   const GraphImpl* g = nullptr;
   const StencilStitch* s = nullptr;
   Config c;
-  int32_t pro_out = -1, epi_in = -1;                  // prologue result; what the epilogue reads
+  int32_t pro_out = -1, epi_in = -1;  // prologue result; what the epilogue reads
   std::vector<std::pair<int32_t, Operand>> pro_ops, epi_ops;
-  int source_operand = -1;                            // a.in index of the source (no prologue)
+  int source_operand = -1;  // a.in index of the source (no prologue)
   bool broadcast = false;
 };
 
-std::string generate(const Generated& gen) {
-  const Config& c = gen.c;
-  const GraphImpl& g = *gen.g;
-  const StencilStitch& st = *gen.s;
-  const char* C = codegen_compute_type(c.dt);
-  const bool arg = c.red == Reduction::argmin || c.red == Reduction::argmax;
-  const bool padded = c.bnd == Boundary::zero || c.bnd == Boundary::constant;
-  const bool anti = c.bnd == Boundary::anti_periodic;
-  const int64_t K = c.k[0] * c.k[1] * c.k[2] * c.k[3];
-  const bool baked = !c.weights.empty();
-  const bool reg_weights = !baked && K <= kRegisterWeights;
-  const bool unrolled = K <= kUnrolledTaps;
-  int64_t zeros = 0;
-  for (double w : c.weights) zeros += w == 0;
-  const bool skip_zeros = c.red == Reduction::sum && baked && unrolled && zeros > 0;
-  const int64_t R = c.E[0] * c.E[1] * c.E[2], E3 = c.E[3], nch = (E3 + 31) / 32;
-  const int64_t TR = c.T[0] * c.T[1] * c.T[2], T3 = c.T[3], nco = (T3 + 31) / 32;
-  const int64_t ru = std::clamp<int64_t>(8 / nch, 1, (R + 7) / 8);
-  const int64_t SE[4] = {c.E[1] * c.E[2] * E3, c.E[2] * E3, E3, 1};
-  const std::string pad = lit(padded && c.bnd == Boundary::constant ? c.pad_value : 0.0, C);
+// Writes the kernel source for one configuration, part by part.
+class Writer {
+ public:
+  explicit Writer(const Generated& gen)
+      : gen_(gen),
+        c_(gen.c),
+        g_(*gen.g),
+        st_(*gen.s),
+        C_(codegen_compute_type(c_.dt)),
+        arg_(c_.red == Reduction::argmin || c_.red == Reduction::argmax),
+        padded_(c_.bnd == Boundary::zero || c_.bnd == Boundary::constant),
+        K_(c_.k[0] * c_.k[1] * c_.k[2] * c_.k[3]),
+        baked_(!c_.weights.empty()),
+        reg_weights_(!baked_ && K_ <= kRegisterWeights),
+        unrolled_(K_ <= kUnrolledTaps),
+        R_(c_.E[0] * c_.E[1] * c_.E[2]),
+        nch_((c_.E[3] + 31) / 32),
+        ru_(std::clamp<int64_t>(8 / nch_, 1, (R_ + 7) / 8)),
+        SE_{c_.E[1] * c_.E[2] * c_.E[3], c_.E[2] * c_.E[3], c_.E[3], 1},
+        pad_(lit(c_.bnd == Boundary::constant ? c_.pad_value : 0.0, C_)) {
+    skip_zeros_ = c_.red == Reduction::sum && baked_ && unrolled_ &&
+                  std::find(c_.weights.begin(), c_.weights.end(), 0.0) != c_.weights.end();
+  }
 
-  std::ostringstream os;
-  os << elementwise_prelude();
-  os << "struct StencilArgs { const void* in[" << kStencilOperands << "]; void* out[" << kStencilOperands
-     << "]; long long n[4], o[4], base[4]; long long sstride[5], ostride[5]; long long nt[4]; long long gdims[2][8]; "
-        "long long gstride["
-     << kStencilOperands << "][8]; int grank[2]; };\n";
-  os << "struct TgBlock { long long b, q[4], g[4]; };\n";
-  os << "typedef " << C << " TG_C;\n";
-  os << resolve_source(c.bnd);
-  if (gen.broadcast)
-    os << "__device__ __forceinline__ long long tg_boff(const StencilArgs& a, int side, int k, long long i) {\n"
-          "  long long o = 0;\n"
-          "  for (int d = a.grank[side] - 1; d >= 0; --d) { const long long n = a.gdims[side][d]; o += (i % n) * "
-          "a.gstride[k][d]; i /= n; }\n"
-          "  return o;\n}\n";
+  std::string source() {
+    os_ << elementwise_prelude();
+    os_ << "struct StencilArgs { const void* in[" << kStencilOperands << "]; void* out[" << kStencilOperands
+        << "]; long long n[4], o[4], base[4]; long long sstride[5], ostride[5]; long long nt[4]; "
+           "long long gdims[2][8]; long long gstride[2]["
+        << kStencilOperands << "][8]; int grank[2]; };\n"
+        << "struct TgBlock { long long b, q[4], g[4]; };\n"
+        << "typedef " << C_ << " TG_C;\n"
+        << resolve_source(c_.bnd);
+    helpers();
+    load();
+    compute();
+    kernel();
+    return os_.str();
+  }
 
-  // Block -> tile origin in output (q) and source (g) coordinates.
-  os << "__device__ __forceinline__ TgBlock tg_block(const StencilArgs& a, long long r) {\n  TgBlock k;\n";
-  for (int i = 3; i >= 0; --i)
-    os << "  { const long long t = r % a.nt[" << i << "]; r /= a.nt[" << i << "]; k.q[" << i << "] = t * " << c.T[i]
-       << "LL; k.g[" << i << "] = k.q[" << i << "] * " << c.s[i] << "LL + a.base[" << i << "]; }\n";
-  os << "  k.b = r;\n  return k;\n}\n";
+ private:
+  std::string operand(int index) const { return "a.in[" + std::to_string(index) + "]"; }
 
-  // One source element (flat index i), the prologue applied.
-  os << "__device__ __forceinline__ TG_C tg_src(const StencilArgs& a, long long i) {\n";
-  if (st.prologue.nodes.empty()) {
-    os << "  return " << codegen_load(c.dt, "a.in[" + std::to_string(gen.source_operand) + "]", "i") << ";\n";
-  } else {
-    std::unordered_map<int32_t, std::string> names;
-    for (const auto& [v, op] : gen.pro_ops) {
-      std::string nm = "p" + std::to_string(op.index);
-      os << "  const " << codegen_compute_type(g.type(v).dtype) << " " << nm << " = "
-         << codegen_load(g.type(v).dtype, "a.in[" + std::to_string(op.index) + "]", operand_offset(op, 0, "i")) << ";\n";
-      names[v] = nm;
+  // tg_boff (broadcast operands), tg_block (block -> tile origin in output (q) and source (g)
+  // coordinates), tg_src (one source element, the prologue applied), tg_weights (registers).
+  void helpers() {
+    if (gen_.broadcast)
+      os_ << "__device__ __forceinline__ long long tg_boff(const StencilArgs& a, int side, int k, long long "
+             "i) {\n"
+             "  long long o = 0;\n"
+             "  for (int d = a.grank[side] - 1; d >= 0; --d) { const long long n = a.gdims[side][d]; "
+             "o += (i % n) * a.gstride[side][k][d]; i /= n; }\n"
+             "  return o;\n}\n";
+    os_ << "__device__ __forceinline__ TgBlock tg_block(const StencilArgs& a, long long r) {\n  TgBlock k;\n";
+    for (int i = 3; i >= 0; --i)
+      os_ << "  { const long long t = r % a.nt[" << i << "]; r /= a.nt[" << i << "]; k.q[" << i << "] = t * "
+          << c_.T[i] << "LL; k.g[" << i << "] = k.q[" << i << "] * " << c_.s[i] << "LL + a.base[" << i
+          << "]; }\n";
+    os_ << "  k.b = r;\n  return k;\n}\n";
+    os_ << "__device__ __forceinline__ TG_C tg_src(const StencilArgs& a, long long i) {\n";
+    if (st_.prologue.nodes.empty()) {
+      os_ << "  return " << codegen_load(c_.dt, operand(gen_.source_operand), "i") << ";\n";
+    } else {
+      std::unordered_map<int32_t, std::string> names;
+      for (const auto& [v, op] : gen_.pro_ops) {
+        names[v] = "p" + std::to_string(op.index);
+        os_ << "  const " << codegen_compute_type(g_.type(v).dtype) << " " << names[v] << " = "
+            << codegen_load(g_.type(v).dtype, operand(op.index), operand_offset(op, 0, "i")) << ";\n";
+      }
+      os_ << elementwise_members(g_, st_.prologue, names, "  ") << "  return " << names.at(gen_.pro_out)
+          << ";\n";
     }
-    os << elementwise_members(g, st.prologue, names, "  ");
-    os << "  return " << names.at(gen.pro_out) << ";\n";
-  }
-  os << "}\n";
-
-  // Weights held in registers (run-time weights, few taps).
-  if (reg_weights) {
-    os << "__device__ __forceinline__ void tg_weights(const StencilArgs& a, TG_C* w) {\n#pragma unroll\n  for (int t = 0; t < "
-       << K << "; ++t) w[t] = " << codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", "t")
-       << ";\n}\n";
+    os_ << "}\n";
+    if (reg_weights_)
+      os_ << "__device__ __forceinline__ void tg_weights(const StencilArgs& a, TG_C* w) {\n#pragma unroll\n"
+          << "  for (int t = 0; t < " << K_
+          << "; ++t) w[t] = " << codegen_load(c_.dt, operand(c_.weights_operand), "t") << ";\n}\n";
   }
 
-  // Load: rows of the tile (all dims but the innermost) go to warps, elements of a row to lanes;
-  // `ru` rows are loaded before they are stored so several loads are in flight per thread.
-  os << "__device__ __forceinline__ bool tg_load(const StencilArgs& a, TG_C* tile, const TgBlock& k, int tid) {\n"
-     << "  bool bad = false;\n  const int lane = tid & 31, warp = tid >> 5;\n"
-     << "  const long long sb = k.b * a.sstride[0];\n"
-     << "  const bool in3 = k.g[3] >= 0 && k.g[3] + " << E3 << " <= a.n[3];\n"
-     << "  for (int r0 = warp; r0 < " << R << "; r0 += " << 8 * ru << ") {\n"
-     << "    TG_C v[" << ru << "][" << nch << "];\n"
-     << "#pragma unroll\n    for (int u = 0; u < " << ru << "; ++u) {\n"
-     << "      const int r = r0 + 8 * u;\n      if (r >= " << R << ") break;\n"
-     << "      const int e2 = r % " << c.E[2] << ", e1 = (r / " << c.E[2] << ") % " << c.E[1] << ", e0 = r / "
-     << c.E[1] * c.E[2] << ";\n"
-     << "      bool flip = false;\n";
-  for (int i = 0; i < 3; ++i)
-    os << "      const long long c" << i << " = tg_res(k.g[" << i << "] + e" << i << ", a.n[" << i << "], flip);\n";
-  os << "      const long long row = sb + c0 * a.sstride[1] + c1 * a.sstride[2] + c2 * a.sstride[3];\n";
-  const std::string guard = E3 % 32 ? "        if (lane + 32 * j >= " + std::to_string(E3) + ") break;\n" : "";
-  if (padded) {
-    os << "      if (c0 < 0 || c1 < 0 || c2 < 0) {\n#pragma unroll\n        for (int j = 0; j < " << nch
-       << "; ++j) v[u][j] = " << pad << ";\n        continue;\n      }\n";
+  // tg_load: rows of the tile (every dim but the innermost) go to warps, elements of a row to
+  // lanes; `ru` rows are loaded before any is stored, so several loads are in flight per thread.
+  // Rows resolve their outer coordinates once; a row inside the source along the innermost dim
+  // (the block's common case) loads without per-element boundary work.
+  void load() {
+    const int64_t E3 = c_.E[3];
+    const bool anti = c_.bnd == Boundary::anti_periodic;
+    const std::string guard =
+        E3 % 32 ? "        if (lane + 32 * j >= " + std::to_string(E3) + ") break;\n" : "";
+    os_ << "__device__ __forceinline__ bool tg_load(const StencilArgs& a, TG_C* tile, const TgBlock& k, int "
+           "tid) {\n"
+        << "  bool bad = false;\n  const int lane = tid & 31, warp = tid >> 5;\n"
+        << "  const long long sb = k.b * a.sstride[0];\n"
+        << "  const bool in3 = k.g[3] >= 0 && k.g[3] + " << E3 << " <= a.n[3];\n"
+        << "  for (int r0 = warp; r0 < " << R_ << "; r0 += " << 8 * ru_ << ") {\n"
+        << "    TG_C v[" << ru_ << "][" << nch_ << "];\n"
+        << "#pragma unroll\n    for (int u = 0; u < " << ru_ << "; ++u) {\n"
+        << "      const int r = r0 + 8 * u;\n      if (r >= " << R_ << ") break;\n"
+        << "      const int e2 = r % " << c_.E[2] << ", e1 = (r / " << c_.E[2] << ") % " << c_.E[1]
+        << ", e0 = r / " << c_.E[1] * c_.E[2] << ";\n"
+        << "      bool flip = false;\n";
+    for (int i = 0; i < 3; ++i)
+      os_ << "      const long long c" << i << " = tg_res(k.g[" << i << "] + e" << i << ", a.n[" << i
+          << "], flip);\n";
+    os_ << "      const long long row = sb + c0 * a.sstride[1] + c1 * a.sstride[2] + c2 * a.sstride[3];\n";
+    if (padded_)
+      os_ << "      if (c0 < 0 || c1 < 0 || c2 < 0) {\n#pragma unroll\n        for (int j = 0; j < " << nch_
+          << "; ++j) v[u][j] = " << pad_ << ";\n        continue;\n      }\n";
+    os_ << "      if (in3) {\n        const long long i0 = row + k.g[3] + lane;\n#pragma unroll\n"
+        << "        for (int j = 0; j < " << nch_ << "; ++j) {\n"
+        << guard << "          const TG_C x = tg_src(a, i0 + 32 * j);\n"
+        << "          v[u][j] = " << (anti ? "flip ? -x : x" : "x") << ";\n        }\n"
+        << "      } else {\n#pragma unroll\n        for (int j = 0; j < " << nch_ << "; ++j) {\n"
+        << guard << "          bool f = flip;\n"
+        << "          const long long c3 = tg_res(k.g[3] + lane + 32 * j, a.n[3], f);\n";
+    if (padded_) os_ << "          if (c3 < 0) { v[u][j] = " << pad_ << "; continue; }\n";
+    os_ << "          const TG_C x = tg_src(a, row + c3);\n"
+        << "          v[u][j] = " << (anti ? "f ? -x : x" : "x") << ";\n        }\n      }\n    }\n"
+        << "#pragma unroll\n    for (int u = 0; u < " << ru_ << "; ++u) {\n"
+        << "      const int r = r0 + 8 * u;\n      if (r >= " << R_ << ") break;\n"
+        << "#pragma unroll\n      for (int j = 0; j < " << nch_ << "; ++j) {\n"
+        << guard << "        tile[r * " << E3 << " + lane + 32 * j] = v[u][j];\n"
+        << (skip_zeros_ ? "        bad |= !isfinite(v[u][j]);\n" : "")
+        << "      }\n    }\n  }\n  return bad;\n}\n";
   }
-  os << "      if (in3) {\n        const long long i0 = row + k.g[3] + lane;\n#pragma unroll\n        for (int j = 0; j < "
-     << nch << "; ++j) {\n"
-     << guard << "          const TG_C x = tg_src(a, i0 + 32 * j);\n"
-     << "          v[u][j] = " << (anti ? "flip ? -x : x" : "x") << ";\n        }\n"
-     << "      } else {\n#pragma unroll\n        for (int j = 0; j < " << nch << "; ++j) {\n"
-     << guard << "          bool f = flip;\n"
-     << "          const long long c3 = tg_res(k.g[3] + lane + 32 * j, a.n[3], f);\n";
-  if (padded) os << "          if (c3 < 0) { v[u][j] = " << pad << "; continue; }\n";
-  os << "          const TG_C x = tg_src(a, row + c3);\n"
-     << "          v[u][j] = " << (anti ? "f ? -x : x" : "x") << ";\n        }\n      }\n    }\n";
-  os << "#pragma unroll\n    for (int u = 0; u < " << ru << "; ++u) {\n"
-     << "      const int r = r0 + 8 * u;\n      if (r >= " << R << ") break;\n"
-     << "#pragma unroll\n      for (int j = 0; j < " << nch << "; ++j) {\n"
-     << (E3 % 32 ? "        if (lane + 32 * j >= " + std::to_string(E3) + ") break;\n" : "")
-     << "        tile[r * " << E3 << " + lane + 32 * j] = v[u][j];\n"
-     << (skip_zeros ? "        bad |= !isfinite(v[u][j]);\n" : "") << "      }\n    }\n  }\n  return bad;\n}\n";
 
-  // The reduction over the taps of the output whose window starts at x.
-  auto weight = [&](int64_t t) -> std::string {
-    if (baked) return lit(c.weights[static_cast<size_t>(t)], C);
-    if (reg_weights) return "w[" + std::to_string(t) + "]";
-    return codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", std::to_string(t));
-  };
-  auto taps = [&](bool skip) {
+  std::string weight(int64_t t) const {
+    if (baked_) return lit(c_.weights[static_cast<size_t>(t)], C_);
+    if (reg_weights_) return "w[" + std::to_string(t) + "]";
+    return codegen_load(c_.dt, operand(c_.weights_operand), std::to_string(t));
+  }
+
+  // The taps, unrolled with constant offsets into the tile from x (zero weights left out when
+  // `skip`). min / max / argmin / argmax keep the first extreme, a NaN winning.
+  std::string taps(bool skip) const {
     std::ostringstream r;
+    const char* better = (c_.red == Reduction::max || c_.red == Reduction::argmax) ? ">" : "<";
     int64_t t = 0;
-    for (int64_t t0 = 0; t0 < c.k[0]; ++t0)
-      for (int64_t t1 = 0; t1 < c.k[1]; ++t1)
-        for (int64_t t2 = 0; t2 < c.k[2]; ++t2)
-          for (int64_t t3 = 0; t3 < c.k[3]; ++t3, ++t) {
-            const int64_t off = t0 * c.d[0] * SE[0] + t1 * c.d[1] * SE[1] + t2 * c.d[2] * SE[2] + t3 * c.d[3];
+    for (int64_t t0 = 0; t0 < c_.k[0]; ++t0)
+      for (int64_t t1 = 0; t1 < c_.k[1]; ++t1)
+        for (int64_t t2 = 0; t2 < c_.k[2]; ++t2)
+          for (int64_t t3 = 0; t3 < c_.k[3]; ++t3, ++t) {
+            const int64_t off =
+                t0 * c_.d[0] * SE_[0] + t1 * c_.d[1] * SE_[1] + t2 * c_.d[2] * SE_[2] + t3 * c_.d[3];
             const std::string x = "x[" + std::to_string(off) + "]";
-            const double w = baked ? c.weights[static_cast<size_t>(t)] : 2.0;
+            const double w = baked_ ? c_.weights[static_cast<size_t>(t)] : 2.0;
             if (skip && w == 0) continue;
             // x * 1 and x * -1 are exact: the multiply is left out.
             const std::string v = w == 1 ? x : w == -1 ? "-" + x : x + " * " + weight(t);
-            switch (c.red) {
-              case Reduction::sum: r << "        acc " << (w == -1 ? "-= " + x : "+= " + v) << ";\n"; break;
-              case Reduction::product: r << "        acc *= " << v << ";\n"; break;
-              default: {
-                const char* better = (c.red == Reduction::max || c.red == Reduction::argmax) ? ">" : "<";
-                if (t == 0) {
-                  r << "        TG_C acc = " << v << ";" << (arg ? " int best = 0;" : "") << "\n";
-                } else {
-                  r << "        { const TG_C v = " << v << "; if (acc == acc && (v != v || v " << better
-                    << " acc)) { acc = v;" << (arg ? " best = " + std::to_string(t) + ";" : "") << " } }\n";
-                }
-              }
-            }
+            if (c_.red == Reduction::sum)
+              r << "        acc " << (w == -1 ? "-= " + x : "+= " + v) << ";\n";
+            else if (c_.red == Reduction::product)
+              r << "        acc *= " << v << ";\n";
+            else if (t == 0)
+              r << "        TG_C acc = " << v << ";" << (arg_ ? " int best = 0;" : "") << "\n";
+            else
+              r << "        { const TG_C v = " << v << "; if (acc == acc && (v != v || v " << better
+                << " acc)) { acc = v;" << (arg_ ? " best = " + std::to_string(t) + ";" : "") << " } }\n";
           }
     return r.str();
-  };
-  std::ostringstream red;
-  const bool minmax = c.red != Reduction::sum && c.red != Reduction::product;
-  if (!minmax) red << "        TG_C acc = (TG_C)" << (c.red == Reduction::sum ? "0" : "1") << ";\n";
-  if (unrolled) {
-    if (skip_zeros) red << "        if (!bad) {\n" << taps(true) << "        } else {\n" << taps(false) << "        }\n";
-    else red << taps(false);
-  } else {
-    const char* better = (c.red == Reduction::max || c.red == Reduction::argmax) ? ">" : "<";
-    if (minmax) red << "        TG_C acc = (TG_C)0; int best = -1;\n";
-    red << "        for (int t = 0; t < " << K << "; ++t) {\n"
-        << "          const int t3 = t % " << c.k[3] << ", t2 = (t / " << c.k[3] << ") % " << c.k[2] << ", t1 = (t / "
-        << c.k[3] * c.k[2] << ") % " << c.k[1] << ", t0 = t / " << c.k[3] * c.k[2] * c.k[1] << ";\n"
-        << "          const TG_C v = x[t0 * " << c.d[0] * SE[0] << " + t1 * " << c.d[1] * SE[1] << " + t2 * "
-        << c.d[2] * SE[2] << " + t3 * " << c.d[3] << "] * "
-        << codegen_load(c.dt, "a.in[" + std::to_string(c.weights_operand) + "]", "t") << ";\n";
-    if (c.red == Reduction::sum) red << "          acc += v;\n";
-    else if (c.red == Reduction::product) red << "          acc *= v;\n";
-    else red << "          if (best < 0 || (acc == acc && (v != v || v " << better << " acc))) { acc = v; best = t; }\n";
-    red << "        }\n";
   }
 
-  // Compute: rows of the output tile go to warps, outputs of a row to lanes.
-  os << "__device__ __forceinline__ void tg_compute(const StencilArgs& a, const TG_C* tile, const TgBlock& k, int tid, "
-        "bool bad, const TG_C* w) {\n"
-     << "  const int lane = tid & 31, warp = tid >> 5;\n"
-     << "  for (int rr = warp; rr < " << TR << "; rr += 8) {\n"
-     << "    const int a2 = rr % " << c.T[2] << ", a1 = (rr / " << c.T[2] << ") % " << c.T[1] << ", a0 = rr / "
-     << c.T[1] * c.T[2] << ";\n"
-     << "    const long long p0 = k.q[0] + a0, p1 = k.q[1] + a1, p2 = k.q[2] + a2;\n"
-     << "    if (p0 >= a.o[0] || p1 >= a.o[1] || p2 >= a.o[2]) continue;\n"
-     << "    const TG_C* xr = tile + a0 * " << c.s[0] * SE[0] << " + a1 * " << c.s[1] * SE[1] << " + a2 * "
-     << c.s[2] * SE[2] << ";\n"
-     << "    const long long orow = k.b * a.ostride[0] + p0 * a.ostride[1] + p1 * a.ostride[2] + p2 * a.ostride[3];\n"
-     << "#pragma unroll\n    for (int m = 0; m < " << nco << "; ++m) {\n"
-     << "      const int cc = lane + 32 * m;\n"
-     << (T3 % 32 ? "      if (cc >= " + std::to_string(T3) + ") break;\n" : "")
-     << "      const long long p3 = k.q[3] + cc;\n      if (p3 >= a.o[3]) break;\n"
-     << "      const TG_C* x = xr + cc * " << c.s[3] << ";\n"
-     << "      const long long oo = orow + p3;\n"
-     << "      {\n"
-     << red.str();
-  // The result as the unfused stencil would have stored it, then the epilogue.
-  const DType yt = arg ? DType::i32 : c.dt;
-  const std::string y = arg ? "(long long)best" : codegen_round_to(c.dt, "acc");
-  os << "        const " << codegen_compute_type(yt) << " yv = " << y << ";\n";
-  std::unordered_map<int32_t, std::string> names;
-  const int32_t yval = gen.epi_in;
-  names[yval] = "yv";
-  if (!st.epilogue.nodes.empty()) {
-    for (const auto& [v, op] : gen.epi_ops) {
-      std::string nm = "q" + std::to_string(op.index);
-      os << "        const " << codegen_compute_type(g.type(v).dtype) << " " << nm << " = "
-         << codegen_load(g.type(v).dtype, "a.in[" + std::to_string(op.index) + "]", operand_offset(op, 1, "oo"))
-         << ";\n";
-      names[v] = nm;
+  // The reduction over the window starting at x, into acc (and best).
+  void reduction() {
+    const bool minmax = c_.red != Reduction::sum && c_.red != Reduction::product;
+    if (!minmax) os_ << "        TG_C acc = (TG_C)" << (c_.red == Reduction::sum ? "0" : "1") << ";\n";
+    if (unrolled_ && skip_zeros_) {
+      os_ << "        if (!bad) {\n" << taps(true) << "        } else {\n" << taps(false) << "        }\n";
+    } else if (unrolled_) {
+      os_ << taps(false);
+    } else {
+      const char* better = (c_.red == Reduction::max || c_.red == Reduction::argmax) ? ">" : "<";
+      if (minmax) os_ << "        TG_C acc = (TG_C)0; int best = -1;\n";
+      os_ << "        for (int t = 0; t < " << K_ << "; ++t) {\n"
+          << "          const int t3 = t % " << c_.k[3] << ", t2 = (t / " << c_.k[3] << ") % " << c_.k[2]
+          << ", t1 = (t / " << c_.k[3] * c_.k[2] << ") % " << c_.k[1] << ", t0 = t / "
+          << c_.k[3] * c_.k[2] * c_.k[1] << ";\n"
+          << "          const TG_C v = x[t0 * " << c_.d[0] * SE_[0] << " + t1 * " << c_.d[1] * SE_[1]
+          << " + t2 * " << c_.d[2] * SE_[2] << " + t3 * " << c_.d[3] << "] * "
+          << codegen_load(c_.dt, operand(c_.weights_operand), "t") << ";\n";
+      if (c_.red == Reduction::sum)
+        os_ << "          acc += v;\n";
+      else if (c_.red == Reduction::product)
+        os_ << "          acc *= v;\n";
+      else
+        os_ << "          if (best < 0 || (acc == acc && (v != v || v " << better
+            << " acc))) { acc = v; best = t; }\n";
+      os_ << "        }\n";
     }
-    os << elementwise_members(g, st.epilogue, names, "        ");
   }
-  for (size_t j = 0; j < st.outputs.size(); ++j) {
-    const int32_t v = st.outputs[j];
-    const DType t = v == yval ? yt : g.type(v).dtype;
-    os << "        ((" << codegen_storage_type(t) << "*)a.out[" << j << "])[oo] = " << codegen_store(t, names.at(v))
-       << ";\n";
-  }
-  os << "      }\n    }\n  }\n}\n";
 
-  os << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") tg_stencil(const StencilArgs a) {\n"
-     << "  __shared__ TG_C tile[" << R * E3 << "];\n";
-  if (reg_weights) os << "  TG_C w[" << K << "];\n  tg_weights(a, w);\n";
-  else os << "  const TG_C* w = nullptr;\n";
-  os << "  const TgBlock k = tg_block(a, (long long)blockIdx.x);\n"
-     << "  bool bad = tg_load(a, tile, k, (int)threadIdx.x);\n"
-     << (skip_zeros ? "  bad = __syncthreads_or(bad);\n" : "  __syncthreads();\n")
-     << "  tg_compute(a, tile, k, (int)threadIdx.x, bad, w);\n}\n";
-  return os.str();
-}
+  // tg_compute: rows of the output tile go to warps, outputs of a row to lanes; the result is
+  // rounded as the unfused stencil would store it, then the epilogue runs and outputs are stored.
+  void compute() {
+    const int64_t TR = c_.T[0] * c_.T[1] * c_.T[2], T3 = c_.T[3];
+    os_ << "__device__ __forceinline__ void tg_compute(const StencilArgs& a, const TG_C* tile, const "
+           "TgBlock& k, "
+           "int tid, bool bad, const TG_C* w) {\n"
+        << "  const int lane = tid & 31, warp = tid >> 5;\n"
+        << "  for (int rr = warp; rr < " << TR << "; rr += 8) {\n"
+        << "    const int a2 = rr % " << c_.T[2] << ", a1 = (rr / " << c_.T[2] << ") % " << c_.T[1]
+        << ", a0 = rr / " << c_.T[1] * c_.T[2] << ";\n"
+        << "    const long long p0 = k.q[0] + a0, p1 = k.q[1] + a1, p2 = k.q[2] + a2;\n"
+        << "    if (p0 >= a.o[0] || p1 >= a.o[1] || p2 >= a.o[2]) continue;\n"
+        << "    const TG_C* xr = tile + a0 * " << c_.s[0] * SE_[0] << " + a1 * " << c_.s[1] * SE_[1]
+        << " + a2 * " << c_.s[2] * SE_[2] << ";\n"
+        << "    const long long orow = k.b * a.ostride[0] + p0 * a.ostride[1] + p1 * a.ostride[2] + p2 * "
+           "a.ostride[3];\n"
+        << "#pragma unroll\n    for (int m = 0; m < " << (T3 + 31) / 32 << "; ++m) {\n"
+        << "      const int cc = lane + 32 * m;\n"
+        << (T3 % 32 ? "      if (cc >= " + std::to_string(T3) + ") break;\n" : "")
+        << "      const long long p3 = k.q[3] + cc;\n      if (p3 >= a.o[3]) break;\n"
+        << "      const TG_C* x = xr + cc * " << c_.s[3] << ";\n"
+        << "      const long long oo = orow + p3;\n";
+    reduction();
+    const DType yt = arg_ ? DType::i32 : c_.dt;
+    os_ << "        const " << codegen_compute_type(yt)
+        << " yv = " << (arg_ ? std::string("(long long)best") : codegen_round_to(c_.dt, "acc")) << ";\n";
+    std::unordered_map<int32_t, std::string> names{{gen_.epi_in, "yv"}};
+    for (const auto& [v, op] : gen_.epi_ops) {
+      names[v] = "q" + std::to_string(op.index);
+      os_ << "        const " << codegen_compute_type(g_.type(v).dtype) << " " << names[v] << " = "
+          << codegen_load(g_.type(v).dtype, operand(op.index), operand_offset(op, 1, "oo")) << ";\n";
+    }
+    os_ << elementwise_members(g_, st_.epilogue, names, "        ");
+    for (size_t j = 0; j < st_.outputs.size(); ++j) {
+      const int32_t v = st_.outputs[j];
+      const DType t = v == gen_.epi_in ? yt : g_.type(v).dtype;
+      os_ << "        ((" << codegen_storage_type(t) << "*)a.out[" << j
+          << "])[oo] = " << codegen_store(t, names.at(v)) << ";\n";
+    }
+    os_ << "    }\n  }\n}\n";
+  }
+
+  void kernel() {
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << kThreads
+        << ") tg_stencil(const StencilArgs a) {\n"
+        << "  __shared__ TG_C tile[" << R_ * c_.E[3] << "];\n"
+        << (reg_weights_ ? "  TG_C w[" + std::to_string(K_) + "];\n  tg_weights(a, w);\n"
+                         : "  const TG_C* w = nullptr;\n")
+        << "  const TgBlock k = tg_block(a, (long long)blockIdx.x);\n"
+        << "  bool bad = tg_load(a, tile, k, (int)threadIdx.x);\n"
+        << (skip_zeros_ ? "  bad = __syncthreads_or(bad);\n" : "  __syncthreads();\n")
+        << "  tg_compute(a, tile, k, (int)threadIdx.x, bad, w);\n}\n";
+  }
+
+  const Generated& gen_;
+  const Config& c_;
+  const GraphImpl& g_;
+  const StencilStitch& st_;
+  const char* C_;
+  const bool arg_, padded_;
+  const int64_t K_;
+  const bool baked_, reg_weights_, unrolled_;
+  bool skip_zeros_ = false;
+  const int64_t R_, nch_, ru_, SE_[4];
+  const std::string pad_;
+  std::ostringstream os_;
+};
 
 Dims or_fill(const Dims& v, size_t n, int64_t dflt) { return v.empty() ? Dims(n, dflt) : v; }
 
@@ -434,7 +487,7 @@ bool classify(const TensorType& t, const Shape& gs, int k, int side, StencilArgs
     const int64_t sd = d - (rank - tr);
     const int64_t dim = sd >= 0 ? t.shape[sd] : 1;
     if (dim != 1 && dim != gs[d]) return false;
-    a.gstride[k][d] = (dim == 1 && gs[d] != 1) || sd < 0 ? 0 : stride;
+    a.gstride[side][k][d] = (dim == 1 && gs[d] != 1) || sd < 0 ? 0 : stride;
     stride *= dim;
   }
   return true;
@@ -454,8 +507,8 @@ StencilStitch lone_stencil(const GraphImpl& g, int32_t node) {
 
 std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const StencilStitch& s,
                                                      const std::vector<TensorType>& in) {
-  if (in.size() != s.inputs.size() || s.inputs.size() > kStencilOperands || s.outputs.size() > kStencilOperands ||
-      s.outputs.empty())
+  if (in.size() != s.inputs.size() || s.inputs.size() > kStencilOperands ||
+      s.outputs.size() > kStencilOperands || s.outputs.empty())
     return std::nullopt;
   const Node& sn = g.nodes[static_cast<size_t>(s.stencil)];
   // Concrete types of every value of the step, inferred piece by piece.
@@ -493,7 +546,8 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
   gen.s = &s;
   Config& c = gen.c;
   c.dt = src.dtype;
-  if (c.dt != DType::f32 && c.dt != DType::f64 && c.dt != DType::f16 && c.dt != DType::bf16) return std::nullopt;
+  if (c.dt != DType::f32 && c.dt != DType::f64 && c.dt != DType::f16 && c.dt != DType::bf16)
+    return std::nullopt;
   if (!src.shape.is_static() || src.shape.rank() < 4 || wt.shape.rank() != 4) return std::nullopt;
   const auto& d = std::get<StencilDesc>(sn.attr);
   c.red = d.reduction;
@@ -518,7 +572,8 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
     const int64_t total = std::max<int64_t>((o[i] - 1) * c.s[i] + ke - n, 0);
     int64_t pad = 0;
     switch (d.padding_style) {
-      case PaddingStyle::explicit_: case PaddingStyle::explicit_offset: pad = expl[2 * static_cast<size_t>(i)]; break;
+      case PaddingStyle::explicit_:
+      case PaddingStyle::explicit_offset: pad = expl[2 * static_cast<size_t>(i)]; break;
       case PaddingStyle::same: pad = total / 2; break;
       case PaddingStyle::same_lower: pad = (total + 1) / 2; break;
       case PaddingStyle::valid: break;
@@ -572,14 +627,15 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
     gen.source_operand = index_of(s.inputs, sn.inputs[0]);
     if (gen.source_operand < 0) return std::nullopt;
   }
-  gen.epi_in = s.result_views.empty() ? sn.outputs[0]
-                                      : g.nodes[static_cast<size_t>(s.result_views.back())].outputs[0];
+  gen.epi_in =
+      s.result_views.empty() ? sn.outputs[0] : g.nodes[static_cast<size_t>(s.result_views.back())].outputs[0];
   if (!s.epilogue.nodes.empty()) {
     if (!elementwise_supported(g, s.epilogue)) return std::nullopt;
     const Shape& gs = types.at(g.nodes[static_cast<size_t>(s.epilogue.nodes.back())].outputs[0]).shape;
     if (gs.num_elements() != outputs) return std::nullopt;
     for (int32_t id : s.epilogue.nodes)
-      if (types.at(g.nodes[static_cast<size_t>(id)].outputs[0]).shape.num_elements() != outputs) return std::nullopt;
+      if (types.at(g.nodes[static_cast<size_t>(id)].outputs[0]).shape.num_elements() != outputs)
+        return std::nullopt;
     for (int32_t v : s.epilogue.inputs) {
       if (v == gen.epi_in) continue;
       Operand op{index_of(s.inputs, v), Access::flat};
@@ -591,7 +647,8 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
     return std::nullopt;
   }
   for (int32_t v : s.outputs)
-    if (v != gen.epi_in && index_of(s.epilogue.nodes, g.values[static_cast<size_t>(v)].node) < 0) return std::nullopt;
+    if (v != gen.epi_in && index_of(s.epilogue.nodes, g.values[static_cast<size_t>(v)].node) < 0)
+      return std::nullopt;
   gen.broadcast = broadcast;
 
   const int64_t elem = c.dt == DType::f64 ? 8 : 4;
@@ -603,7 +660,7 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
   }
   if (blocks > 2147483647.0) return std::nullopt;
   plan.blocks = static_cast<long long>(blocks);
-  plan.source = generate(gen);
+  plan.source = Writer(gen).source();
   return plan;
 }
 
@@ -631,26 +688,27 @@ std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const St
     l->kernel = p;
   }
   if (cache) {
-    if (cache->entries.size() >= 16) cache->entries.erase(cache->entries.begin());  // many shapes: keep the latest
+    if (cache->entries.size() >= 16)
+      cache->entries.erase(cache->entries.begin());  // many shapes: keep the latest
     cache->entries.emplace_back(in, l);
   }
   return l;
 }
 
-void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in, const std::vector<void*>& out,
-                           cudaStream_t stream) {
+void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in,
+                           const std::vector<void*>& out, cudaStream_t stream) {
   const auto& p = *static_cast<const Prepared*>(l.kernel.get());
   if (p.plan.blocks == 0) return;
   StencilArgs a = p.plan.args;
   for (size_t k = 0; k < in.size(); ++k) a.in[k] = in[k];
   for (size_t k = 0; k < out.size(); ++k) a.out[k] = out[k];
   void* params[] = {&a};
-  TG_CUDA(cudaLaunchKernel(p.kernel.fn(), dim3(static_cast<unsigned>(p.plan.blocks)), dim3(kThreads), params, 0,
-                           stream));
+  TG_CUDA(cudaLaunchKernel(p.kernel.fn(), dim3(static_cast<unsigned>(p.plan.blocks)), dim3(kThreads), params,
+                           0, stream));
 }
 
-bool cuda_stencil(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
-                  cudaStream_t stream, int device) {
+bool cuda_stencil(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
+                  const std::vector<DevOut>& out, cudaStream_t stream, int device) {
   const int32_t id = static_cast<int32_t>(&n - g.nodes.data());
   StencilStitch s = lone_stencil(g, id);
   std::vector<TensorType> types;

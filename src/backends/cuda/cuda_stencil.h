@@ -26,7 +26,7 @@ struct StencilArgs {
   long long sstride[5], ostride[5];  // element strides: [0] the flattened leading dims, then dims 0..3
   long long nt[4];                   // tiles per window dim
   long long gdims[2][8];             // prologue / epilogue group shapes (broadcast operands)
-  long long gstride[kStencilOperands][8];
+  long long gstride[2][kStencilOperands][8];
   int grank[2];
 };
 
@@ -61,7 +61,7 @@ std::optional<StencilLaunch> prepare_stencil_stitch(const GraphImpl& g, const St
                                                     const std::vector<TensorType>& in, int device,
                                                     StencilStepCache* cache = nullptr);
 /// Enqueues a prepared launch over device operands (s.inputs order) and outputs (s.outputs order).
-void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in, const std::vector<void*>& out,
-                           cudaStream_t stream);
+void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*>& in,
+                           const std::vector<void*>& out, cudaStream_t stream);
 
 }  // namespace tg::detail

@@ -9,9 +9,14 @@
 //   conv*_weight_grad(dy, x) -> dw    cudnnConvolutionBackwardFilter
 // cuDNN has one padding value per dim (the same before and after). Only the padding before a
 // dim enters the arithmetic (input coordinate p*s + k*d - before; taps outside read 0); the
-// padding after only decides how many outputs there are. So cuDNN is given `before`, and the
-// op is declined unless cuDNN's output extents with it equal the real ones: that covers
-// asymmetric padding exactly when it makes no difference, and declines it otherwise.
+// padding after only decides how many outputs there are. So cuDNN is given `before` when its
+// output extents with it equal the real ones. Otherwise (asymmetric padding: TensorFlow's
+// `same` with an even window or a stride, explicit before != after) x is padded explicitly
+// into a temporary (launch_pad, zeros) and cuDNN runs unpadded on it; a data gradient is
+// computed for the padded x and its interior copied out.
+//
+// f64 computes in double (cuDNN's DOUBLE_CONFIG, scaling factors as doubles); configurations
+// it has no algorithm for are declined.
 //
 // cuDNN wants the filter in the memory layout of the activations: KRSC for NHWC, KCRS for
 // NCHW. Weights in another layout (hwio always; oihw with NHWC data) are permuted into a
@@ -29,6 +34,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_util.h"
 #include "backends/cuda/device_context.h"
+#include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/kernels_layout.h"
 
 namespace tg::detail {
@@ -139,7 +145,9 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   }
   const DType dt = tx.dtype;
   cudnnDataType_t cdt;
-  if (tw.dtype != dt || ty.dtype != dt || !cudnn_dtype(dt, cdt)) return false;
+  if (tw.dtype != dt || ty.dtype != dt) return false;
+  if (dt == DType::f64) cdt = CUDNN_DATA_DOUBLE;
+  else if (!cudnn_dtype(dt, cdt)) return false;
   // f32 is exact (FMA math only) unless compiled with Precision::tf32, which lets cuDNN pick
   // tensor-op (TF32) algorithms. f16 / bf16 data (autocast) always computes in FLOAT (the
   // convolution descriptor below): products on tensor cores, fp32 accumulation.
@@ -183,30 +191,53 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   std::vector<int64_t> xsp(xd.begin() + 2, xd.end()), ysp(yd.begin() + 2, yd.end());
   if (!pads(d->padding, d->explicit_padding, xsp, ysp, k, stride, dil, before, after)) return false;
 
-  // Descriptors.
+  // Descriptors. With symmetric `before` padding first; when cuDNN's output extents with it
+  // are not the real ones, x padded explicitly (xp, dims xpd) and no cuDNN padding.
   TensorDescriptor xdesc, ydesc;
   FilterDescriptor wdesc;
   ConvolutionDescriptor cdesc;
-  if (!set_activation(xdesc.d, cdt, tx.shape, last) || !set_activation(ydesc.d, cdt, ty.shape, last)) return false;
+  if (!set_activation(ydesc.d, cdt, ty.shape, last)) return false;
   std::vector<int> fdims{static_cast<int>(wo), static_cast<int>(wi)};
   for (int64_t v : k) fdims.push_back(static_cast<int>(v));
   if (cudnnSetFilterNdDescriptor(wdesc.d, cdt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(rank),
                                  fdims.data()) != CUDNN_STATUS_SUCCESS)
     return false;
-  std::vector<int> pad_i = to_int(before), stride_i = to_int(stride), dil_i = to_int(dil);
-  if (cudnnSetConvolutionNdDescriptor(cdesc.d, nsp, pad_i.data(), stride_i.data(), dil_i.data(),
-                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS)
-    return false;
-  if (cudnnSetConvolutionGroupCount(cdesc.d, static_cast<int>(G)) != CUDNN_STATUS_SUCCESS) return false;
-  if (cudnnSetConvolutionMathType(cdesc.d, exact_f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH) != CUDNN_STATUS_SUCCESS)
-    return false;
-  // cuDNN's output extents with symmetric `before` padding must be the real ones.
-  std::vector<int> odims(static_cast<size_t>(rank));
-  if (cudnnGetConvolutionNdForwardOutputDim(cdesc.d, xdesc.d, wdesc.d, static_cast<int>(rank), odims.data()) !=
-      CUDNN_STATUS_SUCCESS)
-    return false;
-  for (size_t i = 0; i < odims.size(); ++i)
-    if (odims[i] != yd[i]) return false;
+  std::vector<int> stride_i = to_int(stride), dil_i = to_int(dil);
+  const cudnnDataType_t compute = dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnMathType_t math0 =
+      dt == DType::f64 ? CUDNN_DEFAULT_MATH : exact_f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  // Sets cdesc with padding `pad` and x's descriptor for shape xs; true when cuDNN's output
+  // extents are the real ones.
+  auto describe = [&](const std::vector<int64_t>& pad, const Shape& xs) {
+    std::vector<int> pad_i = to_int(pad);
+    if (!set_activation(xdesc.d, cdt, xs, last)) return false;
+    if (cudnnSetConvolutionNdDescriptor(cdesc.d, nsp, pad_i.data(), stride_i.data(), dil_i.data(),
+                                        CUDNN_CROSS_CORRELATION, compute) != CUDNN_STATUS_SUCCESS)
+      return false;
+    if (cudnnSetConvolutionGroupCount(cdesc.d, static_cast<int>(G)) != CUDNN_STATUS_SUCCESS) return false;
+    if (cudnnSetConvolutionMathType(cdesc.d, math0) != CUDNN_STATUS_SUCCESS) return false;
+    std::vector<int> odims(static_cast<size_t>(rank));
+    if (cudnnGetConvolutionNdForwardOutputDim(cdesc.d, xdesc.d, wdesc.d, static_cast<int>(rank), odims.data()) !=
+        CUDNN_STATUS_SUCCESS)
+      return false;
+    for (size_t i = 0; i < odims.size(); ++i)
+      if (odims[i] != yd[i]) return false;
+    return true;
+  };
+  // x's dims in memory order, and padded by before / after in its spatial dims.
+  const std::vector<int64_t>& xdims = tx.shape.dims();
+  std::vector<int64_t> xpd = xdims, xbefore(xdims.size(), 0);
+  for (int i = 0; i < nsp; ++i) {
+    const size_t m = static_cast<size_t>(last ? 1 + i : 2 + i);
+    xpd[m] += before[static_cast<size_t>(i)] + after[static_cast<size_t>(i)];
+    xbefore[m] = before[static_cast<size_t>(i)];
+  }
+  bool padded = false;
+  if (!describe(before, tx.shape)) {
+    if (!cudnn_dims_ok(Shape(xpd)) || !describe(std::vector<int64_t>(static_cast<size_t>(nsp), 0), Shape(xpd)))
+      return false;
+    padded = true;
+  }
 
   CudnnDevice& cd = cudnn_device(device);
   std::lock_guard<std::mutex> lock(cd.mu);
@@ -217,7 +248,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   std::ostringstream key;
   key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
       << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
-      << G;
+      << G << '|' << (padded ? join(after) : std::string("-"));
   Choice choice;
   bool cached = false;
   {
@@ -268,37 +299,57 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   if (!choice.ok) return false;
   TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
 
-  DeviceContext& ctx = DeviceContext::get(device);
   const size_t esize = dtype_size(dt);
   const size_t wbytes = static_cast<size_t>(tw.shape.num_elements()) * esize;
   // Weights in cuDNN's filter layout: the op's own buffer, or a permuted copy.
   std::vector<int> perm = filter_perm(sfirst, last, nsp);
   DeviceBuffer wtmp;
-  if (!perm.empty()) wtmp = ctx.allocate(wbytes, stream);
+  if (!perm.empty()) wtmp = op_workspace(wbytes, stream, device);
+  // x padded explicitly: filled from the input (forward, filter), or written by cuDNN and its
+  // interior copied to the output (data).
+  DeviceBuffer xp;
+  const void* xin = dir == Dir::forward ? in[0].ptr : dir == Dir::filter ? in[1].ptr : nullptr;
+  void* xout = dir == Dir::data ? out[0].ptr : nullptr;
+  if (padded) {
+    xp = op_workspace(static_cast<size_t>(Shape(xpd).num_elements()) * esize, stream, device);
+    if (dir != Dir::data) {
+      std::vector<long long> id(xdims.begin(), xdims.end()), od(xpd.begin(), xpd.end()),
+          bf(xbefore.begin(), xbefore.end());
+      TG_CUDA(launch_pad(xin, xp.get(), static_cast<int>(rank), id.data(), od.data(), bf.data(), PadKind::constant, 0,
+                         static_cast<int>(esize), stream));
+      xin = xp.get();
+    } else {
+      xout = xp.get();
+    }
+  }
   std::vector<long long> wd_ll(wdims.begin(), wdims.end());
   if (!perm.empty() && dir != Dir::filter)
     TG_CUDA(launch_permute(in[1].ptr, wtmp.get(), static_cast<int>(rank),
                            wd_ll.data(), perm.data(), static_cast<int>(esize), stream));
   DeviceBuffer ws;
-  if (choice.workspace > 0) ws = ctx.allocate(choice.workspace, stream);
-  const float one = 1.0f, zero = 0.0f;
+  if (choice.workspace > 0) ws = op_workspace(choice.workspace, stream, device);
+  // Scaling factors are doubles for double data, floats otherwise.
+  const float onef = 1.0f, zerof = 0.0f;
+  const double oned = 1.0, zerod = 0.0;
+  const void* one = dt == DType::f64 ? static_cast<const void*>(&oned) : &onef;
+  const void* zero = dt == DType::f64 ? static_cast<const void*>(&zerod) : &zerof;
   cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
   const void* wptr = perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr) : static_cast<const void*>(wtmp.get());
   switch (dir) {
     case Dir::forward:
-      s = cudnnConvolutionForward(h, &one, xdesc.d, in[0].ptr, wdesc.d, wptr, cdesc.d,
+      s = cudnnConvolutionForward(h, one, xdesc.d, xin, wdesc.d, wptr, cdesc.d,
                                   static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws.get(), choice.workspace,
-                                  &zero, ydesc.d, out[0].ptr);
+                                  zero, ydesc.d, out[0].ptr);
       break;
     case Dir::data:
-      s = cudnnConvolutionBackwardData(h, &one, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
+      s = cudnnConvolutionBackwardData(h, one, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws.get(),
-                                       choice.workspace, &zero, xdesc.d, out[0].ptr);
+                                       choice.workspace, zero, xdesc.d, xout);
       break;
     case Dir::filter:
-      s = cudnnConvolutionBackwardFilter(h, &one, xdesc.d, in[1].ptr, ydesc.d, in[0].ptr, cdesc.d,
+      s = cudnnConvolutionBackwardFilter(h, one, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo), ws.get(),
-                                         choice.workspace, &zero, wdesc.d, perm.empty() ? out[0].ptr : wtmp.get());
+                                         choice.workspace, zero, wdesc.d, perm.empty() ? out[0].ptr : wtmp.get());
       break;
   }
   if (cudnn_declines(s)) {
@@ -308,6 +359,25 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     return false;
   }
   cudnn_check(s, "cudnnConvolution (forward / backward)");
+  if (dir == Dir::data && padded) {
+    // dx is the interior of the padded x's gradient.
+    StridedCopy cp;
+    cp.rank = static_cast<int>(rank);
+    long long st = 1;
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      const size_t u = static_cast<size_t>(i);
+      cp.dims[i] = xdims[u];
+      cp.in_strides[i] = st;
+      cp.in_offset += xbefore[u] * st;
+      st *= xpd[u];
+    }
+    st = 1;
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      cp.out_strides[i] = st;
+      st *= xdims[static_cast<size_t>(i)];
+    }
+    TG_CUDA(launch_strided_copy(xp.get(), out[0].ptr, cp, static_cast<int>(esize), stream));
+  }
   if (dir == Dir::filter && !perm.empty()) {
     // wtmp holds dw in filter layout, dims wdims permuted by perm; permute back.
     std::vector<long long> fd(perm.size());

@@ -157,7 +157,7 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
     case OpKind::DivNoNan: return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")(" + (fl ? a + " / " + b : "tg_idiv(" + a + ", " + b + ")") + "))";
     case OpKind::Mod: return fl ? "fmod(" + a + ", " + b + ")" : "tg_imod(" + a + ", " + b + ")";
     case OpKind::FloorMod: return fl ? "tg_ffloormod(" + a + ", " + b + ")" : "tg_ifloormod(" + a + ", " + b + ")";
-    case OpKind::Pow: return fl ? "pow(" + a + ", " + b + ")" : "";
+    case OpKind::Pow: return fl ? "pow(" + a + ", " + b + ")" : "(" + T + ")tg_ipow((long long)" + a + ", (long long)" + b + ")";
     case OpKind::Minimum: return fl ? "fmin(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
     case OpKind::Maximum: return fl ? "fmax(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
     case OpKind::MinimumNan: return fl ? "tg_min_nan(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
@@ -225,6 +225,18 @@ __device__ __forceinline__ long long tg_shl(long long a, long long b, int w) {
 __device__ __forceinline__ long long tg_shr(long long a, long long b, int w) {
   return (b < 0 || b >= w) ? (a < 0 ? -1 : 0) : (a >> b);
 }
+// Integer a**b as the reference: by squaring with wrap-around; a negative exponent truncates
+// 1/a**|b| toward zero.
+__device__ __forceinline__ long long tg_ipow(long long a, long long b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  unsigned long long r = 1, x = (unsigned long long)a;
+  while (b) {
+    if (b & 1) r *= x;
+    x *= x;
+    b >>= 1;
+  }
+  return (long long)r;
+}
 __device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long long hi) {
   long long m = x > lo ? x : lo;
   return m < hi ? m : hi;
@@ -236,7 +248,9 @@ __device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long l
 std::string elementwise_prelude() { return kPrelude; }
 const char* codegen_compute_type(DType t) { return compute_type(t); }
 const char* codegen_storage_type(DType t) { return storage_type(t); }
-std::string codegen_load(DType t, const std::string& ptr, const std::string& off) { return load(t, ptr, off); }
+std::string codegen_load(DType t, const std::string& ptr, const std::string& off) {
+  return load(t, ptr, off);
+}
 std::string codegen_store(DType t, const std::string& v) { return store(t, v); }
 std::string codegen_round_to(DType t, const std::string& e) { return round_to(t, e); }
 
@@ -251,8 +265,8 @@ std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
     if (e.empty()) throw Error(std::string("[cuda] no generated kernel for op ") + op_name(n.kind));
     int32_t v = n.outputs[0];
     std::string nm = "v" + std::to_string(v);
-    os << indent << "const " << compute_type(g.type(v).dtype) << " " << nm << " = " << round_to(g.type(v).dtype, e)
-       << ";\n";
+    os << indent << "const " << compute_type(g.type(v).dtype) << " " << nm << " = "
+       << round_to(g.type(v).dtype, e) << ";\n";
     names[v] = nm;
   }
   return os.str();

@@ -1,7 +1,9 @@
 // Reductions and softmax on the GPU with NVRTC-generated kernels. A reduction is seen as
 // `outer` output elements, each reducing `inner` input elements; offsets come from the kept
 // and reduced dims' strides, so any set of axes works without a transpose. A warp (or, for
-// long reductions, a whole block) reduces one output; sums accumulate in double.
+// long reductions, a whole block) reduces one output; sums accumulate in double. Integer
+// sum / prod / max / min and argmax / argmin compute exactly in long long (sums and products
+// wrap, as the reference's int64 arithmetic does; the store truncates to the dtype).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -34,8 +36,11 @@ const char* storage(DType t) {
     case DType::f64: return "double";
     case DType::f16: return "__half";
     case DType::bf16: return "__nv_bfloat16";
+    case DType::i8: return "signed char";
+    case DType::i16: return "short";
     case DType::i32: return "int";
     case DType::i64: return "long long";
+    case DType::u8: return "unsigned char";
     case DType::boolean: return "unsigned char";
     default: return nullptr;
   }
@@ -55,12 +60,50 @@ std::string store_expr(DType t, const std::string& v) {
 }
 
 // The body pieces per op: identity, combine, finish. Values are doubles (exact for every
-// dtype tgraph reduces here except i64 beyond 2^53, which falls back).
+// float dtype), or long long for integers (int_recipe).
 struct Recipe {
-  const char* init;
-  const char* combine;  // acc, v
-  const char* finish;   // acc, n
+  std::string init;
+  std::string combine;  // acc, v
+  std::string finish;   // acc, n
 };
+
+bool is_int(DType t) { return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64 || t == DType::u8; }
+
+// The smallest / largest value of integer dtype t as a long long literal.
+std::string int_lo(DType t) {
+  switch (t) {
+    case DType::i8: return "-128LL";
+    case DType::i16: return "-32768LL";
+    case DType::i32: return "-2147483648LL";
+    case DType::u8: return "0LL";
+    default: return "(-9223372036854775807LL - 1)";
+  }
+}
+std::string int_hi(DType t) {
+  switch (t) {
+    case DType::i8: return "127LL";
+    case DType::i16: return "32767LL";
+    case DType::i32: return "2147483647LL";
+    case DType::u8: return "255LL";
+    default: return "9223372036854775807LL";
+  }
+}
+
+// Integer reductions in long long: two's complement sums and products (through unsigned, no
+// overflow UB), max / min from the dtype's extremes (an empty max is the dtype's lowest).
+bool int_recipe(OpKind k, DType t, Recipe& r) {
+  switch (k) {
+    case OpKind::ReduceSum: case OpKind::SumToLike:
+      r = {"0LL", "(long long)((unsigned long long)acc + (unsigned long long)v)", "acc"};
+      return true;
+    case OpKind::ReduceProd:
+      r = {"1LL", "(long long)((unsigned long long)acc * (unsigned long long)v)", "acc"};
+      return true;
+    case OpKind::ReduceMax: r = {int_lo(t), "(v > acc ? v : acc)", "acc"}; return true;
+    case OpKind::ReduceMin: r = {int_hi(t), "(v < acc ? v : acc)", "acc"}; return true;
+    default: return false;
+  }
+}
 
 bool recipe(OpKind k, Recipe& r) {
   switch (k) {
@@ -82,20 +125,24 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
   const bool two_pass = k == OpKind::ReduceVariance || k == OpKind::ReduceLogSumExp;
   const bool softmax = k == OpKind::Softmax || k == OpKind::LogSoftmax;
   const bool arg = k == OpKind::ArgMax || k == OpKind::ArgMin;
-  if (!two_pass && !softmax && !arg) recipe(k, r);
+  // Integer inputs of sum / prod / max / min / argmax / argmin load exact long longs.
+  const bool ints = is_int(in) && (arg || int_recipe(k, in, r));
+  if (!two_pass && !softmax && !arg && !ints) recipe(k, r);
   std::ostringstream os;
   os << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
   os << "struct A { const void* x; void* y; long long outer, inner; int kept_rank, red_rank; long long kept_dims[8], "
         "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; };\n";
+  os << "typedef " << (ints ? "long long" : "double") << " V;\n";
   const int T = block_per_output ? 256 : 32;
-  os << "__device__ __forceinline__ double ld(const A& a, long long off) { return "
-     << load_expr(in, "((const " + std::string(storage(in)) + "*)a.x)[off]") << "; }\n";
+  const std::string elem = "((const " + std::string(storage(in)) + "*)a.x)[off]";
+  os << "__device__ __forceinline__ V ld(const A& a, long long off) { return "
+     << (ints ? "(long long)(" + elem + ")" : load_expr(in, elem)) << "; }\n";
   os << "__device__ __forceinline__ long long red_off(const A& a, long long j) { long long o = 0; for (int d = a.red_rank - 1; d >= 0; --d) { o += (j % a.red_dims[d]) * a.red_strides[d]; j /= a.red_dims[d]; } return o; }\n";
   // Combine across the T threads of one output: warp shuffles, then shared memory for blocks.
-  os << "template <class F> __device__ __forceinline__ double all_reduce(double v, F f) {\n"
+  os << "template <class W, class F> __device__ __forceinline__ W all_reduce(W v, F f) {\n"
         "  for (int s = 16; s > 0; s >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, s));\n";
   if (block_per_output)
-    os << "  __shared__ double sh[8]; __shared__ double res; int w = threadIdx.x / 32;\n"
+    os << "  __shared__ W sh[8]; __shared__ W res; int w = threadIdx.x / 32;\n"
           "  if ((threadIdx.x & 31) == 0) sh[w] = v; __syncthreads();\n"
           "  if (threadIdx.x == 0) { double t = sh[0]; for (int i = 1; i < 8; ++i) t = f(t, sh[i]); res = t; }\n"
           "  __syncthreads(); v = res; __syncthreads();\n";
@@ -119,16 +166,16 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
   } else if (arg) {
     const char* better = k == OpKind::ArgMax ? ">" : "<";
     // (value, index): NaN counts as the extreme; ties keep the smaller index.
-    os << "    double bv = 0.0; long long bi = -1;\n"
-       << "    for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j));\n"
+    os << "    V bv = 0; long long bi = -1;\n"
+       << "    for (long long j = lane; j < n; j += T) { V v = ld(a, base + red_off(a, j));\n"
        << "      bool take = bi < 0 || (v != v && bv == bv) || (bv == bv && v " << better << " bv);\n"
        << "      if (take) { bv = v; bi = j; } }\n"
-       << "    for (int s = (T == 32 ? 16 : 16); s > 0; s >>= 1) { double ov = __shfl_xor_sync(0xffffffffu, bv, s); long long oi = __shfl_xor_sync(0xffffffffu, bi, s);\n"
+       << "    for (int s = (T == 32 ? 16 : 16); s > 0; s >>= 1) { V ov = __shfl_xor_sync(0xffffffffu, bv, s); long long oi = __shfl_xor_sync(0xffffffffu, bi, s);\n"
        << "      bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi));\n"
        << "      if (take) { bv = ov; bi = oi; } }\n";
     if (block_per_output)
-      os << "    __shared__ double sv[8]; __shared__ long long si[8]; if ((threadIdx.x & 31) == 0) { sv[threadIdx.x / 32] = bv; si[threadIdx.x / 32] = bi; } __syncthreads();\n"
-         << "    if (threadIdx.x == 0) { for (int w = 1; w < 8; ++w) { double ov = sv[w]; long long oi = si[w]; bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi)); if (take) { bv = ov; bi = oi; } } }\n"
+      os << "    __shared__ V sv[8]; __shared__ long long si[8]; if ((threadIdx.x & 31) == 0) { sv[threadIdx.x / 32] = bv; si[threadIdx.x / 32] = bi; } __syncthreads();\n"
+         << "    if (threadIdx.x == 0) { for (int w = 1; w < 8; ++w) { V ov = sv[w]; long long oi = si[w]; bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi)); if (take) { bv = ov; bi = oi; } } }\n"
          << "    __syncthreads();\n";
     os << "    if (lane == 0) ((int*)a.y)[o] = (int)bi;\n";
   } else if (two_pass) {
@@ -146,9 +193,9 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
     }
     os << "    if (lane == 0) ((" << storage(out) << "*)a.y)[o] = " << store_expr(out, "r") << ";\n";
   } else {
-    os << "    double acc = " << r.init << ";\n"
-       << "    for (long long j = lane; j < n; j += T) { double v = ld(a, base + red_off(a, j)); acc = " << r.combine << "; }\n"
-       << "    acc = all_reduce(acc, [](double acc, double v) { return " << r.combine << "; });\n"
+    os << "    V acc = " << r.init << ";\n"
+       << "    for (long long j = lane; j < n; j += T) { V v = ld(a, base + red_off(a, j)); acc = " << r.combine << "; }\n"
+       << "    acc = all_reduce(acc, [](V acc, V v) -> V { return " << r.combine << "; });\n"
        << "    if (lane == 0) ((" << storage(out) << "*)a.y)[o] = " << store_expr(out, r.finish) << ";\n";
   }
   os << "  }\n}\n";
@@ -164,7 +211,9 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
       k != OpKind::ArgMin)
     return false;
   const DType dt = in[0].type.dtype, ot = out[0].type.dtype;
-  if (!storage(dt) || !storage(ot) || dt == DType::i64) return false;
+  Recipe ir;
+  const bool ints = is_int(dt) && (k == OpKind::ArgMax || k == OpKind::ArgMin || int_recipe(k, dt, ir));
+  if (!storage(dt) || !storage(ot) || (dt == DType::i64 && !ints)) return false;
   const Shape& s = in[0].type.shape;
   const int rank = static_cast<int>(s.rank());
   if (rank > kR) return false;
@@ -211,7 +260,7 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
   }
   if (a.outer == 0) return true;
   // Empty reductions and argmax over nothing follow the reference's rules there.
-  if (a.inner == 0 && (softmax || k == OpKind::ArgMax || k == OpKind::ArgMin || !is_float(dt))) return false;
+  if (a.inner == 0 && (softmax || k == OpKind::ArgMax || k == OpKind::ArgMin || (!is_float(dt) && !ints))) return false;
   const bool block = a.inner >= 2048;
   static std::mutex mu;
   static std::map<std::tuple<int, int, int, bool, int>, CompiledKernel> cache;

@@ -15,7 +15,7 @@ namespace tg {
 /// stream-ordered caching pool and goes back to it when the last handle is dropped.
 ///
 /// Host <-> device copies go through pinned staging buffers and are complete when the call
-/// returns. Executable::run(std::vector<DeviceTensor>) takes and returns device tensors, so a
+/// returns. Executable::run_device takes and returns device tensors, so a
 /// pipeline of executables (or a training loop) never round-trips through the host.
 class DeviceTensor {
  public:

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tgraph/device.h"
+#include "tgraph/device_tensor.h"
 #include "tgraph/shape.h"
 #include "tgraph/tensor_data.h"
 
@@ -26,8 +27,13 @@ class Executable {
 
   /// Runs synchronously; inputs in the order of the feeds given to compile.
   std::vector<TensorData> run(const std::vector<TensorData>& inputs) const;
-  /// Starts a run and returns at once; `stream` is a cudaStream_t on CUDA (nullptr: the
-  /// executable's own), ignored on the CPU.
+  /// Runs with inputs and outputs in device memory (DeviceTensor): on a CUDA executable the
+  /// inputs are read where they are (CUDA tensors on its device; others are copied there) and
+  /// the outputs stay on the device, so chained runs never round-trip through the host. On a
+  /// CPU executable every tensor is a host tensor.
+  std::vector<DeviceTensor> run_device(const std::vector<DeviceTensor>& inputs) const;
+  /// Starts a run on a thread of its own and returns at once; the result is the same as
+  /// run(inputs). `stream` is reserved (runs of one executable use its device's stream).
   std::future<std::vector<TensorData>> run_async(std::vector<TensorData> inputs,
                                                  void* stream = nullptr) const;
   /// Output types for the given input types (dynamic dims resolved), without running.

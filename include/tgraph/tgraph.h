@@ -2,6 +2,7 @@
 // tgraph: build a graph of tensor operations, compile it once, run it many times.
 #include "tgraph/descriptors.h"
 #include "tgraph/device.h"
+#include "tgraph/device_tensor.h"
 #include "tgraph/dtype.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"

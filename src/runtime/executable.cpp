@@ -7,6 +7,9 @@
 
 #include "ir/printer.h"
 #include "runtime/serialize.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "runtime/cuda_run_device.h"
+#endif
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 
@@ -26,6 +29,31 @@ ExecutableImpl& checked(const std::shared_ptr<ExecutableImpl>& p) {
 
 std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs) const {
   return checked(impl_).run(inputs);
+}
+
+void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) const {
+  if (types.size() != feed_types.size())
+    throw Error("[run] " + std::to_string(types.size()) + " inputs given for " +
+                std::to_string(feed_types.size()) + " feeds");
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i].dtype != feed_types[i].dtype || !shape_compatible(feed_types[i].shape, types[i].shape))
+      throw Error("[run] feed '" + feed_names[i] + "' (input " + std::to_string(i) + ") expects " +
+                  feed_types[i].str() + ", got " + types[i].str());
+}
+
+std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs) const {
+  ExecutableImpl& e = checked(impl_);
+#ifdef TGRAPH_HAVE_CUDA
+  if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs);
+#endif
+  std::vector<TensorData> host;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
+    host.push_back(inputs[i].to_host());
+  }
+  std::vector<DeviceTensor> out;
+  for (const TensorData& t : e.run(host)) out.push_back(DeviceTensor::from_host(t, Device::cpu()));
+  return out;
 }
 
 std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorData> inputs,

@@ -28,6 +28,8 @@ struct ExecutableImpl {
 
   /// Checks inputs against the feeds; throws "[run] ..." naming the feed and both types.
   void check_inputs(const std::vector<TensorData>& inputs) const;
+  /// The same check on input types alone.
+  void check_input_types(const std::vector<TensorType>& types) const;
   /// Runs on the executable's device.
   std::vector<TensorData> run(const std::vector<TensorData>& inputs) const;
   /// Runs on the CPU; variables change only if the whole run succeeds.

@@ -3,8 +3,11 @@
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tgraph/device_tensor.h"
 #include "tgraph/error.h"
+#include "tgraph/tgraph.h"
 
 using namespace tg;
 
@@ -106,6 +109,19 @@ TEST(DeviceTensor, RefusesWhatItCannotTakeAndLeavesItToTheCaller) {
   strided->m.dl_tensor.strides = strided->strides.data();
   EXPECT_EQ(DeviceTensor::from_dlpack(&strided->m).to_host().at(4), 5.0);
   EXPECT_EQ(deleted, 4);
+}
+
+TEST(DeviceTensor, CpuExecutablesRunOnHostDeviceTensors) {
+  Graph g;
+  Tensor x = g.placeholder({4}, f32);
+  Executable e = g.compile({{x, x.type()}}, {g.exp(x)}, {}, {.device = Device::cpu()});
+  TensorData hx = TensorData::uniform({4}, -1, 1, f32, 1);
+  std::vector<DeviceTensor> out = e.run_device({DeviceTensor::from_host(hx, Device::cpu())});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device(), Device::cpu());
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(static_cast<float>(out[0].to_host().at(i)), std::exp(static_cast<float>(hx.at(i))));
+  EXPECT_THROW(e.run_device(std::vector<DeviceTensor>{DeviceTensor()}), Error);
+  EXPECT_THROW(e.run_device(std::vector<DeviceTensor>{DeviceTensor::from_host(TensorData::zeros({5}), Device::cpu())}), Error);
 }
 
 }  // namespace

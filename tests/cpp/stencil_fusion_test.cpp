@@ -154,7 +154,7 @@ TEST(StencilFusion, KernelsCompileWithNvrtc) {
     for (int32_t v : st[0]->inputs) in.push_back(m.graph.type(v));
     auto plan = plan_stencil_kernel(m.graph, *st[0], in);
     ASSERT_TRUE(plan.has_value());
-    EXPECT_NE(plan->source.find("if (!bad)"), std::string::npos);  // zero taps skipped while finite
+    EXPECT_NE(plan->source.find("isfinite(zs)"), std::string::npos);  // zero taps skipped while finite
     EXPECT_FALSE(nvrtc_compile(plan->source, 9, 0).empty());
   }
   {  // integer sources are not covered (the CPU runs them)
@@ -165,6 +165,45 @@ TEST(StencilFusion, KernelsCompileWithNvrtc) {
     EXPECT_FALSE(plan_stencil_kernel(gi, lone_stencil(gi, gi.values[static_cast<size_t>(y.id())].node),
                                      {x.type(), w.type()})
                      .has_value());
+  }
+}
+
+TEST(StencilFusion, DirectKernelShapes) {
+  // The 2-D and 3-D Laplacians get the direct kernel with vector loads and stores; odd widths
+  // and argmax (i32 out) lose them; TGRAPH_STENCIL_CONFIG picks the shape or the tile kernel.
+  std::vector<double> lap3(27, 0.0);
+  lap3[4] = lap3[10] = lap3[12] = lap3[14] = lap3[16] = lap3[22] = 1;
+  lap3[13] = -6;
+  struct Case {
+    Shape src, win;
+    Reduction red;
+    bool vin, vout;
+  };
+  const Case cases[] = {{{1, 1, 64, 128}, {1, 1, 3, 3}, Reduction::sum, true, true},
+                        {{1, 16, 24, 64}, {1, 3, 3, 3}, Reduction::sum, true, true},
+                        {{1, 1, 64, 129}, {1, 1, 3, 3}, Reduction::sum, false, false},
+                        {{1, 1, 64, 128}, {1, 1, 3, 3}, Reduction::argmax, true, false}};
+  for (const char* cfg : {"", "v=8,r=2,tx=16,mb=2", "v=1,r=3,tx=64,sd=2", "tile"}) {
+    if (*cfg) setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
+    for (const Case& c : cases) {
+      Graph g;
+      Tensor x = g.placeholder(c.src, f32);
+      std::vector<double> w(static_cast<size_t>(c.win.num_elements()), 0.5);
+      if (c.win[1] == 3) w = lap3;
+      StencilDesc d;
+      d.reduction = c.red;
+      Tensor y = g.stencil(x, g.constant(TensorData::from_vector(c.win, f32, w)), d);
+      GraphImpl& gi = g.impl();
+      auto plan = plan_stencil_kernel(gi, lone_stencil(gi, gi.values[static_cast<size_t>(y.id())].node),
+                                      {x.type(), TensorType(c.win, f32)});
+      ASSERT_TRUE(plan.has_value()) << cfg;
+      const bool tile = std::string(cfg) == "tile", v1 = std::string(cfg).find("v=1") == 0;
+      EXPECT_EQ(plan->direct, !tile) << cfg;
+      EXPECT_EQ(plan->args.vec_in != 0, !tile && !v1 && c.vin) << cfg << " " << c.src.str();
+      EXPECT_EQ(plan->args.vec_out != 0, !tile && !v1 && c.vout) << cfg << " " << c.src.str();
+      EXPECT_FALSE(nvrtc_compile(plan->source, 9, 0).empty()) << cfg << " " << c.src.str();
+    }
+    unsetenv("TGRAPH_STENCIL_CONFIG");
   }
 }
 #endif

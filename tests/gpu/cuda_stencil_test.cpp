@@ -381,3 +381,66 @@ TEST(CudaStencil, StitchedPrologueAndEpilogue) {
       },
       {rnd({1, 1, 8, 9}, f32, 13), rnd({1, 1, 3, 3}, f32, 14), rnd({3, 1, 8, 9}, f32, 15)}, 1e-5, 1);
 }
+
+// The direct (register-blocked) kernel's paths: threads inside the source (no boundary logic)
+// and at its edges, 16-byte vector loads (rows of a multiple of 4 elements) beside element
+// loads (odd widths), chunks starting off a 16-byte boundary (the window's offset), partial
+// vector stores at the row's end, zero taps skipped until a non-finite value is read; under
+// several kernel shapes (TGRAPH_STENCIL_CONFIG), the shared-memory tile kernel among them.
+TEST(CudaStencil, DirectKernelShapes) {
+  std::vector<double> lap2 = {0, 1, 0, 1, -4, 1, 0, 1, 0}, lap3(27, 0.0);
+  lap3[4] = lap3[10] = lap3[12] = lap3[14] = lap3[16] = lap3[22] = 1;
+  lap3[13] = -6;
+  TensorData bad3 = rnd({1, 20, 24, 64}, f32, 41);
+  bad3.set(7 * 24 * 64 + 9 * 64 + 30, INFINITY);  // inside: a zero tap of its neighbours' windows
+  bad3.set(12 * 24 * 64 + 5 * 64 + 33, NAN);
+  uint64_t seed = 600;
+  for (const char* cfg : {"", "tile", "v=4,r=8,tx=32", "v=8,r=2,tx=16", "v=2,r=3,tx=64,mb=3"}) {
+    if (*cfg) setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
+    const std::string c = std::string(" [") + cfg + "]";
+    for (int64_t w : {260, 257, 62})
+      for (Boundary b : {Boundary::zero, Boundary::anti_periodic}) {
+        StencilDesc d = desc(Reduction::sum, b, PaddingStyle::explicit_offset);
+        d.explicit_padding = {0, 0, 0, 0, 1, 1, 2, 0};  // the window starts 2 elements left
+        differential(
+            "Laplacian width " + std::to_string(w) + " " + detail::enum_name(b) + c,
+            [&](Graph& g, std::vector<Tensor>& x) {
+              Tensor k = g.constant(TensorData::from_vector({1, 1, 3, 3}, f32, lap2));
+              return std::vector{g.stencil(x[0], k, desc(Reduction::sum, b)), g.stencil(x[0], k, d)};
+            },
+            {rnd({2, 1, 45, w}, f32, seed++)}, 1e-5);
+        StencilDesc m = desc(Reduction::argmax, b);
+        differential(
+            "3x5 argmax width " + std::to_string(w) + " " + detail::enum_name(b) + c,
+            [&](Graph& g, std::vector<Tensor>& x) { return std::vector{g.stencil(x[0], x[1], m)}; },
+            {rnd({1, 1, 37, w}, f32, seed), exact_weights({1, 1, 3, 5}, f32, seed + 1)}, 0);
+        seed += 2;
+      }
+    differential(
+        "3-D Laplacian, inf and NaN inside" + c,
+        [&](Graph& g, std::vector<Tensor>& x) {
+          return std::vector{
+              g.stencil(x[0], g.constant(TensorData::from_vector({1, 3, 3, 3}, f32, lap3)), StencilDesc{})};
+        },
+        {bad3}, 1e-5);
+    fused_vs_unfused(
+        "stitched x*0.5+1 -> Laplacian -> relu*2, width 128" + c,
+        [&](Graph& g, std::vector<Tensor>& x) {
+          Tensor s = g.add(g.mul(x[0], g.scalar(0.5)), g.scalar(1.0));
+          Tensor y = g.stencil(s, g.constant(TensorData::from_vector({1, 1, 3, 3}, f32, lap2)));
+          return std::vector{g.mul(g.relu(y), g.scalar(2.0))};
+        },
+        {rnd({1, 1, 70, 128}, f32, seed++)}, 1e-5, 1);
+    fused_vs_unfused(
+        "stitched a*x+b (flat operands, vector loads), f16 epilogue" + c,
+        [&](Graph& g, std::vector<Tensor>& x) {
+          Tensor y = g.stencil(g.add(g.mul(x[0], x[1]), x[2]), x[3], desc(Reduction::sum, Boundary::constant));
+          return std::vector{g.cast(g.relu(y), f16), y};
+        },
+        {rnd({1, 2, 33, 132}, f32, seed), rnd({1, 2, 33, 132}, f32, seed + 1), rnd({1, 2, 33, 132}, f32, seed + 2),
+         rnd({1, 1, 3, 3}, f32, seed + 3)},
+        4e-3, 1);
+    seed += 4;
+    unsetenv("TGRAPH_STENCIL_CONFIG");
+  }
+}

@@ -7,6 +7,8 @@
 
 #include "tgraph/device_tensor.h"
 #include "tgraph/error.h"
+#include "tgraph/tgraph.h"
+#include "runtime/executable_impl.h"
 
 using namespace tg;
 
@@ -37,6 +39,38 @@ TEST(DeviceTensorGpu, DlpackExportsDeviceMemory) {
   EXPECT_EQ(back.data(), d.data());
   TensorData v = back.to_host();
   ASSERT_EQ(std::memcmp(v.data(), h.data(), h.nbytes()), 0);
+}
+
+TEST(DeviceTensorGpu, RunsStayOnTheDeviceAndMatchHostRuns) {
+  Graph g;
+  Tensor x = g.placeholder({300, 64}, f32), w = g.placeholder({64, 32}, f32);
+  Tensor v = g.variable(TensorData::zeros({300, 32}), "last");
+  Tensor y = g.tanh(g.matmul(x, w));
+  Operation up = g.assign(v, y);
+  Tensor z = g.control_dependency({up}, [&] { return std::vector{g.mul(y, g.scalar(2.0))}; })[0];
+  Executable e = g.compile({{x, x.type()}, {w, w.type()}}, {y, z}, {}, {.device = Device::cuda(0)});
+  Executable host = g.compile({{x, x.type()}, {w, w.type()}}, {y, z}, {}, {.device = Device::cuda(0)});
+  for (int run = 0; run < 3; ++run) {  // the second and third runs replay the captured graph
+    TensorData hx = TensorData::uniform({300, 64}, -1, 1, f32, 10 + run), hw = TensorData::uniform({64, 32}, -1, 1, f32, 20);
+    DeviceTensor dx = DeviceTensor::from_host(hx, Device::cuda(0)), dw = DeviceTensor::from_host(hw, Device::cuda(0));
+    std::vector<DeviceTensor> out = e.run_device({dx, dw});
+    std::vector<TensorData> want = host.run({hx, hw});
+    ASSERT_EQ(out.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(out[k].device(), Device::cuda(0));
+      TensorData got = out[k].to_host();
+      ASSERT_EQ(std::memcmp(got.data(), want[k].data(), want[k].nbytes()), 0) << "output " << k << " run " << run;
+    }
+    // Outputs are fresh buffers: the next run does not overwrite them.
+    TensorData kept = out[0].to_host();
+    e.run_device({dx, dw});
+    ASSERT_EQ(std::memcmp(out[0].to_host().data(), kept.data(), kept.nbytes()), 0);
+    // A host-memory DeviceTensor is copied to the device first.
+    std::vector<DeviceTensor> mixed = e.run_device({DeviceTensor::from_host(hx, Device::cpu()), dw});
+    ASSERT_EQ(std::memcmp(mixed[1].to_host().data(), want[1].data(), want[1].nbytes()), 0);
+  }
+  EXPECT_GE(tg::detail::cuda_graph_stats(e.impl()).replays, 2);
+  EXPECT_THROW(e.run_device({DeviceTensor::from_host(TensorData::zeros({3, 3}), Device::cuda(0)), DeviceTensor()}), Error);
 }
 
 }  // namespace

@@ -13,6 +13,15 @@
 #include "ir/graph_impl.h"
 #include "tgraph/tensor_data.h"
 
+// Hot loops are built for AVX-512, AVX2 and the baseline ISA and picked when the library loads
+// (the library itself is compiled for the baseline). FMA contraction is off (GCC) so a result
+// does not depend on which loop of a clone an element fell in.
+#if defined(__clang__)
+#define TG_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TG_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#endif
+
 namespace tg::detail {
 
 /// Evaluates node n on host inputs with a fast kernel and sets `out` (one tensor per output);

@@ -100,7 +100,7 @@ void affine_last(const float* x, float* y, int64_t rows, int64_t C, const double
 
 // Sums of x - shift[c] and of their squares per channel over rows [r0, r1) of [rows, C]: one
 // pass, shifted by a sample of each channel so that the variance loses no digits.
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+TG_CPU_CLONES
 void shifted_moments(const float* __restrict x, int64_t r0, int64_t r1, int64_t C, const float* __restrict shift,
                      double* __restrict s, double* __restrict q) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -316,7 +316,7 @@ bool softmax_xent(const GraphImpl& g, const Node& n, const std::vector<TensorDat
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+TG_CPU_CLONES
 void batch_norm_apply(const float* __restrict x, float* __restrict y, int64_t count, const double* __restrict mean,
                       const double* __restrict scale, const double* __restrict shift) {
   for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>((x[i] - mean[i]) * scale[i] + shift[i]);

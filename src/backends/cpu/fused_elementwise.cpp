@@ -21,7 +21,7 @@ using fused::Round;
 
 namespace {
 
-constexpr int64_t kTile = 512;             // elements per tile: a few registers stay in L1
+constexpr int64_t kTile = 1024;            // elements per tile: its registers stay in L1 / L2
 constexpr int64_t kMaxPeriod = 4096;       // largest tile (lcm of the periods it must hold)
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which one thread runs the loop
 

@@ -114,13 +114,12 @@ void round_to(Round r, float* d, int n) {
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void accumulate(
-    double* __restrict acc, const float* __restrict x, int n) {
+TG_CPU_CLONES void accumulate(double* __restrict acc, const float* __restrict x, int n) {
   for (int j = 0; j < n; ++j) acc[j] += x[j];
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void exec(
-    const Instr* code, size_t count, float* const* regs, const double* const* aux, int n) {
+TG_CPU_CLONES void exec(const Instr* code, size_t count, float* const* regs, const double* const* aux,
+                        int n) {
   for (size_t i = 0; i < count; ++i) {
     const Instr& in = code[i];
     float* __restrict d = regs[in.d];

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <cstdlib>
 #include <memory>
@@ -23,6 +24,8 @@
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/pinned_staging.h"
+#include "runtime/cuda_run_device.h"
 #include "ops/infer.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
@@ -36,6 +39,21 @@ struct DevTensor {
   DeviceBuffer buf;
   bool empty() const { return !buf && type.shape.num_elements() != 0; }
   size_t nbytes() const { return static_cast<size_t>(type.shape.num_elements()) * dtype_size(type.dtype); }
+};
+
+// A caller's DeviceTensor as a DevTensor: the same memory, kept alive while the run uses it.
+DevTensor adopt(const DeviceTensor& t) {
+  const auto& s = t.storage();
+  return DevTensor{s->type, DeviceBuffer(s->owner, static_cast<std::byte*>(s->data))};
+}
+
+// The inputs of a run: host tensors (copied in through pinned staging) or device tensors
+// (read where they are).
+struct RunInputs {
+  const std::vector<TensorData>* host = nullptr;
+  std::vector<DevTensor> device;
+  size_t size() const { return host ? host->size() : device.size(); }
+  TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
 
 struct CachedVar {
@@ -123,7 +141,7 @@ struct Run {
       return d;
     }
     DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
-    if (h.nbytes()) TG_CUDA(cudaMemcpyAsync(d.buf.get(), h.data(), h.nbytes(), cudaMemcpyHostToDevice, stream));
+    copy_to_device(d.buf.get(), h.data(), h.nbytes(), stream);
     return d;
   }
   TensorData download(const DevTensor& d) {
@@ -133,9 +151,17 @@ struct Run {
   // A copy to the host that control flow makes (captured runs replace it by conditional nodes).
   TensorData fetch(const DevTensor& d) {
     TensorData h(d.type.shape, d.type.dtype);
-    if (d.nbytes()) TG_CUDA(cudaMemcpyAsync(h.data(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToHost, stream));
+    copy_to_host(h.data(), d.buf.get(), d.nbytes(), stream);
     TG_CUDA(cudaStreamSynchronize(stream));
     return h;
+  }
+  // A fresh device copy (outputs handed to the caller never alias buffers the executable
+  // reuses: captured targets, variables, constants).
+  DevTensor clone(const DevTensor& d) {
+    DevTensor c{d.type, ctx.allocate(d.nbytes(), stream)};
+    if (d.nbytes())
+      TG_CUDA(cudaMemcpyAsync(c.buf.get(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToDevice, stream));
+    return c;
   }
   const DevTensor& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
   std::vector<TensorType> in_types(const Node& n) const {
@@ -758,7 +784,7 @@ void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::strin
 // Captures the whole run into one CUDA graph. Every intermediate (conditional bodies'
 // included) gets its own graph_buffer, so the graph holds fixed addresses and no allocation
 // nodes; control flow becomes conditional nodes (Run::captured_if / _for / _while).
-void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorData>& inputs) {
+void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) {
   static std::mutex capture_mu;  // executables share the streams that capture conditional bodies
   std::lock_guard<std::mutex> capture_lock(capture_mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
@@ -766,9 +792,9 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
   auto cap = std::make_unique<Captured>();
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   for (auto& [name, cv] : st.vars) r.snapshot[name] = cv.value;
-  for (const TensorData& t : inputs) {
-    cap->inputs.push_back(r.upload(t));
-    cap->input_types.push_back(t.type());
+  for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
+    cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
+    cap->input_types.push_back(inputs.type(i));
   }
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
   r.fixed = &cap->buffers;
@@ -811,16 +837,19 @@ void capture(const ExecutableImpl& exe, CudaState& st, const std::vector<TensorD
   ++st.captures;
 }
 
-std::vector<TensorData> replay(const ExecutableImpl& exe, CudaState& st, Captured& cap,
-                               const std::vector<TensorData>& inputs, Run& r) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].nbytes())
-      TG_CUDA(cudaMemcpyAsync(cap.inputs[i].buf.get(), inputs[i].data(), inputs[i].nbytes(), cudaMemcpyHostToDevice,
-                              r.stream));
+// Replays the captured graph; returns its target buffers, which the caller copies out while it
+// still holds the executable's lock.
+const std::vector<DevTensor>& replay(const ExecutableImpl& exe, CudaState& st, Captured& cap, const RunInputs& inputs,
+                                     Run& r) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs.host)
+      copy_to_device(cap.inputs[i].buf.get(), (*inputs.host)[i].data(), (*inputs.host)[i].nbytes(), r.stream);
+    else if (inputs.device[i].nbytes())
+      TG_CUDA(cudaMemcpyAsync(cap.inputs[i].buf.get(), inputs.device[i].buf.get(), inputs.device[i].nbytes(),
+                              cudaMemcpyDeviceToDevice, r.stream));
+  }
   if (cap.loop_error) TG_CUDA(cudaMemsetAsync(cap.loop_error.get(), 0, sizeof(int), r.stream));
   TG_CUDA(cudaGraphLaunch(cap.exec, r.stream));
-  std::vector<TensorData> out;
-  for (const DevTensor& t : cap.targets) out.push_back(r.download(t));
   int bad_step = 0;
   if (cap.loop_error) {
     TG_CUDA(cudaMemcpyAsync(&bad_step, cap.loop_error.get(), sizeof(int), cudaMemcpyDeviceToHost, r.stream));
@@ -839,56 +868,107 @@ std::vector<TensorData> replay(const ExecutableImpl& exe, CudaState& st, Capture
     publish(exe, st, cap.assigned);
     cap.var_versions = var_versions(exe);  // our own writes keep the graph valid
   }
-  return out;
+  return cap.targets;
 }
 
 }  // namespace
 
-std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
-  check_inputs(inputs);
-  if (!backend_state) throw Error("[run] executable has no CUDA state");
-  auto& st = *static_cast<CudaState*>(backend_state.get());
+namespace {
+
+// One run on the device: replays the captured graph when the input types and variables are
+// those it was captured with, otherwise runs op by op (and captures when it can). `take`
+// receives the targets while the run still holds the executable's lock, before variable
+// writes are published and before a capture reuses the stream.
+void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
+                const std::function<void(Run&, const std::vector<DevTensor>&)>& take) {
+  if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  DeviceContext& ctx = DeviceContext::get(device.index);
-  TG_CUDA(cudaSetDevice(device.index));
-  if (st.sm_count == 0) TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, device.index));
-  IndexErrors::Scope index_scope(st.index_errors, device.index, ctx.stream());
-  const GraphImpl& g = module.graph;
-  Run r{*this, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  DeviceContext& ctx = DeviceContext::get(exe.device.index);
+  TG_CUDA(cudaSetDevice(exe.device.index));
+  if (st.sm_count == 0)
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+  IndexErrors::Scope index_scope(st.index_errors, exe.device.index, ctx.stream());
+  const GraphImpl& g = exe.module.graph;
+  Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   {
-    std::lock_guard<std::mutex> vlock(store->mu);
-    for (const auto& [name, id] : variables) {
+    std::lock_guard<std::mutex> vlock(exe.store->mu);
+    for (const auto& [name, id] : exe.variables) {
       CachedVar& cv = st.vars[name];
-      uint64_t version = store->versions[name];
+      uint64_t version = exe.store->versions[name];
       if (cv.version != version) {
-        cv.value = r.upload(store->value(name));
+        cv.value = r.upload(exe.store->value(name));
         cv.version = version;
       }
       r.snapshot[name] = cv.value;
     }
   }
   std::vector<TensorType> in_types;
-  for (const TensorData& t : inputs) in_types.push_back(t.type());
-  if (st.captured && st.captured->input_types == in_types && st.captured->var_versions == var_versions(*this))
-  {
+  for (size_t i = 0; i < inputs.size(); ++i) in_types.push_back(inputs.type(i));
+  if (st.captured && st.captured->input_types == in_types && st.captured->var_versions == var_versions(exe)) {
     ++st.replays;
-    return replay(*this, st, *st.captured, inputs, r);
+    take(r, replay(exe, st, *st.captured, inputs, r));
+    return;
   }
   st.captured.reset();
-  const bool try_capture = capturable(*this, st);
-  for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(module.feeds[i])] = r.upload(inputs[i]);
+  const bool try_capture = capturable(exe, st);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
+    r.slots[static_cast<size_t>(exe.module.feeds[i])] = inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]);
   r.host_synced = false;
   r.block(0);
   const bool synced = r.host_synced;
-  std::vector<TensorData> out;
-  for (int32_t v : module.targets) out.push_back(r.download(r.in(v)));
+  std::vector<DevTensor> targets;
+  for (int32_t v : exe.module.targets) targets.push_back(r.in(v));
+  take(r, targets);
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
   if (!r.pending.empty()) {
     TG_CUDA(cudaStreamSynchronize(r.stream));
-    publish(*this, st, r.pending);  // the new values stay on the device until read
+    publish(exe, st, r.pending);  // the new values stay on the device until read
   }
-  if (try_capture && !synced) capture(*this, st, inputs);
+  if (try_capture && !synced) capture(exe, st, inputs);
+}
+
+}  // namespace
+
+std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
+  check_inputs(inputs);
+  RunInputs io;
+  io.host = &inputs;
+  std::vector<TensorData> out;
+  run_common(*this, io, [&](Run& r, const std::vector<DevTensor>& targets) {
+    for (const DevTensor& t : targets) out.push_back(r.fetch(t));
+  });
+  return out;
+}
+
+std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs) {
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
+    types.push_back(inputs[i].type());
+  }
+  exe.check_input_types(types);
+  RunInputs io;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // Tensors elsewhere (host memory, another GPU) are copied to this device first.
+    io.device.push_back(adopt(inputs[i].device() == exe.device ? inputs[i]
+                                                                 : DeviceTensor::from_host(inputs[i].to_host(), exe.device)));
+  }
+  std::vector<DeviceTensor> out;
+  run_common(exe, io, [&](Run& r, const std::vector<DevTensor>& targets) {
+    for (const DevTensor& t : targets) {
+      DevTensor c = r.clone(t);
+      auto s = std::make_shared<DeviceTensor::Storage>();
+      s->type = c.type;
+      s->device = exe.device;
+      s->data = c.buf.get();
+      s->owner = c.buf;
+      out.emplace_back(std::move(s));
+    }
+    TG_CUDA(cudaStreamSynchronize(r.stream));  // the outputs are complete when run() returns
+  });
   return out;
 }
 

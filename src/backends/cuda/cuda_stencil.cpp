@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -50,6 +51,12 @@ struct Config {
   int64_t k[4]{}, s[4]{}, d[4]{}, T[4]{}, E[4]{};
   std::vector<double> weights;  // compiled in when not empty
   int weights_operand = -1;     // a.in index of the weights (run-time weights)
+  // The direct kernel: V outputs along dim 3 times R along dim sd per thread, TX threads along
+  // dim 3 and 256 / TX along dim bd; F the thread's input footprint; its rows are loaded as
+  // nc 4-element chunks starting lo elements before the footprint (vin) or element by element.
+  bool direct = false, vin = false, vout = false;
+  int64_t V = 1, R = 1, TX = 32, sd = 2, bd = 2, F[4]{}, lo = 0, nc = 1;
+  int64_t min_blocks = 0;  // __launch_bounds__ blocks per SM (caps registers); 0: none
 };
 
 // The tile: output extents T per window dim. Rows of the shared tile are 32, 64 or 128
@@ -134,6 +141,65 @@ bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
   cache[key] = {found, bt};
   if (found) apply(bt);
   return found;
+}
+
+// The direct kernel's shape, from TGRAPH_STENCIL_CONFIG (`tile`: the shared-memory kernel;
+// `v=4,r=8,tx=32`: outputs per thread along dim 3 and the slide dim, threads along dim 3) or
+// the defaults; false when the window does not suit it (many taps, wide rows of footprint).
+bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
+  int64_t V = 4, R = 4, TX = 32, sd = -1, bd = -1, mb = 0;
+  if (const char* e = std::getenv("TGRAPH_STENCIL_CONFIG")) {
+    const std::string cfg = e;
+    if (cfg == "tile") return false;
+    std::istringstream in(cfg);
+    for (std::string kv; std::getline(in, kv, ',');) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = kv.substr(0, eq);
+      const int64_t val = std::atoll(kv.c_str() + eq + 1);
+      if (key == "v" && (val == 1 || val == 2 || val == 4 || val == 8)) V = val;
+      if (key == "r" && val >= 1 && val <= 32) R = val;
+      if (key == "tx" && val >= 1 && val <= kThreads && kThreads % val == 0) TX = val;
+      if (key == "sd" && val >= 0 && val <= 2) sd = val;
+      if (key == "bd" && val >= 0 && val <= 2) bd = val;
+      if (key == "mb" && val >= 0 && val <= 8) mb = val;
+    }
+  }
+  if (taps > kUnrolledTaps) return false;
+  // Threads stack along the innermost dim (of 0..2) with more than one output; each slides
+  // along the outermost windowed one (rows reused in registers), or along the same dim.
+  if (bd < 0) bd = o[2] > 1 ? 2 : o[1] > 1 ? 1 : o[0] > 1 ? 0 : 2;
+  if (sd < 0)
+    for (int i = 0; i < 3 && sd < 0; ++i)
+      if (c.k[i] > 1) sd = i;
+  if (sd < 0) sd = bd;
+  while (TX > 1 && TX / 2 * V >= o[3]) TX /= 2;  // narrow rows: fewer threads along them
+  R = std::max<int64_t>(1, std::min(R, o[sd]));
+  auto extent = [&](int i, int64_t t) { return (t - 1) * c.s[i] + (c.k[i] - 1) * c.d[i] + 1; };
+  auto rows = [&] {
+    int64_t n = 1;
+    for (int i = 0; i < 3; ++i) n *= extent(i, i == sd ? R : 1);
+    return n;
+  };
+  while (R > 1 && (R * V * taps > 4096 || rows() > 512)) R = (R + 1) / 2;
+  while (V > 1 && (R * V * taps > 4096 || extent(3, V) > 64)) V /= 2;
+  if (R * V * taps > 4096 || rows() > 512 || extent(3, V) > 64) return false;
+  c.direct = true;
+  c.V = V;
+  c.R = R;
+  c.TX = TX;
+  c.min_blocks = mb;
+  c.sd = sd;
+  c.bd = bd;
+  for (int i = 0; i < 4; ++i) {
+    c.T[i] = 1;
+    c.F[i] = extent(i, i == 3 ? V : i == sd ? R : 1);
+  }
+  c.T[3] = TX * V;
+  c.T[bd] = kThreads / TX * (bd == sd ? R : 1);
+  if (sd != bd) c.T[sd] = R;
+  for (int i = 0; i < 4; ++i) c.E[i] = extent(i, c.T[i]);  // unused by the direct kernel
+  return true;
 }
 
 // A literal of the compute type.
@@ -229,11 +295,15 @@ class Writer {
     os_ << "struct StencilArgs { const void* in[" << kStencilOperands << "]; void* out[" << kStencilOperands
         << "]; long long n[4], o[4], base[4]; long long sstride[5], ostride[5]; long long nt[4]; "
            "long long gdims[2][8]; long long gstride[2]["
-        << kStencilOperands << "][8]; int grank[2]; };\n"
+        << kStencilOperands << "][8]; int grank[2]; int vec_in, vec_out; };\n"
         << "struct TgBlock { long long b, q[4], g[4]; };\n"
         << "typedef " << C_ << " TG_C;\n"
         << resolve_source(c_.bnd);
     helpers();
+    if (c_.direct) {
+      direct();
+      return os_.str();
+    }
     load();
     compute();
     kernel();
@@ -445,6 +515,253 @@ class Writer {
         << "  tg_compute(a, tile, k, (int)threadIdx.x, bad, w);\n}\n";
   }
 
+  // ---- The direct kernel (Config::direct) ----
+
+  // One reduction step of accumulator acc (and best) over tap t reading x, in tap order.
+  std::string step(const std::string& acc, const std::string& best, const std::string& x, int64_t t) const {
+    const char* better = (c_.red == Reduction::max || c_.red == Reduction::argmax) ? ">" : "<";
+    const double w = baked_ ? c_.weights[static_cast<size_t>(t)] : 2.0;
+    const std::string v = w == 1 ? x : w == -1 ? "-" + x : x + " * " + weight(t);
+    if (c_.red == Reduction::sum) return acc + (w == -1 ? " -= " + x : " += " + v) + ";";
+    if (c_.red == Reduction::product) return acc + " *= " + v + ";";
+    if (t == 0) return acc + " = " + v + ";" + (arg_ ? " " + best + " = 0;" : "");
+    return "{ const TG_C v = " + v + "; if (" + acc + " == " + acc + " && (v != v || v " + better + " " + acc +
+           ")) { " + acc + " = v;" + (arg_ ? " " + best + " = " + std::to_string(t) + ";" : "") + " } }";
+  }
+
+  static std::string name2(char c, int64_t r, int64_t v) {
+    std::string s(1, c);
+    s += std::to_string(r);
+    s += '_';
+    s += std::to_string(v);
+    return s;
+  }
+  std::string acc(int64_t r, int64_t v) const { return name2('a', r, v); }
+  std::string best(int64_t r, int64_t v) const { return name2('b', r, v); }
+
+  void init_accs(bool declare) {
+    const char* init = c_.red == Reduction::product ? "(TG_C)1" : "(TG_C)0";
+    for (int64_t r = 0; r < c_.R; ++r)
+      for (int64_t v = 0; v < c_.V; ++v) {
+        os_ << "  " << (declare ? "TG_C " : "") << acc(r, v) << " = " << init << ";";
+        if (arg_) os_ << " " << (declare ? "int " : "") << best(r, v) << " = 0;";
+        os_ << "\n";
+      }
+  }
+
+  // tg_src4: four consecutive source elements from 16-byte vector loads, the prologue applied.
+  void src4() {
+    os_ << "__device__ __forceinline__ void tg_src4(const StencilArgs& a, long long i, TG_C* x) {\n";
+    if (st_.prologue.nodes.empty()) {
+      os_ << "  const float4 s = *(const float4*)((const float*)" << operand(gen_.source_operand)
+          << " + i);\n  x[0] = s.x; x[1] = s.y; x[2] = s.z; x[3] = s.w;\n}\n";
+      return;
+    }
+    for (const auto& [v, op] : gen_.pro_ops) {
+      const std::string n = "p" + std::to_string(op.index);
+      if (op.access == Access::flat)
+        os_ << "  const float4 " << n << " = *(const float4*)((const float*)" << operand(op.index) << " + i);\n";
+      else
+        os_ << "  const " << codegen_compute_type(g_.type(v).dtype) << " " << n << " = "
+            << codegen_load(g_.type(v).dtype, operand(op.index), "0") << ";\n";
+    }
+    const char* lane[] = {".x", ".y", ".z", ".w"};
+    for (int j = 0; j < 4; ++j) {
+      std::unordered_map<int32_t, std::string> names;
+      for (const auto& [v, op] : gen_.pro_ops)
+        (names[v] = "p") += std::to_string(op.index) + (op.access == Access::flat ? lane[j] : "");
+      os_ << "  {\n" << elementwise_members(g_, st_.prologue, names, "    ") << "    x[" << j
+          << "] = " << names.at(gen_.pro_out) << ";\n  }\n";
+    }
+    os_ << "}\n";
+  }
+
+  // Every footprint row (f0, f1, f2) of the thread in order, loaded into xs (element e of the
+  // row at xs[lo + e]) and reduced into the outputs whose windows cross it. Walking rows in
+  // order visits each output's taps in the reference's order. `fast`: the footprint is inside
+  // the source (no boundary logic); `skip`: zero taps of a sum left out, every value read summed
+  // into zs so that a non-finite one is noticed.
+  void direct_body(bool fast, bool skip) {
+    const int64_t F3 = c_.F[3], sz = 4 * c_.nc;
+    const bool anti = c_.bnd == Boundary::anti_periodic;
+    for (int64_t f0 = 0; f0 < c_.F[0]; ++f0)
+      for (int64_t f1 = 0; f1 < c_.F[1]; ++f1)
+        for (int64_t f2 = 0; f2 < c_.F[2]; ++f2) {
+          const int64_t f[3] = {f0, f1, f2};
+          std::vector<std::pair<int64_t, int64_t>> hits;  // (output r, first tap index of the row)
+          for (int64_t r = 0; r < c_.R; ++r) {
+            int64_t t = 0;
+            bool ok = true;
+            for (int i = 0; i < 3 && ok; ++i) {
+              const int64_t x = f[i] - (i == c_.sd ? r * c_.s[i] : 0);
+              ok = x >= 0 && x % c_.d[i] == 0 && x / c_.d[i] < c_.k[i];
+              t = t * c_.k[i] + (ok ? x / c_.d[i] : 0);
+            }
+            if (ok) hits.emplace_back(r, t * c_.k[3]);
+          }
+          if (hits.empty()) continue;
+          std::vector<bool> used(static_cast<size_t>(F3), false);
+          for (int64_t v = 0; v < c_.V; ++v)
+            for (int64_t t3 = 0; t3 < c_.k[3]; ++t3) used[static_cast<size_t>(v * c_.s[3] + t3 * c_.d[3])] = true;
+          os_ << "  {\n    TG_C xs[" << sz << "];\n";
+          if (fast) {
+            os_ << "    const long long row = rb";
+            for (int i = 0; i < 3; ++i)
+              if (f[i]) os_ << " + " << f[i] << "LL * a.sstride[" << i + 1 << "]";
+            os_ << ";\n";
+            std::ostringstream scalar;
+            for (int64_t e = 0; e < F3; ++e)
+              if (used[static_cast<size_t>(e)])
+                scalar << "      xs[" << c_.lo + e << "] = tg_src(a, row + " << e << ");\n";
+            if (c_.vin) {
+              os_ << "    if (a.vec_in) {\n";
+              for (int64_t ch = 0; ch < c_.nc; ++ch) {
+                bool any = false;
+                for (int64_t e = std::max<int64_t>(0, 4 * ch - c_.lo); e < std::min(F3, 4 * ch + 4 - c_.lo); ++e)
+                  any |= used[static_cast<size_t>(e)];
+                if (any) os_ << "      tg_src4(a, row + " << 4 * ch - c_.lo << ", xs + " << 4 * ch << ");\n";
+              }
+              os_ << "    } else {\n" << scalar.str() << "    }\n";
+            } else {
+              os_ << scalar.str();
+            }
+          } else {
+            os_ << "    bool flip = false;\n";
+            for (int i = 0; i < 3; ++i)
+              os_ << "    const long long c" << i << " = tg_res(g" << i << " + " << f[i] << ", a.n[" << i
+                  << "], flip);\n";
+            os_ << "    const long long row = sb + c0 * a.sstride[1] + c1 * a.sstride[2] + c2 * a.sstride[3];\n";
+            if (padded_) os_ << "    const bool out = c0 < 0 || c1 < 0 || c2 < 0;\n";
+            for (int64_t e = 0; e < F3; ++e) {
+              if (!used[static_cast<size_t>(e)]) continue;
+              os_ << "    { bool fl = flip; const long long c3 = tg_res(g3 + " << e << ", a.n[3], fl); ";
+              if (padded_)
+                os_ << "xs[" << c_.lo + e << "] = out || c3 < 0 ? " << pad_ << " : tg_src(a, row + c3); }\n";
+              else
+                os_ << "const TG_C x = tg_src(a, row + c3); xs[" << c_.lo + e << "] = " << (anti ? "fl ? -x : x" : "x")
+                    << "; }\n";
+            }
+          }
+          if (skip)
+            for (int64_t e = 0; e < F3; ++e)
+              if (used[static_cast<size_t>(e)]) os_ << "    zs += xs[" << c_.lo + e << "];\n";
+          for (const auto& [r, tb] : hits)
+            for (int64_t t3 = 0; t3 < c_.k[3]; ++t3) {
+              if (skip && c_.weights[static_cast<size_t>(tb + t3)] == 0) continue;
+              for (int64_t v = 0; v < c_.V; ++v)
+                os_ << "    "
+                    << step(acc(r, v), best(r, v), "xs[" + std::to_string(c_.lo + v * c_.s[3] + t3 * c_.d[3]) + "]",
+                            tb + t3)
+                    << "\n";
+            }
+          os_ << "  }\n";
+        }
+  }
+
+  // The outputs of the thread: rounded as the unfused stencil stores them, the epilogue
+  // applied, stored (four at a time where aligned and whole).
+  void direct_store() {
+    const DType yt = arg_ ? DType::i32 : c_.dt;
+    const int64_t V = c_.V;
+    os_ << "  const long long ob = b * a.ostride[0];\n";
+    for (int64_t r = 0; r < c_.R; ++r) {
+      auto P = [&](int i) {
+        std::string s = "p";
+        s += std::to_string(i);
+        if (i == c_.sd && r) s += " + " + std::to_string(r);
+        return s;
+      };
+      os_ << "  if (" << P(static_cast<int>(c_.sd)) << " < a.o[" << c_.sd << "]) {\n"
+          << "    const long long orow = ob + (" << P(0) << ") * a.ostride[1] + (" << P(1) << ") * a.ostride[2] + ("
+          << P(2) << ") * a.ostride[3] + p3;\n";
+      if (c_.vout)
+        for (size_t j = 0; j < st_.outputs.size(); ++j) os_ << "    float st" << j << "[" << V << "];\n";
+      for (int64_t v = 0; v < V; ++v) {
+        os_ << "    if (p3 + " << v << " < a.o[3]) {\n      const long long oo = orow + " << v << ";\n      (void)oo;\n"
+            << "      const " << codegen_compute_type(yt) << " yv = "
+            << (arg_ ? "(long long)" + best(r, v) : codegen_round_to(c_.dt, acc(r, v))) << ";\n";
+        std::unordered_map<int32_t, std::string> names{{gen_.epi_in, "yv"}};
+        for (const auto& [val, op] : gen_.epi_ops) {
+          (names[val] = "q") += std::to_string(op.index);
+          os_ << "      const " << codegen_compute_type(g_.type(val).dtype) << " " << names[val] << " = "
+              << codegen_load(g_.type(val).dtype, operand(op.index), operand_offset(op, 1, "oo")) << ";\n";
+        }
+        os_ << elementwise_members(g_, st_.epilogue, names, "      ");
+        for (size_t j = 0; j < st_.outputs.size(); ++j) {
+          const int32_t val = st_.outputs[j];
+          const DType t = val == gen_.epi_in ? yt : g_.type(val).dtype;
+          if (c_.vout)
+            os_ << "      st" << j << "[" << v << "] = " << names.at(val) << ";\n";
+          else
+            os_ << "      ((" << codegen_storage_type(t) << "*)a.out[" << j << "])[oo] = " << codegen_store(t, names.at(val))
+                << ";\n";
+        }
+        os_ << "    }\n";
+      }
+      if (c_.vout) {
+        os_ << "    if (a.vec_out && p3 + " << V << " <= a.o[3]) {\n";
+        for (size_t j = 0; j < st_.outputs.size(); ++j)
+          for (int64_t ch = 0; ch < V / 4; ++ch)
+            os_ << "      *(float4*)((float*)a.out[" << j << "] + orow + " << 4 * ch << ") = make_float4(st" << j << "["
+                << 4 * ch << "], st" << j << "[" << 4 * ch + 1 << "], st" << j << "[" << 4 * ch + 2 << "], st" << j
+                << "[" << 4 * ch + 3 << "]);\n";
+        os_ << "    } else {\n";
+        for (int64_t v = 0; v < V; ++v)
+          for (size_t j = 0; j < st_.outputs.size(); ++j)
+            os_ << "      if (p3 + " << v << " < a.o[3]) ((float*)a.out[" << j << "])[orow + " << v << "] = st" << j
+                << "[" << v << "];\n";
+        os_ << "    }\n";
+      }
+      os_ << "  }\n";
+    }
+  }
+
+  void direct() {
+    const int64_t TY = kThreads / c_.TX;
+    if (c_.vin) src4();
+    os_ << "#define TG_DIRECT 1\n"
+        << "__device__ __forceinline__ void tg_direct(const StencilArgs& a, const TG_C* w, long long blk, int tid) "
+           "{\n"
+        << "  unsigned r = (unsigned)blk;\n  long long q[4];\n";
+    for (int i = 3; i >= 0; --i)
+      os_ << "  { const unsigned n = (unsigned)a.nt[" << i << "]; q[" << i << "] = (long long)(r % n) * " << c_.T[i]
+          << "LL; r /= n; }\n";
+    os_ << "  const long long b = r;\n"
+        << "  const int tx = tid % " << c_.TX << ", ty = tid / " << c_.TX << ";\n";
+    for (int i = 0; i < 4; ++i) {
+      os_ << "  const long long p" << i << " = q[" << i << "]";
+      if (i == 3) os_ << " + tx * " << c_.V << "LL";
+      if (i == c_.bd && i != 3) os_ << " + ty * " << (c_.bd == c_.sd ? c_.R : 1) << "LL";
+      os_ << ";\n";
+    }
+    os_ << "  if (p3 >= a.o[3] || p" << c_.bd << " >= a.o[" << c_.bd << "]) return;\n";
+    (void)TY;
+    for (int i = 0; i < 4; ++i)
+      os_ << "  const long long g" << i << " = p" << i << " * " << c_.s[i] << "LL + a.base[" << i << "];\n";
+    os_ << "  const long long sb = b * a.sstride[0];\n  const bool inner = true";
+    for (int i = 0; i < 4; ++i) os_ << " && g" << i << " >= 0 && g" << i << " + " << c_.F[i] << " <= a.n[" << i << "]";
+    os_ << ";\n";
+    init_accs(true);
+    os_ << "  if (inner) {\n" << (skip_zeros_ ? "  TG_C zs = (TG_C)0;\n" : "")
+        << "  const long long rb = sb + g0 * a.sstride[1] + g1 * a.sstride[2] + g2 * a.sstride[3] + g3;\n";
+    direct_body(true, skip_zeros_);
+    if (skip_zeros_) {
+      os_ << "  if (!isfinite(zs)) {\n";
+      init_accs(false);
+      direct_body(false, false);
+      os_ << "  }\n";
+    }
+    os_ << "  } else {\n";
+    direct_body(false, false);
+    os_ << "  }\n";
+    direct_store();
+    os_ << "}\n"
+        << "extern \"C\" __global__ void __launch_bounds__(" << kThreads
+        << (c_.min_blocks ? ", " + std::to_string(c_.min_blocks) : "") << ") tg_stencil(const StencilArgs a) {\n"
+        << (reg_weights_ ? "  TG_C w[" + std::to_string(K_) + "];\n  tg_weights(a, w);\n" : "  const TG_C* w = nullptr;\n")
+        << "  tg_direct(a, w, (long long)blockIdx.x, (int)threadIdx.x);\n}\n";
+  }
+
   const Generated& gen_;
   const Config& c_;
   const GraphImpl& g_;
@@ -652,7 +969,31 @@ std::optional<StencilKernelPlan> plan_stencil_kernel(const GraphImpl& g, const S
   gen.broadcast = broadcast;
 
   const int64_t elem = c.dt == DType::f64 ? 8 : 4;
-  if (!choose_tile(c, o, batch, elem)) return std::nullopt;
+  if (choose_direct(c, o, taps)) {
+    // Vector loads: f32 rows of a multiple of 4 elements, chunks starting on a 16-byte boundary
+    // (the thread's first output is a multiple of V); every operand of the prologue flat f32 or
+    // a scalar. a.vec_in / a.vec_out are cleared at launch for operands that are not aligned.
+    c.vin = c.dt == DType::f32 && a.n[3] % 4 == 0 && c.V % 4 == 0;
+    if (s.prologue.nodes.empty()) {
+      plan.vec_in_operands = {gen.source_operand};
+    } else {
+      for (const auto& [v, op] : gen.pro_ops) {
+        if (op.access == Access::broadcast || (op.access == Access::flat && types.at(v).dtype != DType::f32))
+          c.vin = false;
+        if (op.access == Access::flat) plan.vec_in_operands.push_back(op.index);
+      }
+    }
+    c.lo = c.vin ? ((a.base[3] % 4) + 4) % 4 : 0;
+    c.nc = (c.lo + c.F[3] + 3) / 4;
+    c.vout = c.V % 4 == 0 && a.o[3] % 4 == 0 && c.red != Reduction::argmin && c.red != Reduction::argmax;
+    for (const TensorType& t : plan.output_types) c.vout = c.vout && t.dtype == DType::f32;
+    a.vec_in = c.vin;
+    a.vec_out = c.vout;
+    if (!c.vin) plan.vec_in_operands.clear();
+    plan.direct = true;
+  } else if (!choose_tile(c, o, batch, elem)) {
+    return std::nullopt;
+  }
   double blocks = static_cast<double>(batch);
   for (int i = 0; i < 4; ++i) {
     a.nt[i] = (o[i] + c.T[i] - 1) / c.T[i];
@@ -702,6 +1043,9 @@ void launch_stencil_stitch(const StencilLaunch& l, const std::vector<const void*
   StencilArgs a = p.plan.args;
   for (size_t k = 0; k < in.size(); ++k) a.in[k] = in[k];
   for (size_t k = 0; k < out.size(); ++k) a.out[k] = out[k];
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  for (int k : p.plan.vec_in_operands) a.vec_in = a.vec_in && aligned(a.in[k]);
+  for (size_t k = 0; k < out.size(); ++k) a.vec_out = a.vec_out && aligned(a.out[k]);
   void* params[] = {&a};
   TG_CUDA(cudaLaunchKernel(p.kernel.fn(), dim3(static_cast<unsigned>(p.plan.blocks)), dim3(kThreads), params,
                            0, stream));

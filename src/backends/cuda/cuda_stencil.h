@@ -1,8 +1,13 @@
 #pragma once
 // The stencil on the GPU: an NVRTC kernel specialised per reduction, window, strides,
-// dilation, boundary mode, dtype and tile. Each block loads its output tile plus halo into
-// shared memory once (boundary mode applied while loading), then computes every output of the
-// tile from there. A stencil may be stitched with the elementwise group computing its source
+// dilation, boundary mode, dtype and tile, in one of two forms. The direct (register-blocked)
+// kernel, the default for windows of up to kUnrolledTaps taps: each thread computes V
+// consecutive outputs along the innermost dim times R along a slide dim, walking the rows of its
+// input footprint once (16-byte vector loads where aligned) with every accumulator in registers;
+// threads whose footprint lies inside the source take a path without boundary logic. The tile
+// kernel (other windows, or TGRAPH_STENCIL_CONFIG=tile): each block loads its output tile plus
+// halo into shared memory once (boundary mode applied while loading), then computes every output
+// of the tile from there. TGRAPH_STENCIL_CONFIG=v=4,r=8,tx=32 picks the direct kernel's shape. A stencil may be stitched with the elementwise group computing its source
 // (applied to each real source element as it is loaded) and the one consuming its result
 // (applied to each output before the store): fusion.h StencilStitch.
 #include <cuda_runtime_api.h>
@@ -28,6 +33,7 @@ struct StencilArgs {
   long long gdims[2][8];             // prologue / epilogue group shapes (broadcast operands)
   long long gstride[2][kStencilOperands][8];
   int grank[2];
+  int vec_in, vec_out;  // direct kernel: 16-byte vector loads / stores allowed (operands aligned)
 };
 
 /// A planned kernel: its source and arguments (operand pointers unset) and grid.
@@ -36,6 +42,8 @@ struct StencilKernelPlan {
   StencilArgs args{};
   long long blocks = 0;
   std::vector<TensorType> output_types;  // one per StencilStitch::outputs
+  bool direct = false;                   // the register-blocked kernel (else the shared-memory tile)
+  std::vector<int> vec_in_operands;      // a.in indices read by vector loads (a.vec_in: all 16-byte aligned)
 };
 
 /// The stitch of a stencil with no prologue or epilogue (inputs source and weights, output y).

@@ -4,7 +4,8 @@
 # the demo. Logs go to $OUT (or ./out) so they come back from the device tool.
 # Usage (on the GPU machine, repo root): scripts/device-build.sh [extra ctest args]
 # TG_SKIP_CPU_TESTS=1 skips the CPU test labels there; TG_SKIP_CONFORMANCE=1 and TG_SKIP_DEMO=1
-# skip the CUDA ONNX conformance run and the demo; TG_BUILD_ONLY=1 stops after the build.
+# skip the CUDA ONNX conformance run and the demo; TG_BUILD_ONLY=1 stops after the build;
+# TG_TARGETS="a b" builds only those targets.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -15,7 +16,7 @@ export CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH:/opt/devroot/usr/lib/x86_64-linux-g
 {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DDNNL_INCLUDE_DIR=/opt/devroot/usr/include -DDNNL_LIBRARY=/opt/devroot/usr/lib/x86_64-linux-gnu/libdnnl.so &&
-  cmake --build build-gpu -j "$(nproc)"
+  cmake --build build-gpu -j "$(nproc)" ${TG_TARGETS:+--target $TG_TARGETS}
 } > "$OUT/build.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then tail -50 "$OUT/build.log"; exit $rc; fi

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+
+#include <unistd.h>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -89,7 +91,8 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
       ++stats.compiled;
       std::error_code ec;
       std::filesystem::create_directories(cache_dir(), ec);
-      std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(&cubin));
+      // unique per process and thread: several processes may compile the same kernel at once
+      std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(&cubin));
       if (std::ofstream o{tmp, std::ios::binary}) {
         o.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
         o.close();

@@ -1,9 +1,10 @@
 // Fast f32 conv2d gradients through oneDNN: conv2d_data_grad (dy, w) -> dx with
 // convolution_backward_data and conv2d_weight_grad (dy, x) -> dw with
 // convolution_backward_weights. Layouts, padding, groups and dilation as in fast_conv.cpp (the
-// geometry is fast_conv_util.h's); tensors are described as they lie and the primitives pick
-// their own layouts, with reorders in and out where they differ. Each execution gets its own
-// scratchpad (scratchpad_mode::user): with the library's shared scratchpad, concurrent runs of
+// geometry is fast_conv_util.h's); tensors are described as they lie. nhwc activations are
+// used in place; for others the primitives pick their own layouts, with reorders in and out
+// where they differ. Each execution gets its own scratchpad (scratchpad_mode::user, in the
+// calling thread's reused buffer): with the library's shared scratchpad, concurrent runs of
 // the weight-gradient primitive (which synchronises its threads through the scratchpad) were
 // seen to hang.
 #include <cstdlib>

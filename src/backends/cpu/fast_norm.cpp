@@ -1,7 +1,9 @@
 // Fast f32 normalisations, softmax and softmax cross-entropy as OpenMP loops. Statistics and
 // every per-element formula are computed in double with the reference's expressions
-// (src/backends/cpu/ref_nn.cpp): two-pass population mean / variance, (x - mean) /
-// sqrt(var + eps) * gamma + beta, max-shifted softmax; only the summation order differs.
+// (src/backends/cpu/ref_nn.cpp): population mean / variance, (x - mean) / sqrt(var + eps) *
+// gamma + beta, max-shifted softmax; only the summation order differs. Training batch norm
+// over the last axis takes its statistics in one pass of sums shifted by a sample of each
+// channel (batch_norm_stats, shared with the fused CPU loops that apply them).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -22,6 +22,7 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernels_copy.h"
+#include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
@@ -87,6 +88,7 @@ struct Captured {
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
+  std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
   std::map<int32_t, FusionGroup> singles;
   std::map<const FusionGroup*, GroupInfo> groups;
   std::unique_ptr<Captured> captured;
@@ -174,7 +176,15 @@ struct Run {
     auto it = st.plans.find(b);
     if (it == st.plans.end())
       it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
-    for (const Step& s : it->second.steps) {
+    auto eit = st.epilogues.find(b);
+    if (eit == st.epilogues.end()) eit = st.epilogues.emplace(b, match_epilogues(exe.module, it->second)).first;
+    for (size_t i = 0; i < it->second.steps.size(); ++i) {
+      const Step& s = it->second.steps[i];
+      const EpilogueMatch& ep = eit->second[i];
+      if (ep.kind != MatmulShape::Epilogue::none && matmul(g.nodes[static_cast<size_t>(s.node)], &ep)) {
+        i += ep.steps;  // the bias add (and activation) ran inside cuBLASLt
+        continue;
+      }
       if (s.stitch) stitched(*s.stitch);
       else if (s.fused()) group(s.group);
       else node(g.nodes[static_cast<size_t>(s.node)]);
@@ -387,10 +397,13 @@ struct Run {
     return e;
   }
 
-  bool matmul(const Node& n) {
+  // With `ep`, also the bias add (and activation) after it, or false (nothing kept) when the
+  // run's shapes or cuBLASLt do not allow that epilogue.
+  bool matmul(const Node& n, const EpilogueMatch* ep = nullptr) {
     const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
     DType t = a.type.dtype;
     if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+    if (ep && (t == DType::f64 || in(ep->bias).type.dtype != t)) return false;
     const auto& d = std::get<MatmulDesc>(n.attr);
     const Shape &sa = a.type.shape, &sb = b.type.shape;
     TensorType out = concrete_type(g, n, in_types(n), 0);
@@ -401,6 +414,10 @@ struct Run {
       return p;
     };
     long long batch = batch_of(out.shape), ba = batch_of(sa), bb = batch_of(sb);
+    if (ep && (k == 0 || out.shape.num_elements() == 0 || in(ep->bias).type.shape.num_elements() != nn ||
+               in(ep->bias).type.shape.dim(-1) != nn ||
+               g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
+      return false;
     DevTensor c = alloc(out);
     if (out.shape.num_elements() > 0) {
       if (k == 0) {
@@ -412,10 +429,18 @@ struct Run {
         DevTensor eb = bb == 1 || bb == batch ? b : expand_batch(b, out.shape);
         MatmulShape s{m, nn, k, batch, ba == 1 ? 0 : m * k, bb == 1 ? 0 : k * nn, d.transpose_a, d.transpose_b, t,
                       exe.precision == Precision::tf32};
-        matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
+        if (ep) {
+          s.epilogue = ep->kind;
+          if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), in(ep->bias).buf.get(), c.buf.get(), stream,
+                                  ctx.index()))
+            return false;
+        } else {
+          matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
+        }
       }
     }
-    slots[static_cast<size_t>(n.outputs[0])] = std::move(c);
+    if (ep) c.type = g.type(ep->output);  // static: matched only then (a reshape may sit between)
+    slots[static_cast<size_t>(ep ? ep->output : n.outputs[0])] = std::move(c);
     return true;
   }
 

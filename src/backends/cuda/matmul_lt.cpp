@@ -2,6 +2,7 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -32,9 +33,21 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool found = true;  // false: no algorithm for this epilogue (only cached for epilogues)
 };
 
-using Key = std::tuple<long long, long long, long long, long long, long long, long long, bool, bool, int, bool, int>;
+using Key = std::tuple<long long, long long, long long, long long, long long, long long, bool, bool, int, bool, int, int>;
+
+std::atomic<long long> epilogue_launches{0};
+
+cublasLtEpilogue_t lt_epilogue(MatmulShape::Epilogue e) {
+  switch (e) {
+    case MatmulShape::Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case MatmulShape::Epilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case MatmulShape::Epilogue::gelu_tanh_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;  // cuBLASLt's GELU is the tanh form
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
 
 void set_batch(cublasLtMatrixLayout_t l, long long batch, long long stride) {
   int32_t b = static_cast<int32_t>(batch);
@@ -43,7 +56,7 @@ void set_batch(cublasLtMatrixLayout_t l, long long batch, long long stride) {
   lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s), "layout stride");
 }
 
-Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
+Plan make_plan(const MatmulShape& s, const void* bias, DeviceContext& ctx) {
   // Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T-view times op(A)^T-view:
   // cuBLAS sees the B operand first, then A, with m and n swapped.
   Plan p;
@@ -59,6 +72,24 @@ Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
   cublasOperation_t op_second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "transa");
   lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "transb");
+  if (s.epilogue != MatmulShape::Epilogue::none) {
+    // In cuBLAS's column-major view D is n x m: a bias of length n broadcast over columns is our
+    // bias broadcast over rows; stride 0 shares it between batches. The heuristic reads the
+    // pointer's alignment, so the first call's bias is set here (every buffer is equally aligned).
+    cublasLtEpilogue_t e = lt_epilogue(s.epilogue);
+    int32_t bt = dt;
+    int64_t bstride = 0;
+    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride) !=
+            CUBLAS_STATUS_SUCCESS) {
+      p.found = false;  // this cuBLASLt does not take the epilogue: run it unfused
+      return p;
+    }
+  }
   // First operand (B): stored row-major [k,n] (or [n,k] transposed) = column-major n x k view.
   uint64_t rows_b = s.transpose_b ? s.k : s.n, cols_b = s.transpose_b ? s.n : s.k;
   uint64_t rows_a = s.transpose_a ? s.m : s.k, cols_a = s.transpose_a ? s.k : s.m;
@@ -79,6 +110,10 @@ Plan make_plan(const MatmulShape& s, DeviceContext& ctx) {
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, p.la,
                                                      p.lb, p.lc, p.lc, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && s.epilogue != MatmulShape::Epilogue::none) {
+    p.found = false;
+    return p;
+  }
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error("[matmul] cuBLASLt has no algorithm for m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
                 " k=" + std::to_string(s.k) + " " + dtype_name(s.dtype));
@@ -105,26 +140,58 @@ void check_cuda_precision(Precision p, int device) {
                 " (f16 works there)");
 }
 
-void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device) {
+namespace {
+
+// Looks up (or makes) the plan and launches it; false when an epilogue has no algorithm.
+bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c, cudaStream_t stream,
+            int device) {
   DeviceContext& ctx = DeviceContext::get(device);
   static std::mutex mu;
   static std::map<Key, Plan> plans;
-  Key key{s.m, s.n, s.k, s.batch, s.stride_a, s.stride_b, s.transpose_a, s.transpose_b, static_cast<int>(s.dtype), s.tf32, device};
+  Key key{s.m, s.n, s.k, s.batch, s.stride_a, s.stride_b, s.transpose_a, s.transpose_b, static_cast<int>(s.dtype), s.tf32, device,
+          static_cast<int>(s.epilogue)};
   Plan p;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan(s, ctx)).first;
+    if (it == plans.end()) it = plans.emplace(key, make_plan(s, bias, ctx)).first;
     p = it->second;
   }
+  if (!p.found) return false;
   float one_f = 1.f, zero_f = 0.f;
   double one_d = 1.0, zero_d = 0.0;
   const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
+  if (s.epilogue != MatmulShape::Epilogue::none) {
+    // The desc is per device: set under its lock. A refusal here or at launch (nothing runs)
+    // sends the caller back to the unfused ops.
+    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c, p.lc,
+                       c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream) != CUBLAS_STATUS_SUCCESS)
+      return false;
+    ++epilogue_launches;
+    return true;
+  }
   lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c,
                           p.lc, c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream),
            "matmul");
+  return true;
 }
+
+}  // namespace
+
+void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device) {
+  if (s.epilogue != MatmulShape::Epilogue::none) throw Error("[matmul] matmul_lt called with an epilogue");
+  launch(s, a, b, nullptr, c, stream, device);
+}
+
+bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c,
+                        cudaStream_t stream, int device) {
+  return launch(s, a, b, bias, c, stream, device);
+}
+
+long long matmul_epilogue_launches() { return epilogue_launches.load(); }
 
 }  // namespace tg::detail

@@ -14,10 +14,19 @@ struct MatmulShape {
   bool transpose_a, transpose_b;
   DType dtype;  // of a, b and c; f16 / bf16 products are accumulated in f32
   bool tf32;    // allow TF32 tensor cores for f32
+  // Applied by cuBLASLt before the store (matmul_epilogue.h): a bias of length n (dtype, broadcast
+  // over rows and batches), then relu or the tanh form of gelu.
+  enum class Epilogue { none, bias, relu_bias, gelu_tanh_bias } epilogue = Epilogue::none;
 };
 
-/// c = op(a) op(b) on `stream`; throws tg::Error on an unsupported combination.
+/// c = op(a) op(b) on `stream` (s.epilogue must be none); throws tg::Error on an unsupported combination.
 void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device);
+/// Like matmul_lt with s.epilogue set, but false (nothing launched) when cuBLASLt has no algorithm
+/// for that epilogue (the caller then runs the bias and activation itself).
+bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c,
+                        cudaStream_t stream, int device);
+/// Matmuls launched with a bias epilogue in this process (for tests).
+long long matmul_epilogue_launches();
 
 /// Throws tg::Error when CUDA device `device` cannot compute matmul and convolution in
 /// precision `p` (bf16 needs compute capability 8.0; tf32 on older GPUs computes in f32).

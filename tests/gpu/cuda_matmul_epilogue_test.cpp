@@ -1,0 +1,182 @@
+// matmul + bias (+ relu / gelu_tanh) folded into the cuBLASLt epilogue (matmul_epilogue.h):
+// against the CPU backend and against TGRAPH_NO_EPILOGUE=1, with the run still captured, and
+// patterns that must not fold (the matmul result read elsewhere, a bias along the wrong axis,
+// the erf form of gelu) still giving the right numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "backends/cuda/matmul_lt.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/nn.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+using Build = std::function<std::vector<Tensor>(Graph&, std::vector<Tensor>&)>;
+
+double tolerance(DType t) { return t == bf16 ? 3e-2 : t == f16 ? 4e-3 : 1e-4; }
+
+void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    double w = want.at(i), g = got.at(i);
+    ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
+  }
+}
+
+struct Outcome {
+  std::vector<TensorData> out;
+  long long epilogues = 0;  // matmuls launched with a bias epilogue
+};
+
+// Compiles `build` for `device` and runs it twice (the first run records and captures, the
+// second replays); on CUDA checks the run was captured.
+Outcome run(const Build& build, const std::vector<TensorData>& inputs, Device device, bool no_epilogue = false) {
+  Graph g;
+  std::vector<Tensor> ph;
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
+    feeds.emplace_back(ph.back(), inputs[i].type());
+  }
+  std::vector<Tensor> outs = build(g, ph);
+  Executable e = g.compile(feeds, outs, {}, CompileOptions{.device = device});
+  // The executor matches epilogues when it first walks a block (the first run).
+  if (no_epilogue) setenv("TGRAPH_NO_EPILOGUE", "1", 1);
+  long long before = detail::matmul_epilogue_launches();
+  Outcome o{e.run(inputs), 0};
+  unsetenv("TGRAPH_NO_EPILOGUE");
+  o.epilogues = detail::matmul_epilogue_launches() - before;
+  std::vector<TensorData> again = e.run(inputs);
+  if (device.kind == Device::Kind::cuda) {
+    auto stats = detail::cuda_graph_stats(e.impl());
+    EXPECT_TRUE(stats.error.empty()) << stats.error;
+    EXPECT_EQ(stats.captures, 1) << stats.error;
+    for (size_t i = 0; i < again.size(); ++i)
+      expect_close(again[i], o.out[i], tolerance(again[i].dtype()), "replay output " + std::to_string(i));
+  }
+  return o;
+}
+
+// GPU (epilogue on and off) against the CPU; `folded`: 1 the epilogue must be used, 0 must not,
+// -1 either (the fusion plan decides).
+void check(const std::string& what, const Build& build, const std::vector<TensorData>& inputs, int folded) {
+  SCOPED_TRACE(what);
+  double tol = tolerance(inputs[0].dtype());
+  Outcome want = run(build, inputs, Device::cpu());
+  Outcome on = run(build, inputs, Device::cuda(0));
+  Outcome off = run(build, inputs, Device::cuda(0), 1);
+  if (folded >= 0) EXPECT_EQ(on.epilogues > 0, folded == 1);
+  EXPECT_EQ(off.epilogues, 0);
+  for (size_t i = 0; i < want.out.size(); ++i) {
+    expect_close(on.out[i], want.out[i], tol, what + " (epilogue) output " + std::to_string(i));
+    expect_close(off.out[i], want.out[i], tol, what + " (no epilogue) output " + std::to_string(i));
+    expect_close(on.out[i], off.out[i], tol, what + " (epilogue vs none) output " + std::to_string(i));
+  }
+}
+
+TensorData rnd(Shape s, DType t, uint64_t seed) { return TensorData::uniform(std::move(s), -1, 1, t, seed); }
+
+}  // namespace
+
+TEST(CudaMatmulEpilogue, BiasReluGeluTanhAllFloatTypes) {
+  for (DType t : {f32, f16, bf16}) {
+    std::vector<TensorData> in{rnd({37, 64}, t, 1), rnd({64, 48}, t, 2), rnd({48}, t, 3)};
+    std::string name = dtype_name(t);
+    check("bias " + name, [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; }, in, 1);
+    check("bias on the left " + name,
+          [](Graph& g, auto& x) { return std::vector{g.add(x[2], g.matmul(x[0], x[1]))}; }, in, 1);
+    check("relu " + name,
+          [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1]), x[2]))}; }, in, 1);
+    check("gelu_tanh " + name,
+          [](Graph& g, auto& x) { return std::vector{g.gelu_tanh(g.add(g.matmul(x[0], x[1]), x[2]))}; }, in, 1);
+  }
+}
+
+TEST(CudaMatmulEpilogue, UnfusedStepsAndShapes) {
+  // Fusion off: the add and the relu are separate steps and still fold.
+  setenv("TGRAPH_NO_FUSION", "1", 1);
+  check("relu, fusion off",
+        [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1]), x[2]))}; },
+        {rnd({37, 64}, f32, 4), rnd({64, 48}, f32, 5), rnd({48}, f32, 6)}, 1);
+  unsetenv("TGRAPH_NO_FUSION");
+  check("bias [1,N], transposed w",
+        [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1], false, true), x[2]))}; },
+        {rnd({37, 64}, f16, 7), rnd({48, 64}, f16, 8), rnd({1, 48}, f16, 9)}, 1);
+  check("batched, shared weight",
+        [](Graph& g, auto& x) { return std::vector{g.gelu_tanh(g.add(g.matmul(x[0], x[1]), x[2]))}; },
+        {rnd({3, 37, 64}, bf16, 10), rnd({64, 48}, bf16, 11), rnd({48}, bf16, 12)}, 1);
+  check("batched weights, bias [1,1,N]",
+        [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; },
+        {rnd({3, 37, 64}, f32, 13), rnd({3, 64, 48}, f32, 14), rnd({1, 1, 48}, f32, 15)}, 1);
+  // The activation's input also read elsewhere: at most the bias folds, the relu runs after it.
+  check("sum also returned",
+        [](Graph& g, auto& x) {
+          Tensor s = g.add(g.matmul(x[0], x[1]), x[2]);
+          return std::vector{g.relu(s), s};
+        },
+        {rnd({37, 64}, f32, 16), rnd({64, 48}, f32, 17), rnd({48}, f32, 18)}, -1);
+}
+
+TEST(CudaMatmulEpilogue, PatternsThatMustNotFold) {
+  std::vector<TensorData> in{rnd({37, 64}, f32, 20), rnd({64, 48}, f32, 21), rnd({48}, f32, 22)};
+  check("matmul result also returned",
+        [](Graph& g, auto& x) {
+          Tensor y = g.matmul(x[0], x[1]);
+          return std::vector{g.relu(g.add(y, x[2])), y};
+        },
+        in, 0);
+  check("matmul result also multiplied",
+        [](Graph& g, auto& x) {
+          Tensor y = g.matmul(x[0], x[1]);
+          return std::vector{g.mul(g.add(y, x[2]), y)};
+        },
+        in, 0);
+  check("bias along the rows",
+        [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; },
+        {rnd({37, 64}, f32, 23), rnd({64, 48}, f32, 24), rnd({37, 1}, f32, 25)}, 0);
+  check("bias of the full shape",
+        [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; },
+        {rnd({37, 64}, f32, 26), rnd({64, 48}, f32, 27), rnd({37, 48}, f32, 28)}, 0);
+  // gelu is the erf form; cuBLASLt's GELU epilogue is the tanh form.
+  check("erf gelu",
+        [](Graph& g, auto& x) { return std::vector{g.gelu(g.add(g.matmul(x[0], x[1]), x[2]))}; }, in, 0);
+  // f64 has no epilogue path.
+  check("f64 bias",
+        [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; },
+        {rnd({37, 64}, f64, 29), rnd({64, 48}, f64, 30), rnd({48}, f64, 31)}, 0);
+}
+
+TEST(CudaMatmulEpilogue, LinearLayerOn3dInput) {
+  // nn::Linear reshapes [2, 5, 32] to one 2-D GEMM and back before the bias add.
+  for (DType t : {f32, f16, bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    nn::Linear fc(g, "fc", 32, 16, {.dtype = t});
+    Tensor x = g.placeholder({2, 5, 32}, t, "x");
+    Tensor y = g.relu(fc.forward(g, x));
+    TensorData in = rnd({2, 5, 32}, t, 40), bias = rnd({16}, t, 41);
+    std::vector<TensorData> want, got;
+    for (Device dev : {Device::cpu(), Device::cuda(0)}) {
+      Executable e = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = dev});
+      for (const std::string& name : e.variable_names())
+        if (name.find("bias") != std::string::npos) e.set_variable(name, bias);
+      long long before = detail::matmul_epilogue_launches();
+      std::vector<TensorData> out = e.run({in});
+      if (dev.kind == Device::Kind::cuda) {
+        got = out;
+        EXPECT_GT(detail::matmul_epilogue_launches(), before);
+        e.run({in});
+        EXPECT_TRUE(detail::cuda_graph_stats(e.impl()).error.empty()) << detail::cuda_graph_stats(e.impl()).error;
+      } else {
+        want = out;
+      }
+    }
+    expect_close(got[0], want[0], tolerance(t), "linear + relu");
+  }
+}

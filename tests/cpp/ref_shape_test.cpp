@@ -72,3 +72,13 @@ TEST(RefShape, ShapeOfAndArange) {
   expect_values(eval(g, g.arange(1, 2, 0.25), {}), {1, 1.25, 1.5, 1.75});
   expect_values(eval(g, g.arange(5, 0, -2, tg::i32), {}), {5, 3, 1});
 }
+
+TEST(RefShape, SumToLikeWrapsIntegersLikeReduceSum) {
+  // 20 elements of 19 add to 380, which wraps to 124 in i8 (documented integer semantics);
+  // the first version summed in double and saturated to 127.
+  tg::Graph g;
+  tg::Tensor x = g.placeholder({4, 6, 5}, tg::i8), like = g.placeholder({6, 1}, tg::i8);
+  TensorData y = eval(g, g.sum_to_like(x, like), {TensorData::full({4, 6, 5}, 19, tg::i8), TensorData::zeros({6, 1}, tg::i8)});
+  ASSERT_EQ(y.shape(), tg::Shape({6, 1}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(y.at(i), 124.0);
+}

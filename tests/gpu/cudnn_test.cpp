@@ -101,6 +101,9 @@ bool run_direct(OpKind kind, const Attr& attr, const std::vector<TensorData>& in
   DevMem o(host.nbytes());
   // All-ones bytes are NaN in every float type: an element the op does not write shows.
   EXPECT_EQ(cudaMemset(o.p, 0xFF, host.nbytes()), cudaSuccess);
+  // The copies and the memset above run on the legacy default stream, which does not order
+  // against the context's non-blocking stream: finish them before the op is enqueued there.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaStream_t stream = DeviceContext::get(0).stream();
   bool conv = kind != OpKind::MaxPool2d && kind != OpKind::AvgPool2d && kind != OpKind::MaxPool2dGrad &&
               kind != OpKind::AvgPool2dGrad;

@@ -75,7 +75,17 @@ std::vector<TensorData> eval_shape(const Ctx& c) {
     case OpKind::Transpose: return {transpose(c)};
     case OpKind::SumToLike: {
       // Every element of x adds into the element of the (smaller) result it broadcasts from.
+      // Integers add exactly in int64 and wrap to the output width, like reduce_sum.
       TensorData y = c.output(0);
+      if (!is_float(y.dtype())) {
+        std::vector<int64_t> acc(static_cast<size_t>(y.num_elements()), 0);
+        for (int64_t i = 0; i < c.in[0].num_elements(); ++i) {
+          int64_t& a = acc[static_cast<size_t>(broadcast_index(unravel(i, dims(c.in[0])), dims(y)))];
+          a = wadd(a, load_int(c.in[0], i));
+        }
+        for (size_t i = 0; i < acc.size(); ++i) store_int(y, static_cast<int64_t>(i), acc[i]);
+        return {y};
+      }
       std::vector<double> acc(static_cast<size_t>(y.num_elements()), 0.0);
       for (int64_t i = 0; i < c.in[0].num_elements(); ++i)
         acc[static_cast<size_t>(broadcast_index(unravel(i, dims(c.in[0])), dims(y)))] += c.in[0].at(i);

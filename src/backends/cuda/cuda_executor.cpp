@@ -798,9 +798,13 @@ void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::strin
     int device_index = exe.device.index;
     DevTensor keep = value;
     exe.store->device_only[name] = [keep, device_index] {
+      // On the runs' stream, after the work that wrote the value: the stream is non-blocking,
+      // so a plain cudaMemcpy (legacy default stream) could read it before a replay finished.
       TensorData h(keep.type.shape, keep.type.dtype);
       TG_CUDA(cudaSetDevice(device_index));
-      if (keep.nbytes()) TG_CUDA(cudaMemcpy(h.data(), keep.buf.get(), keep.nbytes(), cudaMemcpyDeviceToHost));
+      cudaStream_t s = DeviceContext::get(device_index).stream();
+      copy_to_host(h.data(), keep.buf.get(), keep.nbytes(), s);
+      TG_CUDA(cudaStreamSynchronize(s));
       return h;
     };
   }

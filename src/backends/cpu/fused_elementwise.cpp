@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <mutex>
 #include <numeric>
 
@@ -202,13 +203,19 @@ void store(const float* src, void* dst, DType t, int64_t start, int64_t len) {
 }
 
 // 64-byte aligned scratch owned by the calling thread, grown on demand.
+// (Freed with the matching aligned delete: a plain delete[] of aligned new[] is undefined.)
+template <class T>
+struct AlignedArrayDelete {
+  void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
 template <class T>
 T* thread_scratch(size_t count) {
-  thread_local std::unique_ptr<T[]> buf;
+  static_assert(std::is_trivially_destructible_v<T>, "raw aligned storage");
+  thread_local std::unique_ptr<T, AlignedArrayDelete<T>> buf;
   thread_local size_t cap = 0;
   if (count > cap) {
     cap = std::max(count, cap * 2);
-    buf.reset(new (std::align_val_t(64)) T[cap]);
+    buf.reset(static_cast<T*>(::operator new[](cap * sizeof(T), std::align_val_t(64))));
   }
   return buf.get();
 }

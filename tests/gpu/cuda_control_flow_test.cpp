@@ -10,16 +10,13 @@
 
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
+#include "gpu/gpu_test_util.h"
 
 using namespace tg;
 
 namespace {
 
-void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.type(), want.type()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i)
-    ASSERT_NEAR(got.at(i), want.at(i), tol * (1 + std::abs(want.at(i)))) << what << " at " << i;
-}
+using gputest::expect_close;
 
 TensorData rnd(Shape s, uint64_t seed, double lo = -1, double hi = 1) {
   return TensorData::uniform(std::move(s), lo, hi, f32, seed);

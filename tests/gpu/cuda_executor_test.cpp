@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backends/cuda/nvrtc_compiler.h"
+#include "gpu/gpu_test_util.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
 
@@ -19,17 +20,7 @@ CompileOptions cpu(bool dynamic = false) { return {.device = Device::cpu(), .dis
 
 double tolerance(DType t) { return t == bf16 ? 2e-2 : t == f16 ? 2e-3 : t == f64 ? 1e-12 : 2e-5; }
 
-void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.type(), want.type()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    double w = want.at(i), g = got.at(i);
-    if (std::isnan(w)) {
-      ASSERT_TRUE(std::isnan(g)) << what << " at " << i;
-      continue;
-    }
-    ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
-  }
-}
+using gputest::expect_close;
 
 // Builds the same graph twice, runs it on both devices, compares every target.
 template <class Build>

@@ -13,6 +13,7 @@
 
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
+#include "gpu/gpu_test_util.h"
 
 using namespace tg;
 
@@ -23,18 +24,7 @@ CompileOptions cpu() { return {.device = Device::cpu()}; }
 
 double tolerance(DType t) { return t == bf16 ? 1e-2 : t == f16 ? 1e-3 : t == f64 ? 1e-12 : 1e-6; }
 
-void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.type(), want.type()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    double w = want.at(i), g = got.at(i);
-    if (std::isnan(w)) {
-      ASSERT_TRUE(std::isnan(g)) << what << " at " << i;
-      continue;
-    }
-    if (tol == 0) ASSERT_EQ(g, w) << what << " at " << i;
-    else ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
-  }
-}
+using gputest::expect_close;
 
 void expect_bitwise(const TensorData& got, const TensorData& want, const std::string& what) {
   ASSERT_EQ(got.type(), want.type()) << what;

@@ -12,6 +12,7 @@
 #include "runtime/executable_impl.h"
 #include "tgraph/nn.h"
 #include "tgraph/tgraph.h"
+#include "gpu/gpu_test_util.h"
 
 using namespace tg;
 
@@ -21,13 +22,7 @@ using Build = std::function<std::vector<Tensor>(Graph&, std::vector<Tensor>&)>;
 
 double tolerance(DType t) { return t == bf16 ? 3e-2 : t == f16 ? 4e-3 : 1e-4; }
 
-void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.type(), want.type()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    double w = want.at(i), g = got.at(i);
-    ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
-  }
-}
+using gputest::expect_close;
 
 struct Outcome {
   std::vector<TensorData> out;

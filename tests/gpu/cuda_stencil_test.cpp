@@ -13,6 +13,7 @@
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
+#include "gpu/gpu_test_util.h"
 
 using namespace tg;
 
@@ -41,21 +42,7 @@ TensorData exact_weights(Shape s, DType t, uint64_t seed) {
   return TensorData::from_vector(s, t, v);
 }
 
-void expect_close(const TensorData& got, const TensorData& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.type(), want.type()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    double w = want.at(i), g = got.at(i);
-    if (std::isnan(w)) {
-      ASSERT_TRUE(std::isnan(g)) << what << " at " << i;
-      continue;
-    }
-    if (std::isinf(w)) {
-      ASSERT_EQ(g, w) << what << " at " << i;
-      continue;
-    }
-    ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
-  }
-}
+using gputest::expect_close;
 
 struct Built {
   Graph g;

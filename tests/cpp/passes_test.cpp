@@ -87,6 +87,152 @@ TEST(PassDce, SideEffectsInsideLiveRegionsStay) {
   EXPECT_EQ(count(m, OpKind::Assign), 1);
 }
 
+namespace {
+// The live for_loop / while_loop nodes of a module.
+std::vector<const Node*> loops(const Module& m, OpKind k) {
+  std::vector<const Node*> out;
+  for (const Block& b : m.graph.blocks)
+    for (int32_t id : b.nodes)
+      if (m.graph.nodes[static_cast<size_t>(id)].kind == k) out.push_back(&m.graph.nodes[static_cast<size_t>(id)]);
+  return out;
+}
+const Block& region(const Module& m, const Node& n, size_t r) {
+  return m.graph.blocks[static_cast<size_t>(n.regions[r])];
+}
+// Runs `targets` on the CPU, compiled with and without the optimisation passes.
+std::pair<std::vector<TensorData>, std::vector<TensorData>> both_ways(Graph& g, const std::vector<std::pair<Tensor, TensorData>>& feeds,
+                                                                      const std::vector<Tensor>& targets) {
+  std::vector<std::pair<Tensor, TensorType>> ft;
+  std::vector<TensorData> in;
+  for (auto& [t, d] : feeds) {
+    ft.emplace_back(t, t.type());
+    in.push_back(d);
+  }
+  CompileOptions opt, plain;
+  opt.device = plain.device = Device::cpu();
+  plain.optimize = false;
+  return {g.compile(ft, targets, {}, opt).run(in), g.compile(ft, targets, {}, plain).run(in)};
+}
+void expect_same(const std::vector<TensorData>& a, const std::vector<TensorData>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].num_elements(), b[i].num_elements());
+    for (int64_t e = 0; e < a[i].num_elements(); ++e) EXPECT_NEAR(a[i].at(e), b[i].at(e), 1e-6) << i << "," << e;
+  }
+}
+}  // namespace
+
+TEST(PassDce, UnusedLoopCarriedValuesAreRemoved) {
+  // x is returned; acc reads x but nothing reads acc; p and q feed only each other.
+  Graph g;
+  Tensor x0 = g.placeholder({3}, f32, "x0");
+  auto r = g.for_loop(g.scalar(4, i32), {x0, g.scalar(0.0), g.scalar(1.0), g.scalar(2.0)},
+                      [&](Graph& b, Tensor i, std::vector<Tensor> a) {
+                        Tensor x = b.add(b.mul(a[0], b.scalar(0.5)), b.cast(i, f32));
+                        Tensor acc = b.add(a[1], b.reduce_sum(b.exp(a[0])));
+                        return std::vector{x, acc, b.add(a[2], a[3]), b.sin(a[2])};
+                      });
+  Module m = module_of(g, {r[0]});
+  const Node& loop = producer(m, r[0].id());
+  ASSERT_EQ(loop.outputs.size(), 4u);
+  EXPECT_TRUE(DeadCodeElimination().run(m));
+  EXPECT_EQ(verify(m.graph), "");
+  ASSERT_EQ(loop.outputs.size(), 1u);
+  EXPECT_EQ(loop.outputs[0], r[0].id());
+  EXPECT_EQ(loop.inputs.size(), 4u);  // lower, upper, step, x0
+  EXPECT_EQ(loop.inputs[3], x0.id());
+  EXPECT_EQ(region(m, loop, 0).params.size(), 2u);
+  EXPECT_EQ(region(m, loop, 0).results.size(), 1u);
+  EXPECT_EQ(count(m, OpKind::Exp), 0);
+  EXPECT_EQ(count(m, OpKind::Sin), 0);
+  EXPECT_FALSE(DeadCodeElimination().run(m));
+  auto [opt, plain] = both_ways(g, {{x0, TensorData::from_floats({3}, {0.5f, -1.0f, 2.0f})}}, {r[0]});
+  expect_same(opt, plain);
+}
+
+TEST(PassDce, LoopCarriedValuesThatAreNeededStay) {
+  Graph g;
+  Tensor v = g.variable(TensorData::zeros({}), "v");
+  Tensor u = g.variable(TensorData::zeros({}), "u");
+  auto body = [&](Graph& b, Tensor i, std::vector<Tensor> a) {
+    // a[0] reads a[1]; a[2]'s output is returned; a[3] is written to a variable, a[4] too but
+    // inside an if_else that returns nothing.
+    b.assign(v, a[3]);
+    b.if_else(b.equal(i, b.scalar(1, i32)), [&](Graph& c) {
+      c.assign(u, a[4]);
+      return std::vector<Tensor>{};
+    });
+    return std::vector{b.add(a[0], a[1]), b.mul(a[1], b.scalar(2.0)), b.sin(a[2]), b.add(a[3], b.scalar(1.0)),
+                       b.mul(a[4], b.scalar(3.0))};
+  };
+  auto r = g.for_loop(g.scalar(3, i32), {g.scalar(1.0), g.scalar(0.5), g.scalar(0.3), g.scalar(0.0), g.scalar(1.0)},
+                      body);
+  Module m = module_of(g, {r[0], r[2]});
+  DeadCodeElimination().run(m);
+  EXPECT_EQ(verify(m.graph), "");
+  const Node& loop = producer(m, r[0].id());
+  EXPECT_EQ(loop.outputs.size(), 5u);
+  EXPECT_EQ(count(m, OpKind::Assign), 2);
+  auto [opt, plain] = both_ways(g, {}, {r[0], r[2]});
+  expect_same(opt, plain);
+}
+
+TEST(PassDce, WhileLoopDropsUnusedCarriedValues) {
+  // Carries (i, x, acc); only x is returned. acc goes; i stays (the predicate reads it).
+  Graph g;
+  Tensor x0 = g.placeholder({2}, f32, "x0");
+  auto r = g.while_loop(
+      {g.scalar(0, i32), x0, g.scalar(0.0)},
+      [&](Graph& b, std::vector<Tensor> a) { return std::pair{b.less(a[0], b.scalar(5, i32)), a}; },
+      [&](Graph& b, std::vector<Tensor> a) {
+        return std::vector{b.add(a[0], b.scalar(1, i32)), b.mul(a[1], b.scalar(1.5)),
+                           b.add(a[2], b.reduce_sum(b.exp(a[1])))};
+      });
+  Module m = module_of(g, {r[1]});
+  EXPECT_TRUE(DeadCodeElimination().run(m));
+  EXPECT_EQ(verify(m.graph), "");
+  const Node& loop = producer(m, r[1].id());
+  EXPECT_EQ(loop.inputs.size(), 2u);
+  ASSERT_EQ(loop.outputs.size(), 2u);
+  EXPECT_EQ(loop.outputs[1], r[1].id());
+  EXPECT_EQ(region(m, loop, 0).params.size(), 2u);
+  EXPECT_EQ(region(m, loop, 0).results.size(), 3u);  // predicate, i, x
+  EXPECT_EQ(region(m, loop, 1).params.size(), 2u);
+  EXPECT_EQ(region(m, loop, 1).results.size(), 2u);
+  EXPECT_EQ(count(m, OpKind::Exp), 0);
+  auto [opt, plain] = both_ways(g, {{x0, TensorData::from_floats({2}, {0.25f, -2.0f})}}, {r[1]});
+  expect_same(opt, plain);
+}
+
+TEST(PassDce, ForwardOnlyExecutableDropsTheGradientTape) {
+  Graph g;
+  Tensor h0 = g.placeholder({2, 3}, DType::f64, "h0");
+  Tensor w = g.placeholder({3, 3}, DType::f64, "w");
+  Tensor h = g.for_loop(g.scalar(4, i32), {h0}, [&](Graph& b, Tensor, std::vector<Tensor> s) {
+    return std::vector{b.tanh(b.matmul(s[0], w))};
+  })[0];
+  auto grads = g.gradients(g.reduce_sum(h), {w});
+  ASSERT_EQ(h.op().num_outputs(), 2);  // h and its tape
+  std::vector<std::pair<Tensor, TensorType>> feeds{{h0, h0.type()}, {w, w.type()}};
+  std::vector<TensorData> in{TensorData::uniform({2, 3}, -1, 1, DType::f64, 1),
+                             TensorData::uniform({3, 3}, -1, 1, DType::f64, 2)};
+  CompileOptions opt;
+  opt.device = Device::cpu();
+  Executable fwd = g.compile(feeds, {h}, {}, opt);
+  const Module& fm = fwd.impl().module;
+  auto fl = loops(fm, OpKind::ForLoop);
+  ASSERT_EQ(fl.size(), 1u);
+  EXPECT_EQ(fl[0]->outputs.size(), 1u);
+  EXPECT_EQ(count(fm, OpKind::Scatter), 0);
+  EXPECT_EQ(count(fm, OpKind::WhileLoop), 0);  // nor the loop that sizes the tape
+  // Training keeps the tape and the same forward values.
+  Executable train = g.compile(feeds, {h, grads.at(w)}, {}, opt);
+  bool taped = false;
+  for (const Node* n : loops(train.impl().module, OpKind::ForLoop)) taped |= n->outputs.size() == 2;
+  EXPECT_TRUE(taped);
+  expect_same(fwd.run(in), {train.run(in)[0]});
+}
+
 TEST(PassConstantFolding, FoldsConstantSubgraphs) {
   Graph g;
   Tensor x = g.placeholder({2}, f32, "x");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "runtime/arena_allocator.h"
+
 namespace tg::detail {
 namespace {
 
@@ -54,23 +56,8 @@ BufferPlan plan_buffers(const Module& m) {
         for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
     }
 
-  std::map<int64_t, int64_t> free_blocks;  // offset -> size
+  ArenaAllocator arena;
   std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step), for freeing
-  auto release = [&](int64_t off, int64_t size) {
-    auto it = free_blocks.emplace(off, size).first;
-    auto next = std::next(it);
-    if (next != free_blocks.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free_blocks.erase(next);
-    }
-    if (it != free_blocks.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_blocks.erase(it);
-      }
-    }
-  };
   auto size_of = [&](int32_t v) {
     const TensorType& t = g.type(v);
     return aligned(std::max<int64_t>(1, t.shape.num_elements()) * static_cast<int64_t>(dtype_size(t.dtype)));
@@ -99,33 +86,20 @@ BufferPlan plan_buffers(const Module& m) {
         }
         if (p.in_place[static_cast<size_t>(v)]) continue;
       }
-      // Best fit among free blocks, else grow the arena.
-      auto best = free_blocks.end();
-      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
-        if (it->second >= size && (best == free_blocks.end() || it->second < best->second)) best = it;
-      int64_t off;
-      if (best != free_blocks.end()) {
-        off = best->first;
-        int64_t rest = best->second - size;
-        free_blocks.erase(best);
-        if (rest > 0) free_blocks.emplace(off + size, rest);
-      } else {
-        off = p.arena_bytes;
-        p.arena_bytes += size;
-      }
-      p.offset[static_cast<size_t>(v)] = off;
+      p.offset[static_cast<size_t>(v)] = arena.place(size);  // best fit, else the arena grows
       live.emplace_back(v, std::max(last_use[static_cast<size_t>(v)], s));
     }
     // Free what dies at this step (outputs never read die at once).
     for (auto it = live.begin(); it != live.end();) {
       if (it->second <= s) {
-        release(p.offset[static_cast<size_t>(it->first)], size_of(it->first));
+        arena.release(p.offset[static_cast<size_t>(it->first)], size_of(it->first));
         it = live.erase(it);
       } else {
         ++it;
       }
     }
   }
+  p.arena_bytes = arena.bytes();
   return p;
 }
 

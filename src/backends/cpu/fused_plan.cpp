@@ -6,6 +6,7 @@
 #include <set>
 
 #include "backends/cpu/fused_elementwise.h"
+#include "runtime/arena_allocator.h"
 
 namespace tg::detail {
 namespace {
@@ -428,39 +429,10 @@ void plan_arena(const Module& m, CpuPlan& plan) {
     return aligned(std::max<int64_t>(1, t.shape.num_elements()) * static_cast<int64_t>(dtype_size(t.dtype)));
   };
 
-  std::map<int64_t, int64_t> free_blocks;         // offset -> size
+  ArenaAllocator arena;
   std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step)
-  auto release = [&](int64_t off, int64_t size) {
-    auto it = free_blocks.emplace(off, size).first;
-    auto next = std::next(it);
-    if (next != free_blocks.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free_blocks.erase(next);
-    }
-    if (it != free_blocks.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_blocks.erase(it);
-      }
-    }
-  };
   auto place = [&](int32_t v) {
-    int64_t size = size_of(v);
-    auto best = free_blocks.end();
-    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
-      if (it->second >= size && (best == free_blocks.end() || it->second < best->second)) best = it;
-    int64_t off;
-    if (best != free_blocks.end()) {
-      off = best->first;
-      int64_t rest = best->second - size;
-      free_blocks.erase(best);
-      if (rest > 0) free_blocks.emplace(off + size, rest);
-    } else {
-      off = plan.arena_bytes;
-      plan.arena_bytes += size;
-    }
-    plan.offset[static_cast<size_t>(v)] = off;
+    plan.offset[static_cast<size_t>(v)] = arena.place(size_of(v));
     live.emplace_back(v, last_use[static_cast<size_t>(v)]);
   };
   // Takes the bytes of an input of v's shape and element size that dies at step s.
@@ -502,13 +474,14 @@ void plan_arena(const Module& m, CpuPlan& plan) {
     }
     for (auto it = live.begin(); it != live.end();) {
       if (it->second <= s) {
-        release(plan.offset[static_cast<size_t>(it->first)], size_of(it->first));
+        arena.release(plan.offset[static_cast<size_t>(it->first)], size_of(it->first));
         it = live.erase(it);
       } else {
         ++it;
       }
     }
   }
+  plan.arena_bytes = arena.bytes();
 }
 
 }  // namespace

@@ -275,12 +275,15 @@ class Graph {
   Tensor gather(Tensor x, Tensor indices, int64_t axis = 0, int64_t batch_dims = 0);
   Tensor gather_nd(Tensor x, Tensor indices, int64_t batch_dims = 0);
   Tensor gather_along_axis(Tensor x, Tensor indices, int64_t axis);
+  /// Scatters combine duplicate indices in index order on the CPU. On the GPU the arithmetic
+  /// modes use atomics (fast, order unspecified) unless `deterministic` asks for the CPU's order
+  /// (bitwise reproducible; sorts the updates by destination first).
   Tensor scatter(Tensor x, Tensor indices, Tensor updates, int64_t axis = 0,
-                 ScatterMode mode = ScatterMode::set, int64_t batch_dims = 0);
+                 ScatterMode mode = ScatterMode::set, int64_t batch_dims = 0, bool deterministic = false);
   Tensor scatter_nd(Tensor x, Tensor indices, Tensor updates, ScatterMode mode = ScatterMode::set,
-                    int64_t batch_dims = 0);
+                    int64_t batch_dims = 0, bool deterministic = false);
   Tensor scatter_along_axis(Tensor x, Tensor indices, Tensor updates, int64_t axis,
-                            ScatterMode mode = ScatterMode::set);
+                            ScatterMode mode = ScatterMode::set, bool deterministic = false);
   /// Coordinates (i64 [n, rank]) of the non-zero elements; n is known only at run time.
   Tensor non_zero_indices(Tensor x);
   /// Sliding-window weighted reduction over the last 4 dims (see docs/ops.md).

@@ -38,16 +38,19 @@ Tensor Graph::gather_along_axis(Tensor x, Tensor indices, int64_t axis) {
 }
 
 Tensor Graph::scatter(Tensor x, Tensor indices, Tensor updates, int64_t axis, ScatterMode mode,
-                      int64_t batch_dims) {
+                      int64_t batch_dims, bool deterministic) {
   return scatter_like(*this, OpKind::Scatter, x, indices, updates,
-                      ScatterDesc{axis, batch_dims, mode, false});
+                      ScatterDesc{axis, batch_dims, mode, deterministic});
 }
-Tensor Graph::scatter_nd(Tensor x, Tensor indices, Tensor updates, ScatterMode mode, int64_t batch_dims) {
-  return scatter_like(*this, OpKind::ScatterNd, x, indices, updates, ScatterDesc{0, batch_dims, mode, false});
+Tensor Graph::scatter_nd(Tensor x, Tensor indices, Tensor updates, ScatterMode mode, int64_t batch_dims,
+                         bool deterministic) {
+  return scatter_like(*this, OpKind::ScatterNd, x, indices, updates,
+                      ScatterDesc{0, batch_dims, mode, deterministic});
 }
-Tensor Graph::scatter_along_axis(Tensor x, Tensor indices, Tensor updates, int64_t axis, ScatterMode mode) {
+Tensor Graph::scatter_along_axis(Tensor x, Tensor indices, Tensor updates, int64_t axis, ScatterMode mode,
+                                 bool deterministic) {
   return scatter_like(*this, OpKind::ScatterAlongAxis, x, indices, updates,
-                      ScatterDesc{axis, 0, mode, false});
+                      ScatterDesc{axis, 0, mode, deterministic});
 }
 
 Tensor Graph::non_zero_indices(Tensor x) { return make(*this, OpKind::NonZeroIndices, {x}); }

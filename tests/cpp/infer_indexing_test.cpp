@@ -151,3 +151,16 @@ TEST(InferStencil, Errors) {
   EXPECT_TG_ERROR(g.stencil(ph(g, {1, 8, 8, 1}, boolean), ph(g, {1, 3, 3, 1}, boolean)),
                   "[stencil] does not take bool operands");
 }
+
+TEST(InferScatter, DeterministicFlagReachesTheOp) {
+  Graph g;
+  Tensor x = ph(g, {5, 7}), u = ph(g, {3, 7});
+  auto desc = [&](Tensor y) {
+    const detail::GraphImpl& gi = g.impl();
+    return std::get<ScatterDesc>(gi.nodes[static_cast<size_t>(gi.values[static_cast<size_t>(y.id())].node)].attr);
+  };
+  EXPECT_FALSE(desc(g.scatter(x, ph(g, {3}, i32), u, 0, ScatterMode::add)).deterministic);
+  EXPECT_TRUE(desc(g.scatter(x, ph(g, {3}, i32), u, 0, ScatterMode::add, 0, true)).deterministic);
+  EXPECT_TRUE(desc(g.scatter_nd(x, ph(g, {3, 1}, i32), u, ScatterMode::add, 0, true)).deterministic);
+  EXPECT_TRUE(desc(g.scatter_along_axis(x, ph(g, {5, 2}, i32), ph(g, {5, 2}), 1, ScatterMode::add, true)).deterministic);
+}

@@ -74,13 +74,6 @@ TensorData ints(Shape s, int64_t lo, int64_t hi, DType t, uint64_t seed) {
   return r;
 }
 
-// Marks the scatter node producing `y` deterministic (no builder flag for it yet).
-Tensor deterministic(Graph& g, Tensor y) {
-  auto& gi = g.impl();
-  std::get<ScatterDesc>(gi.nodes[static_cast<size_t>(gi.values[static_cast<size_t>(y.id())].node)].attr).deterministic =
-      true;
-  return y;
-}
 
 const DType kFloats[] = {f32, f16, bf16, f64};
 
@@ -140,14 +133,13 @@ TEST(CudaIndexing, ScatterEveryModeBothPaths) {
         const bool exact = det || m == ScatterMode::set || m == ScatterMode::min || m == ScatterMode::max || integer;
         const double tol = exact ? 0 : tolerance(t) * 4;
         std::string w = std::string(dtype_name(t)) + " " + std::to_string(static_cast<int>(m)) + (det ? " det" : "");
-        auto wrap = [det](Graph& g, Tensor y) { return det ? deterministic(g, y) : y; };
-        differential("scatter " + w, [&](Graph& g, auto& v) { return std::vector{wrap(g, g.scatter(v[0], v[1], v[2], 0, m))}; },
+        differential("scatter " + w, [&](Graph& g, auto& v) { return std::vector{g.scatter(v[0], v[1], v[2], 0, m, 0, det)}; },
                      {x, id, u}, tol);
         differential("scatter_nd " + w,
-                     [&](Graph& g, auto& v) { return std::vector{wrap(g, g.scatter_nd(v[0], g.expand_dims(v[1], {-1}), v[2], m))}; },
+                     [&](Graph& g, auto& v) { return std::vector{g.scatter_nd(v[0], g.expand_dims(v[1], {-1}), v[2], m, 0, det)}; },
                      {x, id, u}, tol);
         differential("scatter_along_axis " + w,
-                     [&](Graph& g, auto& v) { return std::vector{wrap(g, g.scatter_along_axis(v[0], v[1], v[2], 1, m))}; },
+                     [&](Graph& g, auto& v) { return std::vector{g.scatter_along_axis(v[0], v[1], v[2], 1, m, det)}; },
                      {x, ints({3, 4}, -10, 10, i64, 4), integer ? ints({3, 4}, 1, 9, t, 5) : rnd({3, 4}, t, 5, 0.5, 2)},
                      tol);
       }
@@ -158,7 +150,7 @@ TEST(CudaIndexing, ScatterBatchDimsAndAxis) {
     return std::vector{g.scatter(v[0], v[1], v[2], 1, ScatterMode::add, 1)};
   }, {rnd({4, 6, 3}, f32, 1), ints({4, 5}, -6, 6, i64, 2), rnd({4, 5, 3}, f32, 3)}, 1e-5);
   differential("scatter_nd batch_dims 1 K 2", [](Graph& g, auto& v) {
-    return std::vector{deterministic(g, g.scatter_nd(v[0], v[1], v[2], ScatterMode::add, 1))};
+    return std::vector{g.scatter_nd(v[0], v[1], v[2], ScatterMode::add, 1, true)};
   }, {rnd({3, 4, 5, 6}, f32, 4), ints({3, 7, 2}, -4, 4, i32, 5), rnd({3, 7, 6}, f32, 6)}, 0);
 }
 
@@ -178,7 +170,7 @@ TEST(CudaIndexing, ScatterAddHeavyDuplicatesAndDeterminism) {
     // Deterministic: the reference's order, so bitwise the CPU, run after run.
     Graph g;
     Tensor a = g.placeholder(x.shape(), t), b = g.placeholder(id.shape(), i32), c = g.placeholder(u.shape(), t);
-    Tensor y = deterministic(g, g.scatter_nd(a, b, c, ScatterMode::add));
+    Tensor y = g.scatter_nd(a, b, c, ScatterMode::add, 0, true);
     auto feeds = std::vector<std::pair<Tensor, TensorType>>{{a, a.type()}, {b, b.type()}, {c, c.type()}};
     auto want = g.compile(feeds, {y}, {}, cpu()).run({x, id, u})[0];
     Executable e1 = g.compile(feeds, {y}, {}, gpu()), e2 = g.compile(feeds, {y}, {}, gpu());

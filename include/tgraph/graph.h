@@ -288,6 +288,12 @@ class Graph {
   Tensor non_zero_indices(Tensor x);
   /// Sliding-window weighted reduction over the last 4 dims (see docs/ops.md).
   Tensor stencil(Tensor source, Tensor weights, const StencilDesc& d = {});
+  /// The 2-D form: the window slides over the last 2 dims of `source` (rank >= 2) with 2-D
+  /// `weights` [kh, kw]; the StencilDesc vectors hold 2 values (explicit_padding 4) or are
+  /// empty for the defaults. It is the 4-D op with unit leading window dims.
+  Tensor stencil_2d(Tensor source, Tensor weights, const StencilDesc& d = {});
+  /// The 3-D form: the last 3 dims, weights [kd, kh, kw], 3 values per vector (padding 6).
+  Tensor stencil_3d(Tensor source, Tensor weights, const StencilDesc& d = {});
 
   // ---- control flow ----------------------------------------------------------------------------
   /// Runs then_fn or else_fn on a scalar bool predicate; both return the same types.

@@ -16,19 +16,14 @@
 #include "test_util.h"
 #include "tgraph/optim.h"
 #include "tgraph/tgraph.h"
+#include "module_util.h"
 
 using namespace tg;
 using namespace tg::detail;
 
 namespace {
 
-Module module_of(const Graph& g, std::vector<Tensor> targets, std::vector<Operation> ops = {}) {
-  Module m;
-  m.graph = g.impl();
-  for (auto& t : targets) m.targets.push_back(t.id());
-  for (auto& o : ops) m.target_ops.push_back(o.id());
-  return m;
-}
+using passtest::module_of;
 
 const Node& producer(const Module& m, int32_t v) {
   return m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(v)].node)];

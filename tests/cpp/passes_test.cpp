@@ -12,18 +12,13 @@
 #include "passes/pipeline.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
+#include "module_util.h"
 
 using namespace tg;
 using namespace tg::detail;
 
 namespace {
-Module module_of(const Graph& g, std::vector<Tensor> targets, std::vector<Operation> ops = {}) {
-  Module m;
-  m.graph = g.impl();
-  for (auto& t : targets) m.targets.push_back(t.id());
-  for (auto& o : ops) m.target_ops.push_back(o.id());
-  return m;
-}
+using passtest::module_of;
 int count(const Module& m, OpKind k) {
   int c = 0;
   for (const Block& b : m.graph.blocks)

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "module_util.h"
 #include "passes/fusion.h"
 #include "tgraph/tgraph.h"
 #ifdef TGRAPH_HAVE_CUDA
@@ -17,12 +18,7 @@ using namespace tg::detail;
 
 namespace {
 
-Module module_of(Graph& g, const std::vector<Tensor>& targets) {
-  Module m;
-  m.graph = g.impl();
-  for (const Tensor& t : targets) m.targets.push_back(t.id());
-  return m;
-}
+using passtest::module_of;
 
 std::vector<std::shared_ptr<const StencilStitch>> stitches(const FusionPlan& p) {
   std::vector<std::shared_ptr<const StencilStitch>> r;

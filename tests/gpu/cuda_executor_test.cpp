@@ -27,14 +27,7 @@ template <class Build>
 void differential(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol,
                   bool dynamic = false) {
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Shape s = inputs[i].shape();
-    if (dynamic) s = Shape(std::vector<int64_t>(static_cast<size_t>(s.rank()), -1));
-    ph.push_back(g.placeholder(s, inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), TensorType(s, inputs[i].dtype()));
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs, dynamic);
   std::vector<Tensor> outs = build(g, ph);
   auto want = g.compile(feeds, outs, {}, cpu(dynamic)).run(inputs);
   auto got = g.compile(feeds, outs, {}, gpu(dynamic)).run(inputs);
@@ -287,12 +280,7 @@ template <class Build>
 void on_device(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol) {
   SCOPED_TRACE(what);
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), inputs[i].type());
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   std::vector<Tensor> outs = build(g, ph);
   auto want = g.compile(feeds, outs, {}, cpu()).run(inputs);
   Executable e = g.compile(feeds, outs, {}, gpu());

@@ -37,12 +37,7 @@ template <class Build>
 void differential(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol,
                   bool capturable = true) {
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), inputs[i].type());
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   std::vector<Tensor> outs = build(g, ph);
   auto want = g.compile(feeds, outs, {}, cpu()).run(inputs);
   Executable e = g.compile(feeds, outs, {}, gpu());

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "runtime/executable_impl.h"
+#include "gpu/gpu_test_util.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -84,14 +85,7 @@ void check(const std::string& what, const Build& build, const std::vector<Tensor
            bool exact = true, bool dynamic = false, bool optimize = false) {
   SCOPED_TRACE(what);
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Shape s = inputs[i].shape();
-    if (dynamic) s = Shape(std::vector<int64_t>(static_cast<size_t>(s.rank()), -1));
-    ph.push_back(g.placeholder(s, inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), TensorType(s, inputs[i].dtype()));
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs, dynamic);
   std::vector<Tensor> outs = build(g, ph);
   std::vector<TensorData> want =
       g.compile(feeds, outs, {}, options(Device::cpu(), dynamic, optimize)).run(inputs);

@@ -33,12 +33,7 @@ struct Outcome {
 // second replays); on CUDA checks the run was captured.
 Outcome run(const Build& build, const std::vector<TensorData>& inputs, Device device, bool no_epilogue = false) {
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), inputs[i].type());
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   std::vector<Tensor> outs = build(g, ph);
   Executable e = g.compile(feeds, outs, {}, CompileOptions{.device = device});
   // The executor matches epilogues when it first walks a block (the first run).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tgraph/optim.h"
+#include "gpu/gpu_test_util.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -22,12 +23,7 @@ TensorData rnd(Shape s, uint64_t seed) { return TensorData::uniform(std::move(s)
 
 TensorData run_graph(const Build& build, const std::vector<TensorData>& inputs, Device dev, Precision p) {
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), inputs[i].type());
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   Tensor y = build(g, ph);
   return g.compile(feeds, {y}, {}, {.device = dev, .precision = p}).run(inputs)[0];
 }

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
 #include "ir/graph_impl.h"
+#include "gpu/gpu_test_util.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -65,12 +66,7 @@ using Build = std::function<Tensor(Graph&, const std::vector<Tensor>&)>;
 // The CPU result of the single-op graph `build` on `inputs`.
 TensorData run_graph(const Build& build, const std::vector<TensorData>& inputs, const CompileOptions& opts) {
   Graph g;
-  std::vector<Tensor> ph;
-  std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ph.push_back(g.placeholder(inputs[i].shape(), inputs[i].dtype(), "in" + std::to_string(i)));
-    feeds.emplace_back(ph.back(), inputs[i].type());
-  }
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   Tensor y = build(g, ph);
   return g.compile(feeds, {y}, {}, opts).run(inputs)[0];
 }

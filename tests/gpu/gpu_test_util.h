@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "tgraph/graph.h"
 #include "tgraph/tensor_data.h"
 
 namespace gputest {
@@ -25,6 +28,21 @@ inline void expect_close(const tg::TensorData& got, const tg::TensorData& want, 
     }
     ASSERT_NEAR(g, w, tol * (1 + std::abs(w))) << what << " at " << i;
   }
+}
+
+/// One placeholder per input ("in0", "in1", ...; every dim -1 when `dynamic`) and the feed
+/// list compile() takes for them.
+inline std::pair<std::vector<tg::Tensor>, std::vector<std::pair<tg::Tensor, tg::TensorType>>> placeholders_for(
+    tg::Graph& g, const std::vector<tg::TensorData>& inputs, bool dynamic = false) {
+  std::vector<tg::Tensor> ph;
+  std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    tg::Shape s = inputs[i].shape();
+    if (dynamic) s = tg::Shape(std::vector<int64_t>(static_cast<size_t>(s.rank()), -1));
+    ph.push_back(g.placeholder(s, inputs[i].dtype(), "in" + std::to_string(i)));
+    feeds.emplace_back(ph.back(), tg::TensorType(s, inputs[i].dtype()));
+  }
+  return {std::move(ph), std::move(feeds)};
 }
 
 }  // namespace gputest

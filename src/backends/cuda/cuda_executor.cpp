@@ -1005,6 +1005,31 @@ std::shared_ptr<void> make_cuda_state() { return std::make_shared<CudaState>(); 
 
 
 
+namespace {
+
+// Milliseconds of each of `iters` calls of `enqueue` (after `warmup`), from CUDA events around
+// the work it puts on `stream`.
+std::vector<double> event_times(cudaStream_t stream, int warmup, int iters, const std::function<void()>& enqueue) {
+  cudaEvent_t start, stop;
+  TG_CUDA(cudaEventCreate(&start));
+  TG_CUDA(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + iters; ++i) {
+    TG_CUDA(cudaEventRecord(start, stream));
+    enqueue();
+    TG_CUDA(cudaEventRecord(stop, stream));
+    TG_CUDA(cudaEventSynchronize(stop));
+    float t = 0;
+    TG_CUDA(cudaEventElapsedTime(&t, start, stop));
+    if (i >= warmup) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+}  // namespace
+
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
@@ -1024,24 +1049,11 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   std::vector<DevTensor> dev_in;
   for (const TensorData& t : inputs) dev_in.push_back(proto.upload(t));
   for (const auto& [name, id] : exe.variables) proto.snapshot[name] = proto.upload(exe.store->value(name));
-  cudaEvent_t start, stop;
-  TG_CUDA(cudaEventCreate(&start));
-  TG_CUDA(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < warmup + iters; ++i) {
+  return event_times(ctx.stream(), warmup, iters, [&] {
     Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), proto.snapshot, {}};
     for (size_t k = 0; k < dev_in.size(); ++k) r.slots[static_cast<size_t>(exe.module.feeds[k])] = dev_in[k];
-    TG_CUDA(cudaEventRecord(start, r.stream));
     r.block(0);
-    TG_CUDA(cudaEventRecord(stop, r.stream));
-    TG_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    TG_CUDA(cudaEventElapsedTime(&t, start, stop));
-    if (i >= warmup) ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms;
+  });
 }
 
 std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
@@ -1051,22 +1063,7 @@ std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vect
   std::lock_guard<std::mutex> lock(st.mu);
   if (!st.captured) throw Error("[bench] the run was not captured into a CUDA graph: " + st.capture_error);
   cudaStream_t stream = DeviceContext::get(exe.device.index).stream();
-  cudaEvent_t start, stop;
-  TG_CUDA(cudaEventCreate(&start));
-  TG_CUDA(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < warmup + iters; ++i) {
-    TG_CUDA(cudaEventRecord(start, stream));
-    TG_CUDA(cudaGraphLaunch(st.captured->exec, stream));
-    TG_CUDA(cudaEventRecord(stop, stream));
-    TG_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    TG_CUDA(cudaEventElapsedTime(&t, start, stop));
-    if (i >= warmup) ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms;
+  return event_times(stream, warmup, iters, [&] { TG_CUDA(cudaGraphLaunch(st.captured->exec, stream)); });
 }
 
 }  // namespace tg::detail

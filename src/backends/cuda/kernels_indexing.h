@@ -7,13 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/host_device.h"
 #include "tgraph/dtype.h"
-
-#ifdef __CUDACC__
-#define TG_HD __host__ __device__
-#else
-#define TG_HD
-#endif
 
 namespace tg::detail {
 

@@ -1,7 +1,10 @@
-// The CUDA executor: walks the fusion plan of each block, launches generated elementwise
-// kernels and cuBLASLt matmuls on the device, and runs any op without a GPU kernel yet on
-// the CPU (copying its operands), so every graph runs. Variables keep a device copy that is
-// refreshed when the host store's version changes.
+// The CUDA executor: walks the fusion plan of each block and runs each step on the device —
+// generated elementwise groups, stitched stencils, cuBLASLt matmuls (with epilogues), the
+// kernel families of device_ops.cpp, control flow — and an op no family covers on the CPU
+// (operands copied both ways, which rules out capture), so every graph runs. The first run
+// of an input signature goes op by op; it is then captured into one CUDA graph (control flow
+// as conditional nodes) and replayed. Variables keep a device copy that is refreshed when the
+// host store's version changes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU run that checks a whole session's work (after TG_BUILD_ONLY=1 scripts/device-build.sh
-# with TG_TARGETS="tgraph_gpu_tests bench_gpu train_fashion_mnist"): every GPU test suite at
+# with TG_TARGETS="tgraph_gpu_tests bench_gpu train_fashion_mnist jacobi_while_loop"): every GPU test suite at
 # once, compute-sanitizer racecheck and memcheck on kernels with shared memory and on the
 # newest paths, a short bf16 training run — after the benchmarks, which run alone first.
 cd "$(dirname "$0")/.."
@@ -9,6 +9,11 @@ mkdir -p "$OUT"
 # The benchmarks first, alone on the device (a run that hits its time limit still keeps them).
 timeout 120 stdbuf -oL ./build-gpu/bench/bench_gpu > "$OUT/bench_gpu.log" 2>&1
 echo "bench rc=$?"; cat "$OUT/bench_gpu.log"
+# The Jacobi while_loop solver against the same solve as a PyTorch loop (issue 8's figure).
+for n in 512 4096; do
+  ./build-gpu/examples/jacobi_while_loop --device cuda --n $n --repeat 20 2>&1 | sed "s/^/tgraph n=$n: /"
+  python3 bench/jacobi_torch.py $n 20 2>&1
+done | tee "$OUT/jacobi.log"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 bin=./build-gpu/tests/tgraph_gpu_tests
 RACE='CudaLayout.Transpose:CudaLayout.CumulativeScans:CudaLayout.MaxPoolWithIndices:CudaExecutor.ReductionsAndSoftmaxOnTheDevice:CudaIndexing.ScatterEveryModeBothPaths:CudaSort.*:CudaStencil.EdgeCases'

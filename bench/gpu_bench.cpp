@@ -86,8 +86,8 @@ namespace {
 // (constant 3x3 weights, zero boundary), the same with run-time weights and stitched with an
 // elementwise prologue and epilogue (relu(lap(x*0.5+1))*2: the same bytes), and the 7-point
 // Laplacian on a 512^3 f32 volume. One read and one write of the image is the floor.
-// Then both Laplacians under candidate kernel shapes (TGRAPH_STENCIL_CONFIG: `tile` is the
-// shared-memory kernel; v / r outputs per thread along x / the slide dim, tx threads along x,
+// Then both Laplacians under candidate kernel shapes around the default (TGRAPH_STENCIL_CONFIG:
+// `tile` is the shared-memory kernel; v / r outputs per thread along x / the slide dim, tx threads along x,
 // mb the __launch_bounds__ blocks per SM, sd the slide dim), to pick the default from.
 void bench_stencil() {
   const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
@@ -139,8 +139,8 @@ void bench_stencil() {
     std::vector<tg::TensorData> vol{tg::TensorData::uniform({1, m, m, m}, -1, 1, tg::f32, 22)};
     report("7-point Laplacian 512^3 f32", device_ms(g.compile({{x, x.type()}}, {y}, {}, gpu), vol, 30),
            2.0 * m * m * m * 4);
-    const char* configs3[] = {"tile",          "v=4,r=8,tx=32",      "v=4,r=8,tx=32,mb=3", "v=2,r=8,tx=32",
-                              "v=4,r=16,tx=32,mb=2", "v=4,r=4,tx=64", "v=4,r=4,tx=32,sd=2", "v=4,r=2,tx=32"};
+    const char* configs3[] = {"tile",          "v=4,r=8,tx=32,mb=0", "v=4,r=8,tx=32,mb=4", "v=4,r=4,tx=32,mb=4",
+                              "v=4,r=8,tx=64,mb=3", "v=8,r=8,tx=32,mb=3"};
     for (const char* cfg : configs3) {
       setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
       const std::string what = std::string("7-point Laplacian 512^3 f32 [") + cfg + "]";
@@ -152,8 +152,8 @@ void bench_stencil() {
     tg::Graph g;
     tg::Tensor x = g.placeholder({1, 1, n, n}, tg::f32);
     tg::Tensor y = g.stencil(x, g.constant(tg::TensorData::from_vector({1, 1, 3, 3}, tg::f32, lap2)));
-    const char* configs2[] = {"tile",          "v=4,r=8,tx=32", "v=4,r=8,tx=32,mb=3", "v=2,r=8,tx=32",
-                              "v=4,r=2,tx=32", "v=8,r=4,tx=32", "v=4,r=4,tx=64",      "v=4,r=4,tx=32,mb=4"};
+    const char* configs2[] = {"tile",          "v=4,r=4,tx=32,mb=0", "v=4,r=2,tx=32,mb=4", "v=4,r=8,tx=32,mb=4",
+                              "v=4,r=4,tx=32,mb=6", "v=8,r=2,tx=32,mb=4", "v=4,r=4,tx=64,mb=4"};
     for (const char* cfg : configs2) {
       setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
       const std::string what = std::string("5-point Laplacian 8192^2 f32 [") + cfg + "]";

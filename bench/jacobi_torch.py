@@ -45,16 +45,15 @@ def main():
     max_iters = int(sys.argv[4]) if len(sys.argv) > 4 else 500
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     a, b = problem(n)
-    a_pin, b_pin = torch.from_numpy(a), torch.from_numpy(b)
-    if dev == "cuda":
-        a_pin, b_pin = a_pin.pin_memory(), b_pin.pin_memory()
+    # Ordinary (pageable) host memory, as tgraph's TensorData is.
+    a_host, b_host = torch.from_numpy(a), torch.from_numpy(b)
 
     def from_host():
-        A, B = a_pin.to(dev, non_blocking=True), b_pin.to(dev, non_blocking=True)
+        A, B = a_host.to(dev), b_host.to(dev)
         x, it, res = solve(A, B, tol, max_iters)
         return x.cpu(), it, res
 
-    A_dev, B_dev = a_pin.to(dev), b_pin.to(dev)
+    A_dev, B_dev = a_host.to(dev), b_host.to(dev)
 
     def on_device():
         x, it, res = solve(A_dev, B_dev, tol, max_iters)

@@ -143,17 +143,21 @@ bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
   return found;
 }
 
-// The direct kernel's shape, from TGRAPH_STENCIL_CONFIG (`tile`: the shared-memory kernel;
-// `v=4,r=8,tx=32`: outputs per thread along dim 3 and the slide dim, threads along dim 3) or
-// the defaults; false when the window does not suit it (many taps, wide rows of footprint).
+// The direct kernel's shape: the measured defaults, or TGRAPH_STENCIL_CONFIG (`tile`: the
+// shared-memory kernel; `v=4,r=8,tx=32,mb=3`: outputs per thread along dim 3 and the slide dim,
+// threads along dim 3, blocks per SM); false when the window does not suit it (many taps, wide
+// rows of footprint), and the tile kernel runs.
 bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
-  int64_t V = 4, R = 4, TX = 32, sd = -1, bd = -1, mb = 0;
-  // The direct kernel is opt-in until it has been measured and tested on a GPU (it was written
-  // and checked in host emulation only); the shared-memory tile kernel, verified on the H200,
-  // is the default.
-  const char* e = std::getenv("TGRAPH_STENCIL_CONFIG");
-  if (!e) return false;
-  {
+  // Defaults measured on the H200 (bench_gpu's configuration sweep, bench/RESULTS.md): 4 outputs
+  // per thread along x and 16-byte loads, 32 threads along x; windows over two dims slide 4 rows
+  // with 4 blocks per SM (5-point Laplacian 8192^2: 0.143 ms, the tile kernel 0.202), windows
+  // over three dims slide 8 planes with 3 (7-point 512^3: 0.664 ms, the tile kernel 0.749).
+  // TGRAPH_STENCIL_CONFIG overrides any of them ("v=4,r=8,tx=32,mb=3"), or picks the
+  // shared-memory tile kernel ("tile").
+  int windowed = 0;
+  for (int i = 0; i < 3; ++i) windowed += c.k[i] > 1;
+  int64_t V = 4, R = windowed >= 2 ? 8 : 4, TX = 32, sd = -1, bd = -1, mb = windowed >= 2 ? 3 : 4;
+  if (const char* e = std::getenv("TGRAPH_STENCIL_CONFIG")) {
     const std::string cfg = e;
     if (cfg == "tile") return false;
     std::istringstream in(cfg);

@@ -137,8 +137,7 @@ TEST(StencilFusion, KernelsCompileWithNvrtc) {
       EXPECT_FALSE(nvrtc_compile(plan->source, 9, 0).empty()) << enum_name(r) << " " << dtype_name(t);
     }
   // Stitched, with constant weights (compiled in, zero taps skipped), views and a broadcast row;
-  // the direct kernel (opt-in for now: TGRAPH_STENCIL_CONFIG).
-  setenv("TGRAPH_STENCIL_CONFIG", "v=4,r=4,tx=32", 1);
+  // the direct kernel (the default for sums).
   for (DType t : {f32, bf16}) {
     Graph g;
     Tensor x = g.placeholder({40, 50}, t), b = g.placeholder({50}, t);
@@ -153,9 +152,9 @@ TEST(StencilFusion, KernelsCompileWithNvrtc) {
     auto plan = plan_stencil_kernel(m.graph, *st[0], in);
     ASSERT_TRUE(plan.has_value());
     EXPECT_NE(plan->source.find("isfinite(zs)"), std::string::npos);  // zero taps skipped while finite
+    EXPECT_TRUE(plan->direct);
     EXPECT_FALSE(nvrtc_compile(plan->source, 9, 0).empty());
   }
-  unsetenv("TGRAPH_STENCIL_CONFIG");
   {  // integer sources are not covered (the CPU runs them)
     Graph g;
     Tensor x = g.placeholder({1, 1, 5, 5}, i32), w = g.placeholder({1, 1, 3, 3}, i32);
@@ -196,8 +195,9 @@ TEST(StencilFusion, DirectKernelShapes) {
       auto plan = plan_stencil_kernel(gi, lone_stencil(gi, gi.values[static_cast<size_t>(y.id())].node),
                                       {x.type(), TensorType(c.win, f32)});
       ASSERT_TRUE(plan.has_value()) << cfg;
-      // No setting: the tile kernel (the direct one is opt-in until measured on a GPU).
-      const bool tile = std::string(cfg) == "tile" || !*cfg, v1 = std::string(cfg).find("v=1") == 0;
+      // No setting: the direct kernel for sums, the tile kernel for compare reductions.
+      const bool tile = std::string(cfg) == "tile" || (!*cfg && c.red != Reduction::sum),
+                 v1 = std::string(cfg).find("v=1") == 0;
       EXPECT_EQ(plan->direct, !tile) << cfg;
       EXPECT_EQ(plan->args.vec_in != 0, !tile && !v1 && c.vin) << cfg << " " << c.src.str();
       EXPECT_EQ(plan->args.vec_out != 0, !tile && !v1 && c.vout) << cfg << " " << c.src.str();

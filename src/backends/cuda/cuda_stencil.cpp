@@ -149,17 +149,19 @@ bool choose_tile(Config& c, const int64_t o[4], int64_t batch, int64_t elem) {
 // rows of footprint), and the tile kernel runs.
 bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
   // Defaults measured on the H200 (bench_gpu's configuration sweep, bench/RESULTS.md): 4 outputs
-  // per thread along x and 16-byte loads, 32 threads along x; windows over two dims slide 4 rows
-  // with 4 blocks per SM (5-point Laplacian 8192^2: 0.143 ms, the tile kernel 0.202), windows
-  // over three dims slide 8 planes with 3 (7-point 512^3: 0.664 ms, the tile kernel 0.749).
-  // TGRAPH_STENCIL_CONFIG overrides any of them ("v=4,r=8,tx=32,mb=3"), or picks the
+  // per thread along x with 16-byte loads, 4 along the slide dim, 32 threads along x, 4 blocks
+  // per SM: 5-point Laplacian 8192^2 0.142 ms (tile kernel 0.202), 7-point 512^3 0.627 ms
+  // (0.742). Only for sum and product: for min / max / argmin / argmax the compare chains
+  // outweigh the saved loads (3x3 max 0.334 ms vs the tile kernel's 0.306, argmax 0.430 vs
+  // 0.372). Every tap of every output is unrolled (twice: the interior path and the boundary
+  // one), so the default also bounds outputs x taps per thread — NVRTC takes seconds past that.
+  // TGRAPH_STENCIL_CONFIG overrides ("v=4,r=8,tx=32,mb=3", any reduction) or picks the
   // shared-memory tile kernel ("tile").
-  int windowed = 0;
-  for (int i = 0; i < 3; ++i) windowed += c.k[i] > 1;
-  int64_t V = 4, R = windowed >= 2 ? 8 : 4, TX = 32, sd = -1, bd = -1, mb = windowed >= 2 ? 3 : 4;
+  int64_t V = 4, R = 4, TX = 32, sd = -1, bd = -1, mb = 4, budget = 512;
   if (const char* e = std::getenv("TGRAPH_STENCIL_CONFIG")) {
     const std::string cfg = e;
     if (cfg == "tile") return false;
+    budget = 4096;
     std::istringstream in(cfg);
     for (std::string kv; std::getline(in, kv, ',');) {
       const size_t eq = kv.find('=');
@@ -173,6 +175,8 @@ bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
       if (key == "bd" && val >= 0 && val <= 2) bd = val;
       if (key == "mb" && val >= 0 && val <= 8) mb = val;
     }
+  } else if (c.red != Reduction::sum && c.red != Reduction::product) {
+    return false;
   }
   if (taps > kUnrolledTaps) return false;
   // Threads stack along the innermost dim (of 0..2) with more than one output; each slides
@@ -190,9 +194,9 @@ bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
     for (int i = 0; i < 3; ++i) n *= extent(i, i == sd ? R : 1);
     return n;
   };
-  while (R > 1 && (R * V * taps > 4096 || rows() > 512)) R = (R + 1) / 2;
-  while (V > 1 && (R * V * taps > 4096 || extent(3, V) > 64)) V /= 2;
-  if (R * V * taps > 4096 || rows() > 512 || extent(3, V) > 64) return false;
+  while (R > 1 && (R * V * taps > budget || rows() > 512)) R = (R + 1) / 2;
+  while (V > 1 && (R * V * taps > budget || extent(3, V) > 64)) V /= 2;
+  if (R * V * taps > budget || rows() > 512 || extent(3, V) > 64) return false;
   c.direct = true;
   c.V = V;
   c.R = R;

@@ -10,6 +10,7 @@
 
 #include <tgraph/tgraph.h>
 
+#include "backends/cuda/matmul_lt.h"
 #include "runtime/executable_impl.h"
 
 namespace {
@@ -189,6 +190,33 @@ void bench_autocast_conv_block() {
 
 }  // namespace
 
+// The weight and bias gradients of a Linear layer, dW = x^T dy and db = sum(dy, 0), for 16,384
+// rows of 1,024 inputs and 4,096 outputs: with the bias gradient folded into the matmul
+// (cuBLASLt's bias-gradient epilogue) and without (TGRAPH_NO_EPILOGUE=1: a reduction kernel
+// reads dy again).
+void bench_bias_grad() {
+  const int64_t m = 16384, k = 1024, n = 4096;
+  for (tg::DType t : {tg::bf16, tg::f32})
+    for (bool fold : {true, false}) {
+      if (!fold) setenv("TGRAPH_NO_EPILOGUE", "1", 1);
+      tg::Graph g;
+      tg::Tensor x = g.placeholder({m, k}, t), dy = g.placeholder({m, n}, t);
+      std::vector<tg::TensorData> in{tg::TensorData::uniform({m, k}, -1, 1, t, 31),
+                                     tg::TensorData::uniform({m, n}, -1, 1, t, 32)};
+      tg::Executable e = g.compile({{x, x.type()}, {dy, dy.type()}},
+                                   {g.matmul(x, dy, true, false), g.reduce_sum(dy, {0})}, {},
+                                   {.device = tg::Device::cuda(0), .precision = tg::Precision::f32});
+      long long before = tg::detail::matmul_epilogue_launches();
+      double ms = device_ms(e, in, 20);
+      unsetenv("TGRAPH_NO_EPILOGUE");
+      std::printf("Linear weight+bias gradient %s [%lld x %lld]^T [%lld x %lld] + sum(dy, 0), %s: %.3f ms "
+                  "(%.0f TFLOP/s; epilogue launches %lld)\n",
+                  tg::dtype_name(t), static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(m),
+                  static_cast<long long>(n), fold ? "bias gradient in the matmul" : "TGRAPH_NO_EPILOGUE=1", ms,
+                  2.0 * m * k * n / (ms * 1e-3) / 1e12, tg::detail::matmul_epilogue_launches() - before);
+    }
+}
+
 int main() {
   const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
   {  // gelu(x*a+b)*c on 64M f32: 4 reads + 1 write
@@ -241,5 +269,6 @@ int main() {
   bench_gather_nd();
   bench_stencil();
   bench_autocast_conv_block();
+  bench_bias_grad();
   return 0;
 }

@@ -121,8 +121,21 @@ def stencil(n=8192, m=512):
         report("conv3d 7-point Laplacian 512^3 f32", ms, 2.0 * m**3 * 4 / 4.26e12 * 1e3)
 
 
+def bias_grad(m=16384, k=1024, n=4096):
+    # Linear's weight and bias gradients as autograd computes them: x^T dy and dy.sum(0).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dt in (torch.bfloat16, torch.float32):
+        x = torch.empty(m, k, device="cuda", dtype=dt).uniform_(-1, 1)
+        dy = torch.empty(m, n, device="cuda", dtype=dt).uniform_(-1, 1)
+        ms = cuda_ms(lambda: (x.t() @ dy, dy.sum(0)), iters=20)
+        print(f"torch Linear weight+bias gradient {dt} x^T dy + dy.sum(0): {ms:.3f} ms "
+              f"({2 * m * k * n / (ms * 1e-3) / 1e12:.0f} TFLOP/s)")
+
+
 if __name__ == "__main__":
-    main()
-    while_loop()
-    gather_nd()
-    stencil()
+    # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
+    parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad}
+    import sys
+
+    for name in sys.argv[1:] or list(parts):
+        parts[name]()

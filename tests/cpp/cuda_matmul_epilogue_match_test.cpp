@@ -103,3 +103,56 @@ TEST(CudaMatmulEpilogueMatch, OthersDoNotFold) {
   }));
 }
 #endif
+
+// The gradients of a two-layer perceptron: both bias gradients fold into their weight-gradient
+// matmuls (the plan reduces dy before the matmul; the reduction and the reshape after it move).
+TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
+  for (DType t : {f32, bf16}) {
+    Graph g;
+    Tensor x = g.placeholder({64, 32}, t), lbl = g.placeholder({64, 10}, t);
+    Tensor w1 = g.variable(TensorData::uniform({32, 48}, -1, 1, t, 1), "w1");
+    Tensor b1 = g.variable(TensorData::uniform({48}, -1, 1, t, 2), "b1");
+    Tensor w2 = g.variable(TensorData::uniform({48, 10}, -1, 1, t, 3), "w2");
+    Tensor b2 = g.variable(TensorData::uniform({10}, -1, 1, t, 4), "b2");
+    Tensor h = g.relu(g.add(g.matmul(x, w1), b1));
+    Tensor y = g.add(g.matmul(h, w2), b2);
+    Tensor loss = g.reduce_mean(g.square(g.sub(y, lbl)));
+    auto gr = g.gradients(loss, {w1, b1, w2, b2});
+    Module m;
+    m.graph = g.impl();
+    m.feeds = {x.id(), lbl.id()};
+    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
+    run_pipeline(m, true, true);
+    FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
+    std::vector<EpilogueMatch> eps = match_epilogues(m, plan);
+    std::vector<E> kinds;
+    for (size_t i = 0; i < eps.size(); ++i) {
+      if (eps[i].kind == E::none) continue;
+      kinds.push_back(eps[i].kind);
+      if (eps[i].kind != E::bias_grad) continue;
+      // The folded reduction reads the matmul's second operand; views of its result move too.
+      const Node& mm = m.graph.nodes[static_cast<size_t>(plan.steps[i].node)];
+      const Node& r = m.graph.nodes[static_cast<size_t>(plan.steps[eps[i].grad_step].node)];
+      EXPECT_EQ(r.kind, OpKind::ReduceSum);
+      EXPECT_EQ(r.inputs[0], mm.inputs[1]);
+      EXPECT_EQ(eps[i].grad, r.outputs[0]);
+      EXPECT_EQ(eps[i].moved.size(), 2u);  // the reduction and its reshape to [n]
+    }
+    // (The forward bias adds do not fold here: the pre-activations are also read by the backward.)
+    EXPECT_EQ(kinds, (std::vector<E>{E::bias_grad, E::bias_grad})) << dtype_name(t);
+  }
+  // Not when a step between the reduction and the matmul reads the bias gradient (here the
+  // matmul's own operand depends on it).
+  Graph g;
+  Tensor x = g.placeholder({16, 8}, f32), dy = g.placeholder({16, 4}, f32);
+  Tensor db = g.reduce_sum(dy, {0});
+  Tensor used = g.exp(db);
+  Tensor dw = g.matmul(g.mul(x, g.reduce_max(db)), dy, true, false);
+  Module m;
+  m.graph = g.impl();
+  m.feeds = {x.id(), dy.id()};
+  m.targets = {used.id(), dw.id()};
+  run_pipeline(m, true, true);
+  FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
+  for (const EpilogueMatch& e : match_epilogues(m, plan)) EXPECT_NE(e.kind, E::bias_grad);
+}

@@ -170,3 +170,28 @@ TEST(CudaMatmulEpilogue, LinearLayerOn3dInput) {
     expect_close(got[0], want[0], tolerance(t), "linear + relu");
   }
 }
+
+// Training gradients of a two-layer perceptron: each bias gradient comes out of its weight-
+// gradient matmul (cuBLASLt's bias-gradient epilogue), equal to the CPU's and to the unfolded run.
+TEST(CudaMatmulEpilogue, BiasGradientsFromWeightGradientMatmuls) {
+  for (DType t : {f32, f16, bf16}) {
+    std::vector<TensorData> in{rnd({96, 40}, t, 20), rnd({96, 12}, t, 21), rnd({40, 56}, t, 22), rnd({56}, t, 23),
+                               rnd({56, 12}, t, 24), rnd({12}, t, 25)};
+    check(std::string("MLP gradients ") + dtype_name(t),
+          [](Graph& g, auto& x) {
+            Tensor h = g.relu(g.add(g.matmul(x[0], x[2]), x[3]));
+            Tensor y = g.add(g.matmul(h, x[4]), x[5]);
+            Tensor loss = g.reduce_mean(g.square(g.sub(y, x[1])));
+            auto gr = g.gradients(loss, {x[2], x[3], x[4], x[5]});
+            return std::vector{loss, gr[x[2]], gr[x[3]], gr[x[4]], gr[x[5]]};
+          },
+          in, 1);
+  }
+  // An odd number of rows and columns, and the gradient of a lone x^T dy with its column sums.
+  check("x^T dy and sum(dy, 0), odd sizes",
+        [](Graph& g, auto& x) {
+          Tensor db = g.reduce_sum(x[1], {0});
+          return std::vector{g.matmul(x[0], x[1], true, false), db};
+        },
+        {rnd({33, 17}, f32, 26), rnd({33, 9}, f32, 27)}, 1);
+}

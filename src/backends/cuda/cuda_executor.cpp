@@ -181,16 +181,33 @@ struct Run {
       it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
     auto eit = st.epilogues.find(b);
     if (eit == st.epilogues.end()) eit = st.epilogues.emplace(b, match_epilogues(exe.module, it->second)).first;
-    for (size_t i = 0; i < it->second.steps.size(); ++i) {
-      const Step& s = it->second.steps[i];
-      const EpilogueMatch& ep = eit->second[i];
+    const std::vector<Step>& steps = it->second.steps;
+    const std::vector<EpilogueMatch>& eps = eit->second;
+    std::vector<bool> moved(steps.size(), false);  // steps a bias-gradient epilogue runs instead
+    for (const EpilogueMatch& ep : eps)
+      for (size_t k : ep.moved) moved[k] = true;
+    auto run_step = [&](const Step& s) {
+      if (s.stitch) stitched(*s.stitch);
+      else if (s.fused()) group(s.group);
+      else node(g.nodes[static_cast<size_t>(s.node)]);
+    };
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      const EpilogueMatch& ep = eps[i];
+      if (moved[i]) continue;
+      if (ep.kind == MatmulShape::Epilogue::bias_grad) {
+        // The bias gradient comes out of the matmul, or (no algorithm for it) runs right after.
+        const bool folded = matmul(g.nodes[static_cast<size_t>(s.node)], &ep);
+        if (!folded) node(g.nodes[static_cast<size_t>(s.node)]);
+        for (size_t k : ep.moved)
+          if (!folded || k != ep.grad_step) run_step(steps[k]);
+        continue;
+      }
       if (ep.kind != MatmulShape::Epilogue::none && matmul(g.nodes[static_cast<size_t>(s.node)], &ep)) {
         i += ep.steps;  // the bias add (and activation) ran inside cuBLASLt
         continue;
       }
-      if (s.stitch) stitched(*s.stitch);
-      else if (s.fused()) group(s.group);
-      else node(g.nodes[static_cast<size_t>(s.node)]);
+      run_step(s);
     }
   }
 
@@ -406,7 +423,8 @@ struct Run {
     const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
     DType t = a.type.dtype;
     if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
-    if (ep && (t == DType::f64 || in(ep->bias).type.dtype != t)) return false;
+    const bool bgrad = ep && ep->kind == MatmulShape::Epilogue::bias_grad;
+    if (ep && (t == DType::f64 || (!bgrad && in(ep->bias).type.dtype != t))) return false;
     const auto& d = std::get<MatmulDesc>(n.attr);
     const Shape &sa = a.type.shape, &sb = b.type.shape;
     TensorType out = concrete_type(g, n, in_types(n), 0);
@@ -417,10 +435,15 @@ struct Run {
       return p;
     };
     long long batch = batch_of(out.shape), ba = batch_of(sa), bb = batch_of(sb);
-    if (ep && (k == 0 || out.shape.num_elements() == 0 || in(ep->bias).type.shape.num_elements() != nn ||
-               in(ep->bias).type.shape.dim(-1) != nn ||
-               g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
+    if (ep && !bgrad &&
+        (k == 0 || out.shape.num_elements() == 0 || in(ep->bias).type.shape.num_elements() != nn ||
+         in(ep->bias).type.shape.dim(-1) != nn || g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
       return false;
+    // The bias gradient: 2-D operands only (matched so), its static result of n elements.
+    if (bgrad && (k == 0 || out.shape.num_elements() == 0 || batch != 1 || sa.rank() != 2 || sb.rank() != 2 ||
+                  g.type(ep->grad).shape.num_elements() != nn))
+      return false;
+    DevTensor gb = bgrad ? alloc(g.type(ep->grad)) : DevTensor{};
     DevTensor c = alloc(out);
     if (out.shape.num_elements() > 0) {
       if (k == 0) {
@@ -434,16 +457,17 @@ struct Run {
                       exe.precision == Precision::tf32};
         if (ep) {
           s.epilogue = ep->kind;
-          if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), in(ep->bias).buf.get(), c.buf.get(), stream,
-                                  ctx.index()))
+          if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), bgrad ? gb.buf.get() : in(ep->bias).buf.get(),
+                                  c.buf.get(), stream, ctx.index()))
             return false;
         } else {
           matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
         }
       }
     }
-    if (ep) c.type = g.type(ep->output);  // static: matched only then (a reshape may sit between)
-    slots[static_cast<size_t>(ep ? ep->output : n.outputs[0])] = std::move(c);
+    if (bgrad) slots[static_cast<size_t>(ep->grad)] = std::move(gb);
+    if (ep && !bgrad) c.type = g.type(ep->output);  // static: matched only then (a reshape may sit between)
+    slots[static_cast<size_t>(ep && !bgrad ? ep->output : n.outputs[0])] = std::move(c);
     return true;
   }
 

@@ -32,6 +32,10 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
 /// cuDNN pooling: max_pool2d, avg_pool2d and their gradients.
 bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);
+/// avg_pool2d / avg_pool2d_grad (cuda_avg_pool.cpp): cudnn_pool, or our kernels for what it
+/// declines (ceil_mode, asymmetric padding, dilation); f32, f16, bf16, f64.
+bool cuda_avg_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                   cudaStream_t stream, int device);
 /// Generated reductions (reduce_sum/mean/max/min/prod/variance/logsumexp/all/any, argmax/min,
 /// sum_to_like) and softmax / log_softmax.
 bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,

@@ -6,7 +6,8 @@
 // with -inf (the dtype's lowest), which never wins over a tap inside x; its gradient is
 // computed for the padded x and the interior copied out (an input equal to -inf ties with the
 // padding: which receives the gradient is then cuDNN's choice). Average pooling divides by a
-// count of taps that explicit padding would change, so it is declined there.
+// count of taps that explicit padding would change, so it is declined there; every average
+// pooling cuDNN declines runs in cuda_avg_pool.cpp's kernels instead.
 // Further limits, each declined:
 //   - dilation other than 1 (cuDNN pooling has none);
 //   - avg with count_include_pad when a window reaches past the padding after (the reference

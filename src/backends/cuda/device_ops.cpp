@@ -15,8 +15,10 @@ DeviceOp device_op_for(OpKind k) {
     case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d: case OpKind::Conv2dDataGrad:
     case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv3dWeightGrad:
       return cudnn_conv;
-    case OpKind::MaxPool2d: case OpKind::AvgPool2d: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
+    case OpKind::MaxPool2d: case OpKind::MaxPool2dGrad:
       return cudnn_pool;
+    case OpKind::AvgPool2d: case OpKind::AvgPool2dGrad:
+      return cuda_avg_pool;
     case OpKind::Stencil:
       return cuda_stencil;
     case OpKind::Transpose: case OpKind::Concat: case OpKind::Split: case OpKind::StridedSlice:

@@ -119,11 +119,106 @@ EpilogueMatch match_epilogue(const GraphImpl& g, const std::vector<int32_t>& use
   return best;
 }
 
+namespace {
+
+bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
+
+// Values a plan step reads; false for steps whose reads are not all listed (control flow reads
+// outer values from its bodies).
+bool step_reads(const GraphImpl& g, const Step& s, std::vector<int32_t>& out) {
+  auto add_node = [&](int32_t id) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    if (n.kind == OpKind::IfElse || n.kind == OpKind::ForLoop || n.kind == OpKind::WhileLoop) return false;
+    out.insert(out.end(), n.inputs.begin(), n.inputs.end());
+    out.insert(out.end(), n.control_deps.begin(), n.control_deps.end());
+    return true;
+  };
+  if (s.stitch) {
+    out.insert(out.end(), s.stitch->inputs.begin(), s.stitch->inputs.end());
+    return true;
+  }
+  if (s.fused()) {
+    for (int32_t id : s.group.nodes)
+      if (!add_node(id)) return false;
+    return true;
+  }
+  return add_node(s.node);
+}
+
+}  // namespace
+
+EpilogueMatch match_bias_grad(const GraphImpl& g, const FusionPlan& plan, size_t step) {
+  EpilogueMatch none;
+  const Step& s = plan.steps[step];
+  if (s.stitch || s.fused()) return none;
+  const Node& mm = g.nodes[static_cast<size_t>(s.node)];
+  if (mm.kind != OpKind::MatMul || !mm.control_deps.empty()) return none;
+  const auto& d = std::get<MatmulDesc>(mm.attr);
+  const int32_t dy = mm.inputs[1];
+  const TensorType &xt = g.type(mm.inputs[0]), &dt = g.type(dy), &yt = g.type(mm.outputs[0]);
+  // A weight gradient x^T dy of 2-D static operands, in a dtype cuBLASLt reduces.
+  if (!d.transpose_a || d.transpose_b || yt.dtype != xt.dtype || yt.dtype != dt.dtype) return none;
+  if (yt.dtype != DType::f32 && yt.dtype != DType::f16 && yt.dtype != DType::bf16) return none;
+  for (const TensorType* t : {&xt, &dt})
+    if (!t->shape.ranked() || !t->shape.is_static() || t->shape.rank() != 2) return none;
+  // The lone reduce_sum of dy over its rows, anywhere in the block's plan.
+  size_t j = plan.steps.size();
+  for (size_t i = 0; i < plan.steps.size() && j == plan.steps.size(); ++i) {
+    const Step& t = plan.steps[i];
+    if (i == step || t.stitch || t.fused()) continue;
+    const Node& r = g.nodes[static_cast<size_t>(t.node)];
+    if (r.kind != OpKind::ReduceSum || r.inputs[0] != dy || !r.control_deps.empty()) continue;
+    const auto& rd = std::get<ReduceDesc>(r.attr);
+    if (rd.axes.size() == 1 && (rd.axes[0] == 0 || rd.axes[0] == -2) && g.type(r.outputs[0]).dtype == yt.dtype &&
+        g.type(r.outputs[0]).shape.is_static() && g.type(r.outputs[0]).shape.num_elements() == dt.shape[1])
+      j = i;
+  }
+  if (j == plan.steps.size()) return none;
+  EpilogueMatch m{-1, mm.outputs[0], MatmulShape::Epilogue::bias_grad, 0};
+  m.grad = g.nodes[static_cast<size_t>(plan.steps[j].node)].outputs[0];
+  m.grad_step = j;
+  m.moved = {j};
+  if (j < step) {
+    // Computed before the matmul in the plan: the reduction and the views of its result right
+    // after it move to the matmul, provided no step in between reads any of them.
+    std::vector<int32_t> produced{m.grad};
+    size_t i = j + 1;
+    for (; i < step; ++i) {
+      const Step& t = plan.steps[i];
+      if (t.stitch || t.fused()) break;
+      const Node& v = g.nodes[static_cast<size_t>(t.node)];
+      if (!is_view(v.kind) || v.inputs[0] != produced.back() || !v.control_deps.empty()) break;
+      produced.push_back(v.outputs[0]);
+      m.moved.push_back(i);
+    }
+    for (; i < step; ++i) {
+      std::vector<int32_t> reads;
+      if (!step_reads(g, plan.steps[i], reads)) return none;
+      for (int32_t v : reads)
+        if (std::find(produced.begin(), produced.end(), v) != produced.end()) return none;
+    }
+  }
+  return m;
+}
+
 std::vector<EpilogueMatch> match_epilogues(const Module& m, const FusionPlan& plan) {
   std::vector<EpilogueMatch> r(plan.steps.size());
   if (epilogue_disabled()) return r;
   std::vector<int32_t> uses = use_counts(m);
-  for (size_t i = 0; i < plan.steps.size(); ++i) r[i] = match_epilogue(m.graph, uses, plan, i);
+  std::vector<bool> taken(plan.steps.size(), false);  // a reduction folds into one matmul only
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    r[i] = match_epilogue(m.graph, uses, plan, i);
+    if (r[i].kind != MatmulShape::Epilogue::none) continue;
+    EpilogueMatch b = match_bias_grad(m.graph, plan, i);
+    if (b.kind == MatmulShape::Epilogue::none || taken[b.grad_step]) continue;
+    // Not into a step another match already replaces, nor one that replaces others.
+    bool clash = r[b.grad_step].kind != MatmulShape::Epilogue::none;
+    for (size_t k = 0; k < i && !clash; ++k)
+      clash = r[k].kind != MatmulShape::Epilogue::none && b.grad_step > k && b.grad_step <= k + r[k].steps;
+    if (clash) continue;
+    for (size_t k : b.moved) taken[k] = true;
+    r[i] = std::move(b);
+  }
   return r;
 }
 

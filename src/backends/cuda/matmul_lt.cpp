@@ -45,6 +45,8 @@ cublasLtEpilogue_t lt_epilogue(MatmulShape::Epilogue e) {
     case MatmulShape::Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case MatmulShape::Epilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
     case MatmulShape::Epilogue::gelu_tanh_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;  // cuBLASLt's GELU is the tanh form
+    // cuBLAS sees our b first (its "A", n x k column-major): the sum of b over k is its BGRADA.
+    case MatmulShape::Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADA;
     default: return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }

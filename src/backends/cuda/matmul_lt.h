@@ -15,14 +15,16 @@ struct MatmulShape {
   DType dtype;  // of a, b and c; f16 / bf16 products are accumulated in f32
   bool tf32;    // allow TF32 tensor cores for f32
   // Applied by cuBLASLt before the store (matmul_epilogue.h): a bias of length n (dtype, broadcast
-  // over rows and batches), then relu or the tanh form of gelu.
-  enum class Epilogue { none, bias, relu_bias, gelu_tanh_bias } epilogue = Epilogue::none;
+  // over rows and batches), then relu or the tanh form of gelu; or bias_grad: the vector of length
+  // n written with the column sums of b (its sum over k), for weight gradients x^T dy.
+  enum class Epilogue { none, bias, relu_bias, gelu_tanh_bias, bias_grad } epilogue = Epilogue::none;
 };
 
 /// c = op(a) op(b) on `stream` (s.epilogue must be none); throws tg::Error on an unsupported combination.
 void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device);
 /// Like matmul_lt with s.epilogue set, but false (nothing launched) when cuBLASLt has no algorithm
-/// for that epilogue (the caller then runs the bias and activation itself).
+/// for that epilogue (the caller then runs the bias and activation itself). `bias` is read, or
+/// written for bias_grad.
 bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c,
                         cudaStream_t stream, int device);
 /// Matmuls launched with a bias epilogue in this process (for tests).

@@ -244,3 +244,42 @@ TEST(CudaControlFlow, TenThousandIterationWhileLoopIsCaptured) {
   EXPECT_EQ(last[1].at(0), 10000);
   for (int64_t i = 0; i < 1024; ++i) ASSERT_NEAR(last[0].at(i), 2.0, 1e-6) << i;
 }
+
+// Library calls inside loop bodies: a cuDNN convolution and pooling in a for_loop body and a
+// while_loop body (their workspaces come from the capture-safe op workspace), captured once and
+// replayed with the trip count and the predicate decided on the device.
+TEST(CudaControlFlow, CudnnCallsInsideLoopBodiesAreCaptured) {
+  ConvDesc same;
+  same.padding = PaddingStyle::same;
+  PoolDesc pool;
+  pool.kernel = {3, 3};
+  pool.stride = {1, 1};
+  pool.padding = PaddingStyle::same;
+  CpuAndGpu loop([&](Graph& g) {
+    Built b;
+    Tensor n = in(b, g, Shape{}, i32, "n");
+    Tensor x = in(b, g, {2, 12, 12, 8}, f32, "x"), w = in(b, g, {3, 3, 8, 8}, f32, "w");
+    auto r = g.for_loop(n, {x}, [&](Graph& s, Tensor, std::vector<Tensor> a) {
+      return std::vector{s.tanh(s.max_pool2d(s.conv2d(a[0], w, same), pool))};
+    });
+    // Convolve until the mean absolute value drops below 0.05 (or 20 steps).
+    auto wl = g.while_loop(
+        {x, g.scalar(0, i32)},
+        [&](Graph& s, std::vector<Tensor> v) {
+          Tensor go = s.logical_and(s.greater(s.reduce_mean(s.abs(v[0])), s.scalar(0.05)), s.less(v[1], s.scalar(20, i32)));
+          return std::pair{go, v};
+        },
+        [&](Graph& s, std::vector<Tensor> v) {
+          return std::vector{s.mul(s.tanh(s.conv2d(v[0], w, same)), s.scalar(0.5)), s.add(v[1], s.scalar(1, i32))};
+        });
+    b.targets = {r[0], wl[0], wl[1]};
+    return b;
+  });
+  uint64_t seed = 900;
+  for (int trips : {3, 0, 5}) {
+    loop.check({i32s(trips), rnd({2, 12, 12, 8}, seed), rnd({3, 3, 8, 8}, seed + 1, -0.3, 0.3)}, 1e-4,
+               "conv loop, " + std::to_string(trips) + " trips");
+    seed += 2;
+  }
+  loop.expect_replayed(2);
+}

@@ -132,9 +132,33 @@ def bias_grad(m=16384, k=1024, n=4096):
               f"({2 * m * k * n / (ms * 1e-3) / 1e12:.0f} TFLOP/s)")
 
 
+def batch_norm():
+    # PyTorch's training-mode batch norm (it picks cuDNN or its own kernels per layout), forward
+    # and forward + backward, on channels_last and on contiguous NCHW.
+    F = torch.nn.functional
+    w = torch.empty(256, device="cuda").uniform_(0.5, 1.5)
+    b = torch.empty(256, device="cuda").uniform_(-0.5, 0.5)
+    rm, rv = torch.zeros(256, device="cuda"), torch.ones(256, device="cuda")
+    for fmt in (torch.channels_last, torch.contiguous_format):
+        x = torch.empty(64, 256, 56, 56, device="cuda").uniform_(-1, 1).to(memory_format=fmt)
+        dy = torch.empty_like(x).uniform_(-1, 1)
+        with torch.no_grad():
+            ms = cuda_ms(lambda: F.batch_norm(x, rm, rv, w, b, training=True), iters=20)
+        name = "channels_last" if fmt == torch.channels_last else "NCHW"
+        print(f"torch batch norm training [64,256,56,56] {name} f32, forward: {ms:.3f} ms")
+        xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+
+        def fwd_bwd():
+            y = F.batch_norm(xg, rm, rv, wg, bg, training=True)
+            return torch.autograd.grad(y, (xg, wg, bg), dy)
+
+        ms = cuda_ms(fwd_bwd, iters=20)
+        print(f"torch batch norm training [64,256,56,56] {name} f32, forward + backward: {ms:.3f} ms")
+
 if __name__ == "__main__":
     # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
-    parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad}
+    parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad,
+             "batch_norm": batch_norm}
     import sys
 
     for name in sys.argv[1:] or list(parts):

@@ -18,10 +18,8 @@ namespace {
 // dims are not a 2-D pooling the kernels take.
 bool avg_pool_geometry(const PoolDesc& d, const std::vector<int64_t>& xd, const std::vector<int64_t>& yd,
                        AvgPoolGeometry& a) {
-  bool last;
-  if (d.data_layout == Layout::nhwc) last = true;
-  else if (d.data_layout == Layout::nchw) last = false;
-  else return false;
+  const bool last = d.data_layout == Layout::nhwc;
+  if (!last && d.data_layout != Layout::nchw) return false;
   if (xd.size() != 4 || yd.size() != 4 || d.kernel.size() != 2) return false;
   for (size_t i = 0; i < 4; ++i)
     if (xd[i] < 0 || yd[i] < 0) return false;
@@ -50,8 +48,8 @@ bool avg_pool_geometry(const PoolDesc& d, const std::vector<int64_t>& xd, const 
       default: return false;
     }
   }
-  a.win = {xd[0],     c,         xsp[0],    xsp[1],    ysp[0],    ysp[1], d.kernel[0], d.kernel[1],
-           stride[0], stride[1], dil[0],    dil[1],    before[0], before[1], last};
+  a.win = {xd[0],     c,         xsp[0], xsp[1], ysp[0],    ysp[1],    d.kernel[0], d.kernel[1],
+           stride[0], stride[1], dil[0], dil[1], before[0], before[1], last};
   a.pah = after[0];
   a.paw = after[1];
   a.count_include_pad = d.count_include_pad;
@@ -60,8 +58,8 @@ bool avg_pool_geometry(const PoolDesc& d, const std::vector<int64_t>& xd, const 
 
 }  // namespace
 
-bool cuda_avg_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
-                   cudaStream_t stream, int device) {
+bool cuda_avg_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
+                   const std::vector<DevOut>& out, cudaStream_t stream, int device) {
   const bool grad = n.kind == OpKind::AvgPool2dGrad;
   if (!grad && n.kind != OpKind::AvgPool2d) return false;
   if (cudnn_pool(g, n, in, out, stream, device)) return true;

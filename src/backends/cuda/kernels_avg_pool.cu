@@ -28,17 +28,22 @@ struct AccOf<dev::BF16> {
 __device__ __forceinline__ double load(float v) { return v; }
 __device__ __forceinline__ double load(double v) { return v; }
 __device__ __forceinline__ float load(dev::F16 v) { return dev::half_to_float(v.bits); }
-__device__ __forceinline__ float load(dev::BF16 v) { return __uint_as_float(static_cast<uint32_t>(v.bits) << 16); }
+__device__ __forceinline__ float load(dev::BF16 v) {
+  return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);
+}
 
 // floor(a / b) for b > 0.
-__device__ __forceinline__ long long floor_div(long long a, long long b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
+__device__ __forceinline__ long long floor_div(long long a, long long b) {
+  return a >= 0 ? a / b : -((b - 1 - a) / b);
+}
 
 struct TapRange {
   long long first, count;
 };
 
 // The taps k in [0, kn) of a window starting at `base` (taps d apart) with lo <= base + k * d < hi.
-__device__ __forceinline__ TapRange taps_in(long long base, long long kn, long long d, long long lo, long long hi) {
+__device__ __forceinline__ TapRange taps_in(long long base, long long kn, long long d, long long lo,
+                                            long long hi) {
   long long first = -floor_div(base - lo, d);  // ceil((lo - base) / d)
   long long last = floor_div(hi - 1 - base, d);
   if (first < 0) first = 0;
@@ -47,8 +52,8 @@ __device__ __forceinline__ TapRange taps_in(long long base, long long kn, long l
 }
 
 // The divisor's factor along one dim for the window starting at `base`.
-__device__ __forceinline__ long long divisor_1d(long long base, long long kn, long long d, long long in, long long before,
-                                                long long after, bool include_pad) {
+__device__ __forceinline__ long long divisor_1d(long long base, long long kn, long long d, long long in,
+                                                long long before, long long after, bool include_pad) {
   return include_pad ? taps_in(base, kn, d, -before, in + after).count : taps_in(base, kn, d, 0, in).count;
 }
 
@@ -70,8 +75,10 @@ __global__ void __launch_bounds__(256)
     Acc s = 0;
     for (long long kh = th.first; kh < th.first + th.count; ++kh) {
       const long long h = bh + kh * g.dh;
-      const long long row = g.channels_last ? (n * g.ih + h) * g.iw * g.c + c : ((n * g.c + c) * g.ih + h) * g.iw;
-      for (long long kw = tw.first; kw < tw.first + tw.count; ++kw) s += load(x[row + (bw + kw * g.dw) * wstep]);
+      const long long row =
+          g.channels_last ? (n * g.ih + h) * g.iw * g.c + c : ((n * g.c + c) * g.ih + h) * g.iw;
+      for (long long kw = tw.first; kw < tw.first + tw.count; ++kw)
+        s += load(x[row + (bw + kw * g.dw) * wstep]);
     }
     const long long div = a.count_include_pad ? divisor_1d(bh, g.kh, g.dh, g.ih, g.ph, a.pah, true) *
                                                     divisor_1d(bw, g.kw, g.dw, g.iw, g.pw, a.paw, true)
@@ -84,8 +91,8 @@ __global__ void __launch_bounds__(256)
 // along W): walking kh downwards visits those windows in ascending oh. The divisor of a window
 // holding a tap inside x is at least 1.
 template <class T>
-__global__ void __launch_bounds__(256)
-    avg_pool_grad_kernel(const T* __restrict__ dy, T* __restrict__ dx, const AvgPoolGeometry a, long long total) {
+__global__ void __launch_bounds__(256) avg_pool_grad_kernel(const T* __restrict__ dy, T* __restrict__ dx,
+                                                            const AvgPoolGeometry a, long long total) {
   using Acc = typename AccOf<T>::type;
   const PoolGeometry& g = a.win;
   for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
@@ -101,15 +108,17 @@ __global__ void __launch_bounds__(256)
       if (th < 0 || th % g.sh) continue;
       const long long oh = th / g.sh;
       if (oh >= g.oh) break;
-      const long long div_h = divisor_1d(oh * g.sh - g.ph, g.kh, g.dh, g.ih, g.ph, a.pah, a.count_include_pad);
+      const long long div_h =
+          divisor_1d(oh * g.sh - g.ph, g.kh, g.dh, g.ih, g.ph, a.pah, a.count_include_pad);
       for (long long kw = g.kw - 1; kw >= 0; --kw) {
         const long long tw = w + g.pw - kw * g.dw;
         if (tw < 0 || tw % g.sw) continue;
         const long long ow = tw / g.sw;
         if (ow >= g.ow) break;
-        const long long div_w = divisor_1d(ow * g.sw - g.pw, g.kw, g.dw, g.iw, g.pw, a.paw, a.count_include_pad);
-        const long long at =
-            g.channels_last ? ((n * g.oh + oh) * g.ow + ow) * g.c + c : ((n * g.c + c) * g.oh + oh) * g.ow + ow;
+        const long long div_w =
+            divisor_1d(ow * g.sw - g.pw, g.kw, g.dw, g.iw, g.pw, a.paw, a.count_include_pad);
+        const long long at = g.channels_last ? ((n * g.oh + oh) * g.ow + ow) * g.c + c
+                                             : ((n * g.c + c) * g.oh + oh) * g.ow + ow;
         s += load(dy[at]) / static_cast<Acc>(div_h * div_w);
       }
     }
@@ -144,21 +153,22 @@ cudaError_t launch_avg_pool(const void* x, void* y, DType t, const AvgPoolGeomet
   if (!y || !geometry_ok(g) || (!x && w.ih * w.iw > 0)) return cudaErrorInvalidValue;
   const bool ok = with_float(t, [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_kernel<T><<<dev::grid_for(total), 256, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), g,
-                                                                 total);
+    avg_pool_kernel<T>
+        <<<dev::grid_for(total), 256, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), g, total);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-cudaError_t launch_avg_pool_grad(const void* dy, void* dx, DType t, const AvgPoolGeometry& g, cudaStream_t stream) {
+cudaError_t launch_avg_pool_grad(const void* dy, void* dx, DType t, const AvgPoolGeometry& g,
+                                 cudaStream_t stream) {
   const PoolGeometry& w = g.win;
   const long long total = w.n * w.c * w.ih * w.iw;
   if (total == 0) return cudaSuccess;
   if (!dx || !geometry_ok(g) || (!dy && w.oh * w.ow > 0)) return cudaErrorInvalidValue;
   const bool ok = with_float(t, [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_grad_kernel<T><<<dev::grid_for(total), 256, 0, stream>>>(static_cast<const T*>(dy),
-                                                                      static_cast<T*>(dx), g, total);
+    avg_pool_grad_kernel<T>
+        <<<dev::grid_for(total), 256, 0, stream>>>(static_cast<const T*>(dy), static_cast<T*>(dx), g, total);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -25,6 +25,7 @@ cudaError_t launch_avg_pool(const void* x, void* y, DType t, const AvgPoolGeomet
 
 /// dx (x's shape) = the adjoint of launch_avg_pool applied to dy (y's shape): each element of
 /// x gathers dy / divisor of the windows holding it, in row-major window order.
-cudaError_t launch_avg_pool_grad(const void* dy, void* dx, DType t, const AvgPoolGeometry& g, cudaStream_t stream);
+cudaError_t launch_avg_pool_grad(const void* dy, void* dx, DType t, const AvgPoolGeometry& g,
+                                 cudaStream_t stream);
 
 }  // namespace tg::detail

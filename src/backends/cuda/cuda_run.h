@@ -1,0 +1,199 @@
+#pragma once
+// What the CUDA executor's two halves share (private to src/backends/cuda): the per-executable
+// state (fusion plans, compiled kernels, cached constants and variables, the captured graph)
+// and Run, one pass over a graph on the device. Run's small buffer helpers live here; its
+// per-op dispatch is in cuda_run_ops.cpp, its control flow (host-driven and captured as
+// conditional nodes) in cuda_run_control.cpp, and the entry points that drive it (upload,
+// capture, replay, publish) in cuda_executor.cpp.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/control_kernels.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_control_flow.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_stencil.h"
+#include "backends/cuda/device_context.h"
+#include "backends/cuda/matmul_epilogue.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/pinned_staging.h"
+#include "passes/fusion.h"
+#include "runtime/executable_impl.h"
+
+// A named namespace (not an anonymous one) so the files share these types; nested so that the
+// short names (Run, DevTensor) cannot collide with other types of tg::detail.
+namespace tg::detail::cuda_run {
+
+struct DevTensor {
+  TensorType type;  // concrete
+  DeviceBuffer buf;
+  bool empty() const { return !buf && type.shape.num_elements() != 0; }
+  size_t nbytes() const { return static_cast<size_t>(type.shape.num_elements()) * dtype_size(type.dtype); }
+};
+
+struct CachedVar {
+  uint64_t version = ~0ull;
+  DevTensor value;
+};
+
+struct GroupInfo {
+  int supported = -1;  // elementwise_supported, computed once
+  bool inferred = false;
+  std::vector<Shape> input_shapes;
+  Shape shape;
+};
+
+// A captured CUDA graph of a whole run, replayed while inputs keep their shapes and no
+// variable changed.
+struct Captured {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<TensorType> input_types;
+  std::vector<DevTensor> inputs;     // fixed buffers the graph reads
+  std::vector<DevTensor> targets;    // fixed buffers the graph writes
+  std::vector<DeviceBuffer> buffers;  // every intermediate, kept alive
+  DeviceBuffer loop_error;            // set by a for_loop whose step is not positive (null: none can be)
+  std::map<std::string, uint64_t> var_versions;
+  std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
+struct CudaState {
+  std::mutex mu;  // runs of one executable are serialised on the device's stream
+  std::map<int32_t, FusionPlan> plans;
+  std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
+  std::map<int32_t, FusionGroup> singles;
+  std::map<const FusionGroup*, GroupInfo> groups;
+  std::unique_ptr<Captured> captured;
+  bool capture_failed = false;
+  std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
+  int captures = 0, replays = 0;  // lone elementwise ops run as groups of one
+  std::map<std::pair<const void*, bool>, CompiledKernel> kernels;  // (group, flat) -> kernel
+  std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
+  std::map<int32_t, DevTensor> constants;
+  std::map<std::string, CachedVar> vars;
+  int sm_count = 0;
+  IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
+};
+
+struct Run {
+  const ExecutableImpl& exe;
+  CudaState& st;
+  const GraphImpl& g;
+  DeviceContext& ctx;
+  cudaStream_t stream;
+  std::vector<DevTensor> slots;
+  std::map<std::string, DevTensor> snapshot, pending;
+
+  // Capture support: while a run is captured, every allocation is a graph_buffer kept in
+  // `fixed`, so the graph (conditional bodies included) holds only fixed addresses and no
+  // allocation nodes. `depth` counts the conditional bodies being captured around the code.
+  std::vector<DeviceBuffer>* fixed = nullptr;
+  DeviceBuffer* loop_error = nullptr;  // the capture's for_loop step flag, made on first need
+  int depth = 0;
+  bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
+
+  bool capturing() const { return fixed != nullptr; }
+  DeviceBuffer buffer(size_t n) {
+    if (!capturing()) return ctx.allocate(n, stream);
+    fixed->push_back(graph_buffer(ctx, n));
+    return fixed->back();
+  }
+  DevTensor alloc(TensorType t) {
+    size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
+    return DevTensor{std::move(t), buffer(n)};
+  }
+  // Uploads (inputs, constants, variables) own their memory: cached, or fixed before a capture
+  // starts; one made while capturing (a constant first met in a branch) goes around the capture.
+  DevTensor upload(const TensorData& h) {
+    if (capturing()) {
+      DevTensor d{h.type(), graph_buffer(ctx, h.nbytes())};
+      graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
+      return d;
+    }
+    DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
+    copy_to_device(d.buf.get(), h.data(), h.nbytes(), stream);
+    return d;
+  }
+  TensorData download(const DevTensor& d) {
+    host_synced = true;
+    return fetch(d);
+  }
+  // A copy to the host that control flow makes (captured runs replace it by conditional nodes).
+  TensorData fetch(const DevTensor& d) {
+    TensorData h(d.type.shape, d.type.dtype);
+    copy_to_host(h.data(), d.buf.get(), d.nbytes(), stream);
+    TG_CUDA(cudaStreamSynchronize(stream));
+    return h;
+  }
+  // A fresh device copy (outputs handed to the caller never alias buffers the executable
+  // reuses: captured targets, variables, constants).
+  DevTensor clone(const DevTensor& d) {
+    DevTensor c{d.type, ctx.allocate(d.nbytes(), stream)};
+    if (d.nbytes())
+      TG_CUDA(cudaMemcpyAsync(c.buf.get(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToDevice, stream));
+    return c;
+  }
+  const DevTensor& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
+  std::vector<TensorType> in_types(const Node& n) const {
+    std::vector<TensorType> t;
+    for (int32_t v : n.inputs) t.push_back(in(v).type);
+    return t;
+  }
+  // ---- per-op dispatch (cuda_run_ops.cpp) ----
+  void block(int32_t b);
+  void stitched(const StencilStitch& sp);
+  const Shape& group_shape(const FusionGroup& grp);
+  void group(const FusionGroup& grp);
+  void node(const Node& n);
+  bool device_op(const Node& n, DeviceOp op);
+  DevTensor expand_batch(const DevTensor& x, const Shape& out);
+  bool matmul(const Node& n, const EpilogueMatch* ep = nullptr);
+  void fallback(const Node& n);
+  const std::string& var_name(int32_t v) const;
+
+  // ---- control flow (cuda_run_control.cpp) ----
+  bool truth(const DevTensor& t, const char* op);
+  void bind(int32_t b, const std::vector<DevTensor>& args);
+  std::vector<DevTensor> results(int32_t b);
+  void set_outputs(const Node& n, const std::vector<DevTensor>& r);
+  void control(const Node& n);
+
+  // Captured as conditional nodes: the state buffers that carry values across region
+  // boundaries, and the copies into them.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  struct VarState {
+    std::string name;
+    DevTensor buf;
+  };
+  static DeviceScalar scalar_of(const DevTensor& t, const char* op, const char* what);
+  static ControlCond set_truth(const DevTensor& pred, cudaGraphConditionalHandle h, const char* op);
+  static std::vector<Copy> carry(const std::vector<DevTensor>& state, const std::vector<DevTensor>& values,
+                                 const char* op);
+  void control_kernel(std::vector<Copy> copies, ControlCond cond);
+  void launch_copies(const std::vector<Copy>& copies, const ControlCond& cond);
+  template <class Fn>
+  void body(cudaGraph_t graph, Fn&& fn);
+  std::vector<std::string> assigned_in(const Node& n) const;
+  std::vector<VarState> var_states(const Node& n, std::vector<Copy>& init);
+  void reset_vars(const std::vector<VarState>& vs);
+  void save_vars(const std::vector<VarState>& vs, std::vector<Copy>& out);
+  void captured_if(const Node& n);
+  void captured_for(const Node& n);
+  int* step_flag(int32_t step);
+  void captured_while(const Node& n);
+};
+
+}  // namespace tg::detail::cuda_run

@@ -1,0 +1,345 @@
+// Run's per-op dispatch (Run is declared in cuda_run.h): walks the fusion plan of each block
+// and runs each step on the device — generated elementwise groups, stitched stencils,
+// cuBLASLt matmuls (with epilogues, the bias gradient included), the kernel families of
+// device_ops.cpp, control flow (cuda_run_control.cpp) — and an op no family covers on the CPU
+// (operands copied both ways, which rules out capture), so every graph runs.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_run.h"
+#include "backends/cuda/cuda_stencil.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/kernels_copy.h"
+#include "backends/cuda/matmul_epilogue.h"
+#include "backends/cuda/matmul_lt.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "ops/infer.h"
+#include "passes/fusion.h"
+#include "tgraph/error.h"
+
+namespace tg::detail::cuda_run {
+namespace {
+
+TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in, size_t out) {
+  return g.output_types_for(n, in).at(out);
+}
+
+}  // namespace
+
+void Run::block(int32_t b) {
+  auto it = st.plans.find(b);
+  if (it == st.plans.end())
+    it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
+  auto eit = st.epilogues.find(b);
+  if (eit == st.epilogues.end()) eit = st.epilogues.emplace(b, match_epilogues(exe.module, it->second)).first;
+  const std::vector<Step>& steps = it->second.steps;
+  const std::vector<EpilogueMatch>& eps = eit->second;
+  std::vector<bool> moved(steps.size(), false);  // steps a bias-gradient epilogue runs instead
+  for (const EpilogueMatch& ep : eps)
+    for (size_t k : ep.moved) moved[k] = true;
+  auto run_step = [&](const Step& s) {
+    if (s.stitch) stitched(*s.stitch);
+    else if (s.fused()) group(s.group);
+    else node(g.nodes[static_cast<size_t>(s.node)]);
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const EpilogueMatch& ep = eps[i];
+    if (moved[i]) continue;
+    if (ep.kind == MatmulShape::Epilogue::bias_grad) {
+      // The bias gradient comes out of the matmul, or (no algorithm for it) runs right after.
+      const bool folded = matmul(g.nodes[static_cast<size_t>(s.node)], &ep);
+      if (!folded) node(g.nodes[static_cast<size_t>(s.node)]);
+      for (size_t k : ep.moved)
+        if (!folded || k != ep.grad_step) run_step(steps[k]);
+      continue;
+    }
+    if (ep.kind != MatmulShape::Epilogue::none && matmul(g.nodes[static_cast<size_t>(s.node)], &ep)) {
+      i += ep.steps;  // the bias add (and activation) ran inside cuBLASLt
+      continue;
+    }
+    run_step(s);
+  }
+}
+
+// A stencil with its elementwise prologue / epilogue as one kernel (cuda_stencil.h), or its
+// pieces one by one when that kernel does not cover the run's types.
+void Run::stitched(const StencilStitch& sp) {
+  std::vector<TensorType> types;
+  std::vector<const void*> ins;
+  for (int32_t v : sp.inputs) {
+    types.push_back(in(v).type);
+    ins.push_back(in(v).buf.get());
+  }
+  std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index(), &st.stencils[&sp]);
+  if (!l) {
+    for (const Step& p : sp.pieces) {
+      if (p.fused()) group(p.group);
+      else node(g.nodes[static_cast<size_t>(p.node)]);
+    }
+    return;
+  }
+  std::vector<void*> outs;
+  for (size_t i = 0; i < sp.outputs.size(); ++i) {
+    DevTensor o = alloc(l->output_types[i]);
+    outs.push_back(o.buf.get());
+    slots[static_cast<size_t>(sp.outputs[i])] = std::move(o);
+  }
+  launch_stencil_stitch(*l, ins, outs, stream);
+}
+
+// ---- fused / single elementwise kernels ----
+// The group's output shape for the current input shapes, inferred member by member once per
+// distinct input signature (a run with static shapes infers it once, then only compares).
+const Shape& Run::group_shape(const FusionGroup& grp) {
+  GroupInfo& info = st.groups[&grp];
+  std::vector<Shape> sig;
+  for (int32_t v : grp.inputs) sig.push_back(in(v).type.shape);
+  if (info.inferred && info.input_shapes == sig) return info.shape;
+  std::map<int32_t, TensorType> types;
+  for (int32_t v : grp.inputs) types[v] = in(v).type;
+  for (int32_t id : grp.nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    std::vector<TensorType> it;
+    for (int32_t v : n.inputs) it.push_back(types.at(v));
+    types[n.outputs[0]] = concrete_type(g, n, it, 0);
+  }
+  info.shape = types.at(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;
+  info.input_shapes = std::move(sig);
+  info.inferred = true;
+  return info.shape;
+}
+
+void Run::group(const FusionGroup& grp) {
+  GroupInfo& info = st.groups[&grp];
+  if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
+  if (!info.supported) {
+    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+    return;
+  }
+  const Shape shape = group_shape(grp);
+  ElementwiseArgs a{};
+  a.n = shape.num_elements();
+  a.rank = static_cast<int>(shape.rank());
+  if (a.rank > kMaxRank) {
+    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+    return;
+  }
+  for (int d = 0; d < a.rank; ++d) a.dims[d] = shape[d];
+  bool flat = true;
+  for (size_t k = 0; k < grp.inputs.size(); ++k) {
+    const DevTensor& t = in(grp.inputs[k]);
+    a.in[k] = t.buf.get();
+    const Shape& s = t.type.shape;
+    flat &= s == shape;
+    long long stride = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      int64_t sd = d - (a.rank - static_cast<int>(s.rank()));
+      int64_t dim = sd >= 0 ? s[sd] : 1;
+      a.strides[k][d] = (dim == 1 && shape[d] != 1) || sd < 0 ? 0 : stride;
+      stride *= sd >= 0 ? dim : 1;
+    }
+  }
+  for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    int32_t v = grp.outputs[k];
+    DevTensor o = alloc(TensorType(shape, g.type(v).dtype));
+    a.out[k] = o.buf.get();
+    slots[static_cast<size_t>(v)] = std::move(o);
+  }
+  if (a.n == 0) return;
+  auto key = std::make_pair(static_cast<const void*>(&grp), flat);
+  auto kit = st.kernels.find(key);
+  if (kit == st.kernels.end())
+    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, flat), "tg_ew", ctx.index())).first;
+  long long blocks = (a.n + 255) / 256;
+  long long max_blocks = static_cast<long long>(st.sm_count) * 8;
+  dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);
+  void* params[] = {&a};
+  TG_CUDA(cudaLaunchKernel(kit->second.fn(), grid, threads, params, 0, stream));
+}
+
+// ---- ops ----
+void Run::node(const Node& n) {
+  switch (n.kind) {
+    case OpKind::Placeholder:
+      if (slots[static_cast<size_t>(n.outputs[0])].buf == nullptr)
+        throw Error("[run] placeholder '" + n.name + "' is needed but was not fed");
+      return;
+    case OpKind::Constant: {
+      auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
+      if (it == st.constants.end())
+        it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload(n.data)).first;
+      slots[static_cast<size_t>(n.outputs[0])] = it->second;
+      return;
+    }
+    case OpKind::Variable:
+      slots[static_cast<size_t>(n.outputs[0])] = snapshot.at(std::get<NameDesc>(n.attr).name);
+      return;
+    case OpKind::ReadVariable: {
+      const std::string& name = var_name(n.inputs[0]);
+      auto it = pending.find(name);
+      slots[static_cast<size_t>(n.outputs[0])] = it != pending.end() ? it->second : snapshot.at(name);
+      return;
+    }
+    case OpKind::Assign:
+      pending[var_name(n.inputs[0])] = in(n.inputs[1]);
+      return;
+    case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze:
+    case OpKind::Bitcast: {  // bitcast keeps the element size (ops/infer_elementwise.cpp)
+      DevTensor v = in(n.inputs[0]);  // same bytes, new shape or dtype: no copy
+      v.type = concrete_type(g, n, in_types(n), 0);
+      slots[static_cast<size_t>(n.outputs[0])] = v;
+      return;
+    }
+    case OpKind::NonZeroIndices: {  // the count comes back to the host: such a run is never captured
+      host_synced = true;
+      DevTensor y;
+      cuda_non_zero_indices(DevArg{in(n.inputs[0]).buf.get(), in(n.inputs[0]).type}, [&](const TensorType& t) {
+        y = alloc(t);
+        return static_cast<void*>(y.buf.get());
+      }, stream, ctx.index());
+      slots[static_cast<size_t>(n.outputs[0])] = std::move(y);
+      return;
+    }
+    case OpKind::MatMul:
+      if (matmul(n)) return;
+      break;
+    case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
+      control(n);
+      return;
+    default:
+      if (DeviceOp op = device_op_for(n.kind)) {
+        if (device_op(n, op)) return;
+        break;
+      }
+      if (elementwise_kernel_op(g, n)) {  // control dependencies only order it: still one kernel
+        FusionGroup single{{static_cast<int32_t>(&n - g.nodes.data())}, {}, {n.outputs[0]}};
+        for (int32_t v : n.inputs)
+          if (std::find(single.inputs.begin(), single.inputs.end(), v) == single.inputs.end()) single.inputs.push_back(v);
+        // Kernels are cached by the group's address: keep it in the executable's state.
+        auto& kept = st.singles[single.nodes[0]];
+        if (kept.nodes.empty()) kept = single;
+        group(kept);
+        return;
+      }
+  }
+  fallback(n);
+}
+
+// Runs a device kernel with preallocated outputs; false (nothing kept) if it declines.
+bool Run::device_op(const Node& n, DeviceOp op) {
+  std::vector<DevArg> args;
+  for (int32_t v : n.inputs) args.push_back(DevArg{in(v).buf.get(), in(v).type});
+  std::vector<DevTensor> outs;
+  std::vector<DevOut> dev_outs;
+  std::vector<TensorType> types = g.output_types_for(n, in_types(n));
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    outs.push_back(alloc(types[i]));
+    dev_outs.push_back(DevOut{outs.back().buf.get(), outs.back().type});
+  }
+  OpWorkspaceScope workspace([this](size_t bytes) { return buffer(bytes); });  // capture-safe temporaries
+  if (!op(g, n, args, dev_outs, stream, ctx.index())) return false;
+  for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = std::move(outs[i]);
+  return true;
+}
+
+// x (a matmul operand, matrices in its last two dims) broadcast to the batch dims of `out`,
+// as one dense tensor (zero input strides repeat the broadcast dims).
+DevTensor Run::expand_batch(const DevTensor& x, const Shape& out) {
+  const Shape& s = x.type.shape;
+  const int64_t r = out.rank(), off = r - s.rank();
+  if (r > kCopyMaxRank) throw Error("[matmul] batch broadcast of " + s.str() + " to " + out.str() + ": rank > 16");
+  std::vector<int64_t> dims(out.dims().begin(), out.dims().end() - 2);
+  dims.push_back(s.dim(-2));
+  dims.push_back(s.dim(-1));
+  DevTensor e = alloc(TensorType(Shape(dims), x.type.dtype));
+  StridedCopy cp;
+  cp.rank = static_cast<int>(r);
+  long long in_stride = 1, out_stride = 1;
+  for (int64_t i = r - 1; i >= 0; --i) {
+    const int64_t j = i - off;  // x's dim aligned with dim i (none: broadcast)
+    cp.dims[i] = dims[static_cast<size_t>(i)];
+    cp.out_strides[i] = out_stride;
+    cp.in_strides[i] = j < 0 || (s[j] == 1 && dims[static_cast<size_t>(i)] != 1) ? 0 : in_stride;
+    out_stride *= dims[static_cast<size_t>(i)];
+    if (j >= 0) in_stride *= s[j];
+  }
+  TG_CUDA(launch_strided_copy(x.buf.get(), e.buf.get(), cp, static_cast<int>(dtype_size(x.type.dtype)), stream));
+  return e;
+}
+
+// With `ep`, also the bias add (and activation) after it, or false (nothing kept) when the
+// run's shapes or cuBLASLt do not allow that epilogue.
+bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
+  const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
+  DType t = a.type.dtype;
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+  const bool bgrad = ep && ep->kind == MatmulShape::Epilogue::bias_grad;
+  if (ep && (t == DType::f64 || (!bgrad && in(ep->bias).type.dtype != t))) return false;
+  const auto& d = std::get<MatmulDesc>(n.attr);
+  const Shape &sa = a.type.shape, &sb = b.type.shape;
+  TensorType out = concrete_type(g, n, in_types(n), 0);
+  long long m = out.shape.dim(-2), nn = out.shape.dim(-1), k = d.transpose_a ? sa.dim(-2) : sa.dim(-1);
+  auto batch_of = [](const Shape& s) {
+    long long p = 1;
+    for (int64_t i = 0; i + 2 < s.rank(); ++i) p *= s[i];
+    return p;
+  };
+  long long batch = batch_of(out.shape), ba = batch_of(sa), bb = batch_of(sb);
+  if (ep && !bgrad &&
+      (k == 0 || out.shape.num_elements() == 0 || in(ep->bias).type.shape.num_elements() != nn ||
+       in(ep->bias).type.shape.dim(-1) != nn || g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
+    return false;
+  // The bias gradient: 2-D operands only (matched so), its static result of n elements.
+  if (bgrad && (k == 0 || out.shape.num_elements() == 0 || batch != 1 || sa.rank() != 2 || sb.rank() != 2 ||
+                g.type(ep->grad).shape.num_elements() != nn))
+    return false;
+  DevTensor gb = bgrad ? alloc(g.type(ep->grad)) : DevTensor{};
+  DevTensor c = alloc(out);
+  if (out.shape.num_elements() > 0) {
+    if (k == 0) {
+      TG_CUDA(cudaMemsetAsync(c.buf.get(), 0, c.nbytes(), stream));
+    } else {
+      // cuBLASLt batches with one stride per operand: an operand broadcast over only some
+      // batch dims ([2,1,m,k] x [1,3,k,n]) is expanded to the full batch first.
+      DevTensor ea = ba == 1 || ba == batch ? a : expand_batch(a, out.shape);
+      DevTensor eb = bb == 1 || bb == batch ? b : expand_batch(b, out.shape);
+      MatmulShape s{m, nn, k, batch, ba == 1 ? 0 : m * k, bb == 1 ? 0 : k * nn, d.transpose_a, d.transpose_b, t,
+                    exe.precision == Precision::tf32};
+      if (ep) {
+        s.epilogue = ep->kind;
+        if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), bgrad ? gb.buf.get() : in(ep->bias).buf.get(),
+                                c.buf.get(), stream, ctx.index()))
+          return false;
+      } else {
+        matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
+      }
+    }
+  }
+  if (bgrad) slots[static_cast<size_t>(ep->grad)] = std::move(gb);
+  if (ep && !bgrad) c.type = g.type(ep->output);  // static: matched only then (a reshape may sit between)
+  slots[static_cast<size_t>(ep && !bgrad ? ep->output : n.outputs[0])] = std::move(c);
+  return true;
+}
+
+// An op with no GPU kernel yet: computed on the CPU, operands copied both ways.
+void Run::fallback(const Node& n) {
+  std::vector<TensorData> hin;
+  for (int32_t v : n.inputs) hin.push_back(download(in(v)));
+  std::vector<TensorData> hout = cpu_eval(g, n, hin);
+  for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = upload(hout[i]);
+}
+
+const std::string& Run::var_name(int32_t v) const {
+  return std::get<NameDesc>(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)].attr).name;
+}
+
+}  // namespace tg::detail::cuda_run

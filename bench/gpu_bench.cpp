@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -242,7 +243,26 @@ void bench_batch_norm() {
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
+  // `bench_gpu batch_norm stencil`: only those parts (while_loop, gather_nd, stencil,
+  // autocast_conv_block, bias_grad, batch_norm); no arguments: everything.
+  if (argc > 1) {
+    const std::map<std::string, void (*)()> parts{{"while_loop", bench_while_loop},
+                                                 {"gather_nd", bench_gather_nd},
+                                                 {"stencil", bench_stencil},
+                                                 {"autocast_conv_block", bench_autocast_conv_block},
+                                                 {"bias_grad", bench_bias_grad},
+                                                 {"batch_norm", bench_batch_norm}};
+    for (int i = 1; i < argc; ++i) {
+      auto it = parts.find(argv[i]);
+      if (it == parts.end()) {
+        std::fprintf(stderr, "bench_gpu: no part named %s\n", argv[i]);
+        return 2;
+      }
+      it->second();
+    }
+    return 0;
+  }
   const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
   {  // gelu(x*a+b)*c on 64M f32: 4 reads + 1 write
     const int64_t n = int64_t{64} << 20;

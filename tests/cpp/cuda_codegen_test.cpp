@@ -45,6 +45,23 @@ TEST(CudaCodegen, ReductionKernelsCompile) {
   EXPECT_FALSE(nvrtc_compile(reduce_source(OpKind::ReduceAny, boolean, boolean, false), 9, 0).empty());
 }
 
+// The column-reduction kernels (kept dims innermost): every recipe kind and the variance, float
+// and integer dtypes.
+TEST(CudaCodegen, ColumnReductionKernelsCompile) {
+  for (DType t : {f32, f16, bf16, f64})
+    for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceProd,
+                     OpKind::ReduceVariance, OpKind::SumToLike}) {
+      const std::string src = column_source(k, t, t);
+      EXPECT_NE(src.find("tg_col_partial"), std::string::npos);
+      EXPECT_NE(src.find("tg_col_final"), std::string::npos);
+      EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+    }
+  for (DType t : {i8, i32, i64})
+    for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin})
+      EXPECT_FALSE(nvrtc_compile(column_source(k, t, t), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+  EXPECT_FALSE(nvrtc_compile(column_source(OpKind::ReduceAny, boolean, boolean), 9, 0).empty());
+}
+
 // Integer reductions accumulate exactly in long long (sum / prod wrap); argmax / argmin compare
 // integers exactly, every integer dtype.
 TEST(CudaCodegen, IntegerReductionKernelsCompile) {

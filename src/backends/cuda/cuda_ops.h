@@ -135,5 +135,8 @@ DeviceOp device_op_for(OpKind k);
 /// Source of the generated reduction / softmax kernel (exposed so tests can compile it
 /// without a device).
 std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output);
+/// Source of the column-reduction kernels (tg_col_partial, tg_col_final): reductions whose kept
+/// dims are the innermost ones (reduce_kernels.cpp).
+std::string column_source(OpKind k, DType in, DType out);
 
 }  // namespace tg::detail

@@ -1,7 +1,12 @@
 // Reductions and softmax on the GPU with NVRTC-generated kernels. A reduction is seen as
 // `outer` output elements, each reducing `inner` input elements; offsets come from the kept
 // and reduced dims' strides, so any set of axes works without a transpose. A warp (or, for
-// long reductions, a whole block) reduces one output; sums accumulate in double. Integer
+// long reductions, a whole block) reduces one output; sums accumulate in double. When the kept
+// dims are the innermost ones (batch-norm statistics over N, H, W of NHWC: a column sum of a
+// [rows, cols] matrix) that layout reads with a stride of `cols` per thread, so such reductions
+// take column kernels instead: threads of a warp read neighbouring columns (coalesced), the rows
+// split over the grid into partial results in a workspace, a second kernel combines each
+// column's partials in a fixed order (deterministic). Integer
 // sum / prod / max / min and argmax / argmin compute exactly in long long (sums and products
 // wrap, as the reference's int64 arithmetic does; the store truncates to the dtype).
 #include <cuda_runtime_api.h>
@@ -202,6 +207,123 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
   return os.str();
 }
 
+// ---- Column reductions: x viewed as [rows, cols], reduced over rows ----
+
+struct ColumnArgs {
+  const void* x;
+  void* y;
+  void* part;  // [split][cols] partials (variance: two such planes)
+  long long cols, rows, split;
+};
+
+std::string column_source(OpKind k, DType in, DType out) {
+  const bool var = k == OpKind::ReduceVariance;
+  Recipe r{};
+  const bool ints = is_int(in) && int_recipe(k, in, r);
+  if (!ints && !var) recipe(k, r);
+  std::ostringstream os;
+  os << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
+  os << "struct C { const void* x; void* y; void* part; long long cols, rows, split; };\n";
+  os << "typedef " << (ints ? "long long" : "double") << " V;\n";
+  const std::string elem = "((const " + std::string(storage(in)) + "*)x)[off]";
+  os << "__device__ __forceinline__ V ld(const void* x, long long off) { return "
+     << (ints ? "(long long)(" + elem + ")" : load_expr(in, elem)) << "; }\n";
+  // Pass 1: block (32 columns) x (8 row phases); blockIdx.y picks every split-th group of 8 rows.
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_col_partial(const C a) {\n"
+     << "  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;\n"
+     << "  const long long c = (long long)blockIdx.x * 32 + tx;\n"
+     << "  V* part = (V*)a.part;\n";
+  if (var) {
+    // Sums of x - K and (x - K)^2 with K the column's first element (shifted data: no
+    // cancellation when the mean is large against the spread); the partials add up.
+    os << "  __shared__ V s1[8][33], s2[8][33];\n"
+       << "  V p = 0.0, q = 0.0;\n"
+       << "  if (c < a.cols) { const V k = ld(a.x, c);\n"
+       << "    for (long long r = (long long)blockIdx.y * 8 + ty; r < a.rows; r += (long long)gridDim.y * 8) {\n"
+       << "      const V d = ld(a.x, r * a.cols + c) - k; p += d; q += d * d; } }\n"
+       << "  s1[ty][tx] = p; s2[ty][tx] = q; __syncthreads();\n"
+       << "  if (ty == 0 && c < a.cols) { for (int i = 1; i < 8; ++i) { p += s1[i][tx]; q += s2[i][tx]; }\n"
+       << "    part[blockIdx.y * a.cols + c] = p; part[(a.split + blockIdx.y) * a.cols + c] = q; }\n}\n";
+  } else {
+    os << "  __shared__ V sh[8][33];\n"
+       << "  V acc = " << r.init << ";\n"
+       << "  if (c < a.cols)\n"
+       << "    for (long long r = (long long)blockIdx.y * 8 + ty; r < a.rows; r += (long long)gridDim.y * 8) {\n"
+       << "      const V v = ld(a.x, r * a.cols + c); acc = " << r.combine << "; }\n"
+       << "  sh[ty][tx] = acc; __syncthreads();\n"
+       << "  if (ty == 0 && c < a.cols) { for (int i = 1; i < 8; ++i) { const V v = sh[i][tx]; acc = " << r.combine
+       << "; }\n"
+       << "    part[blockIdx.y * a.cols + c] = acc; }\n}\n";
+  }
+  // Pass 2: one thread per column combines its partials in split order.
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_col_final(const C a) {\n"
+     << "  const long long c = (long long)blockIdx.x * 256 + threadIdx.x;\n"
+     << "  if (c >= a.cols) return;\n"
+     << "  const V* part = (const V*)a.part; const long long n = a.rows; (void)n;\n";
+  if (var)
+    os << "  V p = 0.0, q = 0.0; for (long long s = 0; s < a.split; ++s) { p += part[s * a.cols + c]; q += part[(a.split + s) "
+          "* a.cols + c]; }\n"
+       << "  const double m = p / (double)n; double v = q / (double)n - m * m; if (v < 0.0) v = 0.0;\n"
+       << "  ((" << storage(out) << "*)a.y)[c] = " << store_expr(out, "v") << ";\n}\n";
+  else
+    os << "  V acc = part[c]; for (long long s = 1; s < a.split; ++s) { const V v = part[s * a.cols + c]; acc = "
+       << r.combine << "; }\n"
+       << "  ((" << storage(out) << "*)a.y)[c] = " << store_expr(out, r.finish) << ";\n}\n";
+  return os.str();
+}
+
+namespace {
+
+// Runs the column kernels when the kept dims of `a` are a contiguous suffix of x's layout (the
+// reduced dims all before them, size-1 dims aside); false otherwise (nothing launched).
+bool column_reduce(OpKind k, DType dt, DType ot, const ReduceArgs& a, const Shape& s, const std::vector<bool>& red,
+                   cudaStream_t stream, int device) {
+  if (k != OpKind::ReduceVariance) {
+    Recipe r{};
+    if (!(is_int(dt) ? int_recipe(k, dt, r) : recipe(k, r))) return false;
+  } else if (!is_float(dt)) {
+    return false;
+  }
+  bool kept_seen = false;
+  for (int64_t d = 0; d < s.rank(); ++d) {
+    if (s[d] == 1) continue;
+    if (!red[static_cast<size_t>(d)]) kept_seen = true;
+    else if (kept_seen) return false;
+  }
+  if (a.outer < 2 || a.inner < 2) return false;
+  const long long cols = a.outer, rows = a.inner, col_blocks = (cols + 31) / 32;
+  // About 1,024 blocks in flight, each block's threads reading at least 8 rows apiece.
+  long long split = std::max<long long>(1, std::min<long long>((1024 + col_blocks - 1) / col_blocks, rows / 64));
+  split = std::min<long long>(split, 65535);
+  if (col_blocks > 2147483647LL) return false;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int, int>, std::pair<CompiledKernel, CompiledKernel>> cache;
+  std::pair<CompiledKernel, CompiledKernel> kern;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(static_cast<int>(k), static_cast<int>(dt), static_cast<int>(ot), device);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      const std::string src = column_source(k, dt, ot);
+      it = cache.emplace(key, std::make_pair(nvrtc_kernel(src, "tg_col_partial", device),
+                                             nvrtc_kernel(src, "tg_col_final", device)))
+               .first;
+    }
+    kern = it->second;
+  }
+  const size_t planes = k == OpKind::ReduceVariance ? 2 : 1;
+  DeviceBuffer ws = op_workspace(planes * static_cast<size_t>(split * cols) * 8, stream, device);
+  ColumnArgs c{a.x, a.y, ws.get(), cols, rows, split};
+  void* params[] = {&c};
+  TG_CUDA(cudaLaunchKernel(kern.first.fn(), dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(split)),
+                           dim3(256), params, 0, stream));
+  TG_CUDA(cudaLaunchKernel(kern.second.fn(), dim3(static_cast<unsigned>((cols + 255) / 256)), dim3(256), params, 0,
+                           stream));
+  return true;
+}
+
+}  // namespace
+
 bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                  cudaStream_t stream, int device) {
   const OpKind k = n.kind;
@@ -261,6 +383,9 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
   if (a.outer == 0) return true;
   // Empty reductions and argmax over nothing follow the reference's rules there.
   if (a.inner == 0 && (softmax || k == OpKind::ArgMax || k == OpKind::ArgMin || (!is_float(dt) && !ints))) return false;
+  if (!softmax && k != OpKind::ArgMax && k != OpKind::ArgMin && k != OpKind::ReduceLogSumExp &&
+      column_reduce(k, dt, ot, a, s, red, stream, device))
+    return true;
   const bool block = a.inner >= 2048;
   static std::mutex mu;
   static std::map<std::tuple<int, int, int, bool, int>, CompiledKernel> cache;

@@ -1,0 +1,93 @@
+// Reductions whose kept dims are the innermost ones (batch-norm statistics of NHWC activations,
+// bias gradients, column sums) take the column kernels of reduce_kernels.cpp: against the CPU
+// backend on random inputs, every kind they cover, float and integer dtypes, odd sizes (columns
+// not a multiple of 32, few rows, many rows split over the grid), NaN and large-mean data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/op_def.h"
+#include "tgraph/tgraph.h"
+#include "gpu/gpu_test_util.h"
+
+using namespace tg;
+
+namespace {
+
+using gputest::expect_close;
+using tg::detail::OpKind;
+using tg::detail::op_name;
+
+std::vector<TensorData> run(const Device& d, OpKind k, const TensorData& x, const std::vector<int64_t>& axes, bool keep) {
+  Graph g;
+  Tensor p = g.placeholder(x.shape(), x.dtype());
+  Tensor y;
+  switch (k) {
+    case OpKind::ReduceSum: y = g.reduce_sum(p, axes, keep); break;
+    case OpKind::ReduceMean: y = g.reduce_mean(p, axes, keep); break;
+    case OpKind::ReduceMax: y = g.reduce_max(p, axes, keep); break;
+    case OpKind::ReduceMin: y = g.reduce_min(p, axes, keep); break;
+    case OpKind::ReduceProd: y = g.reduce_prod(p, axes, keep); break;
+    default: y = g.reduce_variance(p, axes, keep); break;
+  }
+  Executable e = g.compile({{p, p.type()}}, {y}, {}, {.device = d});
+  std::vector<TensorData> first = e.run({x});
+  std::vector<TensorData> again = e.run({x});  // the captured replay
+  first.push_back(again[0]);
+  return first;
+}
+
+double tol(DType t) { return t == bf16 ? 2e-2 : t == f16 ? 2e-3 : t == f32 ? 1e-5 : 1e-12; }
+
+}  // namespace
+
+TEST(CudaReduceColumn, MatchesCpu) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  const Case cases[] = {{{16, 7, 9, 256}, {0, 1, 2}},  // NHWC batch-norm statistics
+                        {{3, 1, 5, 70}, {0, 2}},       // a size-1 dim among the reduced ones
+                        {{4099, 33}, {0}},             // many rows, odd columns
+                        {{2, 3, 40}, {0, 1}},          // few rows
+                        {{64, 2, 3}, {0}}};            // kept dims [2,3] innermost
+  uint64_t seed = 1;
+  for (const Case& c : cases)
+    for (DType t : {f32, f16, bf16, f64})
+      for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+                       OpKind::ReduceVariance, OpKind::ReduceProd}) {
+        // Products of many values under- or overflow: near 1 for them.
+        TensorData x = k == OpKind::ReduceProd ? TensorData::uniform(c.shape, 0.999, 1.001, t, seed++)
+                                               : TensorData::uniform(c.shape, -2, 3, t, seed++);
+        for (bool keep : {false, true}) {
+          std::vector<TensorData> want = run(Device::cpu(), k, x, c.axes, keep), got = run(Device::cuda(0), k, x, c.axes, keep);
+          const std::string what = std::string(op_name(k)) + " " + dtype_name(t) + " " + c.shape.str() + (keep ? " keep" : "");
+          expect_close(got[0], want[0], tol(t), what);
+          expect_close(got[1], want[0], tol(t), what + " (replay)");
+        }
+      }
+}
+
+TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
+  for (DType t : {i32, i8, i64}) {
+    TensorData x = TensorData::uniform({300, 5, 37}, -100, 100, t, 77);
+    for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceProd}) {
+      std::vector<TensorData> want = run(Device::cpu(), k, x, {0, 1}, false), got = run(Device::cuda(0), k, x, {0, 1}, false);
+      expect_close(got[0], want[0], 0, std::string(op_name(k)) + " " + dtype_name(t));  // exact (wrapping) arithmetic
+    }
+  }
+  // A NaN in one column spreads to that column only; the variance of data with a mean 1e4 times
+  // its spread stays accurate (shifted sums).
+  TensorData x = TensorData::uniform({5000, 40}, -1, 1, f32, 78);
+  x.set(1234 * 40 + 17, NAN);
+  for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceVariance}) {
+    std::vector<TensorData> want = run(Device::cpu(), k, x, {0}, false), got = run(Device::cuda(0), k, x, {0}, false);
+    EXPECT_TRUE(std::isnan(got[0].at(17))) << op_name(k);
+    expect_close(got[0], want[0], 1e-5, std::string(op_name(k)) + " with a NaN");
+  }
+  TensorData big = TensorData::uniform({20000, 64}, 1e4 - 1, 1e4 + 1, f32, 79);
+  std::vector<TensorData> want = run(Device::cpu(), OpKind::ReduceVariance, big, {0}, false),
+                          got = run(Device::cuda(0), OpKind::ReduceVariance, big, {0}, false);
+  expect_close(got[0], want[0], 1e-4, "variance, mean 1e4, spread 1");
+}

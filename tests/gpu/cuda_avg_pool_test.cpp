@@ -16,6 +16,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
+#include "gpu/direct_op_util.h"
 #include "gpu/gpu_test_util.h"
 #include "ir/graph_impl.h"
 #include "runtime/executable_impl.h"
@@ -48,45 +49,6 @@ Shape pooled_shape(const Shape& x, const PoolDesc& d) {
   return g.avg_pool2d(g.placeholder(x, f32), d).shape();
 }
 
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 1 : bytes), cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-};
-
-// Runs the op through `op` directly on the device; returns whether it covered it and, if so,
-// its result in `got`.
-bool run_direct(detail::DeviceOp op, OpKind kind, const PoolDesc& d, const std::vector<TensorData>& inputs,
-                const TensorType& out_type, TensorData& got) {
-  using namespace tg::detail;
-  GraphImpl g;
-  Node n;
-  n.kind = kind;
-  n.attr = d;
-  std::vector<std::unique_ptr<DevMem>> bufs;
-  std::vector<DevArg> args;
-  for (const TensorData& t : inputs) {
-    bufs.push_back(std::make_unique<DevMem>(t.nbytes()));
-    EXPECT_EQ(cudaMemcpy(bufs.back()->p, t.data(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-    args.push_back(DevArg{bufs.back()->p, t.type()});
-  }
-  TensorData host(out_type.shape, out_type.dtype);
-  DevMem o(host.nbytes());
-  // All-ones bytes are NaN in every float type: an element the op does not write shows.
-  EXPECT_EQ(cudaMemset(o.p, 0xFF, host.nbytes()), cudaSuccess);
-  // The legacy default stream does not order against the context's stream: finish first.
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaStream_t stream = DeviceContext::get(0).stream();
-  std::vector<DevOut> outs{DevOut{o.p, out_type}};
-  const bool covered = op(g, n, args, outs, stream, 0);
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  if (covered) {
-    EXPECT_EQ(cudaMemcpy(host.data(), o.p, host.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-    got = host;
-  }
-  return covered;
-}
-
 // avg_pool2d(x) and avg_pool2d_grad(dy, x) under d: direct calls, then the executor (static or
 // dynamic shapes) against the CPU backend.
 void check(const std::string& what, const Shape& xs, const PoolDesc& d, DType t, bool cudnn_declines,
@@ -114,9 +76,9 @@ void check(const std::string& what, const Shape& xs, const PoolDesc& d, DType t,
     const std::string op = o.kind == OpKind::AvgPool2d ? "avg_pool2d" : "avg_pool2d_grad";
     TensorData got;
     if (cudnn_declines)
-      EXPECT_FALSE(run_direct(detail::cudnn_pool, o.kind, d, o.in, o.want.type(), got))
+      EXPECT_FALSE(gputest::run_direct(detail::cudnn_pool, o.kind, d, o.in, o.want.type(), got))
           << what << " " << op << ": cuDNN took the case, so it does not test our kernel";
-    ASSERT_TRUE(run_direct(detail::cuda_avg_pool, o.kind, d, o.in, o.want.type(), got)) << what << " " << op;
+    ASSERT_TRUE(gputest::run_direct(detail::cuda_avg_pool, o.kind, d, o.in, o.want.type(), got)) << what << " " << op;
     gputest::expect_close(got, o.want, tol, what + " " + op + " (direct)");
   }
 

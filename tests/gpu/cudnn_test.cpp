@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
 #include "ir/graph_impl.h"
+#include "gpu/direct_op_util.h"
 #include "gpu/gpu_test_util.h"
 #include "tgraph/tgraph.h"
 
@@ -71,46 +72,13 @@ TensorData run_graph(const Build& build, const std::vector<TensorData>& inputs, 
   return g.compile(feeds, {y}, {}, opts).run(inputs)[0];
 }
 
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 1 : bytes), cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-};
-
 // Runs the op directly through cudnn_conv / cudnn_pool; returns whether it covered it and,
 // if so, its result in `got`.
 bool run_direct(OpKind kind, const Attr& attr, const std::vector<TensorData>& inputs, const TensorType& out_type,
                 TensorData& got) {
-  using namespace tg::detail;
-  GraphImpl g;
-  Node n;
-  n.kind = kind;
-  n.attr = attr;
-  std::vector<std::unique_ptr<DevMem>> bufs;
-  std::vector<DevArg> args;
-  for (const TensorData& t : inputs) {
-    bufs.push_back(std::make_unique<DevMem>(t.nbytes()));
-    EXPECT_EQ(cudaMemcpy(bufs.back()->p, t.data(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-    args.push_back(DevArg{bufs.back()->p, t.type()});
-  }
-  TensorData host(out_type.shape, out_type.dtype);
-  DevMem o(host.nbytes());
-  // All-ones bytes are NaN in every float type: an element the op does not write shows.
-  EXPECT_EQ(cudaMemset(o.p, 0xFF, host.nbytes()), cudaSuccess);
-  // The copies and the memset above run on the legacy default stream, which does not order
-  // against the context's non-blocking stream: finish them before the op is enqueued there.
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaStream_t stream = DeviceContext::get(0).stream();
-  bool conv = kind != OpKind::MaxPool2d && kind != OpKind::AvgPool2d && kind != OpKind::MaxPool2dGrad &&
-              kind != OpKind::AvgPool2dGrad;
-  std::vector<DevOut> outs{DevOut{o.p, out_type}};
-  bool covered = conv ? cudnn_conv(g, n, args, outs, stream, 0) : cudnn_pool(g, n, args, outs, stream, 0);
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  if (covered) {
-    EXPECT_EQ(cudaMemcpy(host.data(), o.p, host.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-    got = host;
-  }
-  return covered;
+  const bool conv = kind != OpKind::MaxPool2d && kind != OpKind::AvgPool2d && kind != OpKind::MaxPool2dGrad &&
+                    kind != OpKind::AvgPool2dGrad;
+  return gputest::run_direct(conv ? detail::cudnn_conv : detail::cudnn_pool, kind, attr, inputs, out_type, got);
 }
 
 // One case: direct cuDNN call (covered or declined as expected) and the executor, both

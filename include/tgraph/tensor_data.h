@@ -36,6 +36,9 @@ class TensorData {
   int64_t num_elements() const { return shape_.num_elements(); }
   size_t nbytes() const { return static_cast<size_t>(num_elements()) * dtype_size(dtype_); }
   bool empty() const { return !buf_; }
+  /// True when no other TensorData (or view of it) shares these bytes: a temporary that an op
+  /// consuming it may overwrite instead of copying.
+  bool sole_owner() const { return buf_ && buf_.use_count() == 1; }
 
   void* data() { return buf_.get(); }
   const void* data() const { return buf_.get(); }

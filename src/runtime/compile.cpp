@@ -89,6 +89,7 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   BufferPlan plan = plan_buffers(m);
   impl->arena_bytes = plan.arena_bytes;
   impl->arena_offset = std::move(plan.offset);
+  impl->uses = use_counts(m);
   impl->naive_bytes = plan.naive_bytes;
   return Executable(impl);
 }

@@ -25,6 +25,7 @@ struct ExecutableImpl {
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;
   std::vector<int64_t> arena_offset;  // per value id: byte offset in the run's arena, or -1
+  std::vector<int32_t> uses;          // per value id: reads (node inputs, block results, targets)
 
   /// Checks inputs against the feeds; throws "[run] ..." naming the feed and both types.
   void check_inputs(const std::vector<TensorData>& inputs) const;

@@ -341,6 +341,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   exe->arena_bytes = plan.arena_bytes;
   exe->naive_bytes = plan.naive_bytes;
   exe->arena_offset = std::move(plan.offset);
+  exe->uses = use_counts(exe->module);
   return exe;
 }
 

@@ -2,6 +2,7 @@
 // ordinary loops, and keeps variable writes pending until the whole run has succeeded. The
 // top-level block runs the fused schedule (fused_plan.h: elementwise chains as one loop each)
 // unless TGRAPH_NO_FUSION=1, which runs every op on its own in the compiled order.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -78,14 +79,31 @@ struct RunState {
     return t.at(0) != 0.0;
   }
 
-  void bind(int32_t block, const std::vector<TensorData>& args) {
+  // Region values move between iterations rather than being copied, so that a loop-carried
+  // tensor nobody else holds stays a sole owner, which an op may then update in place (the
+  // for_loop gradient's tape: one row written per iteration, not the whole tape copied).
+  void bind(int32_t block, std::vector<TensorData> args) {
     const Block& b = g.blocks[static_cast<size_t>(block)];
-    for (size_t i = 0; i < b.params.size(); ++i) slots[static_cast<size_t>(b.params[i])] = args[i];
+    for (size_t i = 0; i < b.params.size(); ++i) slots[static_cast<size_t>(b.params[i])] = std::move(args[i]);
   }
-  std::vector<TensorData> results(int32_t block) const {
+  // A region's results; those defined in the region and read by nothing else are moved out.
+  std::vector<TensorData> results(int32_t block) {
+    const std::vector<int32_t>& rs = g.blocks[static_cast<size_t>(block)].results;
     std::vector<TensorData> out;
-    for (int32_t v : g.blocks[static_cast<size_t>(block)].results) out.push_back(in(v));
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const int32_t v = rs[i];
+      if (dying(v, block) && std::find(rs.begin(), rs.begin() + static_cast<long>(i), v) == rs.begin() + static_cast<long>(i))
+        out.push_back(std::move(slots[static_cast<size_t>(v)]));
+      else
+        out.push_back(in(v));
+    }
     return out;
+  }
+  // True when value v, defined in region `block` (not the top level, whose values the arena
+  // and the fused loops manage), has a single reader: after that read nothing needs its slot.
+  bool dying(int32_t v, int32_t block) const {
+    return block != 0 && g.values[static_cast<size_t>(v)].block == block && !exe.uses.empty() &&
+           exe.uses[static_cast<size_t>(v)] == 1;
   }
 
   void block(int32_t b) {
@@ -217,8 +235,8 @@ struct RunState {
         for (size_t i = 3; i < n.inputs.size(); ++i) args.push_back(in(n.inputs[i]));
         for (int64_t i = lo; i < hi; i += step) {
           std::vector<TensorData> params{TensorData::scalar(static_cast<double>(i), DType::i32)};
-          params.insert(params.end(), args.begin(), args.end());
-          bind(n.regions[0], params);
+          for (TensorData& a : args) params.push_back(std::move(a));
+          bind(n.regions[0], std::move(params));
           block(n.regions[0]);
           args = results(n.regions[0]);
         }
@@ -229,7 +247,7 @@ struct RunState {
         std::vector<TensorData> args;
         for (int32_t v : n.inputs) args.push_back(in(v));
         for (;;) {
-          bind(n.regions[0], args);
+          bind(n.regions[0], std::move(args));
           block(n.regions[0]);
           std::vector<TensorData> r = results(n.regions[0]);
           bool go = truth(r[0], "while_loop");
@@ -238,7 +256,7 @@ struct RunState {
             set_outputs(n, r);
             return;
           }
-          bind(n.regions[1], r);
+          bind(n.regions[1], std::move(r));
           block(n.regions[1]);
           args = results(n.regions[1]);
         }
@@ -246,7 +264,8 @@ struct RunState {
       default: {
         std::vector<TensorData> ins;
         ins.reserve(n.inputs.size());
-        for (int32_t v : n.inputs) ins.push_back(in(v));
+        for (int32_t v : n.inputs)  // a region value read here for the last time moves in
+          ins.push_back(dying(v, n.block) ? std::move(slots[static_cast<size_t>(v)]) : in(v));
         CpuProfileScope prof(cpu_profiling() ? profile_key(n, ins) : std::string());
         set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
       }

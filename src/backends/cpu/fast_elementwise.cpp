@@ -146,6 +146,8 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
     case OpKind::GreaterEqual: case OpKind::Less: case OpKind::LessEqual: case OpKind::Equal:
     case OpKind::NotEqual: case OpKind::Rsqrt:
       return fast::shape_op(g, n, in, out);
+    case OpKind::Gather: case OpKind::Scatter:
+      return fast::indexing(n, in, out);
     default:
       return false;
   }

@@ -38,6 +38,9 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
 /// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
 /// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).
 bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// gather / scatter (mode set) along one axis, no batch dims, any dtype: row copies; a scatter
+/// into a sole-owned input writes in place (fast_indexing.cpp).
+bool indexing(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// Elementwise unary / binary f32 ops on operands of equal shapes.
 bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// oneDNN backward convolution for f32 conv2d_data_grad / conv2d_weight_grad (fast_conv_grad.cpp).

@@ -93,7 +93,9 @@ T combine(ScatterMode m, T old, T u) {
 TensorData scatter(const Ctx& c) {
   const ScatterMode mode = c.attr<ScatterDesc>().mode;
   const TensorData& u = c.in[2];
-  TensorData y = c.in[0].clone();
+  // An input nobody else holds (a loop-carried tape moved in by the executor) is updated in
+  // place; otherwise the result is a copy.
+  TensorData y = c.in[0].sole_owner() ? c.in[0] : c.in[0].clone();
   for (int64_t i = 0; i < u.num_elements(); ++i) {
     int64_t t = gather_source(c, unravel(i, dims(u)));
     if (mode == ScatterMode::set) copy_elem(y, t, u, i);

@@ -213,6 +213,16 @@ TEST(FastCpu2, SoftmaxAndLogSoftmax) {
   tg::Graph g;
   auto x = g.placeholder({128, 1000}, tg::f32);
   check(g, g.softmax(x), {rnd({128, 1000}, 2, -8, 8)});
+  check(g, g.log_softmax(x), {rnd({128, 1000}, 3, -30, 30)});
+  // Rows with a NaN, +inf, all -inf: the contiguous float path hands them to the double line.
+  tg::Graph h;
+  auto z = h.placeholder({4, 6}, tg::f32);
+  TensorData zv = rnd({4, 6}, 4, -2, 2);
+  zv.set(2, NAN);
+  zv.set(6 + 3, INFINITY);
+  for (int j = 0; j < 6; ++j) zv.set(12 + j, -INFINITY);
+  check(h, h.softmax(z), {zv});
+  check(h, h.log_softmax(z), {zv});
 }
 
 TEST(FastCpu2, SoftmaxCrossEntropy) {

@@ -239,11 +239,42 @@ bool layer_norm(const Node& n, const std::vector<TensorData>& in, std::vector<Te
 inline void softmax_line(const float* x, int64_t stride, int64_t len, bool log, double* tmp) {
   double m = -std::numeric_limits<double>::infinity(), s = 0;
   for (int64_t j = 0; j < len; ++j) m = std::max(m, static_cast<double>(x[j * stride]));
-  for (int64_t j = 0; j < len; ++j) s += std::exp(x[j * stride] - m);
-  const double ls = std::log(s);
   for (int64_t j = 0; j < len; ++j) {
-    double v = x[j * stride] - m;
-    tmp[j] = log ? v - ls : std::exp(v) / s;
+    tmp[j] = std::exp(x[j * stride] - m);
+    s += tmp[j];
+  }
+  const double ls = std::log(s);
+  for (int64_t j = 0; j < len; ++j) tmp[j] = log ? (x[j * stride] - m) - ls : tmp[j] / s;
+}
+
+// A contiguous line (the softmax axis innermost: attention scores, logits) in float: one exp
+// per element (the double line above takes two), the sum kept in double; within the f32
+// tolerance of the double reference.
+TG_CPU_CLONES void softmax_row(const float* x, float* y, int64_t len, bool log) {
+  float m = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (int64_t j = 0; j < len; ++j) {
+    nan |= x[j] != x[j];
+    m = std::max(m, x[j]);
+  }
+  if (nan || m == std::numeric_limits<float>::infinity()) {  // rare: the double line's exact rules
+    std::vector<double> tmp(static_cast<size_t>(len));
+    softmax_line(x, 1, len, log, tmp.data());
+    for (int64_t j = 0; j < len; ++j) y[j] = static_cast<float>(tmp[static_cast<size_t>(j)]);
+    return;
+  }
+  double s = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    const float e = std::exp(x[j] - m);
+    if (!log) y[j] = e;
+    s += e;
+  }
+  if (log) {
+    const double ls = std::log(s);
+    for (int64_t j = 0; j < len; ++j) y[j] = static_cast<float>(static_cast<double>(x[j] - m) - ls);
+  } else {
+    const float inv = static_cast<float>(1.0 / s);
+    for (int64_t j = 0; j < len; ++j) y[j] *= inv;
   }
 }
 
@@ -258,14 +289,19 @@ bool softmax(const Node& n, const std::vector<TensorData>& in, std::vector<Tenso
   TensorData y = cpu_output(0, in[0].shape(), DType::f32);
   float* yp = y.ptr<float>();
   const int64_t lines = l.outer * l.inner;
+  if (l.inner == 1) {
+#pragma omp parallel for schedule(static) if (lines * l.len >= kParallelMin)
+    for (int64_t li = 0; li < lines; ++li) softmax_row(x + li * l.len, yp + li * l.len, l.len, log);
+  } else {
 #pragma omp parallel if (lines * l.len >= kParallelMin)
-  {
-    std::vector<double> tmp(static_cast<size_t>(l.len));
+    {
+      std::vector<double> tmp(static_cast<size_t>(l.len));
 #pragma omp for schedule(static)
-    for (int64_t li = 0; li < lines; ++li) {
-      const int64_t base = (li / l.inner) * l.len * l.inner + li % l.inner;
-      softmax_line(x + base, l.inner, l.len, log, tmp.data());
-      for (int64_t j = 0; j < l.len; ++j) yp[base + j * l.inner] = static_cast<float>(tmp[static_cast<size_t>(j)]);
+      for (int64_t li = 0; li < lines; ++li) {
+        const int64_t base = (li / l.inner) * l.len * l.inner + li % l.inner;
+        softmax_line(x + base, l.inner, l.len, log, tmp.data());
+        for (int64_t j = 0; j < l.len; ++j) yp[base + j * l.inner] = static_cast<float>(tmp[static_cast<size_t>(j)]);
+      }
     }
   }
   out.clear();

@@ -102,7 +102,6 @@ TEST(CudaMatmulEpilogueMatch, OthersDoNotFold) {
     return std::vector{g.mul(g.add(g.matmul(x[0], x[1]), x[2]), x[2])};
   }));
 }
-#endif
 
 // The gradients of a two-layer perceptron: both bias gradients fold into their weight-gradient
 // matmuls (the plan reduces dy before the matmul; the reduction and the reshape after it move).
@@ -156,3 +155,4 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
   FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
   for (const EpilogueMatch& e : match_epilogues(m, plan)) EXPECT_NE(e.kind, E::bias_grad);
 }
+#endif

@@ -1,5 +1,6 @@
 // Checkpoint files: validated completely before any variable is touched, written atomically.
 #include "tgraph/checkpoint.h"
+#include "core/read_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -119,9 +120,7 @@ void save_checkpoint(const Executable& exe, const std::string& path) {
 
 std::vector<std::string> load_checkpoint(const Executable& exe, const std::string& path,
                                          const LoadCheckpointOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("[checkpoint] cannot open " + path);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string s = detail::read_file(path, "checkpoint");
   Reader r{s, 0, path};
   if (s.size() < sizeof kMagic || std::memcmp(s.data(), kMagic, sizeof kMagic) != 0)
     r.fail("not a tgraph checkpoint (bad magic)");

@@ -1,5 +1,6 @@
 // Executable: the public face of a compiled graph.
 #include "tgraph/executable.h"
+#include "core/read_file.h"
 
 #include <cstdio>
 #include <fstream>
@@ -127,10 +128,8 @@ void Executable::save(const std::string& path) const {
 }
 
 Executable Executable::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("[load] cannot open " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(bytes);
+  const std::string file = detail::read_file(path, "load");
+  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(std::vector<char>(file.begin(), file.end()));
   if (impl->device.kind == Device::Kind::cuda) {
 #ifdef TGRAPH_HAVE_CUDA
     if (impl->device.index >= Device::cuda_device_count())

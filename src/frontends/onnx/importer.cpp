@@ -1,6 +1,7 @@
 // ModelProto -> Graph: placeholders for inputs, constants for initializers, one converter call
 // per node (nodes arrive in topological order, as ONNX requires).
 #include <fstream>
+#include "core/read_file.h"
 #include <set>
 #include <unordered_map>
 
@@ -314,9 +315,7 @@ OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& o
 }
 
 OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("[onnx] cannot open " + path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = detail::read_file(path, "onnx");
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   try {
     return import_onnx_bytes(bytes, options, dir);
@@ -362,9 +361,7 @@ void count_ops(const onnx::GraphProto& g, std::map<std::string, int64_t>& h) {
 }  // namespace
 
 OnnxModelInfo inspect_onnx(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("[onnx] cannot open " + path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = detail::read_file(path, "onnx");
   onnx::ModelProto m;
   if (bytes.empty() || !m.ParseFromString(bytes))
     throw Error("[onnx] " + path + " is not a valid ONNX model (protobuf parse failed)");

@@ -1,5 +1,6 @@
 // TensorProto <-> TensorData: raw and typed storage, external data files.
 #include <cstring>
+#include "core/read_file.h"
 #include <fstream>
 
 #include "frontends/onnx/importer.h"
@@ -146,9 +147,7 @@ TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base
 namespace tg {
 
 TensorData read_onnx_tensor(const std::string& path, std::string* name) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("[onnx] cannot open " + path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = detail::read_file(path, "onnx");
   onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) throw Error("[onnx] " + path + " is not a TensorProto");
   if (name) *name = p.name();

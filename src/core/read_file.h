@@ -1,0 +1,25 @@
+#pragma once
+// A whole file's bytes in one read (models and executables reach hundreds of megabytes; reading
+// them through istreambuf_iterator goes a character at a time).
+#include <fstream>
+#include <string>
+
+#include "tgraph/error.h"
+
+namespace tg::detail {
+
+/// The bytes of `path`; throws tg::Error("[<op>] cannot open <path>") when it cannot be read.
+inline std::string read_file(const std::string& path, const char* op) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw Error(std::string("[") + op + "] cannot open " + path);
+  const std::streamoff size = f.tellg();
+  std::string bytes;
+  if (size > 0) {
+    bytes.resize(static_cast<size_t>(size));
+    f.seekg(0);
+    if (!f.read(bytes.data(), size)) throw Error(std::string("[") + op + "] cannot read " + path);
+  }
+  return bytes;
+}
+
+}  // namespace tg::detail

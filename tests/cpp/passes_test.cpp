@@ -257,6 +257,24 @@ TEST(PassCse, MergesEqualPureOpsOnly) {
   EXPECT_EQ(count(m, OpKind::ReduceSum), 2);  // different attributes stay apart
 }
 
+// Large constants are hashed from a sample of their words: equal ones still merge, and ones
+// that differ only outside the sample stay apart (the full comparison decides).
+TEST(PassCse, LargeConstantsCompareEveryByte) {
+  Graph g;
+  TensorData big = TensorData::uniform({300000}, -1, 1, f32, 5);
+  TensorData copy = big.clone(), other = big.clone();
+  other.set(3, 42.0);  // words 1 and 149998 of 150,000: the sample (every 18th word) skips both
+  other.set(299997, 7.0);
+  Tensor x = g.placeholder({300000}, f32, "x");
+  Tensor a = g.add(x, g.constant(big)), b = g.add(x, g.constant(copy)), c = g.add(x, g.constant(other));
+  Module m = module_of(g, {a, b, c});
+  EXPECT_TRUE(CommonSubexpressionElimination().run(m));
+  DeadCodeElimination().run(m);
+  EXPECT_EQ(count(m, OpKind::Constant), 2);
+  EXPECT_EQ(m.targets[0], m.targets[1]);
+  EXPECT_NE(m.targets[0], m.targets[2]);
+}
+
 TEST(PassSimplify, IdentitiesGoAway) {
   Graph g;
   Tensor x = g.placeholder({2, 3}, f32, "x");

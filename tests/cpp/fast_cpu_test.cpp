@@ -305,3 +305,31 @@ TEST(FastCpu, CompiledGraphMatchesReference) {
   TensorData want = ref(g, y, {ref(g, mm, {ref(g, h, {ref(g, c, {in[0], in[1]})}), in[2]})});
   expect_close(got, want, 1e-4);
 }
+
+// Constant conv weights are reordered once and kept (fast_conv.cpp): two convolutions of one
+// shape with different constant weights, run twice, equal the same convolutions with the
+// weights fed as placeholders (reordered per call), NCHW and NHWC.
+TEST(FastCpu, ConstantConvWeightsPackedOnce) {
+  for (tg::Layout l : {tg::Layout::nchw, tg::Layout::nhwc}) {
+    tg::ConvDesc d;
+    d.data_layout = l;
+    d.weights_layout = l == tg::Layout::nchw ? tg::Layout::oihw : tg::Layout::hwio;
+    d.padding = tg::PaddingStyle::same;
+    const tg::Shape xs = l == tg::Layout::nchw ? tg::Shape{2, 16, 9, 9} : tg::Shape{2, 9, 9, 16};
+    const tg::Shape ws = l == tg::Layout::nchw ? tg::Shape{16, 16, 3, 3} : tg::Shape{3, 3, 16, 16};
+    TensorData w1 = rnd(ws, 11), w2 = rnd(ws, 12), xv = rnd(xs, 13);
+    tg::Graph gc, gp;
+    auto xc = gc.placeholder(xs, tg::f32);
+    auto yc = gc.conv2d(gc.conv2d(xc, gc.constant(w1), d), gc.constant(w2), d);
+    auto xp = gp.placeholder(xs, tg::f32), a = gp.placeholder(ws, tg::f32), b = gp.placeholder(ws, tg::f32);
+    auto yp = gp.conv2d(gp.conv2d(xp, a, d), b, d);
+    tg::Executable ec = gc.compile({{xc, xc.type()}}, {yc}), ep = gp.compile({{xp, xp.type()}, {a, a.type()}, {b, b.type()}}, {yp});
+    TensorData want = ep.run({xv, w1, w2})[0];
+    for (int run = 0; run < 2; ++run) expect_close(ec.run({xv})[0], want, 1e-5);
+    // A second executable with other constants of the same shapes gets its own packing.
+    tg::Graph g2;
+    auto x2 = g2.placeholder(xs, tg::f32);
+    auto y2 = g2.conv2d(g2.conv2d(x2, g2.constant(w2), d), g2.constant(w1), d);
+    expect_close(g2.compile({{x2, x2.type()}}, {y2}).run({xv})[0], ep.run({xv, w2, w1})[0], 1e-5);
+  }
+}

@@ -125,7 +125,7 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
     case OpKind::MatMul:
       return fast::matmul(n, in, out);
     case OpKind::Conv2d:
-      return fast::conv2d(n, in, out);
+      return fast::conv2d(n, in, out, &g);
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
     case OpKind::Maximum: case OpKind::Minimum: case OpKind::Relu: case OpKind::Neg:
     case OpKind::Abs: case OpKind::Square: case OpKind::Sqrt: case OpKind::Exp:

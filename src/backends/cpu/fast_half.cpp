@@ -66,7 +66,9 @@ bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<Tenso
   Kernel kernel = nullptr;
   switch (n.kind) {
     case OpKind::MatMul: kernel = matmul; break;
-    case OpKind::Conv2d: kernel = conv2d; break;
+    case OpKind::Conv2d:  // widened copies: never a graph constant's bytes, so no packing
+      kernel = [](const Node& c, const std::vector<TensorData>& i, std::vector<TensorData>& o) { return conv2d(c, i, o); };
+      break;
     case OpKind::Conv2dDataGrad:
     case OpKind::Conv2dWeightGrad: kernel = conv2d_grad; break;
     default: return false;

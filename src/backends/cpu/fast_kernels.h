@@ -34,7 +34,10 @@ namespace fast {
 /// oneDNN matmul (batched, transposes, batch broadcast) for f32.
 bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights).
-bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+/// With the graph `g`, weights that are its constants are reordered into the primitive's layout
+/// once and kept across calls.
+bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
+            const GraphImpl* g = nullptr);
 /// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
 /// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).
 bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);

@@ -264,8 +264,10 @@ struct RunState {
       default: {
         std::vector<TensorData> ins;
         ins.reserve(n.inputs.size());
-        for (int32_t v : n.inputs)  // a region value read here for the last time moves in
-          ins.push_back(dying(v, n.block) ? std::move(slots[static_cast<size_t>(v)]) : in(v));
+        for (int32_t v : n.inputs) {  // a region value read here for the last time moves in
+          if (dying(v, n.block)) ins.push_back(std::move(slots[static_cast<size_t>(v)]));
+          else ins.push_back(in(v));
+        }
         CpuProfileScope prof(cpu_profiling() ? profile_key(n, ins) : std::string());
         set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
       }

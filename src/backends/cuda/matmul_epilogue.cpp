@@ -58,7 +58,10 @@ EpilogueMatch match_nodes(const GraphImpl& g, const std::vector<int32_t>& uses, 
     return none;
   }
   if (g.type(bias).dtype != yt.dtype || !bias_fits(g.type(bias).shape, yt.shape)) return none;
-  EpilogueMatch m{bias, sum, MatmulShape::Epilogue::bias, 0};
+  EpilogueMatch m;
+  m.bias = bias;
+  m.output = sum;
+  m.kind = MatmulShape::Epilogue::bias;
   if (seen.size() == pattern + 1) {
     const Node& act = g.nodes[static_cast<size_t>(seen.back())];
     m.kind = act.kind == OpKind::Relu       ? MatmulShape::Epilogue::relu_bias
@@ -174,7 +177,9 @@ EpilogueMatch match_bias_grad(const GraphImpl& g, const FusionPlan& plan, size_t
       j = i;
   }
   if (j == plan.steps.size()) return none;
-  EpilogueMatch m{-1, mm.outputs[0], MatmulShape::Epilogue::bias_grad, 0};
+  EpilogueMatch m;
+  m.output = mm.outputs[0];
+  m.kind = MatmulShape::Epilogue::bias_grad;
   m.grad = g.nodes[static_cast<size_t>(plan.steps[j].node)].outputs[0];
   m.grad_step = j;
   m.moved = {j};

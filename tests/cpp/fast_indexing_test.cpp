@@ -14,7 +14,9 @@ using namespace tg;
 
 namespace {
 
-const detail::Node& node_of(const Graph& g, Tensor t) { return g.impl().nodes[static_cast<size_t>(t.op().id())]; }
+const detail::Node& node_of(const Graph& g, Tensor t) {
+  return g.impl().nodes[static_cast<size_t>(t.op().id())];
+}
 
 bool fast(const Graph& g, Tensor t, const std::vector<TensorData>& in, TensorData& got) {
   std::vector<TensorData> out;
@@ -28,7 +30,9 @@ void expect_equal(const TensorData& got, const TensorData& want, const std::stri
   for (int64_t i = 0; i < want.num_elements(); ++i) ASSERT_EQ(got.at(i), want.at(i)) << what << " at " << i;
 }
 
-TensorData ints(Shape s, DType t, std::vector<double> v) { return TensorData::from_vector(std::move(s), t, v); }
+TensorData ints(Shape s, DType t, std::vector<double> v) {
+  return TensorData::from_vector(std::move(s), t, v);
+}
 
 }  // namespace
 
@@ -65,17 +69,21 @@ TEST(FastIndexing, GatherAndScatterRowsMatchTheReference) {
 
 TEST(FastIndexing, LeavesOtherCasesToTheReference) {
   Graph g;
-  Tensor x = g.placeholder({4, 3}, DType::f32), i = g.placeholder({2}, DType::i32), u = g.placeholder({2, 3}, DType::f32);
-  TensorData xv = TensorData::uniform({4, 3}, -1, 1, DType::f32, 9), uv = TensorData::uniform({2, 3}, -1, 1, DType::f32, 10);
+  Tensor x = g.placeholder({4, 3}, DType::f32), i = g.placeholder({2}, DType::i32),
+         u = g.placeholder({2, 3}, DType::f32);
+  TensorData xv = TensorData::uniform({4, 3}, -1, 1, DType::f32, 9),
+             uv = TensorData::uniform({2, 3}, -1, 1, DType::f32, 10);
   TensorData bad = ints({2}, DType::i32, {1, 4}), got;
   EXPECT_FALSE(fast(g, g.gather(x, i), {xv, bad}, got));  // out of range: the reference reports it
   EXPECT_THROW(detail::cpu_eval(g.impl(), node_of(g, g.gather(x, i)), {xv, bad}, nullptr), Error);
-  EXPECT_FALSE(fast(g, g.scatter(x, i, u, 0, ScatterMode::add), {xv, ints({2}, DType::i32, {1, 2}), uv}, got));
+  EXPECT_FALSE(
+      fast(g, g.scatter(x, i, u, 0, ScatterMode::add), {xv, ints({2}, DType::i32, {1, 2}), uv}, got));
 }
 
 TEST(FastIndexing, ScatterWritesInPlaceOnlyIntoASoleOwner) {
   Graph g;
-  Tensor x = g.placeholder({4, 3}, DType::f32), i = g.placeholder({1}, DType::i32), u = g.placeholder({1, 3}, DType::f32);
+  Tensor x = g.placeholder({4, 3}, DType::f32), i = g.placeholder({1}, DType::i32),
+         u = g.placeholder({1, 3}, DType::f32);
   Tensor s = g.scatter(x, i, u);
   TensorData uv = TensorData::from_vector({1, 3}, DType::f32, {7, 8, 9});
   TensorData idx = ints({1}, DType::i32, {2});

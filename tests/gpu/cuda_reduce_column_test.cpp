@@ -7,19 +7,20 @@
 #include <cmath>
 #include <string>
 
+#include "gpu/gpu_test_util.h"
 #include "ops/op_def.h"
 #include "tgraph/tgraph.h"
-#include "gpu/gpu_test_util.h"
 
 using namespace tg;
 
 namespace {
 
 using gputest::expect_close;
-using tg::detail::OpKind;
 using tg::detail::op_name;
+using tg::detail::OpKind;
 
-std::vector<TensorData> run(const Device& d, OpKind k, const TensorData& x, const std::vector<int64_t>& axes, bool keep) {
+std::vector<TensorData> run(const Device& d, OpKind k, const TensorData& x, const std::vector<int64_t>& axes,
+                            bool keep) {
   Graph g;
   Tensor p = g.placeholder(x.shape(), x.dtype());
   Tensor y;
@@ -61,8 +62,10 @@ TEST(CudaReduceColumn, MatchesCpu) {
         TensorData x = k == OpKind::ReduceProd ? TensorData::uniform(c.shape, 0.999, 1.001, t, seed++)
                                                : TensorData::uniform(c.shape, -2, 3, t, seed++);
         for (bool keep : {false, true}) {
-          std::vector<TensorData> want = run(Device::cpu(), k, x, c.axes, keep), got = run(Device::cuda(0), k, x, c.axes, keep);
-          const std::string what = std::string(op_name(k)) + " " + dtype_name(t) + " " + c.shape.str() + (keep ? " keep" : "");
+          std::vector<TensorData> want = run(Device::cpu(), k, x, c.axes, keep),
+                                  got = run(Device::cuda(0), k, x, c.axes, keep);
+          const std::string what =
+              std::string(op_name(k)) + " " + dtype_name(t) + " " + c.shape.str() + (keep ? " keep" : "");
           expect_close(got[0], want[0], tol(t), what);
           expect_close(got[1], want[0], tol(t), what + " (replay)");
         }
@@ -73,8 +76,10 @@ TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
   for (DType t : {i32, i8, i64}) {
     TensorData x = TensorData::uniform({300, 5, 37}, -100, 100, t, 77);
     for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceProd}) {
-      std::vector<TensorData> want = run(Device::cpu(), k, x, {0, 1}, false), got = run(Device::cuda(0), k, x, {0, 1}, false);
-      expect_close(got[0], want[0], 0, std::string(op_name(k)) + " " + dtype_name(t));  // exact (wrapping) arithmetic
+      std::vector<TensorData> want = run(Device::cpu(), k, x, {0, 1}, false),
+                              got = run(Device::cuda(0), k, x, {0, 1}, false);
+      expect_close(got[0], want[0], 0,
+                   std::string(op_name(k)) + " " + dtype_name(t));  // exact (wrapping) arithmetic
     }
   }
   // A NaN in one column spreads to that column only; the variance of data with a mean 1e4 times
@@ -82,7 +87,8 @@ TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
   TensorData x = TensorData::uniform({5000, 40}, -1, 1, f32, 78);
   x.set(1234 * 40 + 17, NAN);
   for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceVariance}) {
-    std::vector<TensorData> want = run(Device::cpu(), k, x, {0}, false), got = run(Device::cuda(0), k, x, {0}, false);
+    std::vector<TensorData> want = run(Device::cpu(), k, x, {0}, false),
+                            got = run(Device::cuda(0), k, x, {0}, false);
     EXPECT_TRUE(std::isnan(got[0].at(17))) << op_name(k);
     expect_close(got[0], want[0], 1e-5, std::string(op_name(k)) + " with a NaN");
   }

@@ -26,7 +26,8 @@ struct DevMem {
 /// covered it and, if so, its result (of `out_type`) in `got`. The output starts as all-ones
 /// bytes — NaN in every float type — so an element the op does not write shows.
 inline bool run_direct(tg::detail::DeviceOp op, tg::detail::OpKind kind, const tg::detail::Attr& attr,
-                       const std::vector<tg::TensorData>& inputs, const tg::TensorType& out_type, tg::TensorData& got) {
+                       const std::vector<tg::TensorData>& inputs, const tg::TensorType& out_type,
+                       tg::TensorData& got) {
   using namespace tg::detail;
   GraphImpl g;
   Node n;

@@ -34,7 +34,8 @@ bool indexing(const Node& n, const std::vector<TensorData>& in, std::vector<Tens
   const bool scatter = n.kind == OpKind::Scatter;
   if (n.kind != OpKind::Gather && !scatter) return false;
   const int64_t axis = scatter ? std::get<ScatterDesc>(n.attr).axis : std::get<GatherDesc>(n.attr).axis;
-  const int64_t batch = scatter ? std::get<ScatterDesc>(n.attr).batch_dims : std::get<GatherDesc>(n.attr).batch_dims;
+  const int64_t batch =
+      scatter ? std::get<ScatterDesc>(n.attr).batch_dims : std::get<GatherDesc>(n.attr).batch_dims;
   if (batch != 0 || (scatter && std::get<ScatterDesc>(n.attr).mode != ScatterMode::set)) return false;
   const TensorData &x = in[0], &ind = in[1];
   if (ind.dtype() != DType::i32 && ind.dtype() != DType::i64) return false;

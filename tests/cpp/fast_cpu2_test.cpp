@@ -160,12 +160,18 @@ TEST(FastCpu2, Pooling) {
 }
 
 TEST(FastCpu2, MaxPoolNaNWins) {
-  tg::Graph g;
-  auto x = g.placeholder({1, 4, 4, 1}, tg::f32);
-  auto y = g.max_pool2d(x, pool(tg::Layout::nhwc, {2, 2}, {}, tg::PaddingStyle::valid));
-  TensorData xv = rnd({1, 4, 4, 1}, 3);
-  xv.ptr<float>()[5] = std::nanf("");
-  check(g, y, {xv});
+  for (tg::Layout l : {tg::Layout::nhwc, tg::Layout::nchw}) {
+    tg::Graph g;
+    auto x = g.placeholder({1, 4, 4, 1}, tg::f32);
+    auto y = g.max_pool2d(x, pool(l, {2, 2}, {}, tg::PaddingStyle::valid));
+    if (l == tg::Layout::nchw) {
+      x = g.placeholder({1, 1, 4, 4}, tg::f32);
+      y = g.max_pool2d(x, pool(l, {3, 3}, {1, 1}, tg::PaddingStyle::same));
+    }
+    TensorData xv = rnd(x.shape(), 3);
+    xv.ptr<float>()[5] = std::nanf("");
+    check(g, y, {xv});
+  }
 }
 
 TEST(FastCpu2, BatchNorm) {

@@ -109,31 +109,61 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
   if (!grad) {
     TensorData y = cpu_output(0, Shape(yd), DType::f32);
     float* yp = y.ptr<float>();
-#pragma omp parallel for collapse(2) schedule(static) if (p.N * p.OH * p.OW * p.C * p.k[0] * p.k[1] >= (1 << 15))
-    for (int64_t b = 0; b < p.N; ++b)
-      for (int64_t oh = 0; oh < p.OH; ++oh)
-        for (int64_t ow = 0; ow < p.OW; ++ow)
-          for (int64_t c = 0; c < p.C; ++c) {
-            if (is_max) {
+    const bool big = p.N * p.OH * p.OW * p.C * p.k[0] * p.k[1] >= (1 << 15);
+    if (!p.last && is_max) {
+      // nchw max pooling: one image plane at a time, the window clipped to it up front, so
+      // neighbouring outputs read neighbouring inputs and the taps need no bounds checks.
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+      for (int64_t b = 0; b < p.N; ++b)
+        for (int64_t c = 0; c < p.C; ++c) {
+          const float* plane = xp + (b * p.C + c) * p.H * p.W;
+          float* out_plane = yp + (b * p.C + c) * p.OH * p.OW;
+          for (int64_t oh = 0; oh < p.OH; ++oh)
+            for (int64_t ow = 0; ow < p.OW; ++ow) {
               float best = 0;
               bool any = false;
-              for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
-                const float v = xp[p.x_index(b, c, h, w)];
-                if (!any) best = v, any = true;
-                else if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
-              });
-              yp[p.y_index(b, c, oh, ow)] = any ? best : -std::numeric_limits<float>::infinity();
-            } else {
-              double s = 0;
-              int64_t inside = 0;
-              const int64_t padded = for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
-                s += xp[p.x_index(b, c, h, w)];
-                ++inside;
-              });
-              const double div = static_cast<double>(cip ? padded : inside);
-              yp[p.y_index(b, c, oh, ow)] = static_cast<float>(div > 0 ? s / div : 0.0);
+              for (int64_t kh = 0; kh < p.k[0]; ++kh) {
+                const int64_t h = oh * p.s[0] + kh * p.dil[0] - p.pb[0];
+                if (h < 0 || h >= p.H) continue;
+                const float* row = plane + h * p.W;
+                for (int64_t kw = 0; kw < p.k[1]; ++kw) {
+                  const int64_t w = ow * p.s[1] + kw * p.dil[1] - p.pb[1];
+                  if (w < 0 || w >= p.W) continue;
+                  const float v = row[w];
+                  if (!any) best = v, any = true;
+                  else if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
+                }
+              }
+              out_plane[oh * p.OW + ow] = any ? best : -std::numeric_limits<float>::infinity();
             }
-          }
+        }
+    } else {
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+      for (int64_t b = 0; b < p.N; ++b)
+        for (int64_t oh = 0; oh < p.OH; ++oh)
+          for (int64_t ow = 0; ow < p.OW; ++ow)
+            for (int64_t c = 0; c < p.C; ++c) {
+              if (is_max) {
+                float best = 0;
+                bool any = false;
+                for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
+                  const float v = xp[p.x_index(b, c, h, w)];
+                  if (!any) best = v, any = true;
+                  else if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
+                });
+                yp[p.y_index(b, c, oh, ow)] = any ? best : -std::numeric_limits<float>::infinity();
+              } else {
+                double s = 0;
+                int64_t inside = 0;
+                const int64_t padded = for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
+                  s += xp[p.x_index(b, c, h, w)];
+                  ++inside;
+                });
+                const double div = static_cast<double>(cip ? padded : inside);
+                yp[p.y_index(b, c, oh, ow)] = static_cast<float>(div > 0 ? s / div : 0.0);
+              }
+            }
+    }
     out.clear();
     out.push_back(std::move(y));
     return true;

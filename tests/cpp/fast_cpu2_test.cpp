@@ -162,12 +162,10 @@ TEST(FastCpu2, Pooling) {
 TEST(FastCpu2, MaxPoolNaNWins) {
   for (tg::Layout l : {tg::Layout::nhwc, tg::Layout::nchw}) {
     tg::Graph g;
-    auto x = g.placeholder({1, 4, 4, 1}, tg::f32);
-    auto y = g.max_pool2d(x, pool(l, {2, 2}, {}, tg::PaddingStyle::valid));
-    if (l == tg::Layout::nchw) {
-      x = g.placeholder({1, 1, 4, 4}, tg::f32);
-      y = g.max_pool2d(x, pool(l, {3, 3}, {1, 1}, tg::PaddingStyle::same));
-    }
+    const bool last = l == tg::Layout::nhwc;
+    auto x = g.placeholder(last ? tg::Shape{1, 4, 4, 1} : tg::Shape{1, 1, 4, 4}, tg::f32);
+    auto y = last ? g.max_pool2d(x, pool(l, {2, 2}, {}, tg::PaddingStyle::valid))
+                  : g.max_pool2d(x, pool(l, {3, 3}, {1, 1}, tg::PaddingStyle::same));
     TensorData xv = rnd(x.shape(), 3);
     xv.ptr<float>()[5] = std::nanf("");
     check(g, y, {xv});

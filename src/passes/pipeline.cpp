@@ -10,12 +10,14 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "ops/op_def.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/autocast.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose.h"
+#include "passes/layout.h"
 
 namespace tg::detail {
 namespace {
@@ -48,9 +50,19 @@ bool verify_each_pass() {
 #endif
 }
 
+// Gradients of convolution or pooling: a training graph, whose backward ops would keep
+// reading nchw activations (the transposes would stay), so the layout is left as it is.
+bool has_training_convolutions(const Module& m) {
+  for (const Node& n : m.graph.nodes) {
+    const Family f = op_def(n.kind).family;
+    if (f == Family::conv_grad || f == Family::pool_grad) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision) {
+void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision, bool channels_last) {
   Dumper dumper;
   verify_or_throw(m.graph);
   dumper.dump(m, "input");
@@ -65,6 +77,10 @@ void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision
     if (verify_each_pass()) verify_or_throw(m.graph, "autocast");
   }
   if (!optimize) return;
+  if (channels_last && !has_training_convolutions(m) && ChannelsLast().run(m)) {
+    dumper.dump(m, "channels_last");
+    if (verify_each_pass()) verify_or_throw(m.graph, "channels_last");
+  }
   std::vector<std::unique_ptr<Pass>> round;
   round.push_back(std::make_unique<DeadCodeElimination>());
   round.push_back(std::make_unique<ConstantFolding>());

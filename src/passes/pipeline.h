@@ -7,11 +7,12 @@ namespace tg::detail {
 
 /// Runs verify, then (for backends without composite kernels) decomposition of composite
 /// ops, then `precision` (autocast.h: bf16 / f16 autocast, the tf32 permission), then (when
-/// optimize) dce, constant folding, cse, algebraic simplification to a fixed point (at most a
-/// few rounds), then dce. With TGRAPH_DUMP=dir set, writes the
+/// optimize) channels-last rewriting of nchw convolution networks when `channels_last`
+/// (layout.h; inference graphs only), dce, constant folding, cse, algebraic simplification to
+/// a fixed point (at most a few rounds), then dce. With TGRAPH_DUMP=dir set, writes the
 /// graph after every pass as dir/NN-pass.txt and .dot. Verifies after each pass in debug
 /// builds or with TGRAPH_VERIFY=1.
 void run_pipeline(Module& m, bool optimize, bool decompose_composites = false,
-                  Precision precision = Precision::f32);
+                  Precision precision = Precision::f32, bool channels_last = false);
 
 }  // namespace tg::detail

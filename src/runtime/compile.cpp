@@ -1,5 +1,6 @@
 // Graph::compile and Graph::run: copy the graph, specialise feed types, run the pass
 // pipeline, plan buffers, and wrap the result in an Executable.
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -25,6 +26,13 @@ std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g) {
     if (!g.variable_store->values.count(name))
       g.variable_store->values[name] = g.nodes[static_cast<size_t>(node)].data.clone();
   return g.variable_store;
+}
+
+// TGRAPH_NO_LAYOUT=1 keeps nchw convolution networks in their own layout on the CPU (read per
+// compile, so a test can compare both).
+bool layout_pass_disabled() {
+  const char* v = std::getenv("TGRAPH_NO_LAYOUT");
+  return v && std::string(v) == "1";
 }
 }  // namespace detail
 
@@ -77,7 +85,9 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
   reinfer(m.graph);
   // The CUDA backend has no kernels for composite norms and losses: they become primitives.
-  run_pipeline(m, options.optimize, options.device.kind == Device::Kind::cuda, options.precision);
+  // The CPU's convolutions are fastest channels-last (layout.h); cuDNN's choice is its own.
+  const bool cpu = options.device.kind == Device::Kind::cpu;
+  run_pipeline(m, options.optimize, !cpu, options.precision, cpu && !detail::layout_pass_disabled());
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -83,6 +83,14 @@ int64_t for_taps(const PoolGeom& p, int64_t oh, int64_t ow, F&& f) {
   return padded;
 }
 
+// best[c] = max(best[c], v[c]) with the reference's NaN rule (a NaN, once met, stays).
+TG_CPU_CLONES void max_row(float* best, const float* v, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float b = best[c], x = v[c];
+    best[c] = b != b ? b : (x != x || x > b) ? x : b;
+  }
+}
+
 }  // namespace
 
 bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
@@ -137,6 +145,32 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
               out_plane[oh * p.OW + ow] = any ? best : -std::numeric_limits<float>::infinity();
             }
         }
+    } else if (is_max) {
+      // nhwc max pooling: per output pixel, the window's rows of C channels compared a whole
+      // row at a time (the loop over channels vectorises).
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+      for (int64_t b = 0; b < p.N; ++b)
+        for (int64_t oh = 0; oh < p.OH; ++oh)
+          for (int64_t ow = 0; ow < p.OW; ++ow) {
+            float* best = yp + ((b * p.OH + oh) * p.OW + ow) * p.C;
+            bool any = false;
+            for (int64_t kh = 0; kh < p.k[0]; ++kh) {
+              const int64_t h = oh * p.s[0] + kh * p.dil[0] - p.pb[0];
+              if (h < 0 || h >= p.H) continue;
+              for (int64_t kw = 0; kw < p.k[1]; ++kw) {
+                const int64_t w = ow * p.s[1] + kw * p.dil[1] - p.pb[1];
+                if (w < 0 || w >= p.W) continue;
+                const float* row = xp + ((b * p.H + h) * p.W + w) * p.C;
+                if (!any) {
+                  std::copy(row, row + p.C, best);
+                  any = true;
+                  continue;
+                }
+                max_row(best, row, p.C);
+              }
+            }
+            if (!any) std::fill(best, best + p.C, -std::numeric_limits<float>::infinity());
+          }
     } else {
 #pragma omp parallel for collapse(2) schedule(static) if (big)
       for (int64_t b = 0; b < p.N; ++b)

@@ -1,0 +1,107 @@
+#include "passes/layout.h"
+
+#include "ops/builder.h"
+#include "ops/op_def.h"
+#include "passes/rewrite.h"
+
+namespace tg::detail {
+namespace {
+
+const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
+
+// The input of the transpose that produces v, and its permutation; null when v is not a
+// transpose's result.
+const Node* transpose_of(const GraphImpl& g, int32_t v) {
+  const int32_t id = g.values[static_cast<size_t>(v)].node;
+  if (id < 0) return nullptr;
+  const Node& p = g.nodes[static_cast<size_t>(id)];
+  return p.kind == OpKind::Transpose ? &p : nullptr;
+}
+
+std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& in) {
+  const GraphImpl& G = g.impl();
+  const OpDef& def = op_def(n.kind);
+  // nchw convolution and pooling: the same op channels-last between two transposes.
+  if (n.kind == OpKind::Conv2d || n.kind == OpKind::MaxPool2d || n.kind == OpKind::AvgPool2d) {
+    if (in[0].shape().rank() != 4) return {};
+    Tensor x = g.transpose(in[0], kToNhwc);
+    Tensor y;
+    if (n.kind == OpKind::Conv2d) {
+      ConvDesc d = std::get<ConvDesc>(n.attr);
+      if (d.data_layout != Layout::nchw) return {};
+      d.data_layout = Layout::nhwc;  // the weights keep their layout
+      y = g.conv2d(x, in[1], d);
+    } else {
+      PoolDesc d = std::get<PoolDesc>(n.attr);
+      if (d.data_layout != Layout::nchw) return {};
+      d.data_layout = Layout::nhwc;
+      y = n.kind == OpKind::MaxPool2d ? g.max_pool2d(x, d) : g.avg_pool2d(x, d);
+    }
+    return {g.transpose(y, kToNchw)};
+  }
+  // Elementwise ops with an operand that is a transpose: op(T(a), b) = T(op(a, T^-1(b))). The
+  // other operands must be the same transpose of equally shaped values, rank 0 (broadcast
+  // either way), constants (their transpose folds), or broadcasts of rank-4 values (the
+  // broadcast of the transposed value: a per-channel bias stays small).
+  if (def.has(kElementwise) && !def.has(kStateful) && n.outputs.size() == 1 && !in.empty()) {
+    std::vector<int64_t> perm;
+    Shape inner;
+    for (const Tensor& t : in)
+      if (const Node* tp = t.shape().rank() == 4 ? transpose_of(G, t.id()) : nullptr) {
+        perm = std::get<AxesDesc>(tp->attr).axes;
+        inner = G.type(tp->inputs[0]).shape;
+        break;
+      }
+    if (perm.size() != 4) return {};
+    std::vector<int64_t> inv(4);
+    for (int64_t i = 0; i < 4; ++i) inv[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
+    std::vector<Tensor> args;
+    for (const Tensor& t : in) {
+      if (t.shape().rank() == 0) {
+        args.push_back(t);
+        continue;
+      }
+      if (t.shape().rank() != 4) return {};
+      const Node* tp = transpose_of(G, t.id());
+      const int32_t pid = G.values[static_cast<size_t>(t.id())].node;
+      const Node* p = pid < 0 ? nullptr : &G.nodes[static_cast<size_t>(pid)];
+      if (tp) {
+        if (std::get<AxesDesc>(tp->attr).axes != perm || !(G.type(tp->inputs[0]).shape == inner)) return {};
+        args.emplace_back(&g.impl(), tp->inputs[0]);
+      } else if (p && p->kind == OpKind::Constant) {
+        args.push_back(g.transpose(t, inv));
+      } else if (p && p->kind == OpKind::BroadcastTo && G.type(p->inputs[0]).shape.rank() == 4 &&
+                 t.shape().is_static()) {
+        const Tensor src(&g.impl(), p->inputs[0]);
+        std::vector<int64_t> shape(4);
+        for (size_t i = 0; i < 4; ++i) shape[i] = t.shape()[inv[i]];
+        args.push_back(g.broadcast_to(g.transpose(src, inv), shape));
+      } else {
+        return {};
+      }
+    }
+    return {g.transpose(make(g, n.kind, args, n.attr), perm)};
+  }
+  // Keep-dims reductions of a transpose: the reduction over the matching axes, then the transpose.
+  if (def.has(kReduction) && n.kind != OpKind::SumToLike && n.outputs.size() == 1 && in.size() == 1) {
+    const auto* rd = std::get_if<ReduceDesc>(&n.attr);
+    const Node* tp = transpose_of(G, in[0].id());
+    if (!rd || !rd->keep_dims || !tp || rd->axes.empty()) return {};
+    const std::vector<int64_t> perm = std::get<AxesDesc>(tp->attr).axes;
+    const int64_t r = static_cast<int64_t>(perm.size());
+    ReduceDesc d = *rd;
+    for (int64_t& a : d.axes) {
+      const int64_t k = a < 0 ? a + r : a;
+      if (k < 0 || k >= r) return {};
+      a = perm[static_cast<size_t>(k)];
+    }
+    return {g.transpose(make(g, n.kind, {Tensor(&g.impl(), tp->inputs[0])}, d), perm)};
+  }
+  return {};
+}
+
+}  // namespace
+
+bool ChannelsLast::run(Module& m) { return rewrite_nodes(m, {0}, rewrite); }
+
+}  // namespace tg::detail

@@ -1,0 +1,54 @@
+#include "passes/rewrite.h"
+
+#include <algorithm>
+
+#include "ops/builder.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+
+bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f) {
+  GraphImpl& G = m.graph;
+  bool changed = false;
+  for (int32_t b : blocks) {
+    for (size_t pos = 0; pos < G.blocks[static_cast<size_t>(b)].nodes.size(); ++pos) {
+      int32_t id = G.blocks[static_cast<size_t>(b)].nodes[pos];
+      Node n = G.nodes[static_cast<size_t>(id)];  // copy: building appends to G.nodes
+      std::vector<Tensor> in;
+      for (int32_t v : n.inputs) in.emplace_back(&G, v);
+      Graph g = GraphAccess::wrap(G, b);
+      const size_t first_new = G.blocks[static_cast<size_t>(b)].nodes.size();
+      std::vector<Tensor> out;
+      try {
+        out = f(g, n, in);
+      } catch (const Error&) {
+        out.clear();  // a shape the rewrite does not handle: keep the node
+      }
+      auto& nodes = G.blocks[static_cast<size_t>(b)].nodes;
+      bool ok = !out.empty() && out.size() == n.outputs.size();
+      for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i].type() == G.type(n.outputs[i]);
+      if (!ok) {
+        nodes.resize(first_new);  // drop anything built (unused nodes stay unreachable)
+        continue;
+      }
+      // The new nodes take the old one's place (and its control dependencies).
+      for (size_t k = first_new; k < nodes.size(); ++k) {
+        auto& deps = G.nodes[static_cast<size_t>(nodes[k])].control_deps;
+        deps.insert(deps.end(), n.control_deps.begin(), n.control_deps.end());
+      }
+      std::rotate(nodes.begin() + static_cast<long>(pos), nodes.begin() + static_cast<long>(first_new), nodes.end());
+      size_t added = nodes.size() - first_new;
+      nodes.erase(nodes.begin() + static_cast<long>(pos + added));  // the old node itself
+      for (size_t i = 0; i < out.size(); ++i) replace_uses(m, n.outputs[i], out[i].id());
+      int32_t last = G.values[static_cast<size_t>(out[0].id())].node;
+      for (Node& other : G.nodes)
+        for (int32_t& d : other.control_deps)
+          if (d == id) d = last;
+      pos += added - 1;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace tg::detail

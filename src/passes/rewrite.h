@@ -1,0 +1,22 @@
+#pragma once
+// Node-by-node rewriting, shared by the passes that replace an op with a small subgraph
+// (decompose.cpp: composites into primitives; layout.cpp: nchw into nhwc).
+#include <functional>
+#include <vector>
+
+#include "passes/module.h"
+#include "tgraph/graph.h"
+
+namespace tg::detail {
+
+/// The replacement values of node n's outputs, built with g at n's place; empty to keep n.
+/// May throw tg::Error (n is then kept).
+using NodeRewrite = std::function<std::vector<Tensor>(Graph& g, const Node& n, const std::vector<Tensor>& in)>;
+
+/// Visits the nodes of `blocks` in order and replaces each that `f` rewrites: the new nodes
+/// take its place in the block (and its control dependencies), its outputs' uses move to the
+/// replacements (which must have the same types, or n is kept), and later nodes see the
+/// rewritten graph. Returns whether anything changed.
+bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f);
+
+}  // namespace tg::detail

@@ -53,8 +53,13 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
         break;
       }
     if (perm.size() != 4) return {};
-    std::vector<int64_t> inv(4);
-    for (int64_t i = 0; i < 4; ++i) inv[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
+    std::vector<int64_t> inv(4, -1);
+    for (int64_t i = 0; i < 4; ++i) {
+      int64_t& a = perm[static_cast<size_t>(i)];
+      if (a < 0) a += 4;  // transposes may count axes from the end
+      if (a < 0 || a >= 4 || inv[static_cast<size_t>(a)] >= 0) return {};
+      inv[static_cast<size_t>(a)] = i;
+    }
     std::vector<Tensor> args;
     for (const Tensor& t : in) {
       if (t.shape().rank() == 0) {
@@ -66,7 +71,10 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
       const int32_t pid = G.values[static_cast<size_t>(t.id())].node;
       const Node* p = pid < 0 ? nullptr : &G.nodes[static_cast<size_t>(pid)];
       if (tp) {
-        if (std::get<AxesDesc>(tp->attr).axes != perm || !(G.type(tp->inputs[0]).shape == inner)) return {};
+        std::vector<int64_t> q = std::get<AxesDesc>(tp->attr).axes;
+        for (int64_t& a : q)
+          if (a < 0) a += 4;
+        if (q != perm || !(G.type(tp->inputs[0]).shape == inner)) return {};
         args.emplace_back(&g.impl(), tp->inputs[0]);
       } else if (p && p->kind == OpKind::Constant) {
         args.push_back(g.transpose(t, inv));
@@ -87,8 +95,10 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     const auto* rd = std::get_if<ReduceDesc>(&n.attr);
     const Node* tp = transpose_of(G, in[0].id());
     if (!rd || !rd->keep_dims || !tp || rd->axes.empty()) return {};
-    const std::vector<int64_t> perm = std::get<AxesDesc>(tp->attr).axes;
+    std::vector<int64_t> perm = std::get<AxesDesc>(tp->attr).axes;
     const int64_t r = static_cast<int64_t>(perm.size());
+    for (int64_t& a : perm)
+      if (a < 0) a += r;
     ReduceDesc d = *rd;
     for (int64_t& a : d.axes) {
       const int64_t k = a < 0 ? a + r : a;

@@ -36,7 +36,8 @@ bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewr
         auto& deps = G.nodes[static_cast<size_t>(nodes[k])].control_deps;
         deps.insert(deps.end(), n.control_deps.begin(), n.control_deps.end());
       }
-      std::rotate(nodes.begin() + static_cast<long>(pos), nodes.begin() + static_cast<long>(first_new), nodes.end());
+      std::rotate(nodes.begin() + static_cast<long>(pos), nodes.begin() + static_cast<long>(first_new),
+                  nodes.end());
       size_t added = nodes.size() - first_new;
       nodes.erase(nodes.begin() + static_cast<long>(pos + added));  // the old node itself
       for (size_t i = 0; i < out.size(); ++i) replace_uses(m, n.outputs[i], out[i].id());

@@ -11,7 +11,8 @@ namespace tg::detail {
 
 /// The replacement values of node n's outputs, built with g at n's place; empty to keep n.
 /// May throw tg::Error (n is then kept).
-using NodeRewrite = std::function<std::vector<Tensor>(Graph& g, const Node& n, const std::vector<Tensor>& in)>;
+using NodeRewrite =
+    std::function<std::vector<Tensor>(Graph& g, const Node& n, const std::vector<Tensor>& in)>;
 
 /// Visits the nodes of `blocks` in order and replaces each that `f` rewrites: the new nodes
 /// take its place in the block (and its control dependencies), its outputs' uses move to the

@@ -1,13 +1,14 @@
 // The channels-last pass (passes/layout.h): an nchw convolution network compiled for the CPU
 // keeps only the transposes at its edges and gives the same numbers as with the pass off
 // (TGRAPH_NO_LAYOUT=1); training graphs are left alone.
+#include "passes/layout.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 
 #include "module_util.h"
-#include "passes/layout.h"
 #include "passes/pipeline.h"
 #include "tgraph/tgraph.h"
 
@@ -31,8 +32,12 @@ Tensor net(Graph& g, Tensor x) {
   c.data_layout = Layout::nchw;
   c.weights_layout = Layout::oihw;
   c.padding = PaddingStyle::same;
-  auto w = [&](int64_t o, int64_t i, uint64_t seed) { return g.constant(TensorData::uniform({o, i, 3, 3}, -0.3, 0.3, f32, seed)); };
-  auto bias = [&](int64_t o, uint64_t seed) { return g.constant(TensorData::uniform({1, o, 1, 1}, -0.1, 0.1, f32, seed)); };
+  auto w = [&](int64_t o, int64_t i, uint64_t seed) {
+    return g.constant(TensorData::uniform({o, i, 3, 3}, -0.3, 0.3, f32, seed));
+  };
+  auto bias = [&](int64_t o, uint64_t seed) {
+    return g.constant(TensorData::uniform({1, o, 1, 1}, -0.1, 0.1, f32, seed));
+  };
   Tensor h = g.relu(g.add(g.conv2d(x, w(8, 3, 1), c), bias(8, 2)));
   PoolDesc p;
   p.kernel = {3, 3};
@@ -74,7 +79,8 @@ TEST(PassChannelsLast, SameNumbersAsWithoutThePass) {
     unsetenv("TGRAPH_NO_LAYOUT");
   }
   ASSERT_EQ(out[0][0].shape(), out[1][0].shape());
-  for (int64_t i = 0; i < out[0][0].num_elements(); ++i) EXPECT_NEAR(out[0][0].at(i), out[1][0].at(i), 1e-5) << i;
+  for (int64_t i = 0; i < out[0][0].num_elements(); ++i)
+    EXPECT_NEAR(out[0][0].at(i), out[1][0].at(i), 1e-5) << i;
 }
 
 TEST(PassChannelsLast, TrainingGraphsKeepTheirLayout) {
@@ -89,4 +95,23 @@ TEST(PassChannelsLast, TrainingGraphsKeepTheirLayout) {
   Module m = module_of(g, {loss, gr[w]});
   run_pipeline(m, true, false, Precision::f32, true);
   EXPECT_EQ(count(m, OpKind::Transpose), 0);
+}
+
+// Transposes written with negative axes sink like any other, and the result is unchanged.
+TEST(PassChannelsLast, NegativeAxesAndUserTransposes) {
+  TensorData xv = TensorData::uniform({2, 3, 4, 5}, -1, 1, f32, 3),
+             bv = TensorData::uniform({2, 4, 5, 3}, -1, 1, f32, 4);
+  std::vector<TensorData> out[2];
+  for (int off = 0; off < 2; ++off) {
+    if (off) setenv("TGRAPH_NO_LAYOUT", "1", 1);
+    Graph g;
+    Tensor x = g.placeholder({2, 3, 4, 5}, f32), b = g.placeholder({2, 4, 5, 3}, f32);
+    Tensor t = g.transpose(x, {0, -2, -1, 1});  // [2,4,5,3]
+    Tensor y =
+        g.reduce_max(g.add(g.relu(t), g.transpose(g.transpose(b, {0, 3, 1, 2}), {0, 2, 3, 1})), {1, 2}, true);
+    out[off] = g.compile({{x, x.type()}, {b, b.type()}}, {y}, {}, {.device = Device::cpu()}).run({xv, bv});
+    unsetenv("TGRAPH_NO_LAYOUT");
+  }
+  ASSERT_EQ(out[0][0].shape(), out[1][0].shape());
+  for (int64_t i = 0; i < out[0][0].num_elements(); ++i) EXPECT_EQ(out[0][0].at(i), out[1][0].at(i)) << i;
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace tg::detail {
 
@@ -39,6 +41,18 @@ class ArenaAllocator {
         free_.erase(it);
       }
     }
+  }
+  /// Releases the blocks of `live` ((value, last step) pairs) whose last step is <= `step` and
+  /// drops them from it: the planners' "free what dies at this step". `offset[v]` and
+  /// `size_of(v)` give a value's block.
+  template <class Size>
+  void release_dead(std::vector<std::pair<int32_t, int32_t>>& live, int32_t step, const std::vector<int64_t>& offset,
+                    Size size_of) {
+    std::erase_if(live, [&](const std::pair<int32_t, int32_t>& e) {
+      if (e.second > step) return false;
+      release(offset[static_cast<size_t>(e.first)], size_of(e.first));
+      return true;
+    });
   }
   /// The arena's size so far: the end of the highest block ever placed.
   int64_t bytes() const { return bytes_; }

@@ -90,14 +90,7 @@ BufferPlan plan_buffers(const Module& m) {
       live.emplace_back(v, std::max(last_use[static_cast<size_t>(v)], s));
     }
     // Free what dies at this step (outputs never read die at once).
-    for (auto it = live.begin(); it != live.end();) {
-      if (it->second <= s) {
-        arena.release(p.offset[static_cast<size_t>(it->first)], size_of(it->first));
-        it = live.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    arena.release_dead(live, s, p.offset, size_of);
   }
   p.arena_bytes = arena.bytes();
   return p;

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/kernels_pool_indices.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "passes/fusion.h"
 #include "tgraph/tgraph.h"
@@ -60,6 +61,24 @@ TEST(CudaCodegen, ColumnReductionKernelsCompile) {
     for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin})
       EXPECT_FALSE(nvrtc_compile(column_source(k, t, t), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
   EXPECT_FALSE(nvrtc_compile(column_source(OpKind::ReduceAny, boolean, boolean), 9, 0).empty());
+}
+
+// The pooling kernels' layout arithmetic (PoolGeometry::coords / index, shared by the max-pool
+// and avg-pool kernels): every element's coordinates map back to its index, row-major in
+// (n, h, w, c) for nhwc and (n, c, h, w) for nchw.
+TEST(CudaCodegen, PoolGeometryCoordinatesRoundTrip) {
+  for (bool last : {true, false}) {
+    PoolGeometry g{};
+    g.n = 2, g.c = 3, g.channels_last = last;
+    const long long hh = 4, ww = 5;
+    for (long long f = 0; f < g.n * g.c * hh * ww; ++f) {
+      long long n, c, h, w;
+      g.coords(f, hh, ww, n, c, h, w);
+      ASSERT_EQ(g.index(n, c, h, w, hh, ww), f);
+      const long long want = last ? ((n * hh + h) * ww + w) * g.c + c : ((n * g.c + c) * hh + h) * ww + w;
+      ASSERT_EQ(f, want);
+    }
+  }
 }
 
 // Integer reductions accumulate exactly in long long (sum / prod wrap); argmax / argmin compare

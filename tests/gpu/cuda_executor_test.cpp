@@ -273,28 +273,6 @@ TEST(CudaExecutor, TrainingStepsMatchTheCpu) {
 
 namespace {
 
-// Runs `build` on the CPU and twice on CUDA (recording, then captured replay), comparing both
-// CUDA runs with the CPU, and asserts that the CUDA run was captured: no op of it copied data to
-// the host (an op without a device kernel falls back to the CPU and prevents capture).
-template <class Build>
-void on_device(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol) {
-  SCOPED_TRACE(what);
-  Graph g;
-  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
-  std::vector<Tensor> outs = build(g, ph);
-  auto want = g.compile(feeds, outs, {}, cpu()).run(inputs);
-  Executable e = g.compile(feeds, outs, {}, gpu());
-  for (int run = 0; run < 2; ++run) {
-    auto got = e.run(inputs);
-    for (size_t i = 0; i < outs.size(); ++i)
-      expect_close(got[i], want[i], tol, what + " run " + std::to_string(run) + " output " + std::to_string(i));
-  }
-  auto st = detail::cuda_graph_stats(e.impl());
-  EXPECT_EQ(st.error, "") << what;
-  EXPECT_EQ(st.captures, 1) << what;
-  EXPECT_EQ(st.replays, 1) << what;
-}
-
 // Distinct integers (a permutation of k*7 mod n, shifted), so argmax / argmin have no ties.
 TensorData perm_ints(Shape s, DType t, int64_t shift) {
   TensorData d(std::move(s), t);
@@ -309,7 +287,7 @@ TensorData perm_ints(Shape s, DType t, int64_t shift) {
 TEST(CudaExecutor, PartialBatchBroadcastMatmul) {
   for (DType t : {f32, f16, bf16, f64}) {
     double tol = t == f64 ? 1e-12 : tolerance(t) * 20;
-    on_device(std::string("partial batch broadcast ") + dtype_name(t), [](Graph& g, auto& x) {
+    gputest::differential(std::string("partial batch broadcast ") + dtype_name(t), [](Graph& g, auto& x) {
       return std::vector{g.matmul(x[0], x[1]), g.matmul(x[2], x[3]), g.matmul(x[1], x[0], true, true),
                          g.matmul(x[4], x[3])};
     }, {rnd({2, 1, 3, 4}, t, 1, -1, 1), rnd({1, 5, 4, 6}, t, 2, -1, 1), rnd({2, 1, 4, 8}, t, 3, -1, 1),
@@ -321,7 +299,7 @@ TEST(CudaExecutor, PartialBatchBroadcastMatmul) {
 // bitcast run on the device.
 TEST(CudaExecutor, IntegerReductionsPowAndBitcast) {
   for (DType t : {i8, i32, i64, u8}) {
-    on_device(std::string("integer reductions ") + dtype_name(t), [](Graph& g, auto& x) {
+    gputest::differential(std::string("integer reductions ") + dtype_name(t), [](Graph& g, auto& x) {
       return std::vector{g.reduce_sum(x[0]), g.reduce_sum(x[0], {1}), g.reduce_prod(x[0], {2}),
                          g.reduce_max(x[0], {0, 2}, true), g.reduce_min(x[0], {-1}), g.argmax(x[0], 1),
                          g.argmin(x[0], 2), g.sum_to_like(x[0], x[1]), g.reduce_sum(x[2], {1}),
@@ -331,16 +309,16 @@ TEST(CudaExecutor, IntegerReductionsPowAndBitcast) {
   // i64 beyond 2^53 (where doubles round) and wrap-around sums.
   TensorData big({3, 4}, i64);
   for (int64_t i = 0; i < 12; ++i) static_cast<int64_t*>(big.data())[i] = (int64_t{1} << 62) + 3 * i + 1;
-  on_device("i64 exact", [](Graph& g, auto& x) {
+  gputest::differential("i64 exact", [](Graph& g, auto& x) {
     return std::vector{g.reduce_sum(x[0], {1}), g.reduce_max(x[0], {0}), g.reduce_min(x[0]), g.argmax(x[0], 1),
                        g.reduce_prod(x[0], {0})};
   }, {big}, 0);
   for (DType t : {i8, i32, i64}) {
     TensorData a = TensorData::uniform({5, 17}, -4, 5, t, 11), b = TensorData::uniform({5, 17}, -1, 8, t, 12);
-    on_device(std::string("integer pow ") + dtype_name(t),
+    gputest::differential(std::string("integer pow ") + dtype_name(t),
               [](Graph& g, auto& x) { return std::vector{g.pow(x[0], x[1])}; }, {a, b}, 0);
   }
-  on_device("bitcast", [](Graph& g, auto& x) {
+  gputest::differential("bitcast", [](Graph& g, auto& x) {
     return std::vector{g.bitcast(x[0], i32), g.bitcast(g.bitcast(x[0], i32), f32), g.bitcast(x[1], f64),
                        g.bitcast(x[2], bf16)};
   }, {rnd({5, 17}, f32, 1), perm_ints({4, 3}, i64, 1000), rnd({6}, f16, 2)}, 0);
@@ -354,7 +332,7 @@ TEST(CudaExecutor, GroupNormAndAttentionOnTheDevice) {
     for (int64_t j = 0; j < 7; ++j) bm.set(2 * 7 + j, 0.0);  // query 2 sees no key: 0
     TensorData mask({5, 7}, DType::boolean);
     for (int64_t i = 0; i < 35; ++i) mask.set(i, bm.at(i) >= 1 ? 1.0 : 0.0);
-    on_device(std::string("group_norm and attention ") + dtype_name(t), [](Graph& g, auto& x) {
+    gputest::differential(std::string("group_norm and attention ") + dtype_name(t), [](Graph& g, auto& x) {
       return std::vector{g.group_norm(x[0], x[1], x[2], 3), g.group_norm(x[3], x[1], x[2], 2, 1),
                          g.scaled_dot_product_attention(x[4], x[5], x[6]),
                          g.scaled_dot_product_attention(x[4], x[5], x[6], std::nullopt, {.causal = true}),
@@ -380,7 +358,7 @@ TEST(CudaExecutor, PaddedConvolutionAndPoolingOnTheDevice) {
   for (DType t : {f32, f16, bf16}) {
     // x of the pooling: distinct integers (exact in every dtype), so no window has tied maxima.
     double tol = t == f32 ? 1e-4 : tolerance(t) * 50;
-    on_device(std::string("padded conv ") + dtype_name(t), [=](Graph& g, auto& x) {
+    gputest::differential(std::string("padded conv ") + dtype_name(t), [=](Graph& g, auto& x) {
       return std::vector{g.conv2d(x[0], x[1], same2), g.conv2d(x[2], x[3], grouped),
                          g.conv2d_data_grad(x[4], x[1], Shape{2, 7, 6, 3}, same2),
                          g.conv2d_weight_grad(x[4], x[0], Shape{3, 3, 3, 4}, same2), g.conv3d(x[5], x[6], same),

@@ -24,36 +24,12 @@ CompileOptions cpu() { return {.device = Device::cpu()}; }
 
 double tolerance(DType t) { return t == bf16 ? 1e-2 : t == f16 ? 1e-3 : t == f64 ? 1e-12 : 1e-6; }
 
+using gputest::differential;
 using gputest::expect_close;
 
 void expect_bitwise(const TensorData& got, const TensorData& want, const std::string& what) {
   ASSERT_EQ(got.type(), want.type()) << what;
   ASSERT_EQ(std::memcmp(got.data(), want.data(), want.nbytes()), 0) << what;
-}
-
-// Builds the graph once, compiles it for both devices, runs the GPU twice (the second run
-// replays the captured CUDA graph) and compares every target with the CPU's.
-template <class Build>
-void differential(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tol,
-                  bool capturable = true) {
-  Graph g;
-  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
-  std::vector<Tensor> outs = build(g, ph);
-  auto want = g.compile(feeds, outs, {}, cpu()).run(inputs);
-  Executable e = g.compile(feeds, outs, {}, gpu());
-  for (int run = 0; run < 2; ++run) {
-    auto got = e.run(inputs);
-    for (size_t i = 0; i < outs.size(); ++i)
-      expect_close(got[i], want[i], tol, what + " run " + std::to_string(run) + " output " + std::to_string(i));
-  }
-  auto stats = detail::cuda_graph_stats(e.impl());
-  if (capturable) {
-    EXPECT_EQ(stats.captures, 1) << what << ": " << stats.error;
-    EXPECT_EQ(stats.replays, 1) << what << ": " << stats.error;
-    EXPECT_TRUE(stats.error.empty()) << what << ": " << stats.error;
-  } else {
-    EXPECT_EQ(stats.captures, 0) << what;
-  }
 }
 
 TensorData rnd(Shape s, DType t, uint64_t seed, double lo = -2, double hi = 2) {

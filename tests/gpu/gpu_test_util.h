@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/executable_impl.h"
+#include "tgraph/executable.h"
 #include "tgraph/graph.h"
 #include "tgraph/tensor_data.h"
 
@@ -43,6 +45,34 @@ inline std::pair<std::vector<tg::Tensor>, std::vector<std::pair<tg::Tensor, tg::
     feeds.emplace_back(ph.back(), tg::TensorType(s, inputs[i].dtype()));
   }
   return {std::move(ph), std::move(feeds)};
+}
+
+/// Builds the graph once, compiles it for both devices, runs the GPU twice (the second run
+/// replays the captured CUDA graph) and compares every target with the CPU's. `capturable`:
+/// the run must have been captured and replayed (an op without a device kernel falls back to
+/// the CPU, copies to the host and prevents capture); otherwise it must not have been.
+template <class Build>
+void differential(const std::string& what, Build build, const std::vector<tg::TensorData>& inputs, double tol,
+                  bool capturable = true) {
+  SCOPED_TRACE(what);
+  tg::Graph g;
+  auto [ph, feeds] = placeholders_for(g, inputs);
+  std::vector<tg::Tensor> outs = build(g, ph);
+  auto want = g.compile(feeds, outs, {}, {.device = tg::Device::cpu()}).run(inputs);
+  tg::Executable e = g.compile(feeds, outs, {}, {.device = tg::Device::cuda(0)});
+  for (int run = 0; run < 2; ++run) {
+    auto got = e.run(inputs);
+    for (size_t i = 0; i < outs.size(); ++i)
+      expect_close(got[i], want[i], tol, what + " run " + std::to_string(run) + " output " + std::to_string(i));
+  }
+  auto stats = tg::detail::cuda_graph_stats(e.impl());
+  if (capturable) {
+    EXPECT_EQ(stats.captures, 1) << what << ": " << stats.error;
+    EXPECT_EQ(stats.replays, 1) << what << ": " << stats.error;
+    EXPECT_TRUE(stats.error.empty()) << what << ": " << stats.error;
+  } else {
+    EXPECT_EQ(stats.captures, 0) << what;
+  }
 }
 
 }  // namespace gputest

@@ -472,14 +472,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
         if (planned(v)) place(v);
       }
     }
-    for (auto it = live.begin(); it != live.end();) {
-      if (it->second <= s) {
-        arena.release(plan.offset[static_cast<size_t>(it->first)], size_of(it->first));
-        it = live.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    arena.release_dead(live, s, plan.offset, size_of);
   }
   plan.arena_bytes = arena.bytes();
 }

@@ -64,19 +64,14 @@ __global__ void __launch_bounds__(256)
   const PoolGeometry& g = a.win;
   const long long wstep = g.channels_last ? g.c : 1;
   for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
-    long long r = f, n, c, oh, ow;
-    if (g.channels_last) {
-      c = r % g.c, r /= g.c, ow = r % g.ow, r /= g.ow, oh = r % g.oh, n = r / g.oh;
-    } else {
-      ow = r % g.ow, r /= g.ow, oh = r % g.oh, r /= g.oh, c = r % g.c, n = r / g.c;
-    }
+    long long n, c, oh, ow;
+    g.coords(f, g.oh, g.ow, n, c, oh, ow);
     const long long bh = oh * g.sh - g.ph, bw = ow * g.sw - g.pw;
     const TapRange th = taps_in(bh, g.kh, g.dh, 0, g.ih), tw = taps_in(bw, g.kw, g.dw, 0, g.iw);
     Acc s = 0;
     for (long long kh = th.first; kh < th.first + th.count; ++kh) {
       const long long h = bh + kh * g.dh;
-      const long long row =
-          g.channels_last ? (n * g.ih + h) * g.iw * g.c + c : ((n * g.c + c) * g.ih + h) * g.iw;
+      const long long row = g.index(n, c, h, 0, g.ih, g.iw);
       for (long long kw = tw.first; kw < tw.first + tw.count; ++kw)
         s += load(x[row + (bw + kw * g.dw) * wstep]);
     }
@@ -96,12 +91,8 @@ __global__ void __launch_bounds__(256) avg_pool_grad_kernel(const T* __restrict_
   using Acc = typename AccOf<T>::type;
   const PoolGeometry& g = a.win;
   for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
-    long long r = f, n, c, h, w;
-    if (g.channels_last) {
-      c = r % g.c, r /= g.c, w = r % g.iw, r /= g.iw, h = r % g.ih, n = r / g.ih;
-    } else {
-      w = r % g.iw, r /= g.iw, h = r % g.ih, r /= g.ih, c = r % g.c, n = r / g.c;
-    }
+    long long n, c, h, w;
+    g.coords(f, g.ih, g.iw, n, c, h, w);
     Acc s = 0;
     for (long long kh = g.kh - 1; kh >= 0; --kh) {
       const long long th = h + g.ph - kh * g.dh;
@@ -117,8 +108,7 @@ __global__ void __launch_bounds__(256) avg_pool_grad_kernel(const T* __restrict_
         if (ow >= g.ow) break;
         const long long div_w =
             divisor_1d(ow * g.sw - g.pw, g.kw, g.dw, g.iw, g.pw, a.paw, a.count_include_pad);
-        const long long at = g.channels_last ? ((n * g.oh + oh) * g.ow + ow) * g.c + c
-                                             : ((n * g.c + c) * g.oh + oh) * g.ow + ow;
+        const long long at = g.index(n, c, oh, ow, g.oh, g.ow);
         s += load(dy[at]) / static_cast<Acc>(div_h * div_w);
       }
     }

@@ -18,12 +18,8 @@ __global__ void __launch_bounds__(256)
   constexpr bool fl = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, dev::F16> ||
                       std::is_same_v<T, dev::BF16>;
   for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
-    long long r = f, n, c, oh, ow;
-    if (g.channels_last) {
-      c = r % g.c, r /= g.c, ow = r % g.ow, r /= g.ow, oh = r % g.oh, n = r / g.oh;
-    } else {
-      ow = r % g.ow, r /= g.ow, oh = r % g.oh, r /= g.oh, c = r % g.c, n = r / g.c;
-    }
+    long long n, c, oh, ow;
+    g.coords(f, g.oh, g.ow, n, c, oh, ow);
     long long best = -1, best_at = 0;
     double bd = 0;
     long long bi = 0;
@@ -33,8 +29,7 @@ __global__ void __launch_bounds__(256)
       for (long long kw = 0; kw < g.kw; ++kw) {
         const long long w = ow * g.sw + kw * g.dw - g.pw;
         if (w < 0 || w >= g.iw) continue;
-        const long long at =
-            g.channels_last ? ((n * g.ih + h) * g.iw + w) * g.c + c : ((n * g.c + c) * g.ih + h) * g.iw + w;
+        const long long at = g.index(n, c, h, w, g.ih, g.iw);
         bool take;
         if constexpr (fl) {
           double v = dev::to_double(x[at]);

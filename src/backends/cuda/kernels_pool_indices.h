@@ -2,6 +2,7 @@
 // Launcher of max_pool2d_with_indices in kernels_pool_indices.cu.
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/host_device.h"
 #include "tgraph/dtype.h"
 
 namespace tg::detail {
@@ -11,6 +12,20 @@ struct PoolGeometry {
   long long n, c, ih, iw, oh, ow;
   long long kh, kw, sh, sw, dh, dw, ph, pw;  // window, stride, dilation, padding before
   bool channels_last;
+
+  /// (n, c, h, w) of flat element f of a [n, c, hh, ww] activation in this layout.
+  TG_HD void coords(long long f, long long hh, long long ww, long long& nn, long long& cc, long long& h,
+                    long long& w) const {
+    if (channels_last) {
+      cc = f % c, f /= c, w = f % ww, f /= ww, h = f % hh, nn = f / hh;
+    } else {
+      w = f % ww, f /= ww, h = f % hh, f /= hh, cc = f % c, nn = f / c;
+    }
+  }
+  /// Flat index of (n, c, h, w) in a [n, c, hh, ww] activation in this layout.
+  TG_HD long long index(long long nn, long long cc, long long h, long long w, long long hh, long long ww) const {
+    return channels_last ? ((nn * hh + h) * ww + w) * c + cc : ((nn * c + cc) * hh + h) * ww + w;
+  }
 };
 
 /// Max pooling with the flat index (h * iw + w within the image and channel, i32) of the first

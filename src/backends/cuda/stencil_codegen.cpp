@@ -145,4 +145,17 @@ std::string Writer::weight(int64_t t) const {
   return codegen_load(c_.dt, operand(c_.weights_operand), std::to_string(t));
 }
 
+// The epilogue at output offset `oo`, the stencil's value being `yv`: its other operands loaded,
+// its members computed; each value's name (both kernels' stores read them).
+std::unordered_map<int32_t, std::string> Writer::epilogue_values(const std::string& indent) {
+  std::unordered_map<int32_t, std::string> names{{gen_.epi_in, "yv"}};
+  for (const auto& [v, op] : gen_.epi_ops) {
+    names[v] = "q" + std::to_string(op.index);
+    os_ << indent << "const " << codegen_compute_type(g_.type(v).dtype) << " " << names[v] << " = "
+        << codegen_load(g_.type(v).dtype, operand(op.index), operand_offset(op, 1, "oo")) << ";\n";
+  }
+  os_ << elementwise_members(g_, st_.epilogue, names, indent);
+  return names;
+}
+
 }  // namespace tg::detail::stencil_codegen

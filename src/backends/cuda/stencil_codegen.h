@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -86,6 +87,7 @@ class Writer {
   // The parts both kernels share (stencil_codegen.cpp).
   void helpers();
   std::string weight(int64_t t) const;
+  std::unordered_map<int32_t, std::string> epilogue_values(const std::string& indent);
 
   // The tile kernel (stencil_tile_kernel.cpp).
   void load();

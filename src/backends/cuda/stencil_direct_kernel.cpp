@@ -261,13 +261,7 @@ void Writer::direct_store() {
           << ";\n      (void)oo;\n"
           << "      const " << codegen_compute_type(yt)
           << " yv = " << (arg_ ? "(long long)" + best(r, v) : codegen_round_to(c_.dt, acc(r, v))) << ";\n";
-      std::unordered_map<int32_t, std::string> names{{gen_.epi_in, "yv"}};
-      for (const auto& [val, op] : gen_.epi_ops) {
-        (names[val] = "q") += std::to_string(op.index);
-        os_ << "      const " << codegen_compute_type(g_.type(val).dtype) << " " << names[val] << " = "
-            << codegen_load(g_.type(val).dtype, operand(op.index), operand_offset(op, 1, "oo")) << ";\n";
-      }
-      os_ << elementwise_members(g_, st_.epilogue, names, "      ");
+      const std::unordered_map<int32_t, std::string> names = epilogue_values("      ");
       for (size_t j = 0; j < st_.outputs.size(); ++j) {
         const int32_t val = st_.outputs[j];
         const DType t = val == gen_.epi_in ? yt : g_.type(val).dtype;

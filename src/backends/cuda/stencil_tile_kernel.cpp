@@ -243,13 +243,7 @@ void Writer::compute() {
   const DType yt = arg_ ? DType::i32 : c_.dt;
   os_ << "        const " << codegen_compute_type(yt)
       << " yv = " << (arg_ ? std::string("(long long)best") : codegen_round_to(c_.dt, "acc")) << ";\n";
-  std::unordered_map<int32_t, std::string> names{{gen_.epi_in, "yv"}};
-  for (const auto& [v, op] : gen_.epi_ops) {
-    names[v] = "q" + std::to_string(op.index);
-    os_ << "        const " << codegen_compute_type(g_.type(v).dtype) << " " << names[v] << " = "
-        << codegen_load(g_.type(v).dtype, operand(op.index), operand_offset(op, 1, "oo")) << ";\n";
-  }
-  os_ << elementwise_members(g_, st_.epilogue, names, "        ");
+  const std::unordered_map<int32_t, std::string> names = epilogue_values("        ");
   for (size_t j = 0; j < st_.outputs.size(); ++j) {
     const int32_t v = st_.outputs[j];
     const DType t = v == gen_.epi_in ? yt : g_.type(v).dtype;

@@ -136,6 +136,7 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
       EXPECT_EQ(r.inputs[0], mm.inputs[1]);
       EXPECT_EQ(eps[i].grad, r.outputs[0]);
       EXPECT_EQ(eps[i].moved.size(), 2u);  // the reduction and its reshape to [n]
+      for (size_t k : eps[i].moved) EXPECT_TRUE(eps[k].runs_at_matmul);
     }
     // (The forward bias adds do not fold here: the pre-activations are also read by the backward.)
     EXPECT_EQ(kinds, (std::vector<E>{E::bias_grad, E::bias_grad})) << dtype_name(t);

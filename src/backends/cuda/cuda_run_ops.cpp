@@ -42,9 +42,6 @@ void Run::block(int32_t b) {
   if (eit == st.epilogues.end()) eit = st.epilogues.emplace(b, match_epilogues(exe.module, it->second)).first;
   const std::vector<Step>& steps = it->second.steps;
   const std::vector<EpilogueMatch>& eps = eit->second;
-  std::vector<bool> moved(steps.size(), false);  // steps a bias-gradient epilogue runs instead
-  for (const EpilogueMatch& ep : eps)
-    for (size_t k : ep.moved) moved[k] = true;
   auto run_step = [&](const Step& s) {
     if (s.stitch) stitched(*s.stitch);
     else if (s.fused()) group(s.group);
@@ -53,7 +50,7 @@ void Run::block(int32_t b) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     const EpilogueMatch& ep = eps[i];
-    if (moved[i]) continue;
+    if (ep.runs_at_matmul) continue;
     if (ep.kind == MatmulShape::Epilogue::bias_grad) {
       // The bias gradient comes out of the matmul, or (no algorithm for it) runs right after.
       const bool folded = matmul(g.nodes[static_cast<size_t>(s.node)], &ep);

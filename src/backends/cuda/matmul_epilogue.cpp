@@ -224,6 +224,8 @@ std::vector<EpilogueMatch> match_epilogues(const Module& m, const FusionPlan& pl
     for (size_t k : b.moved) taken[k] = true;
     r[i] = std::move(b);
   }
+  for (const EpilogueMatch& e : r)
+    for (size_t k : e.moved) r[k].runs_at_matmul = true;
   return r;
 }
 

@@ -27,6 +27,8 @@ struct EpilogueMatch {
   int32_t grad = -1;
   size_t grad_step = 0;
   std::vector<size_t> moved;
+  // Set on the moved steps themselves (kind none): a bias-gradient matmul runs this step.
+  bool runs_at_matmul = false;
 };
 
 /// The epilogue for the matmul at plan.steps[step] (a lone MatMul), or kind none. `uses` is

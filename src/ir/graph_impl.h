@@ -58,6 +58,12 @@ struct GraphImpl {
 
   const OpDef& def(int32_t node) const { return op_def(nodes[node].kind); }
   const TensorType& type(int32_t value) const { return values[value].type; }
+  /// The node that produces `value`, or null for a block parameter. The pointer is into
+  /// `nodes`: adding a node may invalidate it.
+  const Node* producer(int32_t value) const {
+    const int32_t id = values[static_cast<size_t>(value)].node;
+    return id < 0 ? nullptr : &nodes[static_cast<size_t>(id)];
+  }
   /// True when block `inner` is `outer` or nested inside it.
   bool block_within(int32_t inner, int32_t outer) const;
   /// Runs inference and appends a node to `block`; throws tg::Error on a type error.

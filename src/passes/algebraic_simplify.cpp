@@ -22,11 +22,6 @@ std::optional<double> splat(const GraphImpl& g, int32_t v) {
   return first;
 }
 
-const Node* producer(const GraphImpl& g, int32_t v) {
-  int32_t p = g.values[static_cast<size_t>(v)].node;
-  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
-}
-
 // The value that node n can be replaced by, or -1.
 int32_t simplify(Module& m, Node& n) {
   GraphImpl& g = m.graph;
@@ -54,7 +49,7 @@ int32_t simplify(Module& m, Node& n) {
       return out.shape.is_static() ? same_type(n.inputs[0]) : -1;
     case OpKind::Reshape: {
       if (out.shape.is_static() && same_type(n.inputs[0]) >= 0) return n.inputs[0];
-      const Node* p = producer(g, n.inputs[0]);
+      const Node* p = g.producer(n.inputs[0]);
       if (p && p->kind == OpKind::Reshape && out.shape.is_static()) {
         n.inputs[0] = p->inputs[0];  // reshape(reshape(x)) -> reshape(x)
         return -2;
@@ -62,7 +57,7 @@ int32_t simplify(Module& m, Node& n) {
       return -1;
     }
     case OpKind::Transpose: {
-      const Node* p = producer(g, n.inputs[0]);
+      const Node* p = g.producer(n.inputs[0]);
       if (!p || p->kind != OpKind::Transpose) {
         const auto& perm = std::get<AxesDesc>(n.attr).axes;
         for (size_t i = 0; i < perm.size(); ++i)

@@ -12,10 +12,8 @@ const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
 // The input of the transpose that produces v, and its permutation; null when v is not a
 // transpose's result.
 const Node* transpose_of(const GraphImpl& g, int32_t v) {
-  const int32_t id = g.values[static_cast<size_t>(v)].node;
-  if (id < 0) return nullptr;
-  const Node& p = g.nodes[static_cast<size_t>(id)];
-  return p.kind == OpKind::Transpose ? &p : nullptr;
+  const Node* p = g.producer(v);
+  return p && p->kind == OpKind::Transpose ? p : nullptr;
 }
 
 std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& in) {
@@ -68,8 +66,7 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
       }
       if (t.shape().rank() != 4) return {};
       const Node* tp = transpose_of(G, t.id());
-      const int32_t pid = G.values[static_cast<size_t>(t.id())].node;
-      const Node* p = pid < 0 ? nullptr : &G.nodes[static_cast<size_t>(pid)];
+      const Node* p = G.producer(t.id());
       if (tp) {
         std::vector<int64_t> q = std::get<AxesDesc>(tp->attr).axes;
         for (int64_t& a : q)

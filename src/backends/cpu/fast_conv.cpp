@@ -60,10 +60,8 @@ constexpr size_t kPackedBudget = size_t(2) << 30;  // past this, reorder per cal
 // True when input i of n is the data of the constant node that produces it.
 bool constant_input(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, size_t i) {
   if (i >= n.inputs.size()) return false;
-  const int32_t id = g.values[static_cast<size_t>(n.inputs[i])].node;
-  if (id < 0) return false;
-  const Node& p = g.nodes[static_cast<size_t>(id)];
-  return p.kind == OpKind::Constant && !p.data.empty() && p.data.data() == in[i].data();
+  const Node* p = g.producer(n.inputs[i]);
+  return p && p->kind == OpKind::Constant && !p->data.empty() && p->data.data() == in[i].data();
 }
 
 // The packed weights of constant `w` for entry e, made (reordered on stream s) on first use;

@@ -22,11 +22,6 @@ namespace {
 
 bool is_broadcast(OpKind k) { return k == OpKind::BroadcastTo || k == OpKind::BroadcastLike; }
 
-const Node* producer(const GraphImpl& g, int32_t v) {
-  int32_t id = g.values[static_cast<size_t>(v)].node;
-  return id < 0 ? nullptr : &g.nodes[static_cast<size_t>(id)];
-}
-
 // The epilogue when the nodes `seen` (of whole plan steps after the matmul with result y) are
 // exactly [broadcast of the bias], add, [relu | gelu_tanh], leaving only the last result for
 // later steps; kind none otherwise.
@@ -47,7 +42,7 @@ EpilogueMatch match_nodes(const GraphImpl& g, const std::vector<int32_t>& uses, 
   int32_t bias = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
   if (bias == y || g.type(sum) != yt) return none;  // the sum must have y's shape and dtype
   size_t pattern = 1;
-  if (const Node* b = producer(g, bias); b && is_broadcast(b->kind)) {
+  if (const Node* b = g.producer(bias); b && is_broadcast(b->kind)) {
     // The graph builder broadcasts the bias explicitly: read its source instead.
     if (in_seen(b)) {
       if (uses[static_cast<size_t>(bias)] != 1 || !b->control_deps.empty()) return none;

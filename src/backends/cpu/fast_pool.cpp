@@ -171,31 +171,20 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
             }
             if (!any) std::fill(best, best + p.C, -std::numeric_limits<float>::infinity());
           }
-    } else {
+    } else {  // average pooling, either layout
 #pragma omp parallel for collapse(2) schedule(static) if (big)
       for (int64_t b = 0; b < p.N; ++b)
         for (int64_t oh = 0; oh < p.OH; ++oh)
           for (int64_t ow = 0; ow < p.OW; ++ow)
             for (int64_t c = 0; c < p.C; ++c) {
-              if (is_max) {
-                float best = 0;
-                bool any = false;
-                for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
-                  const float v = xp[p.x_index(b, c, h, w)];
-                  if (!any) best = v, any = true;
-                  else if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
-                });
-                yp[p.y_index(b, c, oh, ow)] = any ? best : -std::numeric_limits<float>::infinity();
-              } else {
-                double s = 0;
-                int64_t inside = 0;
-                const int64_t padded = for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
-                  s += xp[p.x_index(b, c, h, w)];
-                  ++inside;
-                });
-                const double div = static_cast<double>(cip ? padded : inside);
-                yp[p.y_index(b, c, oh, ow)] = static_cast<float>(div > 0 ? s / div : 0.0);
-              }
+              double s = 0;
+              int64_t inside = 0;
+              const int64_t padded = for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
+                s += xp[p.x_index(b, c, h, w)];
+                ++inside;
+              });
+              const double div = static_cast<double>(cip ? padded : inside);
+              yp[p.y_index(b, c, oh, ow)] = static_cast<float>(div > 0 ? s / div : 0.0);
             }
     }
     out.clear();

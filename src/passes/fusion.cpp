@@ -38,20 +38,6 @@ void add_once(std::vector<int32_t>& v, int32_t x) {
 }
 bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
 
-// Every value node n reads, with the reads of its regions (a node may read enclosing values).
-void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out) {
-  out.insert(out.end(), n.inputs.begin(), n.inputs.end());
-  for (int32_t b : n.regions) {
-    const Block& blk = g.blocks[static_cast<size_t>(b)];
-    for (int32_t id : blk.nodes) node_reads(g, g.nodes[static_cast<size_t>(id)], out);
-    out.insert(out.end(), blk.results.begin(), blk.results.end());
-  }
-}
-
-std::vector<int32_t> step_nodes(const Step& s) {
-  return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node};
-}
-
 // True when node n (or a node of its regions) has a control dependency on one of `ids`.
 bool must_follow(const GraphImpl& g, const Node& n, const std::vector<int32_t>& ids) {
   for (int32_t d : n.control_deps)
@@ -281,6 +267,27 @@ class Stitcher {
 };
 
 }  // namespace
+
+void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out) {
+  out.insert(out.end(), n.inputs.begin(), n.inputs.end());
+  for (int32_t b : n.regions) {
+    const Block& blk = g.blocks[static_cast<size_t>(b)];
+    for (int32_t id : blk.nodes) node_reads(g, g.nodes[static_cast<size_t>(id)], out);
+    out.insert(out.end(), blk.results.begin(), blk.results.end());
+  }
+}
+
+std::vector<int32_t> step_nodes(const Step& s) {
+  if (s.stitch) {
+    std::vector<int32_t> all;
+    for (const Step& p : s.stitch->pieces) {
+      std::vector<int32_t> q = step_nodes(p);
+      all.insert(all.end(), q.begin(), q.end());
+    }
+    return all;
+  }
+  return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node};
+}
 
 FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options) {
   const GraphImpl& g = m.graph;

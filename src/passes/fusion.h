@@ -62,5 +62,10 @@ bool fusible_elementwise(const GraphImpl& g, const Node& n);
 FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options = {});
 /// True when TGRAPH_NO_FUSION=1 is set.
 bool fusion_disabled();
+/// Appends every value node `n` reads to `out`, with the reads of its regions (a node in a
+/// region may read enclosing values).
+void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out);
+/// The nodes a step runs (a group's members, a stitched step's pieces, or the lone node).
+std::vector<int32_t> step_nodes(const Step& s);
 
 }  // namespace tg::detail

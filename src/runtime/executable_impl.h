@@ -52,6 +52,9 @@ std::shared_ptr<void> make_cuda_state();
 struct CudaGraphStats {
   int captures = 0, replays = 0;
   std::string error;
+  // Of the last capture, inside conditional bodies: control kernels launched, loop results
+  // computed straight into their state buffers, loop conditions set by the predicate's kernel.
+  int body_control_kernels = 0, body_results_in_place = 0, body_conditions_in_kernels = 0;
 };
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 

@@ -3,6 +3,8 @@
 #ifdef TGRAPH_HAVE_CUDA
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernels_pool_indices.h"
@@ -32,6 +34,36 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
       for (bool flat : {true, false}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty());
     }
     EXPECT_GE(groups, 1);
+  }
+}
+
+// A loop's predicate kernel that sets the conditional node itself (loop_donation.h): the
+// device-runtime builtin it calls resolves without the device runtime library, for a bool
+// predicate and a half-precision one (compared in its compute type).
+TEST(CudaCodegen, PredicateKernelsThatSetTheConditionCompile) {
+  for (DType t : {f32, f16, bf16}) {
+    Graph g;
+    Tensor i = g.placeholder(Shape{}, i32), x = g.placeholder(Shape{}, t);
+    Tensor go = g.logical_and(g.less(g.add(i, g.scalar(1, i32)), g.scalar(9, i32)), g.greater(x, g.scalar(0.0, t)));
+    Tensor half = g.mul(x, g.scalar(0.5, t));
+    for (Tensor pred : {go, half}) {
+      Module m;
+      m.graph = g.impl();
+      m.targets = {pred.id()};
+      // The group computing pred (a lone op runs as a group of one, as in the backend).
+      FusionGroup grp;
+      for (const Step& s : plan_fusion(m, 0).steps)
+        if (s.fused() && std::find(s.group.outputs.begin(), s.group.outputs.end(), pred.id()) != s.group.outputs.end())
+          grp = s.group;
+      if (grp.nodes.empty()) {
+        const int32_t id = m.graph.values[static_cast<size_t>(pred.id())].node;
+        grp = FusionGroup{{id}, m.graph.nodes[static_cast<size_t>(id)].inputs, {pred.id()}};
+      }
+      ASSERT_TRUE(elementwise_supported(m.graph, grp));
+      std::string src = elementwise_source(m.graph, grp, true, pred.id());
+      EXPECT_NE(src.find("cudaGraphSetConditional"), std::string::npos);
+      EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << dtype_name(t);
+    }
   }
 }
 

@@ -240,9 +240,60 @@ TEST(CudaControlFlow, TenThousandIterationWhileLoopIsCaptured) {
   count.check({rnd({1024}, 92, -100, 100), i32s(3)}, 1e-6, "3 iterations");
   count.check({rnd({1024}, 93), i32s(0)}, 1e-6, "no iteration");
   count.expect_replayed(3);
+  // The body's two kernels write the state buffers and the predicate's kernel sets the
+  // condition: no control kernel runs per iteration (loop_donation.h).
+  detail::CudaGraphStats st = detail::cuda_graph_stats(count.gpu.impl());
+  EXPECT_EQ(st.body_control_kernels, 0);
+  EXPECT_EQ(st.body_results_in_place, 2);
+  EXPECT_EQ(st.body_conditions_in_kernels, 1);
   std::vector<TensorData> last = count.gpu.run({rnd({1024}, 94, -100, 100), i32s(10000)});
   EXPECT_EQ(last[1].at(0), 10000);
   for (int64_t i = 0; i < 1024; ++i) ASSERT_NEAR(last[0].at(i), 2.0, 1e-6) << i;
+}
+
+// Loop results computed straight into the state buffers, in the cases where that must not
+// happen (old contents copied to another state, read after the producer, one value in two
+// states) and where it may (reads before the producer, a for_loop body, a loop nested in a
+// loop, a predicate computed in `after` and passed through `before`), against the CPU.
+TEST(CudaControlFlow, LoopResultsComputedInPlaceMatchTheCpu) {
+  CpuAndGpu loops([](Graph& g) {
+    Built b;
+    Tensor x = in(b, g, {4, 8}, f32, "x"), n = in(b, g, Shape{}, i32, "n");
+    // (a, b) -> (a*0.9 + 1, a): the old a is copied into b at the end of each trip.
+    auto shift = g.while_loop(
+        {x, x, g.scalar(0, i32)}, [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[2], n), v}; },
+        [&](Graph& s, std::vector<Tensor> v) {
+          return std::vector{s.add(s.mul(v[0], s.scalar(0.9)), s.scalar(1.0)), v[0], s.add(v[2], s.scalar(1, i32))};
+        });
+    // y read by a concat with the old a after y's kernel; y returned twice; a reduction of
+    // the old a before y's kernel.
+    auto mixed = g.while_loop(
+        {x, x, g.scalar(0, i32)}, [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[2], n), v}; },
+        [&](Graph& s, std::vector<Tensor> v) {
+          Tensor mean = s.reduce_mean(v[0], {1}, true);
+          Tensor y = s.add(s.mul(s.sub(v[0], mean), s.scalar(0.5)), s.scalar(0.25));
+          Tensor both = s.slice(s.concat({y, v[1]}, 0), {2, 0}, {6, 8});
+          return std::vector{y, s.add(both, s.mul(v[1], s.scalar(0.1))), s.add(v[2], s.scalar(1, i32))};
+        });
+    // A for_loop over the index with a while_loop nested in its body; the inner predicate is
+    // a float computed in `after` and passed through `before`.
+    auto outer = g.for_loop(n, {x}, [&](Graph& s, Tensor i, std::vector<Tensor> v) {
+      auto inner = s.while_loop(
+          {s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)},
+          [&](Graph& t, std::vector<Tensor> u) { return std::pair{u[1], u}; },
+          [&](Graph& t, std::vector<Tensor> u) {
+            Tensor m = t.reduce_max(t.abs(u[0]));
+            return std::vector{t.add(u[0], t.scalar(0.125)), t.cast(t.less(m, t.scalar(3.0)), f32)};
+          });
+      return std::vector{s.add(inner[0], s.cast(i, f32))};
+    });
+    b.targets = {shift[0], shift[1], mixed[0], mixed[1], outer[0]};
+    return b;
+  });
+  for (int run = 0; run < 3; ++run)
+    loops.check({rnd({4, 8}, 300 + run), i32s(5 + run)}, 1e-5, "in-place loops run " + std::to_string(run));
+  loops.expect_replayed(2);
+  EXPECT_GT(detail::cuda_graph_stats(loops.gpu.impl()).body_results_in_place, 0);
 }
 
 // Library calls inside loop bodies: a cuDNN convolution and pooling in a for_loop body and a

@@ -112,6 +112,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
   r.fixed = &cap->buffers;
   r.loop_error = &cap->loop_error;
+  st.body_stats = CudaGraphStats{};
   TG_CUDA(cudaStreamSynchronize(r.stream));
   cudaGraph_t graph = nullptr;
   // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
@@ -317,7 +318,11 @@ std::vector<double> event_times(cudaStream_t stream, int warmup, int iters, cons
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  return {st.captures, st.replays, st.capture_error};
+  CudaGraphStats s = st.body_stats;
+  s.captures = st.captures;
+  s.replays = st.replays;
+  s.error = st.capture_error;
+  return s;
 }
 
 std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,13 +76,31 @@ struct CudaState {
   std::unique_ptr<Captured> captured;
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
-  int captures = 0, replays = 0;  // lone elementwise ops run as groups of one
-  std::map<std::pair<const void*, bool>, CompiledKernel> kernels;  // (group, flat) -> kernel
+  int captures = 0, replays = 0;
+  CudaGraphStats body_stats;  // the body_* counts of the last capture (cuda_graph_stats)
+  std::map<std::pair<const void*, int>, CompiledKernel> kernels;  // (group, GroupKernel flags) -> kernel
   std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
   std::map<int32_t, DevTensor> constants;
   std::map<std::string, CachedVar> vars;
   int sm_count = 0;
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
+};
+
+// Variants of a group's generated kernel (bits of the kernel cache key).
+enum GroupKernel : int { kFlat = 1, kSetsCondition = 2 };
+
+// While a loop body is being captured: the results its elementwise kernels write straight into
+// the loop's state buffers, and the predicate whose kernel sets the loop's condition
+// (passes/loop_donation.h says when that is safe).
+struct InPlace {
+  struct Target {
+    DevTensor state;
+    std::set<int32_t> old;  // values holding the state's contents from the start of the trip
+  };
+  std::map<int32_t, Target> into;
+  int32_t predicate = -1;
+  cudaGraphConditionalHandle handle = 0;
+  bool predicate_set = false;  // the predicate's kernel set the condition
 };
 
 struct Run {
@@ -100,6 +119,7 @@ struct Run {
   DeviceBuffer* loop_error = nullptr;  // the capture's for_loop step flag, made on first need
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
+  InPlace* in_place = nullptr;  // the loop body being captured, if any
 
   bool capturing() const { return fixed != nullptr; }
   DeviceBuffer buffer(size_t n) {
@@ -149,7 +169,10 @@ struct Run {
     return t;
   }
   // ---- per-op dispatch (cuda_run_ops.cpp) ----
+  const FusionPlan& plan(int32_t b);
+  const std::vector<EpilogueMatch>& epilogues(int32_t b);
   void block(int32_t b);
+  DevTensor group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition);
   void stitched(const StencilStitch& sp);
   const Shape& group_shape(const FusionGroup& grp);
   void group(const FusionGroup& grp);
@@ -190,6 +213,8 @@ struct Run {
   std::vector<VarState> var_states(const Node& n, std::vector<Copy>& init);
   void reset_vars(const std::vector<VarState>& vs);
   void save_vars(const std::vector<VarState>& vs, std::vector<Copy>& out);
+  InPlace in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
+                       const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h);
   void captured_if(const Node& n);
   void captured_for(const Node& n);
   int* step_flag(int32_t step);

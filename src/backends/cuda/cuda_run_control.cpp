@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/control_kernels.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_run.h"
+#include "passes/loop_donation.h"
 #include "tgraph/error.h"
 
 namespace tg::detail::cuda_run {
@@ -159,6 +161,7 @@ void Run::launch_copies(const std::vector<Copy>& copies, const ControlCond& cond
     }
     bool last = k == copies.size();
     TG_CUDA(launch_control(c, last ? cond : ControlCond{}, st.sm_count, stream));
+    if (depth > 0) ++st.body_stats.body_control_kernels;
     if (last) return;
   }
 }
@@ -243,6 +246,37 @@ void Run::captured_if(const Node& n) {
   set_outputs(n, outs);
 }
 
+// What a loop body captured with `blocks` computes in place (passes/loop_donation.h). Nothing
+// when the body assigns variables (their state copies read buffers at the end of the trip) or
+// a matmul epilogue moves steps out of plan order; the predicate's kernel may still set the
+// condition.
+InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
+                          const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h) {
+  bool plain = !assigns;
+  std::vector<const FusionPlan*> plans;
+  for (int32_t b : blocks) {
+    plans.push_back(&plan(b));
+    for (const EpilogueMatch& e : epilogues(b)) plain &= e.kind == MatmulShape::Epilogue::none && !e.runs_at_matmul;
+  }
+  LoopDonation d = plan_loop_donation(g, blocks, plans, first_param, first_result, plain);
+  InPlace ip;
+  ip.handle = h;
+  ip.predicate = d.predicate;
+  for (size_t k = 0; k < d.into.size(); ++k)
+    if (d.into[k] >= 0)
+      ip.into[d.into[k]] = InPlace::Target{state[k], std::set<int32_t>(d.old[k].begin(), d.old[k].end())};
+  return ip;
+}
+
+// Sets the loop body whose kernels may write in place, restoring the enclosing one (a loop
+// nested in the body) on the way out, exceptions included.
+struct InPlaceScope {
+  Run& r;
+  InPlace* outer;
+  InPlaceScope(Run& run, InPlace& ip) : r(run), outer(std::exchange(run.in_place, &ip)) {}
+  ~InPlaceScope() { r.in_place = outer; }
+};
+
 // A kernel sets index = lower and the handle; the WHILE body runs the region on the state
 // buffers, then one kernel carries the results, steps the index and re-tests it.
 void Run::captured_for(const Node& n) {
@@ -266,11 +300,15 @@ void Run::captured_for(const Node& n) {
   start.error = step_flag(n.inputs[2]);
   control_kernel(init, start);
   cudaGraph_t loop = add_cond_node(stream, h, cudaGraphCondTypeWhile, 1)[0];
+  InPlace ip = in_place_for({n.regions[0]}, 1, 0, args, !vars.empty(), h);
   body(loop, [&] {
     std::vector<DevTensor> params{index};
     params.insert(params.end(), args.begin(), args.end());
     bind(n.regions[0], params);
-    block(n.regions[0]);
+    {
+      InPlaceScope scope(*this, ip);
+      block(n.regions[0]);
+    }
     std::vector<Copy> copies = carry(args, results(n.regions[0]), "for_loop");
     save_vars(vars, copies);
     ControlCond next;
@@ -296,7 +334,9 @@ int* Run::step_flag(int32_t step) {
 }
 
 // MPSGraph's while, rotated: `before` runs once ahead of the WHILE node, whose body is
-// after; before. The state buffers hold before's latest results: the loop's outputs.
+// after; before. The state buffers hold before's latest results: the loop's outputs. In the
+// body, results computed in place and a predicate kernel that sets the condition leave the
+// end-of-trip control kernel only the copies that remain (none for a small elementwise body).
 void Run::captured_while(const Node& n) {
   int32_t before = n.regions[0], after = n.regions[1];
   std::vector<DevTensor> args;
@@ -311,15 +351,19 @@ void Run::captured_while(const Node& n) {
   cudaGraphConditionalHandle h = new_cond_handle(stream);
   control_kernel(first, set_truth(r[0], h, "while_loop"));
   cudaGraph_t loop = add_cond_node(stream, h, cudaGraphCondTypeWhile, 1)[0];
+  InPlace ip = in_place_for({after, before}, 0, 1, state, !vars.empty(), h);
   body(loop, [&] {
     bind(after, state);
-    block(after);
-    bind(before, results(after));
-    block(before);
+    {
+      InPlaceScope scope(*this, ip);
+      block(after);
+      bind(before, results(after));
+      block(before);
+    }
     std::vector<DevTensor> r2 = results(before);
     std::vector<Copy> copies = carry(state, std::vector<DevTensor>(r2.begin() + 1, r2.end()), "while_loop");
     save_vars(vars, copies);
-    control_kernel(copies, set_truth(r2[0], h, "while_loop"));
+    control_kernel(copies, ip.predicate_set ? ControlCond{} : set_truth(r2[0], h, "while_loop"));
     reset_vars(vars);
   });
   set_outputs(n, state);

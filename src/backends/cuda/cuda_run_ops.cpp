@@ -34,14 +34,22 @@ TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<Te
 
 }  // namespace
 
-void Run::block(int32_t b) {
+const FusionPlan& Run::plan(int32_t b) {
   auto it = st.plans.find(b);
   if (it == st.plans.end())
     it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
-  auto eit = st.epilogues.find(b);
-  if (eit == st.epilogues.end()) eit = st.epilogues.emplace(b, match_epilogues(exe.module, it->second)).first;
-  const std::vector<Step>& steps = it->second.steps;
-  const std::vector<EpilogueMatch>& eps = eit->second;
+  return it->second;
+}
+
+const std::vector<EpilogueMatch>& Run::epilogues(int32_t b) {
+  auto it = st.epilogues.find(b);
+  if (it == st.epilogues.end()) it = st.epilogues.emplace(b, match_epilogues(exe.module, plan(b))).first;
+  return it->second;
+}
+
+void Run::block(int32_t b) {
+  const std::vector<Step>& steps = plan(b).steps;
+  const std::vector<EpilogueMatch>& eps = epilogues(b);
   auto run_step = [&](const Step& s) {
     if (s.stitch) stitched(*s.stitch);
     else if (s.fused()) group(s.group);
@@ -145,22 +153,49 @@ void Run::group(const FusionGroup& grp) {
       stride *= sd >= 0 ? dim : 1;
     }
   }
+  int32_t condition = -1;
   for (size_t k = 0; k < grp.outputs.size(); ++k) {
     int32_t v = grp.outputs[k];
-    DevTensor o = alloc(TensorType(shape, g.type(v).dtype));
+    bool sets = false;
+    DevTensor o = group_output(grp, v, shape, sets);
+    if (sets) condition = v;
     a.out[k] = o.buf.get();
     slots[static_cast<size_t>(v)] = std::move(o);
   }
   if (a.n == 0) return;
-  auto key = std::make_pair(static_cast<const void*>(&grp), flat);
+  if (condition >= 0) a.handle = in_place->handle;
+  auto key = std::make_pair(static_cast<const void*>(&grp), (flat ? kFlat : 0) | (condition >= 0 ? kSetsCondition : 0));
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
-    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, flat), "tg_ew", ctx.index())).first;
+    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, flat, condition), "tg_ew", ctx.index())).first;
   long long blocks = (a.n + 255) / 256;
   long long max_blocks = static_cast<long long>(st.sm_count) * 8;
   dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);
   void* params[] = {&a};
   TG_CUDA(cudaLaunchKernel(kit->second.fn(), grid, threads, params, 0, stream));
+}
+
+// The buffer output v of a group is written to: a loop's state buffer when the loop body being
+// captured donates it and the group reads that state's old contents only element for element
+// (each thread loads its element before storing it), else a fresh one. `sets_condition`: v is
+// the loop's one-element predicate, so the kernel sets the loop's condition itself.
+DevTensor Run::group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition) {
+  TensorType type(shape, g.type(v).dtype);
+  sets_condition = false;
+  if (!in_place) return alloc(std::move(type));
+  if (v == in_place->predicate && shape.num_elements() == 1) {
+    sets_condition = true;
+    in_place->predicate_set = true;
+    ++st.body_stats.body_conditions_in_kernels;
+  }
+  auto it = in_place->into.find(v);
+  if (it == in_place->into.end() || !(it->second.state.type == type)) return alloc(std::move(type));
+  for (int32_t u : grp.inputs)
+    if (it->second.old.count(u) && !(in(u).type.shape == shape)) return alloc(std::move(type));
+  DevTensor state = it->second.state;
+  in_place->into.erase(it);
+  ++st.body_stats.body_results_in_place;
+  return state;
 }
 
 // ---- ops ----

@@ -282,12 +282,14 @@ bool elementwise_supported(const GraphImpl& g, const FusionGroup& group) {
          group.outputs.size() <= static_cast<size_t>(kMaxOperands);
 }
 
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat) {
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat, int32_t condition) {
   std::ostringstream os;
   os << kPrelude;
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
      << "]; long long n; int rank; long long dims[" << kMaxRank << "]; long long strides[" << kMaxOperands << "]["
-     << kMaxRank << "]; };\n";
+     << kMaxRank << "]; unsigned long long handle; };\n";
+  // A device-runtime builtin that NVRTC does not declare (ptxas resolves it, as for nvcc).
+  if (condition >= 0) os << "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n";
   os << "  const long long step = (long long)gridDim.x * blockDim.x;\n";
   os << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {\n";
@@ -311,6 +313,9 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, boo
     os << "    ((" << storage_type(g.type(v).dtype) << "*)a.out[" << k << "])[i] = " << store(g.type(v).dtype, name.at(v))
        << ";\n";
   }
+  // One element, so one thread: concurrent cudaGraphSetConditional calls are undefined. A
+  // float is true when non-zero (-0.0 false, NaN true), as on the host.
+  if (condition >= 0) os << "    cudaGraphSetConditional(a.handle, " << name.at(condition) << " != 0 ? 1u : 0u);\n";
   os << "  }\n}\n";
   return os.str();
 }

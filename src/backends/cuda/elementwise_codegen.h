@@ -20,11 +20,14 @@ struct ElementwiseArgs {
   int rank;
   long long dims[kMaxRank];
   long long strides[kMaxOperands][kMaxRank];  // per input, element strides (0 = broadcast)
+  unsigned long long handle;                   // the conditional node the kernel may set
 };
 
 /// Source of the kernel `tg_ew` for the group; `flat` when every input has the output's
 /// shape (no index arithmetic). Throws tg::Error for an op it cannot generate.
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat);
+/// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
+/// graph conditional `handle` to that value's truth, as a loop's control kernel would.
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat, int32_t condition = -1);
 /// True when every member can be generated.
 bool elementwise_supported(const GraphImpl& g, const FusionGroup& group);
 

@@ -276,14 +276,14 @@ TEST(CudaControlFlow, LoopResultsComputedInPlaceMatchTheCpu) {
           return std::vector{y, s.add(both, s.mul(v[1], s.scalar(0.1))), s.add(v[2], s.scalar(1, i32))};
         });
     // A for_loop over the index with a while_loop nested in its body; the inner predicate is
-    // a float computed in `after` and passed through `before`.
+    // computed in `after` and passed through `before`.
     auto outer = g.for_loop(n, {x}, [&](Graph& s, Tensor i, std::vector<Tensor> v) {
       auto inner = s.while_loop(
-          {s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)},
+          {s.mul(v[0], s.scalar(0.5)), s.scalar(1, boolean)},
           [&](Graph& t, std::vector<Tensor> u) { return std::pair{u[1], u}; },
           [&](Graph& t, std::vector<Tensor> u) {
             Tensor m = t.reduce_max(t.abs(u[0]));
-            return std::vector{t.add(u[0], t.scalar(0.125)), t.cast(t.less(m, t.scalar(3.0)), f32)};
+            return std::vector{t.add(u[0], t.scalar(0.125)), t.less(m, t.scalar(3.0))};
           });
       return std::vector{s.add(inner[0], s.cast(i, f32))};
     });

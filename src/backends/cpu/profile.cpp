@@ -26,7 +26,7 @@ struct Profile {
     double total = 0;
     for (auto& r : rows)
       if (r.first != "run (total)") total += r.second.seconds;
-    std::fprintf(stderr, "[tgraph] CPU profile (TGRAPH_PROFILE=1): %.3f s in steps\n", total);
+    std::fprintf(stderr, "[tgraph] profile (TGRAPH_PROFILE=1): %.3f s in steps\n", total);
     std::fprintf(stderr, "  %-44s %10s %9s %10s %6s\n", "kind", "total ms", "calls", "us/call", "%");
     for (auto& [what, e] : rows)
       std::fprintf(stderr, "  %-44s %10.1f %9lld %10.1f %6.1f\n", what.c_str(), e.seconds * 1e3, e.calls,

@@ -1,7 +1,7 @@
 #pragma once
-// TGRAPH_PROFILE=1: the CPU executor times every step it runs and, at exit, prints to stderr
-// the total time per op kind (fused groups by their member count), so a user can see where a
-// training step's time goes.
+// TGRAPH_PROFILE=1: the CPU executor (and the CUDA one, on uncaptured runs: cuda_run_ops.cpp)
+// times every step it runs and, at exit, prints to stderr the total time per op kind (fused
+// groups by their member count), so a user can see where a training step's time goes.
 #include <chrono>
 #include <string>
 

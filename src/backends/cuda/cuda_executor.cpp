@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/pinned_staging.h"
@@ -225,7 +226,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
     return;
   }
   st.captured.reset();
-  const bool try_capture = capturable(exe, st);
+  const bool try_capture = capturable(exe, st) && !cpu_profiling();  // profiles time steps (cuda_run_ops.cpp)
   for (size_t i = 0; i < inputs.size(); ++i)
     // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
     r.slots[static_cast<size_t>(exe.module.feeds[i])] = inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]);

@@ -6,12 +6,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_run.h"
@@ -32,6 +34,37 @@ TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<Te
   return g.output_types_for(n, in).at(out);
 }
 
+// TGRAPH_PROFILE=1 (backends/cpu/profile.h) on an uncaptured run: each step's time on the
+// device, from stream synchronisations around it, under its kind and output shape. (Runs are
+// not captured while profiling, so every run is timed step by step.) A matmul that absorbs
+// the steps after it is counted as the matmul's step.
+class CudaStepTimer {
+ public:
+  CudaStepTimer(Run& r, const Step& s) : r_(r), on_(cpu_profiling() && !r.capturing()) {
+    if (!on_) return;
+    const std::vector<int32_t> ids = step_nodes(s);
+    const Node& last = r.g.nodes[static_cast<size_t>(ids.back())];
+    if (s.stitch) what_ = "stencil (stitched, " + std::to_string(ids.size()) + " ops)";
+    else if (s.fused()) what_ = "fused(" + std::to_string(ids.size()) + " ops, last " + op_name(last.kind) + ")";
+    else what_ = op_name(last.kind);
+    if (!last.outputs.empty()) what_ += " " + r.g.type(last.outputs[0]).shape.str();
+    TG_CUDA(cudaStreamSynchronize(r.stream));
+    t0_ = std::chrono::steady_clock::now();
+  }
+  ~CudaStepTimer() {
+    if (!on_ || cudaStreamSynchronize(r_.stream) != cudaSuccess) return;
+    cpu_profile_add("cuda " + what_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+  }
+  CudaStepTimer(const CudaStepTimer&) = delete;
+  CudaStepTimer& operator=(const CudaStepTimer&) = delete;
+
+ private:
+  Run& r_;
+  bool on_;
+  std::string what_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 }  // namespace
 
 const FusionPlan& Run::plan(int32_t b) {
@@ -51,6 +84,7 @@ void Run::block(int32_t b) {
   const std::vector<Step>& steps = plan(b).steps;
   const std::vector<EpilogueMatch>& eps = epilogues(b);
   auto run_step = [&](const Step& s) {
+    CudaStepTimer timer(*this, s);
     if (s.stitch) stitched(*s.stitch);
     else if (s.fused()) group(s.group);
     else node(g.nodes[static_cast<size_t>(s.node)]);

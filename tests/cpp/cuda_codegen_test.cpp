@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/elementwise_codegen.h"
@@ -31,7 +32,7 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
       if (!s.fused()) continue;
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group));
-      for (bool flat : {true, false}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty());
+      for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty());
     }
     EXPECT_GE(groups, 1);
   }
@@ -60,11 +61,94 @@ TEST(CudaCodegen, PredicateKernelsThatSetTheConditionCompile) {
         grp = FusionGroup{{id}, m.graph.nodes[static_cast<size_t>(id)].inputs, {pred.id()}};
       }
       ASSERT_TRUE(elementwise_supported(m.graph, grp));
-      std::string src = elementwise_source(m.graph, grp, true, pred.id());
+      std::string src = elementwise_source(m.graph, grp, Indexing::flat, pred.id());
       EXPECT_NE(src.find("cudaGraphSetConditional"), std::string::npos);
       EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << dtype_name(t);
     }
   }
+}
+
+// The strided32 kernels' division: exact for every n < 2^31 and divisor the dims can have.
+TEST(CudaCodegen, FastDivisorIsExact) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> ds{1, 2, 3, 5, 7, 56, 255, 256, 3136, 200704, 802816, (1u << 31) - 1, 1u << 30, 641, 65537};
+  for (int k = 0; k < 200; ++k) ds.push_back(1 + rng() % ((1u << 31) - 1));
+  for (int k = 0; k < 200; ++k) ds.push_back(1 + rng() % 5000);
+  for (uint32_t d : ds) {
+    const FastDivisor f = fast_divisor(d);
+    std::vector<uint32_t> ns{0, 1, d - 1, d, (1u << 31) - 1, (1u << 31) - 2};
+    if (d < (1u << 30)) ns.push_back(2 * d - 1), ns.push_back(2 * d);
+    for (int k = 0; k < 2000; ++k) ns.push_back(rng() % (1u << 31));
+    for (uint32_t n : ns) ASSERT_EQ(fast_divide(n, f), n / d) << n << " / " << d;
+  }
+}
+
+// Coalesced dims and the kernel's index arithmetic (emulated) find the element a plain
+// broadcasting walk finds, for random shapes with broadcast inputs.
+TEST(CudaCodegen, CoalescedStridesFindTheBroadcastElement) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int rank = 1 + static_cast<int>(rng() % 5);
+    std::vector<int64_t> out(static_cast<size_t>(rank));
+    for (auto& d : out) d = 1 + static_cast<int64_t>(rng() % 5);
+    const int inputs = 1 + static_cast<int>(rng() % 3);
+    std::vector<std::vector<int64_t>> shapes;
+    ElementwiseArgs a{};
+    a.rank = rank;
+    a.n = 1;
+    for (int d = 0; d < rank; ++d) a.dims[d] = out[static_cast<size_t>(d)], a.n *= out[static_cast<size_t>(d)];
+    for (int k = 0; k < inputs; ++k) {
+      // A suffix of the output's dims (rank may be lower), each kept or broadcast (1).
+      const int r = 1 + static_cast<int>(rng() % static_cast<unsigned>(rank));
+      std::vector<int64_t> s(out.end() - r, out.end());
+      for (auto& d : s)
+        if (rng() % 3 == 0) d = 1;
+      long long stride = 1;
+      for (int d = rank - 1; d >= 0; --d) {
+        const int sd = d - (rank - r);
+        const int64_t dim = sd >= 0 ? s[static_cast<size_t>(sd)] : 1;
+        a.strides[k][d] = (dim == 1 && out[static_cast<size_t>(d)] != 1) || sd < 0 ? 0 : stride;
+        stride *= dim;
+      }
+      shapes.push_back(s);
+    }
+    ElementwiseArgs c = a;
+    coalesce_dims(c, inputs);
+    ASSERT_LE(c.rank, a.rank);
+    for (int64_t i = 0; i < a.n; ++i) {
+      uint32_t r = static_cast<uint32_t>(i);
+      std::vector<int64_t> got(static_cast<size_t>(inputs), 0);
+      for (int d = c.rank - 1; d >= 0; --d) {
+        const uint32_t q = d > 0 ? fast_divide(r, fast_divisor(static_cast<uint32_t>(c.dims[d]))) : 0;
+        const uint32_t cd = d > 0 ? r - q * static_cast<uint32_t>(c.dims[d]) : r;
+        for (int k = 0; k < inputs; ++k) got[static_cast<size_t>(k)] += cd * c.strides[k][d];
+        r = q;
+      }
+      // The plain walk: coordinates of i, clamped to 1-sized dims of each input.
+      int64_t rem = i;
+      std::vector<int64_t> coord(static_cast<size_t>(rank));
+      for (int d = rank - 1; d >= 0; --d) coord[static_cast<size_t>(d)] = rem % out[static_cast<size_t>(d)], rem /= out[static_cast<size_t>(d)];
+      for (int k = 0; k < inputs; ++k) {
+        const auto& s = shapes[static_cast<size_t>(k)];
+        int64_t want = 0;
+        for (size_t sd = 0; sd < s.size(); ++sd) {
+          const int64_t cd = s[sd] == 1 ? 0 : coord[static_cast<size_t>(rank) - s.size() + sd];
+          want = want * s[sd] + cd;
+        }
+        ASSERT_EQ(got[static_cast<size_t>(k)], want) << "trial " << trial << " i " << i << " input " << k;
+      }
+    }
+  }
+  // The batch-norm case: a per-channel input over NHWC leaves two dims.
+  ElementwiseArgs bn{};
+  bn.rank = 4;
+  const long long dims[4] = {64, 56, 56, 256};
+  for (int d = 0; d < 4; ++d) bn.dims[d] = dims[d], bn.strides[0][d] = d == 3 ? 1 : 0;
+  bn.strides[1][3] = 1, bn.strides[1][2] = 256, bn.strides[1][1] = 256 * 56, bn.strides[1][0] = 256 * 56 * 56;
+  coalesce_dims(bn, 2);
+  EXPECT_EQ(bn.rank, 2);
+  EXPECT_EQ(bn.dims[0], 64 * 56 * 56);
+  EXPECT_EQ(bn.dims[1], 256);
 }
 
 TEST(CudaCodegen, ReductionKernelsCompile) {
@@ -140,8 +224,8 @@ TEST(CudaCodegen, IntegerPowKernelCompiles) {
       if (!s.fused()) continue;
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group)) << dtype_name(t);
-      for (bool flat : {true, false})
-        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty()) << dtype_name(t);
+      for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32})
+        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty()) << dtype_name(t);
     }
     EXPECT_GE(groups, 1);
   }

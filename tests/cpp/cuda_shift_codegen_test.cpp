@@ -29,8 +29,8 @@ TEST(CudaCodegen, ShiftsFuseAndCompile) {
         shifts += k == OpKind::ShiftLeft || k == OpKind::ShiftRight;
       }
       ASSERT_TRUE(elementwise_supported(m.graph, s.group)) << dtype_name(t);
-      for (bool flat : {true, false})
-        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, flat), 9, 0).empty())
+      for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32})
+        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty())
             << dtype_name(t);
     }
     EXPECT_EQ(shifts, 2) << dtype_name(t);

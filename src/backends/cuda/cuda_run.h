@@ -78,7 +78,8 @@ struct CudaState {
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0;
   CudaGraphStats body_stats;  // the body_* counts of the last capture (cuda_graph_stats)
-  std::map<std::pair<const void*, int>, CompiledKernel> kernels;  // (group, GroupKernel flags) -> kernel
+  std::set<const Step*> profiled;  // steps run once under TGRAPH_PROFILE (cuda_run_ops.cpp)
+  std::map<std::pair<const void*, int>, CompiledKernel> kernels;  // (group, Indexing | GroupKernel) -> kernel
   std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
   std::map<int32_t, DevTensor> constants;
   std::map<std::string, CachedVar> vars;
@@ -86,8 +87,8 @@ struct CudaState {
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
 };
 
-// Variants of a group's generated kernel (bits of the kernel cache key).
-enum GroupKernel : int { kFlat = 1, kSetsCondition = 2 };
+// A group's generated kernel is cached under (group, its Indexing | these flags).
+enum GroupKernel : int { kSetsCondition = 8 };
 
 // While a loop body is being captured: the results its elementwise kernels write straight into
 // the loop's state buffers, and the predicate whose kernel sets the loop's condition

@@ -36,11 +36,13 @@ TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<Te
 
 // TGRAPH_PROFILE=1 (backends/cpu/profile.h) on an uncaptured run: each step's time on the
 // device, from stream synchronisations around it, under its kind and output shape. (Runs are
-// not captured while profiling, so every run is timed step by step.) A matmul that absorbs
-// the steps after it is counted as the matmul's step.
+// not captured while profiling, so every run is timed step by step.) A step's first run is left
+// out: it includes compiling its kernels. A matmul that absorbs the steps after it is counted
+// as the matmul's step.
 class CudaStepTimer {
  public:
-  CudaStepTimer(Run& r, const Step& s) : r_(r), on_(cpu_profiling() && !r.capturing()) {
+  CudaStepTimer(Run& r, const Step& s)
+      : r_(r), on_(cpu_profiling() && !r.capturing() && !r.st.profiled.insert(&s).second) {
     if (!on_) return;
     const std::vector<int32_t> ids = step_nodes(s);
     const Node& last = r.g.nodes[static_cast<size_t>(ids.back())];
@@ -198,10 +200,21 @@ void Run::group(const FusionGroup& grp) {
   }
   if (a.n == 0) return;
   if (condition >= 0) a.handle = in_place->handle;
-  auto key = std::make_pair(static_cast<const void*>(&grp), (flat ? kFlat : 0) | (condition >= 0 ? kSetsCondition : 0));
+  Indexing ix = Indexing::flat;
+  if (!flat) {
+    coalesce_dims(a, static_cast<int>(grp.inputs.size()));
+    ix = a.n < (1LL << 31) ? Indexing::strided32 : Indexing::strided;
+    if (ix == Indexing::strided32)
+      for (int d = 0; d < a.rank; ++d) {
+        const FastDivisor f = fast_divisor(static_cast<uint32_t>(a.dims[d]));
+        a.div_mul[d] = f.mul;
+        a.div_shift[d] = f.shift;
+      }
+  }
+  auto key = std::make_pair(static_cast<const void*>(&grp), static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0));
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
-    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, flat, condition), "tg_ew", ctx.index())).first;
+    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition), "tg_ew", ctx.index())).first;
   long long blocks = (a.n + 255) / 256;
   long long max_blocks = static_cast<long long>(st.sm_count) * 8;
   dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);

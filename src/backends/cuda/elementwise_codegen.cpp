@@ -282,26 +282,64 @@ bool elementwise_supported(const GraphImpl& g, const FusionGroup& group) {
          group.outputs.size() <= static_cast<size_t>(kMaxOperands);
 }
 
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat, int32_t condition) {
+void coalesce_dims(ElementwiseArgs& a, int inputs) {
+  int r = 0;
+  for (int d = 0; d < a.rank; ++d) {
+    if (a.dims[d] == 1) continue;
+    bool merge = r > 0;
+    for (int k = 0; k < inputs && merge; ++k) merge = a.strides[k][r - 1] == a.strides[k][d] * a.dims[d];
+    if (merge) {
+      a.dims[r - 1] *= a.dims[d];
+      for (int k = 0; k < inputs; ++k) a.strides[k][r - 1] = a.strides[k][d];
+      continue;
+    }
+    a.dims[r] = a.dims[d];
+    for (int k = 0; k < inputs; ++k) a.strides[k][r] = a.strides[k][d];
+    ++r;
+  }
+  if (r == 0) {
+    a.dims[0] = 1;
+    for (int k = 0; k < inputs; ++k) a.strides[k][0] = 0;
+    r = 1;
+  }
+  a.rank = r;
+}
+
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition) {
   std::ostringstream os;
   os << kPrelude;
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
      << "]; long long n; int rank; long long dims[" << kMaxRank << "]; long long strides[" << kMaxOperands << "]["
-     << kMaxRank << "]; unsigned long long handle; };\n";
+     << kMaxRank << "]; unsigned long long handle; unsigned div_mul[" << kMaxRank << "], div_shift[" << kMaxRank
+     << "]; };\n";
   // A device-runtime builtin that NVRTC does not declare (ptxas resolves it, as for nvcc).
   if (condition >= 0) os << "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n";
   os << "  const long long step = (long long)gridDim.x * blockDim.x;\n";
   os << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {\n";
   std::unordered_map<int32_t, std::string> name;
+  // Strided: the coordinates of i once (innermost first), each input's offset from them.
+  const size_t ins = group.inputs.size();
+  if (ix != Indexing::flat && ins > 0) {
+    const bool i32 = ix == Indexing::strided32;
+    const char* t = i32 ? "unsigned" : "long long";
+    os << "    " << t << " o0 = 0";
+    for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
+    os << ";\n    { " << t << " r = (" << t << ")i;\n"
+       << "      for (int d = a.rank - 1; d > 0; --d) {\n";
+    if (i32)
+      os << "        const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
+    else
+      os << "        const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
+    os << "        r = q;\n";
+    for (size_t k = 0; k < ins; ++k) os << "        o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
+    os << "      }\n";
+    for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
+    os << "    }\n";
+  }
   for (size_t k = 0; k < group.inputs.size(); ++k) {
     int32_t v = group.inputs[k];
-    std::string off = "i";
-    if (!flat) {
-      off = "o" + std::to_string(k);
-      os << "    long long " << off << " = 0;\n    { long long r = i; for (int d = a.rank - 1; d >= 0; --d) { long long c = r % a.dims[d]; r /= a.dims[d]; "
-         << off << " += c * a.strides[" << k << "][d]; } }\n";
-    }
+    std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);
     std::string nm = "v" + std::to_string(v);
     os << "    const " << compute_type(g.type(v).dtype) << " " << nm << " = "
        << load(g.type(v).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";

@@ -1,6 +1,7 @@
 #pragma once
 // CUDA C++ source for a fused elementwise group (NVRTC compiles it). One thread computes
 // every member at one output index; only the group's outputs are written.
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -21,13 +22,43 @@ struct ElementwiseArgs {
   long long dims[kMaxRank];
   long long strides[kMaxOperands][kMaxRank];  // per input, element strides (0 = broadcast)
   unsigned long long handle;                   // the conditional node the kernel may set
+  unsigned div_mul[kMaxRank], div_shift[kMaxRank];  // Indexing::strided32: fast_divisor of dims
 };
 
-/// Source of the kernel `tg_ew` for the group; `flat` when every input has the output's
-/// shape (no index arithmetic). Throws tg::Error for an op it cannot generate.
+/// How a kernel finds each input's element for output index i.
+enum class Indexing {
+  flat,       // every input has the output's shape: element i
+  strided,    // coordinates of i by 64-bit division, then each input's strides
+  strided32,  // the same with 32-bit multiply-shift division (n < 2^31: fast_divisor)
+};
+
+/// Source of the kernel `tg_ew` for the group. Throws tg::Error for an op it cannot generate.
 /// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
 /// graph conditional `handle` to that value's truth, as a loop's control kernel would.
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, bool flat, int32_t condition = -1);
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1);
+
+/// Division by a run-time constant d >= 1 as q = (umulhi(n, mul) + n) >> shift, exact for
+/// every n < 2^31 (Granlund & Montgomery: shift = ceil(log2 d), mul = floor(2^32 (2^shift -
+/// d) / d) + 1; the sum cannot overflow because umulhi(n, mul) <= n). A 64-bit division is a
+/// long emulated sequence on the GPU, and a broadcasting kernel needs one per dim per element.
+struct FastDivisor {
+  uint32_t mul = 1, shift = 0;
+};
+inline FastDivisor fast_divisor(uint32_t d) {
+  FastDivisor f;
+  while ((uint64_t{1} << f.shift) < d) ++f.shift;
+  f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d)) / d + 1);
+  return f;
+}
+/// n / d as the strided32 kernel computes it (for tests of fast_divisor).
+inline uint32_t fast_divide(uint32_t n, FastDivisor f) {
+  return static_cast<uint32_t>(((static_cast<uint64_t>(n) * f.mul >> 32) + n) >> f.shift);
+}
+
+/// Drops size-1 dims and merges neighbouring dims every input walks contiguously (or
+/// broadcasts along both), so a [N,H,W,C] output with a per-channel input has 2 dims, not 4:
+/// fewer divisions per element. Leaves at least one dim.
+void coalesce_dims(ElementwiseArgs& a, int inputs);
 /// True when every member can be generated.
 bool elementwise_supported(const GraphImpl& g, const FusionGroup& group);
 

@@ -314,47 +314,66 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
      << "]; };\n";
   // A device-runtime builtin that NVRTC does not declare (ptxas resolves it, as for nvcc).
   if (condition >= 0) os << "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n";
-  os << "  const long long step = (long long)gridDim.x * blockDim.x;\n";
-  os << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {\n";
-  std::unordered_map<int32_t, std::string> name;
-  // Strided: the coordinates of i once (innermost first), each input's offset from them.
   const size_t ins = group.inputs.size();
+  std::unordered_map<int32_t, std::string> name;
+  // One element in two halves: load_at reads the inputs (In), finish_at computes and stores.
+  os << "struct In { int unused_";
+  for (size_t k = 0; k < ins; ++k) os << "; " << compute_type(g.type(group.inputs[k]).dtype) << " x" << k;
+  os << "; };\n";
+  os << "__device__ __forceinline__ In load_at(const Args& a, long long i) {\n  In l;\n";
+  // Strided: the coordinates of i once (innermost first), each input's offset from them.
   if (ix != Indexing::flat && ins > 0) {
     const bool i32 = ix == Indexing::strided32;
     const char* t = i32 ? "unsigned" : "long long";
-    os << "    " << t << " o0 = 0";
+    os << "  " << t << " o0 = 0";
     for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
-    os << ";\n    { " << t << " r = (" << t << ")i;\n"
-       << "      for (int d = a.rank - 1; d > 0; --d) {\n";
+    os << ";\n  { " << t << " r = (" << t << ")i;\n"
+       << "    for (int d = a.rank - 1; d > 0; --d) {\n";
     if (i32)
-      os << "        const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
+      os << "      const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
     else
-      os << "        const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
-    os << "        r = q;\n";
-    for (size_t k = 0; k < ins; ++k) os << "        o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
-    os << "      }\n";
-    for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
+      os << "      const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
+    os << "      r = q;\n";
+    for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
     os << "    }\n";
+    for (size_t k = 0; k < ins; ++k) os << "    o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
+    os << "  }\n";
   }
-  for (size_t k = 0; k < group.inputs.size(); ++k) {
-    int32_t v = group.inputs[k];
-    std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);
-    std::string nm = "v" + std::to_string(v);
-    os << "    const " << compute_type(g.type(v).dtype) << " " << nm << " = "
-       << load(g.type(v).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";
+  for (size_t k = 0; k < ins; ++k) {
+    const std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);
+    os << "  l.x" << k << " = " << load(g.type(group.inputs[k]).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";
+  }
+  os << "  return l;\n}\n";
+  os << "__device__ __forceinline__ void finish_at(const Args& a, long long i, const In& l) {\n";
+  for (size_t k = 0; k < ins; ++k) {
+    const int32_t v = group.inputs[k];
+    const std::string nm = "v" + std::to_string(v);
+    os << "  const " << compute_type(g.type(v).dtype) << " " << nm << " = l.x" << k << ";\n";
     name[v] = nm;
   }
-  os << elementwise_members(g, group, name, "    ");
+  os << elementwise_members(g, group, name, "  ");
   for (size_t k = 0; k < group.outputs.size(); ++k) {
     int32_t v = group.outputs[k];
-    os << "    ((" << storage_type(g.type(v).dtype) << "*)a.out[" << k << "])[i] = " << store(g.type(v).dtype, name.at(v))
+    os << "  ((" << storage_type(g.type(v).dtype) << "*)a.out[" << k << "])[i] = " << store(g.type(v).dtype, name.at(v))
        << ";\n";
   }
   // One element, so one thread: concurrent cudaGraphSetConditional calls are undefined. A
   // float is true when non-zero (-0.0 false, NaN true), as on the host.
-  if (condition >= 0) os << "    cudaGraphSetConditional(a.handle, " << name.at(condition) << " != 0 ? 1u : 0u);\n";
-  os << "  }\n}\n";
+  if (condition >= 0) os << "  cudaGraphSetConditional(a.handle, " << name.at(condition) << " != 0 ? 1u : 0u);\n";
+  os << "}\n";
+  // Four elements a step, all loads issued before any store: four reads in flight per thread
+  // (one alone leaves a broadcasting kernel far from the copy bandwidth). A store never
+  // precedes a load of the same thread's elements, so outputs written over inputs (a loop's
+  // state) stay exact.
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n"
+     << "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+     << "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+     << "  for (; i + 3 * step < a.n; i += 4 * step) {\n"
+     << "    const In l0 = load_at(a, i), l1 = load_at(a, i + step), l2 = load_at(a, i + 2 * step), l3 = load_at(a, i + 3 * step);\n"
+     << "    finish_at(a, i, l0); finish_at(a, i + step, l1); finish_at(a, i + 2 * step, l2); finish_at(a, i + 3 * step, l3);\n"
+     << "  }\n"
+     << "  for (; i < a.n; i += step) finish_at(a, i, load_at(a, i));\n";
+  os << "}\n";
   return os.str();
 }
 

@@ -132,6 +132,17 @@ def bias_grad(m=16384, k=1024, n=4096):
               f"({2 * m * k * n / (ms * 1e-3) / 1e12:.0f} TFLOP/s)")
 
 
+def broadcast():
+    # The same products as bench_gpu's broadcast part.
+    x = torch.rand(64, 56, 56, 256, device="cuda") * 2 - 1
+    for what, other in [("x*y (same shape)", (64, 56, 56, 256)), ("x*g (per channel)", (256,)),
+                        ("x*g (per image)", (64, 1, 1, 1))]:
+        y = torch.rand(*other, device="cuda")
+        ms = cuda_ms(lambda: x * y)
+        moved = 2 * x.numel() * 4 + (x.numel() * 4 if y.shape == x.shape else 0)
+        print(f"torch broadcast {what:20s} [64,56,56,256] f32: {ms:.3f} ms ({moved / ms / 1e9:.2f} TB/s)")
+
+
 def batch_norm():
     # PyTorch's training-mode batch norm (it picks cuDNN or its own kernels per layout), forward
     # and forward + backward, on channels_last and on contiguous NCHW.
@@ -157,7 +168,7 @@ def batch_norm():
 
 if __name__ == "__main__":
     # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
-    parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad,
+    parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad, "broadcast": broadcast,
              "batch_norm": batch_norm}
     import sys
 

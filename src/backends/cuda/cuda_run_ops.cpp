@@ -215,11 +215,22 @@ void Run::group(const FusionGroup& grp) {
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
     kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition), "tg_ew", ctx.index())).first;
+  // The grid-stride loop runs one wave: as many blocks as stay resident at once (a fixed count
+  // that does not fit leaves a partial second wave on a kernel that needs many registers).
+  CompiledKernel& kern = kit->second;
+  if (kern.blocks_per_sm == 0) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern.fn(), 256, 0) != cudaSuccess || b < 1) {
+      (void)cudaGetLastError();
+      b = 4;
+    }
+    kern.blocks_per_sm = b;
+  }
   long long blocks = (a.n + 255) / 256;
-  long long max_blocks = static_cast<long long>(st.sm_count) * 8;
+  long long max_blocks = static_cast<long long>(st.sm_count) * kern.blocks_per_sm;
   dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);
   void* params[] = {&a};
-  TG_CUDA(cudaLaunchKernel(kit->second.fn(), grid, threads, params, 0, stream));
+  TG_CUDA(cudaLaunchKernel(kern.fn(), grid, threads, params, 0, stream));
 }
 
 // The buffer output v of a group is written to: a loop's state buffer when the loop body being

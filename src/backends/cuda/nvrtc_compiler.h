@@ -12,6 +12,7 @@ namespace tg::detail {
 /// A kernel ready to launch with cudaLaunchKernel.
 struct CompiledKernel {
   cudaKernel_t kernel = nullptr;
+  int blocks_per_sm = 0;  // resident 256-thread blocks per SM, once a launcher has asked
   const void* fn() const { return reinterpret_cast<const void*>(kernel); }
 };
 

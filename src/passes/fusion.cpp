@@ -333,7 +333,10 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     if (can && !open.nodes.empty() && !(shape == open_shape)) {
       if (reads_open) close("next op has another shape (" + shape.str() + " vs " + open_shape.str() + ")");
       else close("next op is unrelated");
-    } else if (can && !open.nodes.empty() && !reads_open) {
+    } else if (can && !open.nodes.empty() && !reads_open && !is_broadcast(n.kind)) {
+      // A broadcast of an outside value at the group's shape joins even though it reads no
+      // member: explicit broadcasts precede the op that uses them, so closing here would cut
+      // every chain with a per-channel operand (a batch norm's y) into one kernel per op.
       close("next op is unrelated");
     }
     if (can) {

@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 if [ "${TG_ONLY:-}" != checks ]; then
 timeout 120 stdbuf -oL ./build-gpu/bench/bench_gpu > "$OUT/bench_gpu.log" 2>&1
 echo "bench rc=$?"; cat "$OUT/bench_gpu.log"
-timeout 60 python3 bench/gpu_bench_torch.py bias_grad batch_norm 2>&1 | tee "$OUT/bench_torch.log"
+timeout 90 python3 bench/gpu_bench_torch.py bias_grad batch_norm broadcast while_loop 2>&1 | tee "$OUT/bench_torch.log"
 # The Jacobi while_loop solver against the same solve as a PyTorch loop (issue 8's figure).
 for n in 512 4096; do
   ./build-gpu/examples/jacobi_while_loop --device cuda --n $n --repeat 20 2>&1 | sed "s/^/tgraph n=$n: /"

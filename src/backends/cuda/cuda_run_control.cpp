@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <utility>
@@ -249,7 +250,8 @@ void Run::captured_if(const Node& n) {
 // What a loop body captured with `blocks` computes in place (passes/loop_donation.h). Nothing
 // when the body assigns variables (their state copies read buffers at the end of the trip) or
 // a matmul epilogue moves steps out of plan order; the predicate's kernel may still set the
-// condition.
+// condition. TGRAPH_NO_LOOP_IN_PLACE=1 turns both off (every trip ends with a control kernel that
+// copies the results and sets the condition), to compare or to rule them out.
 InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
                           const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h) {
   bool plain = !assigns;
@@ -260,6 +262,11 @@ InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param
   }
   LoopDonation d = plan_loop_donation(g, blocks, plans, first_param, first_result, plain);
   InPlace ip;
+  static const bool off = [] {
+    const char* v = std::getenv("TGRAPH_NO_LOOP_IN_PLACE");
+    return v && std::string(v) == "1";
+  }();
+  if (off) return ip;
   ip.handle = h;
   ip.predicate = d.predicate;
   for (size_t k = 0; k < d.into.size(); ++k)

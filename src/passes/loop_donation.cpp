@@ -83,7 +83,8 @@ LoopDonation plan_loop_donation(const GraphImpl& g, const std::vector<int32_t>& 
     auto at = made_at.find(src[k]);
     if (at == made_at.end() || !elementwise_step(g, *steps[at->second])) continue;
     // One state per value: the others copy it from there at the end of the trip.
-    if (std::find(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(k), src[k]) != src.begin() + static_cast<std::ptrdiff_t>(k))
+    if (std::find(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(k), src[k]) !=
+        src.begin() + static_cast<std::ptrdiff_t>(k))
       continue;
     bool safe = true;
     // Nothing after the producing step reads the old contents...

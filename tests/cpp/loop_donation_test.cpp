@@ -2,10 +2,11 @@
 // straight into their state buffers. Checked structurally here; the CUDA backend's use of it
 // (results equal to the CPU's, the bench body run without a control kernel) is tested in
 // tests/gpu/cuda_control_flow_test.cpp.
+#include "passes/loop_donation.h"
+
 #include <gtest/gtest.h>
 
 #include "module_util.h"
-#include "passes/loop_donation.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -32,22 +33,33 @@ Loop loop_of(const Graph& g, const std::vector<Tensor>& out) {
 
 LoopDonation while_donation(const Loop& l, bool allow = true) {
   // The captured trip is after; before (the CUDA backend rotates MPSGraph's loop).
-  return plan_loop_donation(l.m.graph, {l.node->regions[1], l.node->regions[0]}, {&l.plans[1], &l.plans[0]}, 0, 1,
-                            allow);
+  return plan_loop_donation(l.m.graph, {l.node->regions[1], l.node->regions[0]}, {&l.plans[1], &l.plans[0]},
+                            0, 1, allow);
 }
 
-const Block& region(const Loop& l, size_t k) { return l.m.graph.blocks[static_cast<size_t>(l.node->regions[k])]; }
+const Block& region(const Loop& l, size_t k) {
+  return l.m.graph.blocks[static_cast<size_t>(l.node->regions[k])];
+}
+
+// A while_loop whose last carried value is an i32 counter that runs while it is below n.
+std::vector<Tensor> counted_while(Graph& g, std::vector<Tensor> init, Tensor n,
+                                  const Graph::WhileAfter& after) {
+  return g.while_loop(
+      std::move(init),
+      [&](Graph& s, std::vector<Tensor> v) {
+        return std::pair{s.less(v.back(), n), v};
+      },
+      after);
+}
 
 }  // namespace
 
 TEST(LoopDonation, SmallBodyIsComputedInPlaceAndSetsTheCondition) {
   Graph g;
   Tensor x = g.placeholder({1024}, f32), n = g.placeholder(Shape{}, i32);
-  auto r = g.while_loop(
-      {x, g.scalar(0, i32)}, [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[1], n), v}; },
-      [&](Graph& s, std::vector<Tensor> v) {
-        return std::vector{s.add(s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)), s.add(v[1], s.scalar(1, i32))};
-      });
+  auto r = counted_while(g, {x, g.scalar(0, i32)}, n, [&](Graph& s, std::vector<Tensor> v) {
+    return std::vector{s.add(s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)), s.add(v[1], s.scalar(1, i32))};
+  });
   Loop l = loop_of(g, r);
   LoopDonation d = while_donation(l);
   const Block &before = region(l, 0), &after = region(l, 1);
@@ -66,12 +78,9 @@ TEST(LoopDonation, OldContentsCopiedElsewhereBlockIt) {
   // overwrite a first.
   Graph g;
   Tensor x = g.placeholder({16}, f32), n = g.placeholder(Shape{}, i32);
-  auto r = g.while_loop(
-      {x, x, g.scalar(0, i32)},
-      [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[2], n), v}; },
-      [&](Graph& s, std::vector<Tensor> v) {
-        return std::vector{s.add(v[0], s.scalar(1.0)), v[0], s.add(v[2], s.scalar(1, i32))};
-      });
+  auto r = counted_while(g, {x, x, g.scalar(0, i32)}, n, [&](Graph& s, std::vector<Tensor> v) {
+    return std::vector{s.add(v[0], s.scalar(1.0)), v[0], s.add(v[2], s.scalar(1, i32))};
+  });
   Loop l = loop_of(g, r);
   LoopDonation d = while_donation(l);
   EXPECT_EQ(d.into[0], -1);
@@ -83,16 +92,14 @@ TEST(LoopDonation, LaterReadsOfTheOldContentsBlockIt) {
   for (bool through_view : {false, true}) {
     Graph g;
     Tensor x = g.placeholder({4, 8}, f32), n = g.placeholder(Shape{}, i32);
-    auto r = g.while_loop(
-        {x, g.scalar(0, i32)}, [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[1], n), v}; },
-        [&](Graph& s, std::vector<Tensor> v) {
-          Tensor view = s.reshape(v[0], {32});
-          Tensor y = s.mul(v[0], s.scalar(2.0));  // would be written in place, but a concat of
-          // y (so it runs after y's kernel) reads the old x too
-          Tensor later = through_view ? s.reduce_sum(s.concat({s.reshape(y, {32}), view}, 0))
-                                      : s.reduce_sum(s.concat({y, v[0]}, 0));
-          return std::vector{y, s.add(v[1], s.cast(later, i32))};
-        });
+    auto r = counted_while(g, {x, g.scalar(0, i32)}, n, [&](Graph& s, std::vector<Tensor> v) {
+      Tensor view = s.reshape(v[0], {32});
+      Tensor y = s.mul(v[0], s.scalar(2.0));  // would be written in place, but a concat of
+      // y (so it runs after y's kernel) reads the old x too
+      Tensor later = through_view ? s.reduce_sum(s.concat({s.reshape(y, {32}), view}, 0))
+                                  : s.reduce_sum(s.concat({y, v[0]}, 0));
+      return std::vector{y, s.add(v[1], s.cast(later, i32))};
+    });
     Loop l = loop_of(g, r);
     LoopDonation d = while_donation(l);
     EXPECT_EQ(d.into[0], -1) << "a concat after y reads the old x" << (through_view ? " through a view" : "");
@@ -103,14 +110,11 @@ TEST(LoopDonation, LaterReadsOfTheOldContentsBlockIt) {
 TEST(LoopDonation, ReadsBeforeTheProducerAndDuplicatesAreFine) {
   Graph g;
   Tensor x = g.placeholder({8}, f32), n = g.placeholder(Shape{}, i32);
-  auto r = g.while_loop(
-      {x, x, g.scalar(0, i32)},
-      [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[2], n), v}; },
-      [&](Graph& s, std::vector<Tensor> v) {
-        Tensor total = s.reduce_sum(v[0], {0}, true);  // reads x before it is overwritten
-        Tensor y = s.sub(v[0], total);
-        return std::vector{y, y, s.add(v[2], s.scalar(1, i32))};
-      });
+  auto r = counted_while(g, {x, x, g.scalar(0, i32)}, n, [&](Graph& s, std::vector<Tensor> v) {
+    Tensor total = s.reduce_sum(v[0], {0}, true);  // reads x before it is overwritten
+    Tensor y = s.sub(v[0], total);
+    return std::vector{y, y, s.add(v[2], s.scalar(1, i32))};
+  });
   Loop l = loop_of(g, r);
   LoopDonation d = while_donation(l);
   const Block& after = region(l, 1);

@@ -41,6 +41,7 @@ enum Trait : uint32_t {
   kHasRegions = 1u << 7,     // control flow
   kSource = 1u << 8,         // no inputs: placeholder, constant, variable
   kCommutative = 1u << 9,
+  kView = 1u << 10,          // the operand's bytes under a new shape or dtype (backends alias them)
 };
 
 /// What an inference rule sees.

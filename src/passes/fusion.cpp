@@ -93,7 +93,7 @@ bool same_size(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
 // stencil (through views used once), nothing between the stencil and the epilogue reads its
 // result, and nothing in between must follow a piece by control dependency. Several groups
 // join a prologue or epilogue when each one's outputs are read only by the next (plan_fusion
-// splits chains where a broadcast of an outside value starts).
+// closes a group when an op of another shape or an unrelated one comes next in the block).
 class Stitcher {
  public:
   Stitcher(const Module& m, FusionPlan& plan)

@@ -7,12 +7,6 @@
 namespace tg::detail {
 namespace {
 
-// Ops whose result shares its operand's buffer in the backends (a new shape or dtype over the
-// same bytes), so they extend the set of values holding a state's old contents.
-bool shares_buffer(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze || k == OpKind::Bitcast;
-}
-
 // A step whose outputs come from one generated elementwise kernel (Run::group in the CUDA
 // backend): a fused group, or a lone elementwise op.
 bool elementwise_step(const GraphImpl& g, const Step& s) {
@@ -72,7 +66,7 @@ LoopDonation plan_loop_donation(const GraphImpl& g, const std::vector<int32_t>& 
           if (old[k].count(bound.at(p))) old[k].insert(p);
       for (int32_t id : blk.nodes) {
         const Node& n = g.nodes[static_cast<size_t>(id)];
-        if (shares_buffer(n.kind) && old[k].count(n.inputs[0])) old[k].insert(n.outputs[0]);
+        if (op_def(n.kind).has(kView) && old[k].count(n.inputs[0])) old[k].insert(n.outputs[0]);
       }
     }
     src[k] = trace(last.results[first_result + k]);
@@ -91,7 +85,7 @@ LoopDonation plan_loop_donation(const GraphImpl& g, const std::vector<int32_t>& 
     for (size_t j = at->second + 1; j < steps.size() && safe; ++j)
       for (int32_t id : step_nodes(*steps[j])) {
         const Node& n = g.nodes[static_cast<size_t>(id)];
-        if (shares_buffer(n.kind)) continue;  // no read: its result is in old[k] if it matters
+        if (op_def(n.kind).has(kView)) continue;  // no read: its result is in old[k] if it matters
         std::vector<int32_t> reads;
         node_reads(g, n, reads);
         for (int32_t r : reads) safe &= !old[k].count(r);

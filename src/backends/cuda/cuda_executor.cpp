@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/pinned_staging.h"

@@ -254,6 +254,12 @@ void Run::captured_if(const Node& n) {
 // copies the results and sets the condition), to compare or to rule them out.
 InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
                           const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h) {
+  InPlace ip;
+  static const bool off = [] {
+    const char* v = std::getenv("TGRAPH_NO_LOOP_IN_PLACE");
+    return v && std::string(v) == "1";
+  }();
+  if (off) return ip;
   bool plain = !assigns;
   std::vector<const FusionPlan*> plans;
   for (int32_t b : blocks) {
@@ -261,12 +267,6 @@ InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param
     for (const EpilogueMatch& e : epilogues(b)) plain &= e.kind == MatmulShape::Epilogue::none && !e.runs_at_matmul;
   }
   LoopDonation d = plan_loop_donation(g, blocks, plans, first_param, first_result, plain);
-  InPlace ip;
-  static const bool off = [] {
-    const char* v = std::getenv("TGRAPH_NO_LOOP_IN_PLACE");
-    return v && std::string(v) == "1";
-  }();
-  if (off) return ip;
   ip.handle = h;
   ip.predicate = d.predicate;
   for (size_t k = 0; k < d.into.size(); ++k)

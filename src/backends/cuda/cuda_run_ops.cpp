@@ -283,7 +283,7 @@ void Run::node(const Node& n) {
       pending[var_name(n.inputs[0])] = in(n.inputs[1]);
       return;
     case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze:
-    case OpKind::Bitcast: {  // bitcast keeps the element size (ops/infer_elementwise.cpp)
+    case OpKind::Bitcast: {  // the kView ops; bitcast keeps the element size (ops/infer_elementwise.cpp)
       DevTensor v = in(n.inputs[0]);  // same bytes, new shape or dtype: no copy
       v.type = concrete_type(g, n, in_types(n), 0);
       slots[static_cast<size_t>(n.outputs[0])] = v;

@@ -317,6 +317,7 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
   const size_t ins = group.inputs.size();
   std::unordered_map<int32_t, std::string> name;
   // One element in two halves: load_at reads the inputs (In), finish_at computes and stores.
+  // (`unused_` keeps In a valid struct for a group without inputs.)
   os << "struct In { int unused_";
   for (size_t k = 0; k < ins; ++k) os << "; " << compute_type(g.type(group.inputs[k]).dtype) << " x" << k;
   os << "; };\n";

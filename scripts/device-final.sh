@@ -2,8 +2,7 @@
 # One GPU run that checks a whole session's work (after TG_BUILD_ONLY=1 scripts/device-build.sh
 # with TG_TARGETS="tgraph_gpu_tests bench_gpu train_fashion_mnist jacobi_while_loop"): the benchmarks
 # alone first, then every GPU test suite at once beside a short bf16 training run, then
-# compute-sanitizer racecheck and memcheck alone, on kernels with shared memory and on the
-# newest paths.
+# compute-sanitizer memcheck and racecheck over the whole GPU test binary.
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -20,23 +19,16 @@ for n in 512 4096; do
 done | tee "$OUT/jacobi.log"
 fi
 [ "${TG_ONLY:-}" = bench ] && exit 0
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-bin=./build-gpu/tests/tgraph_gpu_tests
-RACE='CudaLayout.Transpose:CudaLayout.CumulativeScans:CudaLayout.MaxPoolWithIndices:CudaExecutor.ReductionsAndSoftmaxOnTheDevice:CudaIndexing.ScatterEveryModeBothPaths:CudaSort.*:CudaStencil.EdgeCases'
-MEM='CudaExecutor.PaddedConvolutionAndPoolingOnTheDevice:CudaExecutor.PartialBatchBroadcastMatmul:DeviceTensorGpu.*:CudaControlFlow.*:CudaMatmulEpilogue*'
-sanitize() {  # tool log filter
-  timeout 200 $CS --tool "$1" $([ "$1" = racecheck ] && echo --racecheck-report hazard) $bin --gtest_filter="$3" > "$OUT/$2" 2>&1
-  echo "$2 rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$2" | tail -1); $(grep -cE '^\[       OK' "$OUT/$2") tests ok"
-}
-# The sanitizers run alone, after the suites: that is the clean-run figure issue 6 asks for.
-# TG_STRESS=1 also runs memcheck beside the suites and the training run, where it twice hit a
-# device fault in a control-flow test that nothing else reproduces (bench/RESULTS.md).
-[ "${TG_STRESS:-0}" = 1 ] && sanitize memcheck memcheck-stress.log "$MEM" &
 ( timeout 200 ./build-gpu/examples/train_fashion_mnist --epochs 2 --precision bf16 --device cuda \
     --data /opt/devroot/usr/share/datasets/fashion-mnist --out "$OUT/fm_bf16" > "$OUT/demo_bf16.log" 2>&1
   tr "\r" "\n" < "$OUT/demo_bf16.log" | grep -E "^(epoch [0-9]+:|final)" | sed 's/^/bf16 /' ) &
 TG_PARALLEL=1 scripts/device-suites.sh > "$OUT/suites.txt" 2>&1
 wait
-sanitize racecheck racecheck.log "$RACE"
-sanitize memcheck memcheck.log "$MEM"
 cat "$OUT/suites.txt"
+# The sanitizers over the whole GPU test binary, after the suites (scripts/device-sanitize.sh:
+# memcheck one shard at a time, racecheck in parallel shards). TG_STRESS=1 also runs memcheck on
+# the control-flow suite while other processes load the GPU, where it has faulted
+# (scripts/device-sanitize-under-load.sh; bench/RESULTS.md, fifth session).
+scripts/device-sanitize.sh memcheck
+TG_SANITIZE_TIMEOUT=300 scripts/device-sanitize.sh racecheck
+[ "${TG_STRESS:-0}" = 1 ] && scripts/device-sanitize-under-load.sh 'CudaControlFlow.*'

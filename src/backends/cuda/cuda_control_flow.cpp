@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_control_flow.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -11,7 +12,7 @@ namespace tg::detail {
 namespace {
 
 // Streams live as long as the process (like the device context's): buffers freed later may
-// still name them. Index 0 is the allocation side stream, k >= 1 captures depth-k bodies.
+// still name them. Index 0 is the side stream of uploads into graph memory, k >= 1 captures depth-k bodies.
 cudaStream_t stream_at(int device, int k) {
   static std::mutex mu;
   static std::map<int, std::vector<cudaStream_t>> streams;
@@ -40,20 +41,56 @@ cudaGraph_t capturing_graph(cudaStream_t s, const cudaGraphNode_t** deps, size_t
 
 }  // namespace
 
-DeviceBuffer graph_buffer(DeviceContext& ctx, size_t bytes) {
-  cudaMemPool_t pool = nullptr;
-  TG_CUDA(cudaDeviceGetDefaultMemPool(&pool, ctx.index()));  // the pool DeviceContext allocates from
-  void* p = nullptr;
-  cudaError_t e = cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, pool, stream_at(ctx.index(), 0));
-  if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    throw Error("[cuda] out of memory on cuda:" + std::to_string(ctx.index()) +
-                " capturing a CUDA graph: requested " + std::to_string(bytes) + " bytes; tgraph holds " +
-                std::to_string(ctx.bytes_in_use()) + " bytes in use");
+namespace {
+std::mutex graph_bytes_mu;
+std::map<int, size_t> graph_bytes;  // device -> bytes held by captured graphs
+}  // namespace
+
+size_t graph_memory_bytes(int device) {
+  std::lock_guard<std::mutex> lock(graph_bytes_mu);
+  return graph_bytes[device];
+}
+
+DeviceBuffer GraphMemory::take(size_t bytes) {
+  constexpr size_t kAlign = 256, kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20;
+  const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  if (chunks_.empty() || used_ + n > size_) {
+    // Chunks grow with the graph (few cudaMalloc calls for a large one); a tensor larger than
+    // that gets a chunk of its own size.
+    size_t chunk = std::clamp(reserved_, kMinChunk, kMaxChunk);
+    chunk = std::max(chunk, (n + kMinChunk - 1) / kMinChunk * kMinChunk);
+    void* p = nullptr;
+    const int device = ctx_.index();
+    cudaError_t e = cudaMalloc(&p, chunk);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw Error("[cuda] out of memory on cuda:" + std::to_string(device) + " capturing a CUDA graph: requested " +
+                  std::to_string(bytes) + " bytes; tgraph holds " + std::to_string(ctx_.bytes_in_use()) +
+                  " bytes in its pool and " + std::to_string(graph_memory_bytes(device)) + " in captured graphs");
+    }
+    cuda_check(e, "cudaMalloc (graph memory)");
+    {
+      std::lock_guard<std::mutex> lock(graph_bytes_mu);
+      graph_bytes[device] += chunk;
+    }
+    cudaStream_t main = ctx_.stream();
+    // Freed once no buffer of the chunk is left: after the runs' stream has finished with it
+    // (not while that stream is being captured: a captured run never drops graph memory).
+    chunks_.emplace_back(static_cast<std::byte*>(p), [main, device, chunk](std::byte* q) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(main, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone)
+        cudaStreamSynchronize(main);
+      cudaFree(q);
+      std::lock_guard<std::mutex> lock(graph_bytes_mu);
+      graph_bytes[device] -= chunk;
+    });
+    used_ = 0;
+    size_ = chunk;
+    reserved_ += chunk;
   }
-  cuda_check(e, "cudaMallocFromPoolAsync");
-  cudaStream_t main = ctx.stream();
-  return DeviceBuffer(static_cast<std::byte*>(p), [main](std::byte* q) { cudaFreeAsync(q, main); });
+  DeviceBuffer b(chunks_.back(), chunks_.back().get() + used_);  // shares the chunk's ownership
+  used_ += n;
+  return b;
 }
 
 void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes) {
@@ -61,8 +98,6 @@ void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes) 
   if (bytes) TG_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, side));
   TG_CUDA(cudaStreamSynchronize(side));
 }
-
-void graph_buffers_ready(DeviceContext& ctx) { TG_CUDA(cudaStreamSynchronize(stream_at(ctx.index(), 0))); }
 
 cudaStream_t body_stream(int device, int depth) { return stream_at(device, depth); }
 

@@ -6,20 +6,39 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
+#include <vector>
 
 #include "backends/cuda/device_context.h"
 
 namespace tg::detail {
 
-/// Device memory a captured graph reads and writes at a fixed address. It is taken from the
-/// device's pool on a side stream that is never captured (so no allocation node lands in a
-/// graph, which conditional bodies forbid) and freed on the device's stream, after the work
-/// already queued there. Call graph_buffers_ready() before the graph first runs.
-DeviceBuffer graph_buffer(DeviceContext& ctx, size_t bytes);
-/// Copies host bytes into a graph_buffer outside any capture and waits for the copy.
+/// Device memory a captured graph reads and writes at fixed addresses, for as long as any of its
+/// buffers lives: plain cudaMalloc chunks carved into 256-byte-aligned pieces. Not the pool's
+/// stream-ordered memory: a pool block's validity is tied to a stream's order, which conditional
+/// bodies (run by the device on streams of its own) and the runs that follow do not share, and
+/// compute-sanitizer faulted on exactly those reads when the device was busy
+/// (docs/decisions.md). No allocation ever lands in a graph as a node (bodies forbid them).
+class GraphMemory {
+ public:
+  explicit GraphMemory(DeviceContext& ctx) : ctx_(ctx) {}
+  GraphMemory(const GraphMemory&) = delete;
+  GraphMemory& operator=(const GraphMemory&) = delete;
+  /// A buffer of `bytes`; it keeps its chunk alive. Throws tg::Error naming the request size
+  /// and what is in use when the device is out of memory.
+  DeviceBuffer take(size_t bytes);
+  /// Bytes of device memory this graph's chunks hold.
+  size_t bytes() const { return reserved_; }
+
+ private:
+  DeviceContext& ctx_;
+  std::vector<std::shared_ptr<std::byte>> chunks_;
+  size_t used_ = 0, size_ = 0, reserved_ = 0;  // of the last chunk; of all
+};
+/// Bytes all captured graphs on `device` hold now.
+size_t graph_memory_bytes(int device);
+/// Copies host bytes into graph memory outside any capture and waits for the copy.
 void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes);
-/// Waits until every graph_buffer allocation made so far can be used on any stream.
-void graph_buffers_ready(DeviceContext& ctx);
 
 /// The stream that captures bodies nested `depth` (>= 1) conditional nodes deep.
 cudaStream_t body_stream(int device, int depth);

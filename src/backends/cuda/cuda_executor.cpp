@@ -95,23 +95,28 @@ void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::strin
   }
 }
 
-// Captures the whole run into one CUDA graph. Every intermediate (conditional bodies'
-// included) gets its own graph_buffer, so the graph holds fixed addresses and no allocation
-// nodes; control flow becomes conditional nodes (Run::captured_if / _for / _while).
+// Captures the whole run into one CUDA graph. Its inputs and every intermediate (conditional
+// bodies' included) get buffers of the graph's own memory (GraphMemory), so the graph holds
+// fixed addresses and no allocation nodes; control flow becomes conditional nodes
+// (Run::captured_if / _for / _while).
 void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) {
   static std::mutex capture_mu;  // executables share the streams that capture conditional bodies
   std::lock_guard<std::mutex> capture_lock(capture_mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   const GraphImpl& g = exe.module.graph;
-  auto cap = std::make_unique<Captured>();
+  auto cap = std::make_unique<Captured>(ctx);
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
-  for (auto& [name, cv] : st.vars) r.snapshot[name] = cv.value;
+  r.fixed = &cap->memory;
+  // The variables the graph reads and writes move into its memory (same values and versions).
+  for (auto& [name, cv] : st.vars) {
+    cv.value = r.clone(cv.value);
+    r.snapshot[name] = cv.value;
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
     cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
     cap->input_types.push_back(inputs.type(i));
   }
   for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
-  r.fixed = &cap->buffers;
   r.loop_error = &cap->loop_error;
   st.body_stats = CudaGraphStats{};
   TG_CUDA(cudaStreamSynchronize(r.stream));
@@ -131,7 +136,6 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     cudaStreamEndCapture(r.stream, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    graph_buffers_ready(ctx);  // before the buffers go back to the pool
     st.capture_failed = true;  // run uncaptured from now on; the run itself already succeeded
     st.capture_error = err.what();
     return;
@@ -139,7 +143,6 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
   cudaError_t e = cudaGraphInstantiate(&cap->exec, graph, 0);
   cudaGraphDestroy(graph);
-  graph_buffers_ready(ctx);
   if (e != cudaSuccess) {
     cudaGetLastError();
     st.capture_failed = true;
@@ -203,7 +206,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0)
     TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
-  IndexErrors::Scope index_scope(st.index_errors, exe.device.index, ctx.stream());
+  IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   {

@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_indexing.h"
@@ -220,8 +221,8 @@ void cuda_non_zero_indices(const DevArg& x, const std::function<void*(const Tens
 
 // ---- IndexErrors ----
 
-IndexErrors::Scope::Scope(IndexErrors& errors, int device, cudaStream_t stream) : saved_(current_errors) {
-  if (!errors.record_) errors.record_ = DeviceContext::get(device).allocate(sizeof(IndexError), stream);
+IndexErrors::Scope::Scope(IndexErrors& errors, GraphMemory& memory, cudaStream_t stream) : saved_(current_errors) {
+  if (!errors.record_) errors.record_ = memory.take(sizeof(IndexError));
   if (!errors.clean_) {  // new, or a run that failed before take(): start from a clean record
     TG_CUDA(cudaMemsetAsync(errors.record_.get(), 0, sizeof(IndexError), stream));
     errors.clean_ = true;

@@ -16,6 +16,8 @@
 
 namespace tg::detail {
 
+class GraphMemory;  // cuda_control_flow.h
+
 struct DevArg {
   const void* ptr;
   TensorType type;
@@ -72,10 +74,11 @@ void cuda_non_zero_indices(const DevArg& x, const std::function<void*(const Tens
 class IndexErrors {
  public:
   /// Makes `errors` the record that indexing kernels launched by this thread report to until
-  /// the scope ends (the record is allocated and zeroed on `stream` on first use).
+  /// the scope ends (the record is taken from `memory`, which captured graphs may read, and
+  /// zeroed on `stream` on first use).
   class Scope {
    public:
-    Scope(IndexErrors& errors, int device, cudaStream_t stream);
+    Scope(IndexErrors& errors, GraphMemory& memory, cudaStream_t stream);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;

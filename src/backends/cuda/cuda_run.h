@@ -54,11 +54,12 @@ struct GroupInfo {
 // A captured CUDA graph of a whole run, replayed while inputs keep their shapes and no
 // variable changed.
 struct Captured {
+  explicit Captured(DeviceContext& ctx) : memory(ctx) {}
+  GraphMemory memory;  // every buffer the graph holds; declared first, so freed after `exec`
   cudaGraphExec_t exec = nullptr;
   std::vector<TensorType> input_types;
   std::vector<DevTensor> inputs;     // fixed buffers the graph reads
   std::vector<DevTensor> targets;    // fixed buffers the graph writes
-  std::vector<DeviceBuffer> buffers;  // every intermediate, kept alive
   DeviceBuffer loop_error;            // set by a for_loop whose step is not positive (null: none can be)
   std::map<std::string, uint64_t> var_versions;
   std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
@@ -81,10 +82,17 @@ struct CudaState {
   std::set<const Step*> profiled;  // steps run once under TGRAPH_PROFILE (cuda_run_ops.cpp)
   std::map<std::pair<const void*, int>, CompiledKernel> kernels;  // (group, Indexing | GroupKernel) -> kernel
   std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
-  std::map<int32_t, DevTensor> constants;
+  std::map<int32_t, DevTensor> constants;  // in own_memory()
   std::map<std::string, CachedVar> vars;
   int sm_count = 0;
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
+  // The executable's constants and index-error record: memory that captured graphs read, so
+  // GraphMemory rather than the pool, as the graphs' own (cuda_control_flow.h).
+  std::unique_ptr<GraphMemory> memory;
+  GraphMemory& own_memory(DeviceContext& ctx) {
+    if (!memory) memory = std::make_unique<GraphMemory>(ctx);
+    return *memory;
+  }
 };
 
 // A group's generated kernel is cached under (group, its Indexing | these flags).
@@ -113,10 +121,10 @@ struct Run {
   std::vector<DevTensor> slots;
   std::map<std::string, DevTensor> snapshot, pending;
 
-  // Capture support: while a run is captured, every allocation is a graph_buffer kept in
-  // `fixed`, so the graph (conditional bodies included) holds only fixed addresses and no
-  // allocation nodes. `depth` counts the conditional bodies being captured around the code.
-  std::vector<DeviceBuffer>* fixed = nullptr;
+  // Capture support: while a run is captured, every allocation comes from the graph's own
+  // memory (`fixed`), so the graph (conditional bodies included) holds only fixed addresses and
+  // no allocation nodes. `depth` counts the conditional bodies being captured around the code.
+  GraphMemory* fixed = nullptr;
   DeviceBuffer* loop_error = nullptr;  // the capture's for_loop step flag, made on first need
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
@@ -124,24 +132,28 @@ struct Run {
 
   bool capturing() const { return fixed != nullptr; }
   DeviceBuffer buffer(size_t n) {
-    if (!capturing()) return ctx.allocate(n, stream);
-    fixed->push_back(graph_buffer(ctx, n));
-    return fixed->back();
+    return capturing() ? fixed->take(n) : ctx.allocate(n, stream);
   }
   DevTensor alloc(TensorType t) {
     size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
     return DevTensor{std::move(t), buffer(n)};
   }
-  // Uploads (inputs, constants, variables) own their memory: cached, or fixed before a capture
-  // starts; one made while capturing (a constant first met in a branch) goes around the capture.
+  // Uploads (inputs, variables) own their memory: from the pool on a plain run, the graph's
+  // memory while capturing (copied around the capture, which must not record it).
   DevTensor upload(const TensorData& h) {
     if (capturing()) {
-      DevTensor d{h.type(), graph_buffer(ctx, h.nbytes())};
+      DevTensor d{h.type(), fixed->take(h.nbytes())};
       graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
       return d;
     }
     DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
     copy_to_device(d.buf.get(), h.data(), h.nbytes(), stream);
+    return d;
+  }
+  // Constants live as long as the executable, in its own memory (CudaState::own_memory).
+  DevTensor upload_constant(const TensorData& h) {
+    DevTensor d{h.type(), st.own_memory(ctx).take(h.nbytes())};
+    graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
     return d;
   }
   TensorData download(const DevTensor& d) {
@@ -158,7 +170,7 @@ struct Run {
   // A fresh device copy (outputs handed to the caller never alias buffers the executable
   // reuses: captured targets, variables, constants).
   DevTensor clone(const DevTensor& d) {
-    DevTensor c{d.type, ctx.allocate(d.nbytes(), stream)};
+    DevTensor c{d.type, buffer(d.nbytes())};
     if (d.nbytes())
       TG_CUDA(cudaMemcpyAsync(c.buf.get(), d.buf.get(), d.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return c;

@@ -137,7 +137,7 @@ void Run::control_kernel(std::vector<Copy> copies, ControlCond cond) {
   if (cond.ctl) written.insert(cond.ctl);
   auto staged = [&](const void* src, size_t bytes) -> const void* {
     if (!written.count(src)) return src;
-    void* tmp = buffer(bytes).get();  // kept alive by `fixed`
+    void* tmp = buffer(bytes).get();  // graph memory: kept alive by the capture
     stage.push_back({tmp, src, bytes});
     return tmp;
   };

@@ -266,7 +266,7 @@ void Run::node(const Node& n) {
     case OpKind::Constant: {
       auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
       if (it == st.constants.end())
-        it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload(n.data)).first;
+        it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload_constant(n.data)).first;
       slots[static_cast<size_t>(n.outputs[0])] = it->second;
       return;
     }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_control_flow.h"
 
 namespace tg::detail {
 
@@ -48,7 +49,8 @@ DeviceBuffer DeviceContext::allocate(size_t bytes, cudaStream_t stream) {
     cudaMemGetInfo(&free_b, &total);
     throw Error("[cuda] out of memory on cuda:" + std::to_string(index_) + ": requested " +
                 std::to_string(bytes) + " bytes; tgraph holds " + std::to_string(bytes_in_use()) +
-                " bytes in use (" + std::to_string(bytes_reserved()) + " reserved); the device has " +
+                " bytes in use (" + std::to_string(bytes_reserved()) + " reserved) and " +
+                std::to_string(graph_memory_bytes(index_)) + " in captured graphs; the device has " +
                 std::to_string(free_b) + " of " + std::to_string(total) + " bytes free");
   }
   cuda_check(e, "cudaMallocAsync");

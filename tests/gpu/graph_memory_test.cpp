@@ -1,0 +1,85 @@
+// GraphMemory: the device memory captured graphs and executables' constants live in (plain
+// cudaMalloc chunks, not the stream-ordered pool; docs/decisions.md). Its pieces are aligned and
+// usable, it grows in chunks, and it goes back to the driver when the last buffer does.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/cuda_control_flow.h"
+#include "backends/cuda/device_context.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+TEST(GraphMemoryGpu, PiecesAreAlignedDisjointAndUsable) {
+  detail::DeviceContext& ctx = detail::DeviceContext::get(0);
+  const size_t before = detail::graph_memory_bytes(0);
+  {
+    std::vector<detail::DeviceBuffer> bufs;
+    std::vector<size_t> sizes{1, 300, 4096, size_t{5} << 20, 7, size_t{3} << 20};  // 5 MiB: a chunk of its own
+    {
+      detail::GraphMemory m(ctx);
+      for (size_t n : sizes) bufs.push_back(m.take(n));
+      EXPECT_GE(m.bytes(), (size_t{8} << 20) + 4096);
+      EXPECT_EQ(detail::graph_memory_bytes(0) - before, m.bytes());
+    }  // the buffers keep their chunks after the GraphMemory is gone
+    EXPECT_GT(detail::graph_memory_bytes(0), before);
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      auto a = reinterpret_cast<uintptr_t>(bufs[i].get());
+      EXPECT_EQ(a % 256, 0u) << i;
+      for (size_t j = 0; j < i; ++j) {
+        auto b = reinterpret_cast<uintptr_t>(bufs[j].get());
+        EXPECT_TRUE(a + sizes[i] <= b || b + sizes[j] <= a) << i << " overlaps " << j;
+      }
+    }
+    // Each piece holds what is written to it (a neighbour's write would show).
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      std::vector<unsigned char> h(sizes[i], static_cast<unsigned char>(17 * i + 3));
+      ASSERT_EQ(cudaMemcpy(bufs[i].get(), h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      std::vector<unsigned char> h(sizes[i]);
+      ASSERT_EQ(cudaMemcpy(h.data(), bufs[i].get(), h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (unsigned char c : h) ASSERT_EQ(c, static_cast<unsigned char>(17 * i + 3)) << i;
+    }
+  }
+  EXPECT_EQ(detail::graph_memory_bytes(0), before);
+}
+
+// A captured run (a while loop with constants in its body) holds graph memory for its inputs,
+// intermediates and constants, and gives it all back when the executable goes.
+TEST(GraphMemoryGpu, AnExecutableGivesItsMemoryBack) {
+  const size_t before = detail::graph_memory_bytes(0);
+  {
+    Graph g;
+    Tensor x = g.placeholder({1000}, f32, "x");
+    auto r = g.while_loop(
+        {x, g.scalar(0, i32)},
+        [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[1], s.scalar(5, i32)), v}; },
+        [&](Graph& s, std::vector<Tensor> v) {
+          return std::vector{s.add(s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)), s.add(v[1], s.scalar(1, i32))};
+        });
+    Executable e = g.compile({{x, x.type()}}, {r[0]}, {}, CompileOptions{.device = Device::cuda(0)});
+    TensorData in = TensorData::uniform({1000}, -3, 3, f32, 11);
+    for (int run = 0; run < 3; ++run) {
+      TensorData y = e.run({in})[0];
+      for (int64_t i = 0; i < 1000; ++i) {
+        double want = in.at(i);
+        for (int k = 0; k < 5; ++k) want = want * 0.5 + 1.0;
+        ASSERT_NEAR(y.at(i), want, 1e-5) << "run " << run << " at " << i;
+      }
+    }
+    detail::CudaGraphStats st = detail::cuda_graph_stats(e.impl());
+    EXPECT_EQ(st.captures, 1) << st.error;
+    EXPECT_EQ(st.replays, 2);
+    EXPECT_GT(detail::graph_memory_bytes(0), before);
+  }
+  EXPECT_EQ(detail::graph_memory_bytes(0), before);
+}
+
+}  // namespace

@@ -97,3 +97,95 @@ TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
                           got = run(Device::cuda(0), OpKind::ReduceVariance, big, {0}, false);
   expect_close(got[0], want[0], 1e-4, "variance, mean 1e4, spread 1");
 }
+
+namespace {
+
+// Mean and variance of one tensor over the same axes (what batch, layer and group norm
+// decompose into) come from one kernel (cuda_run_moments.cpp): column, warp-per-row and
+// block-per-row layouts, with and without kept dims, against the CPU and the unpaired GPU run.
+TEST(CudaReduceColumn, PairedMomentsMatchTheCpu) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  const Case cases[] = {{{8, 7, 9, 64}, {0, 1, 2}},  // NHWC batch-norm statistics: column kernels
+                        {{6, 300}, {1}},              // layer-norm rows: a warp per row
+                        {{3, 5000}, {1}},             // long rows: a block per row
+                        {{4, 6, 50}, {0, 2}}};        // neither layout: general offsets
+  uint64_t seed = 300;
+  for (const Case& c : cases)
+    for (DType t : {f32, f16, bf16})
+      for (bool keep : {true, false}) {
+        TensorData x = TensorData::uniform(c.shape, -2, 3, t, seed++);
+        auto build = [&](Graph& g, Tensor& p) {
+          p = g.placeholder(x.shape(), t);
+          Tensor mean = g.reduce_mean(p, c.axes, keep), var = g.reduce_variance(p, c.axes, keep);
+          // A reader of both, as a normalisation has, and a second mean over other axes that
+          // must stay unpaired.
+          Tensor z = g.add(g.mul(mean, g.scalar(2.0, t)), var);
+          return std::vector{mean, var, z, g.reduce_mean(p, {0})};
+        };
+        const std::string what = c.shape.str() + " " + dtype_name(t) + (keep ? " keep" : "");
+        std::vector<TensorData> want, got;
+        for (const Device& d : {Device::cpu(), Device::cuda(0)}) {
+          Graph g;
+          Tensor p;
+          std::vector<Tensor> ys = build(g, p);
+          Executable e = g.compile({{p, p.type()}}, ys, {}, {.device = d});
+          std::vector<TensorData> r = e.run({x}), again = e.run({x});
+          (d == Device::cpu() ? want : got) = r;
+          if (d != Device::cpu()) {
+            for (size_t i = 0; i < r.size(); ++i) expect_close(again[i], r[i], 0, what + " replay " + std::to_string(i));
+            EXPECT_EQ(detail::cuda_graph_stats(e.impl()).paired_moments, 1) << what;
+          }
+        }
+        for (size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], tol(t) * 4, what + " output " + std::to_string(i));
+      }
+}
+
+// Pairs stay inside a block: a branch computing only the mean and the other only the variance
+// of the same outer tensor are not paired (on replay only one branch runs); each branch with
+// both is paired on its own, and a while body's pair is computed on every trip.
+TEST(CudaReduceColumn, PairedMomentsStayInTheirBlock) {
+  TensorData x = TensorData::uniform({16, 40}, -1, 2, f32, 401);
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<TensorData> want;
+    for (const Device& d : {Device::cpu(), Device::cuda(0)}) {
+      Graph g;
+      Tensor p = g.placeholder({16, 40}, f32, "x"), flag = g.placeholder(Shape{}, boolean, "flag");
+      auto r = g.if_else(
+          flag,
+          [&](Graph& s) {
+            Tensor m = s.reduce_mean(p, {0});
+            return std::vector{variant ? s.add(m, s.reduce_variance(p, {0})) : m};
+          },
+          [&](Graph& s) {
+            Tensor v = s.reduce_variance(p, {0});
+            return std::vector{variant ? s.sub(v, s.reduce_mean(p, {0})) : v};
+          });
+      // x -> (x - mean) / sqrt(var + 1) three times, the moments of the current value each trip.
+      auto loop = g.for_loop(g.scalar(0, i32), g.scalar(3, i32), g.scalar(1, i32), {p},
+                             [&](Graph& s, Tensor, std::vector<Tensor> v) {
+                               Tensor m = s.reduce_mean(v[0], {0}, true), var = s.reduce_variance(v[0], {0}, true);
+                               return std::vector{s.div(s.sub(v[0], m), s.sqrt(s.add(var, s.scalar(1.0))))};
+                             });
+      Executable e = g.compile({{p, p.type()}, {flag, flag.type()}}, {r[0], loop[0]}, {}, {.device = d});
+      std::vector<TensorData> outs;
+      for (bool f : {true, false, true, false}) {
+        std::vector<TensorData> o = e.run({x, TensorData::scalar(f ? 1.0 : 0.0, boolean)});
+        outs.insert(outs.end(), o.begin(), o.end());
+      }
+      if (d == Device::cpu()) {
+        want = outs;
+        continue;
+      }
+      for (size_t i = 0; i < want.size(); ++i)
+        expect_close(outs[i], want[i], 1e-5, "variant " + std::to_string(variant) + " output " + std::to_string(i));
+      detail::CudaGraphStats st = detail::cuda_graph_stats(e.impl());
+      EXPECT_EQ(st.paired_moments, variant ? 3 : 1) << "the loop body's pair, and each branch's in variant 1";
+      EXPECT_EQ(st.captures, 1) << st.error;
+    }
+  }
+}
+
+}  // namespace

@@ -39,7 +39,8 @@ bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
 bool cuda_avg_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                    cudaStream_t stream, int device);
 /// Generated reductions (reduce_sum/mean/max/min/prod/variance/logsumexp/all/any, argmax/min,
-/// sum_to_like) and softmax / log_softmax.
+/// sum_to_like) and softmax / log_softmax. A reduce_variance given a second output of its type
+/// also writes the mean of the same elements there (one read of x for both moments).
 bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                  cudaStream_t stream, int device);
 

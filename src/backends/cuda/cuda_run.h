@@ -73,6 +73,8 @@ struct CudaState {
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
   std::map<int32_t, FusionGroup> singles;
+  bool moments_paired = false;               // moment_partners is filled (cuda_run_moments.cpp)
+  std::map<int32_t, int32_t> moment_partners;  // reduce_mean <-> reduce_variance of one tensor
   std::map<const FusionGroup*, GroupInfo> groups;
   std::unique_ptr<Captured> captured;
   bool capture_failed = false;
@@ -191,6 +193,10 @@ struct Run {
   void group(const FusionGroup& grp);
   void node(const Node& n);
   bool device_op(const Node& n, DeviceOp op);
+  // ---- paired moments (cuda_run_moments.cpp) ----
+  std::set<int32_t> moments_done;  // nodes whose value their partner computed in this block
+  int32_t moment_partner(int32_t id);
+  bool paired_moments(const Node& n);
   DevTensor expand_batch(const DevTensor& x, const Shape& out);
   bool matmul(const Node& n, const EpilogueMatch* ep = nullptr);
   void fallback(const Node& n);

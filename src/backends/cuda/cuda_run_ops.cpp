@@ -306,6 +306,7 @@ void Run::node(const Node& n) {
       control(n);
       return;
     default:
+      if (paired_moments(n)) return;
       if (DeviceOp op = device_op_for(n.kind)) {
         if (device_op(n, op)) return;
         break;

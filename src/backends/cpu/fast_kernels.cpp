@@ -17,7 +17,7 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
     case OpKind::Maximum: case OpKind::Minimum: case OpKind::Relu: case OpKind::Neg:
     case OpKind::Abs: case OpKind::Square: case OpKind::Sqrt: case OpKind::Exp:
-    case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Gelu:
+    case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Silu: case OpKind::Gelu: case OpKind::Erf:
       return fast::elementwise(n, in, out);
     case OpKind::Conv2dDataGrad: case OpKind::Conv2dWeightGrad:
       return fast::conv2d_grad(n, in, out);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/fast_erf.h"
 #include "backends/cpu/fast_kernels.h"
 #include "core/half.h"
 
@@ -55,7 +56,7 @@ void unary_double(const Instr& in, float* d, const float* a, int n) {
     case OpKind::Asinh: dloop1(d, a, n, [](double x) { return std::asinh(x); }); break;
     case OpKind::Acosh: dloop1(d, a, n, [](double x) { return std::acosh(x); }); break;
     case OpKind::Atanh: dloop1(d, a, n, [](double x) { return std::atanh(x); }); break;
-    case OpKind::Erf: dloop1(d, a, n, [](double x) { return std::erf(x); }); break;
+    case OpKind::Erf: fast::erf_f32(a, d, n); break;  // as the unfused kernel (fast_erf.h)
     case OpKind::Floor: dloop1(d, a, n, [](double x) { return std::floor(x); }); break;
     case OpKind::Ceil: dloop1(d, a, n, [](double x) { return std::ceil(x); }); break;
     case OpKind::Round: dloop1(d, a, n, [](double x) { return std::round(x); }); break;
@@ -64,9 +65,7 @@ void unary_double(const Instr& in, float* d, const float* a, int n) {
     case OpKind::Sigmoid: dloop1(d, a, n, sigmoid); break;
     case OpKind::LeakyRelu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * x : x; }); break;
     case OpKind::Elu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * std::expm1(x) : x; }); break;
-    case OpKind::Gelu:
-      dloop1(d, a, n, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
-      break;
+    case OpKind::Gelu: fast::gelu_f32(a, d, n); break;
     case OpKind::GeluTanh:
       dloop1(d, a, n, [](double x) {
         double k = std::sqrt(2.0 / M_PI);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "ir/graph_impl.h"
 #include "tgraph/tgraph.h"
 #include "tgraph/onnx.h"
 
@@ -335,6 +336,54 @@ TEST(OnnxImport, NewerOpsetOps) {
   auto gt = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
   expect_values(y[0], {gt(1), gt(-0.5)});
   EXPECT_EQ(tg::onnx_max_opset(), 21);
+}
+
+// LayerNormalization with only Y wanted becomes tgraph's layer_norm op (one pass on the CPU);
+// asked for Mean and InvStdDev too, it stays decomposed. Both against a double reference.
+TEST(OnnxImport, LayerNormalizationFusedOrDecomposed) {
+  const std::vector<int64_t> dims{3, 4, 6};
+  std::vector<float> scale, bias, xs;
+  for (int i = 0; i < 6; ++i) {
+    scale.push_back(0.5f + 0.25f * static_cast<float>(i));
+    bias.push_back(0.1f * static_cast<float>(i) - 0.2f);
+  }
+  for (int i = 0; i < 72; ++i) xs.push_back(std::sin(0.37f * static_cast<float>(i)) * 3.0f + 0.1f * static_cast<float>(i % 5));
+  std::vector<double> want(72), mean(12), inv(12);
+  for (int r = 0; r < 12; ++r) {
+    double m = 0, v = 0;
+    for (int i = 0; i < 6; ++i) m += xs[static_cast<size_t>(r * 6 + i)];
+    m /= 6;
+    for (int i = 0; i < 6; ++i) v += (xs[static_cast<size_t>(r * 6 + i)] - m) * (xs[static_cast<size_t>(r * 6 + i)] - m);
+    const double sd = std::sqrt(v / 6 + 1e-5);
+    mean[static_cast<size_t>(r)] = m;
+    inv[static_cast<size_t>(r)] = 1 / sd;
+    for (int i = 0; i < 6; ++i)
+      want[static_cast<size_t>(r * 6 + i)] = (xs[static_cast<size_t>(r * 6 + i)] - m) / sd * scale[static_cast<size_t>(i)] + bias[static_cast<size_t>(i)];
+  }
+  for (bool stats : {false, true}) {
+    ModelBuilder b(17);
+    b.input("x", dims);
+    b.init_f("scale", {6}, scale);
+    b.init_f("bias", {6}, bias);
+    auto* n = b.node("LayerNormalization", {"x", "scale", "bias"},
+                     stats ? std::vector<std::string>{"y", "mean", "inv"} : std::vector<std::string>{"y"});
+    ModelBuilder::attr_i(n, "axis", -1);
+    b.output("y");
+    if (stats) {
+      b.output("mean");
+      b.output("inv");
+    }
+    auto m = b.import();
+    bool fused = false;
+    for (const auto& node : m.graph.impl().nodes) fused |= node.kind == tg::detail::OpKind::LayerNorm;
+    EXPECT_EQ(fused, !stats);
+    auto out = run(m, {TensorData::from_floats(tg::Shape(dims), xs)});
+    expect_values(out[0], want, 1e-5);
+    if (stats) {
+      expect_values(out[1], mean, 1e-6);
+      expect_values(out[2], inv, 1e-5);
+    }
+  }
 }
 
 TEST(OnnxImport, UnknownOpNamesNodeOpAndOpset) {

@@ -205,6 +205,31 @@ TEST(FastCpu2, LayerNorm) {
   }
 }
 
+// Probabilities below the smallest normal float come out denormal, as the double reference
+// rounds them, not flushed to zero; a logit far below the rest (an attention mask) gives 0.
+TEST(FastCpu2, SoftmaxKeepsDenormalProbabilities) {
+  std::vector<float> row(40, -3.f);
+  row[0] = 0.f;
+  row[1] = -100.f;  // e^-100 / sum ~ 3.6e-44: denormal
+  row[2] = -1e30f;  // masked
+  row[39] = 2.5f;
+  tg::Graph g;
+  auto x = g.placeholder({1, 40}, tg::f32);
+  auto y = g.compile({{x, x.type()}}, {g.softmax(x, -1)}, {}, {.device = tg::Device::cpu()})
+               .run({TensorData::from_floats({1, 40}, row)})[0];
+  double s = 0;
+  for (float v : row) s += std::exp(static_cast<double>(v) - 2.5);
+  for (int i = 0; i < 40; ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(row[static_cast<size_t>(i)]) - 2.5) / s);
+    if (i == 1) {
+      EXPECT_GT(y.at(i), 0.0);
+      EXPECT_LT(y.at(i), 1.2e-38);
+    }
+    EXPECT_NEAR(y.at(i), want, 1e-6 * want + 3e-45) << i;  // a denormal step is 1.4e-45
+  }
+  EXPECT_EQ(y.at(2), 0.0);
+}
+
 TEST(FastCpu2, SoftmaxAndLogSoftmax) {
   for (int64_t axis : {-1, 0, 1}) {
     SCOPED_TRACE(axis);

@@ -1,5 +1,7 @@
 // fast_erf.h's erf without libm, against std::erf: a sweep of floats over the whole range (every
 // 997th bit pattern, both signs), the edges between its pieces, specials, and the GELU loop.
+#include "backends/cpu/fast_erf.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,8 +9,6 @@
 #include <cstring>
 #include <limits>
 #include <vector>
-
-#include "backends/cpu/fast_erf.h"
 
 namespace {
 

@@ -21,7 +21,8 @@ TEST(GraphMemoryGpu, PiecesAreAlignedDisjointAndUsable) {
   const size_t before = detail::graph_memory_bytes(0);
   {
     std::vector<detail::DeviceBuffer> bufs;
-    std::vector<size_t> sizes{1, 300, 4096, size_t{5} << 20, 7, size_t{3} << 20};  // 5 MiB: a chunk of its own
+    std::vector<size_t> sizes{
+        1, 300, 4096, size_t{5} << 20, 7, size_t{3} << 20};  // 5 MiB: a chunk of its own
     {
       detail::GraphMemory m(ctx);
       for (size_t n : sizes) bufs.push_back(m.take(n));
@@ -60,7 +61,9 @@ TEST(GraphMemoryGpu, AnExecutableGivesItsMemoryBack) {
     Tensor x = g.placeholder({1000}, f32, "x");
     auto r = g.while_loop(
         {x, g.scalar(0, i32)},
-        [&](Graph& s, std::vector<Tensor> v) { return std::pair{s.less(v[1], s.scalar(5, i32)), v}; },
+        [&](Graph& s, std::vector<Tensor> v) {
+          return std::pair{s.less(v[1], s.scalar(5, i32)), v};
+        },
         [&](Graph& s, std::vector<Tensor> v) {
           return std::vector{s.add(s.mul(v[0], s.scalar(0.5)), s.scalar(1.0)), s.add(v[1], s.scalar(1, i32))};
         });

@@ -4,7 +4,6 @@
 // selects between the pieces vectorise.
 #include "backends/cpu/fast_erf.h"
 
-
 namespace tg::detail::fast {
 
 #if defined(__clang__)

@@ -61,8 +61,8 @@ bool Run::paired_moments(const Node& n) {
   if (!(vt == mt)) return false;
   DevTensor v = alloc(vt), m = alloc(mt);
   OpWorkspaceScope workspace([this](size_t bytes) { return buffer(bytes); });  // capture-safe temporaries
-  if (!cuda_reduce(g, var, {DevArg{x.buf.get(), x.type}}, {DevOut{v.buf.get(), vt}, DevOut{m.buf.get(), mt}}, stream,
-                   ctx.index()))
+  if (!cuda_reduce(g, var, {DevArg{x.buf.get(), x.type}}, {DevOut{v.buf.get(), vt}, DevOut{m.buf.get(), mt}},
+                   stream, ctx.index()))
     return false;
   slots[static_cast<size_t>(var.outputs[0])] = std::move(v);
   slots[static_cast<size_t>(mean.outputs[0])] = std::move(m);

@@ -42,13 +42,27 @@ cudaGraph_t capturing_graph(cudaStream_t s, const cudaGraphNode_t** deps, size_t
 }  // namespace
 
 namespace {
-std::mutex graph_bytes_mu;
-std::map<int, size_t> graph_bytes;  // device -> bytes held by captured graphs
+// Device -> bytes held by graph memory. Never destroyed: an executable released while the
+// process exits (a Python interpreter's teardown) still counts its chunks down.
+struct GraphBytes {
+  std::mutex mu;
+  std::map<int, size_t> bytes;
+};
+GraphBytes& graph_bytes() {
+  static auto* b = new GraphBytes;
+  return *b;
+}
+void count_graph_bytes(int device, size_t add, size_t sub) {
+  GraphBytes& b = graph_bytes();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.bytes[device] = b.bytes[device] + add - sub;
+}
 }  // namespace
 
 size_t graph_memory_bytes(int device) {
-  std::lock_guard<std::mutex> lock(graph_bytes_mu);
-  return graph_bytes[device];
+  GraphBytes& b = graph_bytes();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.bytes[device];
 }
 
 DeviceBuffer GraphMemory::take(size_t bytes) {
@@ -62,6 +76,11 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
     void* p = nullptr;
     const int device = ctx_.index();
     cudaError_t e = cudaMalloc(&p, chunk);
+    if (e == cudaErrorMemoryAllocation) {  // the pool may hold freed blocks cudaMalloc cannot use
+      cudaGetLastError();
+      ctx_.release_cached();
+      e = cudaMalloc(&p, chunk);
+    }
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw Error("[cuda] out of memory on cuda:" + std::to_string(device) + " capturing a CUDA graph: requested " +
@@ -69,20 +88,21 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
                   " bytes in its pool and " + std::to_string(graph_memory_bytes(device)) + " in captured graphs");
     }
     cuda_check(e, "cudaMalloc (graph memory)");
-    {
-      std::lock_guard<std::mutex> lock(graph_bytes_mu);
-      graph_bytes[device] += chunk;
-    }
+    count_graph_bytes(device, chunk, 0);
     cudaStream_t main = ctx_.stream();
     // Freed once no buffer of the chunk is left: after the runs' stream has finished with it
-    // (not while that stream is being captured: a captured run never drops graph memory).
+    // (not while that stream is being captured: a captured run never drops graph memory), on
+    // its own device whichever device the releasing thread is on.
     chunks_.emplace_back(static_cast<std::byte*>(p), [main, device, chunk](std::byte* q) {
+      int current = -1;
+      const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device;
+      if (switched) cudaSetDevice(device);
       cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
       if (cudaStreamIsCapturing(main, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone)
         cudaStreamSynchronize(main);
       cudaFree(q);
-      std::lock_guard<std::mutex> lock(graph_bytes_mu);
-      graph_bytes[device] -= chunk;
+      if (switched) cudaSetDevice(current);
+      count_graph_bytes(device, 0, chunk);
     });
     used_ = 0;
     size_ = chunk;

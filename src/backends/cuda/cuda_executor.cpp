@@ -106,24 +106,32 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   const GraphImpl& g = exe.module.graph;
   auto cap = std::make_unique<Captured>(ctx);
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
-  r.fixed = &cap->memory;
-  // The variables the graph reads and writes move into its memory (same values and versions).
-  for (auto& [name, cv] : st.vars) {
-    cv.value = r.clone(cv.value);
-    r.snapshot[name] = cv.value;
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
-    cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
-    cap->input_types.push_back(inputs.type(i));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
-  r.loop_error = &cap->loop_error;
-  st.body_stats = CudaGraphStats{};
-  TG_CUDA(cudaStreamSynchronize(r.stream));
+  // A capture that cannot be made (out of memory included) is recorded, not thrown: the run
+  // that asked for it already succeeded, and later runs go uncaptured.
+  auto give_up = [&](const std::string& why) {
+    st.capture_failed = true;
+    st.capture_error = why;
+  };
+  std::map<std::string, DevTensor> vars;  // the variables, copied into memory the graph reads
   cudaGraph_t graph = nullptr;
-  // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
-  TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeRelaxed));
+  bool capturing = false;
   try {
+    // The copies get chunks of their own (a variable outlives the graph's intermediates, which
+    // a shared chunk would keep alive); st.vars moves to them only once the graph exists.
+    r.fixed = &cap->var_memory;
+    for (const auto& [name, cv] : st.vars) vars[name] = r.snapshot[name] = r.clone(cv.value);
+    r.fixed = &cap->memory;
+    for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
+      cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
+      cap->input_types.push_back(inputs.type(i));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
+    r.loop_error = &cap->loop_error;
+    st.body_stats = CudaGraphStats{};
+    TG_CUDA(cudaStreamSynchronize(r.stream));
+    // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
+    TG_CUDA(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeRelaxed));
+    capturing = true;
     r.block(0);
     // Writes land in the variables' own buffers, so every replay reads and writes the same
     // addresses (all reads of the old values precede these copies on the stream).
@@ -132,23 +140,23 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
       st.index_errors.guarded_copy(dst.buf.get(), value.buf.get(), value.nbytes(), r.stream);  // not after a bad index
       cap->assigned[name] = dst;
     }
+    capturing = false;
+    TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
   } catch (const std::exception& err) {
-    cudaStreamEndCapture(r.stream, &graph);
+    if (capturing) cudaStreamEndCapture(r.stream, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    st.capture_failed = true;  // run uncaptured from now on; the run itself already succeeded
-    st.capture_error = err.what();
+    give_up(err.what());
     return;
   }
-  TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
   cudaError_t e = cudaGraphInstantiate(&cap->exec, graph, 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    st.capture_failed = true;
-    st.capture_error = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e);
+    give_up(std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e));
     return;
   }
+  for (auto& [name, value] : vars) st.vars[name].value = value;  // same values, same versions
   for (int32_t v : exe.module.targets) cap->targets.push_back(r.in(v));
   cap->var_versions = var_versions(exe);
   st.captured = std::move(cap);

@@ -54,8 +54,9 @@ struct GroupInfo {
 // A captured CUDA graph of a whole run, replayed while inputs keep their shapes and no
 // variable changed.
 struct Captured {
-  explicit Captured(DeviceContext& ctx) : memory(ctx) {}
-  GraphMemory memory;  // every buffer the graph holds; declared first, so freed after `exec`
+  explicit Captured(DeviceContext& ctx) : var_memory(ctx), memory(ctx) {}
+  GraphMemory var_memory;  // the variables' copies (st.vars holds them after the capture)
+  GraphMemory memory;      // every other buffer the graph holds (members outlive `exec`)
   cudaGraphExec_t exec = nullptr;
   std::vector<TensorType> input_types;
   std::vector<DevTensor> inputs;     // fixed buffers the graph reads

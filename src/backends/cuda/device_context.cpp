@@ -57,6 +57,8 @@ DeviceBuffer DeviceContext::allocate(size_t bytes, cudaStream_t stream) {
   return DeviceBuffer(static_cast<std::byte*>(p), [stream](std::byte* q) { cudaFreeAsync(q, stream); });
 }
 
+void DeviceContext::release_cached() { cudaMemPoolTrimTo(pool_, 0); }
+
 size_t DeviceContext::bytes_in_use() const {
   uint64_t v = 0;
   cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &v);

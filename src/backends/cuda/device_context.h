@@ -24,6 +24,9 @@ class DeviceContext {
   /// Allocates on `stream` from the pool; throws tg::Error naming the request size and what is
   /// in use when the device is out of memory.
   DeviceBuffer allocate(size_t bytes, cudaStream_t stream);
+  /// Gives the pool's unused memory back to the driver (before an allocation outside the pool
+  /// is retried: cudaMalloc cannot use what the pool keeps).
+  void release_cached();
   /// Bytes held by tgraph's pool: in use now, and reserved from the driver.
   size_t bytes_in_use() const;
   size_t bytes_reserved() const;

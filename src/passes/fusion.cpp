@@ -1,16 +1,15 @@
 #include "passes/fusion.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "core/env.h"
 
 namespace tg::detail {
 
 bool fusion_disabled() {
-  const char* v = std::getenv("TGRAPH_NO_FUSION");
-  return v && std::strcmp(v, "1") == 0;
+  return env_flag("TGRAPH_NO_FUSION");
 }
 
 bool elementwise_kernel_op(const GraphImpl& g, const Node& n) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ops/op_def.h"
@@ -45,8 +46,7 @@ bool verify_each_pass() {
 #ifndef NDEBUG
   return true;
 #else
-  const char* v = std::getenv("TGRAPH_VERIFY");
-  return v && std::string(v) == "1";
+  return env_flag("TGRAPH_VERIFY");
 #endif
 }
 

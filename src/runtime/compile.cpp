@@ -1,9 +1,9 @@
 // Graph::compile and Graph::run: copy the graph, specialise feed types, run the pass
 // pipeline, plan buffers, and wrap the result in an Executable.
-#include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "core/env.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
 #include "passes/pipeline.h"
@@ -31,8 +31,7 @@ std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g) {
 // TGRAPH_NO_LAYOUT=1 keeps nchw convolution networks in their own layout on the CPU (read per
 // compile, so a test can compare both).
 bool layout_pass_disabled() {
-  const char* v = std::getenv("TGRAPH_NO_LAYOUT");
-  return v && std::string(v) == "1";
+  return env_flag("TGRAPH_NO_LAYOUT");
 }
 }  // namespace detail
 

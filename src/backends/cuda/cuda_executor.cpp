@@ -7,7 +7,6 @@
 // changes; device-side writes are published back to the store.
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,6 +21,7 @@
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/pinned_staging.h"
+#include "core/env.h"
 #include "runtime/cuda_run_device.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
@@ -51,11 +51,6 @@ struct RunInputs {
   TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "1";
-}
-
 std::map<std::string, uint64_t> var_versions(const ExecutableImpl& exe) {
   std::map<std::string, uint64_t> v;
   std::lock_guard<std::mutex> lock(exe.store->mu);
@@ -67,7 +62,7 @@ std::map<std::string, uint64_t> var_versions(const ExecutableImpl& exe) {
 // run). Variable writes are captured as copies into the variables' device buffers at the
 // end of the run. TGRAPH_NO_CUDA_GRAPH=1 turns capture off.
 bool capturable(const ExecutableImpl& exe, const CudaState& st) {
-  if (st.capture_failed || env_on("TGRAPH_NO_CUDA_GRAPH")) return false;
+  if (st.capture_failed || env_flag("TGRAPH_NO_CUDA_GRAPH")) return false;
   for (const TensorType& t : exe.feed_types)
     if (!t.shape.is_static()) return false;
   return true;

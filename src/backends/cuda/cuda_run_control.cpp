@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <set>
 #include <string>
 #include <utility>
@@ -16,6 +15,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_run.h"
+#include "core/env.h"
 #include "passes/loop_donation.h"
 #include "tgraph/error.h"
 
@@ -255,10 +255,7 @@ void Run::captured_if(const Node& n) {
 InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
                           const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h) {
   InPlace ip;
-  static const bool off = [] {
-    const char* v = std::getenv("TGRAPH_NO_LOOP_IN_PLACE");
-    return v && std::string(v) == "1";
-  }();
+  static const bool off = env_flag("TGRAPH_NO_LOOP_IN_PLACE");
   if (off) return ip;
   bool plain = !assigns;
   std::vector<const FusionPlan*> plans;

@@ -2,14 +2,13 @@
 // reduce_variance of the same tensor over the same axes (passes/decompose.cpp). Run apart, each
 // reads the whole tensor; the variance kernel already sums the elements, so the first of the
 // pair to run computes both (cuda_reduce with two outputs) and the other finds its value there.
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_run.h"
+#include "core/env.h"
 
 namespace tg::detail::cuda_run {
 
@@ -19,8 +18,7 @@ namespace tg::detail::cuda_run {
 int32_t Run::moment_partner(int32_t id) {
   if (!st.moments_paired) {
     st.moments_paired = true;
-    const char* off = std::getenv("TGRAPH_NO_MOMENTS");
-    if (!off || std::strcmp(off, "1") != 0)
+    if (!env_flag("TGRAPH_NO_MOMENTS"))
       for (int32_t b = 0; b < static_cast<int32_t>(g.blocks.size()); ++b) {
         using Key = std::tuple<int32_t, std::vector<int64_t>, bool>;  // input, axes, keep_dims
         std::map<Key, int32_t> means, variances;

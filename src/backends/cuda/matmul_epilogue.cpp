@@ -1,14 +1,13 @@
 #include "backends/cuda/matmul_epilogue.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+
+#include "core/env.h"
 
 namespace tg::detail {
 
 bool epilogue_disabled() {
-  const char* v = std::getenv("TGRAPH_NO_EPILOGUE");
-  return v && std::strcmp(v, "1") == 0;
+  return env_flag("TGRAPH_NO_EPILOGUE");
 }
 
 bool bias_fits(const Shape& bias, const Shape& out) {

@@ -11,20 +11,20 @@
 //   a >= 9.5:          erfc = 0 (below 1e-40), erf = 1.
 // erfc keeps its relative accuracy in the tail, which GELU needs for negative inputs
 // (0.5 x erfc(-x / sqrt 2): 1 + erf there would cancel). e^(-a^2) is 2^k e^r, |r| <= ln2 / 2:
-// e^r by its Taylor series to r^11, 2^k put into the exponent bits. Polynomials are evaluated
+// e^r by its Taylor series to r^11, 2^k from exponent bits (fast_exp2.h). Polynomials are evaluated
 // with std::fma (exactly rounded: every vector clone and the scalar path agree bit for bit).
 // Loops over these vectorise only without trapping math (GCC will not evaluate every piece
 // otherwise) and with FMA instructions; erf_f32 / gelu_f32 (fast_erf.cpp) are such loops.
-#include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "backends/cpu/fast_exp2.h"
 
 namespace tg::detail::fast {
 
 [[gnu::always_inline]] inline double exp_neg_square(double a) {  // e^(-a^2) for 0 <= a <= 9.5
   const double y = -a * a;
-  // Round to nearest by adding and taking away 1.5 * 2^52 (a libm call would stop vectorisation).
-  const double k = (y * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
+  const double k = round_nearest(y * 1.4426950408889634);
   const double r = (y - k * 0.6931471803691238) - k * 1.9082149292705877e-10;  // ln2 in two parts
   double p = 1.0 / 39916800;
   p = std::fma(p, r, 1.0 / 3628800);
@@ -38,10 +38,7 @@ namespace tg::detail::fast {
   p = std::fma(p, r, 0.5);
   p = std::fma(p, r, 1.0);
   p = std::fma(p, r, 1.0);
-  // 2^k: k + 1023 sits in the low mantissa bits of k + 1.5 * 2^52 + 1023 (exact); shifted into
-  // the exponent field. No double -> integer conversion (AVX-512F lacks the 64-bit one).
-  const int64_t bits = std::bit_cast<int64_t>(k + (6755399441055744.0 + 1023.0)) << 52;
-  return p * std::bit_cast<double>(bits);
+  return p * pow2i(k);
 }
 
 // erf(a) and erfc(a) for a >= 0 (or NaN).

@@ -5,12 +5,11 @@
 // over the last axis takes its statistics in one pass of sums shifted by a sample of each
 // channel (batch_norm_stats, shared with the fused CPU loops that apply them).
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <omp.h>
 
+#include "backends/cpu/fast_exp2.h"
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
@@ -272,15 +271,14 @@ inline void softmax_line(const float* x, int64_t stride, int64_t len, bool log, 
 // |r| <= ln2/2 reduced in double (x - m itself rounded to float would cost up to 2^-18 relative
 // at |x - m| ~ 100), e^r by its Taylor series to r^7 in float (truncation below 6e-9
 // relative), times 2^k in double (exponent bits) and rounded to float once, so results below
-// the smallest normal float come out denormal rather than flushed. No libm call or double ->
-// integer conversion (either kept GCC from vectorising the loop: 3.4 ns an element): k is
-// rounded by adding and taking away 1.5 * 2^52; x - m is clamped at -200, where e^x is 0 in
-// float, so 2^k stays a normal double (the clamp is a select: this file is built without
-// trapping math, src/CMakeLists.txt).
+// the smallest normal float come out denormal rather than flushed. k and 2^k come from
+// fast_exp2.h (no libm call or integer conversion: the loop vectorises; it took 3.4 ns an
+// element before); x - m is clamped at -200, where e^x is 0 in float, so 2^k stays a normal
+// double (the clamp is a select: this file is built without trapping math, src/CMakeLists.txt).
 inline float exp_shifted(float x, float m) {
   const double d0 = static_cast<double>(x) - static_cast<double>(m);
   const double d = d0 > -200.0 ? d0 : -200.0;
-  const double k = (d * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
+  const double k = round_nearest(d * 1.4426950408889634);
   const float r = static_cast<float>(d - k * 0.6931471805599453);
   float p = 1.f / 5040;
   p = p * r + 1.f / 720;
@@ -290,8 +288,7 @@ inline float exp_shifted(float x, float m) {
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
-  const double scale = std::bit_cast<double>(std::bit_cast<int64_t>(k + (6755399441055744.0 + 1023.0)) << 52);
-  return static_cast<float>(static_cast<double>(p) * scale);
+  return static_cast<float>(static_cast<double>(p) * pow2i(k));
 }
 
 // A contiguous line (the softmax axis innermost: attention scores, logits) in float: one

@@ -9,11 +9,19 @@ namespace {
 
 const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
 
-// The input of the transpose that produces v, and its permutation; null when v is not a
-// transpose's result.
+// The transpose node that produces v; null when v is not a transpose's result.
 const Node* transpose_of(const GraphImpl& g, int32_t v) {
   const Node* p = g.producer(v);
   return p && p->kind == OpKind::Transpose ? p : nullptr;
+}
+
+// A transpose's permutation with axes counted from the end made non-negative.
+std::vector<int64_t> perm_of(const Node& transpose) {
+  std::vector<int64_t> perm = std::get<AxesDesc>(transpose.attr).axes;
+  const int64_t r = static_cast<int64_t>(perm.size());
+  for (int64_t& a : perm)
+    if (a < 0) a += r;
+  return perm;
 }
 
 std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& in) {
@@ -46,15 +54,14 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     Shape inner;
     for (const Tensor& t : in)
       if (const Node* tp = t.shape().rank() == 4 ? transpose_of(G, t.id()) : nullptr) {
-        perm = std::get<AxesDesc>(tp->attr).axes;
+        perm = perm_of(*tp);
         inner = G.type(tp->inputs[0]).shape;
         break;
       }
     if (perm.size() != 4) return {};
     std::vector<int64_t> inv(4, -1);
     for (int64_t i = 0; i < 4; ++i) {
-      int64_t& a = perm[static_cast<size_t>(i)];
-      if (a < 0) a += 4;  // transposes may count axes from the end
+      const int64_t a = perm[static_cast<size_t>(i)];
       if (a < 0 || a >= 4 || inv[static_cast<size_t>(a)] >= 0) return {};
       inv[static_cast<size_t>(a)] = i;
     }
@@ -68,10 +75,7 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
       const Node* tp = transpose_of(G, t.id());
       const Node* p = G.producer(t.id());
       if (tp) {
-        std::vector<int64_t> q = std::get<AxesDesc>(tp->attr).axes;
-        for (int64_t& a : q)
-          if (a < 0) a += 4;
-        if (q != perm || !(G.type(tp->inputs[0]).shape == inner)) return {};
+        if (perm_of(*tp) != perm || !(G.type(tp->inputs[0]).shape == inner)) return {};
         args.emplace_back(&g.impl(), tp->inputs[0]);
       } else if (p && p->kind == OpKind::Constant) {
         args.push_back(g.transpose(t, inv));
@@ -92,10 +96,8 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     const auto* rd = std::get_if<ReduceDesc>(&n.attr);
     const Node* tp = transpose_of(G, in[0].id());
     if (!rd || !rd->keep_dims || !tp || rd->axes.empty()) return {};
-    std::vector<int64_t> perm = std::get<AxesDesc>(tp->attr).axes;
+    const std::vector<int64_t> perm = perm_of(*tp);
     const int64_t r = static_cast<int64_t>(perm.size());
-    for (int64_t& a : perm)
-      if (a < 0) a += r;
     ReduceDesc d = *rd;
     for (int64_t& a : d.axes) {
       const int64_t k = a < 0 ? a + r : a;

@@ -83,12 +83,12 @@ int64_t for_taps(const PoolGeom& p, int64_t oh, int64_t ow, F&& f) {
   return padded;
 }
 
-// best[c] = max(best[c], v[c]) with the reference's NaN rule (a NaN, once met, stays).
+// max(b, x) with the reference's NaN rule: a NaN, once met, stays.
+inline float nan_max(float b, float x) { return b != b ? b : (x != x || x > b) ? x : b; }
+
+// best[c] = nan_max(best[c], v[c]) over a row of channels.
 TG_CPU_CLONES void max_row(float* best, const float* v, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) {
-    const float b = best[c], x = v[c];
-    best[c] = b != b ? b : (x != x || x > b) ? x : b;
-  }
+  for (int64_t c = 0; c < n; ++c) best[c] = nan_max(best[c], v[c]);
 }
 
 }  // namespace
@@ -119,8 +119,8 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
     float* yp = y.ptr<float>();
     const bool big = p.N * p.OH * p.OW * p.C * p.k[0] * p.k[1] >= (1 << 15);
     if (!p.last && is_max) {
-      // nchw max pooling: one image plane at a time, the window clipped to it up front, so
-      // neighbouring outputs read neighbouring inputs and the taps need no bounds checks.
+      // nchw max pooling: one image plane at a time, so neighbouring outputs read neighbouring
+      // inputs.
 #pragma omp parallel for collapse(2) schedule(static) if (big)
       for (int64_t b = 0; b < p.N; ++b)
         for (int64_t c = 0; c < p.C; ++c) {
@@ -137,9 +137,8 @@ bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, 
                 for (int64_t kw = 0; kw < p.k[1]; ++kw) {
                   const int64_t w = ow * p.s[1] + kw * p.dil[1] - p.pb[1];
                   if (w < 0 || w >= p.W) continue;
-                  const float v = row[w];
-                  if (!any) best = v, any = true;
-                  else if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
+                  best = any ? nan_max(best, row[w]) : row[w];
+                  any = true;
                 }
               }
               out_plane[oh * p.OW + ow] = any ? best : -std::numeric_limits<float>::infinity();

@@ -132,6 +132,7 @@ struct Run {
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
   InPlace* in_place = nullptr;  // the loop body being captured, if any
+  std::set<int32_t> moments_done;  // nodes whose value their partner computed (cuda_run_moments.cpp)
 
   bool capturing() const { return fixed != nullptr; }
   DeviceBuffer buffer(size_t n) {
@@ -141,24 +142,23 @@ struct Run {
     size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
     return DevTensor{std::move(t), buffer(n)};
   }
+  // h in buffers of `mem`, copied on a side stream and waited for (so around any capture,
+  // which must not record it).
+  DevTensor upload_to(GraphMemory& mem, const TensorData& h) {
+    DevTensor d{h.type(), mem.take(h.nbytes())};
+    graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
+    return d;
+  }
   // Uploads (inputs, variables) own their memory: from the pool on a plain run, the graph's
-  // memory while capturing (copied around the capture, which must not record it).
+  // memory while capturing.
   DevTensor upload(const TensorData& h) {
-    if (capturing()) {
-      DevTensor d{h.type(), fixed->take(h.nbytes())};
-      graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
-      return d;
-    }
+    if (capturing()) return upload_to(*fixed, h);
     DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
     copy_to_device(d.buf.get(), h.data(), h.nbytes(), stream);
     return d;
   }
   // Constants live as long as the executable, in its own memory (CudaState::own_memory).
-  DevTensor upload_constant(const TensorData& h) {
-    DevTensor d{h.type(), st.own_memory(ctx).take(h.nbytes())};
-    graph_upload(ctx, d.buf.get(), h.data(), h.nbytes());
-    return d;
-  }
+  DevTensor upload_constant(const TensorData& h) { return upload_to(st.own_memory(ctx), h); }
   TensorData download(const DevTensor& d) {
     host_synced = true;
     return fetch(d);
@@ -195,7 +195,6 @@ struct Run {
   void node(const Node& n);
   bool device_op(const Node& n, DeviceOp op);
   // ---- paired moments (cuda_run_moments.cpp) ----
-  std::set<int32_t> moments_done;  // nodes whose value their partner computed in this block
   int32_t moment_partner(int32_t id);
   bool paired_moments(const Node& n);
   DevTensor expand_batch(const DevTensor& x, const Shape& out);

@@ -1,17 +1,15 @@
 // Checkpoint files: validated completely before any variable is touched, written atomically.
 #include "tgraph/checkpoint.h"
-#include "core/read_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 
+#include "core/read_file.h"
 #include "tgraph/error.h"
 
 namespace tg {

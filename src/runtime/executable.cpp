@@ -1,11 +1,10 @@
 // Executable: the public face of a compiled graph.
 #include "tgraph/executable.h"
-#include "core/read_file.h"
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 
+#include "core/read_file.h"
 #include "ir/printer.h"
 #include "runtime/serialize.h"
 #ifdef TGRAPH_HAVE_CUDA

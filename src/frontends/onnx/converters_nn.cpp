@@ -362,13 +362,10 @@ void layer_norm(Ctx& c) {
   const bool wide = x.dtype() == DType::f32 || x.dtype() == DType::f64;
   // The usual case (transformers: f32, scale and bias over the normalised dims, no Mean or
   // InvStdDev output) is tgraph's layer_norm: one pass on the CPU, decomposed for CUDA.
-  if (wide && c.has_input(2) && !c.wants_output(1) && !c.wants_output(2) && c.in(1).dtype() == x.dtype() &&
-      c.in(2).dtype() == x.dtype()) {
+  if (wide && x.shape().is_static() && c.has_input(2) && !c.wants_output(1) && !c.wants_output(2)) {
     const std::vector<int64_t> dims = x.shape().dims();
     const std::vector<int64_t> norm_dims(dims.begin() + axis, dims.end());
-    auto fits = [&](const Tensor& p) {
-      return p.shape().is_static() && x.shape().is_static() && p.shape().dims() == norm_dims;
-    };
+    auto fits = [&](const Tensor& p) { return p.dtype() == x.dtype() && p.shape().dims() == norm_dims; };
     if (fits(c.in(1)) && fits(c.in(2))) {
       c.out(0, g.layer_norm(x, c.in(1), c.in(2), axis, c.attr_f("epsilon", 1e-5f)));
       return;

@@ -1,10 +1,9 @@
 // ModelProto -> Graph: placeholders for inputs, constants for initializers, one converter call
 // per node (nodes arrive in topological order, as ONNX requires).
-#include <fstream>
-#include "core/read_file.h"
 #include <set>
 #include <unordered_map>
 
+#include "core/read_file.h"
 #include "frontends/onnx/importer.h"
 #include "tgraph/executable.h"
 #include "tgraph/onnx.h"

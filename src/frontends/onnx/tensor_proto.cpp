@@ -1,8 +1,8 @@
 // TensorProto <-> TensorData: raw and typed storage, external data files.
 #include <cstring>
-#include "core/read_file.h"
 #include <fstream>
 
+#include "core/read_file.h"
 #include "frontends/onnx/importer.h"
 #include "tgraph/onnx.h"
 

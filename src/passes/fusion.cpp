@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/env.h"
+#include "passes/reduce_stitch.h"
 
 namespace tg::detail {
 
@@ -49,7 +50,7 @@ bool must_follow(const GraphImpl& g, const Node& n, const std::vector<int32_t>& 
 
 // The step as an elementwise group (a lone elementwise op is a group of one), or nothing.
 bool as_group(const GraphImpl& g, const Step& s, const std::vector<int32_t>& uses, FusionGroup& out) {
-  if (s.stitch) return false;
+  if (s.stitch || s.reduce) return false;
   if (s.fused()) {
     out = s.group;
     return true;
@@ -141,7 +142,7 @@ class Stitcher {
     std::vector<Step> out;
     for (size_t i = 0; i < n_; ++i) {
       if (placed[i])
-        out.push_back(Step{-1, {}, placed[i]});
+        out.push_back(Step{-1, {}, placed[i], nullptr});
       else if (!taken_[i])
         out.push_back(std::move(steps_[i]));
     }
@@ -277,15 +278,55 @@ void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out) {
 }
 
 std::vector<int32_t> step_nodes(const Step& s) {
-  if (s.stitch) {
+  if (s.stitch || s.reduce) {
     std::vector<int32_t> all;
-    for (const Step& p : s.stitch->pieces) {
+    for (const Step& p : s.stitch ? s.stitch->pieces : s.reduce->pieces) {
       std::vector<int32_t> q = step_nodes(p);
       all.insert(all.end(), q.begin(), q.end());
     }
     return all;
   }
   return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node};
+}
+
+std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s) {
+  if (s.stitch) return s.stitch->inputs;
+  if (s.reduce) return s.reduce->inputs;
+  if (s.fused()) return s.group.inputs;
+  std::vector<int32_t> r;
+  node_reads(g, g.nodes[static_cast<size_t>(s.node)], r);
+  return r;
+}
+
+void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan) {
+  const GraphImpl& g = m.graph;
+  for (bool changed = true; changed;) {
+    changed = false;
+    // A group that recomputes a value does not read it (plan_reads counts the steps as planned).
+    const std::vector<int32_t> reads = plan_reads(m, block, plan);
+    auto unread = [&](int32_t v) { return reads[static_cast<size_t>(v)] <= 0; };
+    std::vector<Step> kept;
+    for (Step& s : plan.steps) {
+      if (s.is_group()) {
+        auto& o = s.group.outputs;
+        const size_t before = o.size();
+        o.erase(std::remove_if(o.begin(), o.end(), unread), o.end());
+        changed |= o.size() != before;
+        if (o.empty()) {
+          plan.decisions.push_back("group of " + std::to_string(s.group.nodes.size()) + " dropped: all it computed is recomputed where it is read");
+          continue;
+        }
+      } else if (!s.fused() && fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)]) &&
+                 unread(g.nodes[static_cast<size_t>(s.node)].outputs[0])) {
+        plan.decisions.push_back(std::string(op_name(g.nodes[static_cast<size_t>(s.node)].kind)) +
+                                 " dropped: recomputed where it is read");
+        changed = true;
+        continue;
+      }
+      kept.push_back(std::move(s));
+    }
+    plan.steps = std::move(kept);
+  }
 }
 
 FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options) {
@@ -301,7 +342,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
   auto close = [&](const std::string& why) {
     if (open.nodes.empty()) return;
     if (open.nodes.size() == 1) {
-      plan.steps.push_back(Step{open.nodes[0], {}, nullptr});
+      plan.steps.push_back(Step{open.nodes[0], {}, nullptr, nullptr});
     } else {
       // Outputs: member values with uses beyond the members' own reads.
       std::vector<int32_t> inner(g.values.size(), 0);
@@ -311,7 +352,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
         int32_t v = g.nodes[static_cast<size_t>(id)].outputs[0];
         if (uses[static_cast<size_t>(v)] > inner[static_cast<size_t>(v)]) open.outputs.push_back(v);
       }
-      plan.steps.push_back(Step{-1, open, nullptr});
+      plan.steps.push_back(Step{-1, open, nullptr, nullptr});
       plan.decisions.push_back("group of " + std::to_string(open.nodes.size()) + " closed: " + why);
     }
     open = FusionGroup{};
@@ -348,10 +389,15 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
       continue;
     }
     if (reads_open) close(std::string("consumer ") + op_name(n.kind) + " is not elementwise");
-    plan.steps.push_back(Step{id, {}, nullptr});
+    plan.steps.push_back(Step{id, {}, nullptr, nullptr});
   }
   close("end of block");
   if (options.stitch_stencils && !off) Stitcher(m, plan).run();
+  if (options.stitch_reductions && !off && !reduce_fusion_disabled()) {
+    recompute_producers(m, block, plan);
+    stitch_reductions(m, block, plan);
+    drop_unread_outputs(m, block, plan);
+  }
   return plan;
 }
 

@@ -18,14 +18,19 @@ struct FusionGroup {
 };
 
 struct StencilStitch;
+struct ReduceStitch;
 
 /// One step of a block: a lone op (group empty, node >= 0) or a fused group. With
-/// FusionOptions::stitch_stencils a step may instead be a stitched stencil (stitch set).
+/// FusionOptions::stitch_stencils a step may instead be a stitched stencil (stitch set), with
+/// FusionOptions::stitch_reductions a stitched reduction (reduce set).
 struct Step {
   int32_t node = -1;
   FusionGroup group;
   std::shared_ptr<const StencilStitch> stitch;
+  std::shared_ptr<const ReduceStitch> reduce;
   bool fused() const { return node < 0; }
+  /// A fused elementwise group (neither a lone op nor a stitched step).
+  bool is_group() const { return node < 0 && !stitch && !reduce; }
 };
 
 /// A stencil run as one kernel together with the elementwise group computing its source (the
@@ -50,7 +55,8 @@ struct FusionPlan {
 
 /// Options of plan_fusion; the defaults plan what every backend can run.
 struct FusionOptions {
-  bool stitch_stencils = false;  // plan StencilStitch steps (the CUDA backend)
+  bool stitch_stencils = false;    // plan StencilStitch steps (the CUDA backend)
+  bool stitch_reductions = false;  // recompute cheap producers, plan ReduceStitch steps (CUDA)
 };
 
 /// True when an op is computed by a generated elementwise kernel (alone or fused).
@@ -65,7 +71,27 @@ bool fusion_disabled();
 /// Appends every value node `n` reads to `out`, with the reads of its regions (a node in a
 /// region may read enclosing values).
 void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out);
-/// The nodes a step runs (a group's members, a stitched step's pieces, or the lone node).
+/// The nodes a step runs (a group's members, a stitched step's pieces, or the lone node). A node
+/// may be run by several steps: a group recomputes the members of another it reads from.
 std::vector<int32_t> step_nodes(const Step& s);
+/// The values a step reads from before it (control flow's reads of enclosing values included).
+std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s);
+
+// The passes over a plan that FusionOptions::stitch_reductions adds (passes/fusion_recompute.cpp,
+// passes/reduce_stitch.h), in the order plan_fusion runs them.
+/// Lets fused groups compute the members of earlier groups they read instead of reading them,
+/// when that reads fewer tensors of their size; drops outputs (and groups) nothing reads then.
+void recompute_producers(const Module& m, int32_t block, FusionPlan& plan);
+/// The members of group p that computing values `want` needs, in p's order.
+std::vector<int32_t> group_cone(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want);
+/// The values `nodes` read that none of them computes, in the order first read.
+std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t>& nodes);
+/// The nodes of `first`, then those of `then` not among them (a node computed once).
+std::vector<int32_t> merge_members(const std::vector<int32_t>& first, const std::vector<int32_t>& then);
+/// How many times each value is read by the steps of `plan` (of `block`) and from outside the block.
+std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan& plan);
+/// Drops group outputs that no step and nothing outside the block reads, and groups left
+/// with none.
+void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan);
 
 }  // namespace tg::detail

@@ -10,8 +10,7 @@ namespace {
 // A step whose outputs come from one generated elementwise kernel (Run::group in the CUDA
 // backend): a fused group, or a lone elementwise op.
 bool elementwise_step(const GraphImpl& g, const Step& s) {
-  if (s.stitch) return false;
-  if (s.fused()) return true;
+  if (s.fused()) return s.is_group();
   return elementwise_kernel_op(g, g.nodes[static_cast<size_t>(s.node)]);
 }
 
@@ -39,13 +38,14 @@ LoopDonation plan_loop_donation(const GraphImpl& g, const std::vector<int32_t>& 
     return v;
   };
 
-  // The trip's steps in run order, and the step computing each value.
+  // The trip's steps in run order, and the step computing each value (the first: later groups
+  // may recompute it inside, passes/fusion_recompute.cpp).
   std::vector<const Step*> steps;
   std::unordered_map<int32_t, size_t> made_at;
   for (const FusionPlan* p : plans)
     for (const Step& s : p->steps) {
       for (int32_t id : step_nodes(s))
-        for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs) made_at[v] = steps.size();
+        for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs) made_at.emplace(v, steps.size());
       steps.push_back(&s);
     }
 

@@ -55,9 +55,9 @@ struct CudaGraphStats {
   // Of the last capture, inside conditional bodies: control kernels launched, loop results
   // computed straight into their state buffers, loop conditions set by the predicate's kernel.
   int body_control_kernels = 0, body_results_in_place = 0, body_conditions_in_kernels = 0;
-  // reduce_mean / reduce_variance pairs of one tensor planned as one kernel (all blocks; a
-  // pair whose types the kernel does not take still runs as two).
-  int paired_moments = 0;
+  // Stitched reduction steps (passes/reduce_stitch.h) that ran as one kernel (all blocks; a step
+  // whose geometry the kernel does not take runs piece by piece and is not counted).
+  int stitched_reductions = 0;
 };
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 

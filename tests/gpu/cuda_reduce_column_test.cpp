@@ -101,9 +101,9 @@ TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
 namespace {
 
 // Mean and variance of one tensor over the same axes (what batch, layer and group norm
-// decompose into) come from one kernel (cuda_run_moments.cpp): column, warp-per-row and
-// block-per-row layouts, with and without kept dims, against the CPU and the unpaired GPU run.
-TEST(CudaReduceColumn, PairedMomentsMatchTheCpu) {
+// decompose into) come from one stitched kernel (passes/reduce_stitch.h): column, warp-per-row,
+// block-per-row and interleaved layouts, with and without kept dims, against the CPU.
+TEST(CudaReduceColumn, StitchedMomentsMatchTheCpu) {
   struct Case {
     Shape shape;
     std::vector<int64_t> axes;
@@ -136,17 +136,17 @@ TEST(CudaReduceColumn, PairedMomentsMatchTheCpu) {
           (d == Device::cpu() ? want : got) = r;
           if (d != Device::cpu()) {
             for (size_t i = 0; i < r.size(); ++i) expect_close(again[i], r[i], 0, what + " replay " + std::to_string(i));
-            EXPECT_EQ(detail::cuda_graph_stats(e.impl()).paired_moments, 1) << what;
+            EXPECT_EQ(detail::cuda_graph_stats(e.impl()).stitched_reductions, 1) << what;
           }
         }
         for (size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], tol(t) * 4, what + " output " + std::to_string(i));
       }
 }
 
-// Pairs stay inside a block: a branch computing only the mean and the other only the variance
-// of the same outer tensor are not paired (on replay only one branch runs); each branch with
-// both is paired on its own, and a while body's pair is computed on every trip.
-TEST(CudaReduceColumn, PairedMomentsStayInTheirBlock) {
+// Stitches stay inside a block: a branch computing only the mean and the other only the
+// variance of the same outer tensor are not stitched (on replay only one branch runs); each
+// branch with both is stitched on its own, and a loop body's pair is computed on every trip.
+TEST(CudaReduceColumn, StitchedMomentsStayInTheirBlock) {
   TensorData x = TensorData::uniform({16, 40}, -1, 2, f32, 401);
   for (int variant = 0; variant < 2; ++variant) {
     std::vector<TensorData> want;
@@ -182,7 +182,7 @@ TEST(CudaReduceColumn, PairedMomentsStayInTheirBlock) {
       for (size_t i = 0; i < want.size(); ++i)
         expect_close(outs[i], want[i], 1e-5, "variant " + std::to_string(variant) + " output " + std::to_string(i));
       detail::CudaGraphStats st = detail::cuda_graph_stats(e.impl());
-      EXPECT_EQ(st.paired_moments, variant ? 3 : 1) << "the loop body's pair, and each branch's in variant 1";
+      EXPECT_EQ(st.stitched_reductions, variant ? 3 : 1) << "the loop body's pair, and each branch's in variant 1";
       EXPECT_EQ(st.captures, 1) << st.error;
     }
   }

@@ -329,7 +329,7 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   s.captures = st.captures;
   s.replays = st.replays;
   s.error = st.capture_error;
-  s.paired_moments = static_cast<int>(st.moment_partners.size() / 2);
+  for (const auto& [step, launch] : st.reduce_stitches) s.stitched_reductions += launch.has_value();
   return s;
 }
 

@@ -25,6 +25,7 @@
 #include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
+#include "backends/cuda/reduce_stitch_kernel.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 
@@ -74,8 +75,8 @@ struct CudaState {
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
   std::map<int32_t, FusionGroup> singles;
-  bool moments_paired = false;               // moment_partners is filled (cuda_run_moments.cpp)
-  std::map<int32_t, int32_t> moment_partners;  // reduce_mean <-> reduce_variance of one tensor
+  // Prepared stitched reductions (nothing: the step runs piece by piece).
+  std::map<const ReduceStitch*, std::optional<ReduceStitchLaunch>> reduce_stitches;
   std::map<const FusionGroup*, GroupInfo> groups;
   std::unique_ptr<Captured> captured;
   bool capture_failed = false;
@@ -132,7 +133,6 @@ struct Run {
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
   InPlace* in_place = nullptr;  // the loop body being captured, if any
-  std::set<int32_t> moments_done;  // nodes whose value their partner computed (cuda_run_moments.cpp)
 
   bool capturing() const { return fixed != nullptr; }
   DeviceBuffer buffer(size_t n) {
@@ -190,13 +190,11 @@ struct Run {
   void block(int32_t b);
   DevTensor group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition);
   void stitched(const StencilStitch& sp);
+  void reduce_stitched(const ReduceStitch& rs);
   const Shape& group_shape(const FusionGroup& grp);
   void group(const FusionGroup& grp);
   void node(const Node& n);
   bool device_op(const Node& n, DeviceOp op);
-  // ---- paired moments (cuda_run_moments.cpp) ----
-  int32_t moment_partner(int32_t id);
-  bool paired_moments(const Node& n);
   DevTensor expand_batch(const DevTensor& x, const Shape& out);
   bool matmul(const Node& n, const EpilogueMatch* ep = nullptr);
   void fallback(const Node& n);

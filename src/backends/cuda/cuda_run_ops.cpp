@@ -47,6 +47,7 @@ class CudaStepTimer {
     const std::vector<int32_t> ids = step_nodes(s);
     const Node& last = r.g.nodes[static_cast<size_t>(ids.back())];
     if (s.stitch) what_ = "stencil (stitched, " + std::to_string(ids.size()) + " ops)";
+    else if (s.reduce) what_ = "reductions (stitched, " + std::to_string(ids.size()) + " ops)";
     else if (s.fused()) what_ = "fused(" + std::to_string(ids.size()) + " ops, last " + op_name(last.kind) + ")";
     else what_ = op_name(last.kind);
     if (!last.outputs.empty()) what_ += " " + r.g.type(last.outputs[0]).shape.str();
@@ -72,7 +73,7 @@ class CudaStepTimer {
 const FusionPlan& Run::plan(int32_t b) {
   auto it = st.plans.find(b);
   if (it == st.plans.end())
-    it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true})).first;
+    it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true, .stitch_reductions = true})).first;
   return it->second;
 }
 
@@ -88,6 +89,7 @@ void Run::block(int32_t b) {
   auto run_step = [&](const Step& s) {
     CudaStepTimer timer(*this, s);
     if (s.stitch) stitched(*s.stitch);
+    else if (s.reduce) reduce_stitched(*s.reduce);
     else if (s.fused()) group(s.group);
     else node(g.nodes[static_cast<size_t>(s.node)]);
   };
@@ -135,6 +137,38 @@ void Run::stitched(const StencilStitch& sp) {
     slots[static_cast<size_t>(sp.outputs[i])] = std::move(o);
   }
   launch_stencil_stitch(*l, ins, outs, stream);
+}
+
+// Reductions with their prologue as one kernel (reduce_stitch_kernel.h), or the prologue group
+// and each reduction on their own when the kernel does not cover the step.
+void Run::reduce_stitched(const ReduceStitch& rs) {
+  std::vector<TensorType> types;
+  std::vector<const void*> ins;
+  for (int32_t v : rs.inputs) {
+    types.push_back(in(v).type);
+    ins.push_back(in(v).buf.get());
+  }
+  auto it = st.reduce_stitches.find(&rs);
+  if (it == st.reduce_stitches.end())
+    it = st.reduce_stitches.emplace(&rs, prepare_reduce_stitch(g, rs, types, st.sm_count)).first;
+  bool planned_types = true;  // the launch was prepared for the graph's (static) types
+  for (size_t k = 0; k < rs.inputs.size(); ++k) planned_types &= types[k] == g.type(rs.inputs[k]);
+  if (!it->second || !planned_types) {
+    for (const Step& p : rs.pieces) {
+      if (p.fused()) group(p.group);
+      else node(g.nodes[static_cast<size_t>(p.node)]);
+    }
+    return;
+  }
+  const ReduceStitchLaunch& l = *it->second;
+  std::vector<void*> outs;
+  for (size_t k = 0; k < rs.outputs.size(); ++k) {
+    DevTensor o = alloc(l.output_types[k]);
+    outs.push_back(o.buf.get());
+    slots[static_cast<size_t>(rs.outputs[k])] = std::move(o);
+  }
+  DeviceBuffer ws = l.workspace_bytes() ? buffer(l.workspace_bytes()) : DeviceBuffer{};
+  launch_reduce_stitch(l, ins, outs, ws.get(), stream, ctx.index());
 }
 
 // ---- fused / single elementwise kernels ----
@@ -306,7 +340,6 @@ void Run::node(const Node& n) {
       control(n);
       return;
     default:
-      if (paired_moments(n)) return;
       if (DeviceOp op = device_op_for(n.kind)) {
         if (device_op(n, op)) return;
         break;

@@ -104,7 +104,7 @@ EpilogueMatch match_epilogue(const GraphImpl& g, const std::vector<int32_t>& use
   std::vector<int32_t> seen;
   for (size_t k = first; k < first + 3 && step + k < plan.steps.size(); ++k) {
     const Step& t = plan.steps[step + k];
-    if (t.stitch) break;
+    if (t.stitch || t.reduce) break;
     if (t.fused()) seen.insert(seen.end(), t.group.nodes.begin(), t.group.nodes.end());
     else seen.push_back(t.node);
     EpilogueMatch m = match_nodes(g, uses, y, seen);
@@ -130,8 +130,9 @@ bool step_reads(const GraphImpl& g, const Step& s, std::vector<int32_t>& out) {
     out.insert(out.end(), n.control_deps.begin(), n.control_deps.end());
     return true;
   };
-  if (s.stitch) {
-    out.insert(out.end(), s.stitch->inputs.begin(), s.stitch->inputs.end());
+  if (s.stitch || s.reduce) {
+    const std::vector<int32_t> in = step_inputs(g, s);
+    out.insert(out.end(), in.begin(), in.end());
     return true;
   }
   if (s.fused()) {

@@ -33,7 +33,6 @@ struct ReduceArgs {
   int kept_rank, red_rank;
   long long kept_dims[kR], kept_strides[kR], red_dims[kR], red_strides[kR];
   long long out_axis_stride;  // softmax: stride of the axis in the output (same layout as x)
-  void* mean;                 // variance: also the mean here, when not null (moments)
 };
 
 const char* storage(DType t) {
@@ -137,7 +136,7 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
   std::ostringstream os;
   os << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
   os << "struct A { const void* x; void* y; long long outer, inner; int kept_rank, red_rank; long long kept_dims[8], "
-        "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; void* mean; };\n";
+        "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; };\n";
   os << "typedef " << (ints ? "long long" : "double") << " V;\n";
   const int T = block_per_output ? 256 : 32;
   const std::string elem = "((const " + std::string(storage(in)) + "*)a.x)[off]";
@@ -188,7 +187,6 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
     if (k == OpKind::ReduceVariance) {
       os << "    double s = 0.0; for (long long j = lane; j < n; j += T) s += ld(a, base + red_off(a, j));\n"
          << "    double mean = all_reduce(s, " << sum << ") / (double)n;\n"
-         << "    if (a.mean && lane == 0) ((" << storage(out) << "*)a.mean)[o] = " << store_expr(out, "mean") << ";\n"
          << "    double q = 0.0; for (long long j = lane; j < n; j += T) { double d = ld(a, base + red_off(a, j)) - mean; q += d * d; }\n"
          << "    double r = all_reduce(q, " << sum << ") / (double)n;\n";
     } else {
@@ -214,9 +212,8 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
 struct ColumnArgs {
   const void* x;
   void* y;
-  void* part;  // [split][cols] partials (variance: three such planes)
+  void* part;  // [split][cols] partials (variance: two such planes)
   long long cols, rows, split;
-  void* mean;  // variance: also the mean here, when not null (moments)
 };
 
 std::string column_source(OpKind k, DType in, DType out) {
@@ -226,7 +223,7 @@ std::string column_source(OpKind k, DType in, DType out) {
   if (!ints && !var) recipe(k, r);
   std::ostringstream os;
   os << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
-  os << "struct C { const void* x; void* y; void* part; long long cols, rows, split; void* mean; };\n";
+  os << "struct C { const void* x; void* y; void* part; long long cols, rows, split; };\n";
   os << "typedef " << (ints ? "long long" : "double") << " V;\n";
   const std::string elem = "((const " + std::string(storage(in)) + "*)x)[off]";
   os << "__device__ __forceinline__ V ld(const void* x, long long off) { return "
@@ -238,22 +235,19 @@ std::string column_source(OpKind k, DType in, DType out) {
      << "  V* part = (V*)a.part;\n";
   if (var) {
     // Sums of x - K and (x - K)^2 with K the column's first element (shifted data: no
-    // cancellation when the mean is large against the spread), and of x itself for the mean
-    // (exact where K is infinite); the partials add up.
-    os << "  __shared__ V s1[8][33], s2[8][33], s3[8][33];\n"
-       << "  V p = 0.0, q = 0.0, s = 0.0;\n"
+    // cancellation when the mean is large against the spread); the partials add up.
+    os << "  __shared__ V s1[8][33], s2[8][33];\n"
+       << "  V p = 0.0, q = 0.0;\n"
        << "  if (c < a.cols) { const V k = ld(a.x, c);\n"
        << "    const long long st = (long long)gridDim.y * 8; long long r = (long long)blockIdx.y * 8 + ty;\n"
        << "    for (; r + 3 * st < a.rows; r += 4 * st) {\n"
-       << "      const V u0 = ld(a.x, r * a.cols + c), u1 = ld(a.x, (r + st) * a.cols + c),\n"
-       << "              u2 = ld(a.x, (r + 2 * st) * a.cols + c), u3 = ld(a.x, (r + 3 * st) * a.cols + c);\n"
-       << "      const V d0 = u0 - k, d1 = u1 - k, d2 = u2 - k, d3 = u3 - k;\n"
-       << "      s += (u0 + u1) + (u2 + u3); p += (d0 + d1) + (d2 + d3); q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3); }\n"
-       << "    for (; r < a.rows; r += st) { const V u = ld(a.x, r * a.cols + c), d = u - k; s += u; p += d; q += d * d; } }\n"
-       << "  s1[ty][tx] = p; s2[ty][tx] = q; s3[ty][tx] = s; __syncthreads();\n"
-       << "  if (ty == 0 && c < a.cols) { for (int i = 1; i < 8; ++i) { p += s1[i][tx]; q += s2[i][tx]; s += s3[i][tx]; }\n"
-       << "    part[blockIdx.y * a.cols + c] = p; part[(a.split + blockIdx.y) * a.cols + c] = q;\n"
-       << "    part[(2 * a.split + blockIdx.y) * a.cols + c] = s; }\n}\n";
+       << "      const V d0 = ld(a.x, r * a.cols + c) - k, d1 = ld(a.x, (r + st) * a.cols + c) - k,\n"
+       << "              d2 = ld(a.x, (r + 2 * st) * a.cols + c) - k, d3 = ld(a.x, (r + 3 * st) * a.cols + c) - k;\n"
+       << "      p += (d0 + d1) + (d2 + d3); q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3); }\n"
+       << "    for (; r < a.rows; r += st) { const V d = ld(a.x, r * a.cols + c) - k; p += d; q += d * d; } }\n"
+       << "  s1[ty][tx] = p; s2[ty][tx] = q; __syncthreads();\n"
+       << "  if (ty == 0 && c < a.cols) { for (int i = 1; i < 8; ++i) { p += s1[i][tx]; q += s2[i][tx]; }\n"
+       << "    part[blockIdx.y * a.cols + c] = p; part[(a.split + blockIdx.y) * a.cols + c] = q; }\n}\n";
   } else {
     os << "  __shared__ V sh[8][33];\n"
        << "  V acc = " << r.init << ";\n"
@@ -276,11 +270,10 @@ std::string column_source(OpKind k, DType in, DType out) {
      << "  if (c >= a.cols) return;\n"
      << "  const V* part = (const V*)a.part; const long long n = a.rows; (void)n;\n";
   if (var)
-    os << "  V p = 0.0, q = 0.0, t = 0.0; for (long long s = 0; s < a.split; ++s) { p += part[s * a.cols + c]; q += part[(a.split + s) "
-          "* a.cols + c]; t += part[(2 * a.split + s) * a.cols + c]; }\n"
+    os << "  V p = 0.0, q = 0.0; for (long long s = 0; s < a.split; ++s) { p += part[s * a.cols + c]; q += part[(a.split + s) "
+          "* a.cols + c]; }\n"
        << "  const double m = p / (double)n; double v = q / (double)n - m * m; if (v < 0.0) v = 0.0;\n"
-       << "  ((" << storage(out) << "*)a.y)[c] = " << store_expr(out, "v") << ";\n"
-       << "  if (a.mean) ((" << storage(out) << "*)a.mean)[c] = " << store_expr(out, "t / (double)n") << ";\n}\n";
+       << "  ((" << storage(out) << "*)a.y)[c] = " << store_expr(out, "v") << ";\n}\n";
   else
     os << "  V acc = part[c]; for (long long s = 1; s < a.split; ++s) { const V v = part[s * a.cols + c]; acc = "
        << r.combine << "; }\n"
@@ -327,9 +320,9 @@ bool column_reduce(OpKind k, DType dt, DType ot, const ReduceArgs& a, const Shap
     }
     kern = it->second;
   }
-  const size_t planes = k == OpKind::ReduceVariance ? 3 : 1;
+  const size_t planes = k == OpKind::ReduceVariance ? 2 : 1;
   DeviceBuffer ws = op_workspace(planes * static_cast<size_t>(split * cols) * 8, stream, device);
-  ColumnArgs c{a.x, a.y, ws.get(), cols, rows, split, a.mean};
+  ColumnArgs c{a.x, a.y, ws.get(), cols, rows, split};
   void* params[] = {&c};
   TG_CUDA(cudaLaunchKernel(kern.first.fn(), dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(split)),
                            dim3(256), params, 0, stream));
@@ -349,8 +342,6 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
       k != OpKind::ArgMin)
     return false;
   const DType dt = in[0].type.dtype, ot = out[0].type.dtype;
-  // A variance given a second output of its type writes the mean there too (moments).
-  if (out.size() > 1 && (k != OpKind::ReduceVariance || out.size() != 2 || !(out[1].type == out[0].type))) return false;
   Recipe ir;
   const bool ints = is_int(dt) && (k == OpKind::ArgMax || k == OpKind::ArgMin || int_recipe(k, dt, ir));
   if (!storage(dt) || !storage(ot) || (dt == DType::i64 && !ints)) return false;
@@ -379,7 +370,6 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
   ReduceArgs a{};
   a.x = in[0].ptr;
   a.y = out[0].ptr;
-  a.mean = out.size() == 2 ? out[1].ptr : nullptr;
   a.outer = 1;
   a.inner = 1;
   long long stride = 1;

@@ -1,0 +1,60 @@
+#pragma once
+// The generated kernel of a stitched reduction (passes/reduce_stitch.h): every reduction of the
+// step accumulates in one pass over the input geometry, each input element computed by the
+// prologue as it is read. Two layouts, as the plain reductions (reduce_kernels.cpp): kept dims
+// innermost (a column reduction, batch-norm statistics of NHWC: threads of a warp read
+// neighbouring columns, rows split over the grid into partials combined by a second kernel in a
+// fixed order) or reduced dims innermost (a row reduction: a warp, or a block for long rows,
+// per output; with interleaved dims, the same with each element's offset computed from its
+// coordinates). Sums accumulate in double; a variance sums (x - K) and (x - K)^2 with K an
+// element of its own row or column (no cancellation when the mean is large against the spread).
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/elementwise_codegen.h"
+#include "passes/reduce_stitch.h"
+
+namespace tg::detail {
+
+inline constexpr int kStitchReductions = 8;
+
+/// Kernel arguments (passed by value; the generated source declares the same struct).
+struct ReduceStitchArgs {
+  const void* in[kMaxOperands];
+  void* out[kStitchReductions];
+  void* part;                    // column layout: [planes][split][outer] partials
+  long long outer, inner, split;  // outputs, elements per output, row splits (column layout)
+  int grank;
+  long long gdims[kMaxRank];
+  long long gstride[kMaxOperands][kMaxRank];  // broadcast operands: element strides (0 = broadcast)
+  // The general layout (reduced and kept dims interleaved): element offsets of the kept dims
+  // (output index) and of the reduced dims (index within the reduction).
+  int krank, rrank;
+  long long kdims[kMaxRank], kstrides[kMaxRank], rdims[kMaxRank], rstrides[kMaxRank];
+};
+
+/// A prepared launch: source, layout, sizes and the output types.
+struct ReduceStitchLaunch {
+  std::string source;
+  bool column = false;
+  bool general = false;  // row kernel with interleaved dims
+  int threads_per_output = 32;  // row layout: a warp (32) or a block (256) per output
+  size_t planes = 0;            // accumulators per output (a variance has two)
+  ReduceStitchArgs args{};
+  std::vector<TensorType> output_types;
+  unsigned grid_x = 1, grid_y = 1;
+  size_t workspace_bytes() const { return column ? planes * static_cast<size_t>(args.split * args.outer) * 8 : 0; }
+};
+
+/// Plans the kernel for inputs of types `types` (of s.inputs); nothing when the step's geometry
+/// or members are not covered (the caller runs s.pieces one by one).
+std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, const ReduceStitch& s,
+                                                        const std::vector<TensorType>& types, int sm_count);
+/// Launches it: `ins` per s.inputs, `outs` per s.outputs, `workspace` of workspace_bytes().
+void launch_reduce_stitch(const ReduceStitchLaunch& l, const std::vector<const void*>& ins,
+                          const std::vector<void*>& outs, void* workspace, cudaStream_t stream, int device);
+
+}  // namespace tg::detail

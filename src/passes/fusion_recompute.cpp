@@ -1,0 +1,137 @@
+// Recomputing producers (FusionOptions::stitch_reductions, the CUDA backend): a fused group
+// reading values that an earlier group wrote at its own shape computes them itself, from that
+// group's inputs, when that reads fewer tensors of its size (or as many, when it is the values'
+// last reader, so their write goes away). Generated elementwise kernels are bound by memory, not
+// arithmetic: a batch norm's backward wrote x - mean, xhat and three products full size for the
+// dx kernel to read back, where x and dy are all that kernel needs. Outputs that nothing reads
+// any more are dropped afterwards (drop_unread_outputs), and groups left with none.
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/fusion.h"
+
+namespace tg::detail {
+namespace {
+
+constexpr size_t kMaxMembers = 256;  // a generated kernel's statements stay few enough to compile fast
+
+bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The step as an elementwise group (a lone elementwise op is a group of one), or false.
+bool group_of(const GraphImpl& g, const Step& s, FusionGroup& out) {
+  if (s.is_group()) {
+    out = s.group;
+    return true;
+  }
+  if (s.fused() || !fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)])) return false;
+  const Node& n = g.nodes[static_cast<size_t>(s.node)];
+  out = FusionGroup{{s.node}, {}, {n.outputs[0]}};
+  for (int32_t v : n.inputs)
+    if (!contains(out.inputs, v)) out.inputs.push_back(v);
+  return true;
+}
+
+const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp) {
+  return g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;
+}
+
+}  // namespace
+
+std::vector<int32_t> group_cone(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want) {
+  std::unordered_set<int32_t> need(want.begin(), want.end());
+  std::vector<int32_t> out;
+  for (auto it = p.nodes.rbegin(); it != p.nodes.rend(); ++it) {
+    const Node& n = g.nodes[static_cast<size_t>(*it)];
+    if (!need.count(n.outputs[0])) continue;
+    out.push_back(*it);
+    need.insert(n.inputs.begin(), n.inputs.end());
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t>& nodes) {
+  std::unordered_set<int32_t> made;
+  std::vector<int32_t> out;
+  for (int32_t id : nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    for (int32_t v : n.inputs)
+      if (!made.count(v) && !contains(out, v)) out.push_back(v);
+    made.insert(n.outputs.begin(), n.outputs.end());
+  }
+  return out;
+}
+
+std::vector<int32_t> merge_members(const std::vector<int32_t>& first, const std::vector<int32_t>& then) {
+  std::vector<int32_t> out;
+  for (const auto* list : {&first, &then})
+    for (int32_t id : *list)
+      if (!contains(out, id)) out.push_back(id);
+  return out;
+}
+
+std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan& plan) {
+  const GraphImpl& g = m.graph;
+  std::vector<int32_t> reads = use_counts(m);
+  for (int32_t id : g.blocks[static_cast<size_t>(block)].nodes)
+    for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) --reads[static_cast<size_t>(v)];
+  for (const Step& s : plan.steps)
+    for (int32_t v : step_inputs(g, s)) ++reads[static_cast<size_t>(v)];
+  return reads;
+}
+
+void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
+  const GraphImpl& g = m.graph;
+  std::vector<int32_t> reads = plan_reads(m, block, plan);
+  std::unordered_map<int32_t, size_t> made;  // value -> the step writing it
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    FusionGroup grp;
+    if (group_of(g, plan.steps[i], grp))
+      for (int32_t v : grp.outputs) made.emplace(v, i);
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    FusionGroup c;
+    if (!group_of(g, plan.steps[i], c)) continue;
+    const Shape cs = group_shape(g, c);
+    if (!cs.ranked() || !cs.is_static()) continue;
+    auto full = [&](int32_t v) {
+      const Shape& s = g.type(v).shape;
+      return s.ranked() && s.is_static() && s.num_elements() == cs.num_elements();
+    };
+    bool changed = false;
+    for (bool grew = true; grew;) {
+      grew = false;
+      // c's full-size inputs, by the earlier group writing them at c's shape.
+      std::map<size_t, std::vector<int32_t>> by_producer;
+      for (int32_t v : c.inputs) {
+        auto it = made.find(v);
+        if (it != made.end() && it->second < i && g.type(v).shape == cs) by_producer[it->second].push_back(v);
+      }
+      for (const auto& [j, want] : by_producer) {
+        FusionGroup p;
+        if (!group_of(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
+        const std::vector<int32_t> cone = group_cone(g, p, want);
+        int64_t added = 0;
+        for (int32_t v : outside_reads(g, cone)) added += full(v) && !contains(c.inputs, v);
+        bool last_reader = true;
+        for (int32_t v : want) last_reader &= reads[static_cast<size_t>(v)] == 1;
+        const int64_t saved = static_cast<int64_t>(want.size());
+        if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxMembers) continue;
+        for (int32_t v : c.inputs) --reads[static_cast<size_t>(v)];
+        c.nodes = merge_members(cone, c.nodes);
+        c.inputs = outside_reads(g, c.nodes);
+        for (int32_t v : c.inputs) ++reads[static_cast<size_t>(v)];
+        plan.decisions.push_back("group of " + std::to_string(c.nodes.size()) + " recomputes " +
+                                 std::to_string(cone.size()) + " members of an earlier group instead of reading " +
+                                 std::to_string(want.size()) + " of its outputs");
+        grew = changed = true;
+        break;  // the producers of c's new inputs are looked at again
+      }
+    }
+    if (changed) plan.steps[i] = Step{-1, std::move(c), nullptr, nullptr};
+  }
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,178 @@
+// Reduction stitching and producer recomputation in the fusion plan
+// (FusionOptions::stitch_reductions), checked structurally, and the generated kernels compiling
+// with NVRTC for sm_90 (no GPU needed). GPU behaviour: tests/gpu/cuda_reduce_stitch_test.cpp.
+#include <gtest/gtest.h>
+
+#include "module_util.h"
+#include "passes/fusion.h"
+#include "passes/pipeline.h"
+#include "passes/reduce_stitch.h"
+#include "tgraph/tgraph.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/reduce_stitch_kernel.h"
+#endif
+
+using namespace tg;
+using namespace tg::detail;
+
+namespace {
+
+using passtest::module_of;
+
+std::vector<std::shared_ptr<const ReduceStitch>> reduce_steps(const FusionPlan& p) {
+  std::vector<std::shared_ptr<const ReduceStitch>> r;
+  for (const Step& s : p.steps)
+    if (s.reduce) r.push_back(s.reduce);
+  return r;
+}
+
+// Values of `elements` elements the plan's steps compute (group outputs and lone ops' results;
+// the fed placeholders aside).
+int full_size_writes(const GraphImpl& g, const FusionPlan& p, int64_t elements) {
+  int n = 0;
+  for (const Step& s : p.steps) {
+    std::vector<int32_t> outs;
+    if (s.is_group()) outs = s.group.outputs;
+    else if (!s.fused() && g.nodes[static_cast<size_t>(s.node)].kind != OpKind::Placeholder)
+      outs = g.nodes[static_cast<size_t>(s.node)].outputs;
+    for (int32_t v : outs) n += g.type(v).shape.is_static() && g.type(v).shape.num_elements() == elements;
+  }
+  return n;
+}
+
+// Batch-norm training forward and the gradients of sum(y * dy), as the CUDA backend plans them.
+struct BatchNorm {
+  Graph g;
+  Tensor x, dy, gamma, beta;
+  std::vector<Tensor> outs;
+  Module m;
+  explicit BatchNorm(const Shape& s) {
+    x = g.placeholder(s, f32);
+    dy = g.placeholder(s, f32);
+    gamma = g.placeholder({s.dim(-1)}, f32);
+    beta = g.placeholder({s.dim(-1)}, f32);
+    std::vector<Tensor> t = g.batch_norm_training(x, gamma, beta, -1, 1e-5);
+    auto gr = g.gradients(g.reduce_sum(g.mul(t[0], dy)), {x, gamma, beta});
+    outs = {gr[x], gr[gamma], gr[beta], t[1], t[2]};
+    m = module_of(g, outs);
+    for (Tensor f : {x, dy, gamma, beta}) m.feeds.push_back(f.id());
+    reinfer(m.graph);
+    run_pipeline(m, true, true);
+  }
+};
+
+}  // namespace
+
+// The backward reads x and dy twice in all: once for every statistic and sum (two stitched
+// steps, each one pass), once for dx; nothing else of their size is written.
+TEST(ReduceStitch, BatchNormBackwardReadsXAndDyTwice) {
+  BatchNorm bn({4, 6, 5, 16});
+  EXPECT_TRUE(reduce_steps(plan_fusion(bn.m, 0, {.stitch_stencils = true})).empty());  // only when asked for
+  FusionPlan p = plan_fusion(bn.m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  const GraphImpl& g = bn.m.graph;
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 2u);
+  // Forward statistics and dbeta: no prologue, x and dy read directly.
+  EXPECT_TRUE(rs[0]->prologue.nodes.empty());
+  EXPECT_EQ(rs[0]->reductions.size(), 3u);
+  EXPECT_EQ(rs[0]->inputs, (std::vector<int32_t>{bn.x.id(), bn.dy.id()}));
+  // The backward's means and dgamma's sum: xhat and the products recomputed from x and dy.
+  EXPECT_FALSE(rs[1]->prologue.nodes.empty());
+  EXPECT_EQ(rs[1]->reductions.size(), 3u);
+  int full_inputs = 0;
+  for (int32_t v : rs[1]->inputs) full_inputs += g.type(v).shape.num_elements() == 4 * 6 * 5 * 16;
+  EXPECT_EQ(full_inputs, 2);
+  EXPECT_EQ(rs[1]->pieces.size(), 4u);  // the prologue group, then each reduction
+  // dx is the only full-size value written.
+  EXPECT_EQ(full_size_writes(g, p, 4 * 6 * 5 * 16), 1);
+  EXPECT_EQ(full_size_writes(g, plan_fusion(bn.m, 0, {.stitch_stencils = true}), 4 * 6 * 5 * 16), 7);
+}
+
+// A producer's value that something else still reads is recomputed only where that saves a
+// read: b = a + y would read x instead of a (no gain, and a is written anyway for the
+// transpose); d = (exp(x) - y) + a already reads x, so it computes a itself.
+TEST(ReduceStitch, RecomputeOnlyWhereItSavesReads) {
+  Graph g;
+  Tensor x = g.placeholder({8, 32}, f32), y = g.placeholder({8, 32}, f32);
+  Tensor a = g.mul(g.exp(x), g.scalar(2.0));
+  Tensor t = g.transpose(a, {1, 0});
+  Tensor b = g.add(a, y);
+  Tensor d = g.add(g.sub(g.exp(x), y), a);
+  Module m = module_of(g, {t, b, d});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  auto reads_of_step_making = [&](int32_t v) {
+    for (const Step& s : p.steps) {
+      const std::vector<int32_t> outs =
+          s.is_group() ? s.group.outputs : m.graph.nodes[static_cast<size_t>(step_nodes(s).back())].outputs;
+      if (std::find(outs.begin(), outs.end(), v) != outs.end()) return step_inputs(m.graph, s);
+    }
+    return std::vector<int32_t>{};
+  };
+  auto has = [](const std::vector<int32_t>& r, Tensor v) { return std::find(r.begin(), r.end(), v.id()) != r.end(); };
+  EXPECT_TRUE(has(reads_of_step_making(b.id()), a));
+  EXPECT_FALSE(has(reads_of_step_making(d.id()), a));
+  EXPECT_TRUE(has(reads_of_step_making(d.id()), x));
+  EXPECT_TRUE(has(reads_of_step_making(t.id()), a));  // a is still written
+}
+
+// A reduce_sum of a weight gradient's dy stays its own step (the CUDA backend folds it into the
+// matmul as the bias-gradient epilogue); a lone reduction with no prologue is left alone.
+TEST(ReduceStitch, BiasGradientAndLoneReductionsStayAlone) {
+  Graph g;
+  Tensor x = g.placeholder({64, 32}, f32), dy = g.placeholder({64, 16}, f32), z = g.placeholder({64, 16}, f32);
+  Tensor gd = g.mul(dy, g.relu(z));
+  Tensor dw = g.matmul(x, gd, true, false);
+  Tensor db = g.reduce_sum(gd, {0});
+  Tensor lone = g.reduce_max(z, {1});
+  Module m = module_of(g, {dw, db, lone});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  EXPECT_TRUE(reduce_steps(p).empty());
+}
+
+// Siblings join the first reduction's step only when their inputs are ready there; different
+// geometries never share a step.
+TEST(ReduceStitch, SiblingsNeedTheirInputsReady) {
+  Graph g;
+  Tensor x = g.placeholder({32, 8}, f32);
+  Tensor s1 = g.reduce_sum(g.square(x), {0});
+  Tensor late = g.matmul(x, g.placeholder({8, 8}, f32));  // not elementwise: made after s1
+  Tensor s2 = g.reduce_sum(g.add(late, x), {0});
+  Tensor s3 = g.reduce_max(g.exp(x), {0});
+  Tensor s4 = g.reduce_sum(g.exp(x), {1});  // another geometry
+  Module m = module_of(g, {s1, s2, s3, s4});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_EQ(rs[0]->reductions.size(), 2u);  // s1 and s3
+  EXPECT_EQ(rs[1]->reductions.size(), 1u);  // s4 (with its prologue)
+  EXPECT_EQ(rs[2]->reductions.size(), 1u);  // s2, after the matmul
+}
+
+#ifdef TGRAPH_HAVE_CUDA
+// The generated kernels compile for every layout: column (batch norm), row (a warp, a block per
+// output) and interleaved dims.
+TEST(ReduceStitch, GeneratedKernelsCompile) {
+  BatchNorm bn({4, 6, 5, 16});
+  FusionPlan p = plan_fusion(bn.m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  int compiled = 0;
+  auto compile = [&](const GraphImpl& g, const ReduceStitch& s) {
+    std::vector<TensorType> types;
+    for (int32_t v : s.inputs) types.push_back(g.type(v));
+    auto l = prepare_reduce_stitch(g, s, types, 132);
+    ASSERT_TRUE(l.has_value());
+    EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty());
+    ++compiled;
+  };
+  for (auto& s : reduce_steps(p)) compile(bn.m.graph, *s);
+  for (const auto& [shape, axes] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
+           {{6, 300}, {1}}, {{3, 5000}, {1}}, {{4, 6, 50}, {0, 2}}}) {
+    Graph g;
+    Tensor x = g.placeholder(shape, bf16), w = g.placeholder({shape.dim(-1)}, bf16);
+    Tensor e = g.mul(g.sub(x, w), g.scalar(0.5, bf16));
+    Module m = module_of(g, {g.reduce_variance(e, axes), g.reduce_mean(e, axes), g.reduce_min(e, axes)});
+    for (auto& s : reduce_steps(plan_fusion(m, 0, {.stitch_reductions = true}))) compile(m.graph, *s);
+  }
+  EXPECT_EQ(compiled, 5);
+}
+#endif

@@ -1,0 +1,114 @@
+// Stitched reductions (passes/reduce_stitch.h, backends/cuda/reduce_stitch_kernel.h) against the
+// CPU backend on random inputs: prologue operands of every access kind in every layout (column,
+// a warp or a block per row, interleaved dims), every reduction kind, f32 / f16 / bf16; batch
+// and layer norm training gradients; the same numbers with the stitching turned off.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gpu/gpu_test_util.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+using gputest::expect_close;
+
+double tol(DType t) { return t == bf16 ? 3e-2 : t == f16 ? 4e-3 : 2e-5; }
+
+// Compiles for the CPU and CUDA (with TGRAPH_NO_REDUCE_FUSION=1 when `unstitched`), runs CUDA
+// twice (the second a replay), compares with the CPU; returns the stitched steps that ran.
+template <class Build>
+int compare(const std::string& what, Build build, const std::vector<TensorData>& inputs, double tolerance,
+            bool unstitched = false) {
+  SCOPED_TRACE(what);
+  Graph g;
+  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
+  std::vector<Tensor> outs = build(g, ph);
+  std::vector<TensorData> want = g.compile(feeds, outs, {}, {.device = Device::cpu()}).run(inputs);
+  if (unstitched) setenv("TGRAPH_NO_REDUCE_FUSION", "1", 1);
+  Executable e = g.compile(feeds, outs, {}, {.device = Device::cuda(0)});
+  std::vector<TensorData> got = e.run(inputs), again = e.run(inputs);
+  unsetenv("TGRAPH_NO_REDUCE_FUSION");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    expect_close(got[i], want[i], tolerance, what + " output " + std::to_string(i));
+    expect_close(again[i], got[i], 0, what + " replay output " + std::to_string(i));
+  }
+  const detail::CudaGraphStats st = detail::cuda_graph_stats(e.impl());
+  EXPECT_EQ(st.captures, 1) << st.error;
+  return st.stitched_reductions;
+}
+
+}  // namespace
+
+// e = (x * f + k) - r * s + b: f full size, k per output, r per reduced element, s a scalar, b
+// broadcast along some kept and some reduced dims (rank 3); every reduction kind of e at once.
+TEST(CudaReduceStitch, PrologueOperandsInEveryLayout) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+    Shape per_out, per_red, partial;
+  };
+  const Case cases[] = {
+      {{40, 3, 70}, {0, 1}, {70}, {40, 3, 1}, {40, 1, 70}},   // column: kept dim innermost
+      {{30, 2, 100}, {2}, {30, 2, 1}, {100}, {1, 2, 100}},   // a warp per row
+      {{3, 2, 2100}, {1, 2}, {3, 1, 1}, {2, 2100}, {3, 1, 2100}},  // a block per row
+      {{5, 6, 7}, {0, 2}, {6, 1}, {5, 1, 7}, {5, 6, 1}},     // interleaved dims
+  };
+  uint64_t seed = 900;
+  for (const Case& c : cases)
+    for (DType t : {f32, f16, bf16}) {
+      std::vector<TensorData> in = {TensorData::uniform(c.shape, -2, 2, t, seed++),
+                                    TensorData::uniform(c.shape, 0.5, 1.5, t, seed++),
+                                    TensorData::uniform(c.per_out, -3, 3, t, seed++),
+                                    TensorData::uniform(c.per_red, -1, 1, t, seed++),
+                                    TensorData::uniform(c.partial, -1, 1, t, seed++)};
+      const std::string what = c.shape.str() + " " + dtype_name(t);
+      auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+        Tensor e = g.add(g.sub(g.add(g.mul(p[0], p[1]), p[2]), g.mul(p[3], g.scalar(0.75, t))), p[4]);
+        Tensor small = g.add(g.scalar(1.0, t), g.mul(g.tanh(e), g.scalar(0.01, t)));
+        return std::vector{g.reduce_sum(e, c.axes),      g.reduce_mean(e, c.axes, true), g.reduce_max(e, c.axes),
+                           g.reduce_min(e, c.axes),      g.reduce_variance(e, c.axes),   g.reduce_prod(small, c.axes),
+                           g.reduce_sum(p[0], c.axes)};
+      };
+      // Sums over thousands of half-precision terms: the CPU adds in its own order.
+      const double tl = tol(t) * (t == f32 ? 1 : 2);
+      EXPECT_GE(compare(what, build, in, tl), 1) << what;
+      EXPECT_EQ(compare(what + " unstitched", build, in, tl, true), 0) << what;
+    }
+}
+
+// Batch-norm training, forward and backward (dx, dgamma, dbeta of sum(y * dy)), NHWC: two
+// stitched steps (the statistics with dbeta; dgamma and the backward's means with xhat recomputed).
+TEST(CudaReduceStitch, BatchNormTrainingMatchesTheCpu) {
+  uint64_t seed = 950;
+  for (const Shape& s : {Shape{4, 7, 9, 40}, Shape{2, 3, 5, 300}})
+    for (DType t : {f32, bf16}) {
+      std::vector<TensorData> in = {TensorData::uniform(s, -1, 3, t, seed++), TensorData::uniform(s, -1, 1, t, seed++),
+                                    TensorData::uniform({s.dim(-1)}, 0.5, 1.5, t, seed++),
+                                    TensorData::uniform({s.dim(-1)}, -1, 1, t, seed++)};
+      auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+        std::vector<Tensor> bn = g.batch_norm_training(p[0], p[2], p[3], -1, 1e-5);
+        auto gr = g.gradients(g.reduce_sum(g.mul(bn[0], p[1])), {p[0], p[2], p[3]});
+        return std::vector{bn[0], bn[1], bn[2], gr[p[0]], gr[p[2]], gr[p[3]]};
+      };
+      const std::string what = s.str() + " " + dtype_name(t);
+      EXPECT_GE(compare(what, build, in, t == f32 ? 1e-4 : 6e-2), 2) << what;
+    }
+}
+
+// Layer norm's backward: row statistics (a warp per row) and the gamma / beta gradients over the
+// rows (column sums), with the prologue recomputing xhat.
+TEST(CudaReduceStitch, LayerNormTrainingMatchesTheCpu) {
+  std::vector<TensorData> in = {TensorData::uniform({96, 384}, -2, 2, f32, 990),
+                                TensorData::uniform({96, 384}, -1, 1, f32, 991),
+                                TensorData::uniform({384}, 0.5, 1.5, f32, 992), TensorData::uniform({384}, -1, 1, f32, 993)};
+  auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+    Tensor y = g.layer_norm(p[0], p[2], p[3], -1, 1e-5);
+    auto gr = g.gradients(g.reduce_sum(g.mul(y, p[1])), {p[0], p[2], p[3]});
+    return std::vector{y, gr[p[0]], gr[p[2]], gr[p[3]]};
+  };
+  EXPECT_GE(compare("layer norm", build, in, 1e-4), 1);
+}

@@ -33,6 +33,8 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group));
       for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty());
+      // Strided kernels compiled for a fixed (coalesced) rank.
+      for (int rank : {1, 2, 5}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::strided32, -1, rank), 9, 0).empty());
     }
     EXPECT_GE(groups, 1);
   }

@@ -99,8 +99,9 @@ struct CudaState {
   }
 };
 
-// A group's generated kernel is cached under (group, its Indexing | these flags).
-enum GroupKernel : int { kSetsCondition = 8 };
+// A group's generated kernel is cached under (group, its Indexing | these flags | the rank it
+// was compiled for << kRankShift).
+enum GroupKernel : int { kSetsCondition = 8, kRankShift = 4 };
 
 // While a loop body is being captured: the results its elementwise kernels write straight into
 // the loop's state buffers, and the predicate whose kernel sets the loop's condition

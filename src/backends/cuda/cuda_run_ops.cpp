@@ -245,10 +245,14 @@ void Run::group(const FusionGroup& grp) {
         a.div_shift[d] = f.shift;
       }
   }
-  auto key = std::make_pair(static_cast<const void*>(&grp), static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0));
+  // Strided kernels are compiled for the coalesced rank (elementwise_source).
+  const int rank = ix == Indexing::flat ? 0 : a.rank;
+  auto key = std::make_pair(static_cast<const void*>(&grp),
+                            static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0) | rank << kRankShift);
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
-    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition), "tg_ew", ctx.index())).first;
+    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, rank), "tg_ew", ctx.index()))
+              .first;
   // The grid-stride loop runs one wave: as many blocks as stay resident at once (a fixed count
   // that does not fit leaves a partial second wave on a kernel that needs many registers).
   CompiledKernel& kern = kit->second;

@@ -305,7 +305,7 @@ void coalesce_dims(ElementwiseArgs& a, int inputs) {
   a.rank = r;
 }
 
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition) {
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition, int rank) {
   std::ostringstream os;
   os << kPrelude;
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
@@ -328,8 +328,9 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
     const char* t = i32 ? "unsigned" : "long long";
     os << "  " << t << " o0 = 0";
     for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
-    os << ";\n  { " << t << " r = (" << t << ")i;\n"
-       << "    for (int d = a.rank - 1; d > 0; --d) {\n";
+    os << ";\n  { " << t << " r = (" << t << ")i;\n";
+    if (rank > 0) os << "#pragma unroll\n    for (int d = " << rank - 1 << "; d > 0; --d) {\n";
+    else os << "    for (int d = a.rank - 1; d > 0; --d) {\n";
     if (i32)
       os << "      const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
     else

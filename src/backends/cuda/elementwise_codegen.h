@@ -34,8 +34,12 @@ enum class Indexing {
 
 /// Source of the kernel `tg_ew` for the group. Throws tg::Error for an op it cannot generate.
 /// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
-/// graph conditional `handle` to that value's truth, as a loop's control kernel would.
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1);
+/// graph conditional `handle` to that value's truth, as a loop's control kernel would. With
+/// `rank` > 0 a strided kernel is compiled for Args::rank == rank (its coordinate loop unrolled
+/// and every stride read at a fixed offset of the parameters; a loop over a run-time rank made
+/// the batch-norm normalisation, four per-channel operands, bound by instructions at 1.8 TB/s).
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1,
+                               int rank = 0);
 
 /// Division by a run-time constant d >= 1 as q = (umulhi(n, mul) + n) >> shift, exact for
 /// every n < 2^31 (Granlund & Montgomery: shift = ceil(log2 d), mul = floor(2^32 (2^shift -

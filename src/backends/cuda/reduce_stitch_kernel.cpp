@@ -219,17 +219,24 @@ class Writer {
     accumulate("v0");
     os_ << "    }\n  }\n";
   }
-  // Column layout, pass 2: a thread per column combines its partials in split order.
+  // Column layout, pass 2: a block per 32 columns; its 8 warps each combine every 8th partial
+  // of a column in split order (many loads in flight), then warp 0 the eight, in order.
   void column_final() {
     os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_final(const RSArgs a) {\n"
-        << "  const long long c = (long long)blockIdx.x * 256 + threadIdx.x;\n"
-        << "  if (c >= a.outer) return;\n  const double* part = (const double*)a.part;\n"
+        << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n"
+        << "  const long long c = (long long)blockIdx.x * 32 + tx;\n"
+        << "  const double* part = (const double*)a.part;\n  __shared__ double sh[8][33];\n"
         << "  double t[" << planes_ << "];\n";
-    for (size_t p = 0; p < planes_; ++p)
-      os_ << "  t[" << p << "] = part[" << p << "LL * a.split * a.outer + c];\n"
-          << "  for (long long s = 1; s < a.split; ++s) { const double q = part[(" << p
-          << "LL * a.split + s) * a.outer + c]; t[" << p << "] = " << plane_kind_combine(p, "t[" + std::to_string(p) + "]", "q")
-          << "; }\n";
+    for (size_t p = 0; p < planes_; ++p) {
+      const std::string tp = "t[" + std::to_string(p) + "]";
+      os_ << "  " << tp << " = " << init_of(kind_of_plane(p)) << ";\n"
+          << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += 8) { const double q = part[("
+          << p << "LL * a.split + s) * a.outer + c]; " << tp << " = " << plane_kind_combine(p, tp, "q") << "; } }\n"
+          << "  sh[ty][tx] = " << tp << "; __syncthreads();\n"
+          << "  if (ty == 0) for (int k = 1; k < 8; ++k) " << tp << " = " << plane_kind_combine(p, tp, "sh[k][tx]") << ";\n"
+          << "  __syncthreads();\n";
+    }
+    os_ << "  if (ty != 0 || c >= a.outer) return;\n";
     finish("c", "  ");
     os_ << "}\n";
   }
@@ -375,8 +382,7 @@ void launch_reduce_stitch(const ReduceStitchLaunch& l, const std::vector<const v
     const CompiledKernel partial = nvrtc_kernel(l.source, "tg_rs_partial", device);
     const CompiledKernel final_ = nvrtc_kernel(l.source, "tg_rs_final", device);
     TG_CUDA(cudaLaunchKernel(partial.fn(), dim3(l.grid_x, l.grid_y), dim3(256), params, 0, stream));
-    TG_CUDA(cudaLaunchKernel(final_.fn(), dim3(static_cast<unsigned>((a.outer + 255) / 256)), dim3(256), params, 0,
-                             stream));
+    TG_CUDA(cudaLaunchKernel(final_.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
   } else {
     const CompiledKernel k = nvrtc_kernel(l.source, "tg_rs_row", device);
     TG_CUDA(cudaLaunchKernel(k.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));

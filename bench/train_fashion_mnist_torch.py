@@ -1,6 +1,7 @@
-"""PyTorch CPU peer of examples/train_fashion_mnist: the same model (small ResNet, NHWC
-semantics via channels_last), the same batch size and optimizer, timed per epoch with the
-same number of threads. Usage: python3 bench/train_fashion_mnist_torch.py [epochs] [threads]"""
+"""PyTorch peer of examples/train_fashion_mnist: the same model (small ResNet, NHWC semantics
+via channels_last), the same batch size and optimizer, timed per epoch with the same number of
+threads (CPU) or on the GPU (the data kept on the device, timing synchronised).
+Usage: python3 bench/train_fashion_mnist_torch.py [epochs] [threads] [cpu|cuda] [data dir]"""
 import gzip
 import sys
 import time
@@ -43,18 +44,23 @@ class Net(nn.Module):
 def main():
     epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
-    xs = (torch.tensor(idx(f"{DATA}/train-images-idx3-ubyte.gz"), dtype=torch.float32) / 255 - 0.2860) / 0.3530
-    ys = torch.tensor(idx(f"{DATA}/train-labels-idx1-ubyte.gz"), dtype=torch.long)
-    tx = (torch.tensor(idx(f"{DATA}/t10k-images-idx3-ubyte.gz"), dtype=torch.float32) / 255 - 0.2860) / 0.3530
-    ty = torch.tensor(idx(f"{DATA}/t10k-labels-idx1-ubyte.gz"), dtype=torch.long)
-    xs, tx = xs[:, None], tx[:, None]
-    model = Net().to(memory_format=torch.channels_last)
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    data = sys.argv[4] if len(sys.argv) > 4 else DATA
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    xs = (torch.tensor(idx(f"{data}/train-images-idx3-ubyte.gz"), dtype=torch.float32) / 255 - 0.2860) / 0.3530
+    ys = torch.tensor(idx(f"{data}/train-labels-idx1-ubyte.gz"), dtype=torch.long)
+    tx = (torch.tensor(idx(f"{data}/t10k-images-idx3-ubyte.gz"), dtype=torch.float32) / 255 - 0.2860) / 0.3530
+    ty = torch.tensor(idx(f"{data}/t10k-labels-idx1-ubyte.gz"), dtype=torch.long)
+    xs, tx = xs[:, None].to(device), tx[:, None].to(device)
+    ys, ty = ys.to(device), ty.to(device)
+    model = Net().to(device, memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     b = 128
     steps = len(xs) // b
     for epoch in range(1, epochs + 1):
         model.train()
-        perm = torch.randperm(len(xs))
+        perm = torch.randperm(len(xs), device=device)
+        sync()
         t0 = time.perf_counter()
         for s in range(steps):
             i = perm[s * b:(s + 1) * b]
@@ -62,6 +68,7 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
+        sync()
         secs = time.perf_counter() - t0
         model.eval()
         with torch.no_grad():

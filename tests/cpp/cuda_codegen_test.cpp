@@ -33,8 +33,18 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group));
       for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty());
-      // Strided kernels compiled for a fixed (coalesced) rank.
-      for (int rank : {1, 2, 5}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::strided32, -1, rank), 9, 0).empty());
+      // Strided kernels compiled for a broadcasting pattern: rank 1 to 3, inputs flat, moving
+      // along some dims, or scalars.
+      for (int rank : {1, 2, 3}) {
+        StridePattern p;
+        p.rank = rank;
+        for (size_t k = 0; k < s.group.inputs.size(); ++k) {
+          p.flat.push_back(k % 3 == 0);
+          p.moves_along.push_back(k % 3 == 1 ? (1u << (rank - 1)) : 0u);
+        }
+        for (Indexing ix : {Indexing::strided, Indexing::strided32})
+          EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix, -1, &p), 9, 0).empty()) << p.key();
+      }
     }
     EXPECT_GE(groups, 1);
   }
@@ -231,5 +241,21 @@ TEST(CudaCodegen, IntegerPowKernelCompiles) {
     }
     EXPECT_GE(groups, 1);
   }
+}
+
+// The broadcasting pattern a strided kernel is compiled for: flat inputs read at i, others only
+// along the dims they move (a batch-norm shape after coalescing: [N*H*W, C]).
+TEST(CudaCodegen, StridePatternOfCoalescedArgs) {
+  ElementwiseArgs a{};
+  a.rank = 2;
+  a.dims[0] = 200704;
+  a.dims[1] = 256;
+  const long long strides[4][2] = {{256, 1}, {0, 1}, {1, 0}, {0, 0}};  // x, per channel, per row, scalar
+  for (int k = 0; k < 4; ++k)
+    for (int d = 0; d < 2; ++d) a.strides[k][d] = strides[k][d];
+  const StridePattern p = StridePattern::of(a, 4);
+  EXPECT_EQ(p.flat, (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(p.moves_along, (std::vector<uint32_t>{3u, 2u, 1u, 0u}));
+  EXPECT_EQ(p.key(), "2,f,2,1,0");
 }
 #endif

@@ -84,7 +84,7 @@ struct CudaState {
   int captures = 0, replays = 0;
   CudaGraphStats body_stats;  // the body_* counts of the last capture (cuda_graph_stats)
   std::set<const Step*> profiled;  // steps run once under TGRAPH_PROFILE (cuda_run_ops.cpp)
-  std::map<std::pair<const void*, int>, CompiledKernel> kernels;  // (group, Indexing | GroupKernel) -> kernel
+  std::map<std::pair<const void*, std::string>, CompiledKernel> kernels;  // (group, kernel key above) -> kernel
   std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
   std::map<int32_t, DevTensor> constants;  // in own_memory()
   std::map<std::string, CachedVar> vars;
@@ -99,9 +99,9 @@ struct CudaState {
   }
 };
 
-// A group's generated kernel is cached under (group, its Indexing | these flags | the rank it
-// was compiled for << kRankShift).
-enum GroupKernel : int { kSetsCondition = 8, kRankShift = 4 };
+// A group's generated kernel is cached under (group, its Indexing | these flags, then the
+// StridePattern key of a strided kernel).
+enum GroupKernel : int { kSetsCondition = 8 };
 
 // While a loop body is being captured: the results its elementwise kernels write straight into
 // the loop's state buffers, and the predicate whose kernel sets the loop's condition

@@ -245,13 +245,17 @@ void Run::group(const FusionGroup& grp) {
         a.div_shift[d] = f.shift;
       }
   }
-  // Strided kernels are compiled for the coalesced rank (elementwise_source).
-  const int rank = ix == Indexing::flat ? 0 : a.rank;
+  // Strided kernels are compiled for their inputs' broadcasting (elementwise_source).
+  std::optional<StridePattern> pattern;
+  if (ix != Indexing::flat) pattern = StridePattern::of(a, static_cast<int>(grp.inputs.size()));
   auto key = std::make_pair(static_cast<const void*>(&grp),
-                            static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0) | rank << kRankShift);
+                            std::to_string(static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0)) +
+                                (pattern ? "/" + pattern->key() : std::string()));
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
-    kit = st.kernels.emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, rank), "tg_ew", ctx.index()))
+    kit = st.kernels
+              .emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, pattern ? &*pattern : nullptr),
+                                         "tg_ew", ctx.index()))
               .first;
   // The grid-stride loop runs one wave: as many blocks as stay resident at once (a fixed count
   // that does not fit leaves a partial second wave on a kernel that needs many registers).

@@ -305,7 +305,32 @@ void coalesce_dims(ElementwiseArgs& a, int inputs) {
   a.rank = r;
 }
 
-std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition, int rank) {
+StridePattern StridePattern::of(const ElementwiseArgs& a, int inputs) {
+  StridePattern p;
+  p.rank = a.rank;
+  for (int k = 0; k < inputs; ++k) {
+    bool flat = true;
+    uint32_t moves = 0;
+    long long contiguous = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      if (a.strides[k][d] != 0) moves |= 1u << d;
+      flat &= a.dims[d] == 1 || a.strides[k][d] == contiguous;
+      contiguous *= a.dims[d];
+    }
+    p.flat.push_back(flat);
+    p.moves_along.push_back(moves);
+  }
+  return p;
+}
+
+std::string StridePattern::key() const {
+  std::string k = std::to_string(rank);
+  for (size_t i = 0; i < flat.size(); ++i) k += flat[i] ? ",f" : "," + std::to_string(moves_along[i]);
+  return k;
+}
+
+std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition,
+                               const StridePattern* pattern) {
   std::ostringstream os;
   os << kPrelude;
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
@@ -329,17 +354,41 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
     os << "  " << t << " o0 = 0";
     for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
     os << ";\n  { " << t << " r = (" << t << ")i;\n";
-    if (rank > 0) os << "#pragma unroll\n    for (int d = " << rank - 1 << "; d > 0; --d) {\n";
-    else os << "    for (int d = a.rank - 1; d > 0; --d) {\n";
-    if (i32)
-      os << "      const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
-    else
-      os << "      const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
-    os << "      r = q;\n";
-    for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
-    os << "    }\n";
-    for (size_t k = 0; k < ins; ++k) os << "    o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
-    os << "  }\n";
+    if (pattern) {
+      // Straight-line coordinates c<d> (unused ones fall away), then each offset from the
+      // coordinates of the dims its input moves along.
+      for (int d = pattern->rank - 1; d > 0; --d) {
+        const std::string D = std::to_string(d);
+        if (i32)
+          os << "    const unsigned q" << D << " = (__umulhi(r, a.div_mul[" << D << "]) + r) >> a.div_shift[" << D
+             << "], c" << D << " = r - q" << D << " * (unsigned)a.dims[" << D << "]; r = q" << D << ";\n";
+        else
+          os << "    const long long q" << D << " = r / a.dims[" << D << "], c" << D << " = r - q" << D << " * a.dims[" << D
+             << "]; r = q" << D << ";\n";
+      }
+      os << "    const " << t << " c0 = r; (void)c0;\n";
+      for (size_t k = 0; k < ins; ++k) {
+        if (pattern->flat[k]) {
+          os << "    o" << k << " = (" << t << ")i;\n";
+          continue;
+        }
+        for (int d = 0; d < pattern->rank; ++d)
+          if (pattern->moves_along[k] >> d & 1u)
+            os << "    o" << k << " += c" << d << " * (" << t << ")a.strides[" << k << "][" << d << "];\n";
+      }
+      os << "  }\n";
+    } else {
+      os << "    for (int d = a.rank - 1; d > 0; --d) {\n";
+      if (i32)
+        os << "      const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
+      else
+        os << "      const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
+      os << "      r = q;\n";
+      for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
+      os << "    }\n";
+      for (size_t k = 0; k < ins; ++k) os << "    o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
+      os << "  }\n";
+    }
   }
   for (size_t k = 0; k < ins; ++k) {
     const std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "passes/fusion.h"
 
@@ -32,14 +33,27 @@ enum class Indexing {
   strided32,  // the same with 32-bit multiply-shift division (n < 2^31: fast_divisor)
 };
 
+/// What a strided kernel may be compiled for (ElementwiseArgs after coalesce_dims): the rank,
+/// and per input whether it is read at the output's own index (its strides are the output's
+/// contiguous ones) and along which dims it moves (non-zero strides). Sizes and strides stay
+/// run-time arguments, so inputs of new sizes with the same broadcasting reuse the kernel.
+struct StridePattern {
+  int rank = 0;
+  std::vector<bool> flat;             // per input
+  std::vector<uint32_t> moves_along;  // per input: bit d set when its stride along dim d is not 0
+  static StridePattern of(const ElementwiseArgs& a, int inputs);
+  std::string key() const;
+};
+
 /// Source of the kernel `tg_ew` for the group. Throws tg::Error for an op it cannot generate.
 /// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
-/// graph conditional `handle` to that value's truth, as a loop's control kernel would. With
-/// `rank` > 0 a strided kernel is compiled for Args::rank == rank (its coordinate loop unrolled
-/// and every stride read at a fixed offset of the parameters; a loop over a run-time rank made
-/// the batch-norm normalisation, four per-channel operands, bound by instructions at 1.8 TB/s).
+/// graph conditional `handle` to that value's truth, as a loop's control kernel would. With a
+/// `pattern`, a strided kernel is compiled for it: straight-line coordinates, a flat input read
+/// at i, a broadcast one only along the dims it moves (a loop over a run-time rank, indexing the
+/// strides by it, made the batch-norm normalisation, four per-channel operands, bound by
+/// instructions at 1.8 TB/s).
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1,
-                               int rank = 0);
+                               const StridePattern* pattern = nullptr);
 
 /// Division by a run-time constant d >= 1 as q = (umulhi(n, mul) + n) >> shift, exact for
 /// every n < 2^31 (Granlund & Montgomery: shift = ceil(log2 d), mul = floor(2^32 (2^shift -

@@ -2,12 +2,14 @@
 // input is often computed by a group that something else no longer needs; the stitch takes the
 // members computing it (their cone) as its prologue, and the group's write of it goes away
 // (drop_unread_outputs). Reductions of one geometry whose inputs are ready at the first of them
-// join its stitch, so their common reads are shared.
+// join its stitch, so their common reads are shared. Then the first later group computed at the
+// results (through views of them) with operands ready at the stitch becomes its epilogue.
 #include "passes/reduce_stitch.h"
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "core/env.h"
@@ -28,6 +30,13 @@ struct Open {
   bool prologue = false;
   std::vector<size_t> taken;  // plan steps of the reductions
 };
+
+bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
+
+int64_t elements(const GraphImpl& g, int32_t v) {
+  const Shape& s = g.type(v).shape;
+  return s.ranked() && s.is_static() ? s.num_elements() : -1;
+}
 
 }  // namespace
 
@@ -131,7 +140,16 @@ void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
   }
 
   std::map<size_t, std::shared_ptr<ReduceStitch>> placed;
+  std::map<size_t, std::vector<size_t>> hoisted;  // constants an epilogue reads, run right before its stitch
   std::vector<bool> removed(steps.size(), false);
+  // A constant computed later in the plan can move before the stitch (it reads nothing).
+  auto constant_step = [&](int32_t v) -> std::optional<size_t> {
+    auto it = made.find(v);
+    if (it == made.end() || steps[it->second].fused()) return std::nullopt;
+    const Node& n = g.nodes[static_cast<size_t>(steps[it->second].node)];
+    if (n.kind != OpKind::Constant || !n.control_deps.empty() || !n.inputs.empty()) return std::nullopt;
+    return it->second;
+  };
   for (Open& o : open) {
     if (!o.prologue && o.reductions.size() < 2) continue;  // nothing to gain
     auto st = std::make_shared<ReduceStitch>();
@@ -158,14 +176,69 @@ void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
     if (!st->prologue.nodes.empty()) st->pieces.push_back(Step{-1, st->prologue, nullptr, nullptr});
     for (int32_t id : o.reductions) st->pieces.push_back(Step{id, {}, nullptr, nullptr});
     for (size_t t : o.taken) removed[t] = true;
+    // The epilogue: the first later group computed at the results (read directly or through
+    // views), whose other operands are ready here and per output or scalars.
+    int64_t outer = 1;
+    for (int64_t d = 0; d < o.shape.rank(); ++d)
+      if (!o.red[static_cast<size_t>(d)]) outer *= o.shape[d];
+    std::map<int32_t, size_t> alias;  // value -> the result it holds
+    for (size_t k = 0; k < st->outputs.size(); ++k) alias[st->outputs[k]] = k;
+    std::vector<size_t> view_steps;
+    for (size_t j = o.at + 1; j < steps.size(); ++j) {
+      if (removed[j]) continue;
+      const Step& s = steps[j];
+      if (!s.fused()) {
+        const Node& n = g.nodes[static_cast<size_t>(s.node)];
+        if (is_view(n.kind) && n.control_deps.empty() && alias.count(n.inputs[0])) {
+          alias[n.outputs[0]] = alias.at(n.inputs[0]);
+          view_steps.push_back(j);
+        }
+        continue;
+      }
+      if (!s.is_group()) continue;
+      bool reads_result = false, fits = elements(g, g.nodes[static_cast<size_t>(s.group.nodes.back())].outputs[0]) == outer;
+      for (int32_t id : s.group.nodes) fits &= elements(g, g.nodes[static_cast<size_t>(id)].outputs[0]) == outer;
+      std::vector<size_t> constants;
+      for (int32_t v : s.group.inputs) {
+        if (alias.count(v)) {
+          reads_result = true;
+          continue;
+        }
+        fits &= elements(g, v) == outer || elements(g, v) == 1;
+        if (ready_at({v}, o.at)) continue;
+        if (auto c = constant_step(v); c && !removed[*c]) constants.push_back(*c);
+        else fits = false;
+      }
+      if (!reads_result || !fits) continue;
+      for (size_t c : constants) {
+        hoisted[o.at].push_back(c);
+        removed[c] = true;
+      }
+      st->epilogue = s.group;
+      for (int32_t v : s.group.inputs) {
+        if (auto a = alias.find(v); a != alias.end()) st->aliases.emplace_back(v, a->second);
+        else if (!contains(st->inputs, v)) st->inputs.push_back(v);
+      }
+      for (size_t vs : view_steps) {
+        st->views.push_back(steps[vs].node);
+        st->pieces.push_back(steps[vs]);
+        removed[vs] = true;
+      }
+      st->pieces.push_back(s);
+      st->outputs.insert(st->outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
+      removed[j] = true;
+      break;
+    }
     placed[o.at] = st;
     plan.decisions.push_back(std::to_string(o.reductions.size()) + " reductions stitched with a prologue of " +
-                             std::to_string(st->prologue.nodes.size()) + " ops");
+                             std::to_string(st->prologue.nodes.size()) + " ops and an epilogue of " +
+                             std::to_string(st->epilogue.nodes.size()));
   }
   if (placed.empty()) return;
   std::vector<Step> out;
   for (size_t i = 0; i < steps.size(); ++i) {
     if (auto it = placed.find(i); it != placed.end()) {
+      for (size_t c : hoisted[i]) out.push_back(steps[c]);
       Step s;
       s.reduce = it->second;
       out.push_back(std::move(s));

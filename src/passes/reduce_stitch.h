@@ -4,7 +4,9 @@
 // element once and keeps an accumulator per reduction, with the elementwise group computing
 // their inputs (the prologue) evaluated at each element as it is read instead of being written
 // out and read back. A batch norm's statistics (mean and variance of x) and its backward sums
-// (of dy and dy * xhat, with xhat recomputed from x) each become one pass; docs/fusion.md.
+// (of dy and dy * xhat, with xhat recomputed from x) each become one pass; docs/fusion.md. A
+// group computed at the reductions' results (the epilogue: rsqrt(var + eps) of a norm), reading
+// them directly or through views, runs in the same kernel where each result is stored.
 #include <vector>
 
 #include "passes/fusion.h"
@@ -14,9 +16,13 @@ namespace tg::detail {
 struct ReduceStitch {
   FusionGroup prologue;             // its outputs: the reductions' inputs it computes
   std::vector<int32_t> reductions;  // reduction nodes, in plan order
+  std::vector<int32_t> views;       // view nodes of the results (run by the step, after its kernel)
+  FusionGroup epilogue;             // computed at each output index from the results (may be empty)
+  std::vector<std::pair<int32_t, size_t>> aliases;  // a value the epilogue reads -> the result it views
   std::vector<int32_t> inputs;      // values read from outside the step
-  std::vector<int32_t> outputs;     // the reductions' results, in `reductions` order
-  std::vector<Step> pieces;         // the same unfused: the prologue group (if any), then each reduction
+  std::vector<int32_t> outputs;     // the reductions' results in `reductions` order, then the epilogue's outputs
+  // The same unfused: the prologue group (if any), each reduction, the views, the epilogue group.
+  std::vector<Step> pieces;
 };
 
 /// True when node n may be one of a stitch's reductions: sum, mean, max, min, prod or variance

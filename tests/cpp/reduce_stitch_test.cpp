@@ -73,10 +73,15 @@ TEST(ReduceStitch, BatchNormBackwardReadsXAndDyTwice) {
   const GraphImpl& g = bn.m.graph;
   auto rs = reduce_steps(p);
   ASSERT_EQ(rs.size(), 2u);
-  // Forward statistics and dbeta: no prologue, x and dy read directly.
+  // Forward statistics and dbeta: no prologue, x and dy read directly; rsqrt(var + eps) (and
+  // the views of the results it reads through) computed where the results are stored.
   EXPECT_TRUE(rs[0]->prologue.nodes.empty());
   EXPECT_EQ(rs[0]->reductions.size(), 3u);
-  EXPECT_EQ(rs[0]->inputs, (std::vector<int32_t>{bn.x.id(), bn.dy.id()}));
+  EXPECT_EQ(std::vector<int32_t>(rs[0]->inputs.begin(), rs[0]->inputs.begin() + 2),
+            (std::vector<int32_t>{bn.x.id(), bn.dy.id()}));
+  EXPECT_EQ(rs[0]->epilogue.nodes.size(), 4u);  // broadcast, broadcast, add, rsqrt
+  EXPECT_EQ(rs[0]->views.size(), 2u);
+  EXPECT_EQ(rs[0]->outputs.size(), 3u + rs[0]->epilogue.outputs.size());
   // The backward's means and dgamma's sum: xhat and the products recomputed from x and dy.
   EXPECT_FALSE(rs[1]->prologue.nodes.empty());
   EXPECT_EQ(rs[1]->reductions.size(), 3u);

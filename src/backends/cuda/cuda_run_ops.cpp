@@ -139,8 +139,9 @@ void Run::stitched(const StencilStitch& sp) {
   launch_stencil_stitch(*l, ins, outs, stream);
 }
 
-// Reductions with their prologue as one kernel (reduce_stitch_kernel.h), or the prologue group
-// and each reduction on their own when the kernel does not cover the step.
+// Reductions with their prologue and epilogue as one kernel (reduce_stitch_kernel.h), or the
+// pieces on their own (prologue group, reductions, views, epilogue group) when the kernel does
+// not cover the step.
 void Run::reduce_stitched(const ReduceStitch& rs) {
   std::vector<TensorType> types;
   std::vector<const void*> ins;
@@ -169,6 +170,7 @@ void Run::reduce_stitched(const ReduceStitch& rs) {
   }
   DeviceBuffer ws = l.workspace_bytes() ? buffer(l.workspace_bytes()) : DeviceBuffer{};
   launch_reduce_stitch(l, ins, outs, ws.get(), stream, ctx.index());
+  for (int32_t v : rs.views) node(g.nodes[static_cast<size_t>(v)]);  // aliases of the results
 }
 
 // ---- fused / single elementwise kernels ----

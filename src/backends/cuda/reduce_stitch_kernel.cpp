@@ -79,13 +79,14 @@ std::string combine(OpKind k, const std::string& p, const std::string& q) {
 
 class Writer {
  public:
-  Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<Access>& access, const std::vector<TensorType>& types,
+  Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
+         const std::vector<TensorType>& types,
          const std::vector<Red>& reds, size_t planes, bool column, bool general, int T)
-      : g_(g), s_(s), access_(access), types_(types), reds_(reds), planes_(planes), column_(column), general_(general), T_(T) {}
+      : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column), general_(general), T_(T) {}
 
   std::string source() {
     os_ << elementwise_prelude();
-    os_ << "struct RSArgs { const void* in[" << kMaxOperands << "]; void* out[" << kStitchReductions
+    os_ << "struct RSArgs { const void* in[" << kMaxOperands << "]; void* out[" << kStitchOutputs
         << "]; void* part; long long outer, inner, split; int grank; long long gdims[" << kMaxRank
         << "]; long long gstride[" << kMaxOperands << "][" << kMaxRank << "]; int krank, rrank; long long kdims["
         << kMaxRank << "], kstrides[" << kMaxRank << "], rdims[" << kMaxRank << "], rstrides[" << kMaxRank << "]; };\n";
@@ -124,6 +125,7 @@ class Writer {
         << "  (void)io; (void)ir;\n";
     std::unordered_map<int32_t, std::string> names;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k]) continue;  // read by the epilogue only
       const int32_t v = s_.inputs[k];
       names[v] = "p" + std::to_string(k);
       const DType t = types_[k].dtype;
@@ -163,21 +165,42 @@ class Writer {
       }
     }
   }
-  // Stores every reduction's result at output index `o` from the planes' totals t[].
+  // Stores every reduction's result R<k> at output index `o` from the planes' totals t[], then
+  // computes and stores the epilogue there, reading each result as stored (rounded to its dtype).
   void finish(const std::string& o, const std::string& indent) {
+    std::unordered_map<int32_t, std::string> names;
     for (size_t k = 0; k < reds_.size(); ++k) {
       const Red& r = reds_[k];
-      std::string val = "t[" + std::to_string(r.plane) + "]";
-      if (r.kind == OpKind::ReduceMean) val = "(" + val + " / (double)a.inner)";
+      const std::string R = "R" + std::to_string(k);
       if (is_var(r.kind)) {
-        os_ << indent << "{ const double m = t[" << r.plane << "] / (double)a.inner; double w = t[" << r.plane + 1
-            << "] / (double)a.inner - m * m; if (w < 0.0) w = 0.0;\n"
-            << indent << "  ((" << codegen_storage_type(r.out) << "*)a.out[" << k << "])[" << o
-            << "] = " << codegen_store(r.out, "w") << "; }\n";
-        continue;
+        os_ << indent << "double " << R << " = t[" << r.plane + 1 << "] / (double)a.inner - (t[" << r.plane
+            << "] / (double)a.inner) * (t[" << r.plane << "] / (double)a.inner); if (" << R << " < 0.0) " << R
+            << " = 0.0;\n";
+      } else {
+        os_ << indent << "const double " << R << " = " << (r.kind == OpKind::ReduceMean ? "t[" + std::to_string(r.plane) + "] / (double)a.inner" : "t[" + std::to_string(r.plane) + "]") << ";\n";
       }
       os_ << indent << "((" << codegen_storage_type(r.out) << "*)a.out[" << k << "])[" << o
-          << "] = " << codegen_store(r.out, val) << ";\n";
+          << "] = " << codegen_store(r.out, R) << ";\n";
+      const char* C = codegen_compute_type(r.out);
+      names[s_.outputs[k]] = "E" + std::to_string(k);
+      os_ << indent << "const " << C << " E" << k << " = " << codegen_round_to(r.out, std::string("(") + C + ")" + R) << ";\n";
+    }
+    if (s_.epilogue.nodes.empty()) return;
+    for (const auto& [v, k] : s_.aliases) names[v] = "E" + std::to_string(k);
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      const int32_t v = s_.inputs[k];
+      if (names.count(v) || std::find(s_.epilogue.inputs.begin(), s_.epilogue.inputs.end(), v) == s_.epilogue.inputs.end())
+        continue;
+      names[v] = "f" + std::to_string(k);
+      const DType t = types_[k].dtype;
+      os_ << indent << "const " << codegen_compute_type(t) << " " << names[v] << " = "
+          << codegen_load(t, "a.in[" + std::to_string(k) + "]", types_[k].shape.num_elements() == 1 ? "0" : o) << ";\n";
+    }
+    os_ << elementwise_members(g_, s_.epilogue, names, indent);
+    for (size_t m = 0; m < s_.epilogue.outputs.size(); ++m) {
+      const int32_t v = s_.epilogue.outputs[m];
+      os_ << indent << "((" << codegen_storage_type(g_.type(v).dtype) << "*)a.out[" << reds_.size() + m << "])[" << o
+          << "] = " << codegen_store(g_.type(v).dtype, names.at(v)) << ";\n";
     }
   }
 
@@ -273,6 +296,7 @@ class Writer {
 
   const GraphImpl& g_;
   const ReduceStitch& s_;
+  const std::vector<bool>& loaded_;
   const std::vector<Access>& access_;
   const std::vector<TensorType>& types_;
   const std::vector<Red>& reds_;
@@ -287,12 +311,14 @@ class Writer {
 std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, const ReduceStitch& s,
                                                         const std::vector<TensorType>& types, int sm_count) {
   if (s.reductions.empty() || s.reductions.size() > static_cast<size_t>(kStitchReductions) ||
-      s.inputs.size() > static_cast<size_t>(kMaxOperands) || types.size() != s.inputs.size())
+      s.outputs.size() > static_cast<size_t>(kStitchOutputs) || s.inputs.size() > static_cast<size_t>(kMaxOperands) ||
+      types.size() != s.inputs.size())
     return std::nullopt;
   // The step was planned for static types; a run of others goes piece by piece.
   for (size_t k = 0; k < types.size(); ++k)
     if (!(types[k] == g.type(s.inputs[k]))) return std::nullopt;
   if (!s.prologue.nodes.empty() && !elementwise_supported(g, s.prologue)) return std::nullopt;
+  if (!s.epilogue.nodes.empty() && !elementwise_supported(g, s.epilogue)) return std::nullopt;
   const Node& first = g.nodes[static_cast<size_t>(s.reductions[0])];
   const Shape& xs = g.type(first.inputs[0]).shape;
   const std::vector<bool> red = reduced_dims(first, xs, g.type(first.outputs[0]).shape);
@@ -337,9 +363,16 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     }
   }
 
-  std::vector<Access> access(s.inputs.size());
-  for (size_t k = 0; k < s.inputs.size(); ++k)
-    if (!classify(types[k].shape, xs, red, static_cast<int>(k), a, access[k])) return std::nullopt;
+  // The inputs the prologue or a reduction reads are loaded per element; the others are the
+  // epilogue's, loaded per output (or once).
+  std::vector<bool> loaded(s.inputs.size(), false);
+  std::vector<Access> access(s.inputs.size(), Access::scalar);
+  for (size_t k = 0; k < s.inputs.size(); ++k) {
+    const int32_t v = s.inputs[k];
+    loaded[k] = std::find(s.prologue.inputs.begin(), s.prologue.inputs.end(), v) != s.prologue.inputs.end();
+    for (int32_t id : s.reductions) loaded[k] = loaded[k] || g.nodes[static_cast<size_t>(id)].inputs[0] == v;
+    if (loaded[k] && !classify(types[k].shape, xs, red, static_cast<int>(k), a, access[k])) return std::nullopt;
+  }
   std::vector<Red> reds;
   size_t planes = 0;
   for (int32_t id : s.reductions) {
@@ -351,6 +384,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     planes += is_var(k) ? 2 : 1;
     l.output_types.push_back(g.type(n.outputs[0]));
   }
+  for (int32_t v : s.epilogue.outputs) l.output_types.push_back(g.type(v));
   l.planes = planes;
 
   if (l.column) {
@@ -367,7 +401,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     l.grid_x = static_cast<unsigned>(std::min<long long>((a.outer + per_block - 1) / per_block, 65535LL * 8));
     a.split = 1;
   }
-  l.source = Writer(g, s, access, types, reds, planes, l.column, l.general, l.threads_per_output).source();
+  l.source = Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.threads_per_output).source();
   return l;
 }
 

@@ -20,11 +20,12 @@
 namespace tg::detail {
 
 inline constexpr int kStitchReductions = 8;
+inline constexpr int kStitchOutputs = 16;  // the reductions' results and the epilogue's outputs
 
 /// Kernel arguments (passed by value; the generated source declares the same struct).
 struct ReduceStitchArgs {
   const void* in[kMaxOperands];
-  void* out[kStitchReductions];
+  void* out[kStitchOutputs];
   void* part;                    // column layout: [planes][split][outer] partials
   long long outer, inner, split;  // outputs, elements per output, row splits (column layout)
   int grank;

@@ -250,6 +250,31 @@ void bench_batch_norm() {
     }
 }
 
+// Layer norm over the last dim of [8192, 1024] f32 (32 MB), forward and forward + backward (dx,
+// dgamma, dbeta of sum(y * dy)): the row statistics (a warp per row) and the column sums of the
+// backward (dgamma, dbeta) as stitched reductions. PyTorch's peer: F.layer_norm.
+void bench_layer_norm() {
+  const tg::Shape s{8192, 1024};
+  for (bool backward : {false, true}) {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder(s, tg::f32), dy = g.placeholder(s, tg::f32);
+    tg::Tensor gamma = g.placeholder({1024}, tg::f32), beta = g.placeholder({1024}, tg::f32);
+    tg::Tensor y = g.layer_norm(x, gamma, beta, -1, 1e-5);
+    std::vector<tg::Tensor> outs{y};
+    if (backward) {
+      auto gr = g.gradients(g.reduce_sum(g.mul(y, dy)), {x, gamma, beta});
+      outs = {gr[x], gr[gamma], gr[beta]};
+    }
+    std::vector<tg::TensorData> in{tg::TensorData::uniform(s, -1, 1, tg::f32, 61), tg::TensorData::uniform(s, -1, 1, tg::f32, 62),
+                                   tg::TensorData::uniform({1024}, 0.5, 1.5, tg::f32, 63),
+                                   tg::TensorData::uniform({1024}, -0.5, 0.5, tg::f32, 64)};
+    tg::Executable e = g.compile({{x, x.type()}, {dy, dy.type()}, {gamma, gamma.type()}, {beta, beta.type()}}, outs, {},
+                                 {.device = tg::Device::cuda(0)});
+    std::printf("layer norm [8192,1024] f32, %s: %.3f ms\n", backward ? "forward + backward (dx, dgamma, dbeta)" : "forward",
+                device_ms(e, in, 20));
+  }
+}
+
 // Broadcasting elementwise kernels on the batch-norm shape [64,56,56,256] f32: a same-shape
 // product (flat), a per-channel one ([256]: the innermost dim) and a per-image one
 // ([64,1,1,1]); each reads x and writes y (411 MB), so the floor is 0.096 ms at 4.26 TB/s.
@@ -270,7 +295,7 @@ void bench_broadcast() {
 
 int main(int argc, char** argv) {
   // `bench_gpu batch_norm stencil`: only those parts (while_loop, gather_nd, stencil,
-  // autocast_conv_block, bias_grad, batch_norm); no arguments: everything.
+  // autocast_conv_block, bias_grad, batch_norm, layer_norm, broadcast); no arguments: everything.
   if (argc > 1) {
     const std::map<std::string, void (*)()> parts{{"while_loop", bench_while_loop},
                                                  {"gather_nd", bench_gather_nd},
@@ -278,6 +303,7 @@ int main(int argc, char** argv) {
                                                  {"autocast_conv_block", bench_autocast_conv_block},
                                                  {"bias_grad", bench_bias_grad},
                                                  {"batch_norm", bench_batch_norm},
+                                                 {"layer_norm", bench_layer_norm},
                                                  {"broadcast", bench_broadcast}};
     for (int i = 1; i < argc; ++i) {
       auto it = parts.find(argv[i]);
@@ -342,5 +368,7 @@ int main(int argc, char** argv) {
   bench_autocast_conv_block();
   bench_bias_grad();
   bench_batch_norm();
+  bench_layer_norm();
+  bench_broadcast();
   return 0;
 }

@@ -166,10 +166,30 @@ def batch_norm():
         ms = cuda_ms(fwd_bwd, iters=20)
         print(f"torch batch norm training [64,256,56,56] {name} f32, forward + backward: {ms:.3f} ms")
 
+def layer_norm():
+    # F.layer_norm over the last dim of [8192, 1024] f32, forward and forward + backward.
+    F = torch.nn.functional
+    x = torch.empty(8192, 1024, device="cuda").uniform_(-1, 1)
+    dy = torch.empty_like(x).uniform_(-1, 1)
+    w = torch.empty(1024, device="cuda").uniform_(0.5, 1.5)
+    b = torch.empty(1024, device="cuda").uniform_(-0.5, 0.5)
+    with torch.no_grad():
+        ms = cuda_ms(lambda: F.layer_norm(x, (1024,), w, b, 1e-5), iters=20)
+    print(f"torch layer norm [8192,1024] f32, forward: {ms:.3f} ms")
+    xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+
+    def fwd_bwd():
+        y = F.layer_norm(xg, (1024,), wg, bg, 1e-5)
+        return torch.autograd.grad(y, (xg, wg, bg), dy)
+
+    ms = cuda_ms(fwd_bwd, iters=20)
+    print(f"torch layer norm [8192,1024] f32, forward + backward: {ms:.3f} ms")
+
+
 if __name__ == "__main__":
     # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
     parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad, "broadcast": broadcast,
-             "batch_norm": batch_norm}
+             "batch_norm": batch_norm, "layer_norm": layer_norm}
     import sys
 
     for name in sys.argv[1:] or list(parts):

@@ -11,6 +11,11 @@
 
 namespace tg::detail {
 
+/// The most operands (values read from outside) a planned kernel may take: a generated CUDA
+/// kernel passes their pointers by value (elementwise_codegen.h), so the planner's merges stop
+/// there rather than make a group that no kernel can run.
+inline constexpr int kMaxFusedOperands = 24;
+
 struct FusionGroup {
   std::vector<int32_t> nodes;    // members, in run order
   std::vector<int32_t> inputs;   // values read from outside the group

@@ -119,9 +119,12 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
         for (int32_t v : want) last_reader &= reads[static_cast<size_t>(v)] == 1;
         const int64_t saved = static_cast<int64_t>(want.size());
         if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxMembers) continue;
+        const std::vector<int32_t> members = merge_members(cone, c.nodes);
+        std::vector<int32_t> inputs = outside_reads(g, members);
+        if (inputs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;  // no kernel would take it
         for (int32_t v : c.inputs) --reads[static_cast<size_t>(v)];
-        c.nodes = merge_members(cone, c.nodes);
-        c.inputs = outside_reads(g, c.nodes);
+        c.nodes = members;
+        c.inputs = std::move(inputs);
         for (int32_t v : c.inputs) ++reads[static_cast<size_t>(v)];
         plan.decisions.push_back("group of " + std::to_string(c.nodes.size()) + " recomputes " +
                                  std::to_string(cone.size()) + " members of an earlier group instead of reading " +

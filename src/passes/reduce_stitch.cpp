@@ -28,8 +28,16 @@ struct Open {
   std::vector<int32_t> reductions;
   std::vector<std::pair<size_t, std::vector<int32_t>>> cones;  // (producer step, members)
   bool prologue = false;
-  std::vector<size_t> taken;  // plan steps of the reductions
+  std::vector<size_t> taken;   // plan steps of the reductions
+  std::vector<int32_t> reads;  // values the kernel will read (at most kMaxFusedOperands)
 };
+
+// The values of `a` and those of `b` not among them.
+std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  for (int32_t v : b)
+    if (!contains(a, v)) a.push_back(v);
+  return a;
+}
 
 bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
 
@@ -119,18 +127,23 @@ void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
         producer = it->second;
       }
     }
-    const std::vector<int32_t> needs = cone.empty() ? std::vector<int32_t>{x} : outside_reads(g, cone);
+    // What it reads: its input (or the cone's inputs), and a sum_to_like's `like` (for its shape).
+    std::vector<int32_t> needs = cone.empty() ? std::vector<int32_t>{x} : outside_reads(g, cone);
+    needs = joined(needs, std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));
     const std::vector<bool> red = reduced_dims(r, xs, g.type(r.outputs[0]).shape);
     Open* join = nullptr;
     for (Open& o : open)
-      if (o.shape == xs && o.red == red && o.reductions.size() < 8 && ready_at(needs, o.at)) {
+      if (o.shape == xs && o.red == red && o.reductions.size() < static_cast<size_t>(kStitchReductions) &&
+          ready_at(needs, o.at) && joined(o.reads, needs).size() <= static_cast<size_t>(kMaxFusedOperands)) {
         join = &o;
         break;
       }
     if (!join) {
-      open.push_back(Open{i, xs, red, {}, {}, false, {}});
+      if (needs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
+      open.push_back(Open{i, xs, red, {}, {}, false, {}, {}});
       join = &open.back();
     }
+    join->reads = joined(join->reads, needs);
     join->reductions.push_back(steps[i].node);
     join->taken.push_back(i);
     if (!cone.empty()) {
@@ -169,6 +182,7 @@ void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
       } else if (!contains(st->inputs, x)) {
         st->inputs.push_back(x);
       }
+      st->inputs = joined(st->inputs, std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));  // sum_to_like's like
       st->outputs.push_back(r.outputs[0]);
     }
     for (int32_t v : st->prologue.inputs)
@@ -210,6 +224,12 @@ void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
         else fits = false;
       }
       if (!reads_result || !fits) continue;
+      std::vector<int32_t> epilogue_reads;
+      for (int32_t v : s.group.inputs)
+        if (!alias.count(v)) epilogue_reads.push_back(v);
+      if (joined(st->inputs, epilogue_reads).size() > static_cast<size_t>(kMaxFusedOperands) ||
+          st->outputs.size() + s.group.outputs.size() > static_cast<size_t>(kStitchOutputs))
+        break;
       for (size_t c : constants) {
         hoisted[o.at].push_back(c);
         removed[c] = true;

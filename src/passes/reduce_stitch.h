@@ -13,6 +13,10 @@
 
 namespace tg::detail {
 
+/// The most reductions, and results plus epilogue outputs, one stitched kernel takes.
+inline constexpr int kStitchReductions = 8;
+inline constexpr int kStitchOutputs = 16;
+
 struct ReduceStitch {
   FusionGroup prologue;             // its outputs: the reductions' inputs it computes
   std::vector<int32_t> reductions;  // reduction nodes, in plan order

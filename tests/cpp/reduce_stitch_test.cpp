@@ -181,3 +181,42 @@ TEST(ReduceStitch, GeneratedKernelsCompile) {
   EXPECT_EQ(compiled, 5);
 }
 #endif
+
+// A sum_to_like reads its `like` for the shape only; the stitch still counts it as read, so the
+// group computing it is kept (the step's pieces need it when the kernel does not take the step),
+// and a sibling joins only where its `like` is ready. Too many operands stop the joining.
+TEST(ReduceStitch, SumToLikeKeepsItsLikeAndOperandsAreCapped) {
+  Graph g;
+  Tensor a = g.placeholder({64, 1}, f32), b = g.placeholder({64, 1}, f32), w = g.placeholder({64, 1}, f32);
+  Tensor like = g.exp(w);
+  Tensor y = g.sum_to_like(g.mul(a, b), like);
+  Module m = module_of(g, {y});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_NE(std::find(rs[0]->inputs.begin(), rs[0]->inputs.end(), like.id()), rs[0]->inputs.end());
+  bool like_made = false;
+  for (const Step& s : p.steps)
+    if (!s.reduce)
+      for (int32_t id : step_nodes(s)) like_made |= m.graph.nodes[static_cast<size_t>(id)].outputs[0] == like.id();
+  EXPECT_TRUE(like_made);
+
+  // Seven sums over one geometry, each of a*b*c + d with operands of its own: 28 operands in
+  // all, so no single step takes them all.
+  Graph h;
+  std::vector<Tensor> sums;
+  for (int k = 0; k < 7; ++k) {
+    Tensor o[4];
+    for (Tensor& t : o) t = h.placeholder({16, 8}, f32);
+    sums.push_back(h.reduce_sum(h.add(h.mul(h.mul(o[0], o[1]), o[2]), o[3]), {0}));
+  }
+  Module hm = module_of(h, sums);
+  FusionPlan hp = plan_fusion(hm, 0, {.stitch_reductions = true});
+  size_t reductions = 0;
+  for (auto& s : reduce_steps(hp)) {
+    EXPECT_LE(s->inputs.size(), static_cast<size_t>(kMaxFusedOperands));
+    reductions += s->reductions.size();
+  }
+  EXPECT_EQ(reductions, 7u);
+  EXPECT_GE(reduce_steps(hp).size(), 2u);
+}

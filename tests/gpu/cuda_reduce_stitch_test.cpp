@@ -112,3 +112,19 @@ TEST(CudaReduceStitch, LayerNormTrainingMatchesTheCpu) {
   };
   EXPECT_GE(compare("layer norm", build, in, 1e-4), 1);
 }
+
+// sum_to_like in a stitch: on the kernel path (its `like` passed along, never loaded) and when
+// the kernel does not take the step (the only reduced dim has size 1: the pieces run, and the
+// group computing `like` must have run too).
+TEST(CudaReduceStitch, SumToLikeOnBothPaths) {
+  uint64_t seed = 1200;
+  for (const auto& [shape, like_shape] : std::vector<std::pair<Shape, Shape>>{{{96, 40}, {1, 40}}, {{64, 1}, {64, 1}}}) {
+    std::vector<TensorData> in = {TensorData::uniform(shape, -1, 1, f32, seed++), TensorData::uniform(shape, -1, 1, f32, seed++),
+                                  TensorData::uniform(like_shape, -1, 1, f32, seed++)};
+    auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+      Tensor e = g.mul(p[0], p[1]);
+      return std::vector{g.sum_to_like(e, g.exp(p[2])), g.reduce_max(e, {0}, true)};
+    };
+    compare(shape.str(), build, in, 2e-5);
+  }
+}

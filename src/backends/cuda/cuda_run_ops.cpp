@@ -161,7 +161,7 @@ void Run::reduce_stitched(const ReduceStitch& rs) {
     }
     return;
   }
-  const ReduceStitchLaunch& l = *it->second;
+  ReduceStitchLaunch& l = *it->second;
   std::vector<void*> outs;
   for (size_t k = 0; k < rs.outputs.size(); ++k) {
     DevTensor o = alloc(l.output_types[k]);

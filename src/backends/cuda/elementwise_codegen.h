@@ -12,7 +12,7 @@ namespace tg::detail {
 
 /// Maximum rank and operand count the generated kernels take.
 inline constexpr int kMaxRank = 8;
-inline constexpr int kMaxOperands = 24;
+inline constexpr int kMaxOperands = kMaxFusedOperands;
 
 /// Kernel arguments (passed by value).
 struct ElementwiseArgs {

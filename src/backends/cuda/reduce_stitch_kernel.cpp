@@ -405,21 +405,22 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   return l;
 }
 
-void launch_reduce_stitch(const ReduceStitchLaunch& l, const std::vector<const void*>& ins,
+void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>& ins,
                           const std::vector<void*>& outs, void* workspace, cudaStream_t stream, int device) {
   ReduceStitchArgs a = l.args;
   for (size_t k = 0; k < ins.size(); ++k) a.in[k] = ins[k];
   for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
   a.part = workspace;
   void* params[] = {&a};
+  if (!l.first.kernel) {
+    l.first = nvrtc_kernel(l.source, l.column ? "tg_rs_partial" : "tg_rs_row", device);
+    if (l.column) l.second = nvrtc_kernel(l.source, "tg_rs_final", device);
+  }
   if (l.column) {
-    const CompiledKernel partial = nvrtc_kernel(l.source, "tg_rs_partial", device);
-    const CompiledKernel final_ = nvrtc_kernel(l.source, "tg_rs_final", device);
-    TG_CUDA(cudaLaunchKernel(partial.fn(), dim3(l.grid_x, l.grid_y), dim3(256), params, 0, stream));
-    TG_CUDA(cudaLaunchKernel(final_.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.first.fn(), dim3(l.grid_x, l.grid_y), dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
   } else {
-    const CompiledKernel k = nvrtc_kernel(l.source, "tg_rs_row", device);
-    TG_CUDA(cudaLaunchKernel(k.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.first.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
   }
 }
 

@@ -15,12 +15,11 @@
 #include <vector>
 
 #include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/nvrtc_compiler.h"
 #include "passes/reduce_stitch.h"
 
 namespace tg::detail {
 
-inline constexpr int kStitchReductions = 8;
-inline constexpr int kStitchOutputs = 16;  // the reductions' results and the epilogue's outputs
 
 /// Kernel arguments (passed by value; the generated source declares the same struct).
 struct ReduceStitchArgs {
@@ -47,6 +46,7 @@ struct ReduceStitchLaunch {
   ReduceStitchArgs args{};
   std::vector<TensorType> output_types;
   unsigned grid_x = 1, grid_y = 1;
+  CompiledKernel first, second;  // the row kernel, or the column partial and final (on first launch)
   size_t workspace_bytes() const { return column ? planes * static_cast<size_t>(args.split * args.outer) * 8 : 0; }
 };
 
@@ -54,8 +54,9 @@ struct ReduceStitchLaunch {
 /// or members are not covered (the caller runs s.pieces one by one).
 std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, const ReduceStitch& s,
                                                         const std::vector<TensorType>& types, int sm_count);
-/// Launches it: `ins` per s.inputs, `outs` per s.outputs, `workspace` of workspace_bytes().
-void launch_reduce_stitch(const ReduceStitchLaunch& l, const std::vector<const void*>& ins,
+/// Launches it (compiling its kernels on the first launch): `ins` per s.inputs, `outs` per
+/// s.outputs, `workspace` of workspace_bytes().
+void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>& ins,
                           const std::vector<void*>& outs, void* workspace, cudaStream_t stream, int device);
 
 }  // namespace tg::detail

@@ -190,6 +190,9 @@ struct Run {
   const std::vector<EpilogueMatch>& epilogues(int32_t b);
   void block(int32_t b);
   DevTensor group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition);
+  std::vector<const void*> step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const;
+  std::vector<void*> step_results(const std::vector<int32_t>& values, const std::vector<TensorType>& types);
+  void pieces(const std::vector<Step>& steps);
   void stitched(const StencilStitch& sp);
   void reduce_stitched(const ReduceStitch& rs);
   const Shape& group_shape(const FusionGroup& grp);

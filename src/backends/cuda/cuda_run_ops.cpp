@@ -113,30 +113,43 @@ void Run::block(int32_t b) {
   }
 }
 
+// A stitched step's inputs: their run types and device pointers.
+std::vector<const void*> Run::step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const {
+  std::vector<const void*> ptrs;
+  for (int32_t v : values) {
+    types.push_back(in(v).type);
+    ptrs.push_back(in(v).buf.get());
+  }
+  return ptrs;
+}
+
+// A stitched step's outputs, allocated with the kernel's types; their device pointers.
+std::vector<void*> Run::step_results(const std::vector<int32_t>& values, const std::vector<TensorType>& types) {
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < values.size(); ++i) {
+    DevTensor o = alloc(types[i]);
+    ptrs.push_back(o.buf.get());
+    slots[static_cast<size_t>(values[i])] = std::move(o);
+  }
+  return ptrs;
+}
+
+// The steps a stitched one replaces, one by one (its kernel does not cover the run).
+void Run::pieces(const std::vector<Step>& steps) {
+  for (const Step& p : steps) {
+    if (p.fused()) group(p.group);
+    else node(g.nodes[static_cast<size_t>(p.node)]);
+  }
+}
+
 // A stencil with its elementwise prologue / epilogue as one kernel (cuda_stencil.h), or its
 // pieces one by one when that kernel does not cover the run's types.
 void Run::stitched(const StencilStitch& sp) {
   std::vector<TensorType> types;
-  std::vector<const void*> ins;
-  for (int32_t v : sp.inputs) {
-    types.push_back(in(v).type);
-    ins.push_back(in(v).buf.get());
-  }
+  const std::vector<const void*> ins = step_operands(sp.inputs, types);
   std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index(), &st.stencils[&sp]);
-  if (!l) {
-    for (const Step& p : sp.pieces) {
-      if (p.fused()) group(p.group);
-      else node(g.nodes[static_cast<size_t>(p.node)]);
-    }
-    return;
-  }
-  std::vector<void*> outs;
-  for (size_t i = 0; i < sp.outputs.size(); ++i) {
-    DevTensor o = alloc(l->output_types[i]);
-    outs.push_back(o.buf.get());
-    slots[static_cast<size_t>(sp.outputs[i])] = std::move(o);
-  }
-  launch_stencil_stitch(*l, ins, outs, stream);
+  if (!l) return pieces(sp.pieces);
+  launch_stencil_stitch(*l, ins, step_results(sp.outputs, l->output_types), stream);
 }
 
 // Reductions with their prologue and epilogue as one kernel (reduce_stitch_kernel.h), or the
@@ -144,30 +157,15 @@ void Run::stitched(const StencilStitch& sp) {
 // not cover the step.
 void Run::reduce_stitched(const ReduceStitch& rs) {
   std::vector<TensorType> types;
-  std::vector<const void*> ins;
-  for (int32_t v : rs.inputs) {
-    types.push_back(in(v).type);
-    ins.push_back(in(v).buf.get());
-  }
+  const std::vector<const void*> ins = step_operands(rs.inputs, types);
   auto it = st.reduce_stitches.find(&rs);
   if (it == st.reduce_stitches.end())
     it = st.reduce_stitches.emplace(&rs, prepare_reduce_stitch(g, rs, types, st.sm_count)).first;
   bool planned_types = true;  // the launch was prepared for the graph's (static) types
   for (size_t k = 0; k < rs.inputs.size(); ++k) planned_types &= types[k] == g.type(rs.inputs[k]);
-  if (!it->second || !planned_types) {
-    for (const Step& p : rs.pieces) {
-      if (p.fused()) group(p.group);
-      else node(g.nodes[static_cast<size_t>(p.node)]);
-    }
-    return;
-  }
+  if (!it->second || !planned_types) return pieces(rs.pieces);
   ReduceStitchLaunch& l = *it->second;
-  std::vector<void*> outs;
-  for (size_t k = 0; k < rs.outputs.size(); ++k) {
-    DevTensor o = alloc(l.output_types[k]);
-    outs.push_back(o.buf.get());
-    slots[static_cast<size_t>(rs.outputs[k])] = std::move(o);
-  }
+  const std::vector<void*> outs = step_results(rs.outputs, l.output_types);
   DeviceBuffer ws = l.workspace_bytes() ? buffer(l.workspace_bytes()) : DeviceBuffer{};
   launch_reduce_stitch(l, ins, outs, ws.get(), stream, ctx.index());
   for (int32_t v : rs.views) node(g.nodes[static_cast<size_t>(v)]);  // aliases of the results

@@ -180,6 +180,34 @@ TEST(ReduceStitch, GeneratedKernelsCompile) {
   }
   EXPECT_EQ(compiled, 5);
 }
+
+// Every float dtype, prologue operands of each access (full, per output, per reduced element,
+// scalar, broadcast along a kept and a reduced dim) and an epilogue reading a result through a
+// view, a per-output operand and a scalar: the source compiles, and names the epilogue's store.
+TEST(ReduceStitch, KernelsWithEveryOperandKindCompile) {
+  for (DType t : {f16, bf16, f32, f64}) {
+    Graph g;
+    Tensor x = g.placeholder({12, 5, 40}, t), per_out = g.placeholder({40}, t), per_red = g.placeholder({12, 5, 1}, t),
+           partial = g.placeholder({12, 1, 40}, t);
+    // Each reduction's input is read by it alone, so each takes its cone as its prologue.
+    Tensor e1 = g.mul(g.sub(x, per_out), per_red), e2 = g.add(g.mul(x, partial), g.scalar(0.5, t));
+    Tensor var = g.reduce_variance(e1, {0, 1}), mx = g.reduce_max(e2, {0, 1}, true);
+    Tensor z = g.add(g.rsqrt(g.add(g.reshape(mx, {40}), g.scalar(2.0, t))), g.mul(var, per_out));
+    Module m = module_of(g, {var, z});
+    auto rs = reduce_steps(plan_fusion(m, 0, {.stitch_reductions = true}));
+    ASSERT_EQ(rs.size(), 1u) << dtype_name(t);
+    EXPECT_FALSE(rs[0]->prologue.nodes.empty());
+    EXPECT_FALSE(rs[0]->epilogue.nodes.empty()) << dtype_name(t);
+    std::vector<TensorType> types;
+    for (int32_t v : rs[0]->inputs) types.push_back(m.graph.type(v));
+    auto l = prepare_reduce_stitch(m.graph, *rs[0], types, 132);
+    ASSERT_TRUE(l.has_value()) << dtype_name(t);
+    EXPECT_TRUE(l->column);
+    EXPECT_EQ(l->output_types.size(), rs[0]->outputs.size());
+    EXPECT_NE(l->source.find("tg_boff"), std::string::npos);  // the partial operand
+    EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty()) << dtype_name(t);
+  }
+}
 #endif
 
 // A sum_to_like reads its `like` for the shape only; the stitch still counts it as read, so the

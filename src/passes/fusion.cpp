@@ -36,7 +36,6 @@ bool contains(const std::vector<size_t>& v, size_t x) { return std::find(v.begin
 void add_once(std::vector<int32_t>& v, int32_t x) {
   if (!contains(v, x)) v.push_back(x);
 }
-bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
 
 // True when node n (or a node of its regions) has a control dependency on one of `ids`.
 bool must_follow(const GraphImpl& g, const Node& n, const std::vector<int32_t>& ids) {
@@ -48,18 +47,10 @@ bool must_follow(const GraphImpl& g, const Node& n, const std::vector<int32_t>& 
   return false;
 }
 
-// The step as an elementwise group (a lone elementwise op is a group of one), or nothing.
+// The step as an elementwise group (step_group), a lone op's result an output only when used.
 bool as_group(const GraphImpl& g, const Step& s, const std::vector<int32_t>& uses, FusionGroup& out) {
-  if (s.stitch || s.reduce) return false;
-  if (s.fused()) {
-    out = s.group;
-    return true;
-  }
-  const Node& n = g.nodes[static_cast<size_t>(s.node)];
-  if (!fusible_elementwise(g, n)) return false;
-  out = FusionGroup{{s.node}, {}, {}};
-  for (int32_t v : n.inputs) add_once(out.inputs, v);
-  if (uses[static_cast<size_t>(n.outputs[0])] > 0) out.outputs.push_back(n.outputs[0]);
+  if (!step_group(g, s, out)) return false;
+  if (!s.fused() && uses[static_cast<size_t>(out.outputs[0])] == 0) out.outputs.clear();
   return true;
 }
 
@@ -82,8 +73,7 @@ FusionGroup merged(const GraphImpl& g, const FusionGroup& a, const FusionGroup& 
 
 // True unless value v and group grp both have static shapes of different sizes.
 bool same_size(const GraphImpl& g, const FusionGroup& grp, int32_t v) {
-  const Shape &a = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape,
-              &b = g.type(v).shape;
+  const Shape &a = group_shape(g, grp), &b = g.type(v).shape;
   return !a.is_static() || !b.is_static() || a.num_elements() == b.num_elements();
 }
 
@@ -156,7 +146,7 @@ class Stitcher {
   bool lone_view(size_t j) const {
     if (taken_[j] || steps_[j].fused() || steps_[j].stitch) return false;
     const Node& n = g_.nodes[static_cast<size_t>(steps_[j].node)];
-    return is_view(n.kind) && n.control_deps.empty();
+    return is_value_view(n.kind) && n.control_deps.empty();
   }
   // The first step after `from` that reads v (n_ when none).
   size_t first_reader(int32_t v, size_t from) const {
@@ -288,6 +278,24 @@ std::vector<int32_t> step_nodes(const Step& s) {
   }
   return s.fused() ? s.group.nodes : std::vector<int32_t>{s.node};
 }
+
+bool step_group(const GraphImpl& g, const Step& s, FusionGroup& out) {
+  if (s.is_group()) {
+    out = s.group;
+    return true;
+  }
+  if (s.fused() || !fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)])) return false;
+  const Node& n = g.nodes[static_cast<size_t>(s.node)];
+  out = FusionGroup{{s.node}, {}, {n.outputs[0]}};
+  for (int32_t v : n.inputs) add_once(out.inputs, v);
+  return true;
+}
+
+const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp) {
+  return g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;
+}
+
+bool is_value_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
 
 std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s) {
   if (s.stitch) return s.stitch->inputs;

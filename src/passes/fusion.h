@@ -81,6 +81,14 @@ void node_reads(const GraphImpl& g, const Node& n, std::vector<int32_t>& out);
 std::vector<int32_t> step_nodes(const Step& s);
 /// The values a step reads from before it (control flow's reads of enclosing values included).
 std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s);
+/// The step as an elementwise group: a fused group, or a lone elementwise op as a group of one
+/// (its result its output); false for any other step.
+bool step_group(const GraphImpl& g, const Step& s, FusionGroup& out);
+/// The shape every member of a group is computed at (its last member's).
+const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp);
+/// True for the views that keep a value's dtype and element order (reshape, expand_dims,
+/// squeeze): what planning may look through.
+bool is_value_view(OpKind k);
 
 // The passes over a plan that FusionOptions::stitch_reductions adds (passes/fusion_recompute.cpp,
 // passes/reduce_stitch.h), in the order plan_fusion runs them.

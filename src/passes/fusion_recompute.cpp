@@ -19,24 +19,6 @@ constexpr size_t kMaxMembers = 256;  // a generated kernel's statements stay few
 
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// The step as an elementwise group (a lone elementwise op is a group of one), or false.
-bool group_of(const GraphImpl& g, const Step& s, FusionGroup& out) {
-  if (s.is_group()) {
-    out = s.group;
-    return true;
-  }
-  if (s.fused() || !fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)])) return false;
-  const Node& n = g.nodes[static_cast<size_t>(s.node)];
-  out = FusionGroup{{s.node}, {}, {n.outputs[0]}};
-  for (int32_t v : n.inputs)
-    if (!contains(out.inputs, v)) out.inputs.push_back(v);
-  return true;
-}
-
-const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp) {
-  return g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;
-}
-
 }  // namespace
 
 std::vector<int32_t> group_cone(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want) {
@@ -88,12 +70,12 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
   std::unordered_map<int32_t, size_t> made;  // value -> the step writing it
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     FusionGroup grp;
-    if (group_of(g, plan.steps[i], grp))
+    if (step_group(g, plan.steps[i], grp))
       for (int32_t v : grp.outputs) made.emplace(v, i);
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     FusionGroup c;
-    if (!group_of(g, plan.steps[i], c)) continue;
+    if (!step_group(g, plan.steps[i], c)) continue;
     const Shape cs = group_shape(g, c);
     if (!cs.ranked() || !cs.is_static()) continue;
     auto full = [&](int32_t v) {
@@ -111,7 +93,7 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
       }
       for (const auto& [j, want] : by_producer) {
         FusionGroup p;
-        if (!group_of(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
+        if (!step_group(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
         const std::vector<int32_t> cone = group_cone(g, p, want);
         int64_t added = 0;
         for (int32_t v : outside_reads(g, cone)) added += full(v) && !contains(c.inputs, v);

@@ -20,31 +20,228 @@ namespace {
 
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// An open stitch while planning: where it runs, its reductions, the cone of each.
+int64_t elements(const GraphImpl& g, int32_t v) {
+  const Shape& s = g.type(v).shape;
+  return s.ranked() && s.is_static() ? s.num_elements() : -1;
+}
+
+// A stitch while planning: where it runs, its geometry, its reductions and the cone of each.
 struct Open {
   size_t at = 0;
   Shape shape;
   std::vector<bool> red;
   std::vector<int32_t> reductions;
   std::vector<std::pair<size_t, std::vector<int32_t>>> cones;  // (producer step, members)
-  bool prologue = false;
   std::vector<size_t> taken;   // plan steps of the reductions
   std::vector<int32_t> reads;  // values the kernel will read (at most kMaxFusedOperands)
 };
 
-// The values of `a` and those of `b` not among them.
-std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  for (int32_t v : b)
-    if (!contains(a, v)) a.push_back(v);
-  return a;
-}
+// One pass over a block's plan: opens stitches at reductions (joining siblings), builds each
+// with its prologue and epilogue, then rewrites the plan's steps.
+class ReductionStitcher {
+ public:
+  ReductionStitcher(const Module& m, int32_t block, FusionPlan& plan)
+      : g_(m.graph), plan_(plan), steps_(plan.steps), reads_(plan_reads(m, block, plan)), removed_(steps_.size(), false) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (steps_[i].is_group()) {
+        for (int32_t v : steps_[i].group.outputs) made_.emplace(v, i);
+      } else {
+        for (int32_t id : step_nodes(steps_[i]))
+          for (int32_t v : g_.nodes[static_cast<size_t>(id)].outputs) made_.emplace(v, i);
+      }
+    }
+    // Values read by a matmul stay read by their own reduce_sum step: the CUDA backend folds a
+    // reduce_sum of a weight gradient's dy into the matmul (the bias-gradient epilogue).
+    for (const Step& s : steps_)
+      if (!s.fused() && g_.nodes[static_cast<size_t>(s.node)].kind == OpKind::MatMul)
+        for (int32_t v : g_.nodes[static_cast<size_t>(s.node)].inputs) matmul_operands_.push_back(v);
+  }
 
-bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
+  void run() {
+    std::vector<Open> open = open_stitches();
+    for (Open& o : open) {
+      if (o.cones.empty() && o.reductions.size() < 2) continue;  // nothing to gain
+      auto st = std::make_shared<ReduceStitch>(build(o));
+      absorb_epilogue(o, *st);
+      placed_[o.at] = st;
+      plan_.decisions.push_back(std::to_string(o.reductions.size()) + " reductions stitched with a prologue of " +
+                                std::to_string(st->prologue.nodes.size()) + " ops and an epilogue of " +
+                                std::to_string(st->epilogue.nodes.size()));
+    }
+    if (placed_.empty()) return;
+    std::vector<Step> out;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (auto it = placed_.find(i); it != placed_.end()) {
+        for (size_t c : hoisted_[i]) out.push_back(steps_[c]);
+        Step s;
+        s.reduce = it->second;
+        out.push_back(std::move(s));
+      } else if (!removed_[i]) {
+        out.push_back(std::move(steps_[i]));
+      }
+    }
+    steps_ = std::move(out);
+  }
 
-int64_t elements(const GraphImpl& g, int32_t v) {
-  const Shape& s = g.type(v).shape;
-  return s.ranked() && s.is_static() ? s.num_elements() : -1;
-}
+ private:
+  bool ready_at(const std::vector<int32_t>& vals, size_t at) const {
+    for (int32_t v : vals) {
+      auto it = made_.find(v);
+      if (it != made_.end() && it->second >= at) return false;
+    }
+    return true;
+  }
+
+  // A constant computed later in the plan, which can move before a stitch (it reads nothing).
+  std::optional<size_t> constant_step(int32_t v) const {
+    auto it = made_.find(v);
+    if (it == made_.end() || steps_[it->second].fused()) return std::nullopt;
+    const Node& n = g_.nodes[static_cast<size_t>(steps_[it->second].node)];
+    if (n.kind != OpKind::Constant || !n.control_deps.empty() || !n.inputs.empty()) return std::nullopt;
+    return it->second;
+  }
+
+  // Every stitchable reduction opens a stitch or joins the first open one of its geometry where
+  // its inputs are ready and the operands still fit.
+  std::vector<Open> open_stitches() const {
+    std::vector<Open> open;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (steps_[i].fused()) continue;
+      const Node& r = g_.nodes[static_cast<size_t>(steps_[i].node)];
+      if (!stitchable_reduction(g_, r)) continue;
+      const int32_t x = r.inputs[0];
+      if (r.kind == OpKind::ReduceSum && contains(matmul_operands_, x)) continue;
+      const Shape& xs = g_.type(x).shape;
+      // The prologue: the members of the group computing x, when nothing else reads x.
+      std::vector<int32_t> cone;
+      size_t producer = 0;
+      FusionGroup grp;
+      if (auto it = made_.find(x); it != made_.end() && reads_[static_cast<size_t>(x)] == 1 &&
+                                   step_group(g_, steps_[it->second], grp) && group_shape(g_, grp) == xs) {
+        cone = group_cone(g_, grp, {x});
+        producer = it->second;
+      }
+      // What it reads: its input (or the cone's inputs), and a sum_to_like's `like` (for its shape).
+      const std::vector<int32_t> needs =
+          merge_members(cone.empty() ? std::vector<int32_t>{x} : outside_reads(g_, cone),
+                        std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));
+      const std::vector<bool> red = reduced_dims(r, xs, g_.type(r.outputs[0]).shape);
+      Open* join = nullptr;
+      for (Open& o : open)
+        if (o.shape == xs && o.red == red && o.reductions.size() < static_cast<size_t>(kStitchReductions) &&
+            ready_at(needs, o.at) && merge_members(o.reads, needs).size() <= static_cast<size_t>(kMaxFusedOperands)) {
+          join = &o;
+          break;
+        }
+      if (!join) {
+        if (needs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
+        open.push_back(Open{i, xs, red, {}, {}, {}, {}});
+        join = &open.back();
+      }
+      join->reads = merge_members(join->reads, needs);
+      join->reductions.push_back(steps_[i].node);
+      join->taken.push_back(i);
+      if (!cone.empty()) join->cones.emplace_back(producer, cone);
+    }
+    return open;
+  }
+
+  // The stitch of an open one: its prologue (the cones in plan order), inputs, outputs, pieces.
+  ReduceStitch build(Open& o) {
+    ReduceStitch st;
+    std::stable_sort(o.cones.begin(), o.cones.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& c : o.cones) st.prologue.nodes = merge_members(st.prologue.nodes, c.second);
+    st.prologue.inputs = outside_reads(g_, st.prologue.nodes);
+    st.reductions = o.reductions;
+    for (int32_t id : o.reductions) {
+      const Node& r = g_.nodes[static_cast<size_t>(id)];
+      const int32_t x = r.inputs[0];
+      const bool inside = std::any_of(st.prologue.nodes.begin(), st.prologue.nodes.end(), [&](int32_t p) {
+        return g_.nodes[static_cast<size_t>(p)].outputs[0] == x;
+      });
+      if (inside) st.prologue.outputs = merge_members(st.prologue.outputs, {x});
+      else st.inputs = merge_members(st.inputs, {x});
+      st.inputs = merge_members(st.inputs, std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));  // sum_to_like's like
+      st.outputs.push_back(r.outputs[0]);
+    }
+    st.inputs = merge_members(st.inputs, st.prologue.inputs);
+    if (!st.prologue.nodes.empty()) st.pieces.push_back(Step{-1, st.prologue, nullptr, nullptr});
+    for (int32_t id : o.reductions) st.pieces.push_back(Step{id, {}, nullptr, nullptr});
+    for (size_t t : o.taken) removed_[t] = true;
+    return st;
+  }
+
+  // The epilogue: the first later group computed at the results (read directly or through
+  // views), whose other operands are per output or scalars, ready at the stitch (constants
+  // move there), and still fit the kernel.
+  void absorb_epilogue(const Open& o, ReduceStitch& st) {
+    int64_t outer = 1;
+    for (int64_t d = 0; d < o.shape.rank(); ++d)
+      if (!o.red[static_cast<size_t>(d)]) outer *= o.shape[d];
+    std::map<int32_t, size_t> alias;  // value -> the result it holds
+    for (size_t k = 0; k < st.outputs.size(); ++k) alias[st.outputs[k]] = k;
+    std::vector<size_t> view_steps;
+    for (size_t j = o.at + 1; j < steps_.size(); ++j) {
+      if (removed_[j]) continue;
+      const Step& s = steps_[j];
+      if (!s.fused()) {
+        const Node& n = g_.nodes[static_cast<size_t>(s.node)];
+        if (is_value_view(n.kind) && n.control_deps.empty() && alias.count(n.inputs[0])) {
+          alias[n.outputs[0]] = alias.at(n.inputs[0]);
+          view_steps.push_back(j);
+        }
+        continue;
+      }
+      if (!s.is_group()) continue;
+      bool reads_result = false, fits = true;
+      for (int32_t id : s.group.nodes) fits &= elements(g_, g_.nodes[static_cast<size_t>(id)].outputs[0]) == outer;
+      std::vector<size_t> constants;
+      std::vector<int32_t> operands;  // what it reads besides the results
+      for (int32_t v : s.group.inputs) {
+        if (alias.count(v)) {
+          reads_result = true;
+          continue;
+        }
+        operands.push_back(v);
+        fits &= elements(g_, v) == outer || elements(g_, v) == 1;
+        if (ready_at({v}, o.at)) continue;
+        if (auto c = constant_step(v); c && !removed_[*c]) constants.push_back(*c);
+        else fits = false;
+      }
+      if (!reads_result || !fits) continue;
+      if (merge_members(st.inputs, operands).size() > static_cast<size_t>(kMaxFusedOperands) ||
+          st.outputs.size() + s.group.outputs.size() > static_cast<size_t>(kStitchOutputs))
+        return;
+      for (size_t c : constants) {
+        hoisted_[o.at].push_back(c);
+        removed_[c] = true;
+      }
+      st.epilogue = s.group;
+      for (int32_t v : s.group.inputs)
+        if (auto a = alias.find(v); a != alias.end()) st.aliases.emplace_back(v, a->second);
+      st.inputs = merge_members(st.inputs, operands);
+      for (size_t vs : view_steps) {
+        st.views.push_back(steps_[vs].node);
+        st.pieces.push_back(steps_[vs]);
+        removed_[vs] = true;
+      }
+      st.pieces.push_back(s);
+      st.outputs.insert(st.outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
+      removed_[j] = true;
+      return;
+    }
+  }
+
+  const GraphImpl& g_;
+  FusionPlan& plan_;
+  std::vector<Step>& steps_;
+  const std::vector<int32_t> reads_;
+  std::unordered_map<int32_t, size_t> made_;  // value -> the first step computing it
+  std::vector<int32_t> matmul_operands_;
+  std::vector<bool> removed_;
+  std::map<size_t, std::shared_ptr<ReduceStitch>> placed_;
+  std::map<size_t, std::vector<size_t>> hoisted_;  // constants an epilogue reads, run right before its stitch
+};
 
 }  // namespace
 
@@ -79,194 +276,6 @@ std::vector<bool> reduced_dims(const Node& n, const Shape& in, const Shape& out)
   return red;
 }
 
-void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) {
-  const GraphImpl& g = m.graph;
-  std::vector<Step>& steps = plan.steps;
-  const std::vector<int32_t> reads = plan_reads(m, block, plan);
-  std::unordered_map<int32_t, size_t> made;  // value -> the first step computing it
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].is_group()) {
-      for (int32_t v : steps[i].group.outputs) made.emplace(v, i);
-    } else {
-      for (int32_t id : step_nodes(steps[i]))
-        for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs) made.emplace(v, i);
-    }
-  }
-  // Values read by a matmul stay read by their own reduce_sum step: the CUDA backend folds a
-  // reduce_sum of a weight gradient's dy into the matmul (the bias-gradient epilogue).
-  std::vector<int32_t> matmul_operands;
-  for (const Step& s : steps)
-    if (!s.fused() && g.nodes[static_cast<size_t>(s.node)].kind == OpKind::MatMul)
-      for (int32_t v : g.nodes[static_cast<size_t>(s.node)].inputs) matmul_operands.push_back(v);
-  auto ready_at = [&](const std::vector<int32_t>& vals, size_t at) {
-    for (int32_t v : vals) {
-      auto it = made.find(v);
-      if (it != made.end() && it->second >= at) return false;
-    }
-    return true;
-  };
-
-  std::vector<Open> open;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].fused()) continue;
-    const Node& r = g.nodes[static_cast<size_t>(steps[i].node)];
-    if (!stitchable_reduction(g, r)) continue;
-    const int32_t x = r.inputs[0];
-    if (r.kind == OpKind::ReduceSum && contains(matmul_operands, x)) continue;
-    const Shape& xs = g.type(x).shape;
-    // The prologue: the members of the group computing x, when nothing else reads x.
-    std::vector<int32_t> cone;
-    size_t producer = 0;
-    if (auto it = made.find(x); it != made.end() && reads[static_cast<size_t>(x)] == 1) {
-      const Step& p = steps[it->second];
-      FusionGroup grp;
-      if (p.is_group()) grp = p.group;
-      else if (!p.fused() && fusible_elementwise(g, g.nodes[static_cast<size_t>(p.node)])) grp.nodes = {p.node};
-      if (!grp.nodes.empty() && g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape == xs) {
-        cone = group_cone(g, grp, {x});
-        producer = it->second;
-      }
-    }
-    // What it reads: its input (or the cone's inputs), and a sum_to_like's `like` (for its shape).
-    std::vector<int32_t> needs = cone.empty() ? std::vector<int32_t>{x} : outside_reads(g, cone);
-    needs = joined(needs, std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));
-    const std::vector<bool> red = reduced_dims(r, xs, g.type(r.outputs[0]).shape);
-    Open* join = nullptr;
-    for (Open& o : open)
-      if (o.shape == xs && o.red == red && o.reductions.size() < static_cast<size_t>(kStitchReductions) &&
-          ready_at(needs, o.at) && joined(o.reads, needs).size() <= static_cast<size_t>(kMaxFusedOperands)) {
-        join = &o;
-        break;
-      }
-    if (!join) {
-      if (needs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
-      open.push_back(Open{i, xs, red, {}, {}, false, {}, {}});
-      join = &open.back();
-    }
-    join->reads = joined(join->reads, needs);
-    join->reductions.push_back(steps[i].node);
-    join->taken.push_back(i);
-    if (!cone.empty()) {
-      join->cones.emplace_back(producer, cone);
-      join->prologue = true;
-    }
-  }
-
-  std::map<size_t, std::shared_ptr<ReduceStitch>> placed;
-  std::map<size_t, std::vector<size_t>> hoisted;  // constants an epilogue reads, run right before its stitch
-  std::vector<bool> removed(steps.size(), false);
-  // A constant computed later in the plan can move before the stitch (it reads nothing).
-  auto constant_step = [&](int32_t v) -> std::optional<size_t> {
-    auto it = made.find(v);
-    if (it == made.end() || steps[it->second].fused()) return std::nullopt;
-    const Node& n = g.nodes[static_cast<size_t>(steps[it->second].node)];
-    if (n.kind != OpKind::Constant || !n.control_deps.empty() || !n.inputs.empty()) return std::nullopt;
-    return it->second;
-  };
-  for (Open& o : open) {
-    if (!o.prologue && o.reductions.size() < 2) continue;  // nothing to gain
-    auto st = std::make_shared<ReduceStitch>();
-    std::stable_sort(o.cones.begin(), o.cones.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& c : o.cones) st->prologue.nodes = merge_members(st->prologue.nodes, c.second);
-    st->prologue.inputs = outside_reads(g, st->prologue.nodes);
-    st->reductions = o.reductions;
-    for (int32_t id : o.reductions) {
-      const Node& r = g.nodes[static_cast<size_t>(id)];
-      const int32_t x = r.inputs[0];
-      const bool inside = std::any_of(st->prologue.nodes.begin(), st->prologue.nodes.end(), [&](int32_t p) {
-        return g.nodes[static_cast<size_t>(p)].outputs[0] == x;
-      });
-      if (inside) {
-        if (!contains(st->prologue.outputs, x)) st->prologue.outputs.push_back(x);
-      } else if (!contains(st->inputs, x)) {
-        st->inputs.push_back(x);
-      }
-      st->inputs = joined(st->inputs, std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));  // sum_to_like's like
-      st->outputs.push_back(r.outputs[0]);
-    }
-    for (int32_t v : st->prologue.inputs)
-      if (!contains(st->inputs, v)) st->inputs.push_back(v);
-    if (!st->prologue.nodes.empty()) st->pieces.push_back(Step{-1, st->prologue, nullptr, nullptr});
-    for (int32_t id : o.reductions) st->pieces.push_back(Step{id, {}, nullptr, nullptr});
-    for (size_t t : o.taken) removed[t] = true;
-    // The epilogue: the first later group computed at the results (read directly or through
-    // views), whose other operands are ready here and per output or scalars.
-    int64_t outer = 1;
-    for (int64_t d = 0; d < o.shape.rank(); ++d)
-      if (!o.red[static_cast<size_t>(d)]) outer *= o.shape[d];
-    std::map<int32_t, size_t> alias;  // value -> the result it holds
-    for (size_t k = 0; k < st->outputs.size(); ++k) alias[st->outputs[k]] = k;
-    std::vector<size_t> view_steps;
-    for (size_t j = o.at + 1; j < steps.size(); ++j) {
-      if (removed[j]) continue;
-      const Step& s = steps[j];
-      if (!s.fused()) {
-        const Node& n = g.nodes[static_cast<size_t>(s.node)];
-        if (is_view(n.kind) && n.control_deps.empty() && alias.count(n.inputs[0])) {
-          alias[n.outputs[0]] = alias.at(n.inputs[0]);
-          view_steps.push_back(j);
-        }
-        continue;
-      }
-      if (!s.is_group()) continue;
-      bool reads_result = false, fits = elements(g, g.nodes[static_cast<size_t>(s.group.nodes.back())].outputs[0]) == outer;
-      for (int32_t id : s.group.nodes) fits &= elements(g, g.nodes[static_cast<size_t>(id)].outputs[0]) == outer;
-      std::vector<size_t> constants;
-      for (int32_t v : s.group.inputs) {
-        if (alias.count(v)) {
-          reads_result = true;
-          continue;
-        }
-        fits &= elements(g, v) == outer || elements(g, v) == 1;
-        if (ready_at({v}, o.at)) continue;
-        if (auto c = constant_step(v); c && !removed[*c]) constants.push_back(*c);
-        else fits = false;
-      }
-      if (!reads_result || !fits) continue;
-      std::vector<int32_t> epilogue_reads;
-      for (int32_t v : s.group.inputs)
-        if (!alias.count(v)) epilogue_reads.push_back(v);
-      if (joined(st->inputs, epilogue_reads).size() > static_cast<size_t>(kMaxFusedOperands) ||
-          st->outputs.size() + s.group.outputs.size() > static_cast<size_t>(kStitchOutputs))
-        break;
-      for (size_t c : constants) {
-        hoisted[o.at].push_back(c);
-        removed[c] = true;
-      }
-      st->epilogue = s.group;
-      for (int32_t v : s.group.inputs) {
-        if (auto a = alias.find(v); a != alias.end()) st->aliases.emplace_back(v, a->second);
-        else if (!contains(st->inputs, v)) st->inputs.push_back(v);
-      }
-      for (size_t vs : view_steps) {
-        st->views.push_back(steps[vs].node);
-        st->pieces.push_back(steps[vs]);
-        removed[vs] = true;
-      }
-      st->pieces.push_back(s);
-      st->outputs.insert(st->outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
-      removed[j] = true;
-      break;
-    }
-    placed[o.at] = st;
-    plan.decisions.push_back(std::to_string(o.reductions.size()) + " reductions stitched with a prologue of " +
-                             std::to_string(st->prologue.nodes.size()) + " ops and an epilogue of " +
-                             std::to_string(st->epilogue.nodes.size()));
-  }
-  if (placed.empty()) return;
-  std::vector<Step> out;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (auto it = placed.find(i); it != placed.end()) {
-      for (size_t c : hoisted[i]) out.push_back(steps[c]);
-      Step s;
-      s.reduce = it->second;
-      out.push_back(std::move(s));
-    } else if (!removed[i]) {
-      out.push_back(std::move(steps[i]));
-    }
-  }
-  steps = std::move(out);
-}
+void stitch_reductions(const Module& m, int32_t block, FusionPlan& plan) { ReductionStitcher(m, block, plan).run(); }
 
 }  // namespace tg::detail

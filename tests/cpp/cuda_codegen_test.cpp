@@ -32,7 +32,8 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
       if (!s.fused()) continue;
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group));
-      for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty());
+      const StridePattern general = StridePattern::general(3, static_cast<int>(s.group.inputs.size()));
+      for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32}) EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix, -1, &general), 9, 0).empty());
       // Strided kernels compiled for a broadcasting pattern: rank 1 to 3, inputs flat, moving
       // along some dims, or scalars.
       for (int rank : {1, 2, 3}) {
@@ -236,8 +237,9 @@ TEST(CudaCodegen, IntegerPowKernelCompiles) {
       if (!s.fused()) continue;
       ++groups;
       ASSERT_TRUE(elementwise_supported(m.graph, s.group)) << dtype_name(t);
+      const StridePattern general = StridePattern::general(3, static_cast<int>(s.group.inputs.size()));
       for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32})
-        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty()) << dtype_name(t);
+        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix, -1, &general), 9, 0).empty()) << dtype_name(t);
     }
     EXPECT_GE(groups, 1);
   }

@@ -29,8 +29,9 @@ TEST(CudaCodegen, ShiftsFuseAndCompile) {
         shifts += k == OpKind::ShiftLeft || k == OpKind::ShiftRight;
       }
       ASSERT_TRUE(elementwise_supported(m.graph, s.group)) << dtype_name(t);
+      const StridePattern general = StridePattern::general(3, static_cast<int>(s.group.inputs.size()));
       for (Indexing ix : {Indexing::flat, Indexing::strided, Indexing::strided32})
-        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix), 9, 0).empty())
+        EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix, -1, &general), 9, 0).empty())
             << dtype_name(t);
     }
     EXPECT_EQ(shifts, 2) << dtype_name(t);

@@ -323,6 +323,14 @@ StridePattern StridePattern::of(const ElementwiseArgs& a, int inputs) {
   return p;
 }
 
+StridePattern StridePattern::general(int rank, int inputs) {
+  StridePattern p;
+  p.rank = rank;
+  p.flat.assign(static_cast<size_t>(inputs), false);
+  p.moves_along.assign(static_cast<size_t>(inputs), (1u << rank) - 1);
+  return p;
+}
+
 std::string StridePattern::key() const {
   std::string k = std::to_string(rank);
   for (size_t i = 0; i < flat.size(); ++i) k += flat[i] ? ",f" : "," + std::to_string(moves_along[i]);
@@ -349,46 +357,36 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
   os << "__device__ __forceinline__ In load_at(const Args& a, long long i) {\n  In l;\n";
   // Strided: the coordinates of i once (innermost first), each input's offset from them.
   if (ix != Indexing::flat && ins > 0) {
+    if (!pattern || pattern->rank < 1 || pattern->flat.size() != ins || pattern->moves_along.size() != ins)
+      throw Error("[cuda] a strided elementwise kernel needs the stride pattern of its " + std::to_string(ins) +
+                  " inputs");
     const bool i32 = ix == Indexing::strided32;
     const char* t = i32 ? "unsigned" : "long long";
     os << "  " << t << " o0 = 0";
     for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
     os << ";\n  { " << t << " r = (" << t << ")i;\n";
-    if (pattern) {
-      // Straight-line coordinates c<d> (unused ones fall away), then each offset from the
-      // coordinates of the dims its input moves along.
-      for (int d = pattern->rank - 1; d > 0; --d) {
-        const std::string D = std::to_string(d);
-        if (i32)
-          os << "    const unsigned q" << D << " = (__umulhi(r, a.div_mul[" << D << "]) + r) >> a.div_shift[" << D
-             << "], c" << D << " = r - q" << D << " * (unsigned)a.dims[" << D << "]; r = q" << D << ";\n";
-        else
-          os << "    const long long q" << D << " = r / a.dims[" << D << "], c" << D << " = r - q" << D << " * a.dims[" << D
-             << "]; r = q" << D << ";\n";
-      }
-      os << "    const " << t << " c0 = r; (void)c0;\n";
-      for (size_t k = 0; k < ins; ++k) {
-        if (pattern->flat[k]) {
-          os << "    o" << k << " = (" << t << ")i;\n";
-          continue;
-        }
-        for (int d = 0; d < pattern->rank; ++d)
-          if (pattern->moves_along[k] >> d & 1u)
-            os << "    o" << k << " += c" << d << " * (" << t << ")a.strides[" << k << "][" << d << "];\n";
-      }
-      os << "  }\n";
-    } else {
-      os << "    for (int d = a.rank - 1; d > 0; --d) {\n";
+    // Straight-line coordinates c<d> (unused ones fall away), then each offset from the
+    // coordinates of the dims its input moves along.
+    for (int d = pattern->rank - 1; d > 0; --d) {
+      const std::string D = std::to_string(d);
       if (i32)
-        os << "      const unsigned q = (__umulhi(r, a.div_mul[d]) + r) >> a.div_shift[d], c = r - q * (unsigned)a.dims[d];\n";
+        os << "    const unsigned q" << D << " = (__umulhi(r, a.div_mul[" << D << "]) + r) >> a.div_shift[" << D
+           << "], c" << D << " = r - q" << D << " * (unsigned)a.dims[" << D << "]; r = q" << D << ";\n";
       else
-        os << "      const long long q = r / a.dims[d], c = r - q * a.dims[d];\n";
-      os << "      r = q;\n";
-      for (size_t k = 0; k < ins; ++k) os << "      o" << k << " += c * (" << t << ")a.strides[" << k << "][d];\n";
-      os << "    }\n";
-      for (size_t k = 0; k < ins; ++k) os << "    o" << k << " += r * (" << t << ")a.strides[" << k << "][0];\n";
-      os << "  }\n";
+        os << "    const long long q" << D << " = r / a.dims[" << D << "], c" << D << " = r - q" << D << " * a.dims[" << D
+           << "]; r = q" << D << ";\n";
     }
+    os << "    const " << t << " c0 = r; (void)c0;\n";
+    for (size_t k = 0; k < ins; ++k) {
+      if (pattern->flat[k]) {
+        os << "    o" << k << " = (" << t << ")i;\n";
+        continue;
+      }
+      for (int d = 0; d < pattern->rank; ++d)
+        if (pattern->moves_along[k] >> d & 1u)
+          os << "    o" << k << " += c" << d << " * (" << t << ")a.strides[" << k << "][" << d << "];\n";
+    }
+    os << "  }\n";
   }
   for (size_t k = 0; k < ins; ++k) {
     const std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);

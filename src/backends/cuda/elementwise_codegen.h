@@ -42,16 +42,18 @@ struct StridePattern {
   std::vector<bool> flat;             // per input
   std::vector<uint32_t> moves_along;  // per input: bit d set when its stride along dim d is not 0
   static StridePattern of(const ElementwiseArgs& a, int inputs);
+  /// The most general pattern of a rank: every input moves along every dim.
+  static StridePattern general(int rank, int inputs);
   std::string key() const;
 };
 
 /// Source of the kernel `tg_ew` for the group. Throws tg::Error for an op it cannot generate.
 /// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
-/// graph conditional `handle` to that value's truth, as a loop's control kernel would. With a
-/// `pattern`, a strided kernel is compiled for it: straight-line coordinates, a flat input read
-/// at i, a broadcast one only along the dims it moves (a loop over a run-time rank, indexing the
-/// strides by it, made the batch-norm normalisation, four per-channel operands, bound by
-/// instructions at 1.8 TB/s).
+/// graph conditional `handle` to that value's truth, as a loop's control kernel would. A
+/// strided kernel is compiled for its inputs' `pattern` (required; tg::Error without one):
+/// straight-line coordinates, a flat input read at i, a broadcast one only along the dims it
+/// moves (a loop over a run-time rank, indexing the strides by it, made the batch-norm
+/// normalisation, four per-channel operands, bound by instructions at 1.8 TB/s).
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1,
                                const StridePattern* pattern = nullptr);
 

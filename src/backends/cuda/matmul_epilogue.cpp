@@ -118,8 +118,6 @@ EpilogueMatch match_epilogue(const GraphImpl& g, const std::vector<int32_t>& use
 
 namespace {
 
-bool is_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
-
 // Values a plan step reads; false for steps whose reads are not all listed (control flow reads
 // outer values from its bodies).
 bool step_reads(const GraphImpl& g, const Step& s, std::vector<int32_t>& out) {
@@ -187,7 +185,7 @@ EpilogueMatch match_bias_grad(const GraphImpl& g, const FusionPlan& plan, size_t
       const Step& t = plan.steps[i];
       if (t.stitch || t.fused()) break;
       const Node& v = g.nodes[static_cast<size_t>(t.node)];
-      if (!is_view(v.kind) || v.inputs[0] != produced.back() || !v.control_deps.empty()) break;
+      if (!is_value_view(v.kind) || v.inputs[0] != produced.back() || !v.control_deps.empty()) break;
       produced.push_back(v.outputs[0]);
       m.moved.push_back(i);
     }

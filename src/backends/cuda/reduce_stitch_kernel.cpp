@@ -82,7 +82,12 @@ class Writer {
   Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
          const std::vector<TensorType>& types,
          const std::vector<Red>& reds, size_t planes, bool column, bool general, int T)
-      : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column), general_(general), T_(T) {}
+      : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column), general_(general), T_(T) {
+    // What each accumulator plane combines with: a variance's two planes are sums.
+    plane_kinds_.assign(planes, OpKind::ReduceSum);
+    for (const Red& r : reds_)
+      if (!is_var(r.kind)) plane_kinds_[static_cast<size_t>(r.plane)] = r.kind;
+  }
 
   std::string source() {
     os_ << elementwise_prelude();
@@ -110,13 +115,7 @@ class Writer {
 
  private:
   std::string plane_kind_combine(size_t p, const std::string& x, const std::string& y) const {
-    return combine(kind_of_plane(p), x, y);
-  }
-  OpKind kind_of_plane(size_t p) const {
-    for (const Red& r : reds_)
-      if (static_cast<size_t>(r.plane) == p || (is_var(r.kind) && static_cast<size_t>(r.plane) + 1 == p))
-        return is_var(r.kind) ? OpKind::ReduceSum : r.kind;
-    return OpKind::ReduceSum;
+    return combine(plane_kinds_[p], x, y);
   }
 
   // tg_eval: every reduction's input at element i (output io, index ir within it), as doubles.
@@ -138,20 +137,16 @@ class Writer {
     os_ << "}\n";
   }
 
-  // Declarations of the accumulators (and the variances' shifts, read at element `first`).
-  void accumulators(const std::string& first, const std::string& io) {
-    os_ << "    double acc[" << planes_ << "];\n";
-    bool shift = false;
-    for (const Red& r : reds_) {
-      os_ << "    acc[" << r.plane << "] = " << init_of(r.kind) << ";";
-      if (is_var(r.kind)) {
-        os_ << " acc[" << r.plane + 1 << "] = 0.0;";
-        shift = true;
-      }
-      os_ << "\n";
-    }
+  // The accumulators, each at its kind's identity.
+  void accumulators(const std::string& indent) {
+    os_ << indent << "double acc[" << planes_ << "];\n";
+    for (size_t p = 0; p < planes_; ++p) os_ << indent << "acc[" << p << "] = " << init_of(plane_kinds_[p]) << ";\n";
+  }
+  // The variances' shifts K: the reductions' inputs at element `first` (output io).
+  void shifts(const std::string& first, const std::string& io) {
     os_ << "    double K[" << reds_.size() << "];\n";
-    if (shift) os_ << "    tg_eval(a, " << first << ", " << io << ", 0, K);\n";
+    if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
+      os_ << "    tg_eval(a, " << first << ", " << io << ", 0, K);\n";
   }
   void accumulate(const std::string& v) {
     for (size_t k = 0; k < reds_.size(); ++k) {
@@ -172,12 +167,14 @@ class Writer {
     for (size_t k = 0; k < reds_.size(); ++k) {
       const Red& r = reds_[k];
       const std::string R = "R" + std::to_string(k);
-      if (is_var(r.kind)) {
-        os_ << indent << "double " << R << " = t[" << r.plane + 1 << "] / (double)a.inner - (t[" << r.plane
-            << "] / (double)a.inner) * (t[" << r.plane << "] / (double)a.inner); if (" << R << " < 0.0) " << R
-            << " = 0.0;\n";
+      const std::string t = "t[" + std::to_string(r.plane) + "]";
+      if (is_var(r.kind)) {  // E[(x-K)^2] - E[x-K]^2, never below 0
+        const std::string t2 = "t[" + std::to_string(r.plane + 1) + "]";
+        os_ << indent << "double " << R << " = " << t2 << " / (double)a.inner - (" << t << " / (double)a.inner) * (" << t
+            << " / (double)a.inner); if (" << R << " < 0.0) " << R << " = 0.0;\n";
       } else {
-        os_ << indent << "const double " << R << " = " << (r.kind == OpKind::ReduceMean ? "t[" + std::to_string(r.plane) + "] / (double)a.inner" : "t[" + std::to_string(r.plane) + "]") << ";\n";
+        os_ << indent << "const double " << R << " = " << (r.kind == OpKind::ReduceMean ? t + " / (double)a.inner" : t)
+            << ";\n";
       }
       os_ << indent << "((" << codegen_storage_type(r.out) << "*)a.out[" << k << "])[" << o
           << "] = " << codegen_store(r.out, R) << ";\n";
@@ -221,15 +218,9 @@ class Writer {
   }
   void accumulators_guarded() {
     // The accumulators live outside the guard (every thread joins the block's combine).
-    os_ << "  double acc[" << planes_ << "];\n";
-    for (const Red& r : reds_) {
-      os_ << "  acc[" << r.plane << "] = " << init_of(r.kind) << ";";
-      if (is_var(r.kind)) os_ << " acc[" << r.plane + 1 << "] = 0.0;";
-      os_ << "\n";
-    }
-    os_ << "  if (c < a.outer) {\n    double K[" << reds_.size() << "];\n";
-    if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
-      os_ << "    tg_eval(a, c, c, 0, K);\n";
+    accumulators("  ");
+    os_ << "  if (c < a.outer) {\n";
+    shifts("c", "c");
     os_ << "    const long long st = (long long)gridDim.y * 8; long long r = (long long)blockIdx.y * 8 + ty;\n"
         << "    for (; r + 3 * st < a.inner; r += 4 * st) {\n"
         << "      double v0[" << reds_.size() << "], v1[" << reds_.size() << "], v2[" << reds_.size() << "], v3["
@@ -252,7 +243,7 @@ class Writer {
         << "  double t[" << planes_ << "];\n";
     for (size_t p = 0; p < planes_; ++p) {
       const std::string tp = "t[" + std::to_string(p) + "]";
-      os_ << "  " << tp << " = " << init_of(kind_of_plane(p)) << ";\n"
+      os_ << "  " << tp << " = " << init_of(plane_kinds_[p]) << ";\n"
           << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += 8) { const double q = part[("
           << p << "LL * a.split + s) * a.outer + c]; " << tp << " = " << plane_kind_combine(p, tp, "q") << "; } }\n"
           << "  sh[ty][tx] = " << tp << "; __syncthreads();\n"
@@ -273,7 +264,8 @@ class Writer {
     os_ << "  for (long long o = (long long)blockIdx.x * per_block + threadIdx.x / T; o < a.outer; o += (long long)gridDim.x * per_block) {\n";
     const std::string elem = general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
     os_ << "    const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
-    accumulators("base", "o");
+    accumulators("    ");
+    shifts("base", "o");
     os_ << "    for (long long j = lane; j < a.inner; j += T) {\n"
         << "      double v0[" << reds_.size() << "]; tg_eval(a, " << elem << ", o, j, v0);\n";
     accumulate("v0");
@@ -303,6 +295,7 @@ class Writer {
   const size_t planes_;
   const bool column_, general_;
   const int T_;
+  std::vector<OpKind> plane_kinds_;
   std::ostringstream os_;
 };
 

@@ -186,10 +186,39 @@ def layer_norm():
     print(f"torch layer norm [8192,1024] f32, forward + backward: {ms:.3f} ms")
 
 
+def mlp():
+    # y = act(x w1 + b1) w2 + b2, bf16, [8192,1024] -> 4096 -> 1024, forward + backward of sum(y * dy)
+    # (gradients of x, w1, b1, w2, b2): eager and torch.compile.
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    x = torch.empty(8192, 1024, device="cuda", dtype=bf).uniform_(-1, 1).requires_grad_()
+    dy = torch.empty(8192, 1024, device="cuda", dtype=bf).uniform_(-1, 1)
+    w1 = torch.empty(1024, 4096, device="cuda", dtype=bf).uniform_(-0.03, 0.03).requires_grad_()
+    b1 = torch.empty(4096, device="cuda", dtype=bf).uniform_(-0.5, 0.5).requires_grad_()
+    w2 = torch.empty(4096, 1024, device="cuda", dtype=bf).uniform_(-0.03, 0.03).requires_grad_()
+    b2 = torch.empty(1024, device="cuda", dtype=bf).uniform_(-0.5, 0.5).requires_grad_()
+    for name, act in (("gelu_tanh", lambda h: F.gelu(h, approximate="tanh")), ("relu", F.relu)):
+        def step():
+            y = act(x @ w1 + b1) @ w2 + b2
+            return y, *torch.autograd.grad(y, (x, w1, b1, w2, b2), dy)
+
+        flops = 6 * 2.0 * 8192 * 1024 * 4096
+        ms = cuda_ms(step, iters=20)
+        print(f"torch eager MLP {name} [8192,1024]->4096->1024 bf16 forward + backward: {ms:.3f} ms "
+              f"({flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s)")
+        try:
+            compiled = torch.compile(step)
+            ms = cuda_ms(compiled, iters=20)
+            print(f"torch.compile MLP {name} [8192,1024]->4096->1024 bf16 forward + backward: {ms:.3f} ms "
+                  f"({flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s)")
+        except Exception as err:  # noqa: BLE001 - report and go on
+            print(f"torch.compile MLP unavailable: {err}")
+
+
 if __name__ == "__main__":
     # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
     parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad, "broadcast": broadcast,
-             "batch_norm": batch_norm, "layer_norm": layer_norm}
+             "batch_norm": batch_norm, "layer_norm": layer_norm, "mlp": mlp}
     import sys
 
     for name in sys.argv[1:] or list(parts):

@@ -142,6 +142,10 @@ class Graph {
   Tensor minimum_nan(Tensor a, Tensor b);
   Tensor maximum_nan(Tensor a, Tensor b);
   Tensor atan2(Tensor y, Tensor x);
+  /// dy * d/dx gelu_tanh(x): the gradient of gelu_tanh (what its autodiff rule emits).
+  Tensor gelu_tanh_grad(Tensor dy, Tensor x);
+  /// dy where y > 0, else 0, y = relu(x): the gradient of relu (what its autodiff rule emits).
+  Tensor relu_grad(Tensor dy, Tensor y);
   Tensor equal(Tensor a, Tensor b);
   Tensor not_equal(Tensor a, Tensor b);
   Tensor less(Tensor a, Tensor b);

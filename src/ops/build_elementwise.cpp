@@ -37,7 +37,7 @@ Tensor Graph::bitcast(Tensor x, DType to) { return make(*this, OpKind::Bitcast, 
 BINARY(add, Add) BINARY(sub, Sub) BINARY(mul, Mul) BINARY(div, Div) BINARY(div_no_nan, DivNoNan)
 BINARY(mod, Mod) BINARY(floor_mod, FloorMod) BINARY(pow, Pow) BINARY(minimum, Minimum)
 BINARY(maximum, Maximum) BINARY(minimum_nan, MinimumNan) BINARY(maximum_nan, MaximumNan)
-BINARY(atan2, Atan2) BINARY(equal, Equal) BINARY(not_equal, NotEqual) BINARY(less, Less)
+BINARY(atan2, Atan2) BINARY(gelu_tanh_grad, GeluTanhGrad) BINARY(relu_grad, ReluGrad) BINARY(equal, Equal) BINARY(not_equal, NotEqual) BINARY(less, Less)
 BINARY(less_equal, LessEqual) BINARY(greater, Greater) BINARY(greater_equal, GreaterEqual)
 BINARY(logical_and, LogicalAnd) BINARY(logical_or, LogicalOr) BINARY(logical_xor, LogicalXor)
 BINARY(bitwise_and, BitwiseAnd) BINARY(bitwise_or, BitwiseOr) BINARY(bitwise_xor, BitwiseXor)

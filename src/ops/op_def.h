@@ -16,7 +16,7 @@ enum class OpKind : uint16_t {
   kCount
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::kCount);
-static_assert(kNumOps == 158, "op_list.h changed: update this count and docs/ops.md");
+static_assert(kNumOps == 160, "op_list.h changed: update this count and docs/ops.md");
 
 /// Groups of ops that share an inference rule and traits.
 enum class Family : uint8_t {

@@ -71,6 +71,11 @@ X(Maximum, "maximum", binary, NoDesc)
 X(MinimumNan, "minimum_nan", binary, NoDesc)
 X(MaximumNan, "maximum_nan", binary, NoDesc)
 X(Atan2, "atan2", binary_float, NoDesc)
+// dy * gelu_tanh'(x): the backward of gelu_tanh as one op, so a backend can fold it into the
+// matmul producing dy (cuBLASLt DGELU) instead of matching autodiff's expression for it.
+X(GeluTanhGrad, "gelu_tanh_grad", binary_float, NoDesc)
+// y > 0 ? dy : 0, y relu's result: relu's backward as one op, for the same reason (DRELU).
+X(ReluGrad, "relu_grad", binary_float, NoDesc)
 X(Equal, "equal", compare, NoDesc)
 X(NotEqual, "not_equal", compare, NoDesc)
 X(Less, "less", compare, NoDesc)

@@ -51,7 +51,10 @@ UNARY_RULE(acosh_vjp, g.mul(d, g.rsqrt(g.sub(g.square(x), k(c, 1.0)))))
 UNARY_RULE(atanh_vjp, g.div(d, g.sub(k(c, 1.0), g.square(x))))
 UNARY_RULE(erf_vjp, mul(c, d, g.mul(g.exp(g.neg(g.square(x))), k(c, 2.0 / std::sqrt(M_PI)))))
 UNARY_RULE(sigmoid_vjp, mul(c, d, g.mul(y, g.sub(k(c, 1.0), y))))
-UNARY_RULE(relu_vjp, g.select(g.greater(x, k(c, 0.0)), d, g.mul(d, k(c, 0.0))))
+// One op reading the result (x > 0 exactly where relu(x) > 0): the pre-activation need not be
+// kept for the backward, so a forward matmul + bias + relu folds into one cuBLASLt epilogue, and
+// a backend may fold relu_grad into the matmul producing d (cuBLASLt's DRELU).
+UNARY_RULE(relu_vjp, g.relu_grad(d, y))
 UNARY_RULE(silu_vjp, [&] {
   Tensor s = g.sigmoid(x);
   return mul(c, d, g.mul(s, g.add(k(c, 1.0), g.mul(x, g.sub(k(c, 1.0), s)))));
@@ -63,16 +66,8 @@ UNARY_RULE(gelu_vjp, [&] {
   Tensor pdf = g.mul(g.exp(g.mul(g.square(x), k(c, -0.5))), k(c, 0.5 * M_2_SQRTPI * M_SQRT1_2));
   return mul(c, d, g.add(cdf, g.mul(x, pdf)));
 }())
-// gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = √(2/π)(x + 0.044715 x³).
-UNARY_RULE(gelu_tanh_vjp, [&] {
-  const double a = std::sqrt(2.0 / M_PI), b = 0.044715;
-  Tensor u = g.mul(g.add(x, g.mul(g.mul(x, g.square(x)), k(c, b))), k(c, a));
-  Tensor t = g.tanh(u);
-  Tensor du = g.mul(g.add(k(c, 1.0), g.mul(g.square(x), k(c, 3 * b))), k(c, a));
-  Tensor left = g.mul(g.add(k(c, 1.0), t), k(c, 0.5));
-  Tensor right = g.mul(g.mul(g.mul(x, k(c, 0.5)), g.sub(k(c, 1.0), g.square(t))), du);
-  return mul(c, d, g.add(left, right));
-}())
+// One op (a backend folds it into the matmul producing d: cuBLASLt's DGELU epilogue).
+UNARY_RULE(gelu_tanh_vjp, g.gelu_tanh_grad(d, x))
 
 V leaky_relu_vjp(VjpContext& c) {
   Graph& g = c.g;
@@ -99,6 +94,23 @@ V cast_vjp(VjpContext& c) {
 // Binary rules return gradients for (a, b), summed back over broadcast dims.
 V binary(VjpContext& c, Tensor da, Tensor db) {
   return {da.valid() ? unbroadcast(c.g, da, c.in[0]) : da, db.valid() ? unbroadcast(c.g, db, c.in[1]) : db};
+}
+// gelu_tanh_grad(dy, x) = dy g'(x), g = gelu_tanh: d/d dy = g'(x), d/dx = dy g''(x), where with
+// u = a (x + b x^3), t = tanh(u): g'' = (1 - t^2) (u' - x t u'^2 + 3 a b x^2), u' = a (1 + 3 b x^2).
+V gelu_tanh_grad_vjp(VjpContext& c) {
+  Graph& g = c.g;
+  const double a = std::sqrt(2.0 / M_PI), b = 0.044715;
+  Tensor up = c.in[0], x = c.in[1];
+  Tensor x2 = g.square(x);
+  Tensor t = g.tanh(g.mul(g.add(x, g.mul(g.mul(x, x2), k(c, b))), k(c, a)));
+  Tensor du = g.mul(g.add(k(c, 1.0), g.mul(x2, k(c, 3 * b))), k(c, a));
+  Tensor inner = g.add(g.sub(du, g.mul(g.mul(x, t), g.square(du))), g.mul(x2, k(c, 3 * a * b)));
+  Tensor second = g.mul(g.sub(k(c, 1.0), g.square(t)), inner);
+  return binary(c, g.gelu_tanh_grad(dy(c), x), g.mul(g.mul(dy(c), up), second));
+}
+// relu_grad(dy, y) is dy or 0 by the sign of y: linear in dy, flat in y.
+V relu_grad_vjp(VjpContext& c) {
+  return binary(c, c.g.relu_grad(dy(c), c.in[1]), c.g.mul(dy(c), k(c, 0.0)));
 }
 V add_vjp(VjpContext& c) { return binary(c, dy(c), dy(c)); }
 V sub_vjp(VjpContext& c) { return binary(c, dy(c), c.g.neg(dy(c))); }
@@ -212,6 +224,8 @@ void register_elementwise_vjps(VjpTable& t) {
   set(OpKind::MaximumNan, maximum_vjp);
   set(OpKind::MinimumNan, minimum_vjp);
   set(OpKind::Atan2, atan2_vjp);
+  set(OpKind::GeluTanhGrad, gelu_tanh_grad_vjp);
+  set(OpKind::ReluGrad, relu_grad_vjp);
   set(OpKind::Mod, mod_vjp);
   set(OpKind::FloorMod, floor_mod_vjp);
   set(OpKind::Select, select_vjp);

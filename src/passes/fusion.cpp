@@ -284,7 +284,7 @@ bool step_group(const GraphImpl& g, const Step& s, FusionGroup& out) {
     out = s.group;
     return true;
   }
-  if (s.fused() || !fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)])) return false;
+  if (s.fused() || s.pinned || !fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)])) return false;
   const Node& n = g.nodes[static_cast<size_t>(s.node)];
   out = FusionGroup{{s.node}, {}, {n.outputs[0]}};
   for (int32_t v : n.inputs) add_once(out.inputs, v);
@@ -374,7 +374,8 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     for (int32_t d : n.control_deps)
       reads_open |= std::find(open.nodes.begin(), open.nodes.end(), d) != open.nodes.end();
     const Shape& shape = g.type(n.outputs.empty() ? -1 : n.outputs[0]).shape;
-    bool can = !off && fusible_elementwise(g, n);
+    const bool pinned = options.pin && options.pin(g, uses, n);
+    bool can = !off && !pinned && fusible_elementwise(g, n);
     // A broadcast joins only as a loader of an outside value: inside the kernel every
     // member is computed at the output's index, which a broadcast of a member cannot use.
     if (can && is_broadcast(n.kind) && members.count(n.inputs[0])) can = false;
@@ -396,8 +397,8 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
       members.insert(n.outputs[0]);
       continue;
     }
-    if (reads_open) close(std::string("consumer ") + op_name(n.kind) + " is not elementwise");
-    plan.steps.push_back(Step{id, {}, nullptr, nullptr});
+    if (reads_open) close(std::string("consumer ") + op_name(n.kind) + (pinned ? " is pinned" : " is not elementwise"));
+    plan.steps.push_back(Step{id, {}, nullptr, nullptr, pinned});
   }
   close("end of block");
   if (options.stitch_stencils && !off) Stitcher(m, plan).run();

@@ -33,6 +33,8 @@ struct Step {
   FusionGroup group;
   std::shared_ptr<const StencilStitch> stitch;
   std::shared_ptr<const ReduceStitch> reduce;
+  // A lone op that FusionOptions::pin kept out of every group (a library call folds it in).
+  bool pinned = false;
   bool fused() const { return node < 0; }
   /// A fused elementwise group (neither a lone op nor a stitched step).
   bool is_group() const { return node < 0 && !stitch && !reduce; }
@@ -62,6 +64,10 @@ struct FusionPlan {
 struct FusionOptions {
   bool stitch_stencils = false;    // plan StencilStitch steps (the CUDA backend)
   bool stitch_reductions = false;  // recompute cheap producers, plan ReduceStitch steps (CUDA)
+  // Elementwise ops the backend computes inside a library call with their producer (a matmul
+  // epilogue): planned as pinned lone steps, never fused, recomputed into or stitched. `uses`
+  // is use_counts of the module.
+  bool (*pin)(const GraphImpl& g, const std::vector<int32_t>& uses, const Node& n) = nullptr;
 };
 
 /// True when an op is computed by a generated elementwise kernel (alone or fused).

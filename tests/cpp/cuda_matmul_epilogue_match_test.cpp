@@ -4,6 +4,7 @@
 #ifdef TGRAPH_HAVE_CUDA
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 
@@ -30,7 +31,7 @@ std::vector<E> matches(const std::vector<Shape>& shapes, DType t,
   for (const Tensor& p : x) m.feeds.push_back(p.id());
   for (const Tensor& o : outs) m.targets.push_back(o.id());
   run_pipeline(m, /*optimize=*/true, /*decompose_composites=*/true);
-  FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
+  FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
   std::vector<E> r;
   for (const EpilogueMatch& e : match_epilogues(m, plan))
     if (e.kind != E::none) r.push_back(e.kind);
@@ -122,7 +123,7 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
     m.feeds = {x.id(), lbl.id()};
     m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
     run_pipeline(m, true, true);
-    FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
+    FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
     std::vector<EpilogueMatch> eps = match_epilogues(m, plan);
     std::vector<E> kinds;
     for (size_t i = 0; i < eps.size(); ++i) {
@@ -138,8 +139,8 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
       EXPECT_EQ(eps[i].moved.size(), 2u);  // the reduction and its reshape to [n]
       for (size_t k : eps[i].moved) EXPECT_TRUE(eps[k].runs_at_matmul);
     }
-    // (The forward bias adds do not fold here: the pre-activations are also read by the backward.)
-    EXPECT_EQ(kinds, (std::vector<E>{E::bias_grad, E::bias_grad})) << dtype_name(t);
+    // The forward's add + relu folds too (relu's gradient reads its result, not the sum).
+    EXPECT_EQ(kinds, (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad})) << dtype_name(t);
   }
   // Not when a step between the reduction and the matmul reads the bias gradient (here the
   // matmul's own operand depends on it).
@@ -153,7 +154,85 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
   m.feeds = {x.id(), dy.id()};
   m.targets = {used.id(), dw.id()};
   run_pipeline(m, true, true);
-  FusionPlan plan = plan_fusion(m, 0, FusionOptions{.stitch_stencils = true});
+  FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
   for (const EpilogueMatch& e : match_epilogues(m, plan)) EXPECT_NE(e.kind, E::bias_grad);
+}
+
+// A two-layer perceptron with gelu_tanh, trained: the forward stores the pre-activation as the
+// aux matrix of its gelu epilogue, the backward's gelu_tanh_grad folds into the matmul computing
+// its incoming gradient (reading that matrix), and both bias gradients fold as before.
+TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
+  auto plan_of = [](int64_t hidden, DType t, bool relu) {
+    Graph g;
+    Tensor x = g.placeholder({64, 32}, t), lbl = g.placeholder({64, 16}, t);
+    Tensor w1 = g.variable(TensorData::uniform({32, hidden}, -1, 1, t, 1), "w1");
+    Tensor b1 = g.variable(TensorData::uniform({hidden}, -1, 1, t, 2), "b1");
+    Tensor w2 = g.variable(TensorData::uniform({hidden, 16}, -1, 1, t, 3), "w2");
+    Tensor b2 = g.variable(TensorData::uniform({16}, -1, 1, t, 4), "b2");
+    Tensor pre = g.add(g.matmul(x, w1), b1);
+    Tensor h = relu ? g.relu(pre) : g.gelu_tanh(pre);
+    Tensor y = g.add(g.matmul(h, w2), b2);
+    Tensor loss = g.reduce_mean(g.square(g.sub(y, lbl)));
+    auto gr = g.gradients(loss, {w1, b1, w2, b2});
+    Module m;
+    m.graph = g.impl();
+    m.feeds = {x.id(), lbl.id()};
+    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
+    run_pipeline(m, true, true);
+    FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+    std::vector<EpilogueMatch> eps = match_epilogues(m, plan);
+    std::vector<E> kinds;
+    for (const EpilogueMatch& e : eps)
+      if (e.kind != E::none) kinds.push_back(e.kind);
+    std::sort(kinds.begin(), kinds.end());
+    return std::make_tuple(m, plan, eps, kinds);
+  };
+  for (DType t : {f32, bf16}) {
+    auto [m, plan, eps, kinds] = plan_of(48, t, false);
+    EXPECT_EQ(kinds, (std::vector<E>{E::gelu_tanh_aux_bias, E::bias_grad, E::bias_grad, E::dgelu_tanh}))
+        << dtype_name(t);
+    int32_t written = -1, read = -2;
+    for (size_t i = 0; i < eps.size(); ++i) {
+      if (eps[i].kind == E::gelu_tanh_aux_bias) written = eps[i].aux;
+      if (eps[i].kind != E::dgelu_tanh) continue;
+      read = eps[i].aux;
+      // The last step it computes is the pinned gelu_tanh_grad, reading this matmul's result.
+      EXPECT_EQ(eps[i].computed, eps[i].moved.size());
+      const Step& s = plan.steps[eps[i].moved.back()];
+      for (size_t k : eps[i].moved) EXPECT_TRUE(eps[k].runs_at_matmul);
+      ASSERT_TRUE(s.pinned);
+      const Node& n = m.graph.nodes[static_cast<size_t>(s.node)];
+      EXPECT_EQ(n.kind, OpKind::GeluTanhGrad);
+      EXPECT_EQ(n.outputs[0], eps[i].output);
+      EXPECT_EQ(m.graph.producer(n.inputs[0]), &m.graph.nodes[static_cast<size_t>(plan.steps[i].node)]);
+    }
+    EXPECT_EQ(written, read);  // the backward reads the pre-activation the forward's epilogue wrote
+  }
+  // relu's gradient reads its result, so the forward folds whole in training too. With
+  // TGRAPH_DRELU=1 and a hidden size a multiple of 128 it also stores relu's bit mask, and the
+  // backward's relu_grad folds (DRELU).
+  EXPECT_EQ(std::get<3>(plan_of(48, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
+  EXPECT_EQ(std::get<3>(plan_of(128, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
+  setenv("TGRAPH_DRELU", "1", 1);
+  EXPECT_EQ(std::get<3>(plan_of(48, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
+  for (DType t : {f32, bf16}) {
+    auto [m, plan, eps, kinds] = plan_of(128, t, true);
+    EXPECT_EQ(kinds, (std::vector<E>{E::relu_aux_bias, E::bias_grad, E::bias_grad, E::drelu})) << dtype_name(t);
+    int32_t stored = -1, read = -2;
+    for (const EpilogueMatch& e : eps) {
+      if (e.kind == E::relu_aux_bias) stored = e.aux;
+      if (e.kind == E::drelu) read = e.aux;
+    }
+    EXPECT_EQ(stored, read);  // the mask of the same relu result
+    EXPECT_EQ(m.graph.producer(stored)->kind, OpKind::Relu);
+  }
+  unsetenv("TGRAPH_DRELU");
+  // A hidden size cuBLASLt's aux matrix cannot take (not a multiple of 8): the gelu stays a kernel.
+  EXPECT_EQ(std::get<3>(plan_of(44, f32, false)), (std::vector<E>{E::bias_grad, E::bias_grad}));
+  setenv("TGRAPH_NO_EPILOGUE", "1", 1);
+  auto [m, plan, eps, kinds] = plan_of(48, f32, false);
+  unsetenv("TGRAPH_NO_EPILOGUE");
+  EXPECT_TRUE(kinds.empty());
+  for (const Step& s : plan.steps) EXPECT_FALSE(s.pinned);
 }
 #endif

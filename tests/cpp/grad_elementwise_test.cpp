@@ -62,6 +62,11 @@ TEST(GradElementwise, BinaryWithBroadcast) {
   check("maximum", [](Graph& g, auto& x) { return std::vector{g.maximum(x[0], x[1])}; }, {a, b});
   check("minimum", [](Graph& g, auto& x) { return std::vector{g.minimum(x[0], x[1])}; }, {a, bcol});
   check("atan2", [](Graph& g, auto& x) { return std::vector{g.atan2(x[0], x[1])}; }, {a, b});
+  // Its second derivative: what a gradient of a gradient of gelu_tanh needs.
+  check("gelu_tanh_grad", [](Graph& g, auto& x) { return std::vector{g.gelu_tanh_grad(x[0], x[1])}; },
+        {u({2, 3}, -2, 2, 11), u({2, 3}, -3, 3, 12)});
+  check("relu_grad", [](Graph& g, auto& x) { return std::vector{g.relu_grad(x[0], x[1])}; },
+        {u({4}, -2, 2, 13), TensorData::from_vector({4}, f64, {-1.5, -0.2, 0.3, 2.0})});
   check("mod", [](Graph& g, auto& x) { return std::vector{g.mod(x[0], x[1])}; },
         {u({4}, 2.1, 2.9, 4), u({4}, 0.9, 1.0, 5)});
   check("floor_mod", [](Graph& g, auto& x) { return std::vector{g.floor_mod(x[0], x[1])}; },

@@ -92,6 +92,13 @@ TEST(RefElementwise, Activations) {
   expect_values(f([](tg::Graph& g, tg::Tensor x) { return g.leaky_relu(x, 0.1); }, {-2, 3}), {-0.2, 3});
   expect_values(f([](tg::Graph& g, tg::Tensor x) { return g.sigmoid(x); }, {-800, 0, 800}), {0, 0.5, 1});
   expect_values(f([](tg::Graph& g, tg::Tensor x) { return g.silu(x); }, {1}), {0.7310585786300049}, 1e-12);
+  // dy * gelu_tanh'(x); the expected values are PyTorch's gelu(approximate='tanh') backward in f64.
+  expect_values(binary([](tg::Graph& g, tg::Tensor dy, tg::Tensor x) { return g.gelu_tanh_grad(dy, x); },
+                       {2, -1, 0.5}, {1, -0.5, 3}, tg::f64),
+                {2.165928167691565, -0.13263009646535764, 0.5057920833154848}, 1e-12);
+  expect_values(binary([](tg::Graph& g, tg::Tensor dy, tg::Tensor y) { return g.relu_grad(dy, y); },
+                       {2, -1, 0.5, 3}, {0.25, 0, -1, kNaN}, tg::f32),
+                {2, 0, 0, 0});
 }
 
 TEST(RefElementwise, ModAndFloorMod) {

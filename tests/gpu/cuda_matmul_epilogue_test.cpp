@@ -72,6 +72,17 @@ void check(const std::string& what, const Build& build, const std::vector<Tensor
 
 TensorData rnd(Shape s, DType t, uint64_t seed) { return TensorData::uniform(std::move(s), -1, 1, t, seed); }
 
+// Random multiples of 1/2 in [-1, 1], plus `offset`. relu's kink makes a gradient jump where a
+// pre-activation changes sign, and a folded epilogue rounds x w + b once where the unfused ops
+// round x w first: with x and w from here and the bias offset by 1/8, every pre-activation is a
+// multiple of 1/8 that is not one of 1/4 (never 0), x w is exact in f16 and bf16, and the
+// signs, hence the gradients, agree between the paths.
+TensorData grid(const Shape& s, DType t, uint64_t seed, double offset = 0) {
+  std::vector<double> v = TensorData::uniform(s, -1, 1, DType::f64, seed).to_vector();
+  for (double& x : v) x = std::round(x * 2) / 2 + offset;
+  return TensorData::from_vector(s, t, v);
+}
+
 }  // namespace
 
 TEST(CudaMatmulEpilogue, BiasReluGeluTanhAllFloatTypes) {
@@ -142,6 +153,57 @@ TEST(CudaMatmulEpilogue, PatternsThatMustNotFold) {
         {rnd({37, 64}, f64, 29), rnd({64, 48}, f64, 30), rnd({48}, f64, 31)}, 0);
 }
 
+// Training a perceptron with gelu_tanh: the forward's gelu epilogue also stores the
+// pre-activation (GELU_AUX_BIAS), and the backward's gelu_tanh_grad folds into the matmul that
+// computes its incoming gradient (DGELU, reading that matrix): equal to the CPU's numbers and
+// to the unfolded run's, and both epilogues launched.
+TEST(CudaMatmulEpilogue, GeluTanhTrainingFoldsTheForwardAuxAndTheBackwardDgelu) {
+  using E = detail::MatmulShape::Epilogue;
+  for (DType t : {f32, f16, bf16}) {
+    std::vector<TensorData> in{rnd({96, 40}, t, 30), rnd({96, 12}, t, 31), rnd({40, 56}, t, 32), rnd({56}, t, 33),
+                               rnd({56, 12}, t, 34), rnd({12}, t, 35)};
+    const long long aux = detail::matmul_epilogue_launches(E::gelu_tanh_aux_bias);
+    const long long dgelu = detail::matmul_epilogue_launches(E::dgelu_tanh);
+    check(std::string("gelu_tanh MLP gradients ") + dtype_name(t),
+          [](Graph& g, auto& x) {
+            Tensor h = g.gelu_tanh(g.add(g.matmul(x[0], x[2]), x[3]));
+            Tensor y = g.add(g.matmul(h, x[4]), x[5]);
+            Tensor loss = g.reduce_mean(g.square(g.sub(y, x[1])));
+            auto gr = g.gradients(loss, {x[0], x[2], x[3], x[4], x[5]});
+            return std::vector{loss, gr[x[0]], gr[x[2]], gr[x[3]], gr[x[4]], gr[x[5]]};
+          },
+          in, 1);
+    EXPECT_GT(detail::matmul_epilogue_launches(E::gelu_tanh_aux_bias), aux) << dtype_name(t);
+    EXPECT_GT(detail::matmul_epilogue_launches(E::dgelu_tanh), dgelu) << dtype_name(t);
+  }
+}
+
+// The same with relu, 128 hidden units and TGRAPH_DRELU=1 (opt-in: slower on the H200): the
+// forward's relu epilogue also stores relu's bit mask (RELU_AUX_BIAS), and the backward's
+// relu_grad folds into its matmul (DRELU, reading it).
+TEST(CudaMatmulEpilogue, ReluTrainingFoldsTheForwardMaskAndTheBackwardDrelu) {
+  using E = detail::MatmulShape::Epilogue;
+  setenv("TGRAPH_DRELU", "1", 1);
+  for (DType t : {f32, f16, bf16}) {
+    std::vector<TensorData> in{grid({96, 40}, t, 40), rnd({96, 12}, t, 41), grid({40, 128}, t, 42),
+                               grid({128}, t, 43, 0.125), rnd({128, 12}, t, 44), rnd({12}, t, 45)};
+    const long long mask = detail::matmul_epilogue_launches(E::relu_aux_bias);
+    const long long drelu = detail::matmul_epilogue_launches(E::drelu);
+    check(std::string("relu MLP gradients ") + dtype_name(t),
+          [](Graph& g, auto& x) {
+            Tensor h = g.relu(g.add(g.matmul(x[0], x[2]), x[3]));
+            Tensor y = g.add(g.matmul(h, x[4]), x[5]);
+            Tensor loss = g.reduce_mean(g.square(g.sub(y, x[1])));
+            auto gr = g.gradients(loss, {x[0], x[2], x[3], x[4], x[5]});
+            return std::vector{loss, gr[x[0]], gr[x[2]], gr[x[3]], gr[x[4]], gr[x[5]]};
+          },
+          in, 1);
+    EXPECT_GT(detail::matmul_epilogue_launches(E::relu_aux_bias), mask) << dtype_name(t);
+    EXPECT_GT(detail::matmul_epilogue_launches(E::drelu), drelu) << dtype_name(t);
+  }
+  unsetenv("TGRAPH_DRELU");
+}
+
 TEST(CudaMatmulEpilogue, LinearLayerOn3dInput) {
   // nn::Linear reshapes [2, 5, 32] to one 2-D GEMM and back before the bias add.
   for (DType t : {f32, f16, bf16}) {
@@ -175,8 +237,8 @@ TEST(CudaMatmulEpilogue, LinearLayerOn3dInput) {
 // gradient matmul (cuBLASLt's bias-gradient epilogue), equal to the CPU's and to the unfolded run.
 TEST(CudaMatmulEpilogue, BiasGradientsFromWeightGradientMatmuls) {
   for (DType t : {f32, f16, bf16}) {
-    std::vector<TensorData> in{rnd({96, 40}, t, 20), rnd({96, 12}, t, 21), rnd({40, 56}, t, 22), rnd({56}, t, 23),
-                               rnd({56, 12}, t, 24), rnd({12}, t, 25)};
+    std::vector<TensorData> in{grid({96, 40}, t, 20), rnd({96, 12}, t, 21), grid({40, 56}, t, 22),
+                               grid({56}, t, 23, 0.125), rnd({56, 12}, t, 24), rnd({12}, t, 25)};
     check(std::string("MLP gradients ") + dtype_name(t),
           [](Graph& g, auto& x) {
             Tensor h = g.relu(g.add(g.matmul(x[0], x[2]), x[3]));

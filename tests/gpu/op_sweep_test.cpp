@@ -296,6 +296,8 @@ void binary_cases(std::vector<Case>& cs) {
                                {K::MaximumNan, &Graph::maximum_nan}})
     binary(cs, k, fn, kFI, Specials(s), U(s, -3, 3));
   binary(cs, K::Atan2, &Graph::atan2, kF, U(s, -2, 2), U(s, -2, 2));
+  binary(cs, K::GeluTanhGrad, &Graph::gelu_tanh_grad, kF, U(s, -3, 3), U(s, -4, 4));
+  binary(cs, K::ReluGrad, &Graph::relu_grad, kF, U(s, -3, 3), Specials(s));
 
   // Small integers make equal operands common; a third operand brings NaN and infinities.
   for (auto [k, fn] : Ops<Bin>{{K::Equal, &Graph::equal},

@@ -104,7 +104,9 @@ bool code_of(OpKind k, Code& c) {
     case OpKind::Mod:
     case OpKind::FloorMod:
     case OpKind::Pow:
-    case OpKind::Atan2: c = Code::binary_double; return true;
+    case OpKind::Atan2:
+    case OpKind::GeluTanhGrad:
+    case OpKind::ReluGrad: c = Code::binary_double; return true;
     default: return false;
   }
 }

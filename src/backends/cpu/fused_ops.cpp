@@ -10,16 +10,11 @@
 
 #include "backends/cpu/fast_erf.h"
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/scalar_math.h"
 #include "core/half.h"
 
 namespace tg::detail::fused {
 namespace {
-
-double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
 
 template <class F>
 void dloop1(float* __restrict d, const float* __restrict a, int n, F f) {
@@ -100,6 +95,8 @@ void binary_double(const Instr& in, float* d, const float* a, const float* b, in
       break;
     case OpKind::Pow: dloop2(d, a, b, n, [](double x, double y) { return std::pow(x, y); }); break;
     case OpKind::Atan2: dloop2(d, a, b, n, [](double x, double y) { return std::atan2(x, y); }); break;
+    case OpKind::GeluTanhGrad: dloop2(d, a, b, n, [](double dy, double x) { return dy * gelu_tanh_derivative(x); }); break;
+    case OpKind::ReluGrad: dloop2(d, a, b, n, [](double dy, double y) { return y > 0 ? dy : 0.0; }); break;
     default: break;
   }
 }

@@ -6,17 +6,12 @@
 #include <limits>
 
 #include "backends/cpu/ref_util.h"
+#include "backends/cpu/scalar_math.h"
 
 namespace tg::detail::ref {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
 
 double unary_f(const Ctx& c, double x) {
   switch (c.kind()) {
@@ -132,6 +127,8 @@ double binary_f(const Ctx& c, double a, double b) {
     case OpKind::MinimumNan: return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
     case OpKind::MaximumNan: return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
     case OpKind::Atan2: return std::atan2(a, b);
+    case OpKind::GeluTanhGrad: return a * gelu_tanh_derivative(b);
+    case OpKind::ReluGrad: return b > 0 ? a : 0.0;
     default: c.fail("is not a binary float op");
   }
 }

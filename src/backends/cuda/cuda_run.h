@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -125,6 +126,9 @@ struct Run {
   cudaStream_t stream;
   std::vector<DevTensor> slots;
   std::map<std::string, DevTensor> snapshot, pending;
+  // Bit masks of relu results, by value, written by a forward matmul's relu_aux_bias epilogue
+  // for the backward's drelu (matmul_epilogue.h): not graph values, so kept beside the slots.
+  std::unordered_map<int32_t, DevTensor> relu_masks;
 
   // Capture support: while a run is captured, every allocation comes from the graph's own
   // memory (`fixed`), so the graph (conditional bodies included) holds only fixed addresses and

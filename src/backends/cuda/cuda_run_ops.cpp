@@ -73,7 +73,7 @@ class CudaStepTimer {
 const FusionPlan& Run::plan(int32_t b) {
   auto it = st.plans.find(b);
   if (it == st.plans.end())
-    it = st.plans.emplace(b, plan_fusion(exe.module, b, FusionOptions{.stitch_stencils = true, .stitch_reductions = true})).first;
+    it = st.plans.emplace(b, plan_fusion(exe.module, b, cuda_fusion_options())).first;
   return it->second;
 }
 
@@ -97,12 +97,13 @@ void Run::block(int32_t b) {
     const Step& s = steps[i];
     const EpilogueMatch& ep = eps[i];
     if (ep.runs_at_matmul) continue;
-    if (ep.kind == MatmulShape::Epilogue::bias_grad) {
-      // The bias gradient comes out of the matmul, or (no algorithm for it) runs right after.
+    if (!ep.moved.empty()) {
+      // Later steps moved to the matmul (a bias gradient, a gelu gradient): computed by its
+      // epilogue, or (no algorithm for it) run right after it; the rest of them run after it.
       const bool folded = matmul(g.nodes[static_cast<size_t>(s.node)], &ep);
       if (!folded) node(g.nodes[static_cast<size_t>(s.node)]);
-      for (size_t k : ep.moved)
-        if (!folded || k != ep.grad_step) run_step(steps[k]);
+      for (size_t k = 0; k < ep.moved.size(); ++k)
+        if (!folded || k >= ep.computed) run_step(steps[ep.moved[k]]);
       continue;
     }
     if (ep.kind != MatmulShape::Epilogue::none && matmul(g.nodes[static_cast<size_t>(s.node)], &ep)) {
@@ -415,7 +416,10 @@ bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
   DType t = a.type.dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
   const bool bgrad = ep && ep->kind == MatmulShape::Epilogue::bias_grad;
-  if (ep && (t == DType::f64 || (!bgrad && in(ep->bias).type.dtype != t))) return false;
+  // drelu and dgelu_tanh read their aux matrix (and add no bias); the other aux forms write it.
+  const bool reads_aux = ep && (ep->kind == MatmulShape::Epilogue::dgelu_tanh || ep->kind == MatmulShape::Epilogue::drelu);
+  const bool mask = ep && (ep->kind == MatmulShape::Epilogue::relu_aux_bias || ep->kind == MatmulShape::Epilogue::drelu);
+  if (ep && (t == DType::f64 || (ep->bias >= 0 && in(ep->bias).type.dtype != t))) return false;
   const auto& d = std::get<MatmulDesc>(n.attr);
   const Shape &sa = a.type.shape, &sb = b.type.shape;
   TensorType out = concrete_type(g, n, in_types(n), 0);
@@ -427,14 +431,34 @@ bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
   };
   long long batch = batch_of(out.shape), ba = batch_of(sa), bb = batch_of(sb);
   if (ep && !bgrad &&
-      (k == 0 || out.shape.num_elements() == 0 || in(ep->bias).type.shape.num_elements() != nn ||
-       in(ep->bias).type.shape.dim(-1) != nn || g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
+      (k == 0 || out.shape.num_elements() == 0 ||
+       (ep->bias >= 0 && (in(ep->bias).type.shape.num_elements() != nn || in(ep->bias).type.shape.dim(-1) != nn)) ||
+       g.type(ep->output).shape.num_elements() != out.shape.num_elements()))
     return false;
+  // The aux matrix: as the result, one batch, a leading dimension (n) that is a multiple of 8
+  // (of 128 for relu's bit mask); drelu's mask must have been stored by this run's forward.
+  if (ep && ep->aux >= 0) {
+    if (batch != 1 || nn % (mask ? 128 : 8) != 0 || g.type(ep->aux).shape.num_elements() != out.shape.num_elements())
+      return false;
+    if (ep->kind == MatmulShape::Epilogue::dgelu_tanh &&
+        (in(ep->aux).type.dtype != t || in(ep->aux).type.shape.num_elements() != out.shape.num_elements()))
+      return false;
+    if (ep->kind == MatmulShape::Epilogue::drelu &&
+        (!relu_masks.count(ep->aux) || relu_masks.at(ep->aux).type.shape.num_elements() != m * nn / 8))
+      return false;
+  }
   // The bias gradient: 2-D operands only (matched so), its static result of n elements.
   if (bgrad && (k == 0 || out.shape.num_elements() == 0 || batch != 1 || sa.rank() != 2 || sb.rank() != 2 ||
                 g.type(ep->grad).shape.num_elements() != nn))
     return false;
   DevTensor gb = bgrad ? alloc(g.type(ep->grad)) : DevTensor{};
+  // gelu_tanh_aux_bias writes the pre-activation, relu_aux_bias relu's mask (a bit per element);
+  // dgelu_tanh and drelu read them.
+  DevTensor aux;
+  if (ep && ep->aux >= 0) {
+    if (reads_aux) aux = mask ? relu_masks.at(ep->aux) : in(ep->aux);
+    else aux = alloc(mask ? TensorType(Shape{m * nn / 8}, DType::u8) : g.type(ep->aux));
+  }
   DevTensor c = alloc(out);
   if (out.shape.num_elements() > 0) {
     if (k == 0) {
@@ -448,8 +472,8 @@ bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
                     exe.precision == Precision::tf32};
       if (ep) {
         s.epilogue = ep->kind;
-        if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), bgrad ? gb.buf.get() : in(ep->bias).buf.get(),
-                                c.buf.get(), stream, ctx.index()))
+        const void* bias = bgrad ? gb.buf.get() : ep->bias >= 0 ? in(ep->bias).buf.get() : nullptr;
+        if (!matmul_lt_epilogue(s, ea.buf.get(), eb.buf.get(), bias, aux.buf.get(), c.buf.get(), stream, ctx.index()))
           return false;
       } else {
         matmul_lt(s, ea.buf.get(), eb.buf.get(), c.buf.get(), stream, ctx.index());
@@ -457,6 +481,7 @@ bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
     }
   }
   if (bgrad) slots[static_cast<size_t>(ep->grad)] = std::move(gb);
+  if (ep && ep->aux >= 0 && !reads_aux) (mask ? relu_masks[ep->aux] : slots[static_cast<size_t>(ep->aux)]) = std::move(aux);
   if (ep && !bgrad) c.type = g.type(ep->output);  // static: matched only then (a reshape may sit between)
   slots[static_cast<size_t>(ep && !bgrad ? ep->output : n.outputs[0])] = std::move(c);
   return true;

@@ -163,6 +163,8 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
     case OpKind::MinimumNan: return fl ? "tg_min_nan(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
     case OpKind::MaximumNan: return fl ? "tg_max_nan(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
     case OpKind::Atan2: return "atan2(" + a + ", " + b + ")";
+    case OpKind::GeluTanhGrad: return "tg_gelu_tanh_grad(" + a + ", " + b + ")";
+    case OpKind::ReluGrad: return "(" + b + " > (" + T + ")0 ? " + a + " : (" + T + ")0)";
     case OpKind::Equal: return "(" + a + " == " + b + ")";
     case OpKind::NotEqual: return "(" + a + " != " + b + ")";
     case OpKind::Less: return "(" + a + " < " + b + ")";
@@ -195,6 +197,12 @@ const char* kPrelude = R"(
 template <class T> __device__ __forceinline__ T tg_sign(T a) { return a != a ? a : (T)((a > (T)0) - (a < (T)0)); }
 __device__ __forceinline__ float tg_sigmoid(float a) { return a >= 0.f ? 1.f / (1.f + expf(-a)) : expf(a) / (1.f + expf(a)); }
 __device__ __forceinline__ double tg_sigmoid(double a) { return a >= 0.0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)); }
+// dy * gelu_tanh'(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u), u = k (x + c x^3).
+template <class T> __device__ __forceinline__ T tg_gelu_tanh_grad(T dy, T x) {
+  const T k = (T)0.79788456080286535588, c = (T)0.044715;
+  const T t = tanh(k * (x + c * x * x * x));
+  return dy * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x));
+}
 __device__ __forceinline__ long long tg_f2i(double v, double lo, double hi) {
   if (v != v) return 0;
   if (v <= lo) return (long long)lo;

@@ -10,6 +10,8 @@ bool epilogue_disabled() {
   return env_flag("TGRAPH_NO_EPILOGUE");
 }
 
+bool drelu_enabled() { return env_flag("TGRAPH_DRELU"); }
+
 bool bias_fits(const Shape& bias, const Shape& out) {
   if (!bias.ranked() || !out.ranked() || bias.rank() < 1 || out.rank() < 2 || bias.rank() > out.rank()) return false;
   for (int64_t i = 0; i + 1 < bias.rank(); ++i)
@@ -19,7 +21,46 @@ bool bias_fits(const Shape& bias, const Shape& out) {
 
 namespace {
 
+bool epilogue_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+// The matmul a value comes from, directly or through one reshape view (nullptr otherwise).
+const Node* matmul_through_view(const GraphImpl& g, int32_t v) {
+  const Node* p = g.producer(v);
+  if (p && is_value_view(p->kind) && p->control_deps.empty()) p = g.producer(p->inputs[0]);
+  return p && p->kind == OpKind::MatMul ? p : nullptr;
+}
+
+}  // namespace
+
+bool epilogue_pinned(const GraphImpl& g, const std::vector<int32_t>& uses, const Node& n) {
+  if ((n.kind != OpKind::GeluTanhGrad && n.kind != OpKind::ReluGrad) || !n.control_deps.empty() ||
+      epilogue_disabled())
+    return false;
+  const TensorType &dy = g.type(n.inputs[0]), &h = g.type(n.inputs[1]);
+  const Node* mm = matmul_through_view(g, n.inputs[0]);
+  if (!mm || uses[static_cast<size_t>(mm->outputs[0])] != 1 || uses[static_cast<size_t>(n.inputs[0])] != 1 ||
+      !epilogue_dtype(dy.dtype) || dy != h || !dy.shape.ranked() || !dy.shape.is_static() || dy.shape.rank() < 2)
+    return false;
+  if (n.kind == OpKind::GeluTanhGrad) return dy.shape.dim(-1) % 8 == 0;  // aux: the gelu's input
+  // relu_grad reads relu's result; the mask comes from the forward's epilogue (a bias add, then
+  // relu), its leading dimension in bits a multiple of 128. Opt-in: slower than the generated
+  // relu_grad kernel on the H200 (matmul_epilogue.h).
+  if (!drelu_enabled()) return false;
+  const Node* relu = g.producer(n.inputs[1]);
+  const Node* add = relu && relu->kind == OpKind::Relu ? g.producer(relu->inputs[0]) : nullptr;
+  return add && add->kind == OpKind::Add && dy.shape.dim(-1) % 128 == 0;
+}
+
+namespace {
+
 bool is_broadcast(OpKind k) { return k == OpKind::BroadcastTo || k == OpKind::BroadcastLike; }
+
+// True when a pinned relu_grad reads relu result r: the forward then stores relu's mask.
+bool mask_read(const GraphImpl& g, const std::vector<int32_t>& uses, int32_t r) {
+  for (const Node& n : g.nodes)
+    if (n.kind == OpKind::ReluGrad && n.inputs[1] == r && epilogue_pinned(g, uses, n)) return true;
+  return false;
+}
 
 // The epilogue when the nodes `seen` (of whole plan steps after the matmul with result y) are
 // exactly [broadcast of the bias], add, [relu | gelu_tanh], leaving only the last result for
@@ -62,8 +103,19 @@ EpilogueMatch match_nodes(const GraphImpl& g, const std::vector<int32_t>& uses, 
              : act.kind == OpKind::GeluTanh ? MatmulShape::Epilogue::gelu_tanh_bias
                                             : MatmulShape::Epilogue::none;
     if (m.kind == MatmulShape::Epilogue::none || &act == add || act.inputs.size() != 1 || act.inputs[0] != sum ||
-        uses[static_cast<size_t>(sum)] != 1 || !act.control_deps.empty() || g.type(act.outputs[0]) != yt)
+        !act.control_deps.empty() || g.type(act.outputs[0]) != yt)
       return none;
+    if (uses[static_cast<size_t>(sum)] != 1) {
+      // The sum is read elsewhere too (a backward): gelu's aux epilogue stores it beside the
+      // result, with a leading dimension cuBLASLt wants a multiple of 8.
+      if (m.kind != MatmulShape::Epilogue::gelu_tanh_bias || yt.shape.dim(-1) % 8 != 0) return none;
+      m.kind = MatmulShape::Epilogue::gelu_tanh_aux_bias;
+      m.aux = sum;
+    } else if (m.kind == MatmulShape::Epilogue::relu_bias && mask_read(g, uses, act.outputs[0])) {
+      // The backward's relu_grad folds into its matmul (DRELU) reading relu's mask: store it.
+      m.kind = MatmulShape::Epilogue::relu_aux_bias;
+      m.aux = act.outputs[0];
+    }
     m.output = act.outputs[0];
   } else if (seen.size() != pattern) {
     return none;
@@ -114,6 +166,47 @@ EpilogueMatch match_epilogue(const GraphImpl& g, const std::vector<int32_t>& use
     }
   }
   return best;
+}
+
+FusionOptions cuda_fusion_options() {
+  return FusionOptions{.stitch_stencils = true, .stitch_reductions = true, .pin = epilogue_pinned};
+}
+
+EpilogueMatch match_activation_grad(const GraphImpl& g, const std::vector<int32_t>& uses, const FusionPlan& plan,
+                                    size_t step) {
+  EpilogueMatch none;
+  const Step& s = plan.steps[step];
+  if (s.fused()) return none;
+  const Node& mm = g.nodes[static_cast<size_t>(s.node)];
+  if (mm.kind != OpKind::MatMul || !mm.control_deps.empty()) return none;
+  // The pinned gelu_tanh_grad / relu_grad reading this matmul's result (through a view, maybe)
+  // comes later in the plan, not always next: autodiff puts other gradients' matmuls between. It
+  // moves to the matmul when its other operand is ready there: no step between computes it.
+  EpilogueMatch m;
+  int32_t aux = -1;
+  bool relu = false;
+  for (size_t j = step + 1; j < plan.steps.size() && m.output < 0; ++j) {
+    const Step& t = plan.steps[j];
+    if (t.fused()) continue;
+    const Node& n = g.nodes[static_cast<size_t>(t.node)];
+    if (is_value_view(n.kind) && n.inputs[0] == mm.outputs[0]) {
+      m.moved.push_back(j);  // the view of the result that the gelu_tanh_grad reads
+    } else if (t.pinned && epilogue_pinned(g, uses, n) && matmul_through_view(g, n.inputs[0]) == &mm) {
+      aux = n.inputs[1];
+      relu = n.kind == OpKind::ReluGrad;
+      m.output = n.outputs[0];
+      m.moved.push_back(j);
+    }
+  }
+  if (m.output < 0) return none;
+  for (size_t j = step + 1; j < m.moved.back(); ++j)
+    for (int32_t id : step_nodes(plan.steps[j]))
+      for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs)
+        if (v == aux) return none;
+  m.kind = relu ? MatmulShape::Epilogue::drelu : MatmulShape::Epilogue::dgelu_tanh;
+  m.aux = aux;
+  m.computed = m.moved.size();
+  return m;
 }
 
 namespace {
@@ -176,6 +269,7 @@ EpilogueMatch match_bias_grad(const GraphImpl& g, const FusionPlan& plan, size_t
   m.grad = g.nodes[static_cast<size_t>(plan.steps[j].node)].outputs[0];
   m.grad_step = j;
   m.moved = {j};
+  m.computed = 1;
   if (j < step) {
     // Computed before the matmul in the plan: the reduction and the views of its result right
     // after it move to the matmul, provided no step in between reads any of them.
@@ -203,10 +297,15 @@ std::vector<EpilogueMatch> match_epilogues(const Module& m, const FusionPlan& pl
   std::vector<EpilogueMatch> r(plan.steps.size());
   if (epilogue_disabled()) return r;
   std::vector<int32_t> uses = use_counts(m);
-  std::vector<bool> taken(plan.steps.size(), false);  // a reduction folds into one matmul only
+  std::vector<bool> taken(plan.steps.size(), false);  // a moved step folds into one matmul only
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     r[i] = match_epilogue(m.graph, uses, plan, i);
     if (r[i].kind != MatmulShape::Epilogue::none) continue;
+    if (EpilogueMatch d = match_activation_grad(m.graph, uses, plan, i); d.kind != MatmulShape::Epilogue::none) {
+      for (size_t k : d.moved) taken[k] = true;
+      r[i] = std::move(d);
+      continue;
+    }
     EpilogueMatch b = match_bias_grad(m.graph, plan, i);
     if (b.kind == MatmulShape::Epilogue::none || taken[b.grad_step]) continue;
     // Not into a step another match already replaces, nor one that replaces others.
@@ -216,6 +315,14 @@ std::vector<EpilogueMatch> match_epilogues(const Module& m, const FusionPlan& pl
     if (clash) continue;
     for (size_t k : b.moved) taken[k] = true;
     r[i] = std::move(b);
+  }
+  // drelu reads the mask of a relu the forward's epilogue computed in this plan; without that the
+  // relu_grad runs as a kernel of its own.
+  for (EpilogueMatch& e : r) {
+    if (e.kind != MatmulShape::Epilogue::drelu) continue;
+    bool stored = false;
+    for (const EpilogueMatch& f : r) stored |= f.kind == MatmulShape::Epilogue::relu_aux_bias && f.aux == e.aux;
+    if (!stored) e = EpilogueMatch{};
   }
   for (const EpilogueMatch& e : r)
     for (size_t k : e.moved) r[k].runs_at_matmul = true;

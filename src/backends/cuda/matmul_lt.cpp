@@ -38,13 +38,19 @@ struct Plan {
 
 using Key = std::tuple<long long, long long, long long, long long, long long, long long, bool, bool, int, bool, int, int>;
 
-std::atomic<long long> epilogue_launches{0};
+constexpr size_t kEpilogueKinds = static_cast<size_t>(MatmulShape::Epilogue::count);
+std::atomic<long long> epilogue_launches[kEpilogueKinds]{};
 
 cublasLtEpilogue_t lt_epilogue(MatmulShape::Epilogue e) {
   switch (e) {
     case MatmulShape::Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case MatmulShape::Epilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
     case MatmulShape::Epilogue::gelu_tanh_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;  // cuBLASLt's GELU is the tanh form
+    case MatmulShape::Epilogue::gelu_tanh_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case MatmulShape::Epilogue::relu_aux_bias: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case MatmulShape::Epilogue::drelu: return CUBLASLT_EPILOGUE_DRELU;
+    // The derivative of the tanh form times the product; its aux is GELU_AUX_BIAS's (the gelu input).
+    case MatmulShape::Epilogue::dgelu_tanh: return CUBLASLT_EPILOGUE_DGELU;
     // cuBLAS sees our b first (its "A", n x k column-major): the sum of b over k is its BGRADA.
     case MatmulShape::Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADA;
     default: return CUBLASLT_EPILOGUE_DEFAULT;
@@ -58,7 +64,16 @@ void set_batch(cublasLtMatrixLayout_t l, long long batch, long long stride) {
   lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s), "layout stride");
 }
 
-Plan make_plan(const MatmulShape& s, const void* bias, DeviceContext& ctx) {
+// Sets the epilogue's pointers on a plan's descriptor; false when this cuBLASLt refuses one.
+bool set_pointers(const MatmulShape& s, cublasLtMatmulDesc_t desc, const void* bias, const void* aux) {
+  if (s.uses_bias() &&
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  return !s.uses_aux() || cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                         sizeof aux) == CUBLAS_STATUS_SUCCESS;
+}
+
+Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceContext& ctx) {
   // Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T-view times op(A)^T-view:
   // cuBLAS sees the B operand first, then A, with m and n swapped.
   Plan p;
@@ -76,18 +91,27 @@ Plan make_plan(const MatmulShape& s, const void* bias, DeviceContext& ctx) {
   lt_check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "transb");
   if (s.epilogue != MatmulShape::Epilogue::none) {
     // In cuBLAS's column-major view D is n x m: a bias of length n broadcast over columns is our
-    // bias broadcast over rows; stride 0 shares it between batches. The heuristic reads the
-    // pointer's alignment, so the first call's bias is set here (every buffer is equally aligned).
+    // bias broadcast over rows; stride 0 shares it between batches. The aux matrix is laid out
+    // as D (our row-major m x n: leading dimension n, in elements; relu's mask counts bits). The
+    // heuristic reads the pointers' alignment, so the first call's are set here (every buffer
+    // is equally aligned).
     cublasLtEpilogue_t e = lt_epilogue(s.epilogue);
     int32_t bt = dt;
-    int64_t bstride = 0;
-    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
-            CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) !=
-            CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride) !=
-            CUBLAS_STATUS_SUCCESS) {
+    int64_t bstride = 0, aux_ld = s.n, aux_stride = s.m * s.n;
+    bool ok = cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              set_pointers(s, p.desc, bias, aux);
+    if (ok && s.uses_bias())
+      ok = cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) ==
+               CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bstride, sizeof bstride) ==
+               CUBLAS_STATUS_SUCCESS;
+    if (ok && s.uses_aux())
+      ok = cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld) ==
+               CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &aux_stride,
+                                          sizeof aux_stride) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) {
       p.found = false;  // this cuBLASLt does not take the epilogue: run it unfused
       return p;
     }
@@ -145,8 +169,8 @@ void check_cuda_precision(Precision p, int device) {
 namespace {
 
 // Looks up (or makes) the plan and launches it; false when an epilogue has no algorithm.
-bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c, cudaStream_t stream,
-            int device) {
+bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias, const void* aux, void* c,
+            cudaStream_t stream, int device) {
   DeviceContext& ctx = DeviceContext::get(device);
   static std::mutex mu;
   static std::map<Key, Plan> plans;
@@ -156,7 +180,7 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan(s, bias, ctx)).first;
+    if (it == plans.end()) it = plans.emplace(key, make_plan(s, bias, aux, ctx)).first;
     p = it->second;
   }
   if (!p.found) return false;
@@ -168,12 +192,11 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   if (s.epilogue != MatmulShape::Epilogue::none) {
     // The desc is per device: set under its lock. A refusal here or at launch (nothing runs)
     // sends the caller back to the unfused ops.
-    if (cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
-            CUBLAS_STATUS_SUCCESS ||
+    if (!set_pointers(s, p.desc, bias, aux) ||
         cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c, p.lc,
                        c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream) != CUBLAS_STATUS_SUCCESS)
       return false;
-    ++epilogue_launches;
+    ++epilogue_launches[static_cast<size_t>(s.epilogue)];
     return true;
   }
   lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c,
@@ -186,14 +209,19 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
 
 void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device) {
   if (s.epilogue != MatmulShape::Epilogue::none) throw Error("[matmul] matmul_lt called with an epilogue");
-  launch(s, a, b, nullptr, c, stream, device);
+  launch(s, a, b, nullptr, nullptr, c, stream, device);
 }
 
-bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c,
+bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* aux, void* c,
                         cudaStream_t stream, int device) {
-  return launch(s, a, b, bias, c, stream, device);
+  return launch(s, a, b, bias, aux, c, stream, device);
 }
 
-long long matmul_epilogue_launches() { return epilogue_launches.load(); }
+long long matmul_epilogue_launches(MatmulShape::Epilogue kind) {
+  if (kind != MatmulShape::Epilogue::none) return epilogue_launches[static_cast<size_t>(kind)].load();
+  long long all = 0;
+  for (const auto& n : epilogue_launches) all += n.load();
+  return all;
+}
 
 }  // namespace tg::detail

@@ -15,20 +15,35 @@ struct MatmulShape {
   DType dtype;  // of a, b and c; f16 / bf16 products are accumulated in f32
   bool tf32;    // allow TF32 tensor cores for f32
   // Applied by cuBLASLt before the store (matmul_epilogue.h): a bias of length n (dtype, broadcast
-  // over rows and batches), then relu or the tanh form of gelu; or bias_grad: the vector of length
-  // n written with the column sums of b (its sum over k), for weight gradients x^T dy.
-  enum class Epilogue { none, bias, relu_bias, gelu_tanh_bias, bias_grad } epilogue = Epilogue::none;
+  // over rows and batches), then relu or the tanh form of gelu. The aux forms also store, for
+  // the backward, an "aux" m x n matrix: relu's bit mask (one bit per element, n a multiple of
+  // 128), or gelu's input (n a multiple of 8). bias_grad: the vector of length n written with the
+  // column sums of b (its sum over k), for weight gradients x^T dy. drelu / dgelu_tanh: the
+  // product times relu' / gelu_tanh' at the forward's pre-activation, read from its aux matrix.
+  enum class Epilogue {
+    none, bias, relu_bias, gelu_tanh_bias, relu_aux_bias, gelu_tanh_aux_bias, bias_grad, drelu, dgelu_tanh,
+    count  // (the number of kinds)
+  } epilogue = Epilogue::none;
+  /// True for the epilogues that read or write the bias vector.
+  bool uses_bias() const {
+    return epilogue != Epilogue::none && epilogue != Epilogue::drelu && epilogue != Epilogue::dgelu_tanh;
+  }
+  /// True for the epilogues with an aux matrix.
+  bool uses_aux() const {
+    return epilogue == Epilogue::relu_aux_bias || epilogue == Epilogue::gelu_tanh_aux_bias ||
+           epilogue == Epilogue::drelu || epilogue == Epilogue::dgelu_tanh;
+  }
 };
 
 /// c = op(a) op(b) on `stream` (s.epilogue must be none); throws tg::Error on an unsupported combination.
 void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cudaStream_t stream, int device);
 /// Like matmul_lt with s.epilogue set, but false (nothing launched) when cuBLASLt has no algorithm
 /// for that epilogue (the caller then runs the bias and activation itself). `bias` is read, or
-/// written for bias_grad.
-bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* c,
+/// written for bias_grad; `aux` is written by the aux forms and read by drelu and dgelu_tanh.
+bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* aux, void* c,
                         cudaStream_t stream, int device);
-/// Matmuls launched with a bias epilogue in this process (for tests).
-long long matmul_epilogue_launches();
+/// Matmuls launched with an epilogue in this process (for tests); of one kind, or all.
+long long matmul_epilogue_launches(MatmulShape::Epilogue kind = MatmulShape::Epilogue::none);
 
 /// Throws tg::Error when CUDA device `device` cannot compute matmul and convolution in
 /// precision `p` (bf16 needs compute capability 8.0; tf32 on older GPUs computes in f32).

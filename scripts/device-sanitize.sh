@@ -65,10 +65,10 @@ for i in ${TG_SHARDS:-$(seq 0 $((shards - 1)))}; do
   if [ "$parallel" = 1 ]; then shard "$i" & else shard "$i"; fi
 done
 wait
-if [ "$tool" = racecheck ]; then  # hazards per kernel, over every shard
-  cat "$OUT"/racecheck-[0-9]*.log 2>/dev/null | grep -E 'Race reported between|and (Read|Write) access' |
-    sed -E 's/.* in //; s/ \[[0-9]+ hazards?\]//' | sort | uniq -c | sort -rn > "$OUT/racecheck-kernels.txt"
-  echo "racecheck: hazards in $(wc -l < "$OUT/racecheck-kernels.txt") kernel sites ($OUT/racecheck-kernels.txt)"
+if [ "$tool" = racecheck ]; then  # the two accesses of each hazard, by kernel, over every shard
+  cat "$OUT"/racecheck-[0-9]*.log 2>/dev/null | grep -oE '(Write|Read) Thread \([0-9,]+\) at [^+ ]+' |
+    sed -E 's/.* at //' | sort | uniq -c | sort -rn > "$OUT/racecheck-kernels.txt"
+  echo "racecheck: hazard accesses in $(wc -l < "$OUT/racecheck-kernels.txt") kernels ($OUT/racecheck-kernels.txt)"
 fi
 if [ "$tool" = memcheck ] && [[ "$filter" = '*' || "$oom" == $filter ]]; then
   timeout 120 "$CS" "${args[@]}" --report-api-errors no $bin --gtest_filter="$oom" > "$OUT/$tool-oom.log" 2>&1

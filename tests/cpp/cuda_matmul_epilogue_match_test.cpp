@@ -40,6 +40,42 @@ std::vector<E> matches(const std::vector<Shape>& shapes, DType t,
 
 const std::vector<Shape> kLinear{{37, 64}, {64, 48}, {48}};
 
+// The optimised module, CUDA plan and epilogue matches of one training step of a two-layer
+// perceptron: act(x w1 + b1) w2 + b2 with `hidden` units, squared-error loss, the gradients of
+// the weights and biases.
+struct MlpPlan {
+  Module m;
+  FusionPlan plan;
+  std::vector<EpilogueMatch> eps;
+  std::vector<E> kinds;  // the kinds matched, in plan order
+
+  MlpPlan(int64_t hidden, DType t, bool relu, int64_t out = 16) {
+    Graph g;
+    Tensor x = g.placeholder({64, 32}, t), lbl = g.placeholder({64, out}, t);
+    Tensor w1 = g.variable(TensorData::uniform({32, hidden}, -1, 1, t, 1), "w1");
+    Tensor b1 = g.variable(TensorData::uniform({hidden}, -1, 1, t, 2), "b1");
+    Tensor w2 = g.variable(TensorData::uniform({hidden, out}, -1, 1, t, 3), "w2");
+    Tensor b2 = g.variable(TensorData::uniform({out}, -1, 1, t, 4), "b2");
+    Tensor pre = g.add(g.matmul(x, w1), b1);
+    Tensor y = g.add(g.matmul(relu ? g.relu(pre) : g.gelu_tanh(pre), w2), b2);
+    Tensor loss = g.reduce_mean(g.square(g.sub(y, lbl)));
+    auto gr = g.gradients(loss, {w1, b1, w2, b2});
+    m.graph = g.impl();
+    m.feeds = {x.id(), lbl.id()};
+    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
+    run_pipeline(m, true, true);
+    plan = plan_fusion(m, 0, cuda_fusion_options());
+    eps = match_epilogues(m, plan);
+    for (const EpilogueMatch& e : eps)
+      if (e.kind != E::none) kinds.push_back(e.kind);
+  }
+  std::vector<E> sorted_kinds() const {
+    std::vector<E> k = kinds;
+    std::sort(k.begin(), k.end());
+    return k;
+  }
+};
+
 }  // namespace
 
 TEST(CudaMatmulEpilogueMatch, BiasAndActivationsFold) {
@@ -108,27 +144,11 @@ TEST(CudaMatmulEpilogueMatch, OthersDoNotFold) {
 // matmuls (the plan reduces dy before the matmul; the reduction and the reshape after it move).
 TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
   for (DType t : {f32, bf16}) {
-    Graph g;
-    Tensor x = g.placeholder({64, 32}, t), lbl = g.placeholder({64, 10}, t);
-    Tensor w1 = g.variable(TensorData::uniform({32, 48}, -1, 1, t, 1), "w1");
-    Tensor b1 = g.variable(TensorData::uniform({48}, -1, 1, t, 2), "b1");
-    Tensor w2 = g.variable(TensorData::uniform({48, 10}, -1, 1, t, 3), "w2");
-    Tensor b2 = g.variable(TensorData::uniform({10}, -1, 1, t, 4), "b2");
-    Tensor h = g.relu(g.add(g.matmul(x, w1), b1));
-    Tensor y = g.add(g.matmul(h, w2), b2);
-    Tensor loss = g.reduce_mean(g.square(g.sub(y, lbl)));
-    auto gr = g.gradients(loss, {w1, b1, w2, b2});
-    Module m;
-    m.graph = g.impl();
-    m.feeds = {x.id(), lbl.id()};
-    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
-    run_pipeline(m, true, true);
-    FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
-    std::vector<EpilogueMatch> eps = match_epilogues(m, plan);
-    std::vector<E> kinds;
+    MlpPlan p(48, t, /*relu=*/true, 10);
+    const Module& m = p.m;
+    const FusionPlan& plan = p.plan;
+    const std::vector<EpilogueMatch>& eps = p.eps;
     for (size_t i = 0; i < eps.size(); ++i) {
-      if (eps[i].kind == E::none) continue;
-      kinds.push_back(eps[i].kind);
       if (eps[i].kind != E::bias_grad) continue;
       // The folded reduction reads the matmul's second operand; views of its result move too.
       const Node& mm = m.graph.nodes[static_cast<size_t>(plan.steps[i].node)];
@@ -140,7 +160,7 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
       for (size_t k : eps[i].moved) EXPECT_TRUE(eps[k].runs_at_matmul);
     }
     // The forward's add + relu folds too (relu's gradient reads its result, not the sum).
-    EXPECT_EQ(kinds, (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad})) << dtype_name(t);
+    EXPECT_EQ(p.kinds, (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad})) << dtype_name(t);
   }
   // Not when a step between the reduction and the matmul reads the bias gradient (here the
   // matmul's own operand depends on it).
@@ -162,34 +182,12 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
 // aux matrix of its gelu epilogue, the backward's gelu_tanh_grad folds into the matmul computing
 // its incoming gradient (reading that matrix), and both bias gradients fold as before.
 TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
-  auto plan_of = [](int64_t hidden, DType t, bool relu) {
-    Graph g;
-    Tensor x = g.placeholder({64, 32}, t), lbl = g.placeholder({64, 16}, t);
-    Tensor w1 = g.variable(TensorData::uniform({32, hidden}, -1, 1, t, 1), "w1");
-    Tensor b1 = g.variable(TensorData::uniform({hidden}, -1, 1, t, 2), "b1");
-    Tensor w2 = g.variable(TensorData::uniform({hidden, 16}, -1, 1, t, 3), "w2");
-    Tensor b2 = g.variable(TensorData::uniform({16}, -1, 1, t, 4), "b2");
-    Tensor pre = g.add(g.matmul(x, w1), b1);
-    Tensor h = relu ? g.relu(pre) : g.gelu_tanh(pre);
-    Tensor y = g.add(g.matmul(h, w2), b2);
-    Tensor loss = g.reduce_mean(g.square(g.sub(y, lbl)));
-    auto gr = g.gradients(loss, {w1, b1, w2, b2});
-    Module m;
-    m.graph = g.impl();
-    m.feeds = {x.id(), lbl.id()};
-    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), gr[b2].id()};
-    run_pipeline(m, true, true);
-    FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
-    std::vector<EpilogueMatch> eps = match_epilogues(m, plan);
-    std::vector<E> kinds;
-    for (const EpilogueMatch& e : eps)
-      if (e.kind != E::none) kinds.push_back(e.kind);
-    std::sort(kinds.begin(), kinds.end());
-    return std::make_tuple(m, plan, eps, kinds);
-  };
   for (DType t : {f32, bf16}) {
-    auto [m, plan, eps, kinds] = plan_of(48, t, false);
-    EXPECT_EQ(kinds, (std::vector<E>{E::gelu_tanh_aux_bias, E::bias_grad, E::bias_grad, E::dgelu_tanh}))
+    MlpPlan p(48, t, /*relu=*/false);
+    const Module& m = p.m;
+    const FusionPlan& plan = p.plan;
+    const std::vector<EpilogueMatch>& eps = p.eps;
+    EXPECT_EQ(p.sorted_kinds(), (std::vector<E>{E::gelu_tanh_aux_bias, E::bias_grad, E::bias_grad, E::dgelu_tanh}))
         << dtype_name(t);
     int32_t written = -1, read = -2;
     for (size_t i = 0; i < eps.size(); ++i) {
@@ -211,28 +209,29 @@ TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
   // relu's gradient reads its result, so the forward folds whole in training too. With
   // TGRAPH_DRELU=1 and a hidden size a multiple of 128 it also stores relu's bit mask, and the
   // backward's relu_grad folds (DRELU).
-  EXPECT_EQ(std::get<3>(plan_of(48, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
-  EXPECT_EQ(std::get<3>(plan_of(128, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
+  const std::vector<E> relu_fold{E::relu_bias, E::bias_grad, E::bias_grad};
+  EXPECT_EQ(MlpPlan(48, f32, true).sorted_kinds(), relu_fold);
+  EXPECT_EQ(MlpPlan(128, f32, true).sorted_kinds(), relu_fold);
   setenv("TGRAPH_DRELU", "1", 1);
-  EXPECT_EQ(std::get<3>(plan_of(48, f32, true)), (std::vector<E>{E::relu_bias, E::bias_grad, E::bias_grad}));
+  EXPECT_EQ(MlpPlan(48, f32, true).sorted_kinds(), relu_fold);
   for (DType t : {f32, bf16}) {
-    auto [m, plan, eps, kinds] = plan_of(128, t, true);
-    EXPECT_EQ(kinds, (std::vector<E>{E::relu_aux_bias, E::bias_grad, E::bias_grad, E::drelu})) << dtype_name(t);
+    MlpPlan p(128, t, /*relu=*/true);
+    EXPECT_EQ(p.sorted_kinds(), (std::vector<E>{E::relu_aux_bias, E::bias_grad, E::bias_grad, E::drelu})) << dtype_name(t);
     int32_t stored = -1, read = -2;
-    for (const EpilogueMatch& e : eps) {
+    for (const EpilogueMatch& e : p.eps) {
       if (e.kind == E::relu_aux_bias) stored = e.aux;
       if (e.kind == E::drelu) read = e.aux;
     }
     EXPECT_EQ(stored, read);  // the mask of the same relu result
-    EXPECT_EQ(m.graph.producer(stored)->kind, OpKind::Relu);
+    EXPECT_EQ(p.m.graph.producer(stored)->kind, OpKind::Relu);
   }
   unsetenv("TGRAPH_DRELU");
   // A hidden size cuBLASLt's aux matrix cannot take (not a multiple of 8): the gelu stays a kernel.
-  EXPECT_EQ(std::get<3>(plan_of(44, f32, false)), (std::vector<E>{E::bias_grad, E::bias_grad}));
+  EXPECT_EQ(MlpPlan(44, f32, false).sorted_kinds(), (std::vector<E>{E::bias_grad, E::bias_grad}));
   setenv("TGRAPH_NO_EPILOGUE", "1", 1);
-  auto [m, plan, eps, kinds] = plan_of(48, f32, false);
+  MlpPlan off(48, f32, false);
   unsetenv("TGRAPH_NO_EPILOGUE");
-  EXPECT_TRUE(kinds.empty());
-  for (const Step& s : plan.steps) EXPECT_FALSE(s.pinned);
+  EXPECT_TRUE(off.kinds.empty());
+  for (const Step& s : off.plan.steps) EXPECT_FALSE(s.pinned);
 }
 #endif

@@ -153,29 +153,41 @@ TEST(CudaMatmulEpilogue, PatternsThatMustNotFold) {
         {rnd({37, 64}, f64, 29), rnd({64, 48}, f64, 30), rnd({48}, f64, 31)}, 0);
 }
 
-// Training a perceptron with gelu_tanh: the forward's gelu epilogue also stores the
-// pre-activation (GELU_AUX_BIAS), and the backward's gelu_tanh_grad folds into the matmul that
-// computes its incoming gradient (DGELU, reading that matrix): equal to the CPU's numbers and
-// to the unfolded run's, and both epilogues launched.
-TEST(CudaMatmulEpilogue, GeluTanhTrainingFoldsTheForwardAuxAndTheBackwardDgelu) {
-  using E = detail::MatmulShape::Epilogue;
+namespace {
+
+// One training step of a perceptron, act(x w1 + b1) w2 + b2 with `hidden` units, checked as
+// check() does for f32, f16 and bf16; the epilogues `forward` and `backward` must each launch.
+// x, w1 and b1 come from grid(): relu's gradients are then the same whichever path rounds.
+void check_training(const std::string& what, bool relu, int64_t hidden, detail::MatmulShape::Epilogue forward,
+                    detail::MatmulShape::Epilogue backward) {
   for (DType t : {f32, f16, bf16}) {
-    std::vector<TensorData> in{rnd({96, 40}, t, 30), rnd({96, 12}, t, 31), rnd({40, 56}, t, 32), rnd({56}, t, 33),
-                               rnd({56, 12}, t, 34), rnd({12}, t, 35)};
-    const long long aux = detail::matmul_epilogue_launches(E::gelu_tanh_aux_bias);
-    const long long dgelu = detail::matmul_epilogue_launches(E::dgelu_tanh);
-    check(std::string("gelu_tanh MLP gradients ") + dtype_name(t),
-          [](Graph& g, auto& x) {
-            Tensor h = g.gelu_tanh(g.add(g.matmul(x[0], x[2]), x[3]));
-            Tensor y = g.add(g.matmul(h, x[4]), x[5]);
+    std::vector<TensorData> in{grid({96, 40}, t, 30), rnd({96, 12}, t, 31), grid({40, hidden}, t, 32),
+                               grid({hidden}, t, 33, 0.125), rnd({hidden, 12}, t, 34), rnd({12}, t, 35)};
+    const long long fwd = detail::matmul_epilogue_launches(forward);
+    const long long bwd = detail::matmul_epilogue_launches(backward);
+    check(what + " " + dtype_name(t),
+          [relu](Graph& g, auto& x) {
+            Tensor pre = g.add(g.matmul(x[0], x[2]), x[3]);
+            Tensor y = g.add(g.matmul(relu ? g.relu(pre) : g.gelu_tanh(pre), x[4]), x[5]);
             Tensor loss = g.reduce_mean(g.square(g.sub(y, x[1])));
             auto gr = g.gradients(loss, {x[0], x[2], x[3], x[4], x[5]});
             return std::vector{loss, gr[x[0]], gr[x[2]], gr[x[3]], gr[x[4]], gr[x[5]]};
           },
           in, 1);
-    EXPECT_GT(detail::matmul_epilogue_launches(E::gelu_tanh_aux_bias), aux) << dtype_name(t);
-    EXPECT_GT(detail::matmul_epilogue_launches(E::dgelu_tanh), dgelu) << dtype_name(t);
+    EXPECT_GT(detail::matmul_epilogue_launches(forward), fwd) << what << " " << dtype_name(t);
+    EXPECT_GT(detail::matmul_epilogue_launches(backward), bwd) << what << " " << dtype_name(t);
   }
+}
+
+}  // namespace
+
+// Training with gelu_tanh: the forward's gelu epilogue also stores the pre-activation
+// (GELU_AUX_BIAS), and the backward's gelu_tanh_grad folds into the matmul that computes its
+// incoming gradient (DGELU, reading that matrix): equal to the CPU's numbers and to the
+// unfolded run's.
+TEST(CudaMatmulEpilogue, GeluTanhTrainingFoldsTheForwardAuxAndTheBackwardDgelu) {
+  using E = detail::MatmulShape::Epilogue;
+  check_training("gelu_tanh MLP gradients", false, 56, E::gelu_tanh_aux_bias, E::dgelu_tanh);
 }
 
 // The same with relu, 128 hidden units and TGRAPH_DRELU=1 (opt-in: slower on the H200): the
@@ -184,23 +196,7 @@ TEST(CudaMatmulEpilogue, GeluTanhTrainingFoldsTheForwardAuxAndTheBackwardDgelu) 
 TEST(CudaMatmulEpilogue, ReluTrainingFoldsTheForwardMaskAndTheBackwardDrelu) {
   using E = detail::MatmulShape::Epilogue;
   setenv("TGRAPH_DRELU", "1", 1);
-  for (DType t : {f32, f16, bf16}) {
-    std::vector<TensorData> in{grid({96, 40}, t, 40), rnd({96, 12}, t, 41), grid({40, 128}, t, 42),
-                               grid({128}, t, 43, 0.125), rnd({128, 12}, t, 44), rnd({12}, t, 45)};
-    const long long mask = detail::matmul_epilogue_launches(E::relu_aux_bias);
-    const long long drelu = detail::matmul_epilogue_launches(E::drelu);
-    check(std::string("relu MLP gradients ") + dtype_name(t),
-          [](Graph& g, auto& x) {
-            Tensor h = g.relu(g.add(g.matmul(x[0], x[2]), x[3]));
-            Tensor y = g.add(g.matmul(h, x[4]), x[5]);
-            Tensor loss = g.reduce_mean(g.square(g.sub(y, x[1])));
-            auto gr = g.gradients(loss, {x[0], x[2], x[3], x[4], x[5]});
-            return std::vector{loss, gr[x[0]], gr[x[2]], gr[x[3]], gr[x[4]], gr[x[5]]};
-          },
-          in, 1);
-    EXPECT_GT(detail::matmul_epilogue_launches(E::relu_aux_bias), mask) << dtype_name(t);
-    EXPECT_GT(detail::matmul_epilogue_launches(E::drelu), drelu) << dtype_name(t);
-  }
+  check_training("relu MLP gradients", true, 128, E::relu_aux_bias, E::drelu);
   unsetenv("TGRAPH_DRELU");
 }
 

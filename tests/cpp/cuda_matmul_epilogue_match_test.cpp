@@ -234,4 +234,53 @@ TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
   EXPECT_TRUE(off.kinds.empty());
   for (const Step& s : off.plan.steps) EXPECT_FALSE(s.pinned);
 }
+
+// The matmul results that steps read after the epilogues are applied: none of them may be one
+// that an epilogue replaced (its matmul then writes the epilogue's output, not the result).
+int orphan_reads(const Module& m, const FusionPlan& plan, const std::vector<EpilogueMatch>& eps) {
+  int bad = 0;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const EpilogueMatch& e = eps[i];
+    if (e.kind == E::none || e.kind == E::bias_grad) continue;
+    const int32_t y = m.graph.nodes[static_cast<size_t>(plan.steps[i].node)].outputs[0];
+    for (size_t j = i + 1; j < plan.steps.size(); ++j) {
+      const bool replaced = j <= i + e.steps || std::find(e.moved.begin(), e.moved.end(), j) != e.moved.end();
+      if (replaced) continue;
+      for (int32_t v : step_inputs(m.graph, plan.steps[j])) bad += v == y;
+    }
+  }
+  return bad;
+}
+
+// gelu layers whose gradient is summed from two paths (two heads; a residual around the second
+// matmul): the backward's gelu_tanh_grad is not pinned, its group recomputes the pre-activation
+// from the first matmul's result, so the forward must not fold (it would not write that result).
+TEST(CudaMatmulEpilogueMatch, NoFoldWhenALaterGroupRecomputesFromTheResult) {
+  for (bool residual : {false, true}) {
+    SCOPED_TRACE(residual ? "residual" : "two heads");
+    Graph g;
+    Tensor x = g.placeholder({64, 32}, f32), l1 = g.placeholder({64, 48}, f32), l2 = g.placeholder({64, 8}, f32);
+    Tensor w1 = g.variable(TensorData::uniform({32, 48}, -1, 1, f32, 1), "w1");
+    Tensor b1 = g.variable(TensorData::uniform({48}, -1, 1, f32, 2), "b1");
+    Tensor w2 = g.variable(TensorData::uniform({48, 48}, -1, 1, f32, 3), "w2");
+    Tensor w3 = g.variable(TensorData::uniform({48, 8}, -1, 1, f32, 4), "w3");
+    Tensor h = g.gelu_tanh(g.add(g.matmul(x, w1), b1));
+    Tensor y1 = residual ? g.add(g.matmul(h, w2), h) : g.matmul(h, w2);
+    Tensor loss = g.reduce_mean(g.square(g.sub(y1, l1)));
+    if (!residual) loss = g.add(loss, g.reduce_mean(g.square(g.sub(g.matmul(h, w3), l2))));
+    auto gr = g.gradients(loss, {w1, b1, w2});
+    Module m;
+    m.graph = g.impl();
+    m.feeds = {x.id(), l1.id(), l2.id()};
+    m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id()};
+    run_pipeline(m, true, true);
+    FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+    EXPECT_EQ(orphan_reads(m, plan, match_epilogues(m, plan)), 0);
+  }
+  // And the perceptrons above stay clean.
+  for (bool relu : {false, true}) {
+    MlpPlan p(128, f32, relu);
+    EXPECT_EQ(orphan_reads(p.m, p.plan, p.eps), 0);
+  }
+}
 #endif

@@ -200,6 +200,22 @@ TEST(CudaMatmulEpilogue, ReluTrainingFoldsTheForwardMaskAndTheBackwardDrelu) {
   unsetenv("TGRAPH_DRELU");
 }
 
+// A gelu layer with two heads: its gradient is a sum, the gelu_tanh_grad joins a group that
+// recomputes the pre-activation from the first matmul's result, so that matmul keeps writing it
+// (the forward does not fold; tests/cpp/cuda_matmul_epilogue_match_test.cpp checks the plan).
+TEST(CudaMatmulEpilogue, GeluLayerWithTwoHeads) {
+  check("gelu_tanh, two heads",
+        [](Graph& g, auto& x) {
+          Tensor h = g.gelu_tanh(g.add(g.matmul(x[0], x[1]), x[2]));
+          Tensor loss = g.add(g.reduce_mean(g.square(g.matmul(h, x[3]))), g.reduce_mean(g.matmul(h, x[4])));
+          auto gr = g.gradients(loss, {x[0], x[1], x[2]});
+          return std::vector{loss, gr[x[0]], gr[x[1]], gr[x[2]]};
+        },
+        {rnd({64, 32}, f32, 50), rnd({32, 48}, f32, 51), rnd({48}, f32, 52), rnd({48, 16}, f32, 53),
+         rnd({48, 8}, f32, 54)},
+        -1);
+}
+
 TEST(CudaMatmulEpilogue, LinearLayerOn3dInput) {
   // nn::Linear reshapes [2, 5, 32] to one 2-D GEMM and back before the bias add.
   for (DType t : {f32, f16, bf16}) {

@@ -66,6 +66,7 @@ bool code_of(OpKind k, Code& c) {
     case OpKind::IsInf: c = Code::is_inf; return true;
     case OpKind::IsFinite: c = Code::is_finite; return true;
     case OpKind::Select: c = Code::select; return true;
+    case OpKind::ReluGrad: c = Code::relu_grad; return true;
     case OpKind::Clamp: c = Code::clamp; return true;
     case OpKind::Exp:
     case OpKind::Exp2:
@@ -105,8 +106,7 @@ bool code_of(OpKind k, Code& c) {
     case OpKind::FloorMod:
     case OpKind::Pow:
     case OpKind::Atan2:
-    case OpKind::GeluTanhGrad:
-    case OpKind::ReluGrad: c = Code::binary_double; return true;
+    case OpKind::GeluTanhGrad: c = Code::binary_double; return true;
     default: return false;
   }
 }

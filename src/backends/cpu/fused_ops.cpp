@@ -96,7 +96,6 @@ void binary_double(const Instr& in, float* d, const float* a, const float* b, in
     case OpKind::Pow: dloop2(d, a, b, n, [](double x, double y) { return std::pow(x, y); }); break;
     case OpKind::Atan2: dloop2(d, a, b, n, [](double x, double y) { return std::atan2(x, y); }); break;
     case OpKind::GeluTanhGrad: dloop2(d, a, b, n, [](double dy, double x) { return dy * gelu_tanh_derivative(x); }); break;
-    case OpKind::ReluGrad: dloop2(d, a, b, n, [](double dy, double y) { return y > 0 ? dy : 0.0; }); break;
     default: break;
   }
 }
@@ -149,6 +148,7 @@ TG_CPU_CLONES void exec(const Instr* code, size_t count, float* const* regs, con
       case Code::div_no_nan: TG_L2(y == 0.0f ? 0.0f : x / y);
       case Code::minimum: TG_L2((x <= y || y != y) ? x : y);
       case Code::maximum: TG_L2((x >= y || y != y) ? x : y);
+      case Code::relu_grad: TG_L2(y > 0.0f ? x : 0.0f);
       case Code::minimum_nan: TG_L2((x != x || y != y) ? x + y : (y < x ? y : x));
       case Code::maximum_nan: TG_L2((x != x || y != y) ? x + y : (x < y ? y : x));
       case Code::eq: TG_L2(x == y ? 1.0f : 0.0f);

@@ -40,6 +40,7 @@ enum class Code : uint8_t {
   is_inf,
   is_finite,
   select,
+  relu_grad,  // a where b > 0, else 0
   clamp,
   to_bool,
   // computed in double and rounded once (transcendental ops), as the reference does

@@ -412,6 +412,9 @@ DevTensor Run::expand_batch(const DevTensor& x, const Shape& out) {
 // With `ep`, also the bias add (and activation) after it, or false (nothing kept) when the
 // run's shapes or cuBLASLt do not allow that epilogue.
 bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
+  // A mask is read only in the run (the loop trip) that wrote it: a forward that falls back
+  // leaves none, so the backward falls back too.
+  if (ep && ep->kind == MatmulShape::Epilogue::relu_aux_bias) relu_masks.erase(ep->aux);
   const DevTensor &a = in(n.inputs[0]), &b = in(n.inputs[1]);
   DType t = a.type.dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;

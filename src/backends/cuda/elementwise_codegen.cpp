@@ -198,10 +198,11 @@ template <class T> __device__ __forceinline__ T tg_sign(T a) { return a != a ? a
 __device__ __forceinline__ float tg_sigmoid(float a) { return a >= 0.f ? 1.f / (1.f + expf(-a)) : expf(a) / (1.f + expf(a)); }
 __device__ __forceinline__ double tg_sigmoid(double a) { return a >= 0.0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)); }
 // dy * gelu_tanh'(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u), u = k (x + c x^3).
+// Where tanh has saturated the second term is 0 (for huge |x| it would be 0 * inf).
 template <class T> __device__ __forceinline__ T tg_gelu_tanh_grad(T dy, T x) {
   const T k = (T)0.79788456080286535588, c = (T)0.044715;
-  const T t = tanh(k * (x + c * x * x * x));
-  return dy * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x));
+  const T t = tanh(k * (x + c * x * x * x)), s = (T)1 - t * t;
+  return dy * ((T)0.5 * ((T)1 + t) + (s == (T)0 ? (T)0 : (T)0.5 * x * s * k * ((T)1 + (T)3 * c * x * x)));
 }
 __device__ __forceinline__ long long tg_f2i(double v, double lo, double hi) {
   if (v != v) return 0;

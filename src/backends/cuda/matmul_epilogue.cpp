@@ -37,8 +37,11 @@ bool epilogue_pinned(const GraphImpl& g, const std::vector<int32_t>& uses, const
       epilogue_disabled())
     return false;
   const TensorType &dy = g.type(n.inputs[0]), &h = g.type(n.inputs[1]);
+  // Only what can fold is pinned (a pinned op loses fusion): a lone-use result of a 2-D matmul
+  // (the aux forms take one batch) in the same block, free to move up to it.
   const Node* mm = matmul_through_view(g, n.inputs[0]);
-  if (!mm || uses[static_cast<size_t>(mm->outputs[0])] != 1 || uses[static_cast<size_t>(n.inputs[0])] != 1 ||
+  if (!mm || !mm->control_deps.empty() || mm->block != n.block || g.type(mm->outputs[0]).shape.rank() != 2 ||
+      uses[static_cast<size_t>(mm->outputs[0])] != 1 || uses[static_cast<size_t>(n.inputs[0])] != 1 ||
       !epilogue_dtype(dy.dtype) || dy != h || !dy.shape.ranked() || !dy.shape.is_static() || dy.shape.rank() < 2)
     return false;
   if (n.kind == OpKind::GeluTanhGrad) return dy.shape.dim(-1) % 8 == 0;  // aux: the gelu's input
@@ -47,7 +50,8 @@ bool epilogue_pinned(const GraphImpl& g, const std::vector<int32_t>& uses, const
   // relu_grad kernel on the H200 (matmul_epilogue.h).
   if (!drelu_enabled()) return false;
   const Node* relu = g.producer(n.inputs[1]);
-  const Node* add = relu && relu->kind == OpKind::Relu ? g.producer(relu->inputs[0]) : nullptr;
+  if (!relu || relu->block != n.block) return false;
+  const Node* add = relu->kind == OpKind::Relu ? g.producer(relu->inputs[0]) : nullptr;
   return add && add->kind == OpKind::Add && dy.shape.dim(-1) % 128 == 0;
 }
 
@@ -164,6 +168,13 @@ EpilogueMatch match_epilogue(const GraphImpl& g, const std::vector<int32_t>& use
       m.steps = k;
       best = m;
     }
+  }
+  // The graph's use counts are not the plan's: a later group may recompute the sum (or the
+  // activation) from the matmul's result, which the epilogue then never writes.
+  for (size_t j = 0; j < plan.steps.size() && best.kind != MatmulShape::Epilogue::none; ++j) {
+    if (j > step && j <= step + best.steps) continue;
+    for (int32_t v : step_inputs(g, plan.steps[j]))
+      if (v == mm.outputs[0] || v == y) return EpilogueMatch{};
   }
   return best;
 }

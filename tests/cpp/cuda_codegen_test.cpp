@@ -51,6 +51,30 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
   }
 }
 
+// The activation-gradient ops (their device helper included) compile for every float dtype.
+TEST(CudaCodegen, ActivationGradientKernelsCompile) {
+  for (DType t : {f32, f16, bf16, f64}) {
+    Graph g;
+    Tensor dy = g.placeholder({8, 3}, t), x = g.placeholder({8, 3}, t);
+    Tensor z = g.add(g.gelu_tanh_grad(g.mul(dy, x), x), g.relu_grad(dy, g.relu(x)));
+    Module m;
+    m.graph = g.impl();
+    m.targets = {z.id()};
+    int compiled = 0;  // of the two ops
+    for (const Step& s : plan_fusion(m, 0).steps) {
+      if (!s.fused()) continue;
+      ASSERT_TRUE(elementwise_supported(m.graph, s.group));
+      EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::flat, -1, nullptr), 9, 0).empty())
+          << dtype_name(t);
+      for (int32_t id : s.group.nodes) {
+        const OpKind k = m.graph.nodes[static_cast<size_t>(id)].kind;
+        compiled += k == OpKind::GeluTanhGrad || k == OpKind::ReluGrad;
+      }
+    }
+    EXPECT_EQ(compiled, 2);
+  }
+}
+
 // A loop's predicate kernel that sets the conditional node itself (loop_donation.h): the
 // device-runtime builtin it calls resolves without the device runtime library, for a bool
 // predicate and a half-precision one (compared in its compute type).

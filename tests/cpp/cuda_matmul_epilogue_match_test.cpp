@@ -235,18 +235,30 @@ TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
   for (const Step& s : off.plan.steps) EXPECT_FALSE(s.pinned);
 }
 
-// The matmul results that steps read after the epilogues are applied: none of them may be one
-// that an epilogue replaced (its matmul then writes the epilogue's output, not the result).
+// Values that steps read after the epilogues are applied but nothing writes any more: a matmul
+// result an epilogue replaced (its call then writes the epilogue's output), or a value of a step
+// the epilogue computes other than what it writes (output, aux matrix, bias gradient).
 int orphan_reads(const Module& m, const FusionPlan& plan, const std::vector<EpilogueMatch>& eps) {
   int bad = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const EpilogueMatch& e = eps[i];
-    if (e.kind == E::none || e.kind == E::bias_grad) continue;
-    const int32_t y = m.graph.nodes[static_cast<size_t>(plan.steps[i].node)].outputs[0];
-    for (size_t j = i + 1; j < plan.steps.size(); ++j) {
-      const bool replaced = j <= i + e.steps || std::find(e.moved.begin(), e.moved.end(), j) != e.moved.end();
-      if (replaced) continue;
-      for (int32_t v : step_inputs(m.graph, plan.steps[j])) bad += v == y;
+    if (e.kind == E::none) continue;
+    std::vector<size_t> replaced;
+    for (size_t j = i + 1; j <= i + e.steps; ++j) replaced.push_back(j);
+    replaced.insert(replaced.end(), e.moved.begin(), e.moved.begin() + static_cast<std::ptrdiff_t>(e.computed));
+    std::vector<int32_t> lost;
+    if (e.kind != E::bias_grad) lost.push_back(m.graph.nodes[static_cast<size_t>(plan.steps[i].node)].outputs[0]);
+    for (size_t j : replaced) {
+      const Step& s = plan.steps[j];
+      const std::vector<int32_t> made =
+          s.fused() ? s.group.outputs : m.graph.nodes[static_cast<size_t>(s.node)].outputs;
+      for (int32_t v : made)
+        if (v != e.output && v != e.aux && v != e.grad) lost.push_back(v);
+    }
+    for (size_t k = i + 1; k < plan.steps.size(); ++k) {
+      if (std::find(replaced.begin(), replaced.end(), k) != replaced.end()) continue;
+      for (int32_t v : step_inputs(m.graph, plan.steps[k]))
+        bad += std::find(lost.begin(), lost.end(), v) != lost.end();
     }
   }
   return bad;
@@ -277,10 +289,34 @@ TEST(CudaMatmulEpilogueMatch, NoFoldWhenALaterGroupRecomputesFromTheResult) {
     FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
     EXPECT_EQ(orphan_reads(m, plan, match_epilogues(m, plan)), 0);
   }
-  // And the perceptrons above stay clean.
+  // And the perceptrons above stay clean, and graphs around them: a mask after the activation
+  // (its gradient's dy is a product, not a matmul result), and a forward whose activation feeds a
+  // matmul and a reduction (a stitched reduction may recompute it).
   for (bool relu : {false, true}) {
     MlpPlan p(128, f32, relu);
     EXPECT_EQ(orphan_reads(p.m, p.plan, p.eps), 0);
+  }
+  for (int act = 0; act < 3; ++act) {
+    for (bool masked : {false, true}) {
+      Graph g;
+      Tensor x = g.placeholder({64, 32}, f32), mask = g.placeholder({64, 48}, f32), l = g.placeholder({64, 16}, f32);
+      Tensor w1 = g.variable(TensorData::uniform({32, 48}, -1, 1, f32, 1), "w1");
+      Tensor b1 = g.variable(TensorData::uniform({48}, -1, 1, f32, 2), "b1");
+      Tensor w2 = g.variable(TensorData::uniform({48, 16}, -1, 1, f32, 3), "w2");
+      Tensor pre = g.add(g.matmul(x, w1), b1);
+      Tensor h = act == 0 ? g.gelu_tanh(pre) : act == 1 ? g.relu(pre) : pre;
+      if (masked) h = g.mul(h, mask);
+      Tensor y = g.matmul(h, w2);
+      Tensor loss = g.add(g.reduce_mean(g.square(g.sub(y, l))), g.reduce_mean(g.square(h)));
+      auto gr = g.gradients(loss, {w1, b1, w2});
+      Module m;
+      m.graph = g.impl();
+      m.feeds = {x.id(), mask.id(), l.id()};
+      m.targets = {loss.id(), gr[w1].id(), gr[b1].id(), gr[w2].id(), y.id()};
+      run_pipeline(m, true, true);
+      FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+      EXPECT_EQ(orphan_reads(m, plan, match_epilogues(m, plan)), 0) << act << " " << masked;
+    }
   }
 }
 #endif

@@ -176,6 +176,25 @@ TEST(CudaMatmulEpilogueMatch, BiasGradientsFoldIntoWeightGradients) {
   run_pipeline(m, true, true);
   FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
   for (const EpilogueMatch& e : match_epilogues(m, plan)) EXPECT_NE(e.kind, E::bias_grad);
+  // Nor when a step between must run after the reduction (a control dependency on it); the
+  // same graph without the dependency folds.
+  for (bool dep : {false, true}) {
+    Graph h;
+    Tensor hx = h.placeholder({16, 8}, f32), hdy = h.placeholder({16, 4}, f32);
+    Tensor hdb = h.reduce_sum(hdy, {0});
+    auto make = [&] { return std::vector{h.exp(hx)}; };
+    Tensor after = dep ? h.control_dependency({hdb.op()}, make)[0] : make()[0];
+    Tensor hdw = h.matmul(h.mul(hx, after), hdy, true, false);
+    Module hm;
+    hm.graph = h.impl();
+    hm.feeds = {hx.id(), hdy.id()};
+    hm.targets = {hdb.id(), hdw.id()};
+    run_pipeline(hm, true, true);
+    FusionPlan hp = plan_fusion(hm, 0, cuda_fusion_options());
+    int folded = 0;
+    for (const EpilogueMatch& e : match_epilogues(hm, hp)) folded += e.kind == E::bias_grad;
+    EXPECT_EQ(folded, dep ? 0 : 1) << (dep ? "with" : "without") << " the control dependency";
+  }
 }
 
 // A two-layer perceptron with gelu_tanh, trained: the forward stores the pre-activation as the

@@ -222,14 +222,18 @@ EpilogueMatch match_activation_grad(const GraphImpl& g, const std::vector<int32_
 
 namespace {
 
-// Values a plan step reads; false for steps whose reads are not all listed (control flow reads
-// outer values from its bodies).
+// Values a plan step reads, and the results of the nodes it must follow (its control
+// dependencies); false for steps whose reads are not all listed (control flow reads outer values
+// from its bodies).
 bool step_reads(const GraphImpl& g, const Step& s, std::vector<int32_t>& out) {
   auto add_node = [&](int32_t id) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
     if (n.kind == OpKind::IfElse || n.kind == OpKind::ForLoop || n.kind == OpKind::WhileLoop) return false;
     out.insert(out.end(), n.inputs.begin(), n.inputs.end());
-    out.insert(out.end(), n.control_deps.begin(), n.control_deps.end());
+    for (int32_t d : n.control_deps) {  // node ids: what the moved steps must not run after
+      const std::vector<int32_t>& made = g.nodes[static_cast<size_t>(d)].outputs;
+      out.insert(out.end(), made.begin(), made.end());
+    }
     return true;
   };
   if (s.stitch || s.reduce) {

@@ -21,10 +21,7 @@ namespace {
 using passtest::module_of;
 
 std::vector<std::shared_ptr<const ReduceStitch>> reduce_steps(const FusionPlan& p) {
-  std::vector<std::shared_ptr<const ReduceStitch>> r;
-  for (const Step& s : p.steps)
-    if (s.reduce) r.push_back(s.reduce);
-  return r;
+  return passtest::steps_with(p, &Step::reduce);
 }
 
 // Values of `elements` elements the plan's steps compute (group outputs and lone ops' results;

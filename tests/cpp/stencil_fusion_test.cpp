@@ -21,10 +21,7 @@ namespace {
 using passtest::module_of;
 
 std::vector<std::shared_ptr<const StencilStitch>> stitches(const FusionPlan& p) {
-  std::vector<std::shared_ptr<const StencilStitch>> r;
-  for (const Step& s : p.steps)
-    if (s.stitch) r.push_back(s.stitch);
-  return r;
+  return passtest::steps_with(p, &Step::stitch);
 }
 
 }  // namespace

@@ -419,9 +419,7 @@ bool Run::matmul(const Node& n, const EpilogueMatch* ep) {
   DType t = a.type.dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
   const bool bgrad = ep && ep->kind == MatmulShape::Epilogue::bias_grad;
-  // drelu and dgelu_tanh read their aux matrix (and add no bias); the other aux forms write it.
-  const bool reads_aux = ep && (ep->kind == MatmulShape::Epilogue::dgelu_tanh || ep->kind == MatmulShape::Epilogue::drelu);
-  const bool mask = ep && (ep->kind == MatmulShape::Epilogue::relu_aux_bias || ep->kind == MatmulShape::Epilogue::drelu);
+  const bool reads_aux = ep && MatmulShape::reads_aux(ep->kind), mask = ep && MatmulShape::mask_aux(ep->kind);
   if (ep && (t == DType::f64 || (ep->bias >= 0 && in(ep->bias).type.dtype != t))) return false;
   const auto& d = std::get<MatmulDesc>(n.attr);
   const Shape &sa = a.type.shape, &sb = b.type.shape;

@@ -24,14 +24,15 @@ struct MatmulShape {
     none, bias, relu_bias, gelu_tanh_bias, relu_aux_bias, gelu_tanh_aux_bias, bias_grad, drelu, dgelu_tanh,
     count  // (the number of kinds)
   } epilogue = Epilogue::none;
+  /// True for the backward forms, which read the aux matrix (and add no bias).
+  static bool reads_aux(Epilogue e) { return e == Epilogue::drelu || e == Epilogue::dgelu_tanh; }
+  /// True for relu's aux forms, whose aux matrix is a bit mask.
+  static bool mask_aux(Epilogue e) { return e == Epilogue::relu_aux_bias || e == Epilogue::drelu; }
   /// True for the epilogues that read or write the bias vector.
-  bool uses_bias() const {
-    return epilogue != Epilogue::none && epilogue != Epilogue::drelu && epilogue != Epilogue::dgelu_tanh;
-  }
-  /// True for the epilogues with an aux matrix.
+  bool uses_bias() const { return epilogue != Epilogue::none && !reads_aux(epilogue); }
+  /// True for the epilogues with an aux matrix (written by the aux forms, read by the backward ones).
   bool uses_aux() const {
-    return epilogue == Epilogue::relu_aux_bias || epilogue == Epilogue::gelu_tanh_aux_bias ||
-           epilogue == Epilogue::drelu || epilogue == Epilogue::dgelu_tanh;
+    return reads_aux(epilogue) || epilogue == Epilogue::relu_aux_bias || epilogue == Epilogue::gelu_tanh_aux_bias;
   }
 };
 

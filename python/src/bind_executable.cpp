@@ -1,0 +1,94 @@
+// tgraph.Executable (run, run on device tensors, variables, save / load) and the ONNX importer.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "py_args.h"
+#include "py_tensor.h"
+#ifdef TGRAPH_HAVE_ONNX
+#include "tgraph/onnx.h"
+#endif
+
+namespace tgpy {
+using namespace nb::literals;
+
+void bind_executable(nb::module_& m) {
+  nb::class_<tg::Executable>(m, "Executable", "A compiled graph: run it many times, save it, load it.")
+      .def("_run",
+           [](const tg::Executable& e, std::vector<tg::TensorData> inputs) {
+             // numpy has no bfloat16: bf16 feeds take float32 arrays
+             std::vector<tg::TensorType> types = e.input_types();
+             for (size_t i = 0; i < inputs.size() && i < types.size(); ++i)
+               if (types[i].dtype == tg::DType::bf16 && inputs[i].dtype() == tg::DType::f32)
+                 inputs[i] = inputs[i].cast(tg::DType::bf16);
+             nb::gil_scoped_release release;
+             return e.run(inputs);
+           })
+      .def("run_device",
+           [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs) {
+             nb::gil_scoped_release release;
+             return e.run_device(inputs);
+           },
+           "inputs"_a,
+           "Runs with inputs and outputs in device memory: outputs stay on the executable's device.")
+      .def("output_types", &tg::Executable::output_types, "input_types"_a)
+      .def_prop_ro("input_types", &tg::Executable::input_types)
+      .def_prop_ro("declared_output_types", &tg::Executable::declared_output_types)
+      .def("variable", &tg::Executable::variable, "name"_a, "The current value of a variable (a copy).")
+      .def("set_variable", &tg::Executable::set_variable, "name"_a, "value"_a)
+      .def_prop_ro("variable_names", &tg::Executable::variable_names)
+      .def("save", &tg::Executable::save, "path"_a)
+      .def_static("load", &tg::Executable::load, "path"_a)
+      .def("__str__", &tg::Executable::str)
+      .def("dot", &tg::Executable::dot)
+      .def_prop_ro("device", &tg::Executable::device)
+      .def_prop_ro("planned_arena_bytes", &tg::Executable::planned_arena_bytes)
+      .def("__repr__", [](const tg::Executable& e) {
+        return "Executable(" + std::to_string(e.input_types().size()) + " inputs, " +
+               std::to_string(e.declared_output_types().size()) + " outputs, " + e.device().str() + ")";
+      });
+
+  nb::module_ onnx = m.def_submodule("onnx", "The ONNX frontend: a model file -> a Graph.");
+#ifdef TGRAPH_HAVE_ONNX
+  nb::class_<tg::OnnxModel>(onnx, "OnnxModel")
+      .def_ro("graph", &tg::OnnxModel::graph)
+      .def_prop_ro("inputs", [](const tg::OnnxModel& mo) {
+        std::vector<PyTensor> r;
+        for (const tg::Tensor& t : mo.inputs) r.push_back(wrap(mo.graph, t));
+        return r;
+      })
+      .def_prop_ro("outputs", [](const tg::OnnxModel& mo) {
+        std::vector<PyTensor> r;
+        for (const tg::Tensor& t : mo.outputs) r.push_back(wrap(mo.graph, t));
+        return r;
+      })
+      .def_ro("input_names", &tg::OnnxModel::input_names)
+      .def_ro("input_types", &tg::OnnxModel::input_types)
+      .def_ro("output_names", &tg::OnnxModel::output_names)
+      .def_ro("opset", &tg::OnnxModel::opset)
+      .def_ro("producer", &tg::OnnxModel::producer)
+      .def_ro("op_histogram", &tg::OnnxModel::op_histogram)
+      .def("_compile", &tg::OnnxModel::compile, "options"_a);
+  onnx.def("_import",
+           [](const std::string& path, const std::map<std::string, tg::Shape>& shapes,
+              const std::vector<tg::Shape>& shapes_in_order) {
+             tg::OnnxImportOptions o;
+             o.input_shapes = shapes;
+             o.input_shapes_in_order = shapes_in_order;
+             return tg::import_onnx(path, o);
+           });
+  onnx.def("_import_bytes", [](nb::bytes b, const std::map<std::string, tg::Shape>& shapes) {
+    tg::OnnxImportOptions o;
+    o.input_shapes = shapes;
+    return tg::import_onnx_bytes(std::string(b.c_str(), b.size()), o);
+  });
+  onnx.def("max_opset", &tg::onnx_max_opset);
+  onnx.attr("available") = true;
+#else
+  onnx.attr("available") = false;
+#endif
+}
+
+}  // namespace tgpy

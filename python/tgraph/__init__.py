@@ -1,0 +1,331 @@
+"""tgraph: build a graph of tensor operations, compile it once, run it many times.
+
+    import numpy as np, tgraph as tg
+    g = tg.Graph()
+    x = g.placeholder([-1, 3], tg.f32, "x")          # -1: a dynamic dim
+    w = g.variable(np.ones((3, 2), np.float32), "w")
+    y = g.relu(x @ w + 1.0)
+    exe = g.compile([x], [y], device="cpu")          # or "cuda", tg.Device.best()
+    out, = exe.run([np.random.rand(5, 3).astype(np.float32)])
+
+Host tensors are numpy arrays (bf16 results come back as float32: numpy has no bfloat16);
+`DeviceTensor` and `from_dlpack` exchange device memory with PyTorch, JAX or CuPy without a
+copy. Errors are `tgraph.Error` and name the op and the shapes.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as _np
+
+from . import _tgraph
+from ._tgraph import (  # noqa: F401  (re-exported)
+    AttentionDesc, Boundary, CompileOptions, ConvDesc, CoordinateMode, Device, DeviceTensor,
+    Distribution, DType, Error, Executable, Graph, Layout, LossReduction, NearestRounding,
+    Operation, PaddingStyle, PadMode, PoolDesc, Precision, RandomDesc, Reduction, ResizeDesc,
+    ResizeMode, ScatterMode, SliceDesc, StencilDesc, Tensor, TensorType, dtype, dtype_size,
+    from_dlpack, onnx, optim, promote_types, to_device,
+)
+
+__version__ = "0.1.0"
+
+f32, f16, bf16, f64 = DType.f32, DType.f16, DType.bf16, DType.f64
+i8, i16, i32, i64, u8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
+bool_ = DType.bool
+
+_NUMPY_OF = {DType.f32: _np.float32, DType.f16: _np.float16, DType.f64: _np.float64,
+             DType.bf16: _np.float32, DType.i8: _np.int8, DType.i16: _np.int16,
+             DType.i32: _np.int32, DType.i64: _np.int64, DType.u8: _np.uint8,
+             DType.bool: _np.bool_}
+
+
+def numpy_dtype(t) -> _np.dtype:
+    """The numpy dtype that holds values of tgraph type t (float32 for bf16)."""
+    return _np.dtype(_NUMPY_OF[dtype(t)])
+
+
+def device(d) -> Device:
+    """A Device from "cpu", "cuda", "cuda:1", "best" or a Device."""
+    if isinstance(d, Device):
+        return d
+    if d is None or d == "best":
+        return Device.best()
+    s = str(d)
+    if s == "cpu":
+        return Device.cpu()
+    if s.startswith("cuda"):
+        return Device.cuda(int(s.split(":")[1]) if ":" in s else 0)
+    raise Error(f"[python] unknown device {d!r}: use 'cpu', 'cuda', 'cuda:N' or 'best'")
+
+
+# ---- tensors as Python values: operators, indexing -----------------------------------------
+
+def _graph(t: Tensor) -> Graph:
+    return t.graph
+
+
+def _as_tensor(g: Graph, v, like: Tensor | None = None) -> Tensor:
+    """v as a tensor of g: tensors pass; Python numbers take like's type; arrays are constants."""
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, (bool, numbers.Number)) and not isinstance(v, _np.ndarray):
+        t = like.dtype if like is not None else (DType.bool if isinstance(v, bool) else
+                                                 DType.i32 if isinstance(v, numbers.Integral) else DType.f32)
+        return g.scalar(float(v), t)
+    a = _np.asarray(v)
+    if like is not None and a.dtype.kind == "f" and dtype(a.dtype) != like.dtype and like.dtype != DType.bf16:
+        a = a.astype(numpy_dtype(like.dtype))
+    t = g.constant(a)
+    if like is not None and like.dtype == DType.bf16 and t.dtype != DType.bf16:
+        t = g.cast(t, DType.bf16)
+    return t
+
+
+def _binary(name: str, reverse: bool = False):
+    def op(self: Tensor, other):
+        g = _graph(self)
+        o = _as_tensor(g, other, like=self)
+        return getattr(g, name)(o, self) if reverse else getattr(g, name)(self, o)
+    op.__name__ = f"__{'r' if reverse else ''}{name}__"
+    return op
+
+
+for _py, _op in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"),
+                 ("floordiv", None), ("mod", "floor_mod"), ("pow", "pow"), ("matmul", "matmul"),
+                 ("and", "logical_and"), ("or", "logical_or"), ("xor", "logical_xor")]:
+    if _op is None:
+        continue
+    setattr(Tensor, f"__{_py}__", _binary(_op))
+    setattr(Tensor, f"__r{_py}__", _binary(_op, reverse=True))
+for _py, _op in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")]:
+    setattr(Tensor, f"__{_py}__", _binary(_op))
+
+
+def _floordiv(self: Tensor, other, reverse=False):
+    g = _graph(self)
+    o = _as_tensor(g, other, like=self)
+    a, b = (o, self) if reverse else (self, o)
+    q = g.div(a, b)
+    return g.floor(q) if q.dtype in (DType.f32, DType.f16, DType.bf16, DType.f64) else \
+        g.div(g.sub(a, g.floor_mod(a, b)), b)
+
+
+Tensor.__floordiv__ = _floordiv
+Tensor.__rfloordiv__ = lambda self, other: _floordiv(self, other, reverse=True)
+Tensor.__neg__ = lambda self: _graph(self).neg(self)
+Tensor.__abs__ = lambda self: _graph(self).abs(self)
+Tensor.__invert__ = lambda self: (_graph(self).logical_not(self) if self.dtype == DType.bool
+                                  else _graph(self).bitwise_not(self))
+Tensor.__bool__ = lambda self: (_ for _ in ()).throw(
+    Error("[python] a graph tensor has no truth value before it runs: use g.if_else / g.select"))
+Tensor.T = property(lambda self: _graph(self).transpose(self, list(range(self.rank))[::-1]))
+
+
+def _astype(self: Tensor, t) -> Tensor:
+    return _graph(self).cast(self, dtype(t))
+
+
+def _reshape(self: Tensor, *shape) -> Tensor:
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        shape = tuple(shape[0])
+    return _graph(self).reshape(self, list(shape))
+
+
+Tensor.astype = _astype
+Tensor.reshape = _reshape
+Tensor.sum = lambda self, axes=(), keep_dims=False: _graph(self).reduce_sum(self, _axes(axes), keep_dims)
+Tensor.mean = lambda self, axes=(), keep_dims=False: _graph(self).reduce_mean(self, _axes(axes), keep_dims)
+Tensor.max = lambda self, axes=(), keep_dims=False: _graph(self).reduce_max(self, _axes(axes), keep_dims)
+Tensor.min = lambda self, axes=(), keep_dims=False: _graph(self).reduce_min(self, _axes(axes), keep_dims)
+
+
+def _axes(a) -> list[int]:
+    return [a] if isinstance(a, int) else list(a)
+
+
+def _getitem(self: Tensor, key) -> Tensor:
+    """numpy basic indexing: ints, slices (any step), ... and None (a new axis of size 1)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > self.rank:
+        raise IndexError(f"too many indices for a tensor of rank {self.rank}: {key!r}")
+    full = []
+    for k in key:
+        if k is Ellipsis:
+            full.extend([slice(None)] * (self.rank - used))
+        else:
+            full.append(k)
+    full.extend([slice(None)] * (self.rank - sum(1 for k in full if k is not None)))
+    begin, end, strides = [], [], []
+    begin_mask = end_mask = squeeze_mask = 0
+    new_axes = []
+    out_dim = 0
+    dim = 0
+    for k in full:
+        if k is None:
+            new_axes.append(out_dim)
+            out_dim += 1
+            continue
+        if isinstance(k, (int, _np.integer)):
+            begin.append(int(k))
+            end.append(int(k) + 1 if int(k) != -1 else 0)
+            strides.append(1)
+            if int(k) == -1:
+                end_mask |= 1 << dim
+            squeeze_mask |= 1 << dim
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else int(k.step)
+            if step == 0:
+                raise ValueError("slice step cannot be zero")
+            begin.append(0 if k.start is None else int(k.start))
+            end.append(0 if k.stop is None else int(k.stop))
+            strides.append(step)
+            if k.start is None:
+                begin_mask |= 1 << dim
+            if k.stop is None:
+                end_mask |= 1 << dim
+            out_dim += 1
+        else:
+            raise IndexError(f"tgraph tensors take ints, slices, ... and None as indices, got {k!r}; "
+                             "use g.gather / g.gather_nd for tensor indices")
+        dim += 1
+    g = _graph(self)
+    y = g.strided_slice(self, SliceDesc(begin=begin, end=end, strides=strides, begin_mask=begin_mask,
+                                        end_mask=end_mask, squeeze_mask=squeeze_mask))
+    return g.expand_dims(y, new_axes) if new_axes else y
+
+
+Tensor.__getitem__ = _getitem
+
+
+# ---- compiling and running -------------------------------------------------------------------
+
+def _feed_list(feeds) -> list:
+    """[(placeholder, TensorType)] from a list of placeholders or a dict placeholder -> type."""
+    out = []
+    items = feeds.items() if isinstance(feeds, dict) else ((f, None) for f in feeds)
+    for t, ty in items:
+        if ty is None:
+            ty = t.type
+        elif not isinstance(ty, TensorType):
+            shape, dt = ty
+            ty = TensorType(shape, dt)
+        out.append((t, ty))
+    return out
+
+
+def _options(device_, precision, disable_type_inference, optimize) -> CompileOptions:
+    o = CompileOptions()
+    o.device = device(device_)
+    o.precision = precision if isinstance(precision, Precision) else Precision.__members__[str(precision)]
+    o.disable_type_inference = bool(disable_type_inference)
+    o.optimize = bool(optimize)
+    return o
+
+
+def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = (),
+             *, device=None, precision="f32", disable_type_inference=False, optimize=True) -> Executable:
+    """Compiles the part of the graph that computes targets (and runs target_ops).
+
+    feeds: the placeholders in input order (their declared types), or a dict placeholder ->
+    TensorType / (shape, dtype). device: "cpu", "cuda", "cuda:N" or a Device (default: the best
+    present). precision: "f32", "tf32", "bf16" or "f16" for matmul and convolution.
+    """
+    if isinstance(targets, Tensor):
+        targets = [targets]
+    return self._compile(_feed_list(feeds), list(targets), list(target_ops),
+                         _options(device, precision, disable_type_inference, optimize))
+
+
+def _run(self: Graph, feeds: dict, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = ()):
+    """Compiles (cached by signature) and runs once: feeds maps placeholders to arrays."""
+    single = isinstance(targets, Tensor)
+    feed_list = [(t, _np.asarray(v, dtype=numpy_dtype(t.dtype)) if t.dtype != DType.bf16 else _np.asarray(v))
+                 for t, v in feeds.items()]
+    out = self._run(feed_list, [targets] if single else list(targets), list(target_ops))
+    return out[0] if single else out
+
+
+def _for_loop(self: Graph, *args, body=None):
+    """g.for_loop(n, init, body) or g.for_loop(lower, upper, step, init, body): for i in range,
+    args = body(i, *args), on the device; returns the last args. Bounds may be ints."""
+    if body is None:
+        *args, body = args
+    *bounds, init = args
+    bounds = [_as_tensor(self, b, None) if not isinstance(b, Tensor) else b for b in bounds]
+    bounds = [b if b.dtype == DType.i32 else self.cast(b, DType.i32) for b in bounds]
+    if len(bounds) == 1:
+        return self._for_n(bounds[0], list(init), body)
+    if len(bounds) == 2:
+        bounds.append(self.scalar(1, DType.i32))
+    if len(bounds) != 3:
+        raise TypeError("for_loop(n, init, body) or for_loop(lower, upper[, step], init, body)")
+    return self._for_range(*bounds, list(init), body)
+
+
+def _constant(self: Graph, value, dtype_=None, name: str = "") -> Tensor:
+    """A constant from an array (numpy's dtype, or dtype_ when given)."""
+    a = _np.asarray(value)
+    if dtype_ is not None:
+        t = dtype(dtype_)
+        if t == DType.bf16:
+            return self.cast(self._constant(a.astype(_np.float32), name), DType.bf16)
+        a = a.astype(numpy_dtype(t))
+    return self._constant(a, name)
+
+
+Graph._constant = Graph.constant
+Graph.constant = _constant
+Graph.compile = _compile
+Graph.run = _run
+Graph.for_loop = _for_loop
+
+
+def _exe_run(self: Executable, inputs: Sequence = ()):
+    """Runs on host arrays (in the order of the feeds); returns numpy arrays. An input whose
+    dtype differs from its feed's is converted when numpy can do so without loss of kind."""
+    types = self.input_types
+    if len(inputs) != len(types):
+        raise Error(f"[run] {len(inputs)} inputs given for {len(types)} feeds "
+                    f"({', '.join(repr(t) for t in types)})")
+    conv = []
+    for i, (v, t) in enumerate(zip(inputs, types)):
+        if isinstance(v, DeviceTensor):
+            v = v.numpy()
+        a = _np.asarray(v)
+        want = numpy_dtype(t.dtype)
+        if a.dtype != want:
+            if not _np.can_cast(a.dtype, want, casting="same_kind"):
+                raise Error(f"[run] input {i}: {a.dtype} cannot feed a {t!r} input")
+            a = a.astype(want)
+        conv.append(a)
+    return self._run(conv)
+
+
+def _exe_call(self: Executable, *inputs):
+    out = _exe_run(self, list(inputs))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+Executable.run = _exe_run
+Executable.__call__ = _exe_call
+
+
+def _load_onnx(path: str, input_shapes: dict | Sequence | None = None):
+    """Imports an ONNX model file: an OnnxModel with .graph, .inputs, .outputs and .compile().
+    input_shapes fixes symbolic input dims, by input name (dict) or by position (list)."""
+    by_name = dict(input_shapes) if isinstance(input_shapes, dict) else {}
+    in_order = list(input_shapes) if input_shapes is not None and not isinstance(input_shapes, dict) else []
+    return onnx._import(str(path), by_name, in_order)
+
+
+if onnx.available:
+    onnx.load = _load_onnx
+    onnx.OnnxModel.compile = lambda self, *, device=None, precision="f32", disable_type_inference=False, \
+        optimize=True: self._compile(_options(device, precision, disable_type_inference, optimize))
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -386,7 +386,7 @@ void bind_graph(nb::module_& m) {
           }
           return r;
         },
-        "y"_a, "xs"_a, "d(sum of y)/dx for each x, in the order of xs (None where y does not depend on x).");
+        "y"_a, "xs"_a, "d(sum of y)/dx for each x, in the order of xs (zeros where y does not depend on x).");
 
   // compiling and running (tgraph/__init__.py gives these their keyword forms)
   c.def("_compile",

@@ -1,0 +1,190 @@
+"""Building, compiling and running from Python; operators and indexing against numpy; errors."""
+import numpy as np
+import pytest
+
+import tgraph as tg
+
+
+def test_mlp_forward_matches_numpy(rng):
+    g = tg.Graph()
+    x = g.placeholder([-1, 3], tg.f32, "x")
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    y = g.relu(x @ g.variable(w, "w") + g.constant(b))
+    exe = g.compile([x], [y], device="cpu")
+    for n in (1, 5, 17):  # a dynamic batch: no recompiling
+        xv = rng.standard_normal((n, 3)).astype(np.float32)
+        (out,) = exe.run([xv])
+        assert out.shape == (n, 4) and out.dtype == np.float32
+        np.testing.assert_allclose(out, np.maximum(xv @ w + b, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_properties():
+    g = tg.Graph()
+    x = g.placeholder([2, -1, 3], "f16", "x")
+    assert x.shape == (2, -1, 3) and x.dtype == tg.f16 and x.rank == 3 and x.name == "%x"
+    assert x.type == tg.TensorType([2, -1, 3], tg.f16)
+    y = g.reduce_sum(g.cast(x, np.float32), [1])
+    assert y.shape == (2, 3) and y.dtype == tg.f32 and y.op.kind == "reduce_sum"
+    assert tg.dtype("bfloat16") == tg.bf16 and tg.dtype(np.int64) == tg.i64 and tg.dtype(bool) == tg.bool_
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*", "/", "**", "%", "//", "<", "<=", ">", ">=", "@"])
+def test_operators_match_numpy(rng, op):
+    a = rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, (4, 4) if op == "@" else (1, 4)).astype(np.float32)
+    g = tg.Graph()
+    ta, tb = g.placeholder(a.shape, tg.f32, "a"), g.placeholder(b.shape, tg.f32, "b")
+    expr = {"+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q,
+            "/": lambda p, q: p / q, "**": lambda p, q: p ** q, "%": lambda p, q: p % q,
+            "//": lambda p, q: p // q, "<": lambda p, q: p < q, "<=": lambda p, q: p <= q,
+            ">": lambda p, q: p > q, ">=": lambda p, q: p >= q, "@": lambda p, q: p @ q}[op]
+    got = g.run({ta: a, tb: b}, expr(ta, tb))
+    np.testing.assert_allclose(got, expr(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_python_scalars_take_the_tensor_type(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    g = tg.Graph()
+    x = g.placeholder([2, 3], tg.f32, "x")
+    y = 2 * x - 1.5 + x / 4 - (3 - x)
+    assert y.dtype == tg.f32
+    np.testing.assert_allclose(g.run({x: a}, y), 2 * a - 1.5 + a / 4 - (3 - a), rtol=1e-6)
+    i = g.placeholder([3], tg.i32, "i")
+    j = i * 3 + 1
+    assert j.dtype == tg.i32
+    np.testing.assert_array_equal(g.run({i: np.array([1, -2, 5])}, j), [4, -5, 16])
+
+
+@pytest.mark.parametrize("key", [
+    1, -1, slice(1, 3), slice(None, None, 2), slice(None, None, -1), (Ellipsis, 0),
+    (slice(None), None, 2), (0, slice(1, None), slice(None, -1)), (None, Ellipsis),
+    (slice(-3, None), -2, slice(None, None, -2)),
+])
+def test_indexing_matches_numpy(rng, key):
+    a = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    g = tg.Graph()
+    x = g.placeholder(a.shape, tg.f32, "x")
+    y = x[key]
+    expected = a[key]
+    assert y.shape == expected.shape
+    np.testing.assert_array_equal(g.run({x: a}, y), expected)
+
+
+def test_all_element_types_round_trip(rng):
+    for t in ["f32", "f64", "f16", "i8", "i16", "i32", "i64", "u8", "bool"]:
+        a = (rng.standard_normal((3, 2)) * 5).astype(tg.numpy_dtype(t))
+        g = tg.Graph()
+        x = g.placeholder([3, 2], t, "x")
+        y = ~~x if t == "bool" else g.identity(x)  # identity is for numbers
+        got = g.run({x: a}, y)
+        assert got.dtype == a.dtype, t
+        np.testing.assert_array_equal(got, a)
+
+
+def test_bf16_results_come_back_as_float32(rng):
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    g = tg.Graph()
+    x = g.placeholder([4, 4], tg.bf16, "x")
+    y = x * 2
+    exe = g.compile([x], [y], device="cpu")
+    (out,) = exe.run([a])
+    assert out.dtype == np.float32
+    bf = (a.view(np.uint32) + 0x8000) & 0xFFFF0000  # round to bf16 (no ties in random data)
+    np.testing.assert_array_equal(out, bf.view(np.float32) * 2)
+
+
+def test_shape_errors_name_the_op_and_shapes():
+    g = tg.Graph()
+    a = g.placeholder([2, 3], tg.f32, "a")
+    b = g.placeholder([4, 5], tg.f32, "b")
+    with pytest.raises(tg.Error, match=r"add.*\[2,3\].*\[4,5\]"):
+        g.add(a, b)
+    with pytest.raises(tg.Error, match="matmul"):
+        a @ b
+    with pytest.raises(tg.Error, match="another graph"):
+        tg.Graph().neg(a)
+    with pytest.raises(tg.Error, match="truth value"):
+        bool(a < b[:2, :3])
+
+
+def test_run_errors_are_clear():
+    g = tg.Graph()
+    x = g.placeholder([2, 3], tg.f32, "x")
+    exe = g.compile([x], [g.exp(x)], device="cpu")
+    with pytest.raises(tg.Error, match="1 feeds"):
+        exe.run([])
+    with pytest.raises(tg.Error, match=r"\[2,3\]"):
+        exe.run([np.zeros((3, 3), np.float32)])
+    with pytest.raises(tg.Error, match="cannot feed"):
+        exe.run([np.zeros((2, 3), np.complex64)])
+    with pytest.raises(tg.Error, match="unknown device"):
+        g.compile([x], [x], device="tpu")
+    with pytest.raises(tg.Error, match="has no field 'strides'.*stride"):
+        tg.ConvDesc(strides=[2, 2])
+    with pytest.raises(tg.Error, match="unknown value 'diagonal'"):
+        tg.PoolDesc(padding="diagonal")
+
+
+def test_variables_assign_save_load(tmp_path, rng):
+    g = tg.Graph()
+    w0 = rng.standard_normal((3,)).astype(np.float32)
+    w = g.variable(w0, "w")
+    x = g.placeholder([3], tg.f32, "x")
+    step = g.assign(w, w + x)
+    exe = g.compile([x], [w * 1], [step], device="cpu")
+    d = np.array([1, 2, 3], np.float32)
+    (before,) = exe.run([d])  # reads the value at the start of the run
+    np.testing.assert_allclose(before, w0)
+    np.testing.assert_allclose(exe.variable("w"), w0 + d)
+    assert exe.variable_names == ["w"]
+    path = tmp_path / "model.tgx"
+    exe.save(str(path))
+    loaded = tg.Executable.load(str(path))
+    np.testing.assert_allclose(loaded.variable("w"), w0 + d)
+    (again,) = loaded.run([d])
+    np.testing.assert_allclose(again, w0 + d)
+    loaded.set_variable("w", np.zeros(3, np.float32))
+    np.testing.assert_allclose(loaded.variable("w"), 0)
+    with pytest.raises(tg.Error):
+        loaded.set_variable("w", np.zeros(4, np.float32))
+    np.testing.assert_allclose(loaded.variable("w"), 0)  # a failed call loses no state
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(tg.Error):
+        tg.Executable.load(str(path))
+
+
+def test_control_dependency_keeps_a_side_effect():
+    g = tg.Graph()
+    count = g.variable(np.zeros((), np.float32), "count")
+    x = g.placeholder([2], tg.f32, "x")
+    bump = g.assign(count, count + 1)
+    (y,) = g.control_dependency([bump], lambda: [x * 2])
+    exe = g.compile([x], [y], device="cpu")  # bump is not a target: kept by the dependency
+    for _ in range(3):
+        exe.run([np.ones(2, np.float32)])
+    assert exe.variable("count") == 3
+
+
+def test_disable_type_inference_runs_new_sizes(rng):
+    g = tg.Graph()
+    x = g.placeholder([-1, -1], tg.f32, "x")
+    y = g.softmax(x, -1)
+    exe = g.compile([x], [y], device="cpu", disable_type_inference=True)
+    for shape in [(2, 3), (7, 11)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        (out,) = exe.run([a])
+        e = np.exp(a - a.max(-1, keepdims=True))
+        np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_executable_is_callable_and_thread_safe(rng):
+    import concurrent.futures as cf
+    g = tg.Graph()
+    x = g.placeholder([64], tg.f32, "x")
+    exe = g.compile([x], [g.sin(x) * 3], device="cpu")
+    xs = [rng.standard_normal(64).astype(np.float32) for _ in range(16)]
+    with cf.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(exe, xs))
+    for a, o in zip(xs, outs):
+        np.testing.assert_allclose(o, np.sin(a) * 3, rtol=1e-5, atol=1e-6)

@@ -19,8 +19,24 @@ from typing import Iterable, Sequence
 
 import numpy as _np
 
-from . import _tgraph
-from ._tgraph import (  # noqa: F401  (re-exported)
+
+def _load_cxx_runtime():
+    """Makes the C++ runtime global before the extension loads. The extension is loaded with
+    RTLD_LOCAL; where libtgraph.so carries copies of libstdc++ symbols (the GPU machine's CUDA
+    toolchain links some in), its calls bound to those copies, whose locale state libstdc++
+    never initialised, and the first ostream write of the CUDA code generator crashed
+    (docs/python.md). With libstdc++ global, every reference binds to the one runtime."""
+    import ctypes
+    import os
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=os.RTLD_GLOBAL)
+    except OSError:
+        pass
+
+
+_load_cxx_runtime()
+from . import _tgraph  # noqa: E402
+from ._tgraph import (  # noqa: E402,F401  (re-exported)
     AttentionDesc, Boundary, CompileOptions, ConvDesc, CoordinateMode, Device, DeviceTensor,
     Distribution, DType, Error, Executable, Graph, Layout, LossReduction, NearestRounding,
     Operation, PaddingStyle, PadMode, PoolDesc, Precision, RandomDesc, Reduction, ResizeDesc,

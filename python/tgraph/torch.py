@@ -1,0 +1,673 @@
+"""The PyTorch frontend: run an unchanged nn.Module through tgraph.
+
+    import tgraph.torch
+    fast = tgraph.torch.compile(model)            # model: any nn.Module, left as it is
+    y = fast(x)                                   # torch tensors in and out, same device
+
+    compiled = torch.compile(model, backend=tgraph.torch.backend)   # or backend="tgraph"
+
+`compile` exports the module with torch.export, lowers it to core ATen ops and builds one
+tgraph graph from them: one executable per input signature (shapes, dtypes, device), made at
+the first call with that signature. Parameters and buffers are read at compile time (as
+torch.jit.freeze does): call `.recompile()` after changing the weights. Inference only: the
+module runs in the mode it is in (call model.eval() first for dropout and batch norm).
+Tensors stay where they are: CUDA tensors run on the GPU through DLPack without a copy.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import tgraph as tg
+
+__all__ = ["compile", "backend", "TorchModule", "convert", "UnsupportedOp"]
+
+
+class UnsupportedOp(tg.Error):
+    """An ATen op the frontend has no converter for (named in the message)."""
+
+
+_DTYPES = {torch.float32: tg.f32, torch.float16: tg.f16, torch.bfloat16: tg.bf16, torch.float64: tg.f64,
+           torch.int8: tg.i8, torch.int16: tg.i16, torch.int32: tg.i32, torch.int64: tg.i64,
+           torch.uint8: tg.u8, torch.bool: tg.bool_}
+
+
+def tg_dtype(t: torch.dtype) -> tg.DType:
+    if t not in _DTYPES:
+        raise tg.Error(f"[torch] element type {t} has no tgraph type")
+    return _DTYPES[t]
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu().contiguous()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+# ---- the converters: one function per ATen op (overloads share it) ----------------------------
+
+class _Ctx:
+    """What a converter sees: the graph, the node being converted, and helpers."""
+
+    def __init__(self, g: tg.Graph):
+        self.g = g
+        self.node = None
+
+    @property
+    def out_dtype(self) -> tg.DType | None:
+        v = self.node.meta.get("val") if self.node is not None else None
+        return tg_dtype(v.dtype) if isinstance(v, torch.Tensor) else None
+
+    def scalar(self, v, like: tg.Tensor) -> tg.Tensor:
+        return self.g.scalar(float(v), like.dtype)
+
+    def tensor(self, v, like: tg.Tensor | None = None, dtype: tg.DType | None = None) -> tg.Tensor:
+        if isinstance(v, tg.Tensor):
+            return v
+        t = dtype or (like.dtype if like is not None else (tg.f32 if isinstance(v, float) else tg.i64))
+        return self.g.scalar(float(v), t)
+
+    def cast(self, x: tg.Tensor, t: tg.DType | None) -> tg.Tensor:
+        return x if t is None or x.dtype == t else self.g.cast(x, t)
+
+    def operands(self, a, b, to: tg.DType | None):
+        """Both operands as tensors of type `to` (torch's promoted type for this node)."""
+        if not isinstance(a, tg.Tensor) and not isinstance(b, tg.Tensor):
+            raise tg.Error("[torch] a binary op on two Python numbers")
+        like = a if isinstance(a, tg.Tensor) else b
+        t = to or like.dtype
+        return self.cast(self.tensor(a, like, t), t), self.cast(self.tensor(b, like, t), t)
+
+
+def _axes(dims, rank: int) -> list[int]:
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return [d % rank if rank else 0 for d in dims]
+
+
+def _binary(op: str, compare: bool = False):
+    def conv(c: _Ctx, a, b, alpha=1, rounding_mode=None):
+        if compare:  # operands in their promoted type, the result bool
+            ta = a.dtype if isinstance(a, tg.Tensor) else None
+            tb = b.dtype if isinstance(b, tg.Tensor) else None
+            to = tg.promote_types(ta, tb) if ta is not None and tb is not None else None
+        else:
+            to = c.out_dtype
+        x, y = c.operands(a, b, to)
+        if alpha != 1:
+            y = c.g.mul(y, c.scalar(alpha, y))
+        if op == "div" and rounding_mode is not None:
+            q = c.g.div(c.cast(x, tg.f64) if x.dtype not in (tg.f32, tg.f64, tg.f16, tg.bf16) else x,
+                        c.cast(y, tg.f64) if y.dtype not in (tg.f32, tg.f64, tg.f16, tg.bf16) else y)
+            q = c.g.floor(q) if rounding_mode == "floor" else c.g.trunc(q)
+            return c.cast(q, c.out_dtype)
+        return getattr(c.g, op)(x, y)
+    return conv
+
+
+def _unary(op: str):
+    def conv(c: _Ctx, x, *args):
+        return getattr(c.g, op)(c.cast(x, c.out_dtype) if op not in ("logical_not", "is_nan", "is_inf",
+                                                                     "is_finite") else x)
+    return conv
+
+
+def _reduce(op: str):
+    def conv(c: _Ctx, x, dims=None, keepdim=False, dtype=None):
+        if isinstance(dims, (list, tuple)) and len(dims) == 0:
+            dims = None
+        y = getattr(c.g, op)(c.cast(x, c.out_dtype) if op in ("reduce_sum", "reduce_mean", "reduce_prod") else x,
+                             _axes(dims, x.rank), keepdim)
+        return c.cast(y, c.out_dtype)
+    return conv
+
+
+def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    g = c.g
+    nd = x.rank - 2
+    if nd == 1:  # conv1d as conv2d over [N, C, 1, L]
+        x, w = g.expand_dims(x, [2]), g.expand_dims(w, [2])
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+        output_padding = [0, *output_padding]
+    pads = [p for p in padding for _ in (0, 1)]
+    d = tg.ConvDesc(stride=list(stride), dilation=list(dilation), explicit_padding=pads, groups=groups,
+                    data_layout="nchw" if nd <= 2 else "ncdhw", weights_layout="oihw" if nd <= 2 else "oidhw")
+    if transposed:
+        if nd == 3:
+            raise UnsupportedOp("[torch] conv_transpose3d has no tgraph op")
+        d.output_padding = list(output_padding)
+        y = g.conv_transpose2d(x, w, d)
+    else:
+        y = g.conv3d(x, w, d) if nd == 3 else g.conv2d(x, w, d)
+    if bias is not None:
+        y = g.add(y, g.reshape(bias, [1, -1] + [1] * (y.rank - 2)))
+    return g.squeeze(y, [2]) if nd == 1 else y
+
+
+def _batch_norm_no_training(c: _Ctx, x, weight, bias, mean, var, momentum, eps):
+    g = c.g
+    ch = [x.shape[1]]
+    gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), x.dtype)
+    return (g.batch_norm(x, mean, var, gamma, beta, axis=1, epsilon=eps), None, None)
+
+
+def _layer_norm(c: _Ctx, x, normalized_shape, weight, bias, eps):
+    g = c.g
+    shape = list(normalized_shape)
+    gamma = weight if weight is not None else g.constant(np.ones(shape, np.float32), x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(shape, np.float32), x.dtype)
+    return (g.layer_norm(x, gamma, beta, axis=x.rank - len(shape), epsilon=eps), None, None)
+
+
+def _pool_desc(kernel, stride, padding, dilation, ceil_mode, count_include_pad=False):
+    kernel = list(kernel) * (2 if len(kernel) == 1 else 1)
+    stride = list(stride or kernel) * (2 if stride and len(stride) == 1 else 1)
+    padding = list(padding) * (2 if len(padding) == 1 else 1)
+    dilation = list(dilation) * (2 if len(dilation) == 1 else 1)
+    return tg.PoolDesc(kernel=kernel, stride=stride, dilation=dilation,
+                       explicit_padding=[p for p in padding for _ in (0, 1)], data_layout="nchw",
+                       ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
+
+
+def _max_pool2d_with_indices(c: _Ctx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    d = _pool_desc(kernel, stride, padding, dilation, ceil_mode)
+    users = [u for u in c.node.users if u.target is operator.getitem and u.args[1] == 1]
+    if users:
+        y, i = c.g.max_pool2d_with_indices(x, d)
+        return (y, c.g.cast(i, tg.i64))
+    return (c.g.max_pool2d(x, d), None)
+
+
+def _avg_pool2d(c: _Ctx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    if divisor_override is not None:
+        raise UnsupportedOp("[torch] avg_pool2d with divisor_override")
+    return c.g.avg_pool2d(x, _pool_desc(kernel, stride, padding, (1,), ceil_mode, count_include_pad))
+
+
+def _addmm(c: _Ctx, bias, a, b, beta=1, alpha=1):
+    g = c.g
+    y = g.matmul(a, b)
+    if alpha != 1:
+        y = g.mul(y, c.scalar(alpha, y))
+    if beta == 0:
+        return y
+    return g.add(y, bias if beta == 1 else g.mul(bias, c.scalar(beta, bias)))
+
+
+def _view(c: _Ctx, x, shape):
+    return c.g.reshape(x, [int(s) for s in shape])
+
+
+def _expand(c: _Ctx, x, shape, implicit=False):
+    shape = list(shape)
+    lead = len(shape) - x.rank
+    full = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+    return c.g.broadcast_to(x, full)
+
+
+def _squeeze(c: _Ctx, x, dims=None):
+    axes = [a for a in _axes(dims, x.rank) if x.shape[a] == 1]
+    return c.g.squeeze(x, axes) if axes or dims is None else c.g.identity(x)
+
+
+def _select(c: _Ctx, x, dim, index):
+    dim %= x.rank
+    index = index % x.shape[dim] if x.shape[dim] > 0 else index
+    begin = [0] * x.rank
+    end = [0] * x.rank
+    begin[dim], end[dim] = index, index + 1
+    mask = ((1 << x.rank) - 1) & ~(1 << dim)
+    return c.g.strided_slice(x, tg.SliceDesc(begin=begin, end=end, strides=[1] * x.rank, begin_mask=mask,
+                                             end_mask=mask, squeeze_mask=1 << dim))
+
+
+def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
+    dim %= x.rank
+    n = x.shape[dim]
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = max(0, min(n, start + n if start < 0 else start))
+    end = max(start, min(n, end + n if end < 0 else end))
+    b = [0] * x.rank
+    e = [0] * x.rank
+    s = [1] * x.rank
+    b[dim], e[dim], s[dim] = start, end, step
+    mask = ((1 << x.rank) - 1) & ~(1 << dim)
+    return c.g.strided_slice(x, tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask))
+
+
+def _cat(c: _Ctx, xs, dim=0):
+    xs = [x for x in xs if not (x.rank == 1 and x.shape[0] == 0)]  # torch allows empty 1-D pieces
+    t = c.out_dtype
+    return c.g.concat([c.cast(x, t) for x in xs], dim % xs[0].rank)
+
+
+def _split_with_sizes(c: _Ctx, x, sizes, dim=0):
+    return tuple(c.g.split(x, list(sizes), dim % x.rank))
+
+
+def _split(c: _Ctx, x, size, dim=0):
+    n = x.shape[dim % x.rank]
+    sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return tuple(c.g.split(x, sizes, dim % x.rank))
+
+
+def _softmax(op: str):
+    def conv(c: _Ctx, x, dim, half_to_float=False):
+        return c.cast(getattr(c.g, op)(x, dim % x.rank), c.out_dtype)
+    return conv
+
+
+def _gelu(c: _Ctx, x, approximate="none"):
+    return c.g.gelu_tanh(x) if approximate == "tanh" else c.g.gelu(x)
+
+
+def _to_copy(c: _Ctx, x, dtype=None, **kw):
+    return c.cast(x, c.out_dtype) if c.out_dtype is not None else c.g.identity(x)
+
+
+def _full(c: _Ctx, shape, value, **kw):
+    t = c.out_dtype or tg.f32
+    return c.g.broadcast_to(c.g.scalar(float(value), t), [int(s) for s in shape]) if len(shape) else \
+        c.g.scalar(float(value), t)
+
+
+def _full_like(c: _Ctx, x, value, **kw):
+    t = c.out_dtype or x.dtype
+    return c.g.broadcast_to(c.g.scalar(float(value), t), list(x.shape)) if x.rank else c.g.scalar(float(value), t)
+
+
+def _where(c: _Ctx, cond, a, b):
+    x, y = c.operands(a, b, c.out_dtype)
+    return c.g.select(cond, x, y)
+
+
+def _clamp(c: _Ctx, x, lo=None, hi=None):
+    t = c.out_dtype or x.dtype
+    x = c.cast(x, t)
+    lo_t = c.tensor(lo if lo is not None else -np.inf if t in (tg.f32, tg.f64, tg.f16, tg.bf16) else
+                    np.iinfo(tg.numpy_dtype(t)).min, x)
+    hi_t = c.tensor(hi if hi is not None else np.inf if t in (tg.f32, tg.f64, tg.f16, tg.bf16) else
+                    np.iinfo(tg.numpy_dtype(t)).max, x)
+    return c.g.clamp(x, c.cast(lo_t, t), c.cast(hi_t, t))
+
+
+def _pow(c: _Ctx, a, b):
+    if not isinstance(b, tg.Tensor) and b == 2:
+        return c.g.square(c.cast(a, c.out_dtype))
+    if not isinstance(b, tg.Tensor) and b == 0.5:
+        return c.g.sqrt(c.cast(a, c.out_dtype))
+    x, y = c.operands(a, b, c.out_dtype)
+    return c.g.pow(x, y)
+
+
+def _embedding(c: _Ctx, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
+    return c.g.gather(weight, indices, axis=0)
+
+
+def _constant_pad_nd(c: _Ctx, x, pad, value=0.0):
+    before = [0] * x.rank
+    after = [0] * x.rank
+    for i in range(len(pad) // 2):  # torch pads the last dim first
+        before[x.rank - 1 - i], after[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if min(before + after) < 0:
+        raise UnsupportedOp("[torch] constant_pad_nd with negative padding")
+    return c.g.pad(x, before, after, mode="constant", constant=float(value))
+
+
+def _var(c: _Ctx, x, dims=None, correction=None, keepdim=False, **kw):
+    axes = _axes(dims, x.rank)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    corr = 1 if correction is None else correction
+    v = c.g.reduce_variance(x, axes, keepdim)
+    return v if corr == 0 else c.g.mul(v, c.scalar(n / max(n - corr, 1), v))
+
+
+def _argminmax(op: str):
+    def conv(c: _Ctx, x, dim=None, keepdim=False):
+        if dim is None:
+            x, dim = c.g.reshape(x, [-1]), 0
+        return c.cast(getattr(c.g, op)(x, dim % x.rank, keepdim), tg.i64)
+    return conv
+
+
+def _topk(c: _Ctx, x, k, dim=-1, largest=True, sorted=True):
+    v, i = c.g.top_k(x, k, dim % x.rank, largest)
+    return (v, c.cast(i, tg.i64))
+
+
+def _sort(c: _Ctx, x, dim=-1, descending=False, stable=False):
+    d = dim % x.rank
+    return (c.g.sort(x, d, descending), c.cast(c.g.argsort(x, d, descending), tg.i64))
+
+
+def _index_select(c: _Ctx, x, dim, index):
+    return c.g.gather(x, index, axis=dim % x.rank)
+
+
+def _gather(c: _Ctx, x, dim, index, sparse_grad=False):
+    return c.g.gather_along_axis(x, index, dim % x.rank)
+
+
+def _cumsum(c: _Ctx, x, dim, dtype=None):
+    return c.g.cumsum(c.cast(x, c.out_dtype), dim % x.rank)
+
+
+def _leaky_relu(c: _Ctx, x, slope=0.01):
+    return c.g.leaky_relu(x, slope)
+
+
+def _elu(c: _Ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1.0 or input_scale != 1.0:
+        raise UnsupportedOp("[torch] elu with scale / input_scale (selu)")
+    return c.g.elu(x, alpha)
+
+
+def _hardtanh(c: _Ctx, x, lo=-1.0, hi=1.0):
+    return _clamp(c, x, lo, hi)
+
+
+def _scalar_tensor(c: _Ctx, v, **kw):
+    return c.g.scalar(float(v), c.out_dtype or tg.f32)
+
+
+def _arange(c: _Ctx, start, end=None, step=1, **kw):
+    if end is None:
+        start, end = 0, start
+    return c.g.arange(float(start), float(end), float(step), c.out_dtype or tg.i64)
+
+
+def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+    return c.g.scaled_dot_product_attention(q, k, v, attn_mask, tg.AttentionDesc(scale=scale or 0.0,
+                                                                                  causal=bool(is_causal)))
+
+
+_CONVERTERS: dict[str, Callable] = {
+    # elementwise
+    "add": _binary("add"), "sub": _binary("sub"), "rsub": lambda c, a, b, alpha=1: _binary("sub")(c, b, a, alpha),
+    "mul": _binary("mul"), "div": _binary("div"), "remainder": _binary("floor_mod"), "fmod": _binary("mod"),
+    "maximum": _binary("maximum_nan"), "minimum": _binary("minimum_nan"), "atan2": _binary("atan2"),
+    "eq": _binary("equal", True), "ne": _binary("not_equal", True), "lt": _binary("less", True),
+    "le": _binary("less_equal", True), "gt": _binary("greater", True), "ge": _binary("greater_equal", True),
+    "logical_and": lambda c, a, b: c.g.logical_and(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_or": lambda c, a, b: c.g.logical_or(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_xor": lambda c, a, b: c.g.logical_xor(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_not": lambda c, x: c.g.logical_not(c.cast(x, tg.bool_)),
+    "bitwise_and": _binary("bitwise_and"), "bitwise_or": _binary("bitwise_or"), "bitwise_xor": _binary("bitwise_xor"),
+    "bitwise_not": lambda c, x: c.g.logical_not(x) if x.dtype == tg.bool_ else c.g.bitwise_not(x),
+    "pow": _pow, "where": _where, "clamp": _clamp, "clamp_min": lambda c, x, lo: _clamp(c, x, lo, None),
+    "clamp_max": lambda c, x, hi: _clamp(c, x, None, hi), "hardtanh": _hardtanh,
+    "neg": _unary("neg"), "abs": _unary("abs"), "sign": _unary("sign"), "exp": _unary("exp"), "exp2": _unary("exp2"),
+    "log": _unary("log"), "log2": _unary("log2"), "log1p": _unary("log1p"), "expm1": _unary("expm1"),
+    "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "reciprocal": _unary("reciprocal"), "sin": _unary("sin"),
+    "cos": _unary("cos"), "tan": _unary("tan"), "sinh": _unary("sinh"), "cosh": _unary("cosh"),
+    "tanh": _unary("tanh"), "asin": _unary("asin"), "acos": _unary("acos"), "atan": _unary("atan"),
+    "asinh": _unary("asinh"), "acosh": _unary("acosh"), "atanh": _unary("atanh"), "erf": _unary("erf"),
+    "floor": _unary("floor"), "ceil": _unary("ceil"), "round": _unary("rint"), "trunc": _unary("trunc"),
+    "sigmoid": _unary("sigmoid"), "relu": _unary("relu"), "silu": _unary("silu"), "softplus": _unary("softplus"),
+    "isnan": _unary("is_nan"), "isinf": _unary("is_inf"), "isfinite": _unary("is_finite"),
+    "gelu": _gelu, "leaky_relu": _leaky_relu, "elu": _elu,
+    "hardsigmoid": lambda c, x: c.g.hard_sigmoid(x, 1 / 6, 0.5),
+    "hardswish": lambda c, x: c.g.mul(x, c.g.hard_sigmoid(x, 1 / 6, 0.5)),
+    "_to_copy": _to_copy, "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
+    "alias": lambda c, x: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
+    "copy": lambda c, dst, src, non_blocking=False: c.cast(src, dst.dtype),
+    # reductions
+    "sum": _reduce("reduce_sum"), "mean": _reduce("reduce_mean"), "prod": lambda c, x, dim=None, keepdim=False,
+    dtype=None: _reduce("reduce_prod")(c, x, dim, keepdim), "amax": _reduce("reduce_max"), "amin": _reduce("reduce_min"),
+    "any": lambda c, x, dim=None, keepdim=False: c.g.reduce_any(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
+    "all": lambda c, x, dim=None, keepdim=False: c.g.reduce_all(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
+    "logsumexp": lambda c, x, dim, keepdim=False: c.g.reduce_logsumexp(x, _axes(dim, x.rank), keepdim),
+    "var": _var, "argmax": _argminmax("argmax"), "argmin": _argminmax("argmin"), "topk": _topk, "sort": _sort,
+    "cumsum": _cumsum, "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    # linear algebra, convolution, pooling, normalisation
+    "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
+    "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
+    "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
+    "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
+    "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
+    # shape and indexing
+    "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
+        x, [d % x.rank for d in dims]) if x.rank else x,
+    "t": lambda c, x: c.g.transpose(x, [1, 0]) if x.rank == 2 else x,
+    "transpose": lambda c, x, a, b: c.g.transpose(x, [b % x.rank if i == a % x.rank else a % x.rank if
+                                                     i == b % x.rank else i for i in range(x.rank)]),
+    "expand": _expand, "unsqueeze": lambda c, x, dim: c.g.expand_dims(x, [dim % (x.rank + 1)]),
+    "squeeze": _squeeze, "select": _select, "slice": _slice, "cat": _cat,
+    "stack": lambda c, xs, dim=0: c.g.stack(list(xs), dim % (xs[0].rank + 1)),
+    "split_with_sizes": _split_with_sizes, "split": _split, "constant_pad_nd": _constant_pad_nd,
+    "index_select": _index_select, "gather": _gather, "flip": lambda c, x, dims: c.g.reverse(x, _axes(dims, x.rank)),
+    "repeat": lambda c, x, reps: c.g.tile(x if len(reps) == x.rank else c.g.reshape(
+        x, [1] * (len(reps) - x.rank) + list(x.shape)), list(reps)),
+    "full": _full, "full_like": _full_like, "zeros_like": lambda c, x, **kw: _full_like(c, x, 0),
+    "ones_like": lambda c, x, **kw: _full_like(c, x, 1), "zeros": lambda c, shape, **kw: _full(c, shape, 0),
+    "ones": lambda c, shape, **kw: _full(c, shape, 1), "scalar_tensor": _scalar_tensor, "arange": _arange,
+}
+
+
+def _packet_name(target) -> str:
+    """aten.add.Tensor -> 'add' (overloads share a converter)."""
+    name = getattr(target, "_overloadpacket", None)
+    name = getattr(name, "__name__", None) or str(target).split(".")[-2 if "." in str(target) else -1]
+    return name.split("::")[-1]
+
+
+def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
+            input_types: list[tg.TensorType]) -> tuple[tg.Graph, list[tg.Tensor], list, Any]:
+    """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
+    run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
+    baked in. Returns (graph, feeds, outputs, output structure)."""
+    g = tg.Graph()
+    c = _Ctx(g)
+    env: dict[str, Any] = {}
+    feeds = []
+    types = dict(zip(inputs, input_types))
+
+    def value(a):
+        if isinstance(a, torch.fx.Node):
+            return env[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(value(x) for x in a)
+        if isinstance(a, torch.dtype) or isinstance(a, torch.device) or isinstance(a, torch.layout) or \
+                isinstance(a, torch.memory_format):
+            return a
+        return a
+
+    out_struct = None
+    for node in graph.nodes:
+        c.node = node
+        if node.op == "placeholder":
+            if node.name in types:
+                t = types[node.name]
+                env[node.name] = g.placeholder(list(t.shape), t.dtype, node.name)
+                feeds.append(env[node.name])
+            elif node.name in constants:
+                env[node.name] = _constant(g, constants[node.name], node.name)
+            else:
+                raise tg.Error(f"[torch] input {node.name} is neither fed nor a known constant")
+        elif node.op == "get_attr":
+            env[node.name] = _constant(g, constants[node.target], node.name)
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                seq, i = value(node.args[0]), node.args[1]
+                env[node.name] = seq[i]
+                continue
+            name = _packet_name(node.target)
+            if name in ("sym_size", "sym_numel"):
+                raise UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are static")
+            if name in ("native_dropout", "dropout") and not node.kwargs.get("train", node.args[2] if len(node.args) > 2
+                                                                             else False):
+                env[node.name] = (value(node.args[0]), None) if name == "native_dropout" else value(node.args[0])
+                continue
+            fn = _CONVERTERS.get(name)
+            if fn is None:
+                raise UnsupportedOp(f"[torch] no converter for {node.target} (node {node.name}); "
+                                    f"{len(_CONVERTERS)} ATen ops are supported: see tgraph.torch._CONVERTERS")
+            args = value(node.args)
+            kwargs = {k: value(v) for k, v in node.kwargs.items() if k not in ("device", "layout", "pin_memory",
+                                                                                 "memory_format", "non_blocking")}
+            if "dtype" in kwargs and name not in ("_to_copy", "sum", "mean", "cumsum", "full", "full_like",
+                                                  "zeros_like", "ones_like", "zeros", "ones", "scalar_tensor",
+                                                  "arange", "prod"):
+                kwargs.pop("dtype")
+            try:
+                r = fn(c, *args, **kwargs)
+            except tg.Error:
+                raise
+            except Exception as e:  # a converter's own mistake or an unhandled argument form
+                raise tg.Error(f"[torch] converting {node.target} (node {node.name}): {type(e).__name__}: {e}") from e
+            v = node.meta.get("val")
+            if isinstance(r, tg.Tensor) and isinstance(v, torch.Tensor):
+                if tuple(r.shape) != tuple(v.shape):
+                    raise tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
+                                   f"{tuple(v.shape)}")
+                r = c.cast(r, tg_dtype(v.dtype))
+            env[node.name] = r
+        elif node.op == "output":
+            out_struct = node.args[0]
+        else:
+            raise UnsupportedOp(f"[torch] FX node kind {node.op} ({node.target})")
+    flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
+    outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+    return g, feeds, outs, out_struct
+
+
+def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:
+    t = t.detach()
+    dt = tg_dtype(t.dtype)
+    arr = _numpy(t)
+    return g.constant(arr, dt, name)
+
+
+def _device_of(args) -> tg.Device:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_cuda:
+            return tg.Device.cuda(a.device.index or 0)
+    return tg.Device.cpu()
+
+
+class _Compiled:
+    """One executable for one input signature, with how its outputs map back to torch."""
+
+    def __init__(self, exe: tg.Executable, outs: list, n_feeds: int):
+        self.exe = exe
+        self.outs = outs  # tg.Tensor (by position among the targets) or a Python value
+        self.n_feeds = n_feeds
+
+    def __call__(self, flat_inputs: list[torch.Tensor]) -> list:
+        dev = self.exe.device
+        ins = []
+        for t in flat_inputs:
+            t = t.detach().contiguous()
+            if dev.kind == "cuda" and not t.is_cuda:
+                t = t.cuda(dev.index)
+            if dev.kind == "cpu" and t.device.type != "cpu":
+                t = t.cpu()
+            ins.append(tg.from_dlpack(t))
+        results = self.exe.run_device(ins)
+        it = iter(results)
+        out = []
+        for o in self.outs:
+            if isinstance(o, tg.Tensor):
+                out.append(torch.from_dlpack(next(it)))
+            else:
+                out.append(o)
+        return out
+
+
+class TorchModule(torch.nn.Module):
+    """An nn.Module that runs `module` through tgraph (what tgraph.torch.compile returns)."""
+
+    def __init__(self, module: torch.nn.Module, device=None, precision: str = "f32"):
+        super().__init__()
+        self._module = module
+        self._device = device
+        self._precision = precision
+        self._cache: dict = {}
+
+    def recompile(self) -> None:
+        """Forgets the compiled executables (after the module's weights changed)."""
+        self._cache.clear()
+
+    def forward(self, *args, **kwargs):
+        from torch.utils import _pytree as pytree
+        flat, _ = pytree.tree_flatten((args, kwargs))
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("py", a) for a in flat)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = self._build(args, kwargs)
+        compiled, spec = entry
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        return pytree.tree_unflatten(compiled(tensors), spec)
+
+    def _build(self, args, kwargs):
+        from torch.utils import _pytree as pytree
+        with torch.no_grad():
+            ep = torch.export.export(self._module, tuple(args), kwargs or None).run_decompositions()
+        sig = ep.graph_signature
+        user = [s.arg.name for s in sig.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        constants = {}
+        state = {**ep.state_dict, **ep.constants}
+        for s in sig.input_specs:
+            if s.kind != torch.export.graph_signature.InputKind.USER_INPUT:
+                constants[s.arg.name] = state[s.target]
+        flat, _ = pytree.tree_flatten((args, kwargs))
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        if len(tensors) != len(user):
+            raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
+        types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
+        g, feeds, outs, _ = convert(ep.graph, user, constants, types)
+        targets = [o for o in outs if isinstance(o, tg.Tensor)]
+        device = tg.device(self._device) if self._device is not None else _device_of(tensors)
+        exe = g.compile(feeds, targets, device=device, precision=self._precision)
+        return _Compiled(exe, outs, len(feeds)), ep.call_spec.out_spec
+
+
+def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> TorchModule:  # noqa: A001
+    """An nn.Module that runs `module` through tgraph, unchanged: compiled at the first call for
+    each input signature. device: where to run (default: where the inputs are); precision:
+    "f32", "tf32", "bf16" or "f16" for matmul and convolution."""
+    return TorchModule(module, device=device, precision=precision)
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """A torch.compile backend: torch.compile(model, backend=tgraph.torch.backend)."""
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+    with torch.no_grad():
+        aten = make_fx(gm, decomposition_table=core_aten_decompositions())(*example_inputs)
+    names = [n.name for n in aten.graph.nodes if n.op == "placeholder"]
+    constants = {}
+    for n in aten.graph.nodes:
+        if n.op == "get_attr":
+            obj = aten
+            for part in n.target.split("."):
+                obj = getattr(obj, part)
+            constants[n.target] = obj
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    if len(tensors) != len(names):
+        raise tg.Error("[torch] backend: the graph takes non-tensor inputs")
+    types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
+    g, feeds, outs, out_struct = convert(aten.graph, names, constants, types)
+    exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
+    run = _Compiled(exe, outs, len(feeds))
+    single = not isinstance(out_struct, (list, tuple))
+
+    def call(*inputs):
+        r = run([t for t in inputs if isinstance(t, torch.Tensor)])
+        return r[0] if single else tuple(r)
+    return call
+
+
+try:  # torch.compile(model, backend="tgraph")
+    from torch._dynamo import register_backend as _register
+    _register(name="tgraph")(backend)
+except Exception:  # an older or newer torch without this hook: the function still works
+    pass

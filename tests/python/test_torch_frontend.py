@@ -1,0 +1,129 @@
+"""tgraph.torch: unchanged nn.Modules through tgraph, against PyTorch on random inputs."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+import tgraph as tg  # noqa: E402
+import tgraph.torch as tgt  # noqa: E402
+
+
+def check(model, *args, rtol=1e-5, atol=1e-5):
+    model.eval()
+    fast = tgt.compile(model)
+    with torch.no_grad():
+        want = model(*args)
+        got = fast(*args)
+    torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+    assert len(fast._cache) == 1  # ran through one tgraph executable
+    return fast
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), nn.BatchNorm2d(16), nn.SiLU(),
+            nn.AvgPool2d(2, ceil_mode=True), nn.Conv2d(16, 16, 1, bias=False), nn.Hardswish(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return torch.log_softmax(self.head(self.features(x)), -1)
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 32)
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, activation="gelu")
+        self.head = nn.Linear(32, 3)
+
+    def forward(self, ids):
+        return self.head(self.layer(self.emb(ids)).mean(1))
+
+
+class Misc(nn.Module):
+    """Indexing, shape and elementwise ops that models use between the big layers."""
+
+    def forward(self, x, y):
+        a, b = torch.split(x, [2, 3], dim=1)
+        c = torch.cat([a * 2, b.clamp(-0.5, 0.5)], 1)
+        d = torch.where(c > 0, c ** 2, torch.exp(c) - 1)
+        e = d[:, 1:4].transpose(0, 1).reshape(3, -1)
+        f = torch.nn.functional.pad(y, (1, 2)) / (1 + y.abs().sum())
+        g = torch.cumsum(x, 0) + x.mean(0, keepdim=True) - x.amax(1, keepdim=True)
+        v, i = torch.topk(x, 2, dim=1)
+        return e.sum(1), f, g, v, i, torch.argmax(x, 1), (x >= 0.1).any(1)
+
+
+def test_mlp():
+    check(nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Dropout(0.1), nn.Linear(16, 4),
+                        nn.Tanh()), torch.randn(5, 8))
+
+
+def test_cnn_with_batch_norm_pooling_and_grouped_conv():
+    check(SmallCNN(), torch.randn(2, 3, 20, 20), rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_encoder_layer():
+    check(Encoder(), torch.randint(0, 50, (2, 7)), rtol=1e-4, atol=1e-5)
+
+
+def test_misc_ops_and_tuple_outputs():
+    out = check(Misc(), torch.randn(4, 5), torch.randn(4, 3))
+    assert out is not None
+
+
+def test_resnet18_from_torchvision():
+    tv = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    check(tv.models.resnet18(num_classes=10), torch.randn(1, 3, 64, 64), rtol=1e-4, atol=1e-4)
+
+
+def test_new_input_sizes_compile_once_each():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+    fast = tgt.compile(model)
+    for n in (1, 7, 1, 7, 3):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(fast(x), model(x))
+    assert len(fast._cache) == 3
+
+
+def test_weights_are_frozen_until_recompile():
+    model = nn.Linear(3, 2).eval()
+    fast = tgt.compile(model)
+    x = torch.randn(2, 3)
+    before = fast(x)
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    torch.testing.assert_close(fast(x), before)  # compiled with the old weights
+    fast.recompile()
+    torch.testing.assert_close(fast(x), model(x))
+
+
+def test_unsupported_op_names_the_op():
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+    with pytest.raises(tg.Error, match="bessel_j0"):
+        tgt.compile(Odd())(torch.randn(3))
+
+
+def test_torch_compile_backend():
+    model = nn.Sequential(nn.Linear(6, 6), nn.Sigmoid(), nn.Linear(6, 2)).eval()
+    calls = []
+
+    def counting(gm, example_inputs):
+        calls.append(gm)
+        return tgt.backend(gm, example_inputs)
+
+    compiled = torch.compile(model, backend=counting)
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(calls) == 1  # the graph went through tgraph, not a fallback
+        compiled_by_name = torch.compile(model, backend="tgraph")
+        torch.testing.assert_close(compiled_by_name(x), model(x))

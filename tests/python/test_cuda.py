@@ -61,3 +61,24 @@ def test_torch_cuda_tensors_zero_copy(rng):
     y = torch.from_dlpack(out)
     assert y.is_cuda
     torch.testing.assert_close(y, torch.relu(a) * 3)
+
+
+def test_torch_frontend_on_cuda_tensors(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import tgraph.torch as tgt
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).cuda().eval()
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    fast = tgt.compile(model)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # the reference in true fp32, as tgraph's default
+    try:
+        with torch.no_grad():
+            got, want = fast(x), model(x)
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    assert got.is_cuda and got.device == x.device
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

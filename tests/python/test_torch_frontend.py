@@ -127,3 +127,18 @@ def test_torch_compile_backend():
         assert len(calls) == 1  # the graph went through tgraph, not a fallback
         compiled_by_name = torch.compile(model, backend="tgraph")
         torch.testing.assert_close(compiled_by_name(x), model(x))
+
+
+def test_huggingface_bert_keeps_its_output_structure():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                                  vocab_size=200)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 200, (2, 9))
+    fast = tgt.compile(model)
+    with torch.no_grad():
+        got, want = fast(ids), model(ids)
+    assert type(got) is type(want)
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.pooler_output, want.pooler_output, rtol=1e-4, atol=1e-5)

@@ -133,8 +133,11 @@ Tensor.__neg__ = lambda self: _graph(self).neg(self)
 Tensor.__abs__ = lambda self: _graph(self).abs(self)
 Tensor.__invert__ = lambda self: (_graph(self).logical_not(self) if self.dtype == DType.bool
                                   else _graph(self).bitwise_not(self))
-Tensor.__bool__ = lambda self: (_ for _ in ()).throw(
-    Error("[python] a graph tensor has no truth value before it runs: use g.if_else / g.select"))
+def _no_truth_value(self: Tensor):
+    raise Error("[python] a graph tensor has no truth value before it runs: use g.if_else / g.select")
+
+
+Tensor.__bool__ = _no_truth_value
 Tensor.T = property(lambda self: _graph(self).transpose(self, list(range(self.rank))[::-1]))
 
 

@@ -9,6 +9,9 @@
 
 #include "py_args.h"
 #include "py_tensor.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/device_context.h"
+#endif
 
 namespace tgpy {
 using namespace nb::literals;
@@ -79,7 +82,17 @@ void capsule_destructor(PyObject* cap) {
 tg::DeviceTensor from_dlpack_object(nb::handle obj) {
   if (nb::isinstance<tg::DeviceTensor>(obj)) return nb::cast<tg::DeviceTensor>(obj);
   if (!nb::hasattr(obj, "__dlpack__")) return tg::DeviceTensor::from_host(from_array(obj), tg::Device::cpu());
-  nb::object cap = obj.attr("__dlpack__")();
+  nb::object cap;
+  nb::object dev = nb::hasattr(obj, "__dlpack_device__") ? obj.attr("__dlpack_device__")() : nb::none();
+#ifdef TGRAPH_HAVE_CUDA
+  if (!dev.is_none() && nb::cast<int>(dev[0]) == kDLCUDA) {
+    // The DLPack protocol's stream argument: the producer orders its pending writes before
+    // tgraph's stream (the one runs on this device use), so nothing reads the tensor early.
+    auto stream = tg::detail::DeviceContext::get(nb::cast<int>(dev[1])).stream();
+    cap = obj.attr("__dlpack__")("stream"_a = reinterpret_cast<uintptr_t>(stream));
+  }
+#endif
+  if (!cap.is_valid()) cap = obj.attr("__dlpack__")();
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
   if (!m) throw nb::python_error();
   tg::DeviceTensor t = tg::DeviceTensor::from_dlpack(m);  // throws and leaves m owned by cap

@@ -52,13 +52,13 @@ struct Py<tg::Operation> {
 template <>
 struct Py<tg::DType> {
   using type = DTypeArg;
-  static tg::DType in(const Graph&, const DTypeArg& d) { return d.v; }
+  static tg::DType in(const Graph&, const DTypeArg& d) { return d.get(); }
 };
 template <class E>
   requires(std::is_enum_v<E> && !std::is_same_v<E, tg::DType>)
 struct Py<E> {
   using type = EnumArg<E>;
-  static E in(const Graph&, const EnumArg<E>& e) { return e.v; }
+  static E in(const Graph&, const EnumArg<E>& e) { return e.get(); }
 };
 template <class T>
 struct Py<std::vector<T>> {
@@ -170,9 +170,10 @@ std::vector<PyTensor> while_loop(Graph& self, const std::vector<PyTensor>& init,
   Graph& g = builder_graph(self);
   Graph::WhileBefore b = [before](Graph& rg, std::vector<Tensor> args) {
     nb::object r = call_body(rg, [&] { return before(*nb::tuple(py_list(rg, args))); });
-    if (!nb::isinstance<nb::tuple>(r) || nb::len(r) != 2)
-      throw tg::Error("[python] while_loop's before must return (pred, [results])");
-    Tensor pred = tensors_of(rg, r[0], "while_loop before (pred)").at(0);
+    if (!nb::isinstance<nb::tuple>(r) || nb::len(r) != 2 || !nb::isinstance<PyTensor>(r[0]))
+      throw tg::Error("[python] while_loop's before must return (pred, [results]) with pred a bool tensor, got " +
+                      nb::cast<std::string>(nb::repr(r)));
+    Tensor pred = unwrap(rg, nb::cast<PyTensor>(r[0]));
     return std::pair<Tensor, std::vector<Tensor>>(pred, tensors_of(rg, r[1], "while_loop before"));
   };
   Graph::WhileAfter a = [after](Graph& rg, std::vector<Tensor> args) {

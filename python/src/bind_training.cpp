@@ -15,13 +15,7 @@ using tg::Tensor;
 
 namespace {
 
-std::vector<Tensor> tensors(const Graph& g, const std::vector<PyTensor>& v) {
-  std::vector<Tensor> r;
-  for (const PyTensor& p : v) r.push_back(unwrap(g, p));
-  return r;
-}
-
-tg::optim::GradMap grad_map(const Graph& g, const std::vector<PyTensor>& vars, nb::handle grads) {
+tg::optim::GradMap grad_map_of(const Graph& g, const std::vector<PyTensor>& vars, nb::handle grads) {
   tg::optim::GradMap m;
   if (nb::isinstance<nb::dict>(grads)) {
     for (auto [k, v] : nb::cast<nb::dict>(grads))
@@ -35,6 +29,21 @@ tg::optim::GradMap grad_map(const Graph& g, const std::vector<PyTensor>& vars, n
   for (size_t i = 0; i < vars.size(); ++i)
     if (list[i]) m.emplace(unwrap(g, vars[i]), unwrap(g, *list[i]));
   return m;
+}
+
+std::vector<Tensor> tensors(const Graph& g, const std::vector<PyTensor>& v) {
+  std::vector<Tensor> r;
+  for (const PyTensor& p : v) r.push_back(unwrap(g, p));
+  return r;
+}
+
+tg::optim::GradMap grad_map(const Graph& g, const std::vector<PyTensor>& vars, nb::handle grads) {
+  try {
+    return grad_map_of(g, vars, grads);
+  } catch (const nb::cast_error&) {
+    throw tg::Error("[optim] grads must be a list of tensors (in the order of vars) or a dict variable -> "
+                    "tensor, got " + nb::cast<std::string>(nb::repr(grads)));
+  }
 }
 
 Tensor lr_tensor(Graph& g, nb::handle lr) {

@@ -70,7 +70,7 @@ bool set_field(D& d, const std::vector<std::string>& names, const std::string& k
                std::index_sequence<I...>) {
   bool found = false;
   ((names[I] == key
-        ? (std::get<I>(d.fields()) = from_py<std::decay_t<std::tuple_element_t<I, FieldsOf<D>>>>(v),
+        ? (std::get<I>(d.fields()) = from_py<std::decay_t<std::tuple_element_t<I, FieldsOf<D>>>>(v, "field " + key),
            found = true)
         : false),
    ...);
@@ -98,7 +98,8 @@ void bind_desc(nb::module_& m, const char* name) {
     (c.def_prop_rw(
          names[I].c_str(), [](const D& d) { return std::get<I>(d.fields()); },
          [](D& d, nb::handle v) {
-           std::get<I>(d.fields()) = from_py<std::decay_t<std::tuple_element_t<I, FieldsOf<D>>>>(v);
+           std::get<I>(d.fields()) =
+               from_py<std::decay_t<std::tuple_element_t<I, FieldsOf<D>>>>(v, "field " + names[I]);
          }),
      ...);
   }(Seq{});
@@ -120,10 +121,10 @@ void bind_types(nb::module_& m) {
   for (tg::DType t : {tg::f32, tg::f16, tg::bf16, tg::f64, tg::i8, tg::i16, tg::i32, tg::i64, tg::u8,
                       tg::boolean})
     dt.value(tg::dtype_name(t), t);
-  m.def("dtype", [](DTypeArg d) { return d.v; }, "like"_a,
+  m.def("dtype", [](DTypeArg d) { return d.get(); }, "like"_a,
         "The element type named by a string, a numpy or torch dtype, or a DType.");
   m.def("dtype_size", &tg::dtype_size);
-  m.def("promote_types", [](DTypeArg a, DTypeArg b) { return tg::promote_types(a.v, b.v); });
+  m.def("promote_types", [](DTypeArg a, DTypeArg b) { return tg::promote_types(a.get(), b.get()); });
 
   bind_enum<tg::PaddingStyle>(m, "PaddingStyle");
   bind_enum<tg::Layout>(m, "Layout");
@@ -151,7 +152,7 @@ void bind_types(nb::module_& m) {
       .def("__hash__", [](const tg::Device& d) { return static_cast<int>(d.kind) * 1000 + d.index; });
 
   nb::class_<tg::TensorType>(m, "TensorType")
-      .def("__init__", [](tg::TensorType* t, tg::Shape s, DTypeArg d) { new (t) tg::TensorType(s, d.v); },
+      .def("__init__", [](tg::TensorType* t, tg::Shape s, DTypeArg d) { new (t) tg::TensorType(s, d.get()); },
            "shape"_a, "dtype"_a)
       .def_rw("shape", &tg::TensorType::shape)
       .def_rw("dtype", &tg::TensorType::dtype)

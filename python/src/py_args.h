@@ -13,14 +13,25 @@
 namespace tgpy {
 namespace nb = nanobind;
 
-/// An element type given from Python.
+/// An element type given from Python. A string that names no type is taken and reported by
+/// get() as a tg::Error (a caster that refused it would give only nanobind's generic message).
 struct DTypeArg {
   tg::DType v = tg::DType::f32;
+  std::string error;
+  tg::DType get() const {
+    if (!error.empty()) throw tg::Error(error);
+    return v;
+  }
 };
-/// A descriptor enum given from Python (the enum or its name).
+/// A descriptor enum given from Python (the enum or its name), reported the same way.
 template <class E>
 struct EnumArg {
   E v{};
+  std::string error;
+  E get() const {
+    if (!error.empty()) throw tg::Error(error);
+    return v;
+  }
 };
 
 /// The element type named by a Python object; throws tg::Error naming what it got.
@@ -54,13 +65,17 @@ E enum_from_py(nb::handle h) {
 
 /// A value of type T from Python, with the spellings above for element types and enums.
 template <class T>
-T from_py(nb::handle h) {
+T from_py(nb::handle h, const std::string& what = "a value") {
   if constexpr (std::is_same_v<T, tg::DType>) {
     return dtype_from_py(h);
   } else if constexpr (std::is_enum_v<T>) {
     return enum_from_py<T>(h);
   } else {
-    return nb::cast<T>(h);
+    try {
+      return nb::cast<T>(h);
+    } catch (const nb::cast_error&) {
+      throw tg::Error("[python] " + what + " cannot be " + nb::cast<std::string>(nb::repr(h)));
+    }
   }
 }
 
@@ -75,7 +90,11 @@ struct type_caster<tgpy::DTypeArg> {
     try {
       value.v = tgpy::dtype_from_py(src);
       return true;
+    } catch (const tg::Error& e) {
+      value.error = e.what();
+      return PyUnicode_Check(src.ptr());  // a string: reported when used, with tgraph's message
     } catch (...) {
+      PyErr_Clear();
       return false;
     }
   }
@@ -91,6 +110,9 @@ struct type_caster<tgpy::EnumArg<E>> {
     try {
       value.v = tgpy::enum_from_py<E>(src);
       return true;
+    } catch (const tg::Error& e) {
+      value.error = e.what();
+      return PyUnicode_Check(src.ptr());
     } catch (...) {
       PyErr_Clear();
       return false;

@@ -45,6 +45,7 @@ from ._tgraph import (  # noqa: E402,F401  (re-exported)
 )
 
 __version__ = "0.1.0"
+_dtype_of = dtype  # for functions whose `dtype` argument hides it
 
 f32, f16, bf16, f64 = DType.f32, DType.f16, DType.bf16, DType.f64
 i8, i16, i32, i64, u8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
@@ -81,37 +82,71 @@ def _graph(t: Tensor) -> Graph:
     return t.graph
 
 
+_FLOATS = (DType.f32, DType.f16, DType.bf16, DType.f64)
+
+
 def _as_tensor(g: Graph, v, like: Tensor | None = None) -> Tensor:
-    """v as a tensor of g: tensors pass; Python numbers take like's type; arrays are constants."""
+    """v as a tensor of g: tensors pass; Python numbers take like's type (exactly, for integers);
+    arrays are constants (a float array with a float `like` takes its type)."""
     if isinstance(v, Tensor):
         return v
     if isinstance(v, (bool, numbers.Number)) and not isinstance(v, _np.ndarray):
         t = like.dtype if like is not None else (DType.bool if isinstance(v, bool) else
                                                  DType.i32 if isinstance(v, numbers.Integral) else DType.f32)
-        return g.scalar(float(v), t)
+        if t in _FLOATS or t == DType.bool:
+            return g.scalar(float(v), t)
+        return g.constant(_np.array(v, dtype=numpy_dtype(t)))  # no trip through a double
     a = _np.asarray(v)
-    if like is not None and a.dtype.kind == "f" and dtype(a.dtype) != like.dtype and like.dtype != DType.bf16:
-        a = a.astype(numpy_dtype(like.dtype))
-    t = g.constant(a)
-    if like is not None and like.dtype == DType.bf16 and t.dtype != DType.bf16:
-        t = g.cast(t, DType.bf16)
-    return t
+    if like is not None and like.dtype in _FLOATS and a.dtype.kind == "f" and dtype(a.dtype) != like.dtype:
+        return g.constant(a.astype(_np.float32), dtype=like.dtype)
+    return g.constant(a)
+
+
+def _kind(v) -> str:
+    """'b', 'i' or 'f': the category of a Python value or an array (numpy's kinds, u as i)."""
+    if isinstance(v, Tensor):
+        return "f" if v.dtype in _FLOATS else "b" if v.dtype == DType.bool else "i"
+    if isinstance(v, bool):
+        return "b"
+    if isinstance(v, numbers.Integral):
+        return "i"
+    if isinstance(v, numbers.Real):
+        return "f"
+    k = _np.asarray(v).dtype.kind
+    return "i" if k == "u" else k
+
+
+def _operands(self: Tensor, other, true_div: bool = False):
+    """(self, other) as tensors of one type, as numpy and JAX promote: a Python number takes the
+    tensor's type unless it is of a higher kind (a float with an int tensor gives f32); two
+    tensors meet at promote_types; true division of integers is done in f32."""
+    g = _graph(self)
+    order = "bif"
+    if not isinstance(other, Tensor) and order.index(_kind(other)) > order.index(_kind(self)):
+        self = g.cast(self, DType.f32 if _kind(other) == "f" else DType.i32)
+    o = _as_tensor(g, other, like=self)
+    if o.dtype != self.dtype:
+        t = promote_types(self.dtype, o.dtype)
+        self, o = (x if x.dtype == t else g.cast(x, t) for x in (self, o))
+    if true_div and self.dtype not in _FLOATS:
+        self, o = g.cast(self, DType.f32), g.cast(o, DType.f32)
+    return self, o
 
 
 def _binary(name: str, reverse: bool = False):
     def op(self: Tensor, other):
-        g = _graph(self)
-        o = _as_tensor(g, other, like=self)
-        return getattr(g, name)(o, self) if reverse else getattr(g, name)(self, o)
+        a, b = _operands(self, other, true_div=name == "div")
+        fn = name
+        if name.startswith("logical_") and a.dtype != DType.bool:  # & | ^ on integers: bitwise
+            fn = "bitwise_" + name[len("logical_"):]
+        return getattr(_graph(self), fn)(b, a) if reverse else getattr(_graph(self), fn)(a, b)
     op.__name__ = f"__{'r' if reverse else ''}{name}__"
     return op
 
 
 for _py, _op in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"),
-                 ("floordiv", None), ("mod", "floor_mod"), ("pow", "pow"), ("matmul", "matmul"),
+                 ("mod", "floor_mod"), ("pow", "pow"), ("matmul", "matmul"),
                  ("and", "logical_and"), ("or", "logical_or"), ("xor", "logical_xor")]:
-    if _op is None:
-        continue
     setattr(Tensor, f"__{_py}__", _binary(_op))
     setattr(Tensor, f"__r{_py}__", _binary(_op, reverse=True))
 for _py, _op in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")]:
@@ -119,12 +154,13 @@ for _py, _op in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge",
 
 
 def _floordiv(self: Tensor, other, reverse=False):
+    a, b = _operands(self, other)
+    if reverse:
+        a, b = b, a
     g = _graph(self)
-    o = _as_tensor(g, other, like=self)
-    a, b = (o, self) if reverse else (self, o)
-    q = g.div(a, b)
-    return g.floor(q) if q.dtype in (DType.f32, DType.f16, DType.bf16, DType.f64) else \
-        g.div(g.sub(a, g.floor_mod(a, b)), b)
+    if a.dtype in _FLOATS:
+        return g.floor(g.div(a, b))
+    return g.div(g.sub(a, g.floor_mod(a, b)), b)  # exact: the difference is a multiple of b
 
 
 Tensor.__floordiv__ = _floordiv
@@ -153,14 +189,15 @@ def _reshape(self: Tensor, *shape) -> Tensor:
 
 Tensor.astype = _astype
 Tensor.reshape = _reshape
-Tensor.sum = lambda self, axes=(), keep_dims=False: _graph(self).reduce_sum(self, _axes(axes), keep_dims)
-Tensor.mean = lambda self, axes=(), keep_dims=False: _graph(self).reduce_mean(self, _axes(axes), keep_dims)
-Tensor.max = lambda self, axes=(), keep_dims=False: _graph(self).reduce_max(self, _axes(axes), keep_dims)
-Tensor.min = lambda self, axes=(), keep_dims=False: _graph(self).reduce_min(self, _axes(axes), keep_dims)
+# numpy's names: x.sum(axis=1, keepdims=True)
+Tensor.sum = lambda self, axis=None, keepdims=False: _graph(self).reduce_sum(self, _axes(axis), keepdims)
+Tensor.mean = lambda self, axis=None, keepdims=False: _graph(self).reduce_mean(self, _axes(axis), keepdims)
+Tensor.max = lambda self, axis=None, keepdims=False: _graph(self).reduce_max(self, _axes(axis), keepdims)
+Tensor.min = lambda self, axis=None, keepdims=False: _graph(self).reduce_min(self, _axes(axis), keepdims)
 
 
 def _axes(a) -> list[int]:
-    return [a] if isinstance(a, int) else list(a)
+    return [] if a is None else [a] if isinstance(a, int) else list(a)
 
 
 def _getitem(self: Tensor, key) -> Tensor:
@@ -189,6 +226,8 @@ def _getitem(self: Tensor, key) -> Tensor:
             new_axes.append(out_dim)
             out_dim += 1
             continue
+        if isinstance(k, (bool, _np.bool_)):
+            raise IndexError("boolean indices are not supported: use g.select or g.gather")
         if isinstance(k, (int, _np.integer)):
             begin.append(int(k))
             end.append(int(k) + 1 if int(k) != -1 else 0)
@@ -240,7 +279,12 @@ def _feed_list(feeds) -> list:
 def _options(device_, precision, disable_type_inference, optimize) -> CompileOptions:
     o = CompileOptions()
     o.device = device(device_)
-    o.precision = precision if isinstance(precision, Precision) else Precision.__members__[str(precision)]
+    if isinstance(precision, Precision):
+        o.precision = precision
+    elif str(precision) in Precision.__members__:
+        o.precision = Precision.__members__[str(precision)]
+    else:
+        raise Error(f"[python] unknown precision {precision!r}: use one of {', '.join(Precision.__members__)}")
     o.disable_type_inference = bool(disable_type_inference)
     o.optimize = bool(optimize)
     return o
@@ -260,11 +304,23 @@ def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops:
                          _options(device, precision, disable_type_inference, optimize))
 
 
+def _feed(v, t: DType, what: str) -> _np.ndarray:
+    """v as an array for a feed of type t: converted when numpy can do so within its kind."""
+    if isinstance(v, DeviceTensor):
+        v = v.numpy()
+    a = _np.asarray(v)
+    want = numpy_dtype(t)
+    if a.dtype != want:
+        if not _np.can_cast(a.dtype, want, casting="same_kind"):
+            raise Error(f"[run] {what}: {a.dtype} cannot feed a {t.name} input")
+        a = a.astype(want)
+    return a
+
+
 def _run(self: Graph, feeds: dict, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = ()):
     """Compiles (cached by signature) and runs once: feeds maps placeholders to arrays."""
     single = isinstance(targets, Tensor)
-    feed_list = [(t, _np.asarray(v, dtype=numpy_dtype(t.dtype)) if t.dtype != DType.bf16 else _np.asarray(v))
-                 for t, v in feeds.items()]
+    feed_list = [(t, _feed(v, t.dtype, f"feed {t.name}")) for t, v in feeds.items()]
     out = self._run(feed_list, [targets] if single else list(targets), list(target_ops))
     return out[0] if single else out
 
@@ -286,11 +342,11 @@ def _for_loop(self: Graph, *args, body=None):
     return self._for_range(*bounds, list(init), body)
 
 
-def _constant(self: Graph, value, dtype_=None, name: str = "") -> Tensor:
-    """A constant from an array (numpy's dtype, or dtype_ when given)."""
+def _constant(self: Graph, value, name: str = "", dtype=None) -> Tensor:
+    """A constant from an array (numpy's dtype, or `dtype` when given)."""
     a = _np.asarray(value)
-    if dtype_ is not None:
-        t = dtype(dtype_)
+    if dtype is not None:
+        t = _dtype_of(dtype)
         if t == DType.bf16:
             return self.cast(self._constant(a.astype(_np.float32), name), DType.bf16)
         a = a.astype(numpy_dtype(t))
@@ -311,18 +367,7 @@ def _exe_run(self: Executable, inputs: Sequence = ()):
     if len(inputs) != len(types):
         raise Error(f"[run] {len(inputs)} inputs given for {len(types)} feeds "
                     f"({', '.join(repr(t) for t in types)})")
-    conv = []
-    for i, (v, t) in enumerate(zip(inputs, types)):
-        if isinstance(v, DeviceTensor):
-            v = v.numpy()
-        a = _np.asarray(v)
-        want = numpy_dtype(t.dtype)
-        if a.dtype != want:
-            if not _np.can_cast(a.dtype, want, casting="same_kind"):
-                raise Error(f"[run] input {i}: {a.dtype} cannot feed a {t!r} input")
-            a = a.astype(want)
-        conv.append(a)
-    return self._run(conv)
+    return self._run([_feed(v, t.dtype, f"input {i} ({t!r})") for i, (v, t) in enumerate(zip(inputs, types))])
 
 
 def _exe_call(self: Executable, *inputs):

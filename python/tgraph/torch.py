@@ -61,13 +61,21 @@ class _Ctx:
         return tg_dtype(v.dtype) if isinstance(v, torch.Tensor) else None
 
     def scalar(self, v, like: tg.Tensor) -> tg.Tensor:
-        return self.g.scalar(float(v), like.dtype)
+        return self.tensor(v, like)
 
     def tensor(self, v, like: tg.Tensor | None = None, dtype: tg.DType | None = None) -> tg.Tensor:
+        """A Python number as a scalar tensor; integers exactly (not through a double)."""
         if isinstance(v, tg.Tensor):
             return v
         t = dtype or (like.dtype if like is not None else (tg.f32 if isinstance(v, float) else tg.i64))
-        return self.g.scalar(float(v), t)
+        if t in _FLOATS or t == tg.bool_ or not float(v).is_integer():
+            return self.g.scalar(float(v), t)
+        return self.g.constant(np.array(int(v), dtype=tg.numpy_dtype(t)))
+
+    def result_type(self) -> tg.DType:
+        """torch's promoted type of this node's first two operands (tensors or Python numbers)."""
+        vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in self.node.args[:2]]
+        return tg_dtype(torch.result_type(*vals))
 
     def cast(self, x: tg.Tensor, t: tg.DType | None) -> tg.Tensor:
         return x if t is None or x.dtype == t else self.g.cast(x, t)
@@ -89,22 +97,22 @@ def _axes(dims, rank: int) -> list[int]:
     return [d % rank if rank else 0 for d in dims]
 
 
+_FLOATS = (tg.f32, tg.f64, tg.f16, tg.bf16)
+
+
 def _binary(op: str, compare: bool = False):
     def conv(c: _Ctx, a, b, alpha=1, rounding_mode=None):
-        if compare:  # operands in their promoted type, the result bool
-            ta = a.dtype if isinstance(a, tg.Tensor) else None
-            tb = b.dtype if isinstance(b, tg.Tensor) else None
-            to = tg.promote_types(ta, tb) if ta is not None and tb is not None else None
-        else:
-            to = c.out_dtype
-        x, y = c.operands(a, b, to)
+        # operands in torch's promoted type (a comparison's result is bool, so ask torch)
+        x, y = c.operands(a, b, c.result_type() if compare else c.out_dtype)
         if alpha != 1:
             y = c.g.mul(y, c.scalar(alpha, y))
         if op == "div" and rounding_mode is not None:
-            q = c.g.div(c.cast(x, tg.f64) if x.dtype not in (tg.f32, tg.f64, tg.f16, tg.bf16) else x,
-                        c.cast(y, tg.f64) if y.dtype not in (tg.f32, tg.f64, tg.f16, tg.bf16) else y)
-            q = c.g.floor(q) if rounding_mode == "floor" else c.g.trunc(q)
-            return c.cast(q, c.out_dtype)
+            if x.dtype in _FLOATS:
+                q = c.g.div(x, y)
+                return c.g.floor(q) if rounding_mode == "floor" else c.g.trunc(q)
+            if rounding_mode == "trunc":
+                return c.g.div(x, y)  # integer division truncates
+            return c.g.div(c.g.sub(x, c.g.floor_mod(x, y)), y)  # exact: a multiple of y
         return getattr(c.g, op)(x, y)
     return conv
 
@@ -151,16 +159,16 @@ def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, out
 def _batch_norm_no_training(c: _Ctx, x, weight, bias, mean, var, momentum, eps):
     g = c.g
     ch = [x.shape[1]]
-    gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), x.dtype)
-    beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), x.dtype)
+    gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), dtype=x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), dtype=x.dtype)
     return (g.batch_norm(x, mean, var, gamma, beta, axis=1, epsilon=eps), None, None)
 
 
 def _layer_norm(c: _Ctx, x, normalized_shape, weight, bias, eps):
     g = c.g
     shape = list(normalized_shape)
-    gamma = weight if weight is not None else g.constant(np.ones(shape, np.float32), x.dtype)
-    beta = bias if bias is not None else g.constant(np.zeros(shape, np.float32), x.dtype)
+    gamma = weight if weight is not None else g.constant(np.ones(shape, np.float32), dtype=x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(shape, np.float32), dtype=x.dtype)
     return (g.layer_norm(x, gamma, beta, axis=x.rank - len(shape), epsilon=eps), None, None)
 
 
@@ -326,7 +334,9 @@ def _var(c: _Ctx, x, dims=None, correction=None, keepdim=False, **kw):
     n = int(np.prod([x.shape[a] for a in axes]))
     corr = 1 if correction is None else correction
     v = c.g.reduce_variance(x, axes, keepdim)
-    return v if corr == 0 else c.g.mul(v, c.scalar(n / max(n - corr, 1), v))
+    if corr == 0:
+        return v
+    return c.g.mul(v, c.scalar(n / (n - corr) if n > corr else float("nan"), v))  # torch: NaN without dof
 
 
 def _argminmax(op: str):
@@ -388,7 +398,13 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                                                                                   causal=bool(is_causal)))
 
 
+def _no_op(c: _Ctx, *args, **kwargs):
+    return None
+
+
 _CONVERTERS: dict[str, Callable] = {
+    # checks torch.export leaves in the graph (of metadata it already knows): nothing to run
+    "_assert_tensor_metadata": _no_op, "_assert_scalar": _no_op, "_assert_async": _no_op,
     # elementwise
     "add": _binary("add"), "sub": _binary("sub"), "rsub": lambda c, a, b, alpha=1: _binary("sub")(c, b, a, alpha),
     "mul": _binary("mul"), "div": _binary("div"), "remainder": _binary("floor_mod"), "fmod": _binary("mod"),
@@ -460,10 +476,13 @@ def _packet_name(target) -> str:
 
 
 def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
-            input_types: list[tg.TensorType]) -> tuple[tg.Graph, list[tg.Tensor], list, Any]:
+            input_types: list[tg.TensorType], py_values: dict | None = None
+            ) -> tuple[tg.Graph, list[tg.Tensor], list, Any]:
     """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
     run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
-    baked in. Returns (graph, feeds, outputs, output structure)."""
+    baked in; `py_values`: placeholders that are Python values (sizes). Returns (graph, feeds,
+    outputs, output structure)."""
+    py_values = py_values or {}
     g = tg.Graph()
     c = _Ctx(g)
     env: dict[str, Any] = {}
@@ -490,6 +509,8 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 feeds.append(env[node.name])
             elif node.name in constants:
                 env[node.name] = _constant(g, constants[node.name], node.name)
+            elif node.name in py_values:
+                env[node.name] = py_values[node.name]
             else:
                 raise tg.Error(f"[torch] input {node.name} is neither fed nor a known constant")
         elif node.op == "get_attr":
@@ -543,7 +564,7 @@ def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:
     t = t.detach()
     dt = tg_dtype(t.dtype)
     arr = _numpy(t)
-    return g.constant(arr, dt, name)
+    return g.constant(arr, name, dtype=dt)
 
 
 def _device_of(args) -> tg.Device:
@@ -599,7 +620,8 @@ class TorchModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         from torch.utils import _pytree as pytree
         flat, _ = pytree.tree_flatten((args, kwargs))
-        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("py", a) for a in flat)
+        key = (self._module.training,) + tuple(
+            (tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("py", a) for a in flat)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._cache[key] = self._build(args, kwargs)
@@ -624,6 +646,10 @@ class TorchModule(torch.nn.Module):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
         types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
         g, feeds, outs, _ = convert(ep.graph, user, constants, types)
+        # the export also returns the new values of buffers the module mutates: inference keeps
+        # the module's buffers as they are, and returns the user's outputs only
+        kinds = [s.kind for s in sig.output_specs]
+        outs = [o for o, k in zip(outs, kinds) if k == torch.export.graph_signature.OutputKind.USER_OUTPUT]
         targets = [o for o in outs if isinstance(o, tg.Tensor)]
         device = tg.device(self._device) if self._device is not None else _device_of(tensors)
         exe = g.compile(feeds, targets, device=device, precision=self._precision)
@@ -638,29 +664,44 @@ def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> 
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """A torch.compile backend: torch.compile(model, backend=tgraph.torch.backend)."""
+    """A torch.compile backend: torch.compile(model, backend=tgraph.torch.backend) or
+    backend="tgraph". The graph TorchDynamo hands over is lowered to core ATen and compiled for
+    each concrete signature it is called with (dynamic sizes arrive as ints and are specialised:
+    one executable per size, as tgraph.torch.compile does)."""
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
-    with torch.no_grad():
-        aten = make_fx(gm, decomposition_table=core_aten_decompositions())(*example_inputs)
-    names = [n.name for n in aten.graph.nodes if n.op == "placeholder"]
-    constants = {}
-    for n in aten.graph.nodes:
-        if n.op == "get_attr":
-            obj = aten
-            for part in n.target.split("."):
-                obj = getattr(obj, part)
-            constants[n.target] = obj
-    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
-    if len(tensors) != len(names):
-        raise tg.Error("[torch] backend: the graph takes non-tensor inputs")
-    types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
-    g, feeds, outs, out_struct = convert(aten.graph, names, constants, types)
-    exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
-    run = _Compiled(exe, outs, len(feeds))
-    single = not isinstance(out_struct, (list, tuple))
+
+    def build(inputs):
+        with torch.no_grad():
+            aten = make_fx(gm, decomposition_table=core_aten_decompositions())(*inputs)
+        placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
+        names, types, py_values = [], [], {}
+        for n, v in zip(placeholders, inputs):
+            if isinstance(v, torch.Tensor):
+                names.append(n.name)
+                types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
+            else:
+                py_values[n.name] = v
+        constants = {}
+        for n in aten.graph.nodes:
+            if n.op == "get_attr":
+                obj = aten
+                for part in n.target.split("."):
+                    obj = getattr(obj, part)
+                constants[n.target] = obj
+        g, feeds, outs, out_struct = convert(aten.graph, names, constants, types, py_values)
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
+        return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
+
+    cache: dict = {}
 
     def call(*inputs):
+        key = tuple((tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else ("py", t)
+                    for t in inputs)
+        if key not in cache:
+            cache[key] = build(list(inputs))
+        run, single = cache[key]
         r = run([t for t in inputs if isinstance(t, torch.Tensor)])
         return r[0] if single else tuple(r)
     return call

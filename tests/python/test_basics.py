@@ -188,3 +188,79 @@ def test_executable_is_callable_and_thread_safe(rng):
         outs = list(pool.map(exe, xs))
     for a, o in zip(xs, outs):
         np.testing.assert_allclose(o, np.sin(a) * 3, rtol=1e-5, atol=1e-6)
+
+
+def test_operators_promote_like_numpy(rng):
+    """A float number or array with an int tensor gives f32; / of ints is true division; // and %
+    floor (negative values included); & | ^ are bitwise on integers."""
+    a = np.array([-7, -3, -1, 0, 1, 3, 7], np.int32)
+    f = rng.uniform(-3, 3, 7).astype(np.float32)
+    g = tg.Graph()
+    x = g.placeholder([7], tg.i32, "x")
+    y = g.placeholder([7], tg.f32, "y")
+    cases = [
+        (x * 0.5, a * np.float32(0.5)), (x / 2, a / np.float32(2)), (1 / (x + 8), 1 / (a + np.float32(8))),
+        (x < 0.5, a < 0.5), (x + np.full(7, 0.5), a + np.float32(0.5)), (x // 2, a // 2), (x % 3, a % 3),
+        (-7 // (x + 8), -7 // (a + 8)), (x & 3, a & 3), (x | 8, a | 8), (x ^ 5, a ^ 5),
+        (y // 0.7, f // np.float32(0.7)), (y % 0.7, f % np.float32(0.7)), (x + y, a + f), (y - x, f - a),
+        ((x > 0) & (y > 0), (a > 0) & (f > 0)),
+    ]
+    outs = g.run({x: a, y: f}, [c[0] for c in cases])
+    for i, (got, (t, want)) in enumerate(zip(outs, cases)):
+        # as JAX: a float operand makes the result f32 (numpy would widen int32 * float to f64)
+        expected = want.dtype if want.dtype in (np.bool_, np.int32) else np.float32
+        assert got.dtype == expected, (i, got.dtype, want.dtype)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"case {i}")
+
+
+def test_large_integer_scalars_are_exact():
+    g = tg.Graph()
+    x = g.placeholder([2], tg.i64, "x")
+    big = 2 ** 53 + 1
+    np.testing.assert_array_equal(g.run({x: np.array([0, 1], np.int64)}, x + big), [big, big + 1])
+
+
+def test_numpy_style_reductions_and_feeds():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    g = tg.Graph()
+    x = g.placeholder([3, 4], tg.f32, "x")
+    s, m = g.run({x: a}, [x.sum(axis=1), x.mean(axis=None, keepdims=True)])
+    np.testing.assert_allclose(s, a.sum(1))
+    np.testing.assert_allclose(m, a.mean(keepdims=True))
+    i = g.placeholder([2], tg.i32, "i")
+    with pytest.raises(tg.Error, match="cannot feed"):
+        g.run({i: np.array([1.5, 2.5])}, i * 2)  # no silent truncation
+    h = g.placeholder([2], tg.bf16, "h")
+    np.testing.assert_allclose(g.run({h: [1.0, 2.5]}, h * 2), [2.0, 5.0])
+    with pytest.raises(IndexError):
+        x[True]
+
+
+def test_zero_size_tensors_run():
+    g = tg.Graph()
+    x = g.placeholder([0, 3], tg.f32, "x")
+    y = g.placeholder([4, 3], tg.f32, "y")
+    e, s, c = g.run({x: np.zeros((0, 3), np.float32), y: np.ones((4, 3), np.float32)},
+                    [g.exp(x) * 3 + 1, g.reduce_sum(x, [0]), g.concat([x, y], 0)])
+    assert e.shape == (0, 3)
+    np.testing.assert_array_equal(s, [0, 0, 0])
+    np.testing.assert_array_equal(c, np.ones((4, 3)))
+
+
+def test_bad_arguments_are_clear_errors():
+    g = tg.Graph()
+    x = g.placeholder([2], tg.f32, "x")
+    with pytest.raises(tg.Error, match="f33"):
+        g.placeholder([2], "f33")
+    with pytest.raises(tg.Error, match="unknown value 'sideways'"):
+        g.pad(x, [1], [1], mode="sideways")
+    with pytest.raises(tg.Error, match="field stride"):
+        tg.ConvDesc(stride="x")
+    with pytest.raises(tg.Error, match="unknown precision"):
+        g.compile([x], [x], precision="fp16")
+    with pytest.raises(tg.Error, match="grads must be"):
+        tg.optim.sgd(g, [g.variable(np.zeros(2, np.float32), "v")], {1: 2}, 0.1)
+    with pytest.raises(tg.Error, match="pred a bool tensor"):
+        g.while_loop([x], lambda v: (None, [v]), lambda v: [v])
+    w = g.constant(np.ones(2, np.float32), "w")  # the C++ order: value, name
+    assert w.name == "%w"

@@ -142,3 +142,45 @@ def test_huggingface_bert_keeps_its_output_structure():
     assert type(got) is type(want)
     torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got.pooler_output, want.pooler_output, rtol=1e-4, atol=1e-5)
+
+
+class Promotions(nn.Module):
+    """What the review found: int tensors against float scalars, exact big integers, division
+    modes, var without degrees of freedom, and dtype casts (.float())."""
+
+    def forward(self, i, x):
+        return (i < 2.5, i == 2.5, i * 0.5, i + (2 ** 53 + 1), torch.div(i, 3, rounding_mode="floor"),
+                torch.div(i, 3, rounding_mode="trunc"), i // -2, x[:1].var(), x.float() * 1.5 + i.float(),
+                x.half().float())
+
+
+def test_promotions_and_casts_match_torch():
+    i = torch.tensor([-7, -3, -1, 0, 1, 2, 3, 7])
+    x = torch.randn(8, dtype=torch.float64)
+    model = Promotions()
+    fast = tgt.compile(model)
+    for got, want in zip(fast(i, x), model(i, x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_module_that_updates_a_buffer_returns_its_outputs():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros(()))
+
+        def forward(self, x):
+            self.n.add_(1)
+            return x * 2
+
+    x = torch.randn(3)
+    torch.testing.assert_close(tgt.compile(Counter())(x), x * 2)
+
+
+def test_torch_compile_backend_with_changing_batch_sizes():
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU()).eval()
+    compiled = torch.compile(model, backend="tgraph")
+    with torch.no_grad():
+        for n in (2, 3, 7, 3):
+            x = torch.randn(n, 5)
+            torch.testing.assert_close(compiled(x), model(x))

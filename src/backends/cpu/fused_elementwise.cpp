@@ -159,6 +159,7 @@ void load_run(const void* p, DType t, int64_t off, int64_t stride, int64_t len, 
 
 // Elements [start, start + len) of the kernel's index space, read from a broadcast leaf.
 void gather(const Leaf& l, const void* p, int64_t start, int64_t len, float* out) {
+  if (len <= 0) return;  // an empty tensor (a zero dim): nothing to read, and no dim to divide by
   const int r = static_cast<int>(l.dims.size());
   if (r == 0) {
     std::fill(out, out + len, load_one(p, l.dtype, 0));

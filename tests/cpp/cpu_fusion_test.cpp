@@ -253,3 +253,16 @@ TEST(CpuFusion, RegionsAssignsAndControlDeps) {
     expect_close(v_fused, exe.variable("v"), 1e-6, "v");
   }
 }
+
+// A chain over a tensor with a zero dim (broadcast against a scalar) runs and gives an empty
+// result: the fused gather divided by the zero dim (SIGFPE) before it checked for no work.
+TEST(CpuFusion, ZeroSizeTensorsRun) {
+  Graph g;
+  Tensor x = g.placeholder({0, 3}, tg::f32, "x");
+  Tensor y = g.add(g.mul(g.exp(x), g.scalar(3.0)), g.scalar(1.0));
+  tg::Executable exe = g.compile({{x, TensorType({0, 3}, tg::f32)}}, {y}, {}, {.device = tg::Device::cpu()});
+  auto [fused, unfused] = run_both(exe, {TensorData(tg::Shape{0, 3}, tg::f32)});
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_EQ(fused[0].shape(), (tg::Shape{0, 3}));
+  EXPECT_EQ(unfused[0].shape(), (tg::Shape{0, 3}));
+}

@@ -236,18 +236,65 @@ def _select(c: _Ctx, x, dim, index):
 
 
 def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
-    dim %= x.rank
+    return c.g.strided_slice(x, _slice_desc(x, dim % x.rank, start, end, step))
+
+
+def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
+    """torch's x[..., start:end:step, ...] on dim, clamped as torch clamps."""
     n = x.shape[dim]
     start = 0 if start is None else start
     end = n if end is None else end
     start = max(0, min(n, start + n if start < 0 else start))
     end = max(start, min(n, end + n if end < 0 else end))
-    b = [0] * x.rank
-    e = [0] * x.rank
-    s = [1] * x.rank
+    b, e, s = [0] * x.rank, [0] * x.rank, [1] * x.rank
     b[dim], e[dim], s[dim] = start, end, step
     mask = ((1 << x.rank) - 1) & ~(1 << dim)
-    return c.g.strided_slice(x, tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask))
+    return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask)
+
+
+def _slice_scatter(c: _Ctx, x, src, dim=0, start=None, end=None, step=1):
+    return c.g.slice_update(x, c.cast(src, x.dtype), _slice_desc(x, dim % x.rank, start, end, step))
+
+
+def _index(c: _Ctx, x, indices):
+    """x[i0, i1, ...] with index tensors (None: the whole dim), numpy's advanced indexing: the
+    indexed dims move to the front (gather_nd), and back to where they were when adjacent."""
+    g = c.g
+    adv = [d for d, i in enumerate(indices) if i is not None]
+    idx = [indices[d] for d in adv]
+    if any(i.dtype == tg.bool_ for i in idx):
+        raise UnsupportedOp("[torch] indexing with a boolean mask (its result size is data-dependent)")
+    shape = list(np.broadcast_shapes(*[tuple(i.shape) for i in idx]))
+    cols = []
+    for d, i in zip(adv, idx):
+        i = c.cast(i, tg.i64)
+        i = g.select(g.less(i, c.tensor(0, i)), g.add(i, c.tensor(x.shape[d], i)), i)  # negative: from the end
+        cols.append(g.broadcast_to(i, shape) if list(i.shape) != shape else i)
+    rest = [d for d in range(x.rank) if d not in adv]
+    xt = g.transpose(x, adv + rest) if adv + rest != list(range(x.rank)) else x
+    y = g.gather_nd(xt, g.stack(cols, len(shape)))  # shape + [dims of rest]
+    adjacent = adv == list(range(adv[0], adv[0] + len(adv)))
+    p = adv[0]
+    if adjacent and p > 0:  # numpy: adjacent indexed dims stay in place
+        nb, nr = len(shape), len(rest)
+        perm = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr))
+        y = g.transpose(y, perm)
+    return y
+
+
+def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
+    """Only the form decompositions leave that is a reshape: every element once, in row-major
+    order (dims of size 1 may have any stride)."""
+    size = [int(v) for v in size]
+    n = int(np.prod(size)) if size else 1
+    expect, acc = [0] * len(size), 1
+    for d in range(len(size) - 1, -1, -1):
+        expect[d] = acc
+        acc *= size[d]
+    same = all(sz == 1 or st == ex for sz, st, ex in zip(size, stride, expect))
+    if (storage_offset or 0) != 0 or n != int(np.prod(x.shape) if x.rank else 1) or not same:
+        raise UnsupportedOp(f"[torch] as_strided with size {size}, stride {list(stride)} is not a reshape")
+    return c.g.reshape(x, size)
 
 
 def _cat(c: _Ctx, xs, dim=0):
@@ -456,7 +503,8 @@ _CONVERTERS: dict[str, Callable] = {
     "transpose": lambda c, x, a, b: c.g.transpose(x, [b % x.rank if i == a % x.rank else a % x.rank if
                                                      i == b % x.rank else i for i in range(x.rank)]),
     "expand": _expand, "unsqueeze": lambda c, x, dim: c.g.expand_dims(x, [dim % (x.rank + 1)]),
-    "squeeze": _squeeze, "select": _select, "slice": _slice, "cat": _cat,
+    "squeeze": _squeeze, "select": _select, "slice": _slice, "cat": _cat, "slice_scatter": _slice_scatter,
+    "index": _index, "as_strided": _as_strided,
     "stack": lambda c, xs, dim=0: c.g.stack(list(xs), dim % (xs[0].rank + 1)),
     "split_with_sizes": _split_with_sizes, "split": _split, "constant_pad_nd": _constant_pad_nd,
     "index_select": _index_select, "gather": _gather, "flip": lambda c, x, dims: c.g.reverse(x, _axes(dims, x.rank)),

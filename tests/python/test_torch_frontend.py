@@ -184,3 +184,63 @@ def test_torch_compile_backend_with_changing_batch_sizes():
         for n in (2, 3, 7, 3):
             x = torch.randn(n, 5)
             torch.testing.assert_close(compiled(x), model(x))
+
+
+class AdvancedIndexing(nn.Module):
+    def forward(self, x, i, j):
+        return (x[i], x[:, i], x[i, j], x[:, i, j], x[i, :, j], x[..., j], x[-1:, i.view(2, 2)],
+                torch.index_select(x, 1, i.abs() % 6), x[:, :2].contiguous().view(-1))
+
+
+def test_advanced_indexing_matches_torch():
+    x = torch.randn(5, 6, 7)
+    i = torch.tensor([4, -1, 0, 2])
+    j = torch.tensor([5, 0, -3, 1])
+    model = AdvancedIndexing()
+    for got, want in zip(tgt.compile(model)(x, i, j), model(x, i, j)):
+        torch.testing.assert_close(got, want)
+
+
+def test_slice_scatter_and_in_place_slices():
+    class M(nn.Module):
+        def forward(self, x, y):
+            z = x.clone()
+            z[:, 1:3] = y * 2
+            z[-1] = 0.5
+            return z
+
+    x, y = torch.randn(4, 5), torch.randn(4, 2)
+    torch.testing.assert_close(tgt.compile(M())(x, y), M()(x, y))
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0", "convnext_tiny", "swin_t", "regnet_y_400mf",
+                                  "shufflenet_v2_x0_5"])
+def test_torchvision_models(name):
+    tv = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = getattr(tv.models, name)(num_classes=10)
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():  # batch norm statistics from data, so activations keep their size
+        model.train()
+        for _ in range(3):
+            model(torch.randn(8, 3, 64, 64))
+        model.eval()
+    head = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+    nn.init.normal_(head.weight, std=head.in_features ** -0.5)  # some heads start near zero
+    with torch.no_grad():
+        want = model(x)
+        got = tgt.compile(model)(x)
+    assert want.abs().max() > 0.01
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
+def test_huggingface_llama_decoder():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=100, use_cache=False)
+    model = transformers.LlamaModel(cfg).eval()
+    ids = torch.randint(0, 100, (2, 10))
+    with torch.no_grad():
+        got, want = tgt.compile(model)(ids), model(ids)
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-4)

@@ -23,7 +23,7 @@ import torch
 
 import tgraph as tg
 
-__all__ = ["compile", "backend", "TorchModule", "convert", "UnsupportedOp"]
+__all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp"]
 
 
 class UnsupportedOp(tg.Error):
@@ -161,15 +161,81 @@ def _batch_norm_no_training(c: _Ctx, x, weight, bias, mean, var, momentum, eps):
     ch = [x.shape[1]]
     gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), dtype=x.dtype)
     beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), dtype=x.dtype)
-    return (g.batch_norm(x, mean, var, gamma, beta, axis=1, epsilon=eps), None, None)
+    empty = g.constant(np.zeros(0, np.float32), dtype=x.dtype)  # torch returns empty statistics here
+    return (g.batch_norm(x, mean, var, gamma, beta, axis=1, epsilon=eps), empty, empty)
+
+
+def _batch_norm_functional(c: _Ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """The functional batch norm AOTAutograd leaves: (y, mean, rstd, new running mean, new running
+    var); the running variance takes the unbiased batch variance, as torch's does."""
+    g = c.g
+    if not training:
+        y, _, _ = _batch_norm_no_training(c, x, weight, bias, running_mean, running_var, momentum, eps)
+        empty = g.constant(np.zeros(0, np.float32), dtype=x.dtype)
+        return (y, empty, empty, running_mean, running_var)
+    ch = [x.shape[1]]
+    gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), dtype=x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), dtype=x.dtype)
+    y, mean, var = g.batch_norm_training(x, gamma, beta, axis=1, epsilon=eps)
+    rstd = g.rsqrt(g.add(var, c.scalar(eps, var)))
+    n = int(np.prod(x.shape)) // x.shape[1]
+    m = c.scalar(momentum, mean)
+    keep = c.scalar(1.0 - momentum, mean)
+    new_mean = g.add(g.mul(running_mean, keep), g.mul(mean, m))
+    unbiased = g.mul(var, c.scalar(n / max(n - 1, 1), var))
+    new_var = g.add(g.mul(running_var, keep), g.mul(unbiased, m))
+    return (y, mean, rstd, new_mean, new_var)
+
+
+def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                          groups, output_mask):
+    """(d input, d weight, d bias) of aten.convolution, those output_mask asks for."""
+    g = c.g
+    if transposed:
+        raise UnsupportedOp("[torch] the gradient of a transposed convolution")
+    nd = x.rank - 2
+    if nd == 1:  # as conv2d over [N, C, 1, L]
+        dy, x, w = g.expand_dims(dy, [2]), g.expand_dims(x, [2]), g.expand_dims(w, [2])
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    d = tg.ConvDesc(stride=list(stride), dilation=list(dilation), explicit_padding=[p for p in padding for _ in (0, 1)],
+                    groups=groups, data_layout="nchw" if nd <= 2 else "ncdhw",
+                    weights_layout="oihw" if nd <= 2 else "oidhw")
+    data_grad = g.conv3d_data_grad if nd == 3 else g.conv2d_data_grad
+    weight_grad = g.conv3d_weight_grad if nd == 3 else g.conv2d_weight_grad
+    dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
+    dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
+    db = g.reduce_sum(dy, [a for a in range(dy.rank) if a != 1]) if output_mask[2] else None
+    if nd == 1:
+        dx = g.squeeze(dx, [2]) if dx is not None else None
+        dw = g.squeeze(dw, [2]) if dw is not None else None
+    return (dx, dw, db)
+
+
+def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices):
+    # tgraph recomputes each window's first maximum, the one torch's indices hold
+    return c.g.max_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, dilation, ceil_mode))
+
+
+def _used_outputs(c: _Ctx) -> set:
+    """Which elements of this node's tuple result the graph reads."""
+    return {u.args[1] for u in c.node.users if u.target is operator.getitem}
 
 
 def _layer_norm(c: _Ctx, x, normalized_shape, weight, bias, eps):
+    """(y, mean, rstd): the statistics only when read (AOTAutograd saves them for backward),
+    shaped as torch's, with the normalised dims kept as 1s."""
     g = c.g
     shape = list(normalized_shape)
+    axis = x.rank - len(shape)
     gamma = weight if weight is not None else g.constant(np.ones(shape, np.float32), dtype=x.dtype)
     beta = bias if bias is not None else g.constant(np.zeros(shape, np.float32), dtype=x.dtype)
-    return (g.layer_norm(x, gamma, beta, axis=x.rank - len(shape), epsilon=eps), None, None)
+    y = g.layer_norm(x, gamma, beta, axis=axis, epsilon=eps)
+    if not _used_outputs(c) & {1, 2}:
+        return (y, None, None)
+    axes = list(range(axis, x.rank))
+    mean = g.reduce_mean(x, axes, True)
+    rstd = g.rsqrt(g.add(g.reduce_variance(x, axes, True), c.scalar(eps, x)))
+    return (y, mean, rstd)
 
 
 def _pool_desc(kernel, stride, padding, dilation, ceil_mode, count_include_pad=False):
@@ -184,8 +250,7 @@ def _pool_desc(kernel, stride, padding, dilation, ceil_mode, count_include_pad=F
 
 def _max_pool2d_with_indices(c: _Ctx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
     d = _pool_desc(kernel, stride, padding, dilation, ceil_mode)
-    users = [u for u in c.node.users if u.target is operator.getitem and u.args[1] == 1]
-    if users:
+    if 1 in _used_outputs(c):
         y, i = c.g.max_pool2d_with_indices(x, d)
         return (y, c.g.cast(i, tg.i64))
     return (c.g.max_pool2d(x, d), None)
@@ -494,6 +559,8 @@ _CONVERTERS: dict[str, Callable] = {
     "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
     "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
     "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
+    "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
+    "max_pool2d_with_indices_backward": _max_pool2d_backward,
     "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
     "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
     # shape and indexing
@@ -754,6 +821,68 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return r[0] if single else tuple(r)
     return call
 
+
+def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """Compiles an ATen graph as AOTAutograd hands it over (forward or backward): every
+    placeholder an input, one executable per concrete signature."""
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def build(inputs):
+        names, types, py_values = [], [], {}
+        for name, v in zip(placeholders, inputs):
+            if isinstance(v, torch.Tensor):
+                names.append(name)
+                types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
+            else:
+                py_values[name] = v
+        constants = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+        g, feeds, outs, out_struct = convert(gm.graph, names, constants, types, py_values)
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
+        return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
+
+    cache: dict = {}
+
+    def call(*inputs):
+        if len(inputs) == 1 and isinstance(inputs[0], list) and len(placeholders) != 1:
+            inputs = tuple(inputs[0])  # AOTAutograd's boxed convention
+        key = tuple((tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else ("py", t)
+                    for t in inputs)
+        if key not in cache:
+            cache[key] = build(list(inputs))
+        run, single = cache[key]
+        r = run([t for t in inputs if isinstance(t, torch.Tensor)])
+        return r[0] if single else tuple(r)
+    return call
+
+
+def _attr(gm: torch.nn.Module, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _training_backend():
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+    return aot_autograd(fw_compiler=_compile_aten, bw_compiler=_compile_aten,
+                        decompositions=core_aten_decompositions())
+
+
+def training_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """A torch.compile backend that also trains: AOTAutograd splits the model into a forward and
+    a backward ATen graph and tgraph compiles both, so loss.backward() runs tgraph's kernels;
+    torch's optimizers update the parameters as usual. torch.compile(model,
+    backend="tgraph_train", dynamic=False)."""
+    return _training_backend()(gm, example_inputs)
+
+
+try:  # torch.compile(model, backend="tgraph") / backend="tgraph_train"
+    from torch._dynamo import register_backend as _register_train
+    _register_train(name="tgraph_train")(training_backend)
+except Exception:  # noqa: S110  (see below)
+    pass
 
 try:  # torch.compile(model, backend="tgraph")
     from torch._dynamo import register_backend as _register

@@ -266,3 +266,28 @@ TEST(CpuFusion, ZeroSizeTensorsRun) {
   EXPECT_EQ(fused[0].shape(), (tg::Shape{0, 3}));
   EXPECT_EQ(unfused[0].shape(), (tg::Shape{0, 3}));
 }
+
+// A kernel that folds the reduction of a leaf (a matmul's result, read in place) and stores an
+// elementwise result in the bytes of that leaf (it dies at the kernel): the reduction must read
+// the leaf before the store (found through the PyTorch frontend: a LayerNorm bias gradient).
+TEST(CpuFusion, ReductionOfALeafReadsItBeforeAnOutputTakesItsBytes) {
+  Graph g;
+  Tensor a = g.placeholder({4, 5}, tg::f32, "a"), b = g.placeholder({5, 6}, tg::f32, "b");
+  Tensor p = g.placeholder({6}, tg::f32, "p");
+  Tensor x = g.matmul(a, b);
+  Tensor column_sums = g.reduce_sum(x, {0});
+  Tensor row_sums = g.reduce_sum(g.mul(x, p), {1}, true);
+  tg::Executable exe = g.compile({{a, a.type()}, {b, b.type()}, {p, p.type()}}, {column_sums, row_sums}, {},
+                                 {.device = tg::Device::cpu()});
+  TensorData av = rnd({4, 5}, 1), bv = rnd({5, 6}, 2), pv = rnd({6}, 3);
+  auto [fused, unfused] = run_both(exe, {av, bv, pv});
+  for (size_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < fused[o].num_elements(); ++i)
+      EXPECT_NEAR(fused[o].at(i), unfused[o].at(i), 1e-4) << "output " << o << " element " << i;
+  for (int64_t j = 0; j < 6; ++j) {  // against sums computed here
+    double s = 0;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t k = 0; k < 5; ++k) s += av.at(i * 5 + k) * bv.at(k * 6 + j);
+    EXPECT_NEAR(fused[0].at(j), s, 1e-4);
+  }
+}

@@ -580,11 +580,14 @@ bool run_fused(const FusedProgram& p, const std::vector<const TensorData*>& leav
         }
       }
       fused::exec(p.code.data(), p.code.size(), regs.data(), aux.data(), static_cast<int>(len));
-      for (size_t o = 0; o < p.outputs.size(); ++o)
-        store(regs[static_cast<size_t>(p.outputs[o].reg)], outs[o].data(), p.outputs[o].dtype, start, len);
+      // Reductions first: a reduction of a leaf read in place (Access::direct) reads the leaf's
+      // memory, which an output may share (the arena gives an output the bytes of a leaf of its
+      // shape that dies at this kernel), so it must be read before the outputs are stored.
       for (size_t r = 0; r < nred; ++r)
         fused::accumulate(acc + r * static_cast<size_t>(T), regs[static_cast<size_t>(p.reductions[r].reg)],
                           static_cast<int>(len));
+      for (size_t o = 0; o < p.outputs.size(); ++o)
+        store(regs[static_cast<size_t>(p.outputs[o].reg)], outs[o].data(), p.outputs[o].dtype, start, len);
     }
     if (nred == 0) return;
     std::lock_guard<std::mutex> lock(mu);

@@ -392,6 +392,10 @@ def _to_copy(c: _Ctx, x, dtype=None, **kw):
     return c.cast(x, c.out_dtype) if c.out_dtype is not None else c.g.identity(x)
 
 
+def _broadcast_like(c: _Ctx, x: tg.Tensor, like: tg.Tensor) -> tg.Tensor:
+    return x if tuple(x.shape) == tuple(like.shape) else c.g.broadcast_to(x, list(like.shape))
+
+
 def _full(c: _Ctx, shape, value, **kw):
     t = c.out_dtype or tg.f32
     return c.g.broadcast_to(c.g.scalar(float(value), t), [int(s) for s in shape]) if len(shape) else \
@@ -545,7 +549,7 @@ _CONVERTERS: dict[str, Callable] = {
     "hardswish": lambda c, x: c.g.mul(x, c.g.hard_sigmoid(x, 1 / 6, 0.5)),
     "_to_copy": _to_copy, "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
     "alias": lambda c, x: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
-    "copy": lambda c, dst, src, non_blocking=False: c.cast(src, dst.dtype),
+    "copy": lambda c, dst, src, non_blocking=False: _broadcast_like(c, c.cast(c.tensor(src, dst), dst.dtype), dst),
     # reductions
     "sum": _reduce("reduce_sum"), "mean": _reduce("reduce_mean"), "prod": lambda c, x, dim=None, keepdim=False,
     dtype=None: _reduce("reduce_prod")(c, x, dim, keepdim), "amax": _reduce("reduce_max"), "amin": _reduce("reduce_min"),
@@ -806,7 +810,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                 constants[n.target] = obj
         g, feeds, outs, out_struct = convert(aten.graph, names, constants, types, py_values)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
+        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
+                        precision=_torch_precision())
         return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}
@@ -820,6 +825,13 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         r = run([t for t in inputs if isinstance(t, torch.Tensor)])
         return r[0] if single else tuple(r)
     return call
+
+
+def _torch_precision() -> str:
+    """The precision torch itself would use for f32 matmuls and convolutions: tf32 when both
+    are allowed TF32 (torch.backends.cuda.matmul / cudnn), else true f32."""
+    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    return "tf32" if matmul_tf32 and torch.backends.cudnn.allow_tf32 else "f32"
 
 
 def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -838,7 +850,8 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         constants = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
         g, feeds, outs, out_struct = convert(gm.graph, names, constants, types, py_values)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors))
+        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
+                        precision=_torch_precision())
         return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}

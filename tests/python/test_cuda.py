@@ -82,3 +82,30 @@ def test_torch_frontend_on_cuda_tensors(rng):
         torch.backends.cudnn.allow_tf32 = tf32
     assert got.is_cuda and got.device == x.device
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_training_backend_on_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 8 * 8, 5)).cuda()
+    eager = copy.deepcopy(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tgraph_train", dynamic=False)
+    x = torch.randn(16, 3, 16, 16, device="cuda")
+    y = torch.randint(0, 5, (16,), device="cuda")
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.nn.functional.cross_entropy(compiled(x), y).backward()
+        torch.nn.functional.cross_entropy(eager(x), y).backward()
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+    for b1, b2 in zip(model.buffers(), eager.buffers()):
+        torch.testing.assert_close(b1, b2, rtol=1e-4, atol=1e-5)

@@ -293,3 +293,11 @@ def test_training_through_tgraph_matches_eager():
     torch._dynamo.reset()
     by_name, named_losses = _train(model, "tgraph_train")
     np.testing.assert_allclose(named_losses, eager_losses, rtol=1e-4)
+
+
+def test_copy_broadcasts_its_source():
+    """aten.copy(dst, src) as some torch versions export `z[-1] = 0.5`: src broadcast to dst."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(lambda a, b: torch.ops.aten.copy.default(a, b))(torch.randn(3, 4), torch.tensor(2.0))
+    run = tgt._compile_aten(gm, [torch.randn(3, 4), torch.tensor(2.0)])
+    torch.testing.assert_close(run(torch.randn(3, 4), torch.tensor(2.5)), torch.full((3, 4), 2.5))

@@ -132,10 +132,18 @@ void check_pool(tg::Shape sx, const tg::PoolDesc& d, uint64_t seed) {
   tg::Graph g;
   auto x = g.placeholder(sx, tg::f32);
   auto ym = g.max_pool2d(x, d), ya = g.avg_pool2d(x, d);
+  auto ymi = g.max_pool2d_with_indices(x, d).first;
   auto dy = g.placeholder(ym.shape(), tg::f32);
   auto gm = g.max_pool2d_grad(dy, x, d), ga = g.avg_pool2d_grad(dy, x, d);
   TensorData xv = rnd(sx, seed), dyv = rnd(ym.shape(), seed + 1);
   { SCOPED_TRACE("max"); check(g, ym, {xv}); }
+  { SCOPED_TRACE("max with indices"); check(g, ymi, {xv}); }
+  {  // ties: small integers, so windows hold equal maxima and the first must win
+    TensorData tv = xv.clone();
+    for (int64_t i = 0; i < tv.num_elements(); ++i) tv.set(i, std::floor(tv.at(i)));
+    SCOPED_TRACE("max with indices, ties");
+    check(g, ymi, {tv});
+  }
   { SCOPED_TRACE("avg"); check(g, ya, {xv}); }
   { SCOPED_TRACE("max grad"); check(g, gm, {dyv, xv}); }
   { SCOPED_TRACE("avg grad"); check(g, ga, {dyv, xv}); }
@@ -156,6 +164,9 @@ TEST(FastCpu2, Pooling) {
     check_pool(s, pool(l, {3, 3}, {2, 2}, PaddingStyle::explicit_, {1, 1, 1, 1}, false, true), 5);
     check_pool(s, pool(l, {2, 2}, {2, 2}, PaddingStyle::valid, {}, true), 6);                      // ceil_mode
     check_pool(s, pool(l, {3, 3}, {2, 2}, PaddingStyle::explicit_, {1, 1, 0, 1}, true, true), 7);  // both
+    tg::PoolDesc dil = pool(l, {2, 2}, {1, 1}, PaddingStyle::valid);
+    dil.dilation = {2, 3};
+    check_pool(s, dil, 8);
   }
 }
 
@@ -169,6 +180,8 @@ TEST(FastCpu2, MaxPoolNaNWins) {
     TensorData xv = rnd(x.shape(), 3);
     xv.ptr<float>()[5] = std::nanf("");
     check(g, y, {xv});
+    auto yi = g.max_pool2d_with_indices(x, pool(l, {3, 3}, {1, 1}, tg::PaddingStyle::same)).first;
+    check(g, yi, {xv});
   }
 }
 

@@ -7,6 +7,7 @@ namespace tg::detail {
 bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in,
                    std::vector<TensorData>& out) {
   if (n.kind == OpKind::BatchNormTraining) return n.outputs.size() == 3 && fast::norm(g, n, in, out);
+  if (n.kind == OpKind::MaxPool2dWithIndices) return n.outputs.size() == 2 && fast::pool(g, n, in, out);
   if (n.outputs.size() != 1) return false;
   if (fast::half_op(n, in, out)) return true;  // autocast's bf16 / f16 matmul, conv and casts
   switch (n.kind) {

@@ -91,9 +91,49 @@ TG_CPU_CLONES void max_row(float* best, const float* v, int64_t n) {
   for (int64_t c = 0; c < n; ++c) best[c] = nan_max(best[c], v[c]);
 }
 
+// max_pool2d_with_indices: the maxima and, per output, the flat index h * W + w of the first
+// maximum within its image and channel (-1 for a window with no input element), as the
+// reference computes them; every layout walks the window per output element.
+void max_pool_with_indices(const PoolGeom& p, const float* xp, float* yp, int32_t* ip) {
+  const bool big = p.N * p.OH * p.OW * p.C * p.k[0] * p.k[1] >= (1 << 15);
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+  for (int64_t b = 0; b < p.N; ++b)
+    for (int64_t c = 0; c < p.C; ++c)
+      for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t at = -1;
+          for_taps(p, oh, ow, [&](int64_t h, int64_t w) {
+            const float v = xp[p.x_index(b, c, h, w)];
+            if (at < 0 || (best == best && (v != v || v > best))) {
+              best = v;
+              at = h * p.W + w;
+            }
+          });
+          const int64_t yi = p.y_index(b, c, oh, ow);
+          yp[yi] = best;
+          ip[yi] = static_cast<int32_t>(at);
+        }
+}
+
 }  // namespace
 
 bool pool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  if (n.kind == OpKind::MaxPool2dWithIndices) {  // the forward that training saves indices of
+    const auto* d = std::get_if<PoolDesc>(&n.attr);
+    if (!d || in.size() != 1 || in[0].empty() || in[0].dtype() != DType::f32) return false;
+    std::vector<TensorType> types = concrete_output_types(g, n, in);
+    if (types.size() != 2 || types[0].dtype != DType::f32 || types[1].dtype != DType::i32) return false;
+    PoolGeom p;
+    if (!pool_geometry(*d, in[0].shape().dims(), types[0].shape.dims(), p)) return false;
+    TensorData y = cpu_output(0, types[0].shape, DType::f32);
+    TensorData idx = cpu_output(1, types[1].shape, DType::i32);
+    max_pool_with_indices(p, in[0].ptr<float>(), y.ptr<float>(), idx.ptr<int32_t>());
+    out.clear();
+    out.push_back(std::move(y));
+    out.push_back(std::move(idx));
+    return true;
+  }
   const auto* d = std::get_if<PoolDesc>(&n.attr);
   const bool grad = n.kind == OpKind::MaxPool2dGrad || n.kind == OpKind::AvgPool2dGrad;
   const bool is_max = n.kind == OpKind::MaxPool2d || n.kind == OpKind::MaxPool2dGrad;

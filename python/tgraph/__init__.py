@@ -14,6 +14,7 @@ copy. Errors are `tgraph.Error` and name the op and the shapes.
 """
 from __future__ import annotations
 
+import builtins as _builtins  # tg.slice, tg.abs, tg.round and tg.pow shadow the builtins here
 import numbers
 from typing import Iterable, Sequence
 
@@ -212,10 +213,10 @@ def _getitem(self: Tensor, key) -> Tensor:
     full = []
     for k in key:
         if k is Ellipsis:
-            full.extend([slice(None)] * (self.rank - used))
+            full.extend([_builtins.slice(None)] * (self.rank - used))
         else:
             full.append(k)
-    full.extend([slice(None)] * (self.rank - sum(1 for k in full if k is not None)))
+    full.extend([_builtins.slice(None)] * (self.rank - sum(1 for k in full if k is not None)))
     begin, end, strides = [], [], []
     begin_mask = end_mask = squeeze_mask = 0
     new_axes = []
@@ -235,7 +236,7 @@ def _getitem(self: Tensor, key) -> Tensor:
             if int(k) == -1:
                 end_mask |= 1 << dim
             squeeze_mask |= 1 << dim
-        elif isinstance(k, slice):
+        elif isinstance(k, _builtins.slice):
             step = 1 if k.step is None else int(k.step)
             if step == 0:
                 raise ValueError("slice step cannot be zero")
@@ -393,3 +394,73 @@ if onnx.available:
         optimize=True: self._compile(_options(device, precision, disable_type_inference, optimize))
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+
+
+# ---- functions on tensors, and jit ------------------------------------------------------------
+
+def _op_function(name: str):
+    """tg.<op>(x, ...): the Graph method of the graph the first tensor argument belongs to."""
+    method = getattr(Graph, name)
+
+    def fn(*args, **kwargs):
+        for a in list(args) + list(kwargs.values()):
+            seq = a if isinstance(a, (list, tuple)) else [a]
+            for t in seq:
+                if isinstance(t, Tensor):
+                    return method(t.graph, *args, **kwargs)
+        raise Error(f"[python] tg.{name} needs a tensor argument (or call it on a Graph)")
+    fn.__name__ = name
+    fn.__doc__ = method.__doc__
+    return fn
+
+
+_NOT_OPS = {"placeholder", "constant", "scalar", "variable", "compile", "run", "dot", "num_nodes",
+            "arange", "random_state", "control_dependency", "if_else", "for_loop", "while_loop", "gradients"}
+for _name in [n for n in dir(Graph) if not n.startswith("_") and n not in _NOT_OPS]:
+    if _name not in globals():
+        globals()[_name] = _op_function(_name)
+
+
+class jit:
+    """Compiles a Python function of tensors, as jax.jit does: at the first call with a given
+    signature (shapes and element types of the array arguments) the function is called once on
+    placeholders to build a graph, which is compiled and cached; every call runs the executable.
+    The function uses tensor operators and tg.<op> functions (tg.exp, tg.matmul, ...).
+
+        @tg.jit(device="cuda")
+        def f(x, w):
+            return tg.relu(x @ w + 1.0)
+        y = f(np.ones((8, 4), np.float32), np.ones((4, 2), np.float32))
+    """
+
+    def __init__(self, fn=None, *, device=None, precision="f32"):
+        self._fn = fn
+        self._device = device
+        self._precision = precision
+        self._cache: dict = {}
+        if fn is not None:
+            self.__doc__ = fn.__doc__
+            self.__name__ = getattr(fn, "__name__", "jit")
+
+    def __call__(self, *args):
+        if self._fn is None:  # @tg.jit(device=...) form
+            return jit(args[0], device=self._device, precision=self._precision)
+        arrays = [_np.asarray(a) for a in args]
+        key = tuple((a.shape, a.dtype.str) for a in arrays)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = self._trace(arrays)
+        exe, single = entry
+        out = exe.run(arrays)
+        return out[0] if single else tuple(out)
+
+    def _trace(self, arrays):
+        g = Graph()
+        xs = [g.placeholder(list(a.shape), dtype(a.dtype), f"arg{i}") for i, a in enumerate(arrays)]
+        result = self._fn(*xs)
+        single = isinstance(result, Tensor)
+        outs = [result] if single else list(result) if isinstance(result, (list, tuple)) else [result]
+        if not all(isinstance(o, Tensor) for o in outs):
+            raise Error(f"[jit] {getattr(self._fn, '__name__', 'the function')} must return a tensor or a "
+                        "tuple of tensors")
+        return g.compile(xs, outs, device=self._device, precision=self._precision), single

@@ -264,3 +264,28 @@ def test_bad_arguments_are_clear_errors():
         g.while_loop([x], lambda v: (None, [v]), lambda v: [v])
     w = g.constant(np.ones(2, np.float32), "w")  # the C++ order: value, name
     assert w.name == "%w"
+
+
+def test_op_functions_and_jit(rng):
+    calls = []
+
+    @tg.jit(device="cpu")
+    def f(x, w):
+        calls.append(1)
+        h = tg.relu(x @ w + 1.0)
+        return tg.softmax(h, -1), tg.reduce_sum(h, [1])
+
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    p, s = f(x, w)
+    h = np.maximum(x @ w + 1, 0)
+    e = np.exp(h - h.max(-1, keepdims=True))
+    np.testing.assert_allclose(p, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(s, h.sum(1), rtol=1e-5, atol=1e-6)
+    f(x, w)
+    f(x[:2], w)  # a new signature traces again
+    assert len(calls) == 2
+    with pytest.raises(tg.Error, match="needs a tensor"):
+        tg.exp(1.0)
+    with pytest.raises(tg.Error, match="must return a tensor"):
+        tg.jit(lambda x: 3)(x)

@@ -54,6 +54,17 @@ class _Ctx:
     def __init__(self, g: tg.Graph):
         self.g = g
         self.node = None
+        self.rng_feed = None  # a Philox state fed per run, made when a random op needs it
+        self.rng = None       # the state threaded from one random op to the next
+
+    def random_uniform(self, shape) -> tg.Tensor:
+        """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
+        feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
+        if self.rng_feed is None:
+            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
+            self.rng = self.rng_feed
+        v, self.rng = self.g.random(self.rng, tg.RandomDesc(shape=[int(d) for d in shape]))
+        return v
 
     @property
     def out_dtype(self) -> tg.DType | None:
@@ -191,9 +202,9 @@ def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilati
                           groups, output_mask):
     """(d input, d weight, d bias) of aten.convolution, those output_mask asks for."""
     g = c.g
-    if transposed:
-        raise UnsupportedOp("[torch] the gradient of a transposed convolution")
     nd = x.rank - 2
+    if transposed and nd != 2:
+        raise UnsupportedOp("[torch] the gradient of a 1-D or 3-D transposed convolution")
     if nd == 1:  # as conv2d over [N, C, 1, L]
         dy, x, w = g.expand_dims(dy, [2]), g.expand_dims(x, [2]), g.expand_dims(w, [2])
         stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
@@ -202,8 +213,14 @@ def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilati
                     weights_layout="oihw" if nd <= 2 else "oidhw")
     data_grad = g.conv3d_data_grad if nd == 3 else g.conv2d_data_grad
     weight_grad = g.conv3d_weight_grad if nd == 3 else g.conv2d_weight_grad
-    dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
-    dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
+    if transposed:
+        # y = conv_transpose(x, w) is the data gradient of the conv(·, w) from y's space to x's,
+        # so dx is that conv of dy, and dw the conv's weight gradient with x in the role of dy
+        dx = g.conv2d(dy, w, d) if output_mask[0] else None
+        dw = weight_grad(x, dy, list(w.shape), d) if output_mask[1] else None
+    else:
+        dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
+        dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
     db = g.reduce_sum(dy, [a for a in range(dy.rank) if a != 1]) if output_mask[2] else None
     if nd == 1:
         dx = g.squeeze(dx, [2]) if dx is not None else None
@@ -514,6 +531,71 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                                                                                   causal=bool(is_causal)))
 
 
+def _native_dropout(c: _Ctx, x, p, train=True):
+    """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
+    if not train or p == 0:
+        return (x, c.g.broadcast_to(c.g.scalar(1.0, tg.bool_), list(x.shape)) if x.rank else c.g.scalar(1.0, tg.bool_))
+    keep = c.g.greater_equal(c.random_uniform(x.shape), c.g.scalar(float(p), tg.f32))
+    scaled = c.g.mul(x, c.scalar(1.0 / (1.0 - p), x)) if p < 1 else c.g.mul(x, c.scalar(0.0, x))
+    return (c.g.select(keep, scaled, c.g.mul(x, c.scalar(0.0, x))), keep)
+
+
+def _bernoulli(c: _Ctx, x, p=None, generator=None):
+    """bernoulli(x) (probabilities x) or bernoulli(x, p): 1 with that probability, in x's type."""
+    prob = x if p is None else c.tensor(float(p), dtype=tg.f32)
+    u = c.random_uniform(x.shape)
+    hit = c.g.less(u, c.cast(prob, tg.f32))
+    return c.cast(hit, c.out_dtype or x.dtype)
+
+
+def _empty(c: _Ctx, shape, *args, **kwargs):
+    """Uninitialised memory in torch; zeros here (a value every reader must overwrite anyway)."""
+    return _full(c, shape, 0)
+
+
+def _index_put(c: _Ctx, x, indices, values, accumulate=False):
+    """x[i0, i1, ...] = values (or += with accumulate, duplicates summed), numpy's advanced
+    indexing as _index reads it: the indexed dims are moved to the front, scatter_nd writes, and
+    the dims go back (embedding and upsampling gradients use it)."""
+    g = c.g
+    indices = list(indices) + [None] * (x.rank - len(indices))
+    adv = [d for d, i in enumerate(indices) if i is not None]
+    if not adv:
+        raise UnsupportedOp("[torch] index_put without an index tensor")
+    if any(indices[d].dtype == tg.bool_ for d in adv):
+        raise UnsupportedOp("[torch] index_put with a boolean mask (its index count is data-dependent)")
+    shape = list(np.broadcast_shapes(*[tuple(indices[d].shape) for d in adv]))
+    cols = []
+    for d in adv:
+        i = c.cast(indices[d], tg.i64)
+        i = g.select(g.less(i, c.tensor(0, i)), g.add(i, c.tensor(x.shape[d], i)), i)
+        cols.append(g.broadcast_to(i, shape) if list(i.shape) != shape else i)
+    idx = g.stack(cols, len(shape))
+    rest = [d for d in range(x.rank) if d not in adv]
+    nb, p = len(shape), adv[0]
+    adjacent = adv == list(range(p, p + len(adv)))
+    rest_dims = [x.shape[d] for d in rest]
+    if adjacent and p > 0:  # values are laid out as x[indices] is: the index dims at p
+        res_shape = rest_dims[:p] + shape + rest_dims[p:]
+    else:
+        res_shape = shape + rest_dims
+    v = c.cast(c.tensor(values, x), x.dtype)
+    v = g.broadcast_to(v, res_shape) if list(v.shape) != res_shape else v
+    if adjacent and p > 0:  # index dims first, as scatter_nd takes them
+        v = g.transpose(v, list(range(p, p + nb)) + list(range(p)) + list(range(p + nb, len(res_shape))))
+    perm = adv + rest
+    moved = perm != list(range(x.rank))
+    xt = g.transpose(x, perm) if moved else x
+    y = g.scatter_nd(xt, idx, v, mode="add" if accumulate else "set")
+    return g.transpose(y, list(np.argsort(perm))) if moved else y
+
+
+def _avg_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    if divisor_override is not None:
+        raise UnsupportedOp("[torch] avg_pool2d_backward with divisor_override")
+    return c.g.avg_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, (1,), ceil_mode, count_include_pad))
+
+
 def _no_op(c: _Ctx, *args, **kwargs):
     return None
 
@@ -564,7 +646,9 @@ _CONVERTERS: dict[str, Callable] = {
     "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
     "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
-    "max_pool2d_with_indices_backward": _max_pool2d_backward,
+    "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
+    "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,
+    "new_empty_strided": lambda c, x, size, stride, **kw: _empty(c, size), "index_put": _index_put,
     "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
     "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
     # shape and indexing
@@ -642,9 +726,8 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
             name = _packet_name(node.target)
             if name in ("sym_size", "sym_numel"):
                 raise UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are static")
-            if name in ("native_dropout", "dropout") and not node.kwargs.get("train", node.args[2] if len(node.args) > 2
-                                                                             else False):
-                env[node.name] = (value(node.args[0]), None) if name == "native_dropout" else value(node.args[0])
+            if name == "dropout" and not node.kwargs.get("train", node.args[2] if len(node.args) > 2 else False):
+                env[node.name] = value(node.args[0])  # eval-mode dropout: the identity
                 continue
             fn = _CONVERTERS.get(name)
             if fn is None:
@@ -655,7 +738,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                                                                                  "memory_format", "non_blocking")}
             if "dtype" in kwargs and name not in ("_to_copy", "sum", "mean", "cumsum", "full", "full_like",
                                                   "zeros_like", "ones_like", "zeros", "ones", "scalar_tensor",
-                                                  "arange", "prod"):
+                                                  "arange", "prod", "empty", "empty_permuted", "new_empty_strided"):
                 kwargs.pop("dtype")
             try:
                 r = fn(c, *args, **kwargs)
@@ -676,6 +759,8 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
             raise UnsupportedOp(f"[torch] FX node kind {node.op} ({node.target})")
     flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
     outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+    if c.rng_feed is not None:
+        feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
     return g, feeds, outs, out_struct
 
 
@@ -696,10 +781,11 @@ def _device_of(args) -> tg.Device:
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
-    def __init__(self, exe: tg.Executable, outs: list, n_feeds: int):
+    def __init__(self, exe: tg.Executable, outs: list, feeds: list):
         self.exe = exe
         self.outs = outs  # tg.Tensor (by position among the targets) or a Python value
-        self.n_feeds = n_feeds
+        # a graph with random ops takes a Philox state as its last feed (see _Ctx.random_uniform)
+        self.random = bool(feeds) and feeds[-1].name == "%rng_state"
 
     def __call__(self, flat_inputs: list[torch.Tensor]) -> list:
         dev = self.exe.device
@@ -711,6 +797,9 @@ class _Compiled:
             if dev.kind == "cpu" and t.device.type != "cpu":
                 t = t.cpu()
             ins.append(tg.from_dlpack(t))
+        if self.random:  # a fresh stream per run, drawn from torch's generator
+            seed = torch.randint(0, 2 ** 62, (1,), dtype=torch.int64)
+            ins.append(tg.from_dlpack(torch.cat([seed, torch.zeros(1, dtype=torch.int64)])))
         results = self.exe.run_device(ins)
         it = iter(results)
         out = []
@@ -772,7 +861,7 @@ class TorchModule(torch.nn.Module):
         targets = [o for o in outs if isinstance(o, tg.Tensor)]
         device = tg.device(self._device) if self._device is not None else _device_of(tensors)
         exe = g.compile(feeds, targets, device=device, precision=self._precision)
-        return _Compiled(exe, outs, len(feeds)), ep.call_spec.out_spec
+        return _Compiled(exe, outs, feeds), ep.call_spec.out_spec
 
 
 def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> TorchModule:  # noqa: A001
@@ -812,7 +901,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
                         precision=_torch_precision())
-        return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
+        return _Compiled(exe, outs, feeds), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}
 
@@ -852,7 +941,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
                         precision=_torch_precision())
-        return _Compiled(exe, outs, len(feeds)), not isinstance(out_struct, (list, tuple))
+        return _Compiled(exe, outs, feeds), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}
 

@@ -301,3 +301,100 @@ def test_copy_broadcasts_its_source():
     gm = make_fx(lambda a, b: torch.ops.aten.copy.default(a, b))(torch.randn(3, 4), torch.tensor(2.0))
     run = tgt._compile_aten(gm, [torch.randn(3, 4), torch.tensor(2.0)])
     torch.testing.assert_close(run(torch.randn(3, 4), torch.tensor(2.5)), torch.full((3, 4), 2.5))
+
+
+def _grads_match(model, *args, rtol=1e-4, atol=1e-5):
+    """One forward + backward through backend="tgraph_train" against eager: input and parameter
+    gradients."""
+    import copy
+    eager = copy.deepcopy(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tgraph_train", dynamic=False)
+    a1 = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    a2 = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    w = None
+    for run, xs in ((compiled, a1), (eager, a2)):
+        out = run(*xs)
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        if w is None:
+            w = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+        (out * w).sum().backward()
+    for x1, x2 in zip(a1, a2):
+        if x1.grad is not None:
+            torch.testing.assert_close(x1.grad, x2.grad, rtol=rtol, atol=atol)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+
+
+def test_training_gradients_of_transposed_conv_avg_pool_and_upsampling():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.AvgPool2d(2), nn.ConvTranspose2d(8, 4, 2, stride=2),
+                          nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1, groups=2),
+                          nn.Upsample(scale_factor=2), nn.Conv2d(4, 2, 1))
+    _grads_match(model.train(), torch.randn(2, 3, 8, 8))
+
+
+def test_training_gradients_of_embeddings():
+    torch.manual_seed(0)
+
+    class Bag(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(20, 6)
+            self.out = nn.Linear(6, 3)
+
+        def forward(self, ids):
+            return self.out(self.emb(ids).mean(1))
+
+    ids = torch.tensor([[1, 4, 4, 19], [0, 4, 7, 1]])  # repeated ids: their gradients add up
+    _grads_match(Bag().train(), ids)
+
+
+def test_training_dropout_and_stochastic_depth_draw_fresh_masks():
+    """Random ops in training (dropout, bernoulli) draw from a stream seeded from torch's
+    generator every run: masks change between runs, keep the right share, scale by 1/(1-p), and
+    the gradient goes through the same mask."""
+    model = nn.Sequential(nn.Dropout(0.25)).train()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tgraph_train", dynamic=False)
+    x = torch.rand(64, 64) + 0.5  # no zeros: a zero in y marks a dropped element
+    masks = []
+    for _ in range(2):
+        xi = x.clone().requires_grad_()
+        y = compiled(xi)
+        y.sum().backward()
+        kept = y != 0
+        masks.append(kept)
+        assert abs(float(kept.float().mean()) - 0.75) < 0.03
+        torch.testing.assert_close(y[kept], xi.detach()[kept] / 0.75)
+        torch.testing.assert_close(xi.grad, kept.float() / 0.75)
+    assert not torch.equal(masks[0], masks[1])
+    tv = pytest.importorskip("torchvision")
+    ops = tv.ops.StochasticDepth(0.5, "row").train()
+    torch._dynamo.reset()
+    z = torch.compile(ops, backend="tgraph_train", dynamic=False)(torch.ones(400, 3))
+    rows = (z != 0).all(1).float()
+    assert abs(float(rows.mean()) - 0.5) < 0.1 and torch.all((z == 0) | (z == 2))
+
+
+def test_index_put_patterns_match_torch():
+    class Put(nn.Module):
+        def forward(self, x, i, j, v):
+            a = x.clone()
+            a[i] = 1.0
+            b = x.index_put((i, j), v, accumulate=True)  # repeated (i, j) pairs add up
+            c = x.clone()
+            c[:, j] = 2.0
+            d = x.clone()
+            d[i, :, j] = v  # non-adjacent index dims
+            e = x.clone()
+            e[..., j] = -1.0
+            return a, b, c, d, e
+
+    x = torch.randn(5, 6, 7)
+    i = torch.tensor([4, -1, 0, 4])
+    j = torch.tensor([5, 0, -3, 5])
+    v = torch.randn(4, 1)
+    model = Put()
+    for got, want in zip(tgt.compile(model)(x, i, j, v), model(x, i, j, v)):
+        torch.testing.assert_close(got, want)

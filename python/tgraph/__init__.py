@@ -393,7 +393,6 @@ if onnx.available:
     onnx.OnnxModel.compile = lambda self, *, device=None, precision="f32", disable_type_inference=False, \
         optimize=True: self._compile(_options(device, precision, disable_type_inference, optimize))
 
-__all__ = [n for n in dir() if not n.startswith("_")]
 
 
 # ---- functions on tensors, and jit ------------------------------------------------------------
@@ -445,22 +444,36 @@ class jit:
     def __call__(self, *args):
         if self._fn is None:  # @tg.jit(device=...) form
             return jit(args[0], device=self._device, precision=self._precision)
-        arrays = [_np.asarray(a) for a in args]
-        key = tuple((a.shape, a.dtype.str) for a in arrays)
+        # Python numbers and bools are static, as JAX's static arguments: part of the signature
+        # and seen by the function as themselves (so x * 2.0 keeps x's type, and flags work)
+        static = [isinstance(a, (bool, numbers.Number)) and not isinstance(a, _np.ndarray) for a in args]
+        arrays = [_np.asarray(a) for a, st in zip(args, static) if not st]
+        key = tuple(("static", type(a).__name__, a) if st else (_np.shape(a), _np.asarray(a).dtype.str)
+                    for a, st in zip(args, static))
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = self._trace(arrays)
+            entry = self._cache[key] = self._trace(args, static)
         exe, single = entry
         out = exe.run(arrays)
         return out[0] if single else tuple(out)
 
-    def _trace(self, arrays):
+    def _trace(self, args, static):
         g = Graph()
-        xs = [g.placeholder(list(a.shape), dtype(a.dtype), f"arg{i}") for i, a in enumerate(arrays)]
+        xs, feeds = [], []
+        for i, (a, st) in enumerate(zip(args, static)):
+            if st:
+                xs.append(a)
+            else:
+                a = _np.asarray(a)
+                feeds.append(g.placeholder(list(a.shape), dtype(a.dtype), f"arg{i}"))
+                xs.append(feeds[-1])
         result = self._fn(*xs)
         single = isinstance(result, Tensor)
         outs = [result] if single else list(result) if isinstance(result, (list, tuple)) else [result]
         if not all(isinstance(o, Tensor) for o in outs):
             raise Error(f"[jit] {getattr(self._fn, '__name__', 'the function')} must return a tensor or a "
                         "tuple of tensors")
-        return g.compile(xs, outs, device=self._device, precision=self._precision), single
+        return g.compile(feeds, outs, device=self._device, precision=self._precision), single
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -16,7 +16,7 @@ Tensors stay where they are: CUDA tensors run on the GPU through DLPack without 
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -198,13 +198,29 @@ def _batch_norm_functional(c: _Ctx, x, weight, bias, running_mean, running_var, 
     return (y, mean, rstd, new_mean, new_var)
 
 
+def _batch_norm_no_stats(c: _Ctx, x, weight, bias, *rest):
+    """_native_batch_norm_legit without running statistics (track_running_stats=False,
+    InstanceNorm): the batch's statistics, (y, mean, rstd). Its two forms: (training, momentum,
+    eps) or, with running buffers, (running_mean, running_var, training, momentum, eps)."""
+    g = c.g
+    if len(rest) == 5:  # with running statistics: the functional form, minus the update
+        y, mean, rstd, _, _ = _batch_norm_functional(c, x, weight, bias, *rest)
+        return (y, mean, rstd)
+    training, momentum, eps = rest
+    ch = [x.shape[1]]
+    gamma = weight if weight is not None else g.constant(np.ones(ch, np.float32), dtype=x.dtype)
+    beta = bias if bias is not None else g.constant(np.zeros(ch, np.float32), dtype=x.dtype)
+    y, mean, var = g.batch_norm_training(x, gamma, beta, axis=1, epsilon=eps)
+    return (y, mean, g.rsqrt(g.add(var, c.scalar(eps, var))))
+
+
 def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                           groups, output_mask):
     """(d input, d weight, d bias) of aten.convolution, those output_mask asks for."""
     g = c.g
     nd = x.rank - 2
-    if transposed and nd != 2:
-        raise UnsupportedOp("[torch] the gradient of a 1-D or 3-D transposed convolution")
+    if transposed and nd == 3:
+        raise UnsupportedOp("[torch] the gradient of a 3-D transposed convolution")
     if nd == 1:  # as conv2d over [N, C, 1, L]
         dy, x, w = g.expand_dims(dy, [2]), g.expand_dims(x, [2]), g.expand_dims(w, [2])
         stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
@@ -374,7 +390,11 @@ def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
         expect[d] = acc
         acc *= size[d]
     same = all(sz == 1 or st == ex for sz, st, ex in zip(size, stride, expect))
-    if (storage_offset or 0) != 0 or n != int(np.prod(x.shape) if x.rank else 1) or not same:
+    src = c.node.args[0].meta.get("val") if isinstance(c.node.args[0], torch.fx.Node) else None
+    # as_strided reads the input's storage: a reshape only when that storage is the row-major
+    # layout of the logical tensor
+    plain = isinstance(src, torch.Tensor) and src.is_contiguous() and src.storage_offset() == 0
+    if (storage_offset or 0) != 0 or n != int(np.prod(x.shape) if x.rank else 1) or not same or not plain:
         raise UnsupportedOp(f"[torch] as_strided with size {size}, stride {list(stride)} is not a reshape")
     return c.g.reshape(x, size)
 
@@ -533,7 +553,7 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
 
 def _native_dropout(c: _Ctx, x, p, train=True):
     """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
-    if not train or p == 0:
+    if train is False or p == 0:  # ATen: train=None means training
         return (x, c.g.broadcast_to(c.g.scalar(1.0, tg.bool_), list(x.shape)) if x.rank else c.g.scalar(1.0, tg.bool_))
     keep = c.g.greater_equal(c.random_uniform(x.shape), c.g.scalar(float(p), tg.f32))
     scaled = c.g.mul(x, c.scalar(1.0 / (1.0 - p), x)) if p < 1 else c.g.mul(x, c.scalar(0.0, x))
@@ -541,11 +561,27 @@ def _native_dropout(c: _Ctx, x, p, train=True):
 
 
 def _bernoulli(c: _Ctx, x, p=None, generator=None):
-    """bernoulli(x) (probabilities x) or bernoulli(x, p): 1 with that probability, in x's type."""
-    prob = x if p is None else c.tensor(float(p), dtype=tg.f32)
+    """bernoulli(x) (probabilities x) or bernoulli(x, p) (a number or a tensor): 1 with that
+    probability, in the result's type."""
+    prob = x if p is None else p if isinstance(p, tg.Tensor) else c.tensor(float(p), dtype=tg.f32)
     u = c.random_uniform(x.shape)
     hit = c.g.less(u, c.cast(prob, tg.f32))
     return c.cast(hit, c.out_dtype or x.dtype)
+
+
+def _rand(c: _Ctx, shape, *args, **kwargs):
+    """rand: uniform [0, 1) from the run's random stream, in the result's type."""
+    return c.cast(c.random_uniform(shape), c.out_dtype or tg.f32)
+
+
+def _randn(c: _Ctx, shape, *args, **kwargs):
+    """randn: standard normal values from the run's random stream (Box-Muller on two uniforms)."""
+    g = c.g
+    u1 = g.sub(c.tensor(1.0, dtype=tg.f32), c.random_uniform(shape))  # (0, 1]: log is finite
+    u2 = c.random_uniform(shape)
+    r = g.sqrt(g.mul(g.log(u1), c.tensor(-2.0, dtype=tg.f32)))
+    z = g.mul(r, g.cos(g.mul(u2, c.tensor(2 * np.pi, dtype=tg.f32))))
+    return c.cast(z, c.out_dtype or tg.f32)
 
 
 def _empty(c: _Ctx, shape, *args, **kwargs):
@@ -648,6 +684,9 @@ _CONVERTERS: dict[str, Callable] = {
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
     "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
     "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,
+    "rand": _rand, "rand_like": lambda c, x, **kw: _rand(c, x.shape), "randn": _randn,
+    "randn_like": lambda c, x, **kw: _randn(c, x.shape),
+    "_native_batch_norm_legit": lambda c, x, w, b, *rest: _batch_norm_no_stats(c, x, w, b, *rest),
     "new_empty_strided": lambda c, x, size, stride, **kw: _empty(c, size), "index_put": _index_put,
     "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
     "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
@@ -678,9 +717,19 @@ def _packet_name(target) -> str:
     return name.split("::")[-1]
 
 
+class Converted(NamedTuple):
+    """What convert() builds: the graph, its feeds (the inputs in order, then the random
+    stream's state when `random`), the outputs and the output node's structure."""
+    graph: tg.Graph
+    feeds: list
+    outputs: list
+    structure: Any
+    random: bool
+
+
 def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
             input_types: list[tg.TensorType], py_values: dict | None = None
-            ) -> tuple[tg.Graph, list[tg.Tensor], list, Any]:
+            ) -> "Converted":
     """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
     run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
     baked in; `py_values`: placeholders that are Python values (sizes). Returns (graph, feeds,
@@ -738,7 +787,8 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                                                                                  "memory_format", "non_blocking")}
             if "dtype" in kwargs and name not in ("_to_copy", "sum", "mean", "cumsum", "full", "full_like",
                                                   "zeros_like", "ones_like", "zeros", "ones", "scalar_tensor",
-                                                  "arange", "prod", "empty", "empty_permuted", "new_empty_strided"):
+                                                  "arange", "prod", "empty", "empty_permuted", "new_empty_strided", "rand",
+                                                  "rand_like", "randn", "randn_like"):
                 kwargs.pop("dtype")
             try:
                 r = fn(c, *args, **kwargs)
@@ -761,7 +811,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
     outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
     if c.rng_feed is not None:
         feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
-    return g, feeds, outs, out_struct
+    return Converted(g, feeds, outs, out_struct, c.rng_feed is not None)
 
 
 def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:
@@ -781,11 +831,10 @@ def _device_of(args) -> tg.Device:
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
-    def __init__(self, exe: tg.Executable, outs: list, feeds: list):
+    def __init__(self, exe: tg.Executable, outs: list, random: bool):
         self.exe = exe
         self.outs = outs  # tg.Tensor (by position among the targets) or a Python value
-        # a graph with random ops takes a Philox state as its last feed (see _Ctx.random_uniform)
-        self.random = bool(feeds) and feeds[-1].name == "%rng_state"
+        self.random = random  # the last feed is a Philox state (see _Ctx.random_uniform)
 
     def __call__(self, flat_inputs: list[torch.Tensor]) -> list:
         dev = self.exe.device
@@ -853,7 +902,7 @@ class TorchModule(torch.nn.Module):
         if len(tensors) != len(user):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
         types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
-        g, feeds, outs, _ = convert(ep.graph, user, constants, types)
+        g, feeds, outs, _, random = convert(ep.graph, user, constants, types)
         # the export also returns the new values of buffers the module mutates: inference keeps
         # the module's buffers as they are, and returns the user's outputs only
         kinds = [s.kind for s in sig.output_specs]
@@ -861,7 +910,7 @@ class TorchModule(torch.nn.Module):
         targets = [o for o in outs if isinstance(o, tg.Tensor)]
         device = tg.device(self._device) if self._device is not None else _device_of(tensors)
         exe = g.compile(feeds, targets, device=device, precision=self._precision)
-        return _Compiled(exe, outs, feeds), ep.call_spec.out_spec
+        return _Compiled(exe, outs, random), ep.call_spec.out_spec
 
 
 def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> TorchModule:  # noqa: A001
@@ -897,11 +946,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                 for part in n.target.split("."):
                     obj = getattr(obj, part)
                 constants[n.target] = obj
-        g, feeds, outs, out_struct = convert(aten.graph, names, constants, types, py_values)
+        g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
                         precision=_torch_precision())
-        return _Compiled(exe, outs, feeds), not isinstance(out_struct, (list, tuple))
+        return _Compiled(exe, outs, random), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}
 
@@ -937,11 +986,11 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             else:
                 py_values[name] = v
         constants = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
-        g, feeds, outs, out_struct = convert(gm.graph, names, constants, types, py_values)
+        g, feeds, outs, out_struct, random = convert(gm.graph, names, constants, types, py_values)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
                         precision=_torch_precision())
-        return _Compiled(exe, outs, feeds), not isinstance(out_struct, (list, tuple))
+        return _Compiled(exe, outs, random), not isinstance(out_struct, (list, tuple))
 
     cache: dict = {}
 

@@ -289,3 +289,12 @@ def test_op_functions_and_jit(rng):
         tg.exp(1.0)
     with pytest.raises(tg.Error, match="must return a tensor"):
         tg.jit(lambda x: 3)(x)
+
+    @tg.jit
+    def scaled(x, k, square):  # Python numbers and bools are static arguments
+        return x * x * k if square else x * k
+
+    np.testing.assert_allclose(scaled(x, 2.0, True), x * x * 2, rtol=1e-6)
+    np.testing.assert_allclose(scaled(x, 3.0, False), x * 3, rtol=1e-6)
+    assert scaled(x, 2.0, True).dtype == np.float32
+    assert "jit" in tg.__all__ and "exp" in tg.__all__

@@ -320,6 +320,7 @@ def _grads_match(model, *args, rtol=1e-4, atol=1e-5):
             w = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
         (out * w).sum().backward()
     for x1, x2 in zip(a1, a2):
+        assert (x1.grad is None) == (x2.grad is None)
         if x1.grad is not None:
             torch.testing.assert_close(x1.grad, x2.grad, rtol=rtol, atol=atol)
     for (name, p), q in zip(model.named_parameters(), eager.parameters()):
@@ -386,7 +387,7 @@ def test_index_put_patterns_match_torch():
             c = x.clone()
             c[:, j] = 2.0
             d = x.clone()
-            d[i, :, j] = v  # non-adjacent index dims
+            d[i[:3], :, j[:3]] = v[:3]  # non-adjacent index dims (distinct pairs: a repeated write is undefined)
             e = x.clone()
             e[..., j] = -1.0
             return a, b, c, d, e
@@ -398,3 +399,36 @@ def test_index_put_patterns_match_torch():
     model = Put()
     for got, want in zip(tgt.compile(model)(x, i, j, v), model(x, i, j, v)):
         torch.testing.assert_close(got, want)
+
+
+def test_review_cases_random_ops_and_views():
+    """as_strided of a transposed view, a user input named like the random state, bernoulli
+    with tensor probabilities, rand / randn, BatchNorm without running statistics and
+    InstanceNorm, a 1-D transposed convolution's gradient."""
+    class Strided(nn.Module):
+        def forward(self, x):
+            return (x * 1).t().as_strided((7, 4), (4, 1)) * 1
+
+    x = torch.arange(28.0).reshape(4, 7)
+    with pytest.raises(tg.Error, match="as_strided"):
+        tgt.compile(Strided())(x)
+
+    class Named(nn.Module):
+        def forward(self, x, rng_state):
+            return x + rng_state
+
+    torch.testing.assert_close(tgt.compile(Named())(torch.ones(4), torch.ones(4)), 2 * torch.ones(4))
+
+    class Rand(nn.Module):
+        def forward(self, q):
+            return torch.bernoulli(q), torch.rand(4000), torch.randn(4000), torch.ones(4000).bernoulli_(q[:1].expand(4000))
+
+    torch._dynamo.reset()
+    b, u, n, b2 = torch.compile(Rand(), backend="tgraph_train", dynamic=False)(torch.full((4000,), 0.3))
+    assert abs(float(b.mean()) - 0.3) < 0.04 and abs(float(b2.mean()) - 0.3) < 0.04
+    assert 0 <= float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.03
+    assert abs(float(n.mean())) < 0.06 and abs(float(n.std()) - 1) < 0.06
+    torch.manual_seed(0)
+    _grads_match(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, track_running_stats=False),
+                               nn.InstanceNorm2d(4, affine=True)).train(), torch.randn(2, 3, 8, 8))
+    _grads_match(nn.Sequential(nn.ConvTranspose1d(3, 4, 3, stride=2)).train(), torch.randn(2, 3, 9))

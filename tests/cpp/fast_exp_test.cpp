@@ -90,4 +90,33 @@ TEST(FastExp, SigmoidAndSiluMatchTheReference) {
   check(fast::silu_f32, [](double v) { return v * tg::detail::sigmoid(v); }, "silu");
 }
 
+
+TEST(FastExp, GeluTanhAndItsGradientMatchTheReference) {
+  check(fast::gelu_tanh_f32, [](double v) { return tg::detail::gelu_tanh(v); }, "gelu_tanh");
+  // the stable form is the textbook one where that does not cancel, and stays accurate where it does
+  for (double v : {-0.5, 0.3, 2.0, 4.0}) {
+    const double k = std::sqrt(2.0 / M_PI);
+    EXPECT_NEAR(tg::detail::gelu_tanh(v), 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))), 1e-15);
+  }
+  EXPECT_NEAR(tg::detail::gelu_tanh(-6.0) / (-6.0 * std::exp(-2.0 * 0.7978845608028654 * (6.0 + 0.044715 * 216.0))),
+              1.0, 1e-6);  // x sigmoid(2u) ~ x e^(2u) far left, where 1 + tanh(u) would be all rounding
+  // the gradient on random pairs (dy, x) of moderate size
+  std::vector<float> dy(100000), x(100000), y(100000);
+  uint32_t s = 12345;
+  auto next = [&] { s = s * 1664525u + 1013904223u; return static_cast<float>(s >> 8) / 16777216.0f; };
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = (next() - 0.5f) * 16.0f;
+    dy[i] = (next() - 0.5f) * 4.0f;
+  }
+  fast::gelu_tanh_grad_f32(dy.data(), x.data(), y.data(), static_cast<int64_t>(x.size()));
+  size_t off = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(dy[i] * tg::detail::gelu_tanh_derivative(x[i]));
+    if (y[i] == want) continue;
+    ++off;
+    ASSERT_EQ(std::abs(bits_of(y[i]) - bits_of(want)), 1) << x[i] << " " << dy[i];
+  }
+  EXPECT_LE(off, 2u);
+}
+
 }  // namespace

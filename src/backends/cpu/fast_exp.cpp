@@ -32,4 +32,14 @@ TG_EXP_CLONES void silu_f32(const float* __restrict x, float* __restrict y, int6
   }
 }
 
+TG_EXP_CLONES void gelu_tanh_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(gelu_tanh_fast(static_cast<double>(x[i])));
+}
+
+TG_EXP_CLONES void gelu_tanh_grad_f32(const float* __restrict dy, const float* __restrict x, float* __restrict y,
+                                      int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(gelu_tanh_grad_fast(static_cast<double>(dy[i]), static_cast<double>(x[i])));
+}
+
 }  // namespace tg::detail::fast

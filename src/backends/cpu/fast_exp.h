@@ -62,6 +62,20 @@ namespace tg::detail::fast {
   return std::copysign(t < 0.125 ? small : large, x);
 }
 
+/// gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): scalar_math.h's formula.
+[[gnu::always_inline]] inline double gelu_tanh_fast(double x) {
+  const double k = 0.7978845608028654;  // sqrt(2 / pi), as the reference's std::sqrt gives it
+  return x * sigmoid_fast(2.0 * (k * (x + 0.044715 * x * x * x)));
+}
+
+/// dy * d/dx gelu_tanh(x): scalar_math.h's gelu_tanh_derivative with sigmoid_fast.
+[[gnu::always_inline]] inline double gelu_tanh_grad_fast(double dy, double x) {
+  const double k = 0.7978845608028654, c = 0.044715;
+  const double u = k * (x + c * x * x * x);
+  const double s = sigmoid_fast(2.0 * u), sn = sigmoid_fast(-2.0 * u);
+  return dy * (s + 2.0 * x * s * sn * k * (1.0 + 3.0 * c * x * x));
+}
+
 /// y[i] = e^x[i], rounded to f32 (fast_exp.cpp: vectorised clones).
 void exp_f32(const float* x, float* y, int64_t n);
 /// y[i] = tanh(x[i]).
@@ -70,5 +84,9 @@ void tanh_f32(const float* x, float* y, int64_t n);
 void sigmoid_f32(const float* x, float* y, int64_t n);
 /// y[i] = x[i] * sigmoid(x[i]) (SiLU / swish).
 void silu_f32(const float* x, float* y, int64_t n);
+/// y[i] = gelu_tanh(x[i]).
+void gelu_tanh_f32(const float* x, float* y, int64_t n);
+/// y[i] = dy[i] * gelu_tanh'(x[i]).
+void gelu_tanh_grad_f32(const float* dy, const float* x, float* y, int64_t n);
 
 }  // namespace tg::detail::fast

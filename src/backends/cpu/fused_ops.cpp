@@ -62,12 +62,7 @@ void unary_double(const Instr& in, float* d, const float* a, int n) {
     case OpKind::LeakyRelu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * x : x; }); break;
     case OpKind::Elu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * std::expm1(x) : x; }); break;
     case OpKind::Gelu: fast::gelu_f32(a, d, n); break;
-    case OpKind::GeluTanh:
-      dloop1(d, a, n, [](double x) {
-        double k = std::sqrt(2.0 / M_PI);
-        return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-      });
-      break;
+    case OpKind::GeluTanh: fast::gelu_tanh_f32(a, d, n); break;
     case OpKind::Silu: fast::silu_f32(a, d, n); break;
     case OpKind::Softplus:
       dloop1(d, a, n, [](double x) {
@@ -96,7 +91,7 @@ void binary_double(const Instr& in, float* d, const float* a, const float* b, in
       break;
     case OpKind::Pow: dloop2(d, a, b, n, [](double x, double y) { return std::pow(x, y); }); break;
     case OpKind::Atan2: dloop2(d, a, b, n, [](double x, double y) { return std::atan2(x, y); }); break;
-    case OpKind::GeluTanhGrad: dloop2(d, a, b, n, [](double dy, double x) { return dy * gelu_tanh_derivative(x); }); break;
+    case OpKind::GeluTanhGrad: fast::gelu_tanh_grad_f32(a, b, d, n); break;
     default: break;
   }
 }

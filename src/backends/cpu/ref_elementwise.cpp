@@ -52,10 +52,7 @@ double unary_f(const Ctx& c, double x) {
     case OpKind::LeakyRelu: return x < 0 ? c.attr<ScalarDesc>().alpha * x : x;
     case OpKind::Elu: return x < 0 ? c.attr<ScalarDesc>().alpha * std::expm1(x) : x;
     case OpKind::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case OpKind::GeluTanh: {
-      double k = std::sqrt(2.0 / M_PI);
-      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-    }
+    case OpKind::GeluTanh: return gelu_tanh(x);
     case OpKind::Silu: return x * sigmoid(x);
     case OpKind::Softplus: return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
     case OpKind::HardSigmoid: {

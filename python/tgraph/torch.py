@@ -883,13 +883,20 @@ class TorchModule(torch.nn.Module):
         if entry is None:
             entry = self._cache[key] = self._build(args, kwargs)
         compiled, spec = entry
+        if spec is None:  # the TorchDynamo route (_build_traced)
+            return compiled(*args, **kwargs)
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         return pytree.tree_unflatten(compiled(tensors), spec)
 
     def _build(self, args, kwargs):
         from torch.utils import _pytree as pytree
-        with torch.no_grad():
-            ep = torch.export.export(self._module, tuple(args), kwargs or None).run_decompositions()
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(self._module, tuple(args), kwargs or None).run_decompositions()
+        except Exception as e:  # noqa: BLE001  (torch.export refuses some models; tracing may not)
+            if isinstance(e, tg.Error):
+                raise
+            return self._build_traced(args, kwargs, e)
         sig = ep.graph_signature
         user = [s.arg.name for s in sig.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
         constants = {}
@@ -912,6 +919,13 @@ class TorchModule(torch.nn.Module):
         exe = g.compile(feeds, targets, device=device, precision=self._precision)
         return _Compiled(exe, outs, random), ep.call_spec.out_spec
 
+    def _build_traced(self, args, kwargs, export_error: Exception):
+        """Where torch.export fails (a model it cannot handle, or a bug of the installed torch:
+        Hugging Face GPT-2 under torch 2.15), run the module through TorchDynamo with tgraph's
+        backend instead: Python that export rejects (data-dependent branches) runs between the
+        graphs, and each graph runs in tgraph."""
+        compiled = torch.compile(self._module, backend=backend, dynamic=False)
+        return compiled, None
 
 def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> TorchModule:  # noqa: A001
     """An nn.Module that runs `module` through tgraph, unchanged: compiled at the first call for

@@ -942,37 +942,44 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    def build(inputs):
+    def lower(inputs):
         with torch.no_grad():
-            aten = make_fx(gm, decomposition_table=core_aten_decompositions())(*inputs)
-        placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
-        names, types, py_values = [], [], {}
-        for n, v in zip(placeholders, inputs):
-            if isinstance(v, torch.Tensor):
-                names.append(n.name)
-                types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
-            else:
-                py_values[n.name] = v
-        constants = {}
-        for n in aten.graph.nodes:
-            if n.op == "get_attr":
-                obj = aten
-                for part in n.target.split("."):
-                    obj = getattr(obj, part)
-                constants[n.target] = obj
-        g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values)
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
-                        precision=_torch_precision())
-        return _Compiled(exe, outs, random), not isinstance(out_struct, (list, tuple))
+            return make_fx(gm, decomposition_table=core_aten_decompositions())(*inputs)
+    return _per_signature(lower)
 
+
+def _compile_graph(aten: torch.fx.GraphModule, inputs: list):
+    """Compiles an ATen graph whose placeholders take `inputs` (tensors are fed; other values,
+    such as sizes, are constants of this compile). Returns (run, single output)."""
+    placeholders = [n.name for n in aten.graph.nodes if n.op == "placeholder"]
+    names, types, py_values = [], [], {}
+    for name, v in zip(placeholders, inputs):
+        if isinstance(v, torch.Tensor):
+            names.append(name)
+            types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
+        else:
+            py_values[name] = v
+    constants = {n.target: _attr(aten, n.target) for n in aten.graph.nodes if n.op == "get_attr"}
+    g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values)
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
+                    precision=_torch_precision())
+    return _Compiled(exe, outs, random), not isinstance(out_struct, (list, tuple))
+
+
+def _per_signature(lower: Callable[[list], torch.fx.GraphModule], boxed_arity: int | None = None) -> Callable:
+    """A callable that compiles lower(inputs)'s ATen graph once per concrete signature (shapes,
+    dtypes, devices, non-tensor values) and runs it. boxed_arity: the graph's input count, so a
+    single list argument (AOTAutograd's boxed convention) is unpacked."""
     cache: dict = {}
 
     def call(*inputs):
+        if boxed_arity is not None and len(inputs) == 1 and isinstance(inputs[0], list) and boxed_arity != 1:
+            inputs = tuple(inputs[0])
         key = tuple((tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else ("py", t)
                     for t in inputs)
         if key not in cache:
-            cache[key] = build(list(inputs))
+            cache[key] = _compile_graph(lower(list(inputs)), list(inputs))
         run, single = cache[key]
         r = run([t for t in inputs if isinstance(t, torch.Tensor)])
         return r[0] if single else tuple(r)
@@ -989,36 +996,8 @@ def _torch_precision() -> str:
 def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Compiles an ATen graph as AOTAutograd hands it over (forward or backward): every
     placeholder an input, one executable per concrete signature."""
-    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-
-    def build(inputs):
-        names, types, py_values = [], [], {}
-        for name, v in zip(placeholders, inputs):
-            if isinstance(v, torch.Tensor):
-                names.append(name)
-                types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
-            else:
-                py_values[name] = v
-        constants = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
-        g, feeds, outs, out_struct, random = convert(gm.graph, names, constants, types, py_values)
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=_device_of(tensors),
-                        precision=_torch_precision())
-        return _Compiled(exe, outs, random), not isinstance(out_struct, (list, tuple))
-
-    cache: dict = {}
-
-    def call(*inputs):
-        if len(inputs) == 1 and isinstance(inputs[0], list) and len(placeholders) != 1:
-            inputs = tuple(inputs[0])  # AOTAutograd's boxed convention
-        key = tuple((tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else ("py", t)
-                    for t in inputs)
-        if key not in cache:
-            cache[key] = build(list(inputs))
-        run, single = cache[key]
-        r = run([t for t in inputs if isinstance(t, torch.Tensor)])
-        return r[0] if single else tuple(r)
-    return call
+    arity = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    return _per_signature(lambda inputs: gm, boxed_arity=arity)
 
 
 def _attr(gm: torch.nn.Module, target: str):

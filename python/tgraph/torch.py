@@ -380,9 +380,9 @@ def _index(c: _Ctx, x, indices):
     return y
 
 
-def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
-    """Only the form decompositions leave that is a reshape: every element once, in row-major
-    order (dims of size 1 may have any stride)."""
+def _row_major_view(c: _Ctx, x, size, stride, storage_offset) -> bool:
+    """Whether as_strided(x, size, stride, offset) is a reshape: every element of x once, in
+    row-major order (dims of size 1 may have any stride), over storage laid out as x is."""
     size = [int(v) for v in size]
     n = int(np.prod(size)) if size else 1
     expect, acc = [0] * len(size), 1
@@ -394,9 +394,23 @@ def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
     # as_strided reads the input's storage: a reshape only when that storage is the row-major
     # layout of the logical tensor
     plain = isinstance(src, torch.Tensor) and src.is_contiguous() and src.storage_offset() == 0
-    if (storage_offset or 0) != 0 or n != int(np.prod(x.shape) if x.rank else 1) or not same or not plain:
-        raise UnsupportedOp(f"[torch] as_strided with size {size}, stride {list(stride)} is not a reshape")
-    return c.g.reshape(x, size)
+    return (storage_offset or 0) == 0 and n == int(np.prod(x.shape) if x.rank else 1) and same and plain
+
+
+def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
+    """Only the form decompositions leave that is a reshape (_row_major_view)."""
+    if not _row_major_view(c, x, size, stride, storage_offset):
+        raise UnsupportedOp(f"[torch] as_strided with size {list(size)}, stride {list(stride)} is not a reshape")
+    return c.g.reshape(x, [int(v) for v in size])
+
+
+def _as_strided_scatter(c: _Ctx, x, src, size, stride, storage_offset=0):
+    """x with its as_strided view replaced by src: when that view is all of x in row-major order
+    (functionalised in-place updates of a reshaped tensor), src reshaped to x."""
+    if not _row_major_view(c, x, size, stride, storage_offset):
+        raise UnsupportedOp(f"[torch] as_strided_scatter with size {list(size)}, stride {list(stride)} "
+                            "is not a whole-tensor reshape")
+    return c.g.reshape(c.cast(src, x.dtype), list(x.shape))
 
 
 def _cat(c: _Ctx, xs, dim=0):
@@ -698,7 +712,7 @@ _CONVERTERS: dict[str, Callable] = {
                                                      i == b % x.rank else i for i in range(x.rank)]),
     "expand": _expand, "unsqueeze": lambda c, x, dim: c.g.expand_dims(x, [dim % (x.rank + 1)]),
     "squeeze": _squeeze, "select": _select, "slice": _slice, "cat": _cat, "slice_scatter": _slice_scatter,
-    "index": _index, "as_strided": _as_strided,
+    "index": _index, "as_strided": _as_strided, "as_strided_scatter": _as_strided_scatter,
     "stack": lambda c, xs, dim=0: c.g.stack(list(xs), dim % (xs[0].rank + 1)),
     "split_with_sizes": _split_with_sizes, "split": _split, "constant_pad_nd": _constant_pad_nd,
     "index_select": _index_select, "gather": _gather, "flip": lambda c, x, dims: c.g.reverse(x, _axes(dims, x.rank)),

@@ -461,3 +461,12 @@ def test_huggingface_gpt2_through_the_tracing_fallback(monkeypatch):
         assert len(graphs) >= 1
     else:  # torch.export worked (a torch without the bug): one tgraph executable, no dynamo
         assert not graphs
+
+
+def test_convnext_trains():
+    """ConvNeXt's backward holds as_strided_scatter (a functionalised in-place update of a
+    reshaped tensor): gradients through tgraph match eager."""
+    tv = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = tv.models.convnext_tiny(num_classes=10, stochastic_depth_prob=0.0).train()
+    _grads_match(model, torch.randn(2, 3, 32, 32), rtol=1e-3, atol=1e-4)

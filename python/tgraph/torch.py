@@ -1033,7 +1033,11 @@ def training_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable
     a backward ATen graph and tgraph compiles both, so loss.backward() runs tgraph's kernels;
     torch's optimizers update the parameters as usual. torch.compile(model,
     backend="tgraph_train", dynamic=False)."""
-    return _training_backend()(gm, example_inputs)
+    # Attention as its math formulation while AOTAutograd traces: matmuls and a softmax, whose
+    # gradients tgraph has, instead of a fused attention kernel whose backward only torch has.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        return _training_backend()(gm, example_inputs)
 
 
 try:  # torch.compile(model, backend="tgraph") / backend="tgraph_train"

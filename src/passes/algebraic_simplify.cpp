@@ -77,6 +77,31 @@ int32_t simplify(Module& m, Node& n) {
       n.attr = AxesDesc{composed};
       return -2;
     }
+    case OpKind::MatMul: {
+      // matmul(transpose(x), ...) with the transpose swapping the last two dims: the matmul
+      // reads x transposed itself (its transpose flags: cuBLASLt and oneDNN take transposed
+      // operands), so no copy of x is made per run; a PyTorch Linear's weight.t() is one.
+      auto& d = std::get<MatmulDesc>(n.attr);
+      for (int k = 0; k < 2; ++k) {
+        const Node* p = g.producer(n.inputs[static_cast<size_t>(k)]);
+        if (!p || p->kind != OpKind::Transpose || !p->control_deps.empty()) continue;
+        const auto& perm = std::get<AxesDesc>(p->attr).axes;
+        const int64_t r = static_cast<int64_t>(perm.size());
+        if (r < 2) continue;
+        bool swaps_last_two = true;
+        for (int64_t i = 0; i < r; ++i) {
+          const int64_t want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
+          const int64_t got = perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + r
+                                                                : perm[static_cast<size_t>(i)];
+          swaps_last_two &= got == want;
+        }
+        if (!swaps_last_two) continue;
+        n.inputs[static_cast<size_t>(k)] = p->inputs[0];
+        (k == 0 ? d.transpose_a : d.transpose_b) ^= true;
+        return -2;
+      }
+      return -1;
+    }
     default:
       return -1;
   }

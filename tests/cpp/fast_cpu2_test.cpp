@@ -318,6 +318,22 @@ TEST(FastCpu2, ReductionsDeclineOtherDtypes) {
   EXPECT_TRUE(declines(g, g.reduce_sum(x, {1}), {TensorData::uniform({3, 4}, -9, 9, tg::i32, 1)}));
 }
 
+TEST(FastCpu2, ReduceAnyAllOfBool) {
+  for (double density : {0.002, 0.5, 0.998}) {  // mostly false, mixed, mostly true
+    SCOPED_TRACE(density);
+    tg::Graph g;
+    tg::Shape s{2, 12, 16, 17};
+    auto x = g.placeholder(s, tg::boolean);
+    TensorData u = rnd(s, 7, 0, 1), xv(s, tg::boolean);
+    for (int64_t i = 0; i < xv.num_elements(); ++i) xv.set(i, u.at(i) < density);
+    for (const auto& axes : std::vector<std::vector<int64_t>>{{3}, {-1}, {0}, {1, 3}, {}, {0, 1, 2, 3}})
+      for (bool keep : {false, true}) {
+        check(g, g.reduce_any(x, axes, keep), {xv});
+        check(g, g.reduce_all(x, axes, keep), {xv});
+      }
+  }
+}
+
 TEST(FastCpu2, ReduceMaxPropagatesNaN) {
   tg::Graph g;
   auto x = g.placeholder({3, 4}, tg::f32);

@@ -293,6 +293,40 @@ TEST(PassSimplify, IdentitiesGoAway) {
   EXPECT_EQ(producer(m, m.targets[5]).kind, OpKind::Mul);
 }
 
+TEST(PassSimplify, MatmulReadsTransposedOperandsItself) {
+  Graph g;
+  Tensor a = g.placeholder({4, 3}, f32, "a"), w = g.placeholder({5, 3}, f32, "w");
+  Tensor b = g.placeholder({2, 3, 4}, f32, "b"), c = g.placeholder({2, 3, 5}, f32, "c");
+  Tensor d = g.placeholder({3, 5, 4}, f32, "d");
+  Tensor y1 = g.matmul(a, g.transpose(w, {1, 0}));                                   // x @ w.t(): a Linear
+  Tensor y2 = g.matmul(g.transpose(b, {0, 2, 1}), g.transpose(c, {0, 2, 1}), false, true);  // [2,4,5]
+  Tensor y3 = g.matmul(g.transpose(b, {1, 0, 2}), d, false, true);  // not the last two dims: stays
+  Module m = module_of(g, {y1, y2, y3});
+  EXPECT_TRUE(AlgebraicSimplify().run(m));
+  const Node& m1 = producer(m, m.targets[0]);
+  EXPECT_EQ(m1.inputs[1], w.id());
+  EXPECT_TRUE(std::get<MatmulDesc>(m1.attr).transpose_b);
+  const Node& m2 = producer(m, m.targets[1]);
+  EXPECT_EQ(m2.inputs[0], b.id());
+  EXPECT_EQ(m2.inputs[1], c.id());
+  EXPECT_TRUE(std::get<MatmulDesc>(m2.attr).transpose_a);
+  EXPECT_FALSE(std::get<MatmulDesc>(m2.attr).transpose_b);  // transposed twice
+  EXPECT_EQ(producer(m, producer(m, m.targets[2]).inputs[0]).kind, OpKind::Transpose);
+  // and the numbers: the simplified graph against the reference on random inputs
+  Graph h;
+  Tensor ha = h.placeholder({4, 3}, f32, "a"), hw = h.placeholder({5, 3}, f32, "w");
+  Tensor hy = h.matmul(ha, h.transpose(hw, {1, 0}));
+  TensorData av = TensorData::randn({4, 3}, f32, 1), wv = TensorData::randn({5, 3}, f32, 2);
+  Executable exe = h.compile({{ha, ha.type()}, {hw, hw.type()}}, {hy}, {}, {.device = Device::cpu()});
+  TensorData got = exe.run({av, wv})[0];
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < 3; ++k) s += av.at(i * 3 + k) * wv.at(j * 3 + k);
+      EXPECT_NEAR(got.at(i * 5 + j), s, 1e-5);
+    }
+}
+
 TEST(PassPipeline, DumpWritesEveryPass) {
   auto dir = std::filesystem::temp_directory_path() / "tgraph_dump_test";
   std::filesystem::remove_all(dir);

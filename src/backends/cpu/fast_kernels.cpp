@@ -30,6 +30,8 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
     case OpKind::SumToLike:
       return fast::reduce(g, n, in, out);
+    case OpKind::ReduceAny: case OpKind::ReduceAll:
+      return fast::reduce_bool(g, n, in, out);
     case OpKind::Reshape: case OpKind::BroadcastTo: case OpKind::BroadcastLike: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Select: case OpKind::Cast: case OpKind::Greater:
     case OpKind::GreaterEqual: case OpKind::Less: case OpKind::LessEqual: case OpKind::Equal:

@@ -160,6 +160,54 @@ bool reduce_core(const float* x, const std::vector<int64_t>& d, const std::vecto
 
 }  // namespace
 
+bool reduce_bool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+  // reduce_any / reduce_all of bool tensors (attention-mask checks): each output element walks
+  // its reduced elements with an odometer and stops at the first that decides it.
+  const bool any = n.kind == OpKind::ReduceAny;
+  const auto* d = std::get_if<ReduceDesc>(&n.attr);
+  if (!d || (!any && n.kind != OpKind::ReduceAll) || in.size() != 1 || in[0].empty() ||
+      in[0].dtype() != DType::boolean)
+    return false;
+  const auto& xd = in[0].shape().dims();
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  std::vector<bool> red(xd.size(), d->axes.empty());
+  for (int64_t a : d->axes) {
+    const int64_t k = a < 0 ? a + rank : a;
+    if (k < 0 || k >= rank) return false;
+    red[static_cast<size_t>(k)] = true;
+  }
+  std::vector<TensorType> types = concrete_output_types(g, n, in);
+  if (types.size() != 1 || types[0].dtype != DType::boolean) return false;
+  std::vector<int64_t> stride(xd.size(), 1), kdim, kst, rdim, rst;
+  for (int64_t k = rank - 1; k-- > 0;) stride[static_cast<size_t>(k)] = stride[static_cast<size_t>(k) + 1] * xd[static_cast<size_t>(k) + 1];
+  int64_t outs = 1, cnt = 1;
+  for (size_t k = 0; k < xd.size(); ++k) {
+    if (red[k]) rdim.push_back(xd[k]), rst.push_back(stride[k]), cnt *= xd[k];
+    else kdim.push_back(xd[k]), kst.push_back(stride[k]), outs *= xd[k];
+  }
+  TensorData y = cpu_output(0, types[0].shape, DType::boolean);
+  const auto* x = static_cast<const uint8_t*>(in[0].data());
+  auto* yp = static_cast<uint8_t*>(y.data());
+#pragma omp parallel for schedule(static) if (outs * cnt >= kParallelMin)
+  for (int64_t o = 0; o < outs; ++o) {
+    int64_t base = 0, rem = o;
+    for (size_t k = kdim.size(); k-- > 0;) base += (rem % kdim[k]) * kst[k], rem /= kdim[k];
+    bool acc = !any;
+    for (int64_t i = 0; i < cnt; ++i) {
+      int64_t off = base, ri = i;
+      for (size_t k = rdim.size(); k-- > 0;) off += (ri % rdim[k]) * rst[k], ri /= rdim[k];
+      if ((x[off] != 0) == any) {
+        acc = any;
+        break;
+      }
+    }
+    yp[o] = acc ? 1 : 0;
+  }
+  out.clear();
+  out.push_back(std::move(y));
+  return true;
+}
+
 bool reduce(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
   if (in.size() != (n.kind == OpKind::SumToLike ? 2u : 1u) || in[0].empty() || in[0].dtype() != DType::f32)
     return false;

@@ -5,12 +5,15 @@
     y = fast(x)                                   # torch tensors in and out, same device
 
     compiled = torch.compile(model, backend=tgraph.torch.backend)   # or backend="tgraph"
+    trained = torch.compile(model, backend="tgraph_train", dynamic=False)  # forward + backward
 
 `compile` exports the module with torch.export, lowers it to core ATen ops and builds one
 tgraph graph from them: one executable per input signature (shapes, dtypes, device), made at
-the first call with that signature. Parameters and buffers are read at compile time (as
-torch.jit.freeze does): call `.recompile()` after changing the weights. Inference only: the
-module runs in the mode it is in (call model.eval() first for dropout and batch norm).
+the first call with that signature (where export fails, the module runs through TorchDynamo
+with `backend` instead). Parameters and buffers are read at compile time (as torch.jit.freeze
+does): call `.recompile()` after changing the weights. `compile` is for inference: the module
+runs in the mode it is in (call model.eval() first for dropout and batch norm); training goes
+through the "tgraph_train" backend, whose forward and backward graphs both run in tgraph.
 Tensors stay where they are: CUDA tensors run on the GPU through DLPack without a copy.
 """
 from __future__ import annotations

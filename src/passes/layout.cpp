@@ -91,6 +91,20 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     }
     return {g.transpose(make(g, n.kind, args, n.attr), perm)};
   }
+  // Inference batch norm of a transpose: the same normalisation along the channel axis's place
+  // before the transpose (its statistics and scales are per channel, untouched), then the
+  // transpose; so a conv -> batch norm -> relu chain (a PyTorch model's) keeps no transposes.
+  if (n.kind == OpKind::BatchNorm && in.size() == 5 && n.outputs.size() == 1) {
+    const Node* tp = in[0].shape().rank() == 4 ? transpose_of(G, in[0].id()) : nullptr;
+    const auto* nd = std::get_if<NormDesc>(&n.attr);
+    if (!tp || !nd) return {};
+    const std::vector<int64_t> perm = perm_of(*tp);
+    const int64_t ax = nd->axis < 0 ? nd->axis + 4 : nd->axis;
+    if (perm.size() != 4 || ax < 0 || ax >= 4) return {};
+    NormDesc d = *nd;
+    d.axis = perm[static_cast<size_t>(ax)];
+    return {g.transpose(make(g, n.kind, {Tensor(&g.impl(), tp->inputs[0]), in[1], in[2], in[3], in[4]}, d), perm)};
+  }
   // Keep-dims reductions of a transpose: the reduction over the matching axes, then the transpose.
   if (def.has(kReduction) && n.kind != OpKind::SumToLike && n.outputs.size() == 1 && in.size() == 1) {
     const auto* rd = std::get_if<ReduceDesc>(&n.attr);

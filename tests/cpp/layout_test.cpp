@@ -25,8 +25,8 @@ int count(const Module& m, OpKind k) {
 }
 
 // A small ResNet-like nchw network: conv + per-channel bias + relu, max pool, a residual block
-// (conv, bias, relu, conv, add of the block input, relu), a scaled branch, average pooling over
-// H and W (keep dims), flatten.
+// (conv, bias, relu, conv, batch norm, add of the block input, relu), a scaled branch, average
+// pooling over H and W (keep dims), flatten.
 Tensor net(Graph& g, Tensor x) {
   ConvDesc c;
   c.data_layout = Layout::nchw;
@@ -46,7 +46,12 @@ Tensor net(Graph& g, Tensor x) {
   p.data_layout = Layout::nchw;
   h = g.max_pool2d(h, p);
   Tensor r = g.relu(g.add(g.conv2d(h, w(8, 8, 3), c), bias(8, 4)));
-  r = g.add(g.conv2d(r, w(8, 8, 5), c), h);
+  auto per_channel = [&](double lo, double hi, uint64_t seed) {
+    return g.constant(TensorData::uniform({8}, lo, hi, f32, seed));
+  };
+  Tensor bn = g.batch_norm(g.conv2d(r, w(8, 8, 5), c), per_channel(-0.2, 0.2, 6), per_channel(0.5, 2, 7),
+                           per_channel(0.5, 1.5, 8), per_channel(-0.1, 0.1, 10), 1);  // a PyTorch conv -> BN
+  r = g.add(bn, h);
   h = g.relu(g.mul(r, g.scalar(0.5)));
   Tensor pooled = g.reduce_mean(h, {2, 3}, true);
   return g.reshape(pooled, {pooled.shape()[0], 8});

@@ -1,23 +1,14 @@
 """What a run costs from Python: tgraph's Executable called from Python against PyTorch eager on
 the same work, wall clock per call (median of many, after warm-up), on the CPU and, when present,
 on the GPU (each call synchronised). Usage: PYTHONPATH=<build>/python python3 bench/py_overhead.py"""
-import statistics
-import time
-
 import numpy as np
 
 import tgraph as tg
+from wall_timing import median_seconds
 
 
 def per_call(fn, n=2000, warm=200):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e6
+    return median_seconds(fn, n, warm) * 1e6
 
 
 def chain_graph(shape, device, ops=20):

@@ -3,13 +3,13 @@
 forward call (after warm-up; the call includes tgraph's DLPack exchange). Random weights.
 --cpu: the same models at batch 1 on the CPU, f32 (eager, inductor and tgraph in the same process).
 Usage: PYTHONPATH=<build>/python python3 bench/torch_frontend_bench.py [--cpu] [--no-inductor]"""
-import statistics
 import sys
 import time
 
 import torch
 
 import tgraph.torch as tgt
+from wall_timing import median_seconds
 
 
 CPU = "--cpu" in sys.argv
@@ -22,16 +22,7 @@ def sync():
 
 
 def median_ms(fn, iters=50, warm=10):
-    for _ in range(warm):
-        fn()
-    sync()
-    ts = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_seconds(fn, iters, warm, sync) * 1e3
 
 
 def models():

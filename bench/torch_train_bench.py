@@ -4,7 +4,6 @@ against PyTorch eager, same process. GPU: torchvision ResNet-50, batch 32, 224x2
 time of a (synchronised) step after warm-up.
 Usage: PYTHONPATH=<build>/python python3 bench/torch_train_bench.py [--cpu]"""
 import copy
-import statistics
 import sys
 import time
 
@@ -12,6 +11,7 @@ import torch
 import torchvision
 
 import tgraph.torch  # noqa: F401  (registers the backends)
+from wall_timing import median_seconds
 
 
 def step_ms(model, run, x, y, iters=30, warm=5):
@@ -22,17 +22,7 @@ def step_ms(model, run, x, y, iters=30, warm=5):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-    for _ in range(warm):
-        step()
-    sync()
-    ts = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_seconds(step, iters, warm, torch.cuda.synchronize if x.is_cuda else None) * 1e3
 
 
 def main():

@@ -18,11 +18,9 @@ void bind_executable(nb::module_& m) {
   nb::class_<tg::Executable>(m, "Executable", "A compiled graph: run it many times, save it, load it.")
       .def("_run",
            [](const tg::Executable& e, std::vector<tg::TensorData> inputs) {
-             // numpy has no bfloat16: bf16 feeds take float32 arrays
              std::vector<tg::TensorType> types = e.input_types();
              for (size_t i = 0; i < inputs.size() && i < types.size(); ++i)
-               if (types[i].dtype == tg::DType::bf16 && inputs[i].dtype() == tg::DType::f32)
-                 inputs[i] = inputs[i].cast(tg::DType::bf16);
+               inputs[i] = feed_value(inputs[i], types[i].dtype);
              nb::gil_scoped_release release;
              return e.run(inputs);
            })

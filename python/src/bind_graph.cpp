@@ -403,10 +403,7 @@ void bind_graph(nb::module_& m) {
   c.def("_run", [](Graph& g, const std::vector<std::pair<PyTensor, tg::TensorData>>& feeds,
                    const std::vector<PyTensor>& targets, const std::vector<PyOperation>& ops) {
     std::vector<std::pair<Tensor, tg::TensorData>> f;
-    for (const auto& [t, v] : feeds) {  // numpy has no bfloat16: bf16 feeds take float32 arrays
-      bool widen = t.t.dtype() == tg::DType::bf16 && v.dtype() == tg::DType::f32;
-      f.emplace_back(unwrap(g, t), widen ? v.cast(tg::DType::bf16) : v);
-    }
+    for (const auto& [t, v] : feeds) f.emplace_back(unwrap(g, t), feed_value(v, t.t.dtype()));
     std::vector<Tensor> ts = Py<std::vector<Tensor>>::in(g, targets);
     std::vector<tg::Operation> os = Py<std::vector<tg::Operation>>::in(g, ops);
     std::vector<tg::TensorData> r;

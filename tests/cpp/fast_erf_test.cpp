@@ -6,9 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
+
+#include "test_util.h"
 
 namespace {
 
@@ -16,22 +17,11 @@ using tg::detail::fast::erf_f32;
 using tg::detail::fast::erf_fast;
 using tg::detail::fast::gelu_f32;
 
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-int32_t bits_of(float f) {
-  int32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 TEST(FastErf, MatchesStdErfRoundedToFloat) {
   std::vector<float> x;
   for (uint32_t b = 0; b < 0x7f800000u; b += 997) {
-    x.push_back(from_bits(b));
-    x.push_back(from_bits(b | 0x80000000u));
+    x.push_back(float_from_bits(b));
+    x.push_back(float_from_bits(b | 0x80000000u));
   }
   for (double e : {1.25, 5.0, 3.125}) {  // the pieces' edges, and a float either side
     x.push_back(static_cast<float>(e));
@@ -47,7 +37,7 @@ TEST(FastErf, MatchesStdErfRoundedToFloat) {
     ASSERT_NEAR(erf_fast(x[i]), std::erf(static_cast<double>(x[i])), 2e-12) << x[i];
     if (y[i] != want) {
       ++off_by_one;
-      ASSERT_EQ(std::abs(bits_of(y[i]) - bits_of(want)), 1) << x[i];
+      ASSERT_EQ(std::abs(float_bits(y[i]) - float_bits(want)), 1) << x[i];
     }
   }
   EXPECT_LE(off_by_one, x.size() / 100000) << "of " << x.size();  // 4 in 10^8 over all floats
@@ -58,8 +48,8 @@ TEST(FastErf, Specials) {
   std::vector<float> x{0.f, -0.f, inf, -inf, std::nanf(""), 1e-45f, -1e-45f, 30.f, -30.f};
   std::vector<float> y(x.size());
   erf_f32(x.data(), y.data(), static_cast<int64_t>(x.size()));
-  EXPECT_EQ(bits_of(y[0]), bits_of(0.f));
-  EXPECT_EQ(bits_of(y[1]), bits_of(-0.f));
+  EXPECT_EQ(float_bits(y[0]), float_bits(0.f));
+  EXPECT_EQ(float_bits(y[1]), float_bits(-0.f));
   EXPECT_EQ(y[2], 1.f);
   EXPECT_EQ(y[3], -1.f);
   EXPECT_TRUE(std::isnan(y[4]));
@@ -95,7 +85,7 @@ TEST(FastErf, GeluMatchesTheDoubleFormula) {
     const float want = static_cast<float>(0.5 * v * (v < 0 ? std::erfc(-v / r2) : 1.0 + std::erf(v / r2)));
     if (y[i] != want) {
       ++off;
-      ASSERT_LE(std::abs(bits_of(y[i]) - bits_of(want)), 1) << x[i];
+      ASSERT_LE(std::abs(float_bits(y[i]) - float_bits(want)), 1) << x[i];
     }
     ASSERT_NEAR(y[i], 0.5 * v * (1.0 + std::erf(v / r2)), 1e-15 + 1e-7 * std::abs(v)) << x[i];
   }

@@ -9,9 +9,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
+
+#include "test_util.h"
 
 #include "backends/cpu/scalar_math.h"
 
@@ -19,22 +20,11 @@ namespace {
 
 namespace fast = tg::detail::fast;
 
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-int32_t bits_of(float f) {
-  int32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 std::vector<float> sweep() {
   std::vector<float> x;
   for (uint32_t b = 0; b < 0x7f800000u; b += 997) {
-    x.push_back(from_bits(b));
-    x.push_back(from_bits(b | 0x80000000u));
+    x.push_back(float_from_bits(b));
+    x.push_back(float_from_bits(b | 0x80000000u));
   }
   for (float e : {0.125f, 88.72f, 88.73f, 103.97f, 87.3f, 709.0f, 700.0f, 20.0f, 1e-30f}) {
     for (float s : {1.f, -1.f}) {
@@ -65,7 +55,7 @@ void check(void (*f32)(const float*, float*, int64_t), Ref ref, const char* name
     if (y[i] == want) continue;
     ++off_by_one;
     ASSERT_TRUE(std::isfinite(want) && std::isfinite(y[i])) << x[i] << ": " << y[i] << " vs " << want;
-    ASSERT_EQ(std::abs(bits_of(y[i]) - bits_of(want)), 1) << x[i] << ": " << y[i] << " vs " << want;
+    ASSERT_EQ(std::abs(float_bits(y[i]) - float_bits(want)), 1) << x[i] << ": " << y[i] << " vs " << want;
   }
   EXPECT_LE(off_by_one, 4u) << "of " << x.size();
   float nan = std::numeric_limits<float>::quiet_NaN(), out = 0;
@@ -114,7 +104,7 @@ TEST(FastExp, GeluTanhAndItsGradientMatchTheReference) {
     const float want = static_cast<float>(dy[i] * tg::detail::gelu_tanh_derivative(x[i]));
     if (y[i] == want) continue;
     ++off;
-    ASSERT_EQ(std::abs(bits_of(y[i]) - bits_of(want)), 1) << x[i] << " " << dy[i];
+    ASSERT_EQ(std::abs(float_bits(y[i]) - float_bits(want)), 1) << x[i] << " " << dy[i];
   }
   EXPECT_LE(off, 2u);
 }

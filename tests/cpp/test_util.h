@@ -2,6 +2,8 @@
 // Helpers shared by the C++ tests.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
 #include <string>
 
 #include "tgraph/error.h"
@@ -18,3 +20,7 @@
             << "message '" << e.what() << "' lacks '" << frag << "'";           \
     }                                                                           \
   } while (0)
+
+/// The float with bit pattern b, and a float's bit pattern (ulp distances between floats of one sign).
+inline float float_from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+inline int32_t float_bits(float f) { return std::bit_cast<int32_t>(f); }

@@ -6,18 +6,11 @@
 
 namespace tg::detail::fast {
 
-#if defined(__clang__)
-#define TG_ERF_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#define TG_ERF_CLONES \
-  __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
-#endif
-
-TG_ERF_CLONES void erf_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void erf_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(erf_fast(static_cast<double>(x[i])));
 }
 
-TG_ERF_CLONES void gelu_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void gelu_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(gelu_fast(static_cast<double>(x[i])));
 }
 

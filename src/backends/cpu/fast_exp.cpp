@@ -6,37 +6,30 @@
 
 namespace tg::detail::fast {
 
-#if defined(__clang__)
-#define TG_EXP_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#define TG_EXP_CLONES \
-  __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
-#endif
-
-TG_EXP_CLONES void exp_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void exp_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(exp_fast(static_cast<double>(x[i])));
 }
 
-TG_EXP_CLONES void tanh_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void tanh_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(tanh_fast(static_cast<double>(x[i])));
 }
 
-TG_EXP_CLONES void sigmoid_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void sigmoid_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(sigmoid_fast(static_cast<double>(x[i])));
 }
 
-TG_EXP_CLONES void silu_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void silu_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i];
     y[i] = static_cast<float>(v * sigmoid_fast(v));
   }
 }
 
-TG_EXP_CLONES void gelu_tanh_f32(const float* __restrict x, float* __restrict y, int64_t n) {
+TG_EXACT_CLONES void gelu_tanh_f32(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(gelu_tanh_fast(static_cast<double>(x[i])));
 }
 
-TG_EXP_CLONES void gelu_tanh_grad_f32(const float* __restrict dy, const float* __restrict x, float* __restrict y,
+TG_EXACT_CLONES void gelu_tanh_grad_f32(const float* __restrict dy, const float* __restrict x, float* __restrict y,
                                       int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = static_cast<float>(gelu_tanh_grad_fast(static_cast<double>(dy[i]), static_cast<double>(x[i])));

@@ -5,6 +5,16 @@
 #include <bit>
 #include <cstdint>
 
+// The function clones of the loops over these formulas (fast_erf.cpp, fast_exp.cpp): AVX-512,
+// AVX2 + FMA (x86-64-v3) and baseline, picked when the library loads. Only std::fma contracts
+// (exact), so every clone gives the same bits.
+#if defined(__clang__)
+#define TG_EXACT_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+#else
+#define TG_EXACT_CLONES \
+  __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
+#endif
+
 namespace tg::detail::fast {
 
 /// y rounded to the nearest integer, ties to even (|y| < 2^51): adding and taking away

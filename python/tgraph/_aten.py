@@ -1,0 +1,822 @@
+"""ATen -> tgraph: one converter per ATen op (the table _CONVERTERS) and convert(), which builds
+a tgraph graph from an FX graph of ATen ops (torch.export's core ATen, AOTAutograd's forward
+and backward graphs, make_fx's). tgraph.torch compiles and runs what this builds."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import torch
+
+import tgraph as tg
+
+class UnsupportedOp(tg.Error):
+    """An ATen op the frontend has no converter for (named in the message)."""
+
+
+_DTYPES = {torch.float32: tg.f32, torch.float16: tg.f16, torch.bfloat16: tg.bf16, torch.float64: tg.f64,
+           torch.int8: tg.i8, torch.int16: tg.i16, torch.int32: tg.i32, torch.int64: tg.i64,
+           torch.uint8: tg.u8, torch.bool: tg.bool_}
+
+
+def tg_dtype(t: torch.dtype) -> tg.DType:
+    if t not in _DTYPES:
+        raise tg.Error(f"[torch] element type {t} has no tgraph type")
+    return _DTYPES[t]
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu().contiguous()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+# ---- the converters: one function per ATen op (overloads share it) ----------------------------
+
+class _Ctx:
+    """What a converter sees: the graph, the node being converted, and helpers."""
+
+    def __init__(self, g: tg.Graph):
+        self.g = g
+        self.node = None
+        self.rng_feed = None  # a Philox state fed per run, made when a random op needs it
+        self.rng = None       # the state threaded from one random op to the next
+
+    def random_uniform(self, shape) -> tg.Tensor:
+        """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
+        feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
+        if self.rng_feed is None:
+            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
+            self.rng = self.rng_feed
+        v, self.rng = self.g.random(self.rng, tg.RandomDesc(shape=[int(d) for d in shape]))
+        return v
+
+    @property
+    def out_dtype(self) -> tg.DType | None:
+        v = self.node.meta.get("val") if self.node is not None else None
+        return tg_dtype(v.dtype) if isinstance(v, torch.Tensor) else None
+
+    def scalar(self, v, like: tg.Tensor) -> tg.Tensor:
+        return self.tensor(v, like)
+
+    def tensor(self, v, like: tg.Tensor | None = None, dtype: tg.DType | None = None) -> tg.Tensor:
+        """A Python number as a scalar tensor; integers exactly (not through a double)."""
+        if isinstance(v, tg.Tensor):
+            return v
+        t = dtype or (like.dtype if like is not None else (tg.f32 if isinstance(v, float) else tg.i64))
+        if t in _FLOATS or t == tg.bool_ or not float(v).is_integer():
+            return self.g.scalar(float(v), t)
+        return self.g.constant(np.array(int(v), dtype=tg.numpy_dtype(t)))
+
+    def result_type(self) -> tg.DType:
+        """torch's promoted type of this node's first two operands (tensors or Python numbers)."""
+        vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in self.node.args[:2]]
+        return tg_dtype(torch.result_type(*vals))
+
+    def cast(self, x: tg.Tensor, t: tg.DType | None) -> tg.Tensor:
+        return x if t is None or x.dtype == t else self.g.cast(x, t)
+
+    def operands(self, a, b, to: tg.DType | None):
+        """Both operands as tensors of type `to` (torch's promoted type for this node)."""
+        if not isinstance(a, tg.Tensor) and not isinstance(b, tg.Tensor):
+            raise tg.Error("[torch] a binary op on two Python numbers")
+        like = a if isinstance(a, tg.Tensor) else b
+        t = to or like.dtype
+        return self.cast(self.tensor(a, like, t), t), self.cast(self.tensor(b, like, t), t)
+
+
+def _axes(dims, rank: int) -> list[int]:
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return [d % rank if rank else 0 for d in dims]
+
+
+_FLOATS = (tg.f32, tg.f64, tg.f16, tg.bf16)
+
+
+def _binary(op: str, compare: bool = False):
+    def conv(c: _Ctx, a, b, alpha=1, rounding_mode=None):
+        # operands in torch's promoted type (a comparison's result is bool, so ask torch)
+        x, y = c.operands(a, b, c.result_type() if compare else c.out_dtype)
+        if alpha != 1:
+            y = c.g.mul(y, c.scalar(alpha, y))
+        if op == "div" and rounding_mode is not None:
+            if x.dtype in _FLOATS:
+                q = c.g.div(x, y)
+                return c.g.floor(q) if rounding_mode == "floor" else c.g.trunc(q)
+            if rounding_mode == "trunc":
+                return c.g.div(x, y)  # integer division truncates
+            return c.g.div(c.g.sub(x, c.g.floor_mod(x, y)), y)  # exact: a multiple of y
+        return getattr(c.g, op)(x, y)
+    return conv
+
+
+def _unary(op: str):
+    def conv(c: _Ctx, x, *args):
+        return getattr(c.g, op)(c.cast(x, c.out_dtype) if op not in ("logical_not", "is_nan", "is_inf",
+                                                                     "is_finite") else x)
+    return conv
+
+
+def _reduce(op: str):
+    def conv(c: _Ctx, x, dims=None, keepdim=False, dtype=None):
+        if isinstance(dims, (list, tuple)) and len(dims) == 0:
+            dims = None
+        y = getattr(c.g, op)(c.cast(x, c.out_dtype) if op in ("reduce_sum", "reduce_mean", "reduce_prod") else x,
+                             _axes(dims, x.rank), keepdim)
+        return c.cast(y, c.out_dtype)
+    return conv
+
+
+def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    g = c.g
+    nd = x.rank - 2
+    if nd == 1:  # conv1d as conv2d over [N, C, 1, L]
+        x, w = g.expand_dims(x, [2]), g.expand_dims(w, [2])
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+        output_padding = [0, *output_padding]
+    pads = [p for p in padding for _ in (0, 1)]
+    d = tg.ConvDesc(stride=list(stride), dilation=list(dilation), explicit_padding=pads, groups=groups,
+                    data_layout="nchw" if nd <= 2 else "ncdhw", weights_layout="oihw" if nd <= 2 else "oidhw")
+    if transposed:
+        if nd == 3:
+            raise UnsupportedOp("[torch] conv_transpose3d has no tgraph op")
+        d.output_padding = list(output_padding)
+        y = g.conv_transpose2d(x, w, d)
+    else:
+        y = g.conv3d(x, w, d) if nd == 3 else g.conv2d(x, w, d)
+    if bias is not None:
+        y = g.add(y, g.reshape(bias, [1, -1] + [1] * (y.rank - 2)))
+    return g.squeeze(y, [2]) if nd == 1 else y
+
+
+def _affine(c: _Ctx, weight, bias, shape, dtype):
+    """A norm's scale and shift, ones and zeros where the module has none."""
+    gamma = weight if weight is not None else c.g.constant(np.ones(shape, np.float32), dtype=dtype)
+    beta = bias if bias is not None else c.g.constant(np.zeros(shape, np.float32), dtype=dtype)
+    return gamma, beta
+
+
+def _batch_statistics(c: _Ctx, x, weight, bias, eps):
+    """Batch norm over the batch's own statistics (channel axis 1): (y, mean, biased var, rstd)."""
+    gamma, beta = _affine(c, weight, bias, [x.shape[1]], x.dtype)
+    y, mean, var = c.g.batch_norm_training(x, gamma, beta, axis=1, epsilon=eps)
+    return y, mean, var, c.g.rsqrt(c.g.add(var, c.scalar(eps, var)))
+
+
+def _batch_norm_no_training(c: _Ctx, x, weight, bias, mean, var, momentum, eps):
+    g = c.g
+    gamma, beta = _affine(c, weight, bias, [x.shape[1]], x.dtype)
+    empty = g.constant(np.zeros(0, np.float32), dtype=x.dtype)  # torch returns empty statistics here
+    return (g.batch_norm(x, mean, var, gamma, beta, axis=1, epsilon=eps), empty, empty)
+
+
+def _batch_norm_functional(c: _Ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """The functional batch norm AOTAutograd leaves: (y, mean, rstd, new running mean, new running
+    var); the running variance takes the unbiased batch variance, as torch's does."""
+    g = c.g
+    if not training:
+        y, _, _ = _batch_norm_no_training(c, x, weight, bias, running_mean, running_var, momentum, eps)
+        empty = g.constant(np.zeros(0, np.float32), dtype=x.dtype)
+        return (y, empty, empty, running_mean, running_var)
+    y, mean, var, rstd = _batch_statistics(c, x, weight, bias, eps)
+    n = int(np.prod(x.shape)) // x.shape[1]
+    m = c.scalar(momentum, mean)
+    keep = c.scalar(1.0 - momentum, mean)
+    new_mean = g.add(g.mul(running_mean, keep), g.mul(mean, m))
+    unbiased = g.mul(var, c.scalar(n / max(n - 1, 1), var))
+    new_var = g.add(g.mul(running_var, keep), g.mul(unbiased, m))
+    return (y, mean, rstd, new_mean, new_var)
+
+
+def _batch_norm_no_stats(c: _Ctx, x, weight, bias, *rest):
+    """_native_batch_norm_legit without running statistics (track_running_stats=False,
+    InstanceNorm): the batch's statistics, (y, mean, rstd). Its two forms: (training, momentum,
+    eps) or, with running buffers, (running_mean, running_var, training, momentum, eps)."""
+    if len(rest) == 5:  # with running statistics: the functional form, minus the update
+        y, mean, rstd, _, _ = _batch_norm_functional(c, x, weight, bias, *rest)
+        return (y, mean, rstd)
+    _training, _momentum, eps = rest
+    y, mean, _, rstd = _batch_statistics(c, x, weight, bias, eps)
+    return (y, mean, rstd)
+
+
+def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                          groups, output_mask):
+    """(d input, d weight, d bias) of aten.convolution, those output_mask asks for."""
+    g = c.g
+    nd = x.rank - 2
+    if transposed and nd == 3:
+        raise UnsupportedOp("[torch] the gradient of a 3-D transposed convolution")
+    if nd == 1:  # as conv2d over [N, C, 1, L]
+        dy, x, w = g.expand_dims(dy, [2]), g.expand_dims(x, [2]), g.expand_dims(w, [2])
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    d = tg.ConvDesc(stride=list(stride), dilation=list(dilation), explicit_padding=[p for p in padding for _ in (0, 1)],
+                    groups=groups, data_layout="nchw" if nd <= 2 else "ncdhw",
+                    weights_layout="oihw" if nd <= 2 else "oidhw")
+    data_grad = g.conv3d_data_grad if nd == 3 else g.conv2d_data_grad
+    weight_grad = g.conv3d_weight_grad if nd == 3 else g.conv2d_weight_grad
+    if transposed:
+        # y = conv_transpose(x, w) is the data gradient of the conv(·, w) from y's space to x's,
+        # so dx is that conv of dy, and dw the conv's weight gradient with x in the role of dy
+        dx = g.conv2d(dy, w, d) if output_mask[0] else None
+        dw = weight_grad(x, dy, list(w.shape), d) if output_mask[1] else None
+    else:
+        dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
+        dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
+    db = g.reduce_sum(dy, [a for a in range(dy.rank) if a != 1]) if output_mask[2] else None
+    if nd == 1:
+        dx = g.squeeze(dx, [2]) if dx is not None else None
+        dw = g.squeeze(dw, [2]) if dw is not None else None
+    return (dx, dw, db)
+
+
+def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices):
+    # tgraph recomputes each window's first maximum, the one torch's indices hold
+    return c.g.max_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, dilation, ceil_mode))
+
+
+def _used_outputs(c: _Ctx) -> set:
+    """Which elements of this node's tuple result the graph reads."""
+    return {u.args[1] for u in c.node.users if u.target is operator.getitem}
+
+
+def _layer_norm(c: _Ctx, x, normalized_shape, weight, bias, eps):
+    """(y, mean, rstd): the statistics only when read (AOTAutograd saves them for backward),
+    shaped as torch's, with the normalised dims kept as 1s."""
+    g = c.g
+    shape = list(normalized_shape)
+    axis = x.rank - len(shape)
+    gamma, beta = _affine(c, weight, bias, shape, x.dtype)
+    y = g.layer_norm(x, gamma, beta, axis=axis, epsilon=eps)
+    if not _used_outputs(c) & {1, 2}:
+        return (y, None, None)
+    axes = list(range(axis, x.rank))
+    mean = g.reduce_mean(x, axes, True)
+    rstd = g.rsqrt(g.add(g.reduce_variance(x, axes, True), c.scalar(eps, x)))
+    return (y, mean, rstd)
+
+
+def _pool_desc(kernel, stride, padding, dilation, ceil_mode, count_include_pad=False):
+    kernel = list(kernel) * (2 if len(kernel) == 1 else 1)
+    stride = list(stride or kernel) * (2 if stride and len(stride) == 1 else 1)
+    padding = list(padding) * (2 if len(padding) == 1 else 1)
+    dilation = list(dilation) * (2 if len(dilation) == 1 else 1)
+    return tg.PoolDesc(kernel=kernel, stride=stride, dilation=dilation,
+                       explicit_padding=[p for p in padding for _ in (0, 1)], data_layout="nchw",
+                       ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
+
+
+def _max_pool2d_with_indices(c: _Ctx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    d = _pool_desc(kernel, stride, padding, dilation, ceil_mode)
+    if 1 in _used_outputs(c):
+        y, i = c.g.max_pool2d_with_indices(x, d)
+        return (y, c.g.cast(i, tg.i64))
+    return (c.g.max_pool2d(x, d), None)
+
+
+def _avg_pool2d(c: _Ctx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    if divisor_override is not None:
+        raise UnsupportedOp("[torch] avg_pool2d with divisor_override")
+    return c.g.avg_pool2d(x, _pool_desc(kernel, stride, padding, (1,), ceil_mode, count_include_pad))
+
+
+def _addmm(c: _Ctx, bias, a, b, beta=1, alpha=1):
+    g = c.g
+    y = g.matmul(a, b)
+    if alpha != 1:
+        y = g.mul(y, c.scalar(alpha, y))
+    if beta == 0:
+        return y
+    return g.add(y, bias if beta == 1 else g.mul(bias, c.scalar(beta, bias)))
+
+
+def _view(c: _Ctx, x, shape):
+    return c.g.reshape(x, [int(s) for s in shape])
+
+
+def _expand(c: _Ctx, x, shape, implicit=False):
+    shape = list(shape)
+    lead = len(shape) - x.rank
+    full = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+    return c.g.broadcast_to(x, full)
+
+
+def _squeeze(c: _Ctx, x, dims=None):
+    axes = [a for a in _axes(dims, x.rank) if x.shape[a] == 1]
+    return c.g.squeeze(x, axes) if axes or dims is None else c.g.identity(x)
+
+
+def _select(c: _Ctx, x, dim, index):
+    dim %= x.rank
+    index = index % x.shape[dim] if x.shape[dim] > 0 else index
+    begin = [0] * x.rank
+    end = [0] * x.rank
+    begin[dim], end[dim] = index, index + 1
+    mask = ((1 << x.rank) - 1) & ~(1 << dim)
+    return c.g.strided_slice(x, tg.SliceDesc(begin=begin, end=end, strides=[1] * x.rank, begin_mask=mask,
+                                             end_mask=mask, squeeze_mask=1 << dim))
+
+
+def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
+    return c.g.strided_slice(x, _slice_desc(x, dim % x.rank, start, end, step))
+
+
+def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
+    """torch's x[..., start:end:step, ...] on dim, clamped as torch clamps."""
+    n = x.shape[dim]
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = max(0, min(n, start + n if start < 0 else start))
+    end = max(start, min(n, end + n if end < 0 else end))
+    b, e, s = [0] * x.rank, [0] * x.rank, [1] * x.rank
+    b[dim], e[dim], s[dim] = start, end, step
+    mask = ((1 << x.rank) - 1) & ~(1 << dim)
+    return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask)
+
+
+def _slice_scatter(c: _Ctx, x, src, dim=0, start=None, end=None, step=1):
+    return c.g.slice_update(x, c.cast(src, x.dtype), _slice_desc(x, dim % x.rank, start, end, step))
+
+
+class _AdvancedIndex(NamedTuple):
+    """x[i0, i1, ...] with index tensors (None: the whole dim), by numpy's rules: `xt` is x with
+    the indexed dims moved to the front, `idx` the broadcast indices stacked for gather_nd /
+    scatter_nd (negative ones counted from the end), `shape` their broadcast shape, `back` the
+    permutation of [shape, other dims] into numpy's result order (None: already in it), `perm`
+    the permutation that made xt from x."""
+    xt: tg.Tensor
+    idx: tg.Tensor
+    shape: list
+    back: list | None
+    perm: list
+
+
+def _advanced_index(c: _Ctx, x, indices, what: str) -> _AdvancedIndex:
+    g = c.g
+    indices = list(indices) + [None] * (x.rank - len(indices))
+    adv = [d for d, i in enumerate(indices) if i is not None]
+    if not adv:
+        raise UnsupportedOp(f"[torch] {what} without an index tensor")
+    if any(indices[d].dtype == tg.bool_ for d in adv):
+        raise UnsupportedOp(f"[torch] {what} with a boolean mask (its size is data-dependent)")
+    shape = list(np.broadcast_shapes(*[tuple(indices[d].shape) for d in adv]))
+    cols = []
+    for d in adv:
+        i = c.cast(indices[d], tg.i64)
+        i = g.select(g.less(i, c.tensor(0, i)), g.add(i, c.tensor(x.shape[d], i)), i)
+        cols.append(g.broadcast_to(i, shape) if list(i.shape) != shape else i)
+    rest = [d for d in range(x.rank) if d not in adv]
+    perm = adv + rest
+    xt = g.transpose(x, perm) if perm != list(range(x.rank)) else x
+    nb, p = len(shape), adv[0]
+    back = None
+    if adv == list(range(p, p + len(adv))) and p > 0:  # adjacent index dims stay where they were
+        back = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + len(rest)))
+    return _AdvancedIndex(xt, g.stack(cols, nb), shape, back, perm)
+
+
+def _index(c: _Ctx, x, indices):
+    """x[i0, i1, ...] (aten.index): gather_nd over the indexed dims moved to the front."""
+    a = _advanced_index(c, x, indices, "indexing")
+    y = c.g.gather_nd(a.xt, a.idx)  # [shape, other dims]
+    return c.g.transpose(y, a.back) if a.back else y
+
+
+def _row_major_view(c: _Ctx, x, size, stride, storage_offset) -> bool:
+    """Whether as_strided(x, size, stride, offset) is a reshape: every element of x once, in
+    row-major order (dims of size 1 may have any stride), over storage laid out as x is."""
+    size = [int(v) for v in size]
+    n = int(np.prod(size)) if size else 1
+    expect, acc = [0] * len(size), 1
+    for d in range(len(size) - 1, -1, -1):
+        expect[d] = acc
+        acc *= size[d]
+    same = all(sz == 1 or st == ex for sz, st, ex in zip(size, stride, expect))
+    src = c.node.args[0].meta.get("val") if isinstance(c.node.args[0], torch.fx.Node) else None
+    # as_strided reads the input's storage: a reshape only when that storage is the row-major
+    # layout of the logical tensor
+    plain = isinstance(src, torch.Tensor) and src.is_contiguous() and src.storage_offset() == 0
+    return (storage_offset or 0) == 0 and n == int(np.prod(x.shape) if x.rank else 1) and same and plain
+
+
+def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
+    """Only the form decompositions leave that is a reshape (_row_major_view)."""
+    if not _row_major_view(c, x, size, stride, storage_offset):
+        raise UnsupportedOp(f"[torch] as_strided with size {list(size)}, stride {list(stride)} is not a reshape")
+    return c.g.reshape(x, [int(v) for v in size])
+
+
+def _as_strided_scatter(c: _Ctx, x, src, size, stride, storage_offset=0):
+    """x with its as_strided view replaced by src: when that view is all of x in row-major order
+    (functionalised in-place updates of a reshaped tensor), src reshaped to x."""
+    if not _row_major_view(c, x, size, stride, storage_offset):
+        raise UnsupportedOp(f"[torch] as_strided_scatter with size {list(size)}, stride {list(stride)} "
+                            "is not a whole-tensor reshape")
+    return c.g.reshape(c.cast(src, x.dtype), list(x.shape))
+
+
+def _cat(c: _Ctx, xs, dim=0):
+    xs = [x for x in xs if not (x.rank == 1 and x.shape[0] == 0)]  # torch allows empty 1-D pieces
+    t = c.out_dtype
+    return c.g.concat([c.cast(x, t) for x in xs], dim % xs[0].rank)
+
+
+def _split_with_sizes(c: _Ctx, x, sizes, dim=0):
+    return tuple(c.g.split(x, list(sizes), dim % x.rank))
+
+
+def _split(c: _Ctx, x, size, dim=0):
+    n = x.shape[dim % x.rank]
+    sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return tuple(c.g.split(x, sizes, dim % x.rank))
+
+
+def _softmax(op: str):
+    def conv(c: _Ctx, x, dim, half_to_float=False):
+        return c.cast(getattr(c.g, op)(x, dim % x.rank), c.out_dtype)
+    return conv
+
+
+def _gelu(c: _Ctx, x, approximate="none"):
+    return c.g.gelu_tanh(x) if approximate == "tanh" else c.g.gelu(x)
+
+
+def _to_copy(c: _Ctx, x, dtype=None, **kw):
+    return c.cast(x, c.out_dtype) if c.out_dtype is not None else c.g.identity(x)
+
+
+def _broadcast_like(c: _Ctx, x: tg.Tensor, like: tg.Tensor) -> tg.Tensor:
+    return x if tuple(x.shape) == tuple(like.shape) else c.g.broadcast_to(x, list(like.shape))
+
+
+def _full(c: _Ctx, shape, value, **kw):
+    t = c.out_dtype or tg.f32
+    return c.g.broadcast_to(c.g.scalar(float(value), t), [int(s) for s in shape]) if len(shape) else \
+        c.g.scalar(float(value), t)
+
+
+def _full_like(c: _Ctx, x, value, **kw):
+    t = c.out_dtype or x.dtype
+    return c.g.broadcast_to(c.g.scalar(float(value), t), list(x.shape)) if x.rank else c.g.scalar(float(value), t)
+
+
+def _where(c: _Ctx, cond, a, b):
+    x, y = c.operands(a, b, c.out_dtype)
+    return c.g.select(cond, x, y)
+
+
+def _clamp(c: _Ctx, x, lo=None, hi=None):
+    t = c.out_dtype or x.dtype
+    x = c.cast(x, t)
+    lo_t = c.tensor(lo if lo is not None else -np.inf if t in (tg.f32, tg.f64, tg.f16, tg.bf16) else
+                    np.iinfo(tg.numpy_dtype(t)).min, x)
+    hi_t = c.tensor(hi if hi is not None else np.inf if t in (tg.f32, tg.f64, tg.f16, tg.bf16) else
+                    np.iinfo(tg.numpy_dtype(t)).max, x)
+    return c.g.clamp(x, c.cast(lo_t, t), c.cast(hi_t, t))
+
+
+def _pow(c: _Ctx, a, b):
+    if not isinstance(b, tg.Tensor) and b == 2:
+        return c.g.square(c.cast(a, c.out_dtype))
+    if not isinstance(b, tg.Tensor) and b == 0.5:
+        return c.g.sqrt(c.cast(a, c.out_dtype))
+    x, y = c.operands(a, b, c.out_dtype)
+    return c.g.pow(x, y)
+
+
+def _embedding(c: _Ctx, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
+    return c.g.gather(weight, indices, axis=0)
+
+
+def _constant_pad_nd(c: _Ctx, x, pad, value=0.0):
+    before = [0] * x.rank
+    after = [0] * x.rank
+    for i in range(len(pad) // 2):  # torch pads the last dim first
+        before[x.rank - 1 - i], after[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if min(before + after) < 0:
+        raise UnsupportedOp("[torch] constant_pad_nd with negative padding")
+    return c.g.pad(x, before, after, mode="constant", constant=float(value))
+
+
+def _var(c: _Ctx, x, dims=None, correction=None, keepdim=False, **kw):
+    axes = _axes(dims, x.rank)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    corr = 1 if correction is None else correction
+    v = c.g.reduce_variance(x, axes, keepdim)
+    if corr == 0:
+        return v
+    return c.g.mul(v, c.scalar(n / (n - corr) if n > corr else float("nan"), v))  # torch: NaN without dof
+
+
+def _argminmax(op: str):
+    def conv(c: _Ctx, x, dim=None, keepdim=False):
+        if dim is None:
+            x, dim = c.g.reshape(x, [-1]), 0
+        return c.cast(getattr(c.g, op)(x, dim % x.rank, keepdim), tg.i64)
+    return conv
+
+
+def _topk(c: _Ctx, x, k, dim=-1, largest=True, sorted=True):
+    v, i = c.g.top_k(x, k, dim % x.rank, largest)
+    return (v, c.cast(i, tg.i64))
+
+
+def _sort(c: _Ctx, x, dim=-1, descending=False, stable=False):
+    d = dim % x.rank
+    return (c.g.sort(x, d, descending), c.cast(c.g.argsort(x, d, descending), tg.i64))
+
+
+def _index_select(c: _Ctx, x, dim, index):
+    return c.g.gather(x, index, axis=dim % x.rank)
+
+
+def _gather(c: _Ctx, x, dim, index, sparse_grad=False):
+    return c.g.gather_along_axis(x, index, dim % x.rank)
+
+
+def _cumsum(c: _Ctx, x, dim, dtype=None):
+    return c.g.cumsum(c.cast(x, c.out_dtype), dim % x.rank)
+
+
+def _leaky_relu(c: _Ctx, x, slope=0.01):
+    return c.g.leaky_relu(x, slope)
+
+
+def _elu(c: _Ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1.0 or input_scale != 1.0:
+        raise UnsupportedOp("[torch] elu with scale / input_scale (selu)")
+    return c.g.elu(x, alpha)
+
+
+def _hardtanh(c: _Ctx, x, lo=-1.0, hi=1.0):
+    return _clamp(c, x, lo, hi)
+
+
+def _scalar_tensor(c: _Ctx, v, **kw):
+    return c.g.scalar(float(v), c.out_dtype or tg.f32)
+
+
+def _arange(c: _Ctx, start, end=None, step=1, **kw):
+    if end is None:
+        start, end = 0, start
+    return c.g.arange(float(start), float(end), float(step), c.out_dtype or tg.i64)
+
+
+def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+    return c.g.scaled_dot_product_attention(q, k, v, attn_mask, tg.AttentionDesc(scale=scale or 0.0,
+                                                                                  causal=bool(is_causal)))
+
+
+def _native_dropout(c: _Ctx, x, p, train=True):
+    """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
+    if train is False or p == 0:  # ATen: train=None means training
+        return (x, c.g.broadcast_to(c.g.scalar(1.0, tg.bool_), list(x.shape)) if x.rank else c.g.scalar(1.0, tg.bool_))
+    keep = c.g.greater_equal(c.random_uniform(x.shape), c.g.scalar(float(p), tg.f32))
+    scaled = c.g.mul(x, c.scalar(1.0 / (1.0 - p), x)) if p < 1 else c.g.mul(x, c.scalar(0.0, x))
+    return (c.g.select(keep, scaled, c.g.mul(x, c.scalar(0.0, x))), keep)
+
+
+def _bernoulli(c: _Ctx, x, p=None, generator=None):
+    """bernoulli(x) (probabilities x) or bernoulli(x, p) (a number or a tensor): 1 with that
+    probability, in the result's type."""
+    prob = x if p is None else p if isinstance(p, tg.Tensor) else c.tensor(float(p), dtype=tg.f32)
+    u = c.random_uniform(x.shape)
+    hit = c.g.less(u, c.cast(prob, tg.f32))
+    return c.cast(hit, c.out_dtype or x.dtype)
+
+
+def _rand(c: _Ctx, shape, *args, **kwargs):
+    """rand: uniform [0, 1) from the run's random stream, in the result's type."""
+    return c.cast(c.random_uniform(shape), c.out_dtype or tg.f32)
+
+
+def _randn(c: _Ctx, shape, *args, **kwargs):
+    """randn: standard normal values from the run's random stream (Box-Muller on two uniforms)."""
+    g = c.g
+    u1 = g.sub(c.tensor(1.0, dtype=tg.f32), c.random_uniform(shape))  # (0, 1]: log is finite
+    u2 = c.random_uniform(shape)
+    r = g.sqrt(g.mul(g.log(u1), c.tensor(-2.0, dtype=tg.f32)))
+    z = g.mul(r, g.cos(g.mul(u2, c.tensor(2 * np.pi, dtype=tg.f32))))
+    return c.cast(z, c.out_dtype or tg.f32)
+
+
+def _empty(c: _Ctx, shape, *args, **kwargs):
+    """Uninitialised memory in torch; zeros here (a value every reader must overwrite anyway)."""
+    return _full(c, shape, 0)
+
+
+def _index_put(c: _Ctx, x, indices, values, accumulate=False):
+    """x[i0, i1, ...] = values (or += with accumulate, duplicates summed), numpy's advanced
+    indexing as _index reads it: the indexed dims are moved to the front, scatter_nd writes, and
+    the dims go back (embedding and upsampling gradients use it)."""
+    g = c.g
+    a = _advanced_index(c, x, indices, "index_put")
+    front = list(a.shape) + list(a.xt.shape[a.idx.shape[-1]:])  # [shape, other dims]
+    # values are laid out as x[indices] is; scatter_nd takes them with the index dims first
+    res_shape = [front[i] for i in a.back] if a.back else front
+    v = c.cast(c.tensor(values, x), x.dtype)
+    v = g.broadcast_to(v, res_shape) if list(v.shape) != res_shape else v
+    if a.back:
+        v = g.transpose(v, list(np.argsort(a.back)))
+    y = g.scatter_nd(a.xt, a.idx, v, mode="add" if accumulate else "set")
+    moved = a.perm != list(range(x.rank))
+    return g.transpose(y, list(np.argsort(a.perm))) if moved else y
+
+
+def _avg_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    if divisor_override is not None:
+        raise UnsupportedOp("[torch] avg_pool2d_backward with divisor_override")
+    return c.g.avg_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, (1,), ceil_mode, count_include_pad))
+
+
+def _no_op(c: _Ctx, *args, **kwargs):
+    return None
+
+
+_CONVERTERS: dict[str, Callable] = {
+    # checks torch.export leaves in the graph (of metadata it already knows): nothing to run
+    "_assert_tensor_metadata": _no_op, "_assert_scalar": _no_op, "_assert_async": _no_op,
+    # elementwise
+    "add": _binary("add"), "sub": _binary("sub"), "rsub": lambda c, a, b, alpha=1: _binary("sub")(c, b, a, alpha),
+    "mul": _binary("mul"), "div": _binary("div"), "remainder": _binary("floor_mod"), "fmod": _binary("mod"),
+    "maximum": _binary("maximum_nan"), "minimum": _binary("minimum_nan"), "atan2": _binary("atan2"),
+    "eq": _binary("equal", True), "ne": _binary("not_equal", True), "lt": _binary("less", True),
+    "le": _binary("less_equal", True), "gt": _binary("greater", True), "ge": _binary("greater_equal", True),
+    "logical_and": lambda c, a, b: c.g.logical_and(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_or": lambda c, a, b: c.g.logical_or(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_xor": lambda c, a, b: c.g.logical_xor(c.cast(a, tg.bool_), c.cast(b, tg.bool_)),
+    "logical_not": lambda c, x: c.g.logical_not(c.cast(x, tg.bool_)),
+    "bitwise_and": _binary("bitwise_and"), "bitwise_or": _binary("bitwise_or"), "bitwise_xor": _binary("bitwise_xor"),
+    "bitwise_not": lambda c, x: c.g.logical_not(x) if x.dtype == tg.bool_ else c.g.bitwise_not(x),
+    "pow": _pow, "where": _where, "clamp": _clamp, "clamp_min": lambda c, x, lo: _clamp(c, x, lo, None),
+    "clamp_max": lambda c, x, hi: _clamp(c, x, None, hi), "hardtanh": _hardtanh,
+    "neg": _unary("neg"), "abs": _unary("abs"), "sign": _unary("sign"), "exp": _unary("exp"), "exp2": _unary("exp2"),
+    "log": _unary("log"), "log2": _unary("log2"), "log1p": _unary("log1p"), "expm1": _unary("expm1"),
+    "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "reciprocal": _unary("reciprocal"), "sin": _unary("sin"),
+    "cos": _unary("cos"), "tan": _unary("tan"), "sinh": _unary("sinh"), "cosh": _unary("cosh"),
+    "tanh": _unary("tanh"), "asin": _unary("asin"), "acos": _unary("acos"), "atan": _unary("atan"),
+    "asinh": _unary("asinh"), "acosh": _unary("acosh"), "atanh": _unary("atanh"), "erf": _unary("erf"),
+    "floor": _unary("floor"), "ceil": _unary("ceil"), "round": _unary("rint"), "trunc": _unary("trunc"),
+    "sigmoid": _unary("sigmoid"), "relu": _unary("relu"), "silu": _unary("silu"), "softplus": _unary("softplus"),
+    "isnan": _unary("is_nan"), "isinf": _unary("is_inf"), "isfinite": _unary("is_finite"),
+    "gelu": _gelu, "leaky_relu": _leaky_relu, "elu": _elu,
+    "hardsigmoid": lambda c, x: c.g.hard_sigmoid(x, 1 / 6, 0.5),
+    "hardswish": lambda c, x: c.g.mul(x, c.g.hard_sigmoid(x, 1 / 6, 0.5)),
+    "_to_copy": _to_copy, "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
+    "alias": lambda c, x: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
+    "copy": lambda c, dst, src, non_blocking=False: _broadcast_like(c, c.cast(c.tensor(src, dst), dst.dtype), dst),
+    # reductions
+    "sum": _reduce("reduce_sum"), "mean": _reduce("reduce_mean"), "prod": lambda c, x, dim=None, keepdim=False,
+    dtype=None: _reduce("reduce_prod")(c, x, dim, keepdim), "amax": _reduce("reduce_max"), "amin": _reduce("reduce_min"),
+    "any": lambda c, x, dim=None, keepdim=False: c.g.reduce_any(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
+    "all": lambda c, x, dim=None, keepdim=False: c.g.reduce_all(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
+    "logsumexp": lambda c, x, dim, keepdim=False: c.g.reduce_logsumexp(x, _axes(dim, x.rank), keepdim),
+    "var": _var, "argmax": _argminmax("argmax"), "argmin": _argminmax("argmin"), "topk": _topk, "sort": _sort,
+    "cumsum": _cumsum, "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    # linear algebra, convolution, pooling, normalisation
+    "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
+    "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
+    "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
+    "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
+    "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
+    "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,
+    "rand": _rand, "rand_like": lambda c, x, **kw: _rand(c, x.shape), "randn": _randn,
+    "randn_like": lambda c, x, **kw: _randn(c, x.shape),
+    "_native_batch_norm_legit": lambda c, x, w, b, *rest: _batch_norm_no_stats(c, x, w, b, *rest),
+    "new_empty_strided": lambda c, x, size, stride, **kw: _empty(c, size), "index_put": _index_put,
+    "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
+    "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
+    # shape and indexing
+    "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
+        x, [d % x.rank for d in dims]) if x.rank else x,
+    "t": lambda c, x: c.g.transpose(x, [1, 0]) if x.rank == 2 else x,
+    "transpose": lambda c, x, a, b: c.g.transpose(x, [b % x.rank if i == a % x.rank else a % x.rank if
+                                                     i == b % x.rank else i for i in range(x.rank)]),
+    "expand": _expand, "unsqueeze": lambda c, x, dim: c.g.expand_dims(x, [dim % (x.rank + 1)]),
+    "squeeze": _squeeze, "select": _select, "slice": _slice, "cat": _cat, "slice_scatter": _slice_scatter,
+    "index": _index, "as_strided": _as_strided, "as_strided_scatter": _as_strided_scatter,
+    "stack": lambda c, xs, dim=0: c.g.stack(list(xs), dim % (xs[0].rank + 1)),
+    "split_with_sizes": _split_with_sizes, "split": _split, "constant_pad_nd": _constant_pad_nd,
+    "index_select": _index_select, "gather": _gather, "flip": lambda c, x, dims: c.g.reverse(x, _axes(dims, x.rank)),
+    "repeat": lambda c, x, reps: c.g.tile(x if len(reps) == x.rank else c.g.reshape(
+        x, [1] * (len(reps) - x.rank) + list(x.shape)), list(reps)),
+    "full": _full, "full_like": _full_like, "zeros_like": lambda c, x, **kw: _full_like(c, x, 0),
+    "ones_like": lambda c, x, **kw: _full_like(c, x, 1), "zeros": lambda c, shape, **kw: _full(c, shape, 0),
+    "ones": lambda c, shape, **kw: _full(c, shape, 1), "scalar_tensor": _scalar_tensor, "arange": _arange,
+}
+
+
+def _packet_name(target) -> str:
+    """aten.add.Tensor -> 'add' (overloads share a converter)."""
+    name = getattr(target, "_overloadpacket", None)
+    name = getattr(name, "__name__", None) or str(target).split(".")[-2 if "." in str(target) else -1]
+    return name.split("::")[-1]
+
+
+class Converted(NamedTuple):
+    """What convert() builds: the graph, its feeds (the inputs in order, then the random
+    stream's state when `random`), the outputs and the output node's structure."""
+    graph: tg.Graph
+    feeds: list
+    outputs: list
+    structure: Any
+    random: bool
+
+
+def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
+            input_types: list[tg.TensorType], py_values: dict | None = None
+            ) -> "Converted":
+    """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
+    run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
+    baked in; `py_values`: placeholders that are Python values (sizes). Returns (graph, feeds,
+    outputs, output structure)."""
+    py_values = py_values or {}
+    g = tg.Graph()
+    c = _Ctx(g)
+    env: dict[str, Any] = {}
+    feeds = []
+    types = dict(zip(inputs, input_types))
+
+    def value(a):
+        if isinstance(a, torch.fx.Node):
+            return env[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(value(x) for x in a)
+        if isinstance(a, torch.dtype) or isinstance(a, torch.device) or isinstance(a, torch.layout) or \
+                isinstance(a, torch.memory_format):
+            return a
+        return a
+
+    out_struct = None
+    for node in graph.nodes:
+        c.node = node
+        if node.op == "placeholder":
+            if node.name in types:
+                t = types[node.name]
+                env[node.name] = g.placeholder(list(t.shape), t.dtype, node.name)
+                feeds.append(env[node.name])
+            elif node.name in constants:
+                env[node.name] = _constant(g, constants[node.name], node.name)
+            elif node.name in py_values:
+                env[node.name] = py_values[node.name]
+            else:
+                raise tg.Error(f"[torch] input {node.name} is neither fed nor a known constant")
+        elif node.op == "get_attr":
+            env[node.name] = _constant(g, constants[node.target], node.name)
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                seq, i = value(node.args[0]), node.args[1]
+                env[node.name] = seq[i]
+                continue
+            name = _packet_name(node.target)
+            if name in ("sym_size", "sym_numel"):
+                raise UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are static")
+            if name == "dropout" and not node.kwargs.get("train", node.args[2] if len(node.args) > 2 else False):
+                env[node.name] = value(node.args[0])  # eval-mode dropout: the identity
+                continue
+            fn = _CONVERTERS.get(name)
+            if fn is None:
+                raise UnsupportedOp(f"[torch] no converter for {node.target} (node {node.name}); "
+                                    f"{len(_CONVERTERS)} ATen ops are supported: see tgraph.torch._CONVERTERS")
+            args = value(node.args)
+            kwargs = {k: value(v) for k, v in node.kwargs.items() if k not in ("device", "layout", "pin_memory",
+                                                                                 "memory_format", "non_blocking")}
+            if "dtype" in kwargs and name not in ("_to_copy", "sum", "mean", "cumsum", "full", "full_like",
+                                                  "zeros_like", "ones_like", "zeros", "ones", "scalar_tensor",
+                                                  "arange", "prod", "empty", "empty_permuted", "new_empty_strided", "rand",
+                                                  "rand_like", "randn", "randn_like"):
+                kwargs.pop("dtype")
+            try:
+                r = fn(c, *args, **kwargs)
+            except tg.Error:
+                raise
+            except Exception as e:  # a converter's own mistake or an unhandled argument form
+                raise tg.Error(f"[torch] converting {node.target} (node {node.name}): {type(e).__name__}: {e}") from e
+            v = node.meta.get("val")
+            if isinstance(r, tg.Tensor) and isinstance(v, torch.Tensor):
+                if tuple(r.shape) != tuple(v.shape):
+                    raise tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
+                                   f"{tuple(v.shape)}")
+                r = c.cast(r, tg_dtype(v.dtype))
+            env[node.name] = r
+        elif node.op == "output":
+            out_struct = node.args[0]
+        else:
+            raise UnsupportedOp(f"[torch] FX node kind {node.op} ({node.target})")
+    flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
+    outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+    if c.rng_feed is not None:
+        feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
+    return Converted(g, feeds, outs, out_struct, c.rng_feed is not None)
+
+
+def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:
+    t = t.detach()
+    dt = tg_dtype(t.dtype)
+    arr = _numpy(t)
+    return g.constant(arr, name, dtype=dt)

@@ -23,6 +23,7 @@
 // temporary buffer (and a weight gradient permuted back).
 #include <cudnn.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -36,6 +37,7 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/kernels_layout.h"
+#include "core/env.h"
 
 namespace tg::detail {
 namespace {
@@ -244,61 +246,6 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   cudnnHandle_t h = cd.handle;
   TG_CUDNN(cudnnSetStream(h, stream));
 
-  // Algorithm, cached per configuration.
-  std::ostringstream key;
-  key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
-      << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
-      << G << '|' << (padded ? join(after) : std::string("-"));
-  Choice choice;
-  bool cached = false;
-  {
-    std::lock_guard<std::mutex> cl(cache_mutex());
-    auto it = cache().find(key.str());
-    if (it != cache().end()) choice = it->second, cached = true;
-  }
-  if (!cached) {
-    int count = 0;
-    switch (dir) {
-      case Dir::forward:
-        TG_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-        choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
-            cdesc.d, exact_f32, count,
-            [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
-              return cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
-            },
-            [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, a, ws);
-            });
-        break;
-      case Dir::data:
-        TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-        choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-            cdesc.d, exact_f32, count,
-            [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
-              return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
-            },
-            [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, a, ws);
-            });
-        break;
-      case Dir::filter:
-        TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-        choice = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-            cdesc.d, exact_f32, count,
-            [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
-              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
-            },
-            [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, a, ws);
-            });
-        break;
-    }
-    std::lock_guard<std::mutex> cl(cache_mutex());
-    cache()[key.str()] = choice;
-  }
-  if (!choice.ok) return false;
-  TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
-
   const size_t esize = dtype_size(dt);
   const size_t wbytes = static_cast<size_t>(tw.shape.num_elements()) * esize;
   // Weights in cuDNN's filter layout: the op's own buffer, or a permuted copy.
@@ -326,6 +273,88 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   if (!perm.empty() && dir != Dir::filter)
     TG_CUDA(launch_permute(in[1].ptr, wtmp.get(), static_cast<int>(rank),
                            wd_ll.data(), perm.data(), static_cast<int>(esize), stream));
+  const void* wptr = perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr) : static_cast<const void*>(wtmp.get());
+  void* wout = dir == Dir::filter ? (perm.empty() ? out[0].ptr : wtmp.get()) : nullptr;
+  // Algorithm, cached per configuration: measured by cuDNN's Find on the run's own buffers (the
+  // fastest that fits kMaxWorkspace), or from its heuristics while the stream is being captured
+  // (nothing may run then) or with TGRAPH_CUDNN_HEURISTICS=1. Find writes only the output.
+  std::ostringstream key;
+  key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
+      << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
+      << G << '|' << (padded ? join(after) : std::string("-"));
+  Choice choice;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    auto it = cache().find(key.str());
+    if (it != cache().end()) choice = it->second, cached = true;
+  }
+  if (!cached) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TG_CUDA(cudaStreamIsCapturing(stream, &capture));
+    const bool find = capture == cudaStreamCaptureStatusNone && !env_flag("TGRAPH_CUDNN_HEURISTICS");
+    DeviceBuffer find_ws;
+    size_t find_bytes = 0;
+    if (find) {
+      size_t free_b = 0, total_b = 0;
+      TG_CUDA(cudaMemGetInfo(&free_b, &total_b));
+      find_bytes = std::min(kMaxWorkspace, free_b / 4);
+      find_ws = DeviceContext::get(device).allocate(find_bytes, stream);
+    }
+    const void* w_in = dir == Dir::filter ? nullptr : wptr;
+    void* w_out = dir == Dir::filter ? wout : nullptr;
+    int count = 0;
+    switch (dir) {
+      case Dir::forward:
+        TG_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionForwardAlgorithmEx(h, xdesc.d, xin, wdesc.d, w_in, cdesc.d, ydesc.d,
+                                                                   out[0].ptr, c, r, p, find_ws.get(), find_bytes)
+                          : cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, a, ws);
+            });
+        break;
+      case Dir::data:
+        TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wdesc.d, w_in, ydesc.d, in[0].ptr, cdesc.d,
+                                                                        xdesc.d, xout, c, r, p, find_ws.get(),
+                                                                        find_bytes)
+                          : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, a, ws);
+            });
+        break;
+      case Dir::filter:
+        TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
+                                                                          wdesc.d, w_out, c, r, p, find_ws.get(),
+                                                                          find_bytes)
+                          : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
+            },
+            [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
+              return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, a, ws);
+            });
+        break;
+    }
+    if (find || !choice.ok) {  // a heuristic pick during capture is not kept: the next uncaptured run measures
+      std::lock_guard<std::mutex> cl(cache_mutex());
+      cache()[key.str()] = choice;
+    }
+  }
+  if (!choice.ok) return false;
+  TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
+
   DeviceBuffer ws;
   if (choice.workspace > 0) ws = op_workspace(choice.workspace, stream, device);
   // Scaling factors are doubles for double data, floats otherwise.
@@ -334,7 +363,6 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   const void* one = dt == DType::f64 ? static_cast<const void*>(&oned) : &onef;
   const void* zero = dt == DType::f64 ? static_cast<const void*>(&zerod) : &zerof;
   cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-  const void* wptr = perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr) : static_cast<const void*>(wtmp.get());
   switch (dir) {
     case Dir::forward:
       s = cudnnConvolutionForward(h, one, xdesc.d, xin, wdesc.d, wptr, cdesc.d,
@@ -349,7 +377,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     case Dir::filter:
       s = cudnnConvolutionBackwardFilter(h, one, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo), ws.get(),
-                                         choice.workspace, zero, wdesc.d, perm.empty() ? out[0].ptr : wtmp.get());
+                                         choice.workspace, zero, wdesc.d, wout);
       break;
   }
   if (cudnn_declines(s)) {

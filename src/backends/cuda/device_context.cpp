@@ -71,4 +71,10 @@ size_t DeviceContext::bytes_reserved() const {
   return v;
 }
 
+size_t DeviceContext::bytes_peak() const {
+  uint64_t v = 0;
+  cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &v);
+  return v;
+}
+
 }  // namespace tg::detail

@@ -30,6 +30,8 @@ class DeviceContext {
   /// Bytes held by tgraph's pool: in use now, and reserved from the driver.
   size_t bytes_in_use() const;
   size_t bytes_reserved() const;
+  /// The most bytes the pool had in use at once since the process started.
+  size_t bytes_peak() const;
   /// cuBLASLt handle and a workspace for it (explicit, so calls can be graph-captured).
   void* cublaslt() const { return lt_; }
   void* workspace() const { return workspace_; }

@@ -1,0 +1,140 @@
+// One ResNet training step (forward, backward, SGD with momentum) through the C++ API on the
+// GPU: nn::resnet50 (NHWC), softmax cross-entropy, optim::sgd, run_device on inputs already on
+// the device. Prints one JSON line that bench/train_models.py puts beside PyTorch's figures.
+//
+// Usage: bench_train_resnet [--batch 256] [--precision bf16|tf32|f32] [--iters 20]
+//                           [--warmup 3] [--size 224] [--curve N] [--model resnet50|resnet18]
+//
+// Figures: first step = compile() + the first run (kernel generation, library heuristics,
+// capture); step = median wall time of a synchronised run_device call after warm-up (the
+// captured CUDA graph replayed, variables updated in place); device = median of CUDA events
+// around replays of the captured step; peak = the high-water mark of tgraph's device pool and of
+// the memory captured graphs allocate. --curve N prints the loss of the first N steps on fixed
+// data (the figure the issue compares with eager's curve).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <tgraph/nn.h>
+#include <tgraph/optim.h>
+#include <tgraph/tgraph.h>
+
+#include "backends/cuda/device_context.h"
+#include "runtime/executable_impl.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Args {
+  int64_t batch = 256, size = 224;
+  std::string precision = "bf16", model = "resnet50";
+  int iters = 20, warmup = 3, curve = 0;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--batch") a.batch = std::stoll(v);
+    else if (k == "--size") a.size = std::stoll(v);
+    else if (k == "--precision") a.precision = v;
+    else if (k == "--model") a.model = v;
+    else if (k == "--iters") a.iters = std::stoi(v);
+    else if (k == "--warmup") a.warmup = std::stoi(v);
+    else if (k == "--curve") a.curve = std::stoi(v);
+    else {
+      std::fprintf(stderr, "bench_train_resnet: unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+tg::Precision precision_of(const std::string& p) {
+  if (p == "bf16") return tg::Precision::bf16;
+  if (p == "f16") return tg::Precision::f16;
+  if (p == "tf32") return tg::Precision::tf32;
+  if (p == "f32") return tg::Precision::f32;
+  std::fprintf(stderr, "bench_train_resnet: unknown precision %s\n", p.c_str());
+  std::exit(2);
+}
+
+// The peak of tgraph's pool plus what captured graphs allocate (cudaGraph memory nodes).
+size_t peak_bytes() {
+  size_t graph = 0;
+  cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &graph);
+  return tg::detail::DeviceContext::get(0).bytes_peak() + graph;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const auto t_start = Clock::now();
+  tg::Graph g;
+  tg::Tensor x = g.placeholder({a.batch, a.size, a.size, 3}, tg::f32, "images");
+  tg::Tensor labels = g.placeholder({a.batch, 1000}, tg::f32, "labels");
+  tg::nn::ResNetConfig cfg;
+  auto net = a.model == "resnet18" ? tg::nn::resnet18(g, cfg) : tg::nn::resnet50(g, cfg);
+  tg::Tensor loss = g.softmax_cross_entropy(net->forward(g, x), labels);
+  std::vector<tg::Tensor> params = net->parameters();
+  tg::optim::GradMap grads = g.gradients(loss, params);
+  tg::Operation step = tg::optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9});
+  const auto t_compile = Clock::now();
+  tg::Executable exe = g.compile({{x, x.type()}, {labels, labels.type()}}, {loss}, {step},
+                                 {.device = tg::Device::cuda(0), .precision = precision_of(a.precision)});
+  const double compile_s = seconds_since(t_compile);
+
+  // Random images, one-hot labels of random classes; uploaded once.
+  tg::TensorData xh = tg::TensorData::randn({a.batch, a.size, a.size, 3}, tg::f32, 1);
+  tg::TensorData yh = tg::TensorData::zeros({a.batch, 1000}, tg::f32);
+  auto* yp = static_cast<float*>(yh.data());
+  for (int64_t i = 0; i < a.batch; ++i) yp[i * 1000 + (i * 7919) % 1000] = 1.0f;
+  const tg::Device dev = tg::Device::cuda(0);
+  std::vector<tg::DeviceTensor> in{tg::DeviceTensor::from_host(xh, dev), tg::DeviceTensor::from_host(yh, dev)};
+
+  auto loss_of = [](const std::vector<tg::DeviceTensor>& out) {
+    return static_cast<const float*>(out[0].to_host().data())[0];
+  };
+  const auto t_first = Clock::now();
+  std::vector<float> curve{loss_of(exe.run_device(in))};
+  const double first_run_s = seconds_since(t_first);
+  const double first_step_s = seconds_since(t_compile);
+  for (int i = 1; i < a.curve; ++i) curve.push_back(loss_of(exe.run_device(in)));
+
+  for (int i = 0; i < a.warmup; ++i) exe.run_device(in);
+  std::vector<double> wall;
+  for (int i = 0; i < a.iters; ++i) {
+    const auto t = Clock::now();
+    exe.run_device(in);
+    wall.push_back(seconds_since(t) * 1e3);
+  }
+  std::vector<double> dev_ms;
+  try {
+    dev_ms = tg::detail::cuda_time_replays(exe.impl(), {xh, yh}, 2, a.iters);
+  } catch (const tg::Error& e) {
+    std::fprintf(stderr, "bench_train_resnet: no captured replay: %s\n", e.what());
+  }
+  const double step_ms = median(wall);
+  std::printf("{\"path\": \"tgraph C++ API\", \"model\": \"%s\", \"batch\": %lld, \"precision\": \"%s\", "
+              "\"step_ms\": %.3f, \"device_ms\": %.3f, \"images_per_s\": %.1f, \"first_step_s\": %.2f, "
+              "\"compile_s\": %.2f, \"first_run_s\": %.2f, \"build_s\": %.2f, \"peak_gib\": %.2f, \"loss\": [",
+              a.model.c_str(), static_cast<long long>(a.batch), a.precision.c_str(), step_ms, median(dev_ms),
+              a.batch / step_ms * 1e3, first_step_s, compile_s, first_run_s,
+              std::chrono::duration<double>(t_compile - t_start).count(), peak_bytes() / 1073741824.0);
+  for (size_t i = 0; i < curve.size(); ++i) std::printf("%s%.5f", i ? ", " : "", curve[i]);
+  std::printf("]}\n");
+  return 0;
+}

@@ -11,6 +11,8 @@ targets="bench_train_resnet"
 [ "${TG_PY:-0}" = 1 ] && targets="$targets tgraph_python"
 TG_BUILD_ONLY=1 TG_TARGETS="$targets" scripts/device-build.sh || exit 1
 echo "built in $(( $(date +%s) - t0 )) s"
+# shellcheck disable=SC1091
+source scripts/unpack-debs.sh > /dev/null 2>&1
 export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench
 i=0
 for cmd in "$@"; do

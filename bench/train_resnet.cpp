@@ -88,12 +88,14 @@ int main(int argc, char** argv) {
   tg::Tensor labels = g.placeholder({a.batch, 1000}, tg::f32, "labels");
   tg::nn::ResNetConfig cfg;
   auto net = a.model == "resnet18" ? tg::nn::resnet18(g, cfg) : tg::nn::resnet50(g, cfg);
+  net->train();  // batch statistics, and running statistics updated as PyTorch's train() does
   tg::Tensor loss = g.softmax_cross_entropy(net->forward(g, x), labels);
   std::vector<tg::Tensor> params = net->parameters();
   tg::optim::GradMap grads = g.gradients(loss, params);
-  tg::Operation step = tg::optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9});
+  std::vector<tg::Operation> targets = net->updates();
+  targets.push_back(tg::optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9}));
   const auto t_compile = Clock::now();
-  tg::Executable exe = g.compile({{x, x.type()}, {labels, labels.type()}}, {loss}, {step},
+  tg::Executable exe = g.compile({{x, x.type()}, {labels, labels.type()}}, {loss}, targets,
                                  {.device = tg::Device::cuda(0), .precision = precision_of(a.precision)});
   const double compile_s = seconds_since(t_compile);
 

@@ -85,4 +85,47 @@ TEST(GraphMemoryGpu, AnExecutableGivesItsMemoryBack) {
   EXPECT_EQ(detail::graph_memory_bytes(0), before);
 }
 
+// A released piece serves a later take of the same size or smaller (no new chunk), neighbours
+// merge, and a piece still held is never handed out twice.
+TEST(GraphMemoryGpu, ReleasedPiecesAreReused) {
+  detail::DeviceContext& ctx = detail::DeviceContext::get(0);
+  detail::GraphMemory m(ctx);
+  detail::DeviceBuffer a = m.take(size_t{1} << 20), b = m.take(size_t{1} << 20), c = m.take(4096);
+  const size_t reserved = m.bytes();
+  std::byte* pa = a.get();
+  a.reset();
+  b.reset();  // a and b merge into one free 2 MiB piece
+  detail::DeviceBuffer d = m.take(size_t{3} << 19);  // 1.5 MiB: fits in the merged piece
+  EXPECT_EQ(d.get(), pa);
+  detail::DeviceBuffer e = m.take(size_t{1} << 19);  // the rest of it
+  EXPECT_EQ(e.get(), pa + (size_t{3} << 19));
+  EXPECT_EQ(m.bytes(), reserved);
+  detail::DeviceBuffer f = m.take(4096);  // nothing free fits: new bytes, not c's
+  EXPECT_NE(f.get(), c.get());
+}
+
+// A captured run of 40 chained matmuls (no two fuse) holds a few of its [512, 512]
+// intermediates at a time, not all 40: each is dropped after its last reader and its bytes
+// serve the next. The values are the CPU's, on the captured run and its replays.
+TEST(GraphMemoryGpu, ACapturedChainReusesItsIntermediates) {
+  const int64_t n = 512;
+  const int depth = 40;
+  Graph g;
+  Tensor x = g.placeholder({n, n}, f32, "x");
+  Tensor w = g.constant(TensorData::uniform({n, n}, -1.0 / 16, 1.0 / 16, f32, 5), "w");
+  Tensor y = x;
+  for (int i = 0; i < depth; ++i) y = g.tanh(g.matmul(y, w));
+  TensorData in = TensorData::uniform({n, n}, -1, 1, f32, 6);
+  TensorData want = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = Device::cpu()}).run({in})[0];
+  const size_t before = detail::graph_memory_bytes(0);
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = Device::cuda(0)});
+  for (int run = 0; run < 3; ++run) {
+    TensorData got = e.run({in})[0];
+    for (int64_t i = 0; i < n * n; i += 97) ASSERT_NEAR(got.at(i), want.at(i), 1e-4) << "run " << run << " at " << i;
+  }
+  EXPECT_EQ(detail::cuda_graph_stats(e.impl()).captures, 1) << detail::cuda_graph_stats(e.impl()).error;
+  const size_t tensor = n * n * 4, held = detail::graph_memory_bytes(0) - before;
+  EXPECT_LT(held, 12 * tensor) << "the capture holds " << held / tensor << " intermediates' worth";
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_control_flow.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -65,10 +66,60 @@ size_t graph_memory_bytes(int device) {
   return b.bytes[device];
 }
 
+// Released pieces of a GraphMemory: address -> (bytes, chunk index). Neighbours of one chunk
+// merge; pieces of different chunks never do (each piece keeps only its own chunk alive).
+struct GraphMemory::FreeList {
+  std::mutex mu;
+  std::map<std::byte*, std::pair<size_t, size_t>> pieces;
+
+  void give(std::byte* p, size_t n, size_t chunk) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto next = pieces.find(p + n);
+    if (next != pieces.end() && next->second.second == chunk) {
+      n += next->second.first;
+      pieces.erase(next);
+    }
+    auto it = pieces.lower_bound(p);
+    if (it != pieces.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second.first == p && prev->second.second == chunk) {
+        prev->second.first += n;
+        return;
+      }
+    }
+    pieces.emplace(p, std::make_pair(n, chunk));
+  }
+  // The smallest released piece of at least n bytes, cut to n (its rest stays free).
+  std::byte* take(size_t n, size_t& chunk) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto best = pieces.end();
+    for (auto it = pieces.begin(); it != pieces.end(); ++it)
+      if (it->second.first >= n && (best == pieces.end() || it->second.first < best->second.first)) best = it;
+    if (best == pieces.end()) return nullptr;
+    std::byte* p = best->first;
+    const auto [size, c] = best->second;
+    pieces.erase(best);
+    if (size > n) pieces.emplace(p + n, std::make_pair(size - n, c));
+    chunk = c;
+    return p;
+  }
+};
+
+GraphMemory::GraphMemory(DeviceContext& ctx) : ctx_(ctx), free_(std::make_shared<FreeList>()) {}
+
 DeviceBuffer GraphMemory::take(size_t bytes) {
   constexpr size_t kAlign = 256, kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20;
   const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  // The piece's deleter gives its bytes back and keeps its chunk alive until then.
+  auto piece = [this, n](std::byte* p, size_t c) {
+    std::shared_ptr<std::byte> chunk = chunks_[c];
+    std::shared_ptr<FreeList> fl = free_;
+    return DeviceBuffer(p, [fl, chunk, n, c](std::byte* q) { fl->give(q, n, c); });
+  };
+  size_t reused_chunk = 0;
+  if (std::byte* p = free_->take(n, reused_chunk)) return piece(p, reused_chunk);
   if (chunks_.empty() || used_ + n > size_) {
+    if (!chunks_.empty() && used_ < size_) free_->give(chunks_.back().get() + used_, size_ - used_, chunks_.size() - 1);
     // Chunks grow with the graph (few cudaMalloc calls for a large one); a tensor larger than
     // that gets a chunk of its own size.
     size_t chunk = std::clamp(reserved_, kMinChunk, kMaxChunk);
@@ -108,7 +159,7 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
     size_ = chunk;
     reserved_ += chunk;
   }
-  DeviceBuffer b(chunks_.back(), chunks_.back().get() + used_);  // shares the chunk's ownership
+  DeviceBuffer b = piece(chunks_.back().get() + used_, chunks_.size() - 1);
   used_ += n;
   return b;
 }

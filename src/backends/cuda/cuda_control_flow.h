@@ -19,9 +19,12 @@ namespace tg::detail {
 /// bodies (run by the device on streams of its own) and the runs that follow do not share, and
 /// compute-sanitizer faulted on exactly those reads when the device was busy
 /// (docs/decisions.md). No allocation ever lands in a graph as a node (bodies forbid them).
+/// A buffer released during the capture returns its bytes for later takes of the same capture:
+/// the captured work runs in the order it was recorded, so a later kernel writing them runs
+/// after every earlier reader (what the stream-ordered pool does for uncaptured runs).
 class GraphMemory {
  public:
-  explicit GraphMemory(DeviceContext& ctx) : ctx_(ctx) {}
+  explicit GraphMemory(DeviceContext& ctx);
   GraphMemory(const GraphMemory&) = delete;
   GraphMemory& operator=(const GraphMemory&) = delete;
   /// A buffer of `bytes`; it keeps its chunk alive. Throws tg::Error naming the request size
@@ -31,8 +34,10 @@ class GraphMemory {
   size_t bytes() const { return reserved_; }
 
  private:
+  struct FreeList;  // released pieces by address, with their chunk (cuda_control_flow.cpp)
   DeviceContext& ctx_;
   std::vector<std::shared_ptr<std::byte>> chunks_;
+  std::shared_ptr<FreeList> free_;
   size_t used_ = 0, size_ = 0, reserved_ = 0;  // of the last chunk; of all
 };
 /// Bytes all captured graphs on `device` hold now.

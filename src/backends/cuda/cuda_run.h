@@ -75,6 +75,9 @@ struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
+  // Per plan step of the top-level block: the values no later step reads (Run::releases).
+  std::vector<std::vector<int32_t>> dead_after;
+  bool dead_planned = false;
   std::map<int32_t, FusionGroup> singles;
   // Prepared stitched reductions (nothing: the step runs piece by piece).
   std::map<const ReduceStitch*, std::optional<ReduceStitchLaunch>> reduce_stitches;
@@ -192,6 +195,9 @@ struct Run {
   // ---- per-op dispatch (cuda_run_ops.cpp) ----
   const FusionPlan& plan(int32_t b);
   const std::vector<EpilogueMatch>& epilogues(int32_t b);
+  /// Per step of the top-level block's plan, the values whose last reader it is (targets
+  /// excepted): the run drops them there, so their memory serves later steps.
+  const std::vector<std::vector<int32_t>>& releases();
   void block(int32_t b);
   DevTensor group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition);
   std::vector<const void*> step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const;

@@ -87,9 +87,38 @@ const std::vector<EpilogueMatch>& Run::epilogues(int32_t b) {
   return it->second;
 }
 
+const std::vector<std::vector<int32_t>>& Run::releases() {
+  if (st.dead_planned) return st.dead_after;
+  const std::vector<Step>& steps = plan(0).steps;
+  std::vector<int64_t> last(g.values.size(), -1);
+  auto touch = [&](int32_t v, size_t i) {
+    if (v >= 0 && static_cast<size_t>(v) < last.size()) last[static_cast<size_t>(v)] = static_cast<int64_t>(i);
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int32_t v : step_inputs(g, steps[i])) touch(v, i);
+    for (int32_t id : step_nodes(steps[i]))
+      for (int32_t v : g.nodes[static_cast<size_t>(id)].outputs) touch(v, i);
+  }
+  for (int32_t v : exe.module.targets) last[static_cast<size_t>(v)] = -1;  // returned after the block
+  st.dead_after.assign(steps.size(), {});
+  for (size_t v = 0; v < last.size(); ++v)
+    if (last[v] >= 0) st.dead_after[static_cast<size_t>(last[v])].push_back(static_cast<int32_t>(v));
+  st.dead_planned = true;
+  return st.dead_after;
+}
+
 void Run::block(int32_t b) {
   const std::vector<Step>& steps = plan(b).steps;
   const std::vector<EpilogueMatch>& eps = epilogues(b);
+  // The top-level block drops each value after its last reader (a captured run's memory is
+  // then reused within the graph, an uncaptured run's by the pool in stream order): a
+  // training step holds what the backward still needs, not every intermediate at once.
+  const std::vector<std::vector<int32_t>>* dead = b == 0 ? &releases() : nullptr;
+  size_t released = 0;
+  auto release_through = [&](size_t i) {
+    for (; dead && released <= i && released < dead->size(); ++released)
+      for (int32_t v : (*dead)[released]) slots[static_cast<size_t>(v)] = DevTensor{};
+  };
   auto run_step = [&](const Step& s) {
     CudaStepTimer timer(*this, s);
     if (s.stitch) stitched(*s.stitch);
@@ -108,13 +137,16 @@ void Run::block(int32_t b) {
       if (!folded) node(g.nodes[static_cast<size_t>(s.node)]);
       for (size_t k = 0; k < ep.moved.size(); ++k)
         if (!folded || k >= ep.computed) run_step(steps[ep.moved[k]]);
+      release_through(i);
       continue;
     }
     if (ep.kind != MatmulShape::Epilogue::none && matmul(g.nodes[static_cast<size_t>(s.node)], &ep)) {
       i += ep.steps;  // the bias add (and activation) ran inside cuBLASLt
+      release_through(i);
       continue;
     }
     run_step(s);
+    release_through(i);
   }
 }
 

@@ -379,13 +379,16 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     // A broadcast joins only as a loader of an outside value: inside the kernel every
     // member is computed at the output's index, which a broadcast of a member cannot use.
     if (can && is_broadcast(n.kind) && members.count(n.inputs[0])) can = false;
+    // A loader brings an outside value into the group: a broadcast, or a cast (the f32 view
+    // of a half-stored activation that HalfStorage puts right before each reader).
+    const bool loader = is_broadcast(n.kind) || (n.kind == OpKind::Cast && !members.count(n.inputs[0]));
     if (can && !open.nodes.empty() && !(shape == open_shape)) {
       if (reads_open) close("next op has another shape (" + shape.str() + " vs " + open_shape.str() + ")");
       else close("next op is unrelated");
-    } else if (can && !open.nodes.empty() && !reads_open && !is_broadcast(n.kind)) {
-      // A broadcast of an outside value at the group's shape joins even though it reads no
-      // member: explicit broadcasts precede the op that uses them, so closing here would cut
-      // every chain with a per-channel operand (a batch norm's y) into one kernel per op.
+    } else if (can && !open.nodes.empty() && !reads_open && !loader) {
+      // A loader at the group's shape joins even though it reads no member: explicit
+      // broadcasts and casts precede the op that uses them, so closing here would cut every
+      // chain with a per-channel operand (a batch norm's y) into one kernel per op.
       close("next op is unrelated");
     }
     if (can) {

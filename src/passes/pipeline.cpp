@@ -18,6 +18,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose.h"
+#include "passes/half_storage.h"
 #include "passes/layout.h"
 
 namespace tg::detail {
@@ -76,7 +77,18 @@ void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision
     dumper.dump(m, "autocast");
     if (verify_each_pass()) verify_or_throw(m.graph, "autocast");
   }
-  if (!optimize) return;
+  // Half storage is part of what bf16 / f16 mean (activations kept in half, as PyTorch's
+  // autocast keeps them), so it runs with or without optimisation; last, so CSE cannot merge
+  // the per-reader casts it makes.
+  // TGRAPH_F32_ACTIVATIONS=1 keeps them f32 (to tell a numerical difference from it apart).
+  const bool half = (precision == Precision::bf16 || precision == Precision::f16) && !env_flag("TGRAPH_F32_ACTIVATIONS");
+  auto store_half = [&] {
+    if (half && HalfStorage(precision == Precision::bf16 ? DType::bf16 : DType::f16).run(m)) {
+      dumper.dump(m, "half_storage");
+      if (verify_each_pass()) verify_or_throw(m.graph, "half_storage");
+    }
+  };
+  if (!optimize) return store_half();
   if (channels_last && !has_training_convolutions(m) && ChannelsLast().run(m)) {
     dumper.dump(m, "channels_last");
     if (verify_each_pass()) verify_or_throw(m.graph, "channels_last");
@@ -99,6 +111,7 @@ void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision
   }
   DeadCodeElimination final_dce;
   if (final_dce.run(m)) dumper.dump(m, "dce");
+  store_half();
 }
 
 }  // namespace tg::detail

@@ -275,9 +275,10 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                            wd_ll.data(), perm.data(), static_cast<int>(esize), stream));
   const void* wptr = perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr) : static_cast<const void*>(wtmp.get());
   void* wout = dir == Dir::filter ? (perm.empty() ? out[0].ptr : wtmp.get()) : nullptr;
-  // Algorithm, cached per configuration: measured by cuDNN's Find on the run's own buffers (the
-  // fastest that fits kMaxWorkspace), or from its heuristics while the stream is being captured
-  // (nothing may run then) or with TGRAPH_CUDNN_HEURISTICS=1. Find writes only the output.
+  // Algorithm, cached per configuration: from cuDNN's heuristics, or with TGRAPH_CUDNN_FIND=1
+  // measured by cuDNN's Find on the run's own buffers (the fastest that fits kMaxWorkspace;
+  // never while the stream is being captured). On the H200, Find chose no faster algorithms
+  // for ResNet-50's convolutions and cost seconds of the first step (bench/RESULTS.md).
   std::ostringstream key;
   key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
       << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
@@ -292,7 +293,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   if (!cached) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TG_CUDA(cudaStreamIsCapturing(stream, &capture));
-    const bool find = capture == cudaStreamCaptureStatusNone && !env_flag("TGRAPH_CUDNN_HEURISTICS");
+    const bool find = capture == cudaStreamCaptureStatusNone && env_flag("TGRAPH_CUDNN_FIND");
     DeviceBuffer find_ws;
     size_t find_bytes = 0;
     if (find) {

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   const auto t_first = Clock::now();
   std::vector<float> curve{loss_of(exe.run_device(in))};
   const double first_run_s = seconds_since(t_first);
-  const double first_step_s = seconds_since(t_compile);
+  const double first_step_s = compile_s + first_run_s;  // not the benchmark's own data generation
   for (int i = 1; i < a.curve; ++i) curve.push_back(loss_of(exe.run_device(in)));
 
   for (int i = 0; i < a.warmup; ++i) exe.run_device(in);

@@ -1,10 +1,13 @@
 """PyTorch's cuDNN convolutions at ResNet-50's batch-256 shapes (bf16, channels_last): forward,
-data gradient and weight gradient per call, CUDA events, median of 20 after warm-up. The peer of
+data gradient and weight gradient per call, CUDA events, median of 20 after warm-up
+(wall_timing.cuda_event_ms). The peer of
 the convolution rows of a TGRAPH_PROFILE=1 run of bench_train_resnet.
 Usage: python3 bench/conv_shapes_torch.py [--benchmark]"""
 import sys
 
 import torch
+
+from wall_timing import cuda_event_ms
 
 SHAPES = [  # (name, C_in, C_out, k, stride, H)
     ("stem 7x7/2 3->64 @224", 3, 64, 7, 2, 224),
@@ -18,20 +21,6 @@ SHAPES = [  # (name, C_in, C_out, k, stride, H)
 ]
 
 
-def ms(fn, iters=20, warm=5):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return sorted(ts)[len(ts) // 2]
-
-
 def main():
     torch.backends.cudnn.benchmark = "--benchmark" in sys.argv
     n = 256
@@ -41,11 +30,11 @@ def main():
         p = k // 2
         y = torch.nn.functional.conv2d(x, w, stride=s, padding=p)
         dy = torch.randn_like(y)
-        fwd = ms(lambda: torch.nn.functional.conv2d(x, w, stride=s, padding=p))
-        dgrad = ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0],
-                                                               1, [True, False, False]))
-        wgrad = ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0],
-                                                               1, [False, True, False]))
+        fwd = cuda_event_ms(lambda: torch.nn.functional.conv2d(x, w, stride=s, padding=p), 20)
+        dgrad = cuda_event_ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0],
+                                                               1, [True, False, False]), 20)
+        wgrad = cuda_event_ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0],
+                                                               1, [False, True, False]), 20)
         flop = 2 * n * y.shape[2] * y.shape[3] * co * ci * k * k
         print(f"{name}: fwd {fwd * 1e3:.0f} us ({flop / fwd / 1e9:.0f} TFLOP/s), dgrad {dgrad * 1e3:.0f} us, "
               f"wgrad {wgrad * 1e3:.0f} us", flush=True)

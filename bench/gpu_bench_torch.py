@@ -5,19 +5,7 @@ import time
 
 import torch
 
-
-def cuda_ms(fn, iters=50, warmup=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+from wall_timing import cuda_event_ms as cuda_ms
 
 
 def main():

@@ -1,5 +1,6 @@
-"""The Python benchmarks' one timing loop: median wall time of a call after warm-up, with an
-optional synchronisation (torch.cuda.synchronize) after each call so GPU work is counted."""
+"""The Python benchmarks' timing loops: median wall time of a call after warm-up, with an
+optional synchronisation (torch.cuda.synchronize) after each call so GPU work is counted; and
+median device time of a call from CUDA events around it (cuda_event_ms)."""
 import statistics
 import time
 
@@ -17,3 +18,18 @@ def median_seconds(fn, iters, warm, sync=None):
             sync()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def cuda_event_ms(fn, iters=50, warmup=5):
+    import torch
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)

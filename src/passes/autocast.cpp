@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "passes/fusion.h"
+#include "passes/rewrite.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -34,26 +35,6 @@ struct Rewriter {
   std::vector<std::vector<int32_t>> at_start;                // per block: new nodes first
   std::vector<std::pair<int32_t, int32_t>> backs;            // (rewritten op, its cast back)
 
-  // A cast node of `from` to `to`, not yet listed in any block; its output is `out` when given.
-  int32_t make_cast(int32_t from, DType to, int32_t block, int32_t out = -1) {
-    int32_t id = static_cast<int32_t>(g.nodes.size());
-    if (out < 0) {
-      out = static_cast<int32_t>(g.values.size());
-      g.values.push_back(Value{TensorType(g.type(from).shape, to), id, 0, block, {}});
-    } else {
-      g.values[static_cast<size_t>(out)].node = id;
-      g.values[static_cast<size_t>(out)].index = 0;
-    }
-    Node n;
-    n.kind = OpKind::Cast;
-    n.block = block;
-    n.inputs = {from};
-    n.outputs = {out};
-    n.attr = CastDesc{to};
-    g.nodes.push_back(std::move(n));
-    return id;
-  }
-
   // The half copy of f32 value v: made once, right after v's producer (or first in v's block
   // for a region parameter), so it is visible wherever v is and joins the producer's fused
   // kernel when the producer is elementwise.
@@ -67,7 +48,7 @@ struct Rewriter {
     if (p && p->kind == OpKind::Cast && g.type(p->inputs[0]).dtype == half) {
       h = p->inputs[0];  // v = cast(half value): half -> f32 -> half is exact
     } else {
-      int32_t c = make_cast(v, half, block);
+      int32_t c = add_cast_node(g, v, half, block);
       if (producer >= 0)
         after[producer].push_back(c);
       else
@@ -96,7 +77,7 @@ struct Rewriter {
     const int32_t yh = static_cast<int32_t>(g.values.size());
     g.values.push_back(Value{r.types[0], id, 0, block, {}});
     g.nodes[static_cast<size_t>(id)].outputs[0] = yh;
-    backs.emplace_back(id, make_cast(yh, DType::f32, block, y));
+    backs.emplace_back(id, add_cast_node(g, yh, DType::f32, block, y));
   }
 
   // Where the cast back of op `id` goes. Right before y's first reader in the block, so it

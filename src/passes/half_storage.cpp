@@ -3,28 +3,16 @@
 #include <algorithm>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "passes/fusion.h"
+#include "passes/rewrite.h"
 
 namespace tg::detail {
 namespace {
 
 bool weight_gradient(OpKind k) { return k == OpKind::Conv2dWeightGrad || k == OpKind::Conv3dWeightGrad; }
-
-// A new cast of `from` to `to` in `block`, listed in no block yet; returns its node id.
-int32_t new_cast(GraphImpl& g, int32_t from, DType to, int32_t block) {
-  const int32_t id = static_cast<int32_t>(g.nodes.size()), out = static_cast<int32_t>(g.values.size());
-  g.values.push_back(Value{TensorType(g.type(from).shape, to), id, 0, block, {}});
-  Node n;
-  n.kind = OpKind::Cast;
-  n.block = block;
-  n.inputs = {from};
-  n.outputs = {out};
-  n.attr = CastDesc{to};
-  g.nodes.push_back(std::move(n));
-  return id;
-}
 
 }  // namespace
 
@@ -86,7 +74,7 @@ bool HalfStorage::run(Module& m) {
 
   // Rewrites: casts placed right after a producer / right before a reader.
   std::unordered_map<int32_t, std::vector<int32_t>> after, before;
-  std::vector<char> dead(g.nodes.size(), 0);
+  std::unordered_set<int32_t> dead;  // source casts every reader of which got its own
   bool changed = false;
   for (size_t vi = 0; vi < nv; ++vi) {
     if (!in_half[vi] || kept[vi]) continue;
@@ -113,18 +101,16 @@ bool HalfStorage::run(Module& m) {
     int32_t h;
     if (source) {
       h = g.nodes[static_cast<size_t>(pid)].inputs[0];
-      dead[static_cast<size_t>(pid)] = 1;  // every reader gets its own cast below
+      dead.insert(pid);
     } else if (copy >= 0) {
       h = g.nodes[static_cast<size_t>(copy)].outputs[0];
     } else {
-      const int32_t c = new_cast(g, v, half, block);
-      dead.push_back(0);
+      const int32_t c = add_cast_node(g, v, half, block);
       after[pid].push_back(c);
       h = g.nodes[static_cast<size_t>(c)].outputs[0];
     }
     for (int32_t r : others) {
-      const int32_t c = new_cast(g, h, DType::f32, block);
-      dead.push_back(0);
+      const int32_t c = add_cast_node(g, h, DType::f32, block);
       before[r].push_back(c);
       for (int32_t& in : g.nodes[static_cast<size_t>(r)].inputs)
         if (in == v) in = g.nodes[static_cast<size_t>(c)].outputs[0];
@@ -136,7 +122,7 @@ bool HalfStorage::run(Module& m) {
     std::vector<int32_t> order;
     for (int32_t id : b.nodes) {
       if (auto it = before.find(id); it != before.end()) order.insert(order.end(), it->second.begin(), it->second.end());
-      if (!dead[static_cast<size_t>(id)]) order.push_back(id);
+      if (!dead.count(id)) order.push_back(id);
       if (auto it = after.find(id); it != after.end()) order.insert(order.end(), it->second.begin(), it->second.end());
     }
     b.nodes = std::move(order);

@@ -7,6 +7,25 @@
 
 namespace tg::detail {
 
+int32_t add_cast_node(GraphImpl& g, int32_t from, DType to, int32_t block, int32_t out) {
+  const int32_t id = static_cast<int32_t>(g.nodes.size());
+  if (out < 0) {
+    out = static_cast<int32_t>(g.values.size());
+    g.values.push_back(Value{TensorType(g.type(from).shape, to), id, 0, block, {}});
+  } else {
+    g.values[static_cast<size_t>(out)].node = id;
+    g.values[static_cast<size_t>(out)].index = 0;
+  }
+  Node n;
+  n.kind = OpKind::Cast;
+  n.block = block;
+  n.inputs = {from};
+  n.outputs = {out};
+  n.attr = CastDesc{to};
+  g.nodes.push_back(std::move(n));
+  return id;
+}
+
 bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f) {
   GraphImpl& G = m.graph;
   bool changed = false;

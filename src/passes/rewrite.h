@@ -1,6 +1,7 @@
 #pragma once
 // Node-by-node rewriting, shared by the passes that replace an op with a small subgraph
-// (decompose.cpp: composites into primitives; layout.cpp: nchw into nhwc).
+// (decompose.cpp: composites into primitives; layout.cpp: nchw into nhwc), and the cast nodes
+// that the precision passes insert by hand.
 #include <functional>
 #include <vector>
 
@@ -19,5 +20,10 @@ using NodeRewrite =
 /// replacements (which must have the same types, or n is kept), and later nodes see the
 /// rewritten graph. Returns whether anything changed.
 bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f);
+
+/// Appends a cast of value `from` to `to`, in `block` but listed in no block's nodes yet (the
+/// caller places it); its output is `out` when given (that value gets it as producer), else a
+/// new value. Returns the node id (autocast.cpp, half_storage.cpp).
+int32_t add_cast_node(GraphImpl& g, int32_t from, DType to, int32_t block, int32_t out = -1);
 
 }  // namespace tg::detail

@@ -290,9 +290,8 @@ struct RunState {
 
   // The profile's row for a node: its op name, with input shapes when TGRAPH_PROFILE=2.
   static std::string profile_key(const Node& n, const std::vector<TensorData>& ins) {
-    static const bool shapes = std::string(std::getenv("TGRAPH_PROFILE")) == "2";
     std::string k = op_name(n.kind);
-    if (!shapes) return k;
+    if (!profiling_shapes()) return k;
     k += "(";
     for (size_t i = 0; i < ins.size(); ++i) k += (i ? "," : "") + ins[i].shape().str();
     return k + ")";

@@ -51,6 +51,14 @@ bool cpu_profiling() {
   return on;
 }
 
+bool profiling_shapes() {
+  static const bool on = [] {
+    const char* v = std::getenv("TGRAPH_PROFILE");
+    return v && std::string(v) == "2";
+  }();
+  return on;
+}
+
 void cpu_profile_add(const std::string& what, double seconds) {
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);

@@ -9,6 +9,8 @@ namespace tg::detail {
 
 /// True when TGRAPH_PROFILE=1 is set.
 bool cpu_profiling();
+/// True when TGRAPH_PROFILE=2: profile rows name a lone op's operand shapes too.
+bool profiling_shapes();
 /// Adds `seconds` spent in one step of kind `what` (printed at exit).
 void cpu_profile_add(const std::string& what, double seconds);
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,8 +51,7 @@ class CudaStepTimer {
     else if (s.fused()) what_ = "fused(" + std::to_string(ids.size()) + " ops, last " + op_name(last.kind) + ")";
     else what_ = op_name(last.kind);
     if (!last.outputs.empty()) what_ += " " + r.g.type(last.outputs[0]).shape.str();
-    static const bool shapes = std::string(std::getenv("TGRAPH_PROFILE")) == "2";
-    if (shapes && !s.fused())  // TGRAPH_PROFILE=2: a lone op's operand shapes too
+    if (profiling_shapes() && !s.fused())  // TGRAPH_PROFILE=2: a lone op's operand shapes too
       for (int32_t v : last.inputs) what_ += " <- " + r.g.type(v).shape.str();
     TG_CUDA(cudaStreamSynchronize(r.stream));
     t0_ = std::chrono::steady_clock::now();

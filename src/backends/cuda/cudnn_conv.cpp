@@ -293,7 +293,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   if (!cached) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TG_CUDA(cudaStreamIsCapturing(stream, &capture));
-    const bool find = capture == cudaStreamCaptureStatusNone && env_flag("TGRAPH_CUDNN_FIND");
+    const bool want_find = env_flag("TGRAPH_CUDNN_FIND"), find = want_find && capture == cudaStreamCaptureStatusNone;
     DeviceBuffer find_ws;
     size_t find_bytes = 0;
     if (find) {
@@ -302,8 +302,6 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
       find_bytes = std::min(kMaxWorkspace, free_b / 4);
       find_ws = DeviceContext::get(device).allocate(find_bytes, stream);
     }
-    const void* w_in = dir == Dir::filter ? nullptr : wptr;
-    void* w_out = dir == Dir::filter ? wout : nullptr;
     int count = 0;
     switch (dir) {
       case Dir::forward:
@@ -311,7 +309,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
         choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
             cdesc.d, exact_f32, count,
             [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
-              return find ? cudnnFindConvolutionForwardAlgorithmEx(h, xdesc.d, xin, wdesc.d, w_in, cdesc.d, ydesc.d,
+              return find ? cudnnFindConvolutionForwardAlgorithmEx(h, xdesc.d, xin, wdesc.d, wptr, cdesc.d, ydesc.d,
                                                                    out[0].ptr, c, r, p, find_ws.get(), find_bytes)
                           : cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
             },
@@ -324,7 +322,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
         choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
             cdesc.d, exact_f32, count,
             [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
-              return find ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wdesc.d, w_in, ydesc.d, in[0].ptr, cdesc.d,
+              return find ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
                                                                         xdesc.d, xout, c, r, p, find_ws.get(),
                                                                         find_bytes)
                           : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
@@ -339,7 +337,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
             cdesc.d, exact_f32, count,
             [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
               return find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
-                                                                          wdesc.d, w_out, c, r, p, find_ws.get(),
+                                                                          wdesc.d, wout, c, r, p, find_ws.get(),
                                                                           find_bytes)
                           : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
             },
@@ -348,7 +346,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
             });
         break;
     }
-    if (find || !choice.ok) {  // a heuristic pick during capture is not kept: the next uncaptured run measures
+    if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
       std::lock_guard<std::mutex> cl(cache_mutex());
       cache()[key.str()] = choice;
     }

@@ -45,7 +45,18 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
         }
         for (Indexing ix : {Indexing::strided, Indexing::strided32})
           EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, ix, -1, &p), 9, 0).empty()) << p.key();
+        // Vector kernels (elementwise_vector_width): the inputs moving along the innermost dim
+        // read as vectors, the others as one scalar per vector.
+        if (rank == 3)
+          for (int vec : {8, 2})
+            for (Indexing ix : {Indexing::strided, Indexing::strided32}) {
+              const std::string src = elementwise_source(m.graph, s.group, ix, -1, &p, vec);
+              EXPECT_NE(src.find("tg_pack<"), std::string::npos);
+              EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << p.key() << " x" << vec;
+            }
       }
+      EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::flat, -1, nullptr, 4), 9, 0).empty())
+          << "flat x4";
     }
     EXPECT_GE(groups, 1);
   }
@@ -267,6 +278,49 @@ TEST(CudaCodegen, IntegerPowKernelCompiles) {
     }
     EXPECT_GE(groups, 1);
   }
+}
+
+// How many outputs a thread computes: the largest of 8, 4, 2 dividing the innermost dim, where
+// every input read along it is contiguous there (other strides multiples of it) and every
+// pointer is aligned to a vector of its dtype; inputs broadcast along it do not count.
+TEST(CudaCodegen, VectorWidthFollowsShapesStridesAndAlignment) {
+  alignas(256) static char buf[4096];
+  auto args = [&](long long rows, long long inner, const std::vector<std::pair<long long, long long>>& strides) {
+    ElementwiseArgs a{};
+    a.rank = 2;
+    a.dims[0] = rows;
+    a.dims[1] = inner;
+    a.n = rows * inner;
+    for (size_t k = 0; k < strides.size(); ++k) {
+      a.in[k] = buf + 256 * k;
+      a.strides[k][0] = strides[k].first;
+      a.strides[k][1] = strides[k].second;
+    }
+    a.out[0] = buf + 2048;
+    return a;
+  };
+  const std::vector<DType> two_bf16{bf16, f32}, out_bf16{bf16};
+  // NHWC activations with a per-channel f32 operand, C = 64, 12, 6, 7.
+  EXPECT_EQ(elementwise_vector_width(args(100, 64, {{64, 1}, {0, 1}}), false, two_bf16, out_bf16), 8);
+  EXPECT_EQ(elementwise_vector_width(args(100, 12, {{12, 1}, {0, 1}}), false, two_bf16, out_bf16), 4);
+  EXPECT_EQ(elementwise_vector_width(args(100, 6, {{6, 1}, {0, 1}}), false, two_bf16, out_bf16), 2);
+  EXPECT_EQ(elementwise_vector_width(args(100, 7, {{7, 1}, {0, 1}}), false, two_bf16, out_bf16), 1);
+  // A per-row operand (stride 0 along the innermost dim) is one scalar per vector: any stride.
+  EXPECT_EQ(elementwise_vector_width(args(100, 64, {{64, 1}, {3, 0}}), false, two_bf16, out_bf16), 8);
+  // A row stride that is not a multiple of the vector limits it.
+  EXPECT_EQ(elementwise_vector_width(args(100, 64, {{64, 1}, {12, 1}}), false, two_bf16, out_bf16), 4);
+  // A misaligned input or output pointer: a narrower vector, or none.
+  ElementwiseArgs a = args(100, 64, {{64, 1}, {0, 1}});
+  a.in[0] = buf + 4;  // bf16: aligned to 2 elements
+  EXPECT_EQ(elementwise_vector_width(a, false, two_bf16, out_bf16), 2);
+  a.in[0] = buf;
+  a.out[0] = buf + 2050;
+  EXPECT_EQ(elementwise_vector_width(a, false, two_bf16, out_bf16), 1);
+  // Flat: the element count decides; every input is read at i.
+  ElementwiseArgs f = args(1, 1000, {{0, 1}});
+  EXPECT_EQ(elementwise_vector_width(f, true, {f32}, {f32}), 8);
+  f.n = 1002;
+  EXPECT_EQ(elementwise_vector_width(f, true, {f32}, {f32}), 2);
 }
 
 // The broadcasting pattern a strided kernel is compiled for: flat inputs read at i, others only

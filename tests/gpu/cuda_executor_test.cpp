@@ -51,6 +51,27 @@ TEST(CudaExecutor, ElementwiseChainsAllFloatTypes) {
   }
 }
 
+// Vector kernels (elementwise_vector_width: 8, 4 or 2 outputs a thread) beside the scalar
+// kernel: NHWC activations with per-channel, per-pixel and scalar operands for C = 64, 12, 6
+// and 7, a flat chain, a comparison stored as bool, integers and f16.
+TEST(CudaExecutor, VectorKernelsMatchTheCpu) {
+  uint64_t seed = 70;
+  for (int64_t c : {64, 12, 6, 7})
+    for (DType t : {bf16, f32}) {
+      differential("nhwc C=" + std::to_string(c) + " " + dtype_name(t),
+                   [&](Graph& g, auto& x) {
+                     Tensor y = g.add(g.mul(g.cast(x[0], f32), x[1]), g.mul(x[2], g.scalar(0.5)));
+                     return std::vector{g.cast(g.relu(y), t), g.greater(y, x[1]), g.sub(x[0], g.cast(x[1], t))};
+                   },
+                   {rnd({3, 5, 4, c}, t, seed++), rnd({c}, f32, seed++), rnd({3, 5, 4, 1}, f32, seed++)},
+                   tolerance(t) * 2);
+    }
+  differential("flat f16", [](Graph& g, auto& x) { return std::vector{g.tanh(g.mul(x[0], x[1]))}; },
+               {rnd({1000}, f16, 80), rnd({1000}, f16, 81)}, tolerance(f16) * 2);
+  differential("i32", [](Graph& g, auto& x) { return std::vector{g.add(g.mul(x[0], x[1]), x[1])}; },
+               {TensorData::uniform({40, 16}, -100, 100, i32, 82), TensorData::uniform({16}, -100, 100, i32, 83)}, 0);
+}
+
 TEST(CudaExecutor, EveryGeneratedUnaryOp) {
   using Fn = Tensor (Graph::*)(Tensor);
   const std::pair<const char*, Fn> ops[] = {

@@ -80,6 +80,42 @@ TEST(CudaReduceStitch, PrologueOperandsInEveryLayout) {
     }
 }
 
+// The vector column kernel (tg_rs_vpartial: 8, 4 or 2 columns per thread, float sums per
+// thread) and columns in batches (kept dims before and after the reduced ones: global average
+// pooling of NHWC), beside the scalar kernel (9 columns): sum, mean, max, min and variance of a
+// prologue with per-column, per-row and scalar operands, values around 1000 for the variance's
+// shift, and enough rows that every thread sums dozens of them.
+TEST(CudaReduceStitch, VectorColumnsAndBatchedColumns) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+    Shape per_out, per_red;
+  };
+  const Case cases[] = {
+      {{6, 5, 7, 24}, {0, 1, 2}, {24}, {6, 5, 7, 1}},       // 8 columns a thread
+      {{6, 5, 7, 10}, {0, 1, 2}, {10}, {6, 5, 7, 1}},       // 2
+      {{6, 5, 7, 9}, {0, 1, 2}, {9}, {6, 5, 7, 1}},         // scalar
+      {{32, 28, 28, 64}, {0, 1, 2}, {64}, {32, 28, 28, 1}},  // 25,088 rows
+      {{8, 7, 7, 64}, {1, 2}, {8, 1, 1, 64}, {7, 7, 1}},     // a batch of 8 x 64 columns
+      {{3, 50, 20}, {1}, {3, 1, 20}, {50, 1}},               // a batch of 3 x 20
+  };
+  uint64_t seed = 1100;
+  for (const Case& c : cases)
+    for (DType t : {f32, bf16}) {
+      std::vector<TensorData> in = {TensorData::uniform(c.shape, 999, 1001, t, seed++),
+                                    TensorData::uniform(c.per_out, -3, 3, t, seed++),
+                                    TensorData::uniform(c.per_red, -1, 1, t, seed++)};
+      const std::string what = c.shape.str() + " over " + std::to_string(c.axes.size()) + " dims " + dtype_name(t);
+      auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+        Tensor e = g.add(g.mul(p[0], g.scalar(0.5, t)), g.mul(p[1], p[2]));
+        return std::vector{g.reduce_sum(e, c.axes), g.reduce_mean(e, c.axes), g.reduce_max(e, c.axes),
+                           g.reduce_min(e, c.axes), g.reduce_variance(p[0], c.axes), g.reduce_mean(p[0], c.axes)};
+      };
+      // Relative to values of 500 (bf16: each element rounded to 2 in 500 before summing).
+      EXPECT_GE(compare(what, build, in, t == f32 ? 2e-5 : 2e-2), 1) << what;
+    }
+}
+
 // Batch-norm training, forward and backward (dx, dgamma, dbeta of sum(y * dy)), NHWC: two
 // stitched steps (the statistics with dbeta; dgamma and the backward's means with xhat recomputed).
 TEST(CudaReduceStitch, BatchNormTrainingMatchesTheCpu) {

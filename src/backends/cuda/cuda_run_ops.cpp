@@ -280,16 +280,24 @@ void Run::group(const FusionGroup& grp) {
         a.div_shift[d] = f.shift;
       }
   }
-  // Strided kernels are compiled for their inputs' broadcasting (elementwise_source).
+  // Strided kernels are compiled for their inputs' broadcasting (elementwise_source), and for
+  // the outputs each thread computes (elementwise_vector_width).
   std::optional<StridePattern> pattern;
   if (ix != Indexing::flat) pattern = StridePattern::of(a, static_cast<int>(grp.inputs.size()));
+  int vec = 1;
+  if (condition < 0) {
+    std::vector<DType> in_types, out_types;
+    for (int32_t v : grp.inputs) in_types.push_back(g.type(v).dtype);
+    for (int32_t v : grp.outputs) out_types.push_back(g.type(v).dtype);
+    vec = elementwise_vector_width(a, ix == Indexing::flat, in_types, out_types);
+  }
   auto key = std::make_pair(static_cast<const void*>(&grp),
-                            std::to_string(static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0)) +
-                                (pattern ? "/" + pattern->key() : std::string()));
+                            std::to_string(static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0)) + "x" +
+                                std::to_string(vec) + (pattern ? "/" + pattern->key() : std::string()));
   auto kit = st.kernels.find(key);
   if (kit == st.kernels.end())
     kit = st.kernels
-              .emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, pattern ? &*pattern : nullptr),
+              .emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, pattern ? &*pattern : nullptr, vec),
                                          "tg_ew", ctx.index()))
               .first;
   // The grid-stride loop runs one wave: as many blocks as stay resident at once (a fixed count
@@ -303,7 +311,7 @@ void Run::group(const FusionGroup& grp) {
     }
     kern.blocks_per_sm = b;
   }
-  long long blocks = (a.n + 255) / 256;
+  long long blocks = (a.n / vec + 255) / 256;
   long long max_blocks = static_cast<long long>(st.sm_count) * kern.blocks_per_sm;
   dim3 grid(static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks)), threads(256);
   void* params[] = {&a};

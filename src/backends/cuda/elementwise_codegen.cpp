@@ -1,5 +1,6 @@
 #include "backends/cuda/elementwise_codegen.h"
 
+#include <cstdint>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,8 +34,8 @@ const char* storage_type(DType t) {
   return "?";
 }
 
-std::string load(DType t, const std::string& ptr, const std::string& off) {
-  std::string p = "((const " + std::string(storage_type(t)) + "*)" + ptr + ")[" + off + "]";
+// Expression converting stored value p of dtype t to its compute type.
+std::string from_storage(DType t, const std::string& p) {
   switch (t) {
     case DType::f16: return "__half2float(" + p + ")";
     case DType::bf16: return "__bfloat162float(" + p + ")";
@@ -42,6 +43,10 @@ std::string load(DType t, const std::string& ptr, const std::string& off) {
     case DType::f32: case DType::f64: return p;
     default: return "(long long)" + p;
   }
+}
+
+std::string load(DType t, const std::string& ptr, const std::string& off) {
+  return from_storage(t, "((const " + std::string(storage_type(t)) + "*)" + ptr + ")[" + off + "]");
 }
 
 std::string store(DType t, const std::string& v) {
@@ -261,6 +266,7 @@ std::string codegen_load(DType t, const std::string& ptr, const std::string& off
   return load(t, ptr, off);
 }
 std::string codegen_store(DType t, const std::string& v) { return store(t, v); }
+std::string codegen_from_storage(DType t, const std::string& p) { return from_storage(t, p); }
 std::string codegen_round_to(DType t, const std::string& e) { return round_to(t, e); }
 
 std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
@@ -346,17 +352,144 @@ std::string StridePattern::key() const {
   return k;
 }
 
+namespace {
+
+// Statements computing o<k>, input k's element offset for output index i (a strided kernel;
+// a flat one reads every input at i): the coordinates of i once (innermost first, straight-line,
+// unused ones fall away), each input's offset from the coordinates of the dims it moves along.
+void offset_code(std::ostringstream& os, Indexing ix, const StridePattern& pattern, size_t ins, const char* indent) {
+  const bool i32 = ix == Indexing::strided32;
+  const char* t = i32 ? "unsigned" : "long long";
+  os << indent << t << " o0 = 0";
+  for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
+  os << ";\n" << indent << "{ " << t << " r = (" << t << ")i;\n";
+  for (int d = pattern.rank - 1; d > 0; --d) {
+    const std::string D = std::to_string(d);
+    if (i32)
+      os << indent << "  const unsigned q" << D << " = (__umulhi(r, a.div_mul[" << D << "]) + r) >> a.div_shift[" << D
+         << "], c" << D << " = r - q" << D << " * (unsigned)a.dims[" << D << "]; r = q" << D << ";\n";
+    else
+      os << indent << "  const long long q" << D << " = r / a.dims[" << D << "], c" << D << " = r - q" << D
+         << " * a.dims[" << D << "]; r = q" << D << ";\n";
+  }
+  os << indent << "  const " << t << " c0 = r; (void)c0;\n";
+  for (size_t k = 0; k < ins; ++k) {
+    if (pattern.flat[k]) {
+      os << indent << "  o" << k << " = (" << t << ")i;\n";
+      continue;
+    }
+    for (int d = 0; d < pattern.rank; ++d)
+      if (pattern.moves_along[k] >> d & 1u)
+        os << indent << "  o" << k << " += c" << d << " * (" << t << ")a.strides[" << k << "][" << d << "];\n";
+  }
+  os << indent << "}\n";
+}
+
+void check_pattern(Indexing ix, const StridePattern* pattern, size_t ins) {
+  if (ix != Indexing::flat && ins > 0 &&
+      (!pattern || pattern->rank < 1 || pattern->flat.size() != ins || pattern->moves_along.size() != ins))
+    throw Error("[cuda] a strided elementwise kernel needs the stride pattern of its " + std::to_string(ins) +
+                " inputs");
+}
+
+// The kernel that computes `vec` neighbouring outputs per thread (elementwise_vector_width):
+// one offset computation and one vector load per input for all of them, vector stores. An input
+// that does not move along the innermost dim is read once, as a scalar.
+std::string vector_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, const StridePattern* pattern,
+                          int vec) {
+  const size_t ins = group.inputs.size();
+  check_pattern(ix, pattern, ins);
+  std::ostringstream os;
+  os << "template <class T, int V> struct alignas(sizeof(T) * V) tg_pack { T v[V]; };\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n"
+     << "  const long long nv = a.n / " << vec << ", step = (long long)gridDim.x * blockDim.x;\n"
+     << "  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nv; t += step) {\n"
+     << "    const long long i = t * " << vec << ";\n";
+  if (ix != Indexing::flat && ins > 0) offset_code(os, ix, *pattern, ins, "    ");
+  const int inner = pattern ? pattern->rank - 1 : 0;
+  std::vector<bool> lanes(ins, true);  // read as a vector (else one scalar for every lane)
+  for (size_t k = 0; k < ins; ++k) {
+    const DType t = g.type(group.inputs[k]).dtype;
+    const std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);
+    const std::string K = std::to_string(k);
+    lanes[k] = ix == Indexing::flat || pattern->flat[k] || (pattern->moves_along[k] >> inner & 1u);
+    if (lanes[k])
+      os << "    const tg_pack<" << storage_type(t) << ", " << vec << "> x" << K << " = *(const tg_pack<"
+         << storage_type(t) << ", " << vec << ">*)((const " << storage_type(t) << "*)a.in[" << K << "] + " << off
+         << ");\n";
+    else
+      os << "    const " << compute_type(t) << " s" << K << " = " << load(t, "a.in[" + K + "]", off) << ";\n";
+  }
+  for (size_t m = 0; m < group.outputs.size(); ++m)
+    os << "    tg_pack<" << storage_type(g.type(group.outputs[m]).dtype) << ", " << vec << "> y" << m << ";\n";
+  os << "#pragma unroll\n    for (int j = 0; j < " << vec << "; ++j) {\n";
+  std::unordered_map<int32_t, std::string> name;
+  for (size_t k = 0; k < ins; ++k) {
+    const int32_t v = group.inputs[k];
+    const DType t = g.type(v).dtype;
+    const std::string nm = "v" + std::to_string(v);
+    os << "      const " << compute_type(t) << " " << nm << " = "
+       << (lanes[k] ? from_storage(t, "x" + std::to_string(k) + ".v[j]") : "s" + std::to_string(k)) << ";\n";
+    name[v] = nm;
+  }
+  os << elementwise_members(g, group, name, "      ");
+  for (size_t m = 0; m < group.outputs.size(); ++m) {
+    const int32_t v = group.outputs[m];
+    os << "      y" << m << ".v[j] = " << store(g.type(v).dtype, name.at(v)) << ";\n";
+  }
+  os << "    }\n";
+  for (size_t m = 0; m < group.outputs.size(); ++m) {
+    const char* S = storage_type(g.type(group.outputs[m]).dtype);
+    os << "    *(tg_pack<" << S << ", " << vec << ">*)((" << S << "*)a.out[" << m << "] + i) = y" << m << ";\n";
+  }
+  os << "  }\n}\n";
+  return os.str();
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+int elementwise_vector_width(const ElementwiseArgs& a, bool flat, const std::vector<DType>& in_types,
+                             const std::vector<DType>& out_types) {
+  const long long inner = flat ? a.n : a.dims[a.rank - 1];
+  for (int v : {8, 4, 2}) {
+    if (inner % v != 0) continue;
+    bool ok = true;
+    for (size_t k = 0; k < in_types.size() && ok; ++k) {
+      const size_t bytes = dtype_size(in_types[k]) * static_cast<size_t>(v);
+      if (flat) {
+        ok = aligned(a.in[k], bytes);
+        continue;
+      }
+      const long long s = a.strides[k][a.rank - 1];
+      if (s == 0) continue;  // one scalar for the vector's lanes
+      ok = s == 1 && aligned(a.in[k], bytes);
+      for (int d = 0; d + 1 < a.rank && ok; ++d) ok = a.strides[k][d] % v == 0;
+    }
+    for (size_t m = 0; m < out_types.size() && ok; ++m) ok = aligned(a.out[m], dtype_size(out_types[m]) * static_cast<size_t>(v));
+    if (ok) return v;
+  }
+  return 1;
+}
+
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition,
-                               const StridePattern* pattern) {
+                               const StridePattern* pattern, int vec) {
   std::ostringstream os;
   os << kPrelude;
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
      << "]; long long n; int rank; long long dims[" << kMaxRank << "]; long long strides[" << kMaxOperands << "]["
      << kMaxRank << "]; unsigned long long handle; unsigned div_mul[" << kMaxRank << "], div_shift[" << kMaxRank
      << "]; };\n";
+  if (vec > 1) {
+    if (condition >= 0) throw Error("[cuda] a kernel that sets a loop's condition computes one element per thread");
+    os << vector_source(g, group, ix, pattern, vec);
+    return os.str();
+  }
   // A device-runtime builtin that NVRTC does not declare (ptxas resolves it, as for nvcc).
   if (condition >= 0) os << "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);\n";
   const size_t ins = group.inputs.size();
+  check_pattern(ix, pattern, ins);
   std::unordered_map<int32_t, std::string> name;
   // One element in two halves: load_at reads the inputs (In), finish_at computes and stores.
   // (`unused_` keeps In a valid struct for a group without inputs.)
@@ -364,39 +497,7 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
   for (size_t k = 0; k < ins; ++k) os << "; " << compute_type(g.type(group.inputs[k]).dtype) << " x" << k;
   os << "; };\n";
   os << "__device__ __forceinline__ In load_at(const Args& a, long long i) {\n  In l;\n";
-  // Strided: the coordinates of i once (innermost first), each input's offset from them.
-  if (ix != Indexing::flat && ins > 0) {
-    if (!pattern || pattern->rank < 1 || pattern->flat.size() != ins || pattern->moves_along.size() != ins)
-      throw Error("[cuda] a strided elementwise kernel needs the stride pattern of its " + std::to_string(ins) +
-                  " inputs");
-    const bool i32 = ix == Indexing::strided32;
-    const char* t = i32 ? "unsigned" : "long long";
-    os << "  " << t << " o0 = 0";
-    for (size_t k = 1; k < ins; ++k) os << ", o" << k << " = 0";
-    os << ";\n  { " << t << " r = (" << t << ")i;\n";
-    // Straight-line coordinates c<d> (unused ones fall away), then each offset from the
-    // coordinates of the dims its input moves along.
-    for (int d = pattern->rank - 1; d > 0; --d) {
-      const std::string D = std::to_string(d);
-      if (i32)
-        os << "    const unsigned q" << D << " = (__umulhi(r, a.div_mul[" << D << "]) + r) >> a.div_shift[" << D
-           << "], c" << D << " = r - q" << D << " * (unsigned)a.dims[" << D << "]; r = q" << D << ";\n";
-      else
-        os << "    const long long q" << D << " = r / a.dims[" << D << "], c" << D << " = r - q" << D << " * a.dims[" << D
-           << "]; r = q" << D << ";\n";
-    }
-    os << "    const " << t << " c0 = r; (void)c0;\n";
-    for (size_t k = 0; k < ins; ++k) {
-      if (pattern->flat[k]) {
-        os << "    o" << k << " = (" << t << ")i;\n";
-        continue;
-      }
-      for (int d = 0; d < pattern->rank; ++d)
-        if (pattern->moves_along[k] >> d & 1u)
-          os << "    o" << k << " += c" << d << " * (" << t << ")a.strides[" << k << "][" << d << "];\n";
-    }
-    os << "  }\n";
-  }
+  if (ix != Indexing::flat && ins > 0) offset_code(os, ix, *pattern, ins, "  ");
   for (size_t k = 0; k < ins; ++k) {
     const std::string off = ix == Indexing::flat ? "i" : "o" + std::to_string(k);
     os << "  l.x" << k << " = " << load(g.type(group.inputs[k]).dtype, "a.in[" + std::to_string(k) + "]", off) << ";\n";

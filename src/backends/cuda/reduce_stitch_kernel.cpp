@@ -3,6 +3,7 @@
 #include "backends/cuda/reduce_stitch_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "backends/cuda/cuda_check.h"
@@ -12,16 +13,19 @@
 namespace tg::detail {
 namespace {
 
-// How an operand's element is found from the element index i, the output index o and the index
-// within the output's reduction r.
-enum class Access { flat, scalar, out, red, broadcast };
+// How an operand's element is found from the element index i, the output index o, the index
+// within the output's reduction r, and (columns in batches) the column within its batch.
+enum class Access { flat, scalar, out, red, col, broadcast };
 
 // Operand k of shape t against the geometry's shape s (reduced dims red): its access, and its
 // strides into a when broadcast; false when it does not broadcast to s.
-bool classify(const Shape& t, const Shape& s, const std::vector<bool>& red, int k, ReduceStitchArgs& a, Access& acc) {
+// `cols`: the kept dims after the reduced ones in a column layout whose kept dims come in
+// batches (an operand on those alone is read at the column within the batch).
+bool classify(const Shape& t, const Shape& s, const std::vector<bool>& red, const std::vector<bool>& cols, int k,
+              ReduceStitchArgs& a, Access& acc) {
   const int64_t rank = s.rank(), tr = t.rank();
   if (tr > rank) return false;
-  bool all = true, none = true, kept = true, reduced = true;
+  bool all = true, none = true, kept = true, reduced = true, col = true;
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t td = d - (rank - tr);
     const int64_t dim = td >= 0 ? t[td] : 1;
@@ -32,8 +36,10 @@ bool classify(const Shape& t, const Shape& s, const std::vector<bool>& red, int 
     none &= !present;
     kept &= present == !red[static_cast<size_t>(d)];
     reduced &= present == red[static_cast<size_t>(d)];
+    col &= present == cols[static_cast<size_t>(d)];
   }
-  acc = all ? Access::flat : none ? Access::scalar : kept ? Access::out : reduced ? Access::red : Access::broadcast;
+  acc = all ? Access::flat : none ? Access::scalar : kept ? Access::out : reduced ? Access::red
+      : col ? Access::col : Access::broadcast;
   if (acc != Access::broadcast) return true;
   long long stride = 1;
   for (int64_t d = rank - 1; d >= 0; --d) {
@@ -51,6 +57,7 @@ std::string offset(Access acc, int k) {
     case Access::scalar: return "0";
     case Access::out: return "io";
     case Access::red: return "ir";
+    case Access::col: return "icc";
     case Access::broadcast: return "tg_boff(a, " + std::to_string(k) + ", i)";
   }
   return "i";
@@ -81,8 +88,9 @@ class Writer {
  public:
   Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
          const std::vector<TensorType>& types,
-         const std::vector<Red>& reds, size_t planes, bool column, bool general, int T)
-      : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column), general_(general), T_(T) {
+         const std::vector<Red>& reds, size_t planes, bool column, bool general, int T, int vec, int tx)
+      : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column),
+        general_(general), T_(T), vec_(vec), tx_(tx) {
     // What each accumulator plane combines with: a variance's two planes are sums.
     plane_kinds_.assign(planes, OpKind::ReduceSum);
     for (const Red& r : reds_)
@@ -92,7 +100,7 @@ class Writer {
   std::string source() {
     os_ << elementwise_prelude();
     os_ << "struct RSArgs { const void* in[" << kMaxOperands << "]; void* out[" << kStitchOutputs
-        << "]; void* part; long long outer, inner, split; int grank; long long gdims[" << kMaxRank
+        << "]; void* part; long long outer, inner, split, cols; int grank; long long gdims[" << kMaxRank
         << "]; long long gstride[" << kMaxOperands << "][" << kMaxRank << "]; int krank, rrank; long long kdims["
         << kMaxRank << "], kstrides[" << kMaxRank << "], rdims[" << kMaxRank << "], rstrides[" << kMaxRank << "]; };\n";
     if (general_)
@@ -106,6 +114,10 @@ class Writer {
     eval();
     if (column_) {
       column_partial();
+      if (vec_ > 1) {
+        eval_vec();
+        column_partial_vec();
+      }
       column_final();
     } else {
       row();
@@ -120,8 +132,8 @@ class Writer {
 
   // tg_eval: every reduction's input at element i (output io, index ir within it), as doubles.
   void eval() {
-    os_ << "__device__ __forceinline__ void tg_eval(const RSArgs& a, long long i, long long io, long long ir, double* v) {\n"
-        << "  (void)io; (void)ir;\n";
+    os_ << "__device__ __forceinline__ void tg_eval(const RSArgs& a, long long i, long long io, long long ir, long long icc, double* v) {\n"
+        << "  (void)io; (void)ir; (void)icc;\n";
     std::unordered_map<int32_t, std::string> names;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
       if (!loaded_[k]) continue;  // read by the epilogue only
@@ -137,16 +149,54 @@ class Writer {
     os_ << "}\n";
   }
 
+  // tg_evalv: the same for `vec_` neighbouring columns from element i (output io, index ir), as
+  // floats: one vector load per operand read along the columns, one scalar for the others.
+  void eval_vec() {
+    const std::string V = std::to_string(vec_);
+    os_ << "template <class T, int V> struct alignas(sizeof(T) * V) tg_pack { T v[V]; };\n"
+        << "__device__ __forceinline__ void tg_evalv(const RSArgs& a, long long i, long long io, long long ir, long long icc, float (*v)["
+        << V << "]) {\n  (void)i; (void)io; (void)ir; (void)icc;\n";
+    std::vector<bool> lanes(s_.inputs.size(), false);
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k]) continue;
+      const DType t = types_[k].dtype;
+      const char* S = codegen_storage_type(t);
+      const std::string K = std::to_string(k);
+      lanes[k] = access_[k] == Access::flat || access_[k] == Access::out || access_[k] == Access::col;
+      if (lanes[k])
+        os_ << "  const tg_pack<" << S << ", " << V << "> x" << K << " = *(const tg_pack<" << S << ", " << V
+            << ">*)((const " << S << "*)a.in[" << K << "] + " << offset(access_[k], static_cast<int>(k)) << ");\n";
+      else
+        os_ << "  const " << codegen_compute_type(t) << " s" << K << " = "
+            << codegen_load(t, "a.in[" + K + "]", offset(access_[k], static_cast<int>(k))) << ";\n";
+    }
+    os_ << "#pragma unroll\n  for (int j = 0; j < " << V << "; ++j) {\n";
+    std::unordered_map<int32_t, std::string> names;
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k]) continue;
+      const int32_t v = s_.inputs[k];
+      const DType t = types_[k].dtype;
+      names[v] = "p" + std::to_string(k);
+      os_ << "    const " << codegen_compute_type(t) << " " << names[v] << " = "
+          << (lanes[k] ? codegen_from_storage(t, "x" + std::to_string(k) + ".v[j]") : "s" + std::to_string(k)) << ";\n";
+    }
+    os_ << elementwise_members(g_, s_.prologue, names, "    ");
+    for (size_t r = 0; r < reds_.size(); ++r)
+      os_ << "    v[" << r << "][j] = (float)" << names.at(g_.nodes[static_cast<size_t>(s_.reductions[r])].inputs[0])
+          << ";\n";
+    os_ << "  }\n}\n";
+  }
+
   // The accumulators, each at its kind's identity.
   void accumulators(const std::string& indent) {
     os_ << indent << "double acc[" << planes_ << "];\n";
     for (size_t p = 0; p < planes_; ++p) os_ << indent << "acc[" << p << "] = " << init_of(plane_kinds_[p]) << ";\n";
   }
   // The variances' shifts K: the reductions' inputs at element `first` (output io).
-  void shifts(const std::string& first, const std::string& io) {
+  void shifts(const std::string& first, const std::string& io, const std::string& icc) {
     os_ << "    double K[" << reds_.size() << "];\n";
     if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
-      os_ << "    tg_eval(a, " << first << ", " << io << ", 0, K);\n";
+      os_ << "    tg_eval(a, " << first << ", " << io << ", 0, " << icc << ", K);\n";
   }
   void accumulate(const std::string& v) {
     for (size_t k = 0; k < reds_.size(); ++k) {
@@ -220,34 +270,101 @@ class Writer {
     // The accumulators live outside the guard (every thread joins the block's combine).
     accumulators("  ");
     os_ << "  if (c < a.outer) {\n";
-    shifts("c", "c");
+    column_base();
+    shifts("base", "c", "icc");
     os_ << "    const long long st = (long long)gridDim.y * 8; long long r = (long long)blockIdx.y * 8 + ty;\n"
         << "    for (; r + 3 * st < a.inner; r += 4 * st) {\n"
         << "      double v0[" << reds_.size() << "], v1[" << reds_.size() << "], v2[" << reds_.size() << "], v3["
         << reds_.size() << "];\n"
-        << "      tg_eval(a, r * a.outer + c, c, r, v0); tg_eval(a, (r + st) * a.outer + c, c, r + st, v1);\n"
-        << "      tg_eval(a, (r + 2 * st) * a.outer + c, c, r + 2 * st, v2); tg_eval(a, (r + 3 * st) * a.outer + c, c, r + 3 * st, v3);\n";
+        << "      tg_eval(a, base + r * a.cols, c, r, icc, v0); tg_eval(a, base + (r + st) * a.cols, c, r + st, icc, v1);\n"
+        << "      tg_eval(a, base + (r + 2 * st) * a.cols, c, r + 2 * st, icc, v2); tg_eval(a, base + (r + 3 * st) * a.cols, c, r + 3 * st, icc, v3);\n";
     for (const char* v : {"v0", "v1", "v2", "v3"}) accumulate(v);
     os_ << "    }\n"
-        << "    for (; r < a.inner; r += st) {\n      double v0[" << reds_.size() << "]; tg_eval(a, r * a.outer + c, c, r, v0);\n";
+        << "    for (; r < a.inner; r += st) {\n      double v0[" << reds_.size() << "]; tg_eval(a, base + r * a.cols, c, r, icc, v0);\n";
     accumulate("v0");
     os_ << "    }\n  }\n";
   }
-  // Column layout, pass 2: a block per 32 columns; its 8 warps each combine every 8th partial
-  // of a column in split order (many loads in flight), then warp 0 the eight, in order.
+  // The element of column c (its batch's block, then the column in it) in row 0.
+  void column_base() {
+    os_ << "    const long long cb = c / a.cols, icc = c - cb * a.cols, base = cb * a.inner * a.cols + icc;\n";
+  }
+
+  // Column layout, pass 1, vec_ columns per thread: a block is tx_ threads across columns x
+  // 256 / tx_ row phases; blockIdx.y takes every split-th group of rows; two rows in flight per
+  // thread. Each thread accumulates its rows in float (a ResNet-50 batch of 256 gives it 12 to 100
+  // rows: the grid splits the rows over a wave of blocks), the block's rows are combined in
+  // double, one column per thread, in row order. Double arithmetic per element (its conversions
+  // run at 1/16 of the float rate) had made batch-norm statistics 8x slower than their reads.
+  void column_partial_vec() {
+    const int TY = 256 / tx_;
+    const std::string V = std::to_string(vec_), R = std::to_string(reds_.size());
+    os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_vpartial(const RSArgs a) {\n"
+        << "  const int tx = threadIdx.x % " << tx_ << ", ty = threadIdx.x / " << tx_ << ";\n"
+        << "  const long long c = ((long long)blockIdx.x * " << tx_ << " + tx) * " << V << ";\n"
+        << "  float acc[" << planes_ << "][" << V << "];\n";
+    for (size_t p = 0; p < planes_; ++p)
+      os_ << "  for (int j = 0; j < " << V << "; ++j) acc[" << p << "][j] = " << init_of(plane_kinds_[p]) << ";\n";
+    os_ << "  if (c < a.outer) {\n";
+    column_base();
+    os_ << "    float K[" << R << "][" << V << "];\n";
+    if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
+      os_ << "    tg_evalv(a, base, c, 0, icc, K);\n";
+    os_ << "    const long long st = (long long)gridDim.y * " << TY << "; long long r = (long long)blockIdx.y * " << TY
+        << " + ty;\n"
+        << "    for (; r + st < a.inner; r += 2 * st) {\n"
+        << "      float v0[" << R << "][" << V << "], v1[" << R << "][" << V << "];\n"
+        << "      tg_evalv(a, base + r * a.cols, c, r, icc, v0); tg_evalv(a, base + (r + st) * a.cols, c, r + st, icc, v1);\n";
+    accumulate_vec("v0");
+    accumulate_vec("v1");
+    os_ << "    }\n"
+        << "    if (r < a.inner) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
+    accumulate_vec("v0");
+    os_ << "    }\n  }\n";
+    const int W = tx_ * vec_;  // columns per block
+    os_ << "  __shared__ double sh[" << TY << "][" << W + 1 << "];\n  double* part = (double*)a.part;\n"
+        << "  const long long c0 = (long long)blockIdx.x * " << W << ";\n";
+    for (size_t p = 0; p < planes_; ++p) {
+      os_ << "  for (int j = 0; j < " << V << "; ++j) sh[ty][tx * " << V << " + j] = (double)acc[" << p << "][j];\n"
+          << "  __syncthreads();\n"
+          << "  for (int q = threadIdx.x; q < " << W << "; q += 256) {\n"
+          << "    if (c0 + q >= a.outer) break;\n"
+          << "    double t = sh[0][q];\n    for (int k = 1; k < " << TY << "; ++k) t = "
+          << plane_kind_combine(p, "t", "sh[k][q]") << ";\n"
+          << "    part[(" << p << "LL * a.split + blockIdx.y) * a.outer + c0 + q] = t;\n  }\n"
+          << "  __syncthreads();\n";
+    }
+    os_ << "}\n";
+  }
+  void accumulate_vec(const std::string& v) {
+    os_ << "#pragma unroll\n      for (int j = 0; j < " << vec_ << "; ++j) {\n";
+    for (size_t k = 0; k < reds_.size(); ++k) {
+      const Red& r = reds_[k];
+      const std::string x = v + "[" + std::to_string(k) + "][j]", acc = "acc[" + std::to_string(r.plane) + "][j]";
+      if (is_var(r.kind))
+        os_ << "        { const float d = " << x << " - K[" << k << "][j]; " << acc << " += d; acc[" << r.plane + 1
+            << "][j] += d * d; }\n";
+      else
+        os_ << "        " << acc << " = " << combine(r.kind, acc, x) << ";\n";
+    }
+    os_ << "      }\n";
+  }
+
+  // Column layout, pass 2: a block per 8 columns; its 32 row phases each combine every 32nd
+  // partial of a column in split order (many loads in flight: a pass 1 that filled the GPU
+  // leaves a thousand partials a column), then one thread the 32, in order.
   void column_final() {
     os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_final(const RSArgs a) {\n"
-        << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n"
-        << "  const long long c = (long long)blockIdx.x * 32 + tx;\n"
-        << "  const double* part = (const double*)a.part;\n  __shared__ double sh[8][33];\n"
+        << "  const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;\n"
+        << "  const long long c = (long long)blockIdx.x * 8 + tx;\n"
+        << "  const double* part = (const double*)a.part;\n  __shared__ double sh[32][9];\n"
         << "  double t[" << planes_ << "];\n";
     for (size_t p = 0; p < planes_; ++p) {
       const std::string tp = "t[" + std::to_string(p) + "]";
       os_ << "  " << tp << " = " << init_of(plane_kinds_[p]) << ";\n"
-          << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += 8) { const double q = part[("
+          << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += 32) { const double q = part[("
           << p << "LL * a.split + s) * a.outer + c]; " << tp << " = " << plane_kind_combine(p, tp, "q") << "; } }\n"
           << "  sh[ty][tx] = " << tp << "; __syncthreads();\n"
-          << "  if (ty == 0) for (int k = 1; k < 8; ++k) " << tp << " = " << plane_kind_combine(p, tp, "sh[k][tx]") << ";\n"
+          << "  if (ty == 0) for (int k = 1; k < 32; ++k) " << tp << " = " << plane_kind_combine(p, tp, "sh[k][tx]") << ";\n"
           << "  __syncthreads();\n";
     }
     os_ << "  if (ty != 0 || c >= a.outer) return;\n";
@@ -265,9 +382,9 @@ class Writer {
     const std::string elem = general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
     os_ << "    const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
     accumulators("    ");
-    shifts("base", "o");
+    shifts("base", "o", "0");
     os_ << "    for (long long j = lane; j < a.inner; j += T) {\n"
-        << "      double v0[" << reds_.size() << "]; tg_eval(a, " << elem << ", o, j, v0);\n";
+        << "      double v0[" << reds_.size() << "]; tg_eval(a, " << elem << ", o, j, 0, v0);\n";
     accumulate("v0");
     os_ << "    }\n    double t[" << planes_ << "];\n";
     for (size_t p = 0; p < planes_; ++p) {
@@ -294,10 +411,53 @@ class Writer {
   const std::vector<Red>& reds_;
   const size_t planes_;
   const bool column_, general_;
-  const int T_;
+  const int T_, vec_, tx_;
   std::vector<OpKind> plane_kinds_;
   std::ostringstream os_;
 };
+
+// Plans tg_rs_vpartial for a column layout (l.vec stays 1 where it does not apply): float
+// reductions (sum, mean, variance, max, min) of operands read along the columns or once per row,
+// none 64-bit, the columns of a batch a multiple of the vector.
+void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::vector<TensorType>& types,
+                         const std::vector<bool>& loaded, const std::vector<Access>& access, int sm_count,
+                         ReduceStitchLaunch& l) {
+  const ReduceStitchArgs& a = l.args;
+  for (int32_t id : s.reductions) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    const OpKind k = n.kind;
+    if (k != OpKind::ReduceSum && k != OpKind::ReduceMean && k != OpKind::ReduceVariance && k != OpKind::ReduceMax &&
+        k != OpKind::ReduceMin && k != OpKind::SumToLike)
+      return;
+    const DType t = g.type(n.inputs[0]).dtype;
+    if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return;
+  }
+  for (size_t k = 0; k < types.size(); ++k)
+    if (loaded[k] && (access[k] == Access::broadcast || dtype_size(types[k].dtype) > 4)) return;
+  int vec = 1;
+  for (int v : {8, 4, 2})
+    if (a.cols % v == 0) {
+      vec = v;
+      break;
+    }
+  if (vec == 1) return;
+  l.vec_align.assign(types.size(), 0);
+  for (size_t k = 0; k < types.size(); ++k)
+    if (loaded[k] && (access[k] == Access::flat || access[k] == Access::out || access[k] == Access::col))
+      l.vec_align[k] = dtype_size(types[k].dtype) * static_cast<size_t>(vec);
+  int tx = 1;  // threads across columns: enough for the columns, at most a warp
+  while (tx < 32 && static_cast<long long>(tx) * vec < a.outer) tx *= 2;
+  const long long ty = 256 / tx, col_blocks = (a.outer + tx * vec - 1) / (tx * vec);
+  // About one wave of blocks, at least 16 rows per thread.
+  const long long target = std::max(1, sm_count) * 8LL;
+  const long long split = std::clamp<long long>((target + col_blocks - 1) / col_blocks, 1,
+                                                std::min<long long>(65535, std::max<long long>(1, a.inner / (ty * 16))));
+  if (col_blocks > 2147483647LL) return;
+  l.vec = vec;
+  l.vtx = tx;
+  l.vgrid_x = static_cast<unsigned>(col_blocks);
+  l.vgrid_y = static_cast<unsigned>(split);
+}
 
 }  // namespace
 
@@ -319,24 +479,30 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
 
   ReduceStitchLaunch l;
   ReduceStitchArgs& a = l.args;
-  // Layout: reduced dims all before the kept ones (column) or all after (row), size-1 dims aside.
-  bool kept_then_red = true, red_then_kept = true, seen_kept = false, seen_red = false;
+  // Layout, size-1 dims aside: kept dims after the reduced ones, and maybe a batch of kept dims
+  // before them (column: [batch, inner, cols]), or every reduced dim after the kept ones (row).
+  bool kept_then_red = true, seen_red = false, prev_red = false;
+  int runs = 0;  // runs of neighbouring reduced dims
   a.outer = 1;
   a.inner = 1;
+  a.cols = 1;  // the kept dims after the last reduced one
   for (int64_t d = 0; d < xs.rank(); ++d) {
     if (xs[d] == 1) continue;
-    if (red[static_cast<size_t>(d)]) {
+    const bool r = red[static_cast<size_t>(d)];
+    if (r) {
       a.inner *= xs[d];
-      red_then_kept &= !seen_kept;
+      runs += !prev_red;
+      a.cols = 1;
       seen_red = true;
     } else {
       a.outer *= xs[d];
       kept_then_red &= !seen_red;
-      seen_kept = true;
+      a.cols *= xs[d];
     }
+    prev_red = r;
   }
   if (a.inner < 2) return std::nullopt;  // nothing reduced: the plain kernels copy
-  l.column = red_then_kept && a.outer > 1;
+  l.column = runs == 1 && a.cols > 1;
   l.general = !l.column && !kept_then_red;
   a.grank = static_cast<int>(xs.rank());
   long long stride = 1;
@@ -360,11 +526,14 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   // epilogue's, loaded per output (or once).
   std::vector<bool> loaded(s.inputs.size(), false);
   std::vector<Access> access(s.inputs.size(), Access::scalar);
+  std::vector<bool> cols(static_cast<size_t>(xs.rank()), false);  // the kept dims after the last reduced one
+  if (l.column)
+    for (int64_t d = xs.rank() - 1; d >= 0 && !red[static_cast<size_t>(d)]; --d) cols[static_cast<size_t>(d)] = xs[d] != 1;
   for (size_t k = 0; k < s.inputs.size(); ++k) {
     const int32_t v = s.inputs[k];
     loaded[k] = std::find(s.prologue.inputs.begin(), s.prologue.inputs.end(), v) != s.prologue.inputs.end();
     for (int32_t id : s.reductions) loaded[k] = loaded[k] || g.nodes[static_cast<size_t>(id)].inputs[0] == v;
-    if (loaded[k] && !classify(types[k].shape, xs, red, static_cast<int>(k), a, access[k])) return std::nullopt;
+    if (loaded[k] && !classify(types[k].shape, xs, red, cols, static_cast<int>(k), a, access[k])) return std::nullopt;
   }
   std::vector<Red> reds;
   size_t planes = 0;
@@ -380,6 +549,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   for (int32_t v : s.epilogue.outputs) l.output_types.push_back(g.type(v));
   l.planes = planes;
 
+  if (l.column) plan_vector_columns(g, s, types, loaded, access, sm_count, l);
   if (l.column) {
     const long long col_blocks = (a.outer + 31) / 32;
     const long long target = std::max(1, sm_count) * 8LL;  // about one wave of 256-thread blocks
@@ -388,13 +558,15 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     if (col_blocks > 2147483647LL) return std::nullopt;
     l.grid_x = static_cast<unsigned>(col_blocks);
     l.grid_y = static_cast<unsigned>(a.split);
+    l.final_x = static_cast<unsigned>((a.outer + 7) / 8);
   } else {
     l.threads_per_output = a.inner >= 2048 ? 256 : 32;
     const long long per_block = 256 / l.threads_per_output;
     l.grid_x = static_cast<unsigned>(std::min<long long>((a.outer + per_block - 1) / per_block, 65535LL * 8));
     a.split = 1;
   }
-  l.source = Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.threads_per_output).source();
+  l.source =
+      Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.threads_per_output, l.vec, l.vtx).source();
   return l;
 }
 
@@ -408,10 +580,18 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
   if (!l.first.kernel) {
     l.first = nvrtc_kernel(l.source, l.column ? "tg_rs_partial" : "tg_rs_row", device);
     if (l.column) l.second = nvrtc_kernel(l.source, "tg_rs_final", device);
+    if (l.vec > 1) l.vfirst = nvrtc_kernel(l.source, "tg_rs_vpartial", device);
   }
-  if (l.column) {
+  bool vec = l.vec > 1;
+  for (size_t k = 0; k < ins.size() && vec; ++k)
+    vec = k >= l.vec_align.size() || l.vec_align[k] == 0 || reinterpret_cast<uintptr_t>(ins[k]) % l.vec_align[k] == 0;
+  if (vec) {
+    a.split = l.vgrid_y;
+    TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(l.vgrid_x, l.vgrid_y), dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
+  } else if (l.column) {
     TG_CUDA(cudaLaunchKernel(l.first.fn(), dim3(l.grid_x, l.grid_y), dim3(256), params, 0, stream));
-    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
   } else {
     TG_CUDA(cudaLaunchKernel(l.first.fn(), dim3(l.grid_x), dim3(256), params, 0, stream));
   }

@@ -4,12 +4,14 @@
 // prologue as it is read. Two layouts, as the plain reductions (reduce_kernels.cpp): kept dims
 // innermost (a column reduction, batch-norm statistics of NHWC: threads of a warp read
 // neighbouring columns, rows split over the grid into partials combined by a second kernel in a
-// fixed order) or reduced dims innermost (a row reduction: a warp, or a block for long rows,
+// fixed order; kept dims before the reduced ones are a batch of such columns) or reduced dims innermost (a row reduction: a warp, or a block for long rows,
 // per output; with interleaved dims, the same with each element's offset computed from its
-// coordinates). Sums accumulate in double; a variance sums (x - K) and (x - K)^2 with K an
+// coordinates). Sums accumulate in double (the vector column kernel: in float per thread over
+// tens of rows, in double from there); a variance sums (x - K) and (x - K)^2 with K an
 // element of its own row or column (no cancellation when the mean is large against the spread).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,8 @@ struct ReduceStitchArgs {
   void* out[kStitchOutputs];
   void* part;                    // column layout: [planes][split][outer] partials
   long long outer, inner, split;  // outputs, elements per output, row splits (column layout)
+  long long cols;                 // column layout: kept elements after the reduced dims (outer
+                                  // = batch x cols: [batch, inner, cols] geometry)
   int grank;
   long long gdims[kMaxRank];
   long long gstride[kMaxOperands][kMaxRank];  // broadcast operands: element strides (0 = broadcast)
@@ -45,9 +49,18 @@ struct ReduceStitchLaunch {
   size_t planes = 0;            // accumulators per output (a variance has two)
   ReduceStitchArgs args{};
   std::vector<TensorType> output_types;
-  unsigned grid_x = 1, grid_y = 1;
-  CompiledKernel first, second;  // the row kernel, or the column partial and final (on first launch)
-  size_t workspace_bytes() const { return column ? planes * static_cast<size_t>(args.split * args.outer) * 8 : 0; }
+  unsigned grid_x = 1, grid_y = 1, final_x = 1;  // final_x: the column layout's pass 2
+  // Column layout: `vec` neighbouring columns per thread (tg_rs_vpartial: vector loads, float
+  // accumulators, partials combined in double) when every operand allows it; 1 for none. Its
+  // grid and row splits; launches whose operands are not aligned to a vector take the scalar
+  // kernel.
+  int vec = 1, vtx = 1;            // columns per thread; threads across columns in a block
+  std::vector<size_t> vec_align;  // per input: the bytes its pointer must be aligned to (0: any)
+  unsigned vgrid_x = 1, vgrid_y = 1;
+  CompiledKernel first, second, vfirst;  // the row kernel, or the column partials and final (on first launch)
+  size_t workspace_bytes() const {
+    return column ? planes * static_cast<size_t>(std::max<long long>(args.split, vgrid_y) * args.outer) * 8 : 0;
+  }
 };
 
 /// Plans the kernel for inputs of types `types` (of s.inputs); nothing when the step's geometry

@@ -1,0 +1,122 @@
+"""Where a training step's GPU time goes, by kernel family: the device-side view that
+TGRAPH_PROFILE (host-timed, uncaptured) cannot give of a captured step.
+
+Two sources, one table format:
+  python3 bench/kernel_breakdown.py ncu FILE.csv --steps N
+      reads `ncu --csv --page raw --metrics gpu__time_duration.sum --clock-control none
+      --cache-control none <program>` output (every kernel of the run, captured graph nodes
+      included) and divides by the N steps the program ran;
+  python3 bench/kernel_breakdown.py torch [--compile] [--batch 256]
+      profiles one PyTorch ResNet-50 training step (bf16 autocast, channels_last, SGD momentum)
+      with torch.profiler, eager or torch.compile (inductor).
+Prints ms per step for each family and the 25 most expensive kernel names."""
+import argparse
+import collections
+import csv
+import re
+import sys
+
+FAMILIES = [  # (family, regex on the kernel name), first match wins
+    ("tgraph fused elementwise", r"^tg_ew"),
+    ("tgraph stitched reductions", r"^tg_rs_|^tg_reduce|^tg_col_"),
+    ("tgraph stencil", r"^tg_st|stencil"),
+    ("convolution (cuDNN)", r"conv|fprop|dgrad|wgrad|xmma_.*(nhwc|implicit)|implicit_gemm|cudnn"),
+    ("matmul (cuBLAS/Lt)", r"gemm|nvjet|cublas|cutlass"),
+    ("batch norm (library)", r"batch_norm|bn_fw|bn_bw|welford"),
+    ("pooling", r"pool"),
+    ("triton (inductor)", r"^triton_"),
+    ("copy / layout", r"copy|transpose|permute|convert"),
+]
+
+
+def family(name):
+    for fam, rx in FAMILIES:
+        if re.search(rx, name, re.IGNORECASE):
+            return fam
+    return "other"
+
+
+def table(times, steps):
+    """times: list of (kernel name, seconds)."""
+    fams = collections.Counter()
+    names = collections.Counter()
+    counts = collections.Counter()
+    for name, t in times:
+        fams[family(name)] += t
+        short = name[:90]
+        names[short] += t
+        counts[short] += 1
+    total = sum(fams.values())
+    print(f"{total / steps * 1e3:.2f} ms of kernels per step ({len(times) / steps:.0f} launches per step)")
+    for fam, t in fams.most_common():
+        print(f"  {fam:30s} {t / steps * 1e3:8.2f} ms  {100 * t / total:5.1f}%")
+    print("most expensive kernels (ms per step, launches per step):")
+    for name, t in names.most_common(25):
+        print(f"  {t / steps * 1e3:8.3f}  x{counts[name] / steps:5.1f}  {name}")
+
+
+def from_ncu(path, steps):
+    rows = list(csv.reader(open(path, newline="")))
+    head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+    cols = rows[head]
+    k, d = cols.index("Kernel Name"), cols.index("gpu__time_duration.sum")
+    times = []
+    for r in rows[head + 1:]:
+        if len(r) <= max(k, d):
+            continue
+        try:
+            times.append((r[k], float(r[d].replace(",", "")) * 1e-9))  # ns, with --print-units base
+        except ValueError:
+            continue  # the units row
+    table(times, steps)
+
+
+def from_torch(compiled, batch):
+    import torch
+    import torchvision
+    from torch.profiler import ProfilerActivity, profile
+    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    run = torch.compile(model) if compiled else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(run(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    steps = 5
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    times = [(e.name, e.device_time * 1e-6) for e in prof.events()
+             if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
+    print("PyTorch", "inductor" if compiled else "eager", f"batch {batch}, bf16 autocast, channels_last")
+    table(times, steps)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="src", required=True)
+    n = sub.add_parser("ncu")
+    n.add_argument("csv")
+    n.add_argument("--steps", type=int, required=True)
+    t = sub.add_parser("torch")
+    t.add_argument("--compile", action="store_true")
+    t.add_argument("--batch", type=int, default=256)
+    a = ap.parse_args()
+    if a.src == "ncu":
+        from_ncu(a.csv, a.steps)
+    else:
+        from_torch(a.compile, a.batch)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -13,13 +13,19 @@ namespace tg::detail {
 namespace {
 
 // Ops computed in half: the matmul and convolution families (forward, conv_transpose, and the
-// data and weight gradients autodiff built), two operands and one result.
+// data and weight gradients autodiff built), two operands and one result; and max pooling and
+// its gradient, as PyTorch's autocast runs them in their input's dtype: the maximum of values
+// rounded to half is one of them, so the forward is exact on activations stored in half
+// (HalfStorage), and the f32 copies around a pooling of half data (4 bytes a value where 2
+// suffice, both ways) go.
 bool computes_in_half(const GraphImpl& g, const Node& n) {
   Family f = op_def(n.kind).family;
-  if (f != Family::matmul && f != Family::conv && f != Family::conv_grad) return false;
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
-  return g.type(n.inputs[0]).dtype == DType::f32 && g.type(n.inputs[1]).dtype == DType::f32 &&
-         g.type(n.outputs[0]).dtype == DType::f32;
+  const bool pool = n.kind == OpKind::MaxPool2d || n.kind == OpKind::MaxPool2dGrad;
+  if (f != Family::matmul && f != Family::conv && f != Family::conv_grad && !pool) return false;
+  if (n.inputs.size() != (n.kind == OpKind::MaxPool2d ? 1u : 2u) || n.outputs.size() != 1) return false;
+  for (int32_t v : n.inputs)
+    if (g.type(v).dtype != DType::f32) return false;
+  return g.type(n.outputs[0]).dtype == DType::f32;
 }
 
 bool reads(const Node& n, int32_t v) {
@@ -62,8 +68,8 @@ struct Rewriter {
   // n computes in half; its f32 result keeps its value id, now produced by a cast back
   // (placed by place_backs once every op is rewritten).
   void rewrite(int32_t id) {
-    std::vector<int32_t> in{half_value(g.nodes[static_cast<size_t>(id)].inputs[0]),
-                            half_value(g.nodes[static_cast<size_t>(id)].inputs[1])};
+    std::vector<int32_t> in;
+    for (int32_t v : std::vector<int32_t>(g.nodes[static_cast<size_t>(id)].inputs)) in.push_back(half_value(v));
     Node& n = g.nodes[static_cast<size_t>(id)];
     const std::vector<int32_t> old_in = n.inputs;
     n.inputs = in;

@@ -31,7 +31,8 @@ const Node& producer(const Module& m, int32_t v) {
 
 bool is_compute(OpKind k) {
   Family f = op_def(k).family;
-  return f == Family::matmul || f == Family::conv || f == Family::conv_grad;
+  return f == Family::matmul || f == Family::conv || f == Family::conv_grad || k == OpKind::MaxPool2d ||
+         k == OpKind::MaxPool2dGrad;
 }
 
 // Live nodes of every block, in order.
@@ -149,6 +150,28 @@ TEST(PassAutocast, CnnForwardAndGradientsIncludingConvTranspose) {
   for (int32_t id : live_nodes(m)) {
     const Node& n = m.graph.nodes[static_cast<size_t>(id)];
     if (n.kind == OpKind::Conv2dWeightGrad) EXPECT_EQ(m.graph.type(n.inputs[1]).dtype, DType::bf16);
+  }
+}
+
+// Max pooling and its gradient compute in half, as PyTorch's autocast runs them, reading the
+// convolution's half result directly where it follows one.
+TEST(PassAutocast, MaxPoolingAndItsGradientComputeInHalf) {
+  Graph g;
+  Tensor x = g.placeholder({2, 8, 8, 3}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({3, 3, 3, 4}, f32, 1), "w");
+  Tensor p = g.max_pool2d(g.conv2d(x, w, {.stride = {1, 1}, .padding = PaddingStyle::same}),
+                          {.kernel = {3, 3}, .stride = {2, 2}, .explicit_padding = {1, 1, 1, 1}});
+  Tensor loss = g.reduce_sum(g.square(p));
+  auto grads = g.gradients(loss, {w});
+  Module m = module_of(g, {loss, grads[w]});
+  ASSERT_EQ(count(m, OpKind::MaxPool2dGrad), 1);
+  EXPECT_TRUE(Autocast(DType::bf16).run(m));
+  expect_autocast(m, DType::bf16);
+  for (int32_t id : live_nodes(m)) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    if (n.kind != OpKind::MaxPool2d && n.kind != OpKind::MaxPool2dGrad) continue;
+    for (int32_t v : n.inputs) EXPECT_EQ(m.graph.type(v).dtype, DType::bf16) << op_name(n.kind);
+    if (n.kind == OpKind::MaxPool2d) EXPECT_EQ(producer(m, n.inputs[0]).kind, OpKind::Conv2d);
   }
 }
 
@@ -322,10 +345,12 @@ void build_cnn(Model& md) {
   Tensor k = g.variable(TensorData::uniform({3, 3, 2, 6}, -0.5, 0.5, f32, 21), "k");
   Tensor w = g.variable(TensorData::uniform({6, 3}, -0.5, 0.5, f32, 22), "w");
   Tensor c = g.relu(g.conv2d(md.x, k, {.stride = {1, 1}, .padding = PaddingStyle::same}));
+  // ResNet's stem pooling: 3x3, stride 2, padding 1 (bf16: max pooling and its gradient too).
+  c = g.max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .explicit_padding = {1, 1, 1, 1}});
   Tensor logits = g.matmul(g.reduce_mean(c, {1, 2}), w);
   md.loss = g.softmax_cross_entropy(logits, md.y);
   std::vector<Tensor> vars{k, w};
-  md.step = optim::sgd(g, vars, g.gradients(md.loss, vars), g.scalar(4.0));
+  md.step = optim::sgd(g, vars, g.gradients(md.loss, vars), g.scalar(1.0));
 }
 
 TensorData one_hot_labels(int64_t n, int64_t classes) {

@@ -157,31 +157,40 @@ TEST(ReduceStitch, SiblingsNeedTheirInputsReady) {
 TEST(ReduceStitch, GeneratedKernelsCompile) {
   BatchNorm bn({4, 6, 5, 16});
   FusionPlan p = plan_fusion(bn.m, 0, {.stitch_stencils = true, .stitch_reductions = true});
-  int compiled = 0;
+  int compiled = 0, nchw = 0;
   auto compile = [&](const GraphImpl& g, const ReduceStitch& s) {
     std::vector<TensorType> types;
     for (int32_t v : s.inputs) types.push_back(g.type(v));
     auto l = prepare_reduce_stitch(g, s, types, 132);
     ASSERT_TRUE(l.has_value());
     EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty());
-    // Columns of a multiple of 2 (here 16 and 50) get the vector kernel too.
+    // Columns of a multiple of 2 (here 16 and 50) get the vector kernel too; NCHW statistics
+    // ([8, 6, 40, 40] over 0, 2, 3: 6 rows of 12,800) are found by runs of H x W and sliced.
     if (l->column) {
       EXPECT_GT(l->vec, 1);
       EXPECT_NE(l->source.find("tg_rs_vpartial"), std::string::npos);
+    }
+    if (l->args.outer == 6 && l->args.inner == 12800) {
+      ++nchw;
+      EXPECT_TRUE(l->runs);
+      EXPECT_EQ(l->args.rrank, 2);
+      EXPECT_GT(l->row_split, 1);
+      EXPECT_NE(l->source.find("tg_rs_rpartial"), std::string::npos);
     }
     ++compiled;
   };
   for (auto& s : reduce_steps(p)) compile(bn.m.graph, *s);
   // Rows, a block per row, interleaved dims, and a batch of columns ([4, 6, 50] over dim 1).
   for (const auto& [shape, axes] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
-           {{6, 300}, {1}}, {{3, 5000}, {1}}, {{4, 6, 50}, {0, 2}}, {{4, 6, 50}, {1}}}) {
+           {{6, 300}, {1}}, {{3, 5000}, {1}}, {{4, 6, 50}, {0, 2}}, {{4, 6, 50}, {1}}, {{8, 6, 40, 40}, {0, 2, 3}}}) {
     Graph g;
     Tensor x = g.placeholder(shape, bf16), w = g.placeholder({shape.dim(-1)}, bf16);
     Tensor e = g.mul(g.sub(x, w), g.scalar(0.5, bf16));
     Module m = module_of(g, {g.reduce_variance(e, axes), g.reduce_mean(e, axes), g.reduce_min(e, axes)});
     for (auto& s : reduce_steps(plan_fusion(m, 0, {.stitch_reductions = true}))) compile(m.graph, *s);
   }
-  EXPECT_EQ(compiled, 6);
+  EXPECT_EQ(compiled, 7);
+  EXPECT_EQ(nchw, 1);
 }
 
 // Every float dtype, prologue operands of each access (full, per output, per reduced element,

@@ -56,6 +56,9 @@ TEST(CudaReduceStitch, PrologueOperandsInEveryLayout) {
       {{30, 2, 100}, {2}, {30, 2, 1}, {100}, {1, 2, 100}},   // a warp per row
       {{3, 2, 2100}, {1, 2}, {3, 1, 1}, {2, 2100}, {3, 1, 2100}},  // a block per row
       {{5, 6, 7}, {0, 2}, {6, 1}, {5, 1, 7}, {5, 6, 1}},     // interleaved dims
+      {{6, 16, 9, 10}, {0, 2, 3}, {16, 1, 1}, {6, 1, 9, 10}, {1, 16, 9, 1}},  // NCHW statistics: runs of 90
+      {{8, 6, 40, 40}, {0, 2, 3}, {6, 1, 1}, {8, 1, 40, 40}, {8, 6, 1, 1}},   // the same, rows in 6 slices
+      {{5, 20000}, {1}, {5, 1}, {20000}, {1, 20000}},        // 5 rows in slices
   };
   uint64_t seed = 900;
   for (const Case& c : cases)

@@ -88,9 +88,10 @@ class Writer {
  public:
   Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
          const std::vector<TensorType>& types,
-         const std::vector<Red>& reds, size_t planes, bool column, bool general, int T, int vec, int tx)
+         const std::vector<Red>& reds, size_t planes, bool column, bool general, bool runs, bool row_split, int T,
+         int vec, int tx)
       : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column),
-        general_(general), T_(T), vec_(vec), tx_(tx) {
+        general_(general), runs_(runs), row_split_(row_split), T_(T), vec_(vec), tx_(tx) {
     // What each accumulator plane combines with: a variance's two planes are sums.
     plane_kinds_.assign(planes, OpKind::ReduceSum);
     for (const Red& r : reds_)
@@ -102,10 +103,16 @@ class Writer {
     os_ << "struct RSArgs { const void* in[" << kMaxOperands << "]; void* out[" << kStitchOutputs
         << "]; void* part; long long outer, inner, split, cols; int grank; long long gdims[" << kMaxRank
         << "]; long long gstride[" << kMaxOperands << "][" << kMaxRank << "]; int krank, rrank; long long kdims["
-        << kMaxRank << "], kstrides[" << kMaxRank << "], rdims[" << kMaxRank << "], rstrides[" << kMaxRank << "]; };\n";
+        << kMaxRank << "], kstrides[" << kMaxRank << "], rdims[" << kMaxRank << "], rstrides[" << kMaxRank
+        << "]; unsigned run_mul, run_shift; };\n";
     if (general_)
       os_ << "__device__ __forceinline__ long long tg_doff(int rank, const long long* dims, const long long* strides, long long j) {\n"
              "  long long o = 0;\n  for (int d = rank - 1; d >= 0; --d) { o += (j % dims[d]) * strides[d]; j /= dims[d]; }\n  return o;\n}\n";
+    if (runs_)  // the offset of index j within the reduction: its run's, then j's place in it
+      os_ << "__device__ __forceinline__ long long tg_roff(const RSArgs& a, long long j) {\n"
+             "  const unsigned u = (unsigned)j, m = (__umulhi(u, a.run_mul) + u) >> a.run_shift;\n"
+             "  const long long in_run = (long long)(u - m * (unsigned)a.rdims[a.rrank - 1]);\n"
+             "  return (a.rrank == 2 ? (long long)m * a.rstrides[0] : tg_doff(a.rrank - 1, a.rdims, a.rstrides, m)) + in_run;\n}\n";
     if (std::find(access_.begin(), access_.end(), Access::broadcast) != access_.end())
       os_ << "__device__ __forceinline__ long long tg_boff(const RSArgs& a, int k, long long i) {\n"
              "  long long o = 0;\n"
@@ -121,6 +128,10 @@ class Writer {
       column_final();
     } else {
       row();
+      if (row_split_) {
+        row_partial();
+        column_final();
+      }
     }
     return os_.str();
   }
@@ -379,7 +390,7 @@ class Writer {
         << "  const int T = " << T_ << "; const int lane = threadIdx.x % T; const long long per_block = 256 / T;\n";
     if (block) os_ << "  __shared__ double sh[8];\n";
     os_ << "  for (long long o = (long long)blockIdx.x * per_block + threadIdx.x / T; o < a.outer; o += (long long)gridDim.x * per_block) {\n";
-    const std::string elem = general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
+    const std::string elem = runs_ ? "base + tg_roff(a, j)" : general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
     os_ << "    const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
     accumulators("    ");
     shifts("base", "o", "0");
@@ -403,6 +414,35 @@ class Writer {
     os_ << "    }\n  }\n}\n";
   }
 
+  // Row layout, few long rows (fewer blocks than the GPU holds): pass 1, blockIdx.y takes a
+  // contiguous slice of row blockIdx.x; the block's partial goes to the column layout's partials,
+  // whose pass 2 (tg_rs_final) combines and finishes them. The shift K is the row's first
+  // element in every slice, so the slices' variance sums add up.
+  void row_partial() {
+    os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_rpartial(const RSArgs a) {\n"
+        << "  const long long o = blockIdx.x;\n  __shared__ double sh[8];\n";
+    const std::string elem = runs_ ? "base + tg_roff(a, j)" : general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
+    os_ << "  const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
+    accumulators("  ");
+    os_ << "  {\n";
+    shifts("base", "o", "0");
+    os_ << "    const long long per = (a.inner + gridDim.y - 1) / gridDim.y, lo = (long long)blockIdx.y * per;\n"
+        << "    const long long hi = lo + per < a.inner ? lo + per : a.inner;\n"
+        << "    for (long long j = lo + threadIdx.x; j < hi; j += 256) {\n"
+        << "      double v0[" << reds_.size() << "]; tg_eval(a, " << elem << ", o, j, 0, v0);\n";
+    accumulate("v0");
+    os_ << "    }\n  }\n  double* part = (double*)a.part;\n";
+    for (size_t p = 0; p < planes_; ++p)
+      os_ << "  { double x = acc[" << p << "];\n"
+          << "    for (int s = 16; s > 0; s >>= 1) { const double y = __shfl_xor_sync(0xffffffffu, x, s); x = "
+          << plane_kind_combine(p, "x", "y") << "; }\n"
+          << "    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = x; __syncthreads();\n"
+          << "    if (threadIdx.x == 0) { x = sh[0]; for (int w = 1; w < 8; ++w) x = " << plane_kind_combine(p, "x", "sh[w]")
+          << "; part[(" << p << "LL * a.split + blockIdx.y) * a.outer + o] = x; }\n"
+          << "    __syncthreads(); }\n";
+    os_ << "}\n";
+  }
+
   const GraphImpl& g_;
   const ReduceStitch& s_;
   const std::vector<bool>& loaded_;
@@ -410,7 +450,7 @@ class Writer {
   const std::vector<TensorType>& types_;
   const std::vector<Red>& reds_;
   const size_t planes_;
-  const bool column_, general_;
+  const bool column_, general_, runs_, row_split_;
   const int T_, vec_, tx_;
   std::vector<OpKind> plane_kinds_;
   std::ostringstream os_;
@@ -510,16 +550,30 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     a.gdims[d] = xs[d];
     stride *= xs[d];
   }
+  // Reduced and kept dims, each run of neighbours merged into one (NCHW's H and W: one dim).
+  bool prev_reduced = false, any = false;
   for (int64_t d = 0; d < xs.rank(); ++d) {
     stride /= xs[d];  // now dim d's element stride
     if (xs[d] == 1) continue;
-    if (red[static_cast<size_t>(d)]) {
-      a.rdims[a.rrank] = xs[d];
-      a.rstrides[a.rrank++] = stride;
+    const bool r = red[static_cast<size_t>(d)];
+    int& rank = r ? a.rrank : a.krank;
+    long long* dims = r ? a.rdims : a.kdims;
+    long long* strides = r ? a.rstrides : a.kstrides;
+    if (any && r == prev_reduced) {
+      dims[rank - 1] *= xs[d];
+      strides[rank - 1] = stride;
     } else {
-      a.kdims[a.krank] = xs[d];
-      a.kstrides[a.krank++] = stride;
+      dims[rank] = xs[d];
+      strides[rank++] = stride;
     }
+    prev_reduced = r;
+    any = true;
+  }
+  if (l.general && a.rrank >= 2 && a.rstrides[a.rrank - 1] == 1 && a.inner < (1LL << 31)) {
+    l.runs = true;
+    const FastDivisor f = fast_divisor(static_cast<uint32_t>(a.rdims[a.rrank - 1]));
+    a.run_mul = f.mul;
+    a.run_shift = f.shift;
   }
 
   // The inputs the prologue or a reduction reads are loaded per element; the others are the
@@ -564,9 +618,18 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     const long long per_block = 256 / l.threads_per_output;
     l.grid_x = static_cast<unsigned>(std::min<long long>((a.outer + per_block - 1) / per_block, 65535LL * 8));
     a.split = 1;
+    // A block per row and fewer rows than a wave of blocks (batch-norm statistics of NCHW: 64 to
+    // 2048 rows of up to millions): each row in slices of at least 2048 elements.
+    const long long target = std::max(1, sm_count) * 8LL;
+    if (l.threads_per_output == 256 && a.outer < target && a.outer <= 2147483647LL) {
+      l.row_split = std::clamp<long long>((target + a.outer - 1) / a.outer, 1, std::min<long long>(65535, a.inner / 2048));
+      l.final_x = static_cast<unsigned>((a.outer + 7) / 8);
+    }
   }
   l.source =
-      Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.threads_per_output, l.vec, l.vtx).source();
+      Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.runs, l.row_split > 1,
+             l.threads_per_output, l.vec, l.vtx)
+          .source();
   return l;
 }
 
@@ -577,10 +640,18 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
   for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
   a.part = workspace;
   void* params[] = {&a};
-  if (!l.first.kernel) {
+  if (!l.first.kernel) {  // one module: the source compiles once
     l.first = nvrtc_kernel(l.source, l.column ? "tg_rs_partial" : "tg_rs_row", device);
-    if (l.column) l.second = nvrtc_kernel(l.source, "tg_rs_final", device);
+    if (l.column || l.row_split > 1) l.second = nvrtc_kernel(l.source, "tg_rs_final", device);
     if (l.vec > 1) l.vfirst = nvrtc_kernel(l.source, "tg_rs_vpartial", device);
+    if (l.row_split > 1) l.vfirst = nvrtc_kernel(l.source, "tg_rs_rpartial", device);
+  }
+  if (l.row_split > 1) {
+    a.split = l.row_split;
+    TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(static_cast<unsigned>(a.outer), static_cast<unsigned>(l.row_split)),
+                             dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
+    return;
   }
   bool vec = l.vec > 1;
   for (size_t k = 0; k < ins.size() && vec; ++k)

@@ -38,6 +38,10 @@ struct ReduceStitchArgs {
   // (output index) and of the reduced dims (index within the reduction).
   int krank, rrank;
   long long kdims[kMaxRank], kstrides[kMaxRank], rdims[kMaxRank], rstrides[kMaxRank];
+  // The general layout whose innermost reduced dim is contiguous (batch-norm statistics of
+  // NCHW): index j within the reduction is run j / rdims[rrank-1] at j % rdims[rrank-1], the
+  // division by multiply-shift (fast_divisor).
+  unsigned run_mul, run_shift;
 };
 
 /// A prepared launch: source, layout, sizes and the output types.
@@ -45,6 +49,7 @@ struct ReduceStitchLaunch {
   std::string source;
   bool column = false;
   bool general = false;  // row kernel with interleaved dims
+  bool runs = false;     // general, its innermost reduced dim contiguous: found by runs (run_mul)
   int threads_per_output = 32;  // row layout: a warp (32) or a block (256) per output
   size_t planes = 0;            // accumulators per output (a variance has two)
   ReduceStitchArgs args{};
@@ -57,9 +62,13 @@ struct ReduceStitchLaunch {
   int vec = 1, vtx = 1;            // columns per thread; threads across columns in a block
   std::vector<size_t> vec_align;  // per input: the bytes its pointer must be aligned to (0: any)
   unsigned vgrid_x = 1, vgrid_y = 1;
-  CompiledKernel first, second, vfirst;  // the row kernel, or the column partials and final (on first launch)
+  // The row kernel, or the column partials and final (on first launch); vfirst: the vector
+  // column partial or the row-slice partial.
+  CompiledKernel first, second, vfirst;
+  long long row_split = 1;  // row layout: slices per row (tg_rs_rpartial, then tg_rs_final), 1 for none
   size_t workspace_bytes() const {
-    return column ? planes * static_cast<size_t>(std::max<long long>(args.split, vgrid_y) * args.outer) * 8 : 0;
+    if (!column) return row_split > 1 ? planes * static_cast<size_t>(row_split * args.outer) * 8 : 0;
+    return planes * static_cast<size_t>(std::max<long long>(args.split, vgrid_y) * args.outer) * 8;
   }
 };
 

@@ -6,7 +6,8 @@
 namespace tg::detail {
 
 /// Mixed-precision autocast: every matmul, convolution, conv_transpose and convolution
-/// gradient whose operands are f32 is computed in `half` (bf16 or f16). Each f32 operand gets
+/// gradient, and every max pooling and its gradient, whose operands are f32 is computed in
+/// `half` (bf16 or f16). Each f32 operand gets
 /// one cast to half, placed right after its producer (so it fuses into the producer's
 /// elementwise kernel) and shared by every op that reads that value; an operand that is itself
 /// a cast from half is read as the half value (the round trip is exact). The op's result is

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -202,13 +203,18 @@ int cmd_conformance(const std::vector<std::string>& args) {
     if (a == "--device") device = next();
     else if (a == "--expected") expected = next();
     else if (a == "--write-expected") write_expected = next();
-    else if (a == "--timeout") timeout = std::stod(next());
-    else if (a == "-j" || a == "--jobs") jobs = std::max(1, std::stoi(next()));
+    else if (a == "--timeout") timeout = parse_seconds("conformance", a, next());
+    else if (a == "-j" || a == "--jobs") jobs = static_cast<int>(parse_integer("conformance", a, next(), 1));
     else if (a == "--filter") filter = next();
     else if (!a.empty() && a[0] == '-') throw Error("[conformance] unknown option " + a);
     else dir = a;
   }
   if (dir.empty()) throw Error("[conformance] give the directory of the node tests");
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw Error("[conformance] " + dir + (std::filesystem::exists(dir, ec) ? " is not a directory" : ": no such directory"));
+  }
   parse_device(device);
   std::vector<std::string> tests;
   for (const auto& n : list_dir(dir, "test_"))

@@ -77,21 +77,46 @@ TensorData read_npy(const std::string& path) {
   if (value_of(header, "fortran_order", path) != "False")
     throw Error("[npy] " + path + ": Fortran-order arrays are not supported");
   std::vector<int64_t> dims;
-  std::stringstream ss(value_of(header, "shape", path));
+  const std::string shape_text = value_of(header, "shape", path);
+  std::stringstream ss(shape_text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    dims.push_back(std::stoll(item));
+    const size_t b = item.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    const size_t e = item.find_last_not_of(' ');
+    const std::string digits = item.substr(b, e - b + 1);
+    int64_t d = -1;
+    size_t used = 0;
+    try {
+      d = std::stoll(digits, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != digits.size() || d < 0)
+      throw Error("[npy] " + path + ": shape (" + shape_text + ") has a dim that is not a size: '" + digits + "'");
+    dims.push_back(d);
   }
+  // Checked sizes, and against what the file holds, before anything is allocated: a header may
+  // claim any shape.
+  const int64_t count = checked_num_elements(dims, "[npy] " + path + ":");
+  const int64_t nbytes = wide ? checked_nbytes(count, DType::i64, "[npy] " + path + ":") / 8 * static_cast<int64_t>(wide)
+                              : checked_nbytes(count, dt, "[npy] " + path + ":");
+  const std::streamoff at = f.tellg();
+  f.seekg(0, std::ios::end);
+  const std::streamoff left = f.tellg() - at;
+  f.seekg(at);
+  if (nbytes > left)
+    throw Error("[npy] " + path + ": data is shorter than the shape " + Shape(dims).str() + " needs (" +
+                std::to_string(left) + " of " + std::to_string(nbytes) + " bytes)");
   TensorData t(Shape(dims), dt);
-  size_t nbytes = wide ? static_cast<size_t>(t.num_elements()) * wide : t.nbytes();
-  std::string raw(nbytes, '\0');
-  if (nbytes && !f.read(raw.data(), static_cast<std::streamsize>(nbytes)))
-    throw Error("[npy] " + path + ": data is shorter than the shape " + t.shape().str() + " needs");
-  if (!wide) {
-    if (nbytes) std::memcpy(t.data(), raw.data(), nbytes);
+  if (!wide) {  // straight into the tensor
+    if (nbytes && !f.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(nbytes)))
+      throw Error("[npy] " + path + ": cannot read its data");
     return t;
   }
+  std::string raw(static_cast<size_t>(nbytes), '\0');
+  if (nbytes && !f.read(raw.data(), static_cast<std::streamsize>(nbytes)))
+    throw Error("[npy] " + path + ": cannot read its data");
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     uint64_t v = 0;
     std::memcpy(&v, raw.data() + static_cast<size_t>(i) * wide, wide);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "commands.h"
 #include "npy.h"
@@ -22,16 +23,48 @@ Device parse_device(const std::string& s) {
   throw Error("[tgraph] unknown device '" + s + "' (cpu, cuda or cuda:N)");
 }
 
+int64_t parse_integer(const std::string& cmd, const std::string& opt, const std::string& v, int64_t min) {
+  int64_t x = 0;
+  size_t used = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || x < min)
+    throw Error("[" + cmd + "] " + opt + " takes an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  return x;
+}
+
+double parse_seconds(const std::string& cmd, const std::string& opt, const std::string& v) {
+  double x = 0;
+  size_t used = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || !(x > 0) || x > 1e9)
+    throw Error("[" + cmd + "] " + opt + " takes a number of seconds > 0, got '" + v + "'");
+  return x;
+}
+
+bool is_tgx(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".tgx") == 0; }
+
 const char* command_help(const std::string& cmd) {
-  if (cmd == "info") return "usage: tgraph info MODEL.onnx\n  prints the opset, inputs, outputs and the op histogram\n";
+  if (cmd == "info")
+    return "usage: tgraph info MODEL.onnx|MODEL.tgx\n"
+           "  prints the opset, inputs, outputs and the op histogram (a .tgx: its device, feeds, outputs,\n"
+           "  variables)\n";
   if (cmd == "run")
-    return "usage: tgraph run MODEL.onnx --input NAME=FILE.npy ... --output-dir DIR [--device cpu|cuda]\n"
-           "  runs the model on NumPy inputs and writes each output as DIR/<output name>.npy\n";
+    return "usage: tgraph run MODEL.onnx|MODEL.tgx --input NAME=FILE.npy ... --output-dir DIR [--device cpu|cuda]\n"
+           "  runs the model on NumPy inputs and writes each output as DIR/<output name>.npy; each input\n"
+           "  must match the shape and dtype the model declares (-1 dims take any size)\n";
   if (cmd == "dot")
     return "usage: tgraph dot MODEL.onnx|MODEL.tgx [-o FILE.dot]\n"
            "  writes the imported graph (or the compiled executable's optimized graph) as Graphviz dot\n";
   if (cmd == "bench")
-    return "usage: tgraph bench MODEL.onnx [--device cpu|cuda] [--batch N] [--precision f32|tf32|bf16|f16]\n"
+    return "usage: tgraph bench MODEL.onnx|MODEL.tgx [--device cpu|cuda] [--batch N] [--precision f32|tf32|bf16|f16]\n"
            "                   [--warmup N] [--iters N] [--shape NAME=D0,D1,...]...\n"
            "  random inputs (dynamic dims: --batch for the first, 1 elsewhere, or --shape per input);\n"
            "  prints the compile time, the median latency and the throughput\n";
@@ -55,6 +88,46 @@ std::string need_model(const std::vector<std::string>& args, const char* cmd) {
   throw Error(std::string("[") + cmd + "] give a model file (try 'tgraph " + cmd + " --help')");
 }
 
+// Model inputs: names and declared types, of an ONNX model or a saved executable.
+struct Inputs {
+  std::vector<std::string> names;
+  std::vector<TensorType> types;
+  std::string list() const {
+    std::string l;
+    for (const auto& n : names) l += (l.empty() ? "" : ", ") + n;
+    return l.empty() ? "none" : l;
+  }
+  int find(const std::string& name) const {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<int>(i);
+    return -1;
+  }
+};
+
+Inputs inputs_of_onnx(const std::string& path) {
+  OnnxModelInfo info = inspect_onnx(path);
+  Inputs in;
+  for (size_t i = 0; i < info.inputs.size(); ++i) {
+    in.names.push_back(info.inputs[i].first);
+    in.types.push_back(info.input_types[i]);
+  }
+  return in;
+}
+
+Inputs inputs_of_tgx(const Executable& exe) {
+  Inputs in{exe.input_names(), exe.input_types()};
+  for (size_t i = 0; i < in.names.size(); ++i)
+    if (in.names[i].empty()) in.names[i] = "input" + std::to_string(i);
+  return in;
+}
+
+// A saved executable runs on the device it was compiled for.
+void check_tgx_device(const Executable& exe, const std::string& device, bool given, const char* cmd) {
+  if (given && !(parse_device(device) == exe.device()))
+    throw Error(std::string("[") + cmd + "] the executable was compiled for " + exe.device().str() + ", not " + device +
+                " (compile it again with tgraph compile --device " + device + ")");
+}
+
 std::string safe_name(std::string s) {
   for (char& c : s)
     if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
@@ -65,6 +138,20 @@ std::string safe_name(std::string s) {
 
 int cmd_info(const std::vector<std::string>& args) {
   std::string path = need_model(args, "info");
+  if (is_tgx(path)) {
+    Executable exe = Executable::load(path);
+    const Inputs in = inputs_of_tgx(exe);
+    std::printf("executable: %s\ndevice: %s\ninputs:\n", path.c_str(), exe.device().str().c_str());
+    for (size_t i = 0; i < in.names.size(); ++i) std::printf("  %s: %s\n", in.names[i].c_str(), in.types[i].str().c_str());
+    std::printf("outputs:\n");
+    const std::vector<TensorType> outs = exe.declared_output_types();
+    for (size_t i = 0; i < outs.size(); ++i) std::printf("  output%zu: %s\n", i, outs[i].str().c_str());
+    int64_t bytes = 0;
+    const std::vector<std::string> vars = exe.variable_names();
+    for (const auto& v : vars) bytes += static_cast<int64_t>(exe.variable(v).nbytes());
+    std::printf("variables: %zu (%.1f MiB)\n", vars.size(), static_cast<double>(bytes) / (1 << 20));
+    return 0;
+  }
   OnnxModelInfo m = inspect_onnx(path);
   std::printf("model: %s\nproducer: %s\nir version: %lld\nopset:", path.c_str(), m.producer.c_str(),
               static_cast<long long>(m.ir_version));
@@ -108,6 +195,7 @@ int cmd_info(const std::vector<std::string>& args) {
 
 int cmd_run(const std::vector<std::string>& args) {
   std::string model, out_dir, device = "cpu";
+  bool device_given = false;
   std::map<std::string, std::string> files;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -118,42 +206,63 @@ int cmd_run(const std::vector<std::string>& args) {
     if (a == "--input") {
       std::string v = next();
       size_t eq = v.find('=');
-      if (eq == std::string::npos) throw Error("[run] --input takes NAME=FILE.npy, got '" + v + "'");
-      files[v.substr(0, eq)] = v.substr(eq + 1);
+      if (eq == std::string::npos || eq == 0) throw Error("[run] --input takes NAME=FILE.npy, got '" + v + "'");
+      if (!files.emplace(v.substr(0, eq), v.substr(eq + 1)).second)
+        throw Error("[run] --input " + v.substr(0, eq) + " is given twice");
     } else if (a == "--output-dir") out_dir = next();
-    else if (a == "--device") device = next();
+    else if (a == "--device") device = next(), device_given = true;
     else if (!a.empty() && a[0] == '-') throw Error("[run] unknown option " + a);
     else model = a;
   }
   if (model.empty()) throw Error("[run] give a model file (try 'tgraph run --help')");
   if (out_dir.empty()) throw Error("[run] give --output-dir DIR");
-  std::map<std::string, TensorData> data;
-  OnnxImportOptions opt;
-  for (const auto& [name, file] : files) {
-    data[name] = read_npy(file);
-    opt.input_shapes[name] = data[name].shape();
+  const Device dev = parse_device(device);
+  std::optional<Executable> loaded;
+  if (is_tgx(model)) {
+    loaded = Executable::load(model);
+    check_tgx_device(*loaded, device, device_given, "run");
   }
-  OnnxModel m = import_onnx(model, opt);
+  const Inputs declared = loaded ? inputs_of_tgx(*loaded) : inputs_of_onnx(model);
+  // Every input named, known, and of the declared dtype and shape, before anything compiles.
+  for (const auto& [name, file] : files)
+    if (declared.find(name) < 0)
+      throw Error("[run] the model has no input named '" + name + "' (its inputs: " + declared.list() + ")");
   std::vector<TensorData> inputs;
-  for (size_t i = 0; i < m.inputs.size(); ++i) {
-    auto it = data.find(m.input_names[i]);
-    if (it == data.end()) throw Error("[run] missing --input " + m.input_names[i] + "=FILE.npy");
-    if (it->second.dtype() != m.input_types[i].dtype)
-      throw Error("[run] input " + m.input_names[i] + " is " + dtype_name(it->second.dtype()) + ", the model expects " +
-                  dtype_name(m.input_types[i].dtype));
-    inputs.push_back(it->second);
-    data.erase(it);
+  OnnxImportOptions opt;
+  for (size_t i = 0; i < declared.names.size(); ++i) {
+    const std::string& name = declared.names[i];
+    auto it = files.find(name);
+    if (it == files.end())
+      throw Error("[run] missing --input " + name + "=FILE.npy (the model's inputs: " + declared.list() + ")");
+    TensorData t = read_npy(it->second);
+    const TensorType& want = declared.types[i];
+    if (t.dtype() != want.dtype)
+      throw Error("[run] input " + name + " (" + it->second + ") is " + dtype_name(t.dtype()) + ", the model expects " +
+                  dtype_name(want.dtype));
+    if (!shape_compatible(want.shape, t.shape()))
+      throw Error("[run] input " + name + " (" + it->second + ") is " + t.shape().str() + ", the model declares " +
+                  want.shape.str());
+    opt.input_shapes[name] = t.shape();
+    inputs.push_back(std::move(t));
   }
-  if (!data.empty()) throw Error("[run] the model has no input named '" + data.begin()->first + "'");
-  CompileOptions co;
-  co.device = parse_device(device);
-  Executable exe = m.compile(co);
+  std::vector<std::string> output_names;
+  Executable exe = [&] {
+    if (loaded) {
+      for (size_t i = 0; i < loaded->declared_output_types().size(); ++i) output_names.push_back("output" + std::to_string(i));
+      return *loaded;
+    }
+    OnnxModel m = import_onnx(model, opt);
+    output_names = m.output_names;
+    CompileOptions co;
+    co.device = dev;
+    return m.compile(co);
+  }();
   std::vector<TensorData> outs = exe.run(inputs);
   mkdir(out_dir.c_str(), 0755);
   for (size_t i = 0; i < outs.size(); ++i) {
-    std::string path = out_dir + "/" + safe_name(m.output_names[i]) + ".npy";
+    std::string path = out_dir + "/" + safe_name(output_names[i]) + ".npy";
     write_npy(path, outs[i]);
-    std::printf("%s: %s -> %s\n", m.output_names[i].c_str(), outs[i].type().str().c_str(), path.c_str());
+    std::printf("%s: %s -> %s\n", output_names[i].c_str(), outs[i].type().str().c_str(), path.c_str());
   }
   return 0;
 }
@@ -166,8 +275,7 @@ int cmd_dot(const std::vector<std::string>& args) {
     else model = args[i];
   }
   if (model.empty()) throw Error("[dot] give a model file (try 'tgraph dot --help')");
-  const bool tgx = model.size() > 4 && model.compare(model.size() - 4, 4, ".tgx") == 0;
-  std::string dot = tgx ? Executable::load(model).dot() : import_onnx(model).graph.dot();
+  std::string dot = is_tgx(model) ? Executable::load(model).dot() : import_onnx(model).graph.dot();
   if (out.empty()) {
     std::fwrite(dot.data(), 1, dot.size(), stdout);
     return 0;
@@ -182,7 +290,8 @@ int cmd_dot(const std::vector<std::string>& args) {
 int cmd_bench(const std::vector<std::string>& args) {
   std::string model, device = "cpu", precision = "f32";
   int64_t batch = 1;
-  int warmup = 3, iters = 20;
+  bool batch_given = false, device_given = false, precision_given = false;
+  int64_t warmup = 3, iters = 20;
   std::map<std::string, Shape> shapes;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -190,24 +299,25 @@ int cmd_bench(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error("[bench] " + a + " needs a value");
       return args[++i];
     };
-    if (a == "--device") device = next();
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--precision") precision = next();
-    else if (a == "--warmup") warmup = std::stoi(next());
-    else if (a == "--iters") iters = std::max(1, std::stoi(next()));
+    if (a == "--device") device = next(), device_given = true;
+    else if (a == "--batch") batch = parse_integer("bench", a, next(), 1), batch_given = true;
+    else if (a == "--precision") precision = next(), precision_given = true;
+    else if (a == "--warmup") warmup = parse_integer("bench", a, next(), 0);
+    else if (a == "--iters") iters = parse_integer("bench", a, next(), 1);
     else if (a == "--shape") {
       std::string v = next();
       size_t eq = v.find('=');
-      if (eq == std::string::npos) throw Error("[bench] --shape takes NAME=D0,D1,..., got '" + v + "'");
+      if (eq == std::string::npos || eq == 0) throw Error("[bench] --shape takes NAME=D0,D1,..., got '" + v + "'");
       std::vector<int64_t> dims;
       std::string rest = v.substr(eq + 1);
       for (size_t p = 0; p <= rest.size();) {
         size_t comma = rest.find(',', p);
         if (comma == std::string::npos) comma = rest.size();
-        if (comma > p) dims.push_back(std::stoll(rest.substr(p, comma - p)));
+        if (comma > p) dims.push_back(parse_integer("bench", "--shape " + v.substr(0, eq), rest.substr(p, comma - p), 0));
         p = comma + 1;
       }
-      shapes[v.substr(0, eq)] = Shape(dims);
+      if (!shapes.emplace(v.substr(0, eq), Shape(dims)).second)
+        throw Error("[bench] --shape " + v.substr(0, eq) + " is given twice");
     }
     else if (!a.empty() && a[0] == '-') throw Error("[bench] unknown option " + a);
     else model = a;
@@ -220,37 +330,60 @@ int cmd_bench(const std::vector<std::string>& args) {
   else if (precision == "bf16") co.precision = Precision::bf16;
   else if (precision == "f16") co.precision = Precision::f16;
   else throw Error("[bench] unknown precision '" + precision + "'");
+  std::optional<Executable> loaded;
+  if (is_tgx(model)) {
+    loaded = Executable::load(model);
+    check_tgx_device(*loaded, device, device_given, "bench");
+    if (precision_given) throw Error("[bench] --precision: a saved executable keeps the precision it was compiled with");
+    co.device = loaded->device();
+  }
   // Fix dynamic dims first so the import sees static shapes.
-  OnnxModelInfo probe = inspect_onnx(model);
+  const Inputs declared = loaded ? inputs_of_tgx(*loaded) : inputs_of_onnx(model);
   OnnxImportOptions opt;
   std::vector<TensorData> inputs;
-  for (size_t i = 0; i < probe.inputs.size(); ++i) {
-    std::vector<int64_t> d = probe.input_types[i].shape.dims();
-    for (size_t k = 0; k < d.size(); ++k)
-      if (d[k] < 0) d[k] = k == 0 ? batch : 1;
-    auto given = shapes.find(probe.inputs[i].first);
+  bool batch_used = false;
+  for (size_t i = 0; i < declared.names.size(); ++i) {
+    const Shape& want = declared.types[i].shape;
+    if (!want.ranked()) throw Error("[bench] input " + declared.names[i] + " has no known rank: give --shape");
+    std::vector<int64_t> d = want.dims();
+    auto given = shapes.find(declared.names[i]);
     if (given != shapes.end()) {
+      if (!shape_compatible(want, given->second))
+        throw Error("[bench] --shape " + declared.names[i] + "=" + given->second.str() + ": the model declares " +
+                    want.str());
       d = given->second.dims();
       shapes.erase(given);
+    } else {
+      for (size_t k = 0; k < d.size(); ++k)
+        if (d[k] < 0) {
+          batch_used |= k == 0;
+          d[k] = k == 0 ? batch : 1;
+        }
     }
-    opt.input_shapes[probe.inputs[i].first] = Shape(d);
-    DType dt = probe.input_types[i].dtype;
+    opt.input_shapes[declared.names[i]] = Shape(d);
+    DType dt = declared.types[i].dtype;
     inputs.push_back(is_float(dt) ? TensorData::uniform(Shape(d), -1, 1, dt, i)
                                   : TensorData::uniform(Shape(d), 0, 2, dt, i));
   }
-  if (!shapes.empty()) throw Error("[bench] the model has no input named '" + shapes.begin()->first + "'");
-  OnnxModel m = import_onnx(model, opt);
+  if (!shapes.empty())
+    throw Error("[bench] the model has no input named '" + shapes.begin()->first + "' (its inputs: " + declared.list() + ")");
+  if (batch_given && !batch_used)
+    throw Error("[bench] --batch " + std::to_string(batch) + ": no input has a dynamic first dim (" +
+                (declared.types.empty() ? std::string("no inputs") : declared.names[0] + " is " + declared.types[0].shape.str()) +
+                "); give --shape NAME=D0,D1,... instead");
+  std::optional<OnnxModel> m;
+  if (!loaded) m = import_onnx(model, opt);
   auto t0 = std::chrono::steady_clock::now();
-  Executable exe = m.compile(co);
+  Executable exe = loaded ? *loaded : m->compile(co);
   double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "compiled for %s in %.2f s\n", co.device.str().c_str(), compile_s);
-  for (int i = 0; i < warmup; ++i) {
-    std::fprintf(stderr, "\rwarm-up %d/%d", i + 1, warmup);
+  for (int64_t i = 0; i < warmup; ++i) {
+    std::fprintf(stderr, "\rwarm-up %lld/%lld", static_cast<long long>(i + 1), static_cast<long long>(warmup));
     exe.run(inputs);
   }
   std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    std::fprintf(stderr, "\rrun %d/%d   ", i + 1, iters);
+  for (int64_t i = 0; i < iters; ++i) {
+    std::fprintf(stderr, "\rrun %lld/%lld   ", static_cast<long long>(i + 1), static_cast<long long>(iters));
     auto s = std::chrono::steady_clock::now();
     exe.run(inputs);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
@@ -262,7 +395,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::printf("model: %s\ndevice: %s\nbatch: %lld\nmedian latency: %.3f ms (min %.3f, max %.3f, %d runs)\n"
               "throughput: %.1f samples/s\n",
               model.c_str(), co.device.str().c_str(), static_cast<long long>(samples), med, ms.front(), ms.back(),
-              iters, 1000.0 * static_cast<double>(samples) / med);
+              static_cast<int>(iters), 1000.0 * static_cast<double>(samples) / med);
   return 0;
 }
 

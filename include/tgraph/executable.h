@@ -41,6 +41,8 @@ class Executable {
   /// Declared types of the feeds and of the targets.
   std::vector<TensorType> input_types() const;
   std::vector<TensorType> declared_output_types() const;
+  /// The feeds' names (their placeholders' names; "" for an unnamed one), in feed order.
+  std::vector<std::string> input_names() const;
 
   /// Current value of a variable (a copy).
   TensorData variable(const std::string& name) const;

@@ -28,7 +28,7 @@ class Shape {
   int64_t dim(int64_t i) const;  // negative i counts from the end
   /// True when ranked and no dimension is dynamic.
   bool is_static() const;
-  /// Product of the dims; -1 when not static.
+  /// Product of the dims; -1 when not static; tg::Error when it overflows int64.
   int64_t num_elements() const;
   /// "[2,-1,3]" or "[*]".
   std::string str() const;
@@ -49,6 +49,16 @@ struct TensorType {
   std::string str() const;
   bool operator==(const TensorType& o) const = default;
 };
+
+/// The product of `dims` (each >= 0), or a tg::Error naming `what` and the dims when it does
+/// not fit in int64 -- checked arithmetic, since kernels, allocators and loaders index with
+/// these counts (a wrapped count reads out of bounds or returns garbage).
+int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what);
+/// `elements` x the size of `t` in bytes, or a tg::Error naming `what` when it overflows int64.
+int64_t checked_nbytes(int64_t elements, DType t, const std::string& what);
+/// "" when every dim of `s` is a size (>= 0) or -1 (dynamic) and a static `s` of dtype `t` has a
+/// byte size that fits in int64; else what is wrong, for an error message.
+std::string shape_problem(const Shape& s, DType t);
 
 /// True when a value of type `actual` may be used where `expected` is declared (-1 matches any).
 bool shape_compatible(const Shape& expected, const Shape& actual);

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "py_args.h"
+#include "tgraph/checkpoint.h"
 #include "py_tensor.h"
 #ifdef TGRAPH_HAVE_ONNX
 #include "tgraph/onnx.h"
@@ -33,11 +34,22 @@ void bind_executable(nb::module_& m) {
            "Runs with inputs and outputs in device memory: outputs stay on the executable's device.")
       .def("output_types", &tg::Executable::output_types, "input_types"_a)
       .def_prop_ro("input_types", &tg::Executable::input_types)
+      .def_prop_ro("input_names", &tg::Executable::input_names, "The feeds' names, in feed order.")
       .def_prop_ro("declared_output_types", &tg::Executable::declared_output_types)
       .def("variable", &tg::Executable::variable, "name"_a, "The current value of a variable (a copy).")
       .def("set_variable", &tg::Executable::set_variable, "name"_a, "value"_a)
       .def_prop_ro("variable_names", &tg::Executable::variable_names)
       .def("save", &tg::Executable::save, "path"_a)
+      .def("save_checkpoint", [](const tg::Executable& e, const std::string& path) { tg::save_checkpoint(e, path); },
+           "path"_a, "Writes every variable to `path`, atomically (a crash or a second writer leaves one whole file).")
+      .def("load_checkpoint",
+           [](const tg::Executable& e, const std::string& path, bool strict) {
+             return tg::load_checkpoint(e, path, {.strict = strict});
+           },
+           "path"_a, "strict"_a = true,
+           "Restores the variables saved in `path`; returns their names. The whole file is checked first: "
+           "on any problem it raises and no variable changes. strict=False lets variables missing from the "
+           "file keep their values.")
       .def_static("load", &tg::Executable::load, "path"_a)
       .def("__str__", &tg::Executable::str)
       .def("dot", &tg::Executable::dot)

@@ -305,23 +305,41 @@ def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops:
                          _options(device, precision, disable_type_inference, optimize))
 
 
-def _feed(v, t: DType, what: str) -> _np.ndarray:
-    """v as an array for a feed of type t: converted when numpy can do so within its kind."""
+def _feed(v, t: DType, what: str, cast: bool = False) -> _np.ndarray:
+    """v as an array for a feed of type t. One rule everywhere (as the CLI and set_variable): a
+    value is converted only where the conversion cannot change it -- a widening (f16 -> f32,
+    i32 -> i64) or integers that all fit the narrower type (numpy's default int64 into an i32
+    feed) -- and refused otherwise (f64 -> f32 narrowing, i32 -> f32), unless cast=True asks
+    for it (within its kind: float to float, integer to integer or float). Python numbers and
+    lists have no dtype of their own: they take the feed's, within their kind, as numpy's and
+    JAX's weakly typed scalars do."""
     if isinstance(v, DeviceTensor):
         v = v.numpy()
+    typed = isinstance(v, (_np.ndarray, _np.generic)) or hasattr(v, "__array__")
     a = _np.asarray(v)
-    want = numpy_dtype(t)
-    if a.dtype != want:
-        if not _np.can_cast(a.dtype, want, casting="same_kind"):
-            raise Error(f"[run] {what}: {a.dtype} cannot feed a {t.name} input")
-        a = a.astype(want)
-    return a
+    want = _np.dtype(numpy_dtype(t))
+    if a.dtype == want:
+        return a
+    if not cast and typed:
+        exact = _np.can_cast(a.dtype, want, casting="safe")
+        if not exact and a.dtype.kind in "iub" and want.kind in "iu" and a.size:
+            info = _np.iinfo(want)
+            exact = bool(a.min() >= info.min and a.max() <= info.max)
+        if not exact:
+            raise Error(f"[run] {what}: a {a.dtype} array cannot feed a {t.name} input without changing its "
+                        f"values; convert it (.astype(numpy.{want.name})) or pass cast=True")
+    elif not _np.can_cast(a.dtype, want, casting="same_kind"):
+        given = f"a {a.dtype} array" if typed else f"a Python value (as {a.dtype})"
+        raise Error(f"[run] {what}: {given} cannot feed a {t.name} input")
+    return a.astype(want)
 
 
-def _run(self: Graph, feeds: dict, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = ()):
-    """Compiles (cached by signature) and runs once: feeds maps placeholders to arrays."""
+def _run(self: Graph, feeds: dict, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = (),
+         *, cast: bool = False):
+    """Compiles (cached by signature) and runs once: feeds maps placeholders to arrays (of the
+    placeholders' dtypes, or any convertible one with cast=True)."""
     single = isinstance(targets, Tensor)
-    feed_list = [(t, _feed(v, t.dtype, f"feed {t.name}")) for t, v in feeds.items()]
+    feed_list = [(t, _feed(v, t.dtype, f"feed {t.name}", cast)) for t, v in feeds.items()]
     out = self._run(feed_list, [targets] if single else list(targets), list(target_ops))
     return out[0] if single else out
 
@@ -361,14 +379,25 @@ Graph.run = _run
 Graph.for_loop = _for_loop
 
 
-def _exe_run(self: Executable, inputs: Sequence = ()):
-    """Runs on host arrays (in the order of the feeds); returns numpy arrays. An input whose
-    dtype differs from its feed's is converted when numpy can do so without loss of kind."""
+def _exe_run(self: Executable, inputs: Sequence | dict = (), *, cast: bool = False):
+    """Runs on host arrays, in the order of the feeds or as a dict by feed name; returns numpy
+    arrays. Each array has its feed's dtype; cast=True converts others (within their kind)."""
     types = self.input_types
+    if isinstance(inputs, dict):
+        names = self.input_names
+        unknown = [k for k in inputs if k not in names]
+        if unknown:
+            raise Error(f"[run] no feed named {unknown[0]!r} (the feeds: {', '.join(map(repr, names))})")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise Error(f"[run] no value for feed {missing[0]!r} (the feeds: {', '.join(map(repr, names))})")
+        inputs = [inputs[n] for n in names]
+    if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__"):
+        raise Error(f"[run] give the inputs as a list (in feed order) or a dict by feed name, not {type(inputs).__name__}")
     if len(inputs) != len(types):
         raise Error(f"[run] {len(inputs)} inputs given for {len(types)} feeds "
                     f"({', '.join(repr(t) for t in types)})")
-    return self._run([_feed(v, t.dtype, f"input {i} ({t!r})") for i, (v, t) in enumerate(zip(inputs, types))])
+    return self._run([_feed(v, t.dtype, f"input {i} ({t!r})", cast) for i, (v, t) in enumerate(zip(inputs, types))])
 
 
 def _exe_call(self: Executable, *inputs):

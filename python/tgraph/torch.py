@@ -18,6 +18,7 @@ Tensors stay where they are: CUDA tensors run on the GPU through DLPack without 
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import torch
@@ -81,6 +82,11 @@ def _executable(g: tg.Graph, feeds: list, outs: list, random: bool, device, prec
     return _Compiled(exe, outs, random)
 
 
+# torch.export traces under process-wide state (its fake tensor mode): two exports at once, from
+# threads calling a module for the first time together, fail inside torch. One at a time.
+_EXPORT_LOCK = threading.Lock()
+
+
 class TorchModule(torch.nn.Module):
     """An nn.Module that runs `module` through tgraph (what tgraph.torch.compile returns)."""
 
@@ -101,7 +107,10 @@ class TorchModule(torch.nn.Module):
         key = (self._module.training,) + _signature(flat)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = self._build(args, kwargs)
+            with _EXPORT_LOCK:  # the first call of each signature compiles once, whatever the threads
+                entry = self._cache.get(key)
+                if entry is None:
+                    entry = self._cache[key] = self._build(args, kwargs)
         compiled, spec = entry
         if spec is None:  # the TorchDynamo route (_through_dynamo)
             return compiled(*args, **kwargs)

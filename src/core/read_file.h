@@ -1,6 +1,7 @@
 #pragma once
 // A whole file's bytes in one read (models and executables reach hundreds of megabytes; reading
 // them through istreambuf_iterator goes a character at a time).
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -10,6 +11,9 @@ namespace tg::detail {
 
 /// The bytes of `path`; throws tg::Error("[<op>] cannot open <path>") when it cannot be read.
 inline std::string read_file(const std::string& path, const char* op) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // an ifstream "opens" one and reports its size as -1
+    throw Error(std::string("[") + op + "] " + path + " is a directory, not a file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error(std::string("[") + op + "] cannot open " + path);
   const std::streamoff size = f.tellg();

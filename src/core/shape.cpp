@@ -26,9 +26,48 @@ bool Shape::is_static() const {
 
 int64_t Shape::num_elements() const {
   if (!is_static()) return -1;
+  return checked_num_elements(dims_, "[shape]");
+}
+
+namespace {
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+}  // namespace
+
+int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what) {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int64_t d : dims) {
+    if (d < 0) throw Error(what + " shape " + dims_str(dims) + " has a negative dim");
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error(what + " shape " + dims_str(dims) + " has more elements than fit in 64 bits");
+  }
+  // A zero anywhere makes the product 0 even after a partial product overflowed: checked
+  // above in order, so [2^62, 4, 0] is refused as well (the other dims are still nonsense).
   return n;
+}
+
+int64_t checked_nbytes(int64_t elements, DType t, const std::string& what) {
+  int64_t bytes = 0;
+  if (elements < 0 || __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(t)), &bytes))
+    throw Error(what + " " + std::to_string(elements) + " elements of " + dtype_name(t) +
+                " are more bytes than fit in 64 bits");
+  return bytes;
+}
+
+std::string shape_problem(const Shape& s, DType t) {
+  if (!s.ranked()) return "";
+  for (int64_t d : s.dims())
+    if (d < -1) return "dim " + std::to_string(d) + " of " + s.str() + " is neither a size (>= 0) nor -1 (dynamic)";
+  if (!s.is_static()) return "";
+  try {
+    checked_nbytes(checked_num_elements(s.dims(), ""), t, "");
+  } catch (const Error&) {
+    return s.str() + " " + dtype_name(t) + " has more elements or bytes than fit in 64 bits";
+  }
+  return "";
 }
 
 std::string Shape::str() const {

@@ -12,7 +12,8 @@ namespace tg {
 TensorData::TensorData(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
   if (!shape_.is_static())
     throw Error("[tensor_data] shape " + shape_.str() + " is not static");
-  size_t n = std::max<size_t>(1, static_cast<size_t>(shape_.num_elements()) * dtype_size(dtype));
+  size_t n = std::max<size_t>(
+      1, static_cast<size_t>(checked_nbytes(shape_.num_elements(), dtype, "[tensor_data] " + shape_.str())));
   buf_ = std::shared_ptr<std::byte>(new std::byte[n], std::default_delete<std::byte[]>());
 }
 

@@ -53,6 +53,16 @@ int32_t GraphImpl::add_node(int32_t block, OpKind kind, std::vector<int32_t> inp
   InferContext c{kind, in, attr, regions.empty() ? nullptr : &rr, &declared};
   InferResult r = op_def(kind).infer(c);
   if (!r.ok()) throw Error(r.error);
+  // Every result is a valid type: dims sizes or -1, and a static size that fits in 64 bits
+  // (broadcast_to(x, [2^62, 4]) would otherwise wrap its element count and compute garbage).
+  for (size_t i = 0; i < r.types.size(); ++i) {
+    const std::string problem = shape_problem(r.types[i].shape, r.types[i].dtype);
+    if (problem.empty()) continue;
+    std::string operands;
+    for (const TensorType& t : in) operands += (operands.empty() ? "" : ", ") + t.str();
+    throw Error("[" + std::string(op_name(kind)) + "] result " + (r.types.size() > 1 ? std::to_string(i) + " " : "") +
+                problem + (operands.empty() ? "" : " (operands " + operands + ")"));
+  }
 
   int32_t id = static_cast<int32_t>(nodes.size());
   Node n;

@@ -1,14 +1,11 @@
 // Checkpoint files: validated completely before any variable is touched, written atomically.
 #include "tgraph/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/read_file.h"
 #include "tgraph/error.h"
 
@@ -87,37 +84,13 @@ void save_checkpoint(const Executable& exe, const std::string& path) {
   put_at<uint64_t>(out, 16, out.size() - kHeader);
   put_at<uint64_t>(out, 24, fnv1a(out, kHeader));
 
-  // Write a sibling temp file, flush it to disk, then rename over the target: a crash leaves
-  // either the old checkpoint or the new one, never half of one.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error("[checkpoint] cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::write(fd, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error("[checkpoint] cannot write " + tmp + ": " + std::strerror(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw Error("[checkpoint] cannot flush " + tmp + ": " + std::strerror(e));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw Error("[checkpoint] cannot rename " + tmp + " to " + path + ": " + std::strerror(e));
-  }
+  // A crash or a second writer leaves either the old checkpoint or a whole new one.
+  detail::write_file_atomic(path, out.data(), out.size(), "checkpoint");
 }
 
 std::vector<std::string> load_checkpoint(const Executable& exe, const std::string& path,
                                          const LoadCheckpointOptions& options) {
+  detail::remove_stale_temps(path);
   const std::string s = detail::read_file(path, "checkpoint");
   Reader r{s, 0, path};
   if (s.size() < sizeof kMagic || std::memcmp(s.data(), kMagic, sizeof kMagic) != 0)

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/read_file.h"
 #include "ir/printer.h"
 #include "runtime/serialize.h"
@@ -84,6 +85,13 @@ std::vector<TensorType> Executable::output_types(const std::vector<TensorType>& 
 
 std::vector<TensorType> Executable::input_types() const { return checked(impl_).feed_types; }
 
+std::vector<std::string> Executable::input_names() const {
+  const ExecutableImpl& e = checked(impl_);
+  std::vector<std::string> names = e.feed_names;
+  names.resize(e.feed_types.size());
+  return names;
+}
+
 std::vector<TensorType> Executable::declared_output_types() const {
   std::vector<TensorType> out;
   for (int32_t v : checked(impl_).module.targets) out.push_back(impl_->module.graph.type(v));
@@ -116,17 +124,12 @@ std::vector<std::string> Executable::variable_names() const {
 
 void Executable::save(const std::string& path) const {
   std::vector<char> bytes = serialize_executable(checked(impl_));
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("[save] cannot write " + tmp);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f.flush()) throw Error("[save] writing " + tmp + " failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("[save] cannot rename " + tmp + " to " + path);
+  // Two processes saving to one path, or a crash mid-save, leave one whole file.
+  detail::write_file_atomic(path, bytes.data(), bytes.size(), "save");
 }
 
 Executable Executable::load(const std::string& path) {
+  detail::remove_stale_temps(path);
   const std::string file = detail::read_file(path, "load");
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(std::vector<char>(file.begin(), file.end()));
   if (impl->device.kind == Device::Kind::cuda) {

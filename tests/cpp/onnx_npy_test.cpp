@@ -68,5 +68,45 @@ TEST(Npy, BadFilesAreClearErrors) {
   std::remove(path.c_str());
 }
 
+// A .npy with the given header shape and `data` bytes of f32 data.
+std::string npy_with_shape(const std::string& name, const std::string& shape, size_t data) {
+  std::string path = testing::TempDir() + "/" + name;
+  std::ofstream f(path, std::ios::binary);
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  f.write("\x93NUMPY\x01\x00", 8);
+  char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  f.write(len, 2);
+  f << header;
+  f << std::string(data, '\0');
+  return path;
+}
+
+std::string npy_error(const std::string& shape, size_t data) {
+  const std::string path = npy_with_shape("tgraph_hostile.npy", shape, data);
+  try {
+    tg::tools::read_npy(path);
+  } catch (const tg::Error& e) {
+    std::remove(path.c_str());
+    return e.what();
+  }
+  std::remove(path.c_str());
+  return "";
+}
+
+// Headers that claim shapes the data cannot hold: one clear tg::Error each, before anything is
+// allocated (no std::length_error, no std::bad_alloc, no wrapped element count).
+TEST(Npy, HostileShapesAreRefusedBeforeAllocating) {
+  EXPECT_NE(npy_error("4611686018427387905, 4, 1", 16).find("more elements than fit in 64 bits"), std::string::npos);
+  EXPECT_NE(npy_error("1000000, 1000000", 16).find("data is shorter than the shape [1000000,1000000] needs"),
+            std::string::npos);
+  EXPECT_NE(npy_error("-5, 3", 64).find("not a size: '-5'"), std::string::npos);
+  EXPECT_NE(npy_error("2, x", 64).find("not a size: 'x'"), std::string::npos);
+  EXPECT_NE(npy_error("99999999999999999999999", 64).find("not a size"), std::string::npos);
+  EXPECT_NE(npy_error("3,", 8).find("data is shorter"), std::string::npos);
+  EXPECT_EQ(npy_error("2, 2", 16), "");  // and a good one still reads
+}
+
 }  // namespace
 #endif

@@ -298,3 +298,58 @@ def test_op_functions_and_jit(rng):
     np.testing.assert_allclose(scaled(x, 3.0, False), x * 3, rtol=1e-6)
     assert scaled(x, 2.0, True).dtype == np.float32
     assert "jit" in tg.__all__ and "exp" in tg.__all__
+
+
+def test_feeds_convert_only_where_values_cannot_change():
+    # One rule (issue 25): f64 -> f32 and i32 -> f32 are refused unless asked for; widenings and
+    # integers that fit the feed's type are converted.
+    g = tg.Graph()
+    x = g.placeholder([3], tg.f32, "x")
+    i = g.placeholder([3], tg.i32, "i")
+    exe = g.compile([x, i], [x * 2, i + 1])
+    a64 = np.array([1.0, 0.1, 3.0])
+    with pytest.raises(tg.Error, match=r"float64 array cannot feed a f32 input without changing its values"):
+        exe.run([a64, np.array([1, 2, 3], np.int32)])
+    with pytest.raises(tg.Error, match=r"int32 array cannot feed a f32 input"):
+        exe.run([np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int32)])
+    with pytest.raises(tg.Error, match=r"int64 array cannot feed a i32 input"):
+        exe.run([a64.astype(np.float32), np.array([1, 2, 2**40])])
+    out = exe.run([a64, np.array([1, 2, 3])], cast=True)
+    np.testing.assert_allclose(out[0], (a64 * 2).astype(np.float32))
+    out = exe.run([a64.astype(np.float16), np.array([7, 8, 9])])  # widening; int64 values that fit
+    np.testing.assert_array_equal(out[1], [8, 9, 10])
+    np.testing.assert_allclose(g.run({x: a64}, x * 2, cast=True), (a64 * 2).astype(np.float32))
+    with pytest.raises(tg.Error, match="cannot feed"):
+        g.run({x: a64}, x * 2)
+
+
+def test_run_takes_a_dict_by_feed_name():
+    g = tg.Graph()
+    x = g.placeholder([2], tg.f32, "x")
+    y = g.placeholder([2], tg.f32, "y")
+    exe = g.compile([x, y], [x - y])
+    assert exe.input_names == ["x", "y"]
+    a, b = np.array([5, 7], np.float32), np.array([1, 2], np.float32)
+    np.testing.assert_array_equal(exe.run({"y": b, "x": a})[0], a - b)
+    with pytest.raises(tg.Error, match=r"no feed named 'z' \(the feeds: 'x', 'y'\)"):
+        exe.run({"x": a, "z": b})
+    with pytest.raises(tg.Error, match=r"no value for feed 'y'"):
+        exe.run({"x": a})
+
+
+def test_checkpoints_from_python(tmp_path):
+    g = tg.Graph()
+    w = g.variable(np.array([1.0, 2.0], np.float32), "w")
+    exe = g.compile([], [w * 1.0], [g.assign(w, w + 1.0)])
+    exe.run([])
+    path = str(tmp_path / "w.ckpt")
+    exe.save_checkpoint(path)
+    saved = exe.variable("w").copy()
+    exe.run([])
+    assert not np.array_equal(exe.variable("w"), saved)
+    assert exe.load_checkpoint(path) == ["w"]
+    np.testing.assert_array_equal(exe.variable("w"), saved)
+    (tmp_path / "bad.ckpt").write_bytes(b"garbage")
+    with pytest.raises(tg.Error, match="checkpoint"):
+        exe.load_checkpoint(str(tmp_path / "bad.ckpt"))
+    np.testing.assert_array_equal(exe.variable("w"), saved)  # a failed load changes nothing

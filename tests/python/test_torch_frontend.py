@@ -487,3 +487,32 @@ def test_transformers_train_through_tgraph():
     llama = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=2, vocab_size=100, use_cache=False)
     _grads_match(transformers.LlamaModel(llama).train(), torch.randint(0, 100, (2, 10)), rtol=1e-3, atol=1e-5)
+
+
+def test_first_calls_from_threads_compile_once():
+    # Four threads calling a compiled module for the first time at once (issue 25): torch.export
+    # is not reentrant; each signature compiles once, under a lock, and every thread gets the
+    # right result.
+    import threading
+    import tgraph.torch as tt
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+    c = tt.compile(m)
+    x = torch.randn(3, 8)
+    want = m(x)
+    results, errors = [None] * 4, []
+
+    def call(k):
+        try:
+            results[k] = c(x)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for r in results:
+        torch.testing.assert_close(r, want, rtol=1e-5, atol=1e-6)
+    assert len(c._cache) == 1

@@ -1,0 +1,142 @@
+// Hostile and careless input (issue 25): element counts that overflow int64, dims that are
+// neither sizes nor -1, files written by two writers at once or left half-written by a killed
+// process, directories where files are expected. Each case failed before its fix.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "tgraph/checkpoint.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+}  // namespace
+
+// broadcast_to(ones(1), [2^62, 4]).sum() returned 0.0: the element count wrapped to 0.
+TEST(Hardening, ElementCountsThatOverflowAreErrorsNamingTheOp) {
+  Graph g;
+  Tensor one = g.constant(TensorData::from_vector({1}, f32, {1.0}));
+  const std::string e = error_of([&] { g.broadcast_to(one, {int64_t{1} << 62, 4}); });
+  EXPECT_TRUE(has(e, "[broadcast_to]")) << e;
+  EXPECT_TRUE(has(e, "[4611686018427387904,4]")) << e;
+  EXPECT_TRUE(has(e, "64 bits")) << e;
+  // Bytes overflow too: 2^61 f32 elements are 2^63 bytes.
+  EXPECT_TRUE(has(error_of([&] { g.broadcast_to(one, {int64_t{1} << 61}); }), "64 bits"));
+  EXPECT_TRUE(has(error_of([] { Shape({int64_t{1} << 62, 4}).num_elements(); }), "64 bits"));
+  EXPECT_TRUE(has(error_of([] { TensorData(Shape({int64_t{1} << 40, int64_t{1} << 30}), f32); }), "64 bits"));
+  EXPECT_EQ(Shape({int64_t{1} << 40, 0}).num_elements(), 0);
+  EXPECT_EQ(Shape({3, 4, 5}).num_elements(), 60);
+}
+
+// g.placeholder([-5, 3]) was accepted as dynamic; only -1 means "unknown".
+TEST(Hardening, DimsAreSizesOrMinusOne) {
+  Graph g;
+  const std::string e = error_of([&] { g.placeholder({-5, 3}, f32, "x"); });
+  EXPECT_TRUE(has(e, "[placeholder]")) << e;
+  EXPECT_TRUE(has(e, "-5")) << e;
+  Tensor x = g.placeholder({-1, 3}, f32, "y");  // -1 still means dynamic
+  EXPECT_EQ(x.shape(), Shape({-1, 3}));
+  EXPECT_TRUE(has(error_of([&] { g.reshape(x, {-2, 3}); }), "[reshape]"));
+}
+
+// Two writers of one path (threads here; processes use the same per-writer temp names): the
+// file ends as one writer's whole content, never a mix, and no temp file is left.
+TEST(Hardening, ConcurrentAtomicWritesLeaveOneWholeFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "tgraph_atomic";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "f.bin").string();
+  const std::string a(1 << 20, 'a'), b((1 << 20) + 7, 'b');
+  auto writer = [&](const std::string& content) {
+    for (int i = 0; i < 20; ++i) detail::write_file_atomic(path, content.data(), content.size(), "test");
+  };
+  std::thread t1(writer, a), t2(writer, b);
+  t1.join();
+  t2.join();
+  const std::string got = slurp(path);
+  EXPECT_TRUE(got == a || got == b) << got.size();
+  int files = 0;
+  for (auto it = fs::directory_iterator(dir); it != fs::directory_iterator(); ++it) ++files;
+  EXPECT_EQ(files, 1);
+  fs::remove_all(dir);
+}
+
+// A save killed mid-write leaves path.tmp.<pid>.<n>; the next save or load removes the temp
+// files of processes that no longer run (and not those of live ones).
+TEST(Hardening, StaleTempFilesOfDeadProcessesAreRemoved) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "tgraph_stale";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "ckpt.bin").string();
+  const std::string dead = path + ".tmp.2147483000.1", old_style = path + ".tmp.2147483001",
+                    live = path + ".tmp." + std::to_string(::getppid()) + ".3", other = (dir / "other.tmp.2147483000.1").string();
+  for (const std::string& f : {dead, old_style, live, other}) std::ofstream(f) << "half";
+  Graph g;
+  Tensor v = g.variable(TensorData::from_vector({2}, f32, {1.0, 2.0}), "v");
+  Executable exe = g.compile({}, {g.mul(v, g.scalar(2.0))}, {}, {.device = Device::cpu()});
+  save_checkpoint(exe, path);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(old_style));
+  EXPECT_TRUE(fs::exists(live));   // its writer may still be writing
+  EXPECT_TRUE(fs::exists(other));  // another file's
+  std::ofstream(dead) << "half";
+  EXPECT_EQ(load_checkpoint(exe, path), std::vector<std::string>{"v"});
+  EXPECT_FALSE(fs::exists(dead));
+  fs::remove_all(dir);
+}
+
+// Executable::load / save_checkpoint on a directory: bad_alloc before; now one clear line.
+TEST(Hardening, DirectoriesWhereFilesAreExpected) {
+  const std::string dir = testing::TempDir();
+  EXPECT_TRUE(has(error_of([&] { Executable::load(dir); }), "is a directory")) << error_of([&] { Executable::load(dir); });
+  Graph g;
+  Tensor v = g.variable(TensorData::from_vector({1}, f32, {1.0}), "v");
+  Executable exe = g.compile({}, {v}, {}, {.device = Device::cpu()});
+  EXPECT_TRUE(has(error_of([&] { load_checkpoint(exe, dir); }), "is a directory"));
+  EXPECT_TRUE(has(error_of([&] { exe.save(dir); }), "[save]"));
+}
+
+// Two threads saving different executables to one .tgx: afterwards it loads and holds one of
+// them whole.
+TEST(Hardening, ConcurrentSavesOfOneExecutable) {
+  const std::string path = testing::TempDir() + "/tgraph_concurrent.tgx";
+  auto make = [](double value) {
+    Graph g;
+    Tensor v = g.variable(TensorData::from_vector({256}, f32, std::vector<double>(256, value)), "v");
+    return g.compile({}, {g.add(v, g.scalar(0.0))}, {}, {.device = Device::cpu()});
+  };
+  Executable a = make(1.0), b = make(2.0);
+  std::thread t1([&] { for (int i = 0; i < 20; ++i) a.save(path); });
+  std::thread t2([&] { for (int i = 0; i < 20; ++i) b.save(path); });
+  t1.join();
+  t2.join();
+  const double got = Executable::load(path).run({})[0].at(0);
+  EXPECT_TRUE(got == 1.0 || got == 2.0) << got;
+  std::remove(path.c_str());
+}

@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 export PYTHON
 
-.PHONY: all deps build demo test test-asan format lint install clean fuzz
+.PHONY: all deps build demo test test-asan stress format lint install clean fuzz
 
 all: build
 
@@ -23,6 +23,11 @@ demo: build
 
 test: build
 	./scripts/run-tests.sh $(BUILD)
+
+# Concurrency stress for a minute each (issue 25): 8 threads on 4 executables against serial
+# results; two processes saving one .tgx and checkpoint path. `make test` runs them for 3 s.
+stress: build
+	PYTHONPATH=$(BUILD)/python TGRAPH_STRESS_SECONDS=$(or $(STRESS_SECONDS),60) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_stress.py
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTGRAPH_SANITIZE=ON -DTGRAPH_WITH_CUDA=OFF $(CMAKE_FLAGS)
@@ -42,12 +47,19 @@ install: build
 clean:
 	rm -rf $(BUILD) build-asan
 
-# libFuzzer runs of the ONNX importer and the .tgx loader (FUZZ_SECONDS each, default 60).
+# libFuzzer runs (ASan + UBSan) of the ONNX importer, the .tgx loader, the .npy reader and the
+# graph builder: FUZZ_SECONDS each (default 60), or FUZZ_RUNS executions each (the campaign of
+# issue 25: FUZZ_RUNS=10000000). Corpora grow in build-fuzz/corpus-*; crashes land in
+# build-fuzz/ as crash-* files (copy them to tests/fuzz/regressions/).
+FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(or $(FUZZ_SECONDS),60))
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGRAPH_FUZZ=ON \
 	  -DTGRAPH_WITH_CUDA=OFF -DTGRAPH_BUILD_TESTS=OFF $(CMAKE_FLAGS)
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_tgx_load fuzz_onnx_import
-	mkdir -p build-fuzz/corpus-onnx build-fuzz/corpus-tgx
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_tgx_load fuzz_onnx_import fuzz_npy_read fuzz_graph_build
+	mkdir -p build-fuzz/corpus-onnx build-fuzz/corpus-tgx build-fuzz/corpus-npy build-fuzz/corpus-graph
 	for d in /usr/share/libonnx-testdata/data/node/test_*; do cp $$d/model.onnx build-fuzz/corpus-onnx/$$(basename $$d).onnx; done
-	./build-fuzz/tests/fuzz/fuzz_onnx_import -max_total_time=$(or $(FUZZ_SECONDS),60) build-fuzz/corpus-onnx
-	./build-fuzz/tests/fuzz/fuzz_tgx_load -max_total_time=$(or $(FUZZ_SECONDS),60) build-fuzz/corpus-tgx
+	cp tests/conformance/*.npy build-fuzz/corpus-npy/
+	cd build-fuzz && ./tests/fuzz/fuzz_onnx_import $(FUZZ_LIMIT) corpus-onnx
+	cd build-fuzz && ./tests/fuzz/fuzz_tgx_load $(FUZZ_LIMIT) corpus-tgx
+	cd build-fuzz && ./tests/fuzz/fuzz_npy_read $(FUZZ_LIMIT) corpus-npy
+	cd build-fuzz && ./tests/fuzz/fuzz_graph_build $(FUZZ_LIMIT) corpus-graph

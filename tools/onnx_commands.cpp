@@ -58,6 +58,7 @@ const char* command_help(const std::string& cmd) {
            "  variables)\n";
   if (cmd == "run")
     return "usage: tgraph run MODEL.onnx|MODEL.tgx --input NAME=FILE.npy ... --output-dir DIR [--device cpu|cuda]\n"
+           "                 [--timeout SECONDS]\n"
            "  runs the model on NumPy inputs and writes each output as DIR/<output name>.npy; each input\n"
            "  must match the shape and dtype the model declares (-1 dims take any size)\n";
   if (cmd == "dot")
@@ -65,7 +66,7 @@ const char* command_help(const std::string& cmd) {
            "  writes the imported graph (or the compiled executable's optimized graph) as Graphviz dot\n";
   if (cmd == "bench")
     return "usage: tgraph bench MODEL.onnx|MODEL.tgx [--device cpu|cuda] [--batch N] [--precision f32|tf32|bf16|f16]\n"
-           "                   [--warmup N] [--iters N] [--shape NAME=D0,D1,...]...\n"
+           "                   [--warmup N] [--iters N] [--shape NAME=D0,D1,...]... [--timeout SECONDS]\n"
            "  random inputs (dynamic dims: --batch for the first, 1 elsewhere, or --shape per input);\n"
            "  prints the compile time, the median latency and the throughput\n";
   if (cmd == "compile")
@@ -196,6 +197,7 @@ int cmd_info(const std::vector<std::string>& args) {
 int cmd_run(const std::vector<std::string>& args) {
   std::string model, out_dir, device = "cpu";
   bool device_given = false;
+  RunOptions limits;  // --timeout; Ctrl-C interrupts any run (tgraph_main.cpp)
   std::map<std::string, std::string> files;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -211,6 +213,7 @@ int cmd_run(const std::vector<std::string>& args) {
         throw Error("[run] --input " + v.substr(0, eq) + " is given twice");
     } else if (a == "--output-dir") out_dir = next();
     else if (a == "--device") device = next(), device_given = true;
+    else if (a == "--timeout") limits.timeout_s = parse_seconds("run", a, next());
     else if (!a.empty() && a[0] == '-') throw Error("[run] unknown option " + a);
     else model = a;
   }
@@ -257,7 +260,7 @@ int cmd_run(const std::vector<std::string>& args) {
     co.device = dev;
     return m.compile(co);
   }();
-  std::vector<TensorData> outs = exe.run(inputs);
+  std::vector<TensorData> outs = exe.run(inputs, limits);
   mkdir(out_dir.c_str(), 0755);
   for (size_t i = 0; i < outs.size(); ++i) {
     std::string path = out_dir + "/" + safe_name(output_names[i]) + ".npy";
@@ -292,6 +295,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   int64_t batch = 1;
   bool batch_given = false, device_given = false, precision_given = false;
   int64_t warmup = 3, iters = 20;
+  RunOptions limits;  // --timeout, per run
   std::map<std::string, Shape> shapes;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -304,6 +308,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     else if (a == "--precision") precision = next(), precision_given = true;
     else if (a == "--warmup") warmup = parse_integer("bench", a, next(), 0);
     else if (a == "--iters") iters = parse_integer("bench", a, next(), 1);
+    else if (a == "--timeout") limits.timeout_s = parse_seconds("bench", a, next());
     else if (a == "--shape") {
       std::string v = next();
       size_t eq = v.find('=');
@@ -379,13 +384,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::fprintf(stderr, "compiled for %s in %.2f s\n", co.device.str().c_str(), compile_s);
   for (int64_t i = 0; i < warmup; ++i) {
     std::fprintf(stderr, "\rwarm-up %lld/%lld", static_cast<long long>(i + 1), static_cast<long long>(warmup));
-    exe.run(inputs);
+    exe.run(inputs, limits);
   }
   std::vector<double> ms;
   for (int64_t i = 0; i < iters; ++i) {
     std::fprintf(stderr, "\rrun %lld/%lld   ", static_cast<long long>(i + 1), static_cast<long long>(iters));
     auto s = std::chrono::steady_clock::now();
-    exe.run(inputs);
+    exe.run(inputs, limits);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
   }
   std::fprintf(stderr, "\n");

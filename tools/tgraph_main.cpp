@@ -1,6 +1,7 @@
 // The tgraph command line: devices and the op list, and (with ONNX) info, run, bench,
 // compile, dot and conformance on ONNX models.
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -61,8 +62,22 @@ int ops() {
 
 }  // namespace
 
+// Ctrl-C: the first stops the run in progress between its steps (its variables and files stay
+// as they were) and the command exits 130 with one line; a second ends the process at once.
+static volatile std::sig_atomic_t interrupted = 0;
+static void on_sigint(int) {
+  if (interrupted) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
+  }
+  interrupted = 1;
+  tg::interrupt_runs();
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr);
+  std::signal(SIGINT, on_sigint);
   std::string cmd = argv[1];
   bool help = argc > 2 && (std::strcmp(argv[2], "--help") == 0 || std::strcmp(argv[2], "-h") == 0);
   try {
@@ -97,6 +112,6 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tgraph %s: %s\n", cmd.c_str(), e.what());
-    return 1;
+    return interrupted ? 130 : 1;
   }
 }

@@ -1,5 +1,6 @@
 #pragma once
 // A compiled graph: run it many times, from several threads, and save it.
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -16,6 +17,19 @@ namespace detail {
 struct ExecutableImpl;
 }
 
+/// Limits of one run (Executable::run).
+struct RunOptions {
+  /// Seconds the run may take; 0: no limit. A CPU run past it stops between steps (loop
+  /// iterations included) with tg::Error "[run] timed out"; its assignments are not applied.
+  double timeout_s = 0;
+  /// When *cancel becomes true (another thread), the run stops the same way ("cancelled").
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// Stops every run of this process that is in progress, as a cancel would ("interrupted"):
+/// async-signal-safe, for a SIGINT handler. Runs started later are not affected.
+void interrupt_runs();
+
 /// The result of Graph::compile. Copies share the same compiled program and variables.
 class Executable {
  public:
@@ -27,6 +41,9 @@ class Executable {
 
   /// Runs synchronously; inputs in the order of the feeds given to compile.
   std::vector<TensorData> run(const std::vector<TensorData>& inputs) const;
+  /// The same within `options`' limits: the CPU stops between steps; a CUDA run (one captured
+  /// graph) is checked before it starts.
+  std::vector<TensorData> run(const std::vector<TensorData>& inputs, const RunOptions& options) const;
   /// Runs with inputs and outputs in device memory (DeviceTensor): on a CUDA executable the
   /// inputs are read where they are (CUDA tensors on its device; others are copied there) and
   /// the outputs stay on the device, so chained runs never round-trip through the host. On a

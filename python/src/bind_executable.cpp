@@ -1,4 +1,8 @@
 // tgraph.Executable (run, run on device tensors, variables, save / load) and the ONNX importer.
+#include <signal.h>
+
+#include <csignal>
+
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -15,16 +19,68 @@
 namespace tgpy {
 using namespace nb::literals;
 
+namespace {
+
+// While it lives (in the main thread only), SIGINT interrupts tgraph's runs instead of only
+// setting Python's flag; the previous handler comes back afterwards.
+class SigintToRuns {
+ public:
+  explicit SigintToRuns(bool install) : installed_(install) {
+    if (!installed_) return;
+    fired_ = 0;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+      fired_ = 1;
+      tg::interrupt_runs();
+    };
+    sigemptyset(&sa.sa_mask);
+    installed_ = sigaction(SIGINT, &sa, &previous_) == 0;
+  }
+  ~SigintToRuns() {
+    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  }
+  SigintToRuns(const SigintToRuns&) = delete;
+  SigintToRuns& operator=(const SigintToRuns&) = delete;
+  bool fired() const { return fired_ != 0; }
+
+ private:
+  static inline volatile std::sig_atomic_t fired_ = 0;
+  bool installed_;
+  struct sigaction previous_ {};
+};
+
+}  // namespace
+
 void bind_executable(nb::module_& m) {
   nb::class_<tg::Executable>(m, "Executable", "A compiled graph: run it many times, save it, load it.")
       .def("_run",
-           [](const tg::Executable& e, std::vector<tg::TensorData> inputs) {
+           [](const tg::Executable& e, std::vector<tg::TensorData> inputs, double timeout, bool main_thread) {
              std::vector<tg::TensorType> types = e.input_types();
              for (size_t i = 0; i < inputs.size() && i < types.size(); ++i)
                inputs[i] = feed_value(inputs[i], types[i].dtype);
-             nb::gil_scoped_release release;
-             return e.run(inputs);
-           })
+             tg::RunOptions options;
+             options.timeout_s = timeout;
+             std::vector<tg::TensorData> out;
+             bool interrupted = false;
+             {
+               // Python handles Ctrl-C only between bytecodes, which a long run never reaches:
+               // in the main thread the run itself stops and KeyboardInterrupt is raised.
+               SigintToRuns bridge(main_thread);
+               nb::gil_scoped_release release;
+               try {
+                 out = e.run(inputs, options);
+               } catch (const tg::Error&) {
+                 if (!bridge.fired()) throw;
+                 interrupted = true;
+               }
+             }
+             if (interrupted) {
+               PyErr_SetNone(PyExc_KeyboardInterrupt);
+               throw nb::python_error();
+             }
+             return out;
+           },
+           "inputs"_a, "timeout"_a = 0.0, "main_thread"_a = false)
       .def("run_device",
            [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs) {
              nb::gil_scoped_release release;

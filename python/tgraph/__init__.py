@@ -379,9 +379,13 @@ Graph.run = _run
 Graph.for_loop = _for_loop
 
 
-def _exe_run(self: Executable, inputs: Sequence | dict = (), *, cast: bool = False):
+def _exe_run(self: Executable, inputs: Sequence | dict = (), *, cast: bool = False, timeout: float = 0.0):
     """Runs on host arrays, in the order of the feeds or as a dict by feed name; returns numpy
-    arrays. Each array has its feed's dtype; cast=True converts others (within their kind)."""
+    arrays. Each array has its feed's dtype; cast=True converts others (within their kind).
+    timeout: seconds the run may take (0: no limit); past it, or on Ctrl-C, the run stops
+    between steps (tgraph.Error, KeyboardInterrupt) and no variable changes."""
+    if timeout < 0:
+        raise Error(f"[run] timeout must be >= 0 seconds, got {timeout}")
     types = self.input_types
     if isinstance(inputs, dict):
         names = self.input_names
@@ -397,7 +401,9 @@ def _exe_run(self: Executable, inputs: Sequence | dict = (), *, cast: bool = Fal
     if len(inputs) != len(types):
         raise Error(f"[run] {len(inputs)} inputs given for {len(types)} feeds "
                     f"({', '.join(repr(t) for t in types)})")
-    return self._run([_feed(v, t.dtype, f"input {i} ({t!r})", cast) for i, (v, t) in enumerate(zip(inputs, types))])
+    import threading
+    return self._run([_feed(v, t.dtype, f"input {i} ({t!r})", cast) for i, (v, t) in enumerate(zip(inputs, types))],
+                     float(timeout), threading.current_thread() is threading.main_thread())
 
 
 def _exe_call(self: Executable, *inputs):

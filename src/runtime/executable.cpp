@@ -12,6 +12,7 @@
 #include "runtime/cuda_run_device.h"
 #endif
 #include "runtime/executable_impl.h"
+#include "runtime/run_limits.h"
 #include "tgraph/error.h"
 
 namespace tg {
@@ -29,6 +30,12 @@ ExecutableImpl& checked(const std::shared_ptr<ExecutableImpl>& p) {
 }  // namespace
 
 std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs) const {
+  return checked(impl_).run(inputs);
+}
+
+std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs, const RunOptions& options) const {
+  if (options.timeout_s < 0) throw Error("[run] timeout_s must be >= 0, got " + std::to_string(options.timeout_s));
+  detail::RunLimits::Scope scope(options);
   return checked(impl_).run(inputs);
 }
 

@@ -12,7 +12,10 @@ namespace tg::detail {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
-constexpr uint32_t kVersion = 1;
+// Version 2: a variable's value is written once (version 1 also wrote its initial value with
+// the Variable node: files twice the weights). Both are read.
+constexpr uint32_t kVersion = 2;
+constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
 
 uint64_t fnv1a(const char* p, size_t n) {
   uint64_t h = 1469598103934665603ULL;
@@ -132,13 +135,20 @@ struct Reader {
     DType t = dtype();
     return TensorType(ranked ? Shape(dims) : Shape::unranked(), t);
   }
-  TensorData data() {
-    if (i64() == 0) return {};
+  // `saved_value`: the node's data is its variable's saved value (version 2), read later.
+  TensorData data(bool* saved_value = nullptr) {
+    const int64_t flag = i64();
+    if (flag == 0) return {};
+    if (flag == kSavedValue && saved_value) {
+      *saved_value = true;
+      return {};
+    }
+    if (flag != 1) fail("bad tensor data flag");
     TensorType t = type();
     if (!t.shape.is_static()) fail("tensor data with a dynamic shape");
     for (int64_t d : t.shape.dims())
       if (d > static_cast<int64_t>(n)) fail("tensor dims larger than the file");
-    if (static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype) > n - at) fail("truncated tensor data");
+    if (static_cast<size_t>(checked_nbytes(t.shape.num_elements(), t.dtype, "[load]")) > n - at) fail("truncated tensor data");
     TensorData d(t.shape, t.dtype);
     raw(d.data(), d.nbytes());
     return d;
@@ -159,7 +169,10 @@ Attr default_attr(OpKind k) {
 }  // namespace
 
 std::vector<char> serialize_executable(const ExecutableImpl& exe) {
+  // One buffer: the 32-byte header first, filled in once the payload is written (the payload
+  // had been copied behind a header: three times the weights in memory).
   Writer w;
+  w.out.resize(32);
   const GraphImpl& g = exe.module.graph;
   w.i64(static_cast<int64_t>(exe.device.kind));
   w.i64(exe.device.index);
@@ -181,7 +194,10 @@ std::vector<char> serialize_executable(const ExecutableImpl& exe) {
     w.ids(n.control_deps);
     w.ids(n.regions);
     std::visit([&](const auto& d) { w.value(d); }, n.attr);
-    w.data(n.data);
+    if (n.kind == OpKind::Variable && exe.variables.count(std::get<NameDesc>(n.attr).name))
+      w.i64(kSavedValue);  // written once, at its current value, with the variables below
+    else
+      w.data(n.data);
     w.str(n.name);
   }
   w.i64(static_cast<int64_t>(g.blocks.size()));
@@ -208,13 +224,12 @@ std::vector<char> serialize_executable(const ExecutableImpl& exe) {
     w.str(name);
     w.data(exe.store->value(name));
   }
-  Writer file;
-  file.raw(kMagic, 8);
-  file.i64(kVersion);
-  file.i64(static_cast<int64_t>(w.out.size()));
-  file.i64(static_cast<int64_t>(fnv1a(w.out.data(), w.out.size())));
-  file.raw(w.out.data(), w.out.size());
-  return file.out;
+  const size_t payload = w.out.size() - 32;
+  const int64_t head[3] = {kVersion, static_cast<int64_t>(payload),
+                           static_cast<int64_t>(fnv1a(w.out.data() + 32, payload))};
+  std::memcpy(w.out.data(), kMagic, 8);
+  std::memcpy(w.out.data() + 8, head, sizeof head);
+  return std::move(w.out);
 }
 
 std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes) {
@@ -223,7 +238,7 @@ std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& 
   Reader head{bytes.data(), bytes.size(), 8};
   int64_t version = head.i64(), size = head.i64();
   uint64_t sum = static_cast<uint64_t>(head.i64());
-  if (version != kVersion)
+  if (version != kVersion && version != 1)
     throw Error("[load] executable file version " + std::to_string(version) + " is not supported (this tgraph reads " +
                 std::to_string(kVersion) + ")");
   if (size < 0 || static_cast<size_t>(size) != bytes.size() - 32)
@@ -268,7 +283,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
     n.regions = r.ids(max_items);
     n.attr = default_attr(n.kind);
     std::visit([&](auto& d) { r.value(d); }, n.attr);
-    n.data = r.data();
+    bool saved_value = false;  // filled from the variables section below
+    n.data = r.data(n.kind == OpKind::Variable ? &saved_value : nullptr);
     n.name = r.str();
   }
   g.blocks.resize(static_cast<size_t>(r.count(max_items)));
@@ -324,11 +340,12 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   if (r.at != r.n) r.fail("trailing bytes");
   for (const Block& b : g.blocks)
     for (int32_t id : b.nodes) {
-      const Node& n = g.nodes[static_cast<size_t>(id)];
+      Node& n = g.nodes[static_cast<size_t>(id)];
       if (n.kind == OpKind::Variable) {
         const std::string& name = std::get<NameDesc>(n.attr).name;
         if (!exe->store->values.count(name)) r.fail("variable '" + name + "' has no value");
         exe->variables[name] = id;
+        if (n.data.empty()) n.data = exe->store->values[name].clone();  // its initial value, as saved
         g.variables[name] = id;
       }
     }

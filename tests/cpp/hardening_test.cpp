@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <fstream>
 #include <thread>
@@ -139,4 +141,53 @@ TEST(Hardening, ConcurrentSavesOfOneExecutable) {
   const double got = Executable::load(path).run({})[0].at(0);
   EXPECT_TRUE(got == 1.0 || got == 2.0) << got;
   std::remove(path.c_str());
+}
+
+namespace {
+
+// A loop that never ends (its condition is always true), beside an assignment to a variable.
+struct Endless {
+  Graph g;
+  Executable exe;
+  Endless() {
+    Tensor v = g.variable(TensorData::from_vector({1}, f32, {5.0}), "v");
+    Tensor x = g.placeholder({}, f32, "x");
+    auto out = g.while_loop(
+        {x}, [](Graph& g, std::vector<Tensor> a) { return std::make_pair(g.greater_equal(a[0], g.scalar(0.0)), a); },
+        [](Graph& g, std::vector<Tensor> a) { return std::vector<Tensor>{g.add(a[0], g.scalar(1.0))}; });
+    exe = g.compile({{x, x.type()}}, {out[0]}, {g.assign(v, g.add(v, g.scalar(1.0)))}, {.device = Device::cpu()});
+  }
+  std::vector<TensorData> in() const { return {TensorData::scalar(1.0, f32)}; }
+};
+
+}  // namespace
+
+// A while_loop that never ends ignored Ctrl-C and had no timeout: runs stop between steps on a
+// timeout, a cancel flag or interrupt_runs() (the CLI's SIGINT), and no variable changes.
+TEST(Hardening, EndlessRunsStopOnTimeoutCancelAndInterrupt) {
+  Endless e;
+  std::string err = error_of([&] { e.exe.run(e.in(), {.timeout_s = 0.2}); });
+  EXPECT_TRUE(has(err, "[run] timed out (timeout 0.2 s) after")) << err;
+  EXPECT_EQ(e.exe.variable("v").at(0), 5.0);
+
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel = true;
+  });
+  err = error_of([&] { e.exe.run(e.in(), {.cancel = &cancel}); });
+  canceller.join();
+  EXPECT_TRUE(has(err, "[run] cancelled after")) << err;
+
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    interrupt_runs();
+  });
+  err = error_of([&] { e.exe.run(e.in()); });
+  interrupter.join();
+  EXPECT_TRUE(has(err, "[run] interrupted after")) << err;
+  EXPECT_EQ(e.exe.variable("v").at(0), 5.0);
+  // Later runs are not affected by an earlier interrupt.
+  EXPECT_TRUE(has(error_of([&] { e.exe.run(e.in(), {.timeout_s = 0.05}); }), "timed out"));
+  EXPECT_TRUE(has(error_of([&] { e.exe.run(e.in(), {.timeout_s = -1}); }), "timeout_s must be >= 0"));
 }

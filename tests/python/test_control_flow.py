@@ -1,5 +1,6 @@
 """if_else, for_loop and while_loop with Python bodies."""
 import numpy as np
+import pytest
 
 import tgraph as tg
 
@@ -73,3 +74,18 @@ def test_body_errors_are_reported_not_crashes():
         g.for_loop(3, [x], lambda i, v: [v * (1 / 0)])
     # the graph is still usable after the failed builds
     np.testing.assert_allclose(g.run({x: np.ones(2, np.float32)}, x * 2), [2, 2])
+
+
+def test_endless_loop_stops_on_timeout():
+    # A while_loop whose condition never turns false (issue 25): run(timeout=...) stops it
+    # between iterations with a clear error, and the run's assignment is not applied.
+    g = tg.Graph()
+    v = g.variable(np.array([5.0], np.float32), "v")
+    x = g.placeholder([], tg.f32, "x")
+    out, = g.while_loop([x], lambda a: (a >= 0.0, [a]), lambda a: [a + 1.0])
+    exe = g.compile([x], [out], [g.assign(v, v + 1.0)], device="cpu")
+    with pytest.raises(tg.Error, match=r"timed out \(timeout 0.2 s\)"):
+        exe.run([np.float32(1.0)], timeout=0.2)
+    np.testing.assert_array_equal(exe.variable("v"), [5.0])
+    with pytest.raises(tg.Error, match="timeout must be >= 0"):
+        exe.run([np.float32(1.0)], timeout=-1)

@@ -16,6 +16,7 @@
 #include "ops/op_def.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
+#include "runtime/run_limits.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -71,6 +72,7 @@ struct RunState {
   std::map<std::string, TensorData> pending;     // assigns made by this run
   std::shared_ptr<std::byte> arena;              // this run's intermediates (buffer plan)
   std::map<int32_t, fast::BatchNormStats> bn;    // statistics of batch norms computed in loops
+  RunLimits limits;                              // timeout, cancel, interrupts: checked per step
 
   const TensorData& in(int32_t v) const { return slots[static_cast<size_t>(v)]; }
 
@@ -110,13 +112,17 @@ struct RunState {
   void block(int32_t b) {
     if (b == 0 && plan) {
       for (const CpuStep& s : plan->steps) {
+        limits.check();
         if (s.stats) stats(g.nodes[static_cast<size_t>(s.node)]);
         else if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
         else kernel(plan->kernels[static_cast<size_t>(s.kernel)]);
       }
       return;
     }
-    for (int32_t id : g.blocks[static_cast<size_t>(b)].nodes) node(g.nodes[static_cast<size_t>(id)]);
+    for (int32_t id : g.blocks[static_cast<size_t>(b)].nodes) {
+      limits.check();  // between steps, so a loop that never ends still stops
+      node(g.nodes[static_cast<size_t>(id)]);
+    }
   }
 
   // The arena bytes of a top-level value, or an empty tensor when it has none.
@@ -327,7 +333,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   if (fuse)
     std::call_once(cpu_plan_once, [&] { cpu_plan = std::make_shared<const CpuPlan>(plan_cpu_fusion(module)); });
   const CpuPlan* plan = fuse ? static_cast<const CpuPlan*>(cpu_plan.get()) : nullptr;
-  RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}, {}};
+  RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}, {}, {}};
   // One arena per run: every planned intermediate lives at its offset in it.
   static const bool no_arena = env_flag("TGRAPH_NO_ARENA");
   const int64_t bytes = plan ? plan->arena_bytes : arena_bytes;
@@ -356,6 +362,7 @@ namespace tg::detail {
 std::vector<TensorData> ExecutableImpl::run(const std::vector<TensorData>& inputs) const {
   if (device.kind == Device::Kind::cuda) {
 #ifdef TGRAPH_HAVE_CUDA
+    RunLimits().check();  // one captured graph: its limits are checked before it starts
     return run_cuda(inputs);
 #else
     throw Error("[run] this build of tgraph has no CUDA backend");

@@ -50,6 +50,7 @@ def test_threads_running_executables_get_the_serial_results():
         t.join()
     assert not errors, errors[0]
     assert min(runs) > 0
+    print(f"\nstress: {sum(runs)} runs by 8 threads on 4 executables in {SECONDS:g} s, all equal to the serial results")
 
 
 def _writer(value, tgx, ckpt, seconds):

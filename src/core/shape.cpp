@@ -38,15 +38,17 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 }  // namespace
 
 int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what) {
+  // The product of the non-zero dims must fit too: an empty [0, 2^62, 4] still has strides
+  // (2^64 for its first dim) that kernels compute before they find nothing to do.
   int64_t n = 1;
+  bool empty = false;
   for (int64_t d : dims) {
     if (d < 0) throw Error(what + " shape " + dims_str(dims) + " has a negative dim");
-    if (__builtin_mul_overflow(n, d, &n))
+    empty |= d == 0;
+    if (__builtin_mul_overflow(n, d == 0 ? 1 : d, &n))
       throw Error(what + " shape " + dims_str(dims) + " has more elements than fit in 64 bits");
   }
-  // A zero anywhere makes the product 0 even after a partial product overflowed: checked
-  // above in order, so [2^62, 4, 0] is refused as well (the other dims are still nonsense).
-  return n;
+  return empty ? 0 : n;
 }
 
 int64_t checked_nbytes(int64_t elements, DType t, const std::string& what) {
@@ -63,7 +65,9 @@ std::string shape_problem(const Shape& s, DType t) {
     if (d < -1) return "dim " + std::to_string(d) + " of " + s.str() + " is neither a size (>= 0) nor -1 (dynamic)";
   if (!s.is_static()) return "";
   try {
-    checked_nbytes(checked_num_elements(s.dims(), ""), t, "");
+    std::vector<int64_t> nonzero;  // an empty tensor's strides must fit in bytes too
+    for (int64_t d : s.dims()) nonzero.push_back(d == 0 ? 1 : d);
+    checked_nbytes(checked_num_elements(nonzero, ""), t, "");
   } catch (const Error&) {
     return s.str() + " " + dtype_name(t) + " has more elements or bytes than fit in 64 bits";
   }

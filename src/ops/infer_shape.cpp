@@ -19,8 +19,8 @@ InferResult infer_reshape(const InferContext& c) {
       infer_at = static_cast<int64_t>(i);
     } else if (dims[i] < 0) {
       return op_error(c, "negative dimension in target " + Shape(dims).str());
-    } else {
-      known *= dims[i];
+    } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+      return op_error(c, "target " + Shape(dims).str() + " has more elements than fit in 64 bits");
     }
   }
   int64_t n = in.num_elements();

@@ -114,7 +114,10 @@ InferResult infer_pad(const InferContext& c) {
       return op_error(c, enum_name(d.mode) + " padding " + num(b) + "/" + num(a) + " of dim " +
                              num(int64_t(i)) + " is too large for x " + x.str() +
                              (d.mode == PadMode::reflect ? " (needs pad < dim)" : " (needs pad <= dim)"));
-    out[i] = n < 0 ? -1 : n + b + a;
+    if (n >= 0 && (__builtin_add_overflow(n, b, &out[i]) || __builtin_add_overflow(out[i], a, &out[i])))
+      return op_error(c, "padding " + num(b) + "/" + num(a) + " of dim " + num(int64_t(i)) + " of x " + x.str() +
+                             " gives a dim that does not fit in 64 bits");
+    if (n < 0) out[i] = -1;
   }
   return {{TensorType(Shape(out), c.inputs[0].dtype)}, {}};
 }
@@ -130,7 +133,10 @@ InferResult infer_tile(const InferContext& c) {
   std::vector<int64_t> out = x.dims();
   for (size_t i = 0; i < out.size(); ++i) {
     if (m[i] < 0) return op_error(c, "multiples " + Shape(m).str() + " has a negative value");
-    out[i] = m[i] == 0 ? 0 : out[i] < 0 ? -1 : out[i] * m[i];
+    if (m[i] == 0) out[i] = 0;
+    else if (out[i] < 0) out[i] = -1;
+    else if (__builtin_mul_overflow(out[i], m[i], &out[i]))
+      return op_error(c, "multiples " + Shape(m).str() + " of x " + x.str() + " give a dim that does not fit in 64 bits");
   }
   return {{TensorType(Shape(out), c.inputs[0].dtype)}, {}};
 }

@@ -51,6 +51,11 @@ TEST(Hardening, ElementCountsThatOverflowAreErrorsNamingTheOp) {
   EXPECT_TRUE(has(error_of([] { Shape({int64_t{1} << 62, 4}).num_elements(); }), "64 bits"));
   EXPECT_TRUE(has(error_of([] { TensorData(Shape({int64_t{1} << 40, int64_t{1} << 30}), f32); }), "64 bits"));
   EXPECT_EQ(Shape({int64_t{1} << 40, 0}).num_elements(), 0);
+  // Found by fuzz_graph_build: an empty tensor whose other dims overflow still has overflowing
+  // strides (the CPU kernels computed them), and a reshape target's product overflowed.
+  EXPECT_TRUE(has(error_of([&] { g.placeholder({0, int64_t{1} << 62, 4}, f32, "e"); }), "64 bits"));
+  Tensor x = g.placeholder({2, 3}, f32, "x");
+  EXPECT_TRUE(has(error_of([&] { g.reshape(x, {int64_t{1} << 62, int64_t{1} << 61, -1}); }), "[reshape]"));
   EXPECT_EQ(Shape({3, 4, 5}).num_elements(), 60);
 }
 
@@ -190,4 +195,15 @@ TEST(Hardening, EndlessRunsStopOnTimeoutCancelAndInterrupt) {
   // Later runs are not affected by an earlier interrupt.
   EXPECT_TRUE(has(error_of([&] { e.exe.run(e.in(), {.timeout_s = 0.05}); }), "timed out"));
   EXPECT_TRUE(has(error_of([&] { e.exe.run(e.in(), {.timeout_s = -1}); }), "timeout_s must be >= 0"));
+}
+
+// Found by fuzz_graph_build: a softmax of an empty [2^40, 0] walked 2^40 empty rows (a hang).
+// Ops whose results are empty run no kernel.
+TEST(Hardening, EmptyResultsWithHugeDimsRunNoKernel) {
+  Graph g;
+  Tensor x = g.placeholder({int64_t{1} << 40, 0}, f32, "x");
+  Tensor y = g.softmax(g.mul(x, g.scalar(2.0)), -1);
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+  const auto out = e.run({TensorData(Shape({int64_t{1} << 40, 0}), f32)}, {.timeout_s = 10});
+  EXPECT_EQ(out[0].shape(), Shape({int64_t{1} << 40, 0}));
 }

@@ -207,3 +207,22 @@ TEST(Hardening, EmptyResultsWithHugeDimsRunNoKernel) {
   const auto out = e.run({TensorData(Shape({int64_t{1} << 40, 0}), f32)}, {.timeout_s = 10});
   EXPECT_EQ(out[0].shape(), Shape({int64_t{1} << 40, 0}));
 }
+
+#ifdef TGRAPH_SOURCE_DIR
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+
+// Inputs of fuzz_graph_build that crashed (tests/fuzz/regressions/graph_crash_*.bin) replay
+// through the same target: graph_crash_1 fused an empty broadcast operand (a period of 0
+// divided the CPU kernel's tile size).
+TEST(Hardening, GraphBuilderFuzzRegressions) {
+  int replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("graph_crash_", 0) != 0) continue;
+    const std::string bytes = slurp(e.path().string());
+    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0) << name;
+    ++replayed;
+  }
+  EXPECT_GE(replayed, 1);
+}
+#endif

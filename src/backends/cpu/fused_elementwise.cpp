@@ -350,7 +350,8 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
       const TensorType& x = g.type(n.inputs[0]);
       Instr in;
       int a;
-      if (x.dtype != DType::f32 || !(x.shape == k.shape) || !operand(n.inputs[0], a)) return nullptr;
+      if (x.dtype != DType::f32 || !(x.shape == k.shape) || x.shape.num_elements() == 0 || !operand(n.inputs[0], a))
+        return nullptr;
       in.code = Code::batch_norm;
       in.a = in.b = in.c = static_cast<int16_t>(a);
       in.aux = static_cast<int16_t>(p->bn_channels.size());
@@ -460,14 +461,14 @@ std::shared_ptr<const FusedProgram> compile_fused(const GraphImpl& g, const CpuK
   }
   // The tile: about kTile elements, a multiple of every reduction's period and of as many
   // broadcast leaves' periods as fit, so those leaves read the same values in every tile.
-  for (int64_t q : const_periods)
-    if (std::lcm(period, q) <= kMaxPeriod) period = std::lcm(period, q);
+  for (int64_t q : const_periods)  // (an empty tensor's leaf has period 0: it takes no part)
+    if (q > 0 && std::lcm(period, q) <= kMaxPeriod) period = std::lcm(period, q);
   p->tile = period * std::max<int64_t>(1, kTile / period);
   for (Leaf& l : p->leaves) {
     if (l.access != Access::constant) continue;
     int64_t q = 1;
     for (size_t d = 1; d < l.dims.size(); ++d) q *= l.dims[d];
-    if (p->tile % q != 0) l.access = Access::gather;
+    if (q <= 0 || p->tile % q != 0) l.access = Access::gather;
   }
 
   // Registers: leaves first, then temporaries reused once their last reader has run.

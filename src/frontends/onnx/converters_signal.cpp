@@ -17,6 +17,7 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
   int64_t r = x.rank();
   Shape s = x.shape();
   if (!s.is_static()) c.fail("DFT needs a static shape");
+  if (r < 2) c.fail("DFT needs an input of rank 2 or more ([..., n, 1 or 2]), got " + s.str());
   int64_t comps = s[r - 1];
   if (comps != 1 && comps != 2) c.fail("the last dim must be 1 (real) or 2 (complex)");
   if (axis < 0) axis += r;

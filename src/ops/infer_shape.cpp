@@ -149,7 +149,9 @@ InferResult infer_concat(const InferContext& c) {
     for (int64_t k = 0; k < s.rank(); ++k) {
       size_t kk = static_cast<size_t>(k);
       if (k == *ax) {
-        dims[kk] = (dims[kk] < 0 || s[k] < 0) ? -1 : dims[kk] + s[k];
+        if (dims[kk] < 0 || s[k] < 0) dims[kk] = -1;
+        else if (__builtin_add_overflow(dims[kk], s[k], &dims[kk]))
+          return op_error(c, "the inputs' dims along axis " + std::to_string(*ax) + " add up to more than fit in 64 bits");
       } else if (s[k] >= 0 && dims[kk] >= 0 && s[k] != dims[kk]) {
         return op_error(c, "input " + std::to_string(i) + " is " + s.str() + " but input 0 is " +
                                s0.str() + " (only axis " + std::to_string(*ax) + " may differ)");

@@ -213,7 +213,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 // Inputs of fuzz_graph_build that crashed (tests/fuzz/regressions/graph_crash_*.bin) replay
 // through the same target: graph_crash_1 fused an empty broadcast operand (a period of 0
-// divided the CPU kernel's tile size).
+// divided the CPU kernel's tile size); graph_crash_2 concatenated dims adding past 2^63.
 TEST(Hardening, GraphBuilderFuzzRegressions) {
   int replayed = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions")) {

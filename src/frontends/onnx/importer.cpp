@@ -84,9 +84,16 @@ TensorData Ctx::const_in(int i) const {
 std::vector<int64_t> Ctx::ints_in(int i) const {
   TensorData d = const_in(i);
   std::vector<int64_t> r(static_cast<size_t>(d.num_elements()));
-  for (int64_t k = 0; k < d.num_elements(); ++k) r[static_cast<size_t>(k)] = static_cast<int64_t>(d.at(k));
-  if (d.dtype() == DType::i64)
+  if (d.dtype() == DType::i64) {
     for (int64_t k = 0; k < d.num_elements(); ++k) r[static_cast<size_t>(k)] = d.ptr<int64_t>()[k];
+    return r;
+  }
+  for (int64_t k = 0; k < d.num_elements(); ++k) {
+    const double v = d.at(k);  // other dtypes through double: in range, or a clear error
+    if (!(v >= -9.2233720368547758e18 && v < 9.2233720368547758e18))
+      fail("input " + std::to_string(i) + " holds " + std::to_string(v) + ", not a 64-bit integer");
+    r[static_cast<size_t>(k)] = static_cast<int64_t>(v);
+  }
   return r;
 }
 

@@ -79,6 +79,19 @@ void AtomicFile::write(const void* data, size_t size) {
   }
 }
 
+void AtomicFile::write_at(size_t offset, const void* data, size_t size) {
+  if (fd_ < 0) throw Error("[" + op_ + "] " + path_ + " is already committed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot write " + tmp_);
+    p += n;
+    offset += static_cast<size_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+}
+
 void AtomicFile::commit() {
   if (fd_ < 0) throw Error("[" + op_ + "] " + path_ + " is already committed");
   if (::fsync(fd_) != 0) fail("cannot flush " + tmp_);

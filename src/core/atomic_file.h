@@ -19,6 +19,8 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, size_t size);
+  /// Overwrites bytes already written, at `offset` (a header completed last).
+  void write_at(size_t offset, const void* data, size_t size);
   void commit();
   const std::string& temp_path() const { return tmp_; }
 

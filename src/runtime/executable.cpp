@@ -130,9 +130,11 @@ std::vector<std::string> Executable::variable_names() const {
 }
 
 void Executable::save(const std::string& path) const {
-  std::vector<char> bytes = serialize_executable(checked(impl_));
-  // Two processes saving to one path, or a crash mid-save, leave one whole file.
-  detail::write_file_atomic(path, bytes.data(), bytes.size(), "save");
+  // Streamed to a temp file (no copy of the weights in memory), then renamed: two processes
+  // saving to one path, or a crash mid-save, leave one whole file.
+  detail::AtomicFile f(path, "save");
+  detail::write_executable(checked(impl_), f);
+  f.commit();
 }
 
 Executable Executable::load(const std::string& path) {

@@ -1,8 +1,11 @@
 #include "runtime/serialize.h"
 
+#include <array>
+
 #include <cstring>
 #include <type_traits>
 
+#include "core/atomic_file.h"
 #include "ir/verifier.h"
 #include "ops/infer.h"
 #include "runtime/buffer_plan.h"
@@ -17,15 +20,37 @@ constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
 constexpr uint32_t kVersion = 2;
 constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
 
-uint64_t fnv1a(const char* p, size_t n) {
-  uint64_t h = 1469598103934665603ULL;
+constexpr uint64_t kFnvStart = 1469598103934665603ULL;
+uint64_t fnv1a(const char* p, size_t n, uint64_t h = kFnvStart) {
   for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ULL;
   return h;
 }
 
+// Bytes into `out`, or, with a sink, on to the file as they come: small pieces gathered, tensor
+// data passed straight through, the checksum and size kept as they go.
 struct Writer {
   std::vector<char> out;
-  void raw(const void* p, size_t n) { out.insert(out.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); }
+  AtomicFile* sink = nullptr;
+  uint64_t hash = kFnvStart;
+  size_t size = 0;
+  void raw(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    if (sink) {
+      hash = fnv1a(c, n, hash);
+      size += n;
+      if (n >= (64u << 10)) {
+        flush();
+        sink->write(c, n);
+        return;
+      }
+    }
+    out.insert(out.end(), c, c + n);
+    if (sink && out.size() >= (1u << 20)) flush();
+  }
+  void flush() {
+    if (sink && !out.empty()) sink->write(out.data(), out.size());
+    out.clear();
+  }
   void i64(int64_t v) { raw(&v, 8); }
   void f64(double v) { raw(&v, 8); }
   void str(const std::string& s) {
@@ -168,11 +193,10 @@ Attr default_attr(OpKind k) {
 
 }  // namespace
 
-std::vector<char> serialize_executable(const ExecutableImpl& exe) {
-  // One buffer: the 32-byte header first, filled in once the payload is written (the payload
-  // had been copied behind a header: three times the weights in memory).
-  Writer w;
-  w.out.resize(32);
+namespace {
+
+// The payload: graph, plan inputs, feeds and the variables at their current values.
+void write_payload(Writer& w, const ExecutableImpl& exe) {
   const GraphImpl& g = exe.module.graph;
   w.i64(static_cast<int64_t>(exe.device.kind));
   w.i64(exe.device.index);
@@ -224,12 +248,38 @@ std::vector<char> serialize_executable(const ExecutableImpl& exe) {
     w.str(name);
     w.data(exe.store->value(name));
   }
+}
+
+std::array<char, 32> header(size_t payload, uint64_t hash) {
+  std::array<char, 32> h{};
+  const int64_t fields[3] = {kVersion, static_cast<int64_t>(payload), static_cast<int64_t>(hash)};
+  std::memcpy(h.data(), kMagic, 8);
+  std::memcpy(h.data() + 8, fields, sizeof fields);
+  return h;
+}
+
+}  // namespace
+
+std::vector<char> serialize_executable(const ExecutableImpl& exe) {
+  Writer w;
+  w.out.resize(32);
+  write_payload(w, exe);
   const size_t payload = w.out.size() - 32;
-  const int64_t head[3] = {kVersion, static_cast<int64_t>(payload),
-                           static_cast<int64_t>(fnv1a(w.out.data() + 32, payload))};
-  std::memcpy(w.out.data(), kMagic, 8);
-  std::memcpy(w.out.data() + 8, head, sizeof head);
+  const std::array<char, 32> h = header(payload, fnv1a(w.out.data() + 32, payload));
+  std::memcpy(w.out.data(), h.data(), h.size());
   return std::move(w.out);
+}
+
+void write_executable(const ExecutableImpl& exe, AtomicFile& f) {
+  // The header holds the payload's size and checksum: a placeholder first, the real one last.
+  std::array<char, 32> h{};
+  f.write(h.data(), h.size());
+  Writer w;
+  w.sink = &f;
+  write_payload(w, exe);
+  w.flush();
+  h = header(w.size, w.hash);
+  f.write_at(0, h.data(), h.size());
 }
 
 std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes) {

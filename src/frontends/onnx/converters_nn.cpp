@@ -347,6 +347,7 @@ std::vector<Tensor> normalise(Graph& g, Tensor x, const std::vector<int64_t>& ax
 void instance_norm(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
+  require_rank(c, x, 3, 8, "the input (N, C, D1, ...)");  // s[1] below: found by fuzzing
   Tensor y = normalise(g, x, spatial_axes(x), c.attr_f("epsilon", 1e-5f))[0];
   std::vector<int64_t> s(static_cast<size_t>(x.rank()), 1);
   s[1] = -1;

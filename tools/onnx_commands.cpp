@@ -23,30 +23,32 @@ Device parse_device(const std::string& s) {
   throw Error("[tgraph] unknown device '" + s + "' (cpu, cuda or cuda:N)");
 }
 
-int64_t parse_integer(const std::string& cmd, const std::string& opt, const std::string& v, int64_t min) {
-  int64_t x = 0;
+namespace {
+// The whole of `v` read by `read` (std::stoll / std::stod), or nullopt.
+template <class T, class Read>
+std::optional<T> parse_whole(const std::string& v, Read read) {
   size_t used = 0;
   try {
-    x = std::stoll(v, &used);
+    const T x = read(v, &used);
+    if (!v.empty() && used == v.size()) return x;
   } catch (const std::exception&) {
-    used = 0;
   }
-  if (v.empty() || used != v.size() || x < min)
+  return std::nullopt;
+}
+}  // namespace
+
+int64_t parse_integer(const std::string& cmd, const std::string& opt, const std::string& v, int64_t min) {
+  const auto x = parse_whole<int64_t>(v, [](const std::string& s, size_t* n) { return std::stoll(s, n); });
+  if (!x || *x < min)
     throw Error("[" + cmd + "] " + opt + " takes an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  return x;
+  return *x;
 }
 
 double parse_seconds(const std::string& cmd, const std::string& opt, const std::string& v) {
-  double x = 0;
-  size_t used = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size() || !(x > 0) || x > 1e9)
+  const auto x = parse_whole<double>(v, [](const std::string& s, size_t* n) { return std::stod(s, n); });
+  if (!x || !(*x > 0) || *x > 1e9)
     throw Error("[" + cmd + "] " + opt + " takes a number of seconds > 0, got '" + v + "'");
-  return x;
+  return *x;
 }
 
 bool is_tgx(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".tgx") == 0; }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins as _builtins  # tg.slice, tg.abs, tg.round and tg.pow shadow the builtins here
 import numbers
+import threading as _threading
 from typing import Iterable, Sequence
 
 import numpy as _np
@@ -401,9 +402,8 @@ def _exe_run(self: Executable, inputs: Sequence | dict = (), *, cast: bool = Fal
     if len(inputs) != len(types):
         raise Error(f"[run] {len(inputs)} inputs given for {len(types)} feeds "
                     f"({', '.join(repr(t) for t in types)})")
-    import threading
     return self._run([_feed(v, t.dtype, f"input {i} ({t!r})", cast) for i, (v, t) in enumerate(zip(inputs, types))],
-                     float(timeout), threading.current_thread() is threading.main_thread())
+                     float(timeout), _threading.current_thread() is _threading.main_thread())
 
 
 def _exe_call(self: Executable, *inputs):

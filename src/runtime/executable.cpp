@@ -140,7 +140,7 @@ void Executable::save(const std::string& path) const {
 Executable Executable::load(const std::string& path) {
   detail::remove_stale_temps(path);
   const std::string file = detail::read_file(path, "load");
-  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(std::vector<char>(file.begin(), file.end()));
+  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(file);
   if (impl->device.kind == Device::Kind::cuda) {
 #ifdef TGRAPH_HAVE_CUDA
     if (impl->device.index >= Device::cuda_device_count())

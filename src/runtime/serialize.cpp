@@ -26,29 +26,27 @@ uint64_t fnv1a(const char* p, size_t n, uint64_t h = kFnvStart) {
   return h;
 }
 
-// Bytes into `out`, or, with a sink, on to the file as they come: small pieces gathered, tensor
-// data passed straight through, the checksum and size kept as they go.
+// Bytes on to the file as they come: small pieces gathered in `out`, tensor data passed
+// straight through; the payload's checksum and size kept as they go.
 struct Writer {
+  AtomicFile& sink;
   std::vector<char> out;
-  AtomicFile* sink = nullptr;
   uint64_t hash = kFnvStart;
   size_t size = 0;
   void raw(const void* p, size_t n) {
     const char* c = static_cast<const char*>(p);
-    if (sink) {
-      hash = fnv1a(c, n, hash);
-      size += n;
-      if (n >= (64u << 10)) {
-        flush();
-        sink->write(c, n);
-        return;
-      }
+    hash = fnv1a(c, n, hash);
+    size += n;
+    if (n >= (64u << 10)) {
+      flush();
+      sink.write(c, n);
+      return;
     }
     out.insert(out.end(), c, c + n);
-    if (sink && out.size() >= (1u << 20)) flush();
+    if (out.size() >= (1u << 20)) flush();
   }
   void flush() {
-    if (sink && !out.empty()) sink->write(out.data(), out.size());
+    if (!out.empty()) sink.write(out.data(), out.size());
     out.clear();
   }
   void i64(int64_t v) { raw(&v, 8); }
@@ -260,29 +258,18 @@ std::array<char, 32> header(size_t payload, uint64_t hash) {
 
 }  // namespace
 
-std::vector<char> serialize_executable(const ExecutableImpl& exe) {
-  Writer w;
-  w.out.resize(32);
-  write_payload(w, exe);
-  const size_t payload = w.out.size() - 32;
-  const std::array<char, 32> h = header(payload, fnv1a(w.out.data() + 32, payload));
-  std::memcpy(w.out.data(), h.data(), h.size());
-  return std::move(w.out);
-}
-
 void write_executable(const ExecutableImpl& exe, AtomicFile& f) {
   // The header holds the payload's size and checksum: a placeholder first, the real one last.
   std::array<char, 32> h{};
   f.write(h.data(), h.size());
-  Writer w;
-  w.sink = &f;
+  Writer w{f};
   write_payload(w, exe);
   w.flush();
   h = header(w.size, w.hash);
   f.write_at(0, h.data(), h.size());
 }
 
-std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes) {
+std::shared_ptr<ExecutableImpl> deserialize_executable(const std::string& bytes) {
   if (bytes.size() < 32 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error("[load] not a tgraph executable file (bad magic)");
   Reader head{bytes.data(), bytes.size(), 8};

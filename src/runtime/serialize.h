@@ -12,13 +12,12 @@ namespace tg::detail {
 
 class AtomicFile;
 
-/// Serialises an executable (variables at their current values).
-std::vector<char> serialize_executable(const ExecutableImpl& exe);
-/// The same bytes written to `f` as they are produced (no copy of the weights in memory).
+/// Serialises an executable (variables at their current values) into `f` as the bytes are
+/// produced (no copy of the weights in memory).
 void write_executable(const ExecutableImpl& exe, AtomicFile& f);
 /// Rebuilds an executable; throws tg::Error("[load] ...") on a corrupt, truncated or
 /// incompatible file, before anything is created.
-std::shared_ptr<ExecutableImpl> deserialize_executable(const std::vector<char>& bytes);
+std::shared_ptr<ExecutableImpl> deserialize_executable(const std::string& bytes);
 /// The part after the header checks (exposed for the fuzzer, which cannot forge checksums).
 std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size);
 

@@ -383,6 +383,12 @@ class Writer {
     os_ << "}\n";
   }
 
+  // Row layout: the offset of output o's first element, and of its element j from there.
+  const char* row_base() const { return general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner"; }
+  std::string row_element() const {
+    return runs_ ? "base + tg_roff(a, j)" : general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
+  }
+
   // Row layout: T threads per output (a warp, or the block), each output's elements contiguous.
   void row() {
     const bool block = T_ == 256;
@@ -390,8 +396,8 @@ class Writer {
         << "  const int T = " << T_ << "; const int lane = threadIdx.x % T; const long long per_block = 256 / T;\n";
     if (block) os_ << "  __shared__ double sh[8];\n";
     os_ << "  for (long long o = (long long)blockIdx.x * per_block + threadIdx.x / T; o < a.outer; o += (long long)gridDim.x * per_block) {\n";
-    const std::string elem = runs_ ? "base + tg_roff(a, j)" : general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
-    os_ << "    const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
+    const std::string elem = row_element();
+    os_ << "    const long long base = " << row_base() << ";\n";
     accumulators("    ");
     shifts("base", "o", "0");
     os_ << "    for (long long j = lane; j < a.inner; j += T) {\n"
@@ -421,8 +427,8 @@ class Writer {
   void row_partial() {
     os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_rpartial(const RSArgs a) {\n"
         << "  const long long o = blockIdx.x;\n  __shared__ double sh[8];\n";
-    const std::string elem = runs_ ? "base + tg_roff(a, j)" : general_ ? "base + tg_doff(a.rrank, a.rdims, a.rstrides, j)" : "base + j";
-    os_ << "  const long long base = " << (general_ ? "tg_doff(a.krank, a.kdims, a.kstrides, o)" : "o * a.inner") << ";\n";
+    const std::string elem = row_element();
+    os_ << "  const long long base = " << row_base() << ";\n";
     accumulators("  ");
     os_ << "  {\n";
     shifts("base", "o", "0");

@@ -6,9 +6,12 @@ Two sources, one table format:
       reads `ncu --csv --page raw --metrics gpu__time_duration.sum --clock-control none
       --cache-control none <program>` output (every kernel of the run, captured graph nodes
       included) and divides by the N steps the program ran;
-  python3 bench/kernel_breakdown.py torch [--compile] [--batch 256]
-      profiles one PyTorch ResNet-50 training step (bf16 autocast, channels_last, SGD momentum)
-      with torch.profiler, eager or torch.compile (inductor).
+  python3 bench/kernel_breakdown.py torch [--path eager|inductor|tgraph_train] [--batch 256]
+      profiles PyTorch ResNet-50 training steps (bf16 autocast, SGD momentum) with
+      torch.profiler: eager or inductor (channels_last), or unchanged NCHW code through
+      torch.compile(backend="tgraph_train") (tgraph's kernels run in the same process, so the
+      profiler sees them too). Also prints the wall time per step and how much of it the GPU
+      was busy (a gap is host work: launches, copies, synchronisation).
 Prints ms per step for each family and the 25 most expensive kernel names."""
 import argparse
 import collections
@@ -25,7 +28,7 @@ FAMILIES = [  # (family, regex on the kernel name), first match wins
     ("batch norm (library)", r"batch_norm|bn_fw|bn_bw|welford"),
     ("pooling", r"pool"),
     ("triton (inductor)", r"^triton_"),
-    ("copy / layout", r"copy|transpose|permute|convert"),
+    ("copy / layout", r"copy|memcpy|memset|transpose|permute|convert"),
 ]
 
 
@@ -71,14 +74,22 @@ def from_ncu(path, steps):
     table(times, steps)
 
 
-def from_torch(compiled, batch):
+def from_torch(path, batch):
+    import time
+
     import torch
     import torchvision
     from torch.profiler import ProfilerActivity, profile
-    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
-    run = torch.compile(model) if compiled else model
+    model = torchvision.models.resnet50().cuda()
+    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    if path == "tgraph_train":
+        import tgraph.torch  # noqa: F401  (registers the backend)
+        run = torch.compile(model, backend="tgraph_train", dynamic=False)
+    else:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+        run = torch.compile(model) if path == "inductor" else model
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device="cuda")
 
     def step():
@@ -91,13 +102,20 @@ def from_torch(compiled, batch):
         step()
     torch.cuda.synchronize()
     steps = 5
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / steps
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
     times = [(e.name, e.device_time * 1e-6) for e in prof.events()
              if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
-    print("PyTorch", "inductor" if compiled else "eager", f"batch {batch}, bf16 autocast, channels_last")
+    busy = sum(t for _, t in times) / steps
+    print(f"PyTorch {path}, batch {batch}, bf16 autocast: {wall * 1e3:.1f} ms/step wall (unprofiled), "
+          f"GPU busy {busy * 1e3:.1f} ms/step")
     table(times, steps)
 
 
@@ -108,13 +126,13 @@ def main():
     n.add_argument("csv")
     n.add_argument("--steps", type=int, required=True)
     t = sub.add_parser("torch")
-    t.add_argument("--compile", action="store_true")
+    t.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="eager")
     t.add_argument("--batch", type=int, default=256)
     a = ap.parse_args()
     if a.src == "ncu":
         from_ncu(a.csv, a.steps)
     else:
-        from_torch(a.compile, a.batch)
+        from_torch(a.path, a.batch)
     sys.stdout.flush()
 
 

@@ -39,6 +39,10 @@ class DeviceTensor {
   /// Exports the tensor as a DLPack managed tensor that keeps this memory alive until the
   /// consumer calls its deleter. GPU work on the tensor is complete when this returns.
   DLManagedTensor* to_dlpack() const;
+  /// The same for a consumer that reads the tensor on `cuda_stream` (a cudaStream_t; the
+  /// DLPack protocol's stream argument): that stream's later work waits for tgraph's writes,
+  /// and the host does not.
+  DLManagedTensor* to_dlpack(void* cuda_stream) const;
   /// Takes ownership of a DLPack tensor (calls its deleter when the last handle goes). The
   /// tensor must be compact and row-major (strides null or row-major), of a dtype tgraph
   /// knows, on the CPU or a CUDA device; the producer must have finished writing it.
@@ -50,6 +54,7 @@ class DeviceTensor {
   const std::shared_ptr<Storage>& storage() const { return s_; }
 
  private:
+  DLManagedTensor* export_dlpack() const;
   std::shared_ptr<Storage> s_;
 };
 

@@ -49,12 +49,23 @@ class Executable {
   /// the outputs stay on the device, so chained runs never round-trip through the host. On a
   /// CPU executable every tensor is a host tensor.
   std::vector<DeviceTensor> run_device(const std::vector<DeviceTensor>& inputs) const;
+  /// The same in the order of the caller's CUDA stream instead of waiting, as a CUDA library
+  /// call is: the run starts after the work already queued on `cuda_stream` (a cudaStream_t;
+  /// nullptr is the legacy default stream) and that stream's later work waits for the run, so
+  /// this returns once the work is queued. Read the outputs on that stream (or after
+  /// synchronising it); the inputs must stay unchanged until the stream reaches the point of
+  /// this call, as for any kernel queued there. On a CPU executable: run_device(inputs).
+  std::vector<DeviceTensor> run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const;
   /// Starts a run on a thread of its own and returns at once; the result is the same as
   /// run(inputs). `stream` is reserved (runs of one executable use its device's stream).
   std::future<std::vector<TensorData>> run_async(std::vector<TensorData> inputs,
                                                  void* stream = nullptr) const;
   /// Output types for the given input types (dynamic dims resolved), without running.
   std::vector<TensorType> output_types(const std::vector<TensorType>& input_types) const;
+  /// Per output, the permutation that turns the returned tensor into the value compiled for
+  /// (value = transpose(output, perm)); empty where the output is that value. Only
+  /// CompileOptions::free_output_layouts makes them.
+  std::vector<std::vector<int64_t>> output_permutations() const;
   /// Declared types of the feeds and of the targets.
   std::vector<TensorType> input_types() const;
   std::vector<TensorType> declared_output_types() const;

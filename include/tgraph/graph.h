@@ -33,6 +33,11 @@ struct CompileOptions {
   Precision precision = Precision::f32;
   /// Runs the optimisation passes (off: verify and plan only).
   bool optimize = true;
+  /// Rank-4 outputs may come back in the layout the compiled program keeps them in (channels-
+  /// last where convolutions made it so), which saves a transpose per output: the output is
+  /// then that layout's tensor, and Executable::output_permutations() says how to view it as
+  /// the value asked for (a frontend hands it on as a strided view: PyTorch's channels_last).
+  bool free_output_layouts = false;
 };
 
 class Graph;

@@ -79,7 +79,9 @@ void capsule_destructor(PyObject* cap) {
   }
 }
 
-tg::DeviceTensor from_dlpack_object(nb::handle obj) {
+// ordered: the caller orders the producer's writes itself (a stream-ordered run_device), so the
+// producer is asked for no synchronisation (the protocol's stream -1).
+tg::DeviceTensor from_dlpack_object(nb::handle obj, bool ordered = false) {
   if (nb::isinstance<tg::DeviceTensor>(obj)) return nb::cast<tg::DeviceTensor>(obj);
   if (!nb::hasattr(obj, "__dlpack__")) return tg::DeviceTensor::from_host(from_array(obj), tg::Device::cpu());
   nb::object cap;
@@ -88,8 +90,12 @@ tg::DeviceTensor from_dlpack_object(nb::handle obj) {
   if (!dev.is_none() && nb::cast<int>(dev[0]) == kDLCUDA) {
     // The DLPack protocol's stream argument: the producer orders its pending writes before
     // tgraph's stream (the one runs on this device use), so nothing reads the tensor early.
-    auto stream = tg::detail::DeviceContext::get(nb::cast<int>(dev[1])).stream();
-    cap = obj.attr("__dlpack__")("stream"_a = reinterpret_cast<uintptr_t>(stream));
+    if (ordered) {
+      cap = obj.attr("__dlpack__")("stream"_a = -1);
+    } else {
+      auto stream = tg::detail::DeviceContext::get(nb::cast<int>(dev[1])).stream();
+      cap = obj.attr("__dlpack__")("stream"_a = reinterpret_cast<uintptr_t>(stream));
+    }
   }
 #endif
   if (!cap.is_valid()) cap = obj.attr("__dlpack__")();
@@ -118,8 +124,20 @@ void bind_data(nb::module_& m) {
       .def("numpy", [](const tg::DeviceTensor& t) { return to_numpy(t.to_host()); },
            "A host copy as a numpy array (bf16 widened to float32).")
       .def("__dlpack__",
-           [](const tg::DeviceTensor& t, nb::kwargs) {
-             DLManagedTensor* managed = t.to_dlpack();
+           [](const tg::DeviceTensor& t, nb::kwargs kw) {
+             // The protocol's stream: the consumer's CUDA stream (1: the legacy default
+             // stream, 2: the per-thread one), which then waits for tgraph's writes without
+             // blocking the host (-1, "no synchronisation", orders the legacy stream: as
+             // cheap, and safe); none: the writes are finished on return.
+             nb::object stream = kw.contains("stream") ? nb::object(kw["stream"]) : nb::none();
+             DLManagedTensor* managed = nullptr;
+             if (stream.is_none() || t.device().kind != tg::Device::Kind::cuda) {
+               managed = t.to_dlpack();
+             } else {
+               const intptr_t s = nb::cast<intptr_t>(stream);
+               // 1 and 2 are also the runtime's cudaStreamLegacy / cudaStreamPerThread handles
+               managed = t.to_dlpack(reinterpret_cast<void*>(s == -1 ? intptr_t{1} : s));
+             }
              PyObject* cap = PyCapsule_New(managed, "dltensor", capsule_destructor);
              if (!cap) {
                managed->deleter(managed);
@@ -135,9 +153,10 @@ void bind_data(nb::module_& m) {
       .def("__repr__", [](const tg::DeviceTensor& t) {
         return "DeviceTensor(" + t.type().str() + ", " + t.device().str() + ")";
       });
-  m.def("from_dlpack", &from_dlpack_object, "x"_a,
+  m.def("from_dlpack", &from_dlpack_object, "x"_a, "ordered"_a = false,
         "A DeviceTensor sharing the memory of any object with __dlpack__ (a torch tensor, a "
-        "numpy array, ...), without a copy.");
+        "numpy array, ...), without a copy. ordered=True: the producer is not asked to "
+        "synchronise (for inputs of run_device(..., stream=) on the stream that wrote them).");
   m.def("to_device", [](nb::handle x, const tg::Device& d) {
     tg::DeviceTensor t = from_dlpack_object(x);
     if (t.device() == d) return t;

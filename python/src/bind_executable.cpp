@@ -82,16 +82,23 @@ void bind_executable(nb::module_& m) {
            },
            "inputs"_a, "timeout"_a = 0.0, "main_thread"_a = false)
       .def("run_device",
-           [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs) {
+           [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs, std::optional<uintptr_t> stream) {
              nb::gil_scoped_release release;
+             if (stream) return e.run_device(inputs, reinterpret_cast<void*>(*stream));
              return e.run_device(inputs);
            },
-           "inputs"_a,
-           "Runs with inputs and outputs in device memory: outputs stay on the executable's device.")
+           "inputs"_a, "stream"_a = nb::none(),
+           "Runs with inputs and outputs in device memory: outputs stay on the executable's device. "
+           "stream: a CUDA stream's handle (torch.cuda.current_stream().cuda_stream; 0 is the "
+           "legacy default stream): the run is queued in that stream's order and returns without "
+           "waiting; read the outputs on that stream. None: the outputs are complete on return.")
       .def("output_types", &tg::Executable::output_types, "input_types"_a)
       .def_prop_ro("input_types", &tg::Executable::input_types)
       .def_prop_ro("input_names", &tg::Executable::input_names, "The feeds' names, in feed order.")
       .def_prop_ro("declared_output_types", &tg::Executable::declared_output_types)
+      .def_prop_ro("output_permutations", &tg::Executable::output_permutations,
+                   "Per output, the axes that view it as the value compiled for (empty: as it is); "
+                   "made by compile(..., free_output_layouts=True).")
       .def("variable", &tg::Executable::variable, "name"_a, "The current value of a variable (a copy).")
       .def("set_variable", &tg::Executable::set_variable, "name"_a, "value"_a)
       .def_prop_ro("variable_names", &tg::Executable::variable_names)

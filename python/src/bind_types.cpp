@@ -169,7 +169,8 @@ void bind_types(nb::module_& m) {
       .def_rw("device", &tg::CompileOptions::device)
       .def_rw("disable_type_inference", &tg::CompileOptions::disable_type_inference)
       .def_rw("precision", &tg::CompileOptions::precision)
-      .def_rw("optimize", &tg::CompileOptions::optimize);
+      .def_rw("optimize", &tg::CompileOptions::optimize)
+      .def_rw("free_output_layouts", &tg::CompileOptions::free_output_layouts);
 
   bind_desc<tg::ConvDesc>(m, "ConvDesc");
   bind_desc<tg::PoolDesc>(m, "PoolDesc");

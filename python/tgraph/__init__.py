@@ -278,7 +278,7 @@ def _feed_list(feeds) -> list:
     return out
 
 
-def _options(device_, precision, disable_type_inference, optimize) -> CompileOptions:
+def _options(device_, precision, disable_type_inference, optimize, free_output_layouts=False) -> CompileOptions:
     o = CompileOptions()
     o.device = device(device_)
     if isinstance(precision, Precision):
@@ -289,21 +289,25 @@ def _options(device_, precision, disable_type_inference, optimize) -> CompileOpt
         raise Error(f"[python] unknown precision {precision!r}: use one of {', '.join(Precision.__members__)}")
     o.disable_type_inference = bool(disable_type_inference)
     o.optimize = bool(optimize)
+    o.free_output_layouts = bool(free_output_layouts)
     return o
 
 
 def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = (),
-             *, device=None, precision="f32", disable_type_inference=False, optimize=True) -> Executable:
+             *, device=None, precision="f32", disable_type_inference=False, optimize=True,
+             free_output_layouts=False) -> Executable:
     """Compiles the part of the graph that computes targets (and runs target_ops).
 
     feeds: the placeholders in input order (their declared types), or a dict placeholder ->
     TensorType / (shape, dtype). device: "cpu", "cuda", "cuda:N" or a Device (default: the best
     present). precision: "f32", "tf32", "bf16" or "f16" for matmul and convolution.
+    free_output_layouts: rank-4 outputs may come back channels-last (no transpose at the end);
+    Executable.output_permutations says how to view each as the value asked for.
     """
     if isinstance(targets, Tensor):
         targets = [targets]
     return self._compile(_feed_list(feeds), list(targets), list(target_ops),
-                         _options(device, precision, disable_type_inference, optimize))
+                         _options(device, precision, disable_type_inference, optimize, free_output_layouts))
 
 
 def _feed(v, t: DType, what: str, cast: bool = False) -> _np.ndarray:

@@ -729,13 +729,15 @@ class Converted(NamedTuple):
 
 
 def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
-            input_types: list[tg.TensorType], py_values: dict | None = None
-            ) -> "Converted":
+            input_types: list[tg.TensorType], py_values: dict | None = None,
+            input_perms: dict | None = None) -> "Converted":
     """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
     run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
-    baked in; `py_values`: placeholders that are Python values (sizes). Returns (graph, feeds,
-    outputs, output structure)."""
+    baked in; `py_values`: placeholders that are Python values (sizes); `input_perms`: inputs fed
+    as a permutation of their value (name -> perm: the feed is transpose(value, perm), e.g. the
+    NHWC storage of a channels-last tensor). Returns (graph, feeds, outputs, output structure)."""
     py_values = py_values or {}
+    input_perms = input_perms or {}
     g = tg.Graph()
     c = _Ctx(g)
     env: dict[str, Any] = {}
@@ -758,8 +760,13 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
         if node.op == "placeholder":
             if node.name in types:
                 t = types[node.name]
-                env[node.name] = g.placeholder(list(t.shape), t.dtype, node.name)
-                feeds.append(env[node.name])
+                perm = input_perms.get(node.name)
+                if perm:
+                    fed = g.placeholder([t.shape[a] for a in perm], t.dtype, node.name)
+                    env[node.name] = g.transpose(fed, [perm.index(i) for i in range(len(perm))])
+                else:
+                    fed = env[node.name] = g.placeholder(list(t.shape), t.dtype, node.name)
+                feeds.append(fed)
             elif node.name in constants:
                 env[node.name] = _constant(g, constants[node.name], node.name)
             elif node.name in py_values:

@@ -31,10 +31,17 @@ from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users 
 __all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp"]
 
 
+def _channels_last(t: torch.Tensor) -> bool:
+    """A 4-D tensor stored channels-last (NHWC memory, NCHW shape), as tgraph's own training
+    forward returns the activations it saves for the backward (free_output_layouts)."""
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
 def _signature(values) -> tuple:
-    """What an executable is specialised on: shapes, dtypes and devices of the tensors, and
-    every other value itself."""
-    return tuple((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else ("py", v) for v in values)
+    """What an executable is specialised on: shapes, dtypes, devices and channels-last storage
+    of the tensors, and every other value itself."""
+    return tuple((tuple(v.shape), v.dtype, v.device, _channels_last(v)) if isinstance(v, torch.Tensor) else ("py", v)
+                 for v in values)
 
 
 def _device_of(args) -> tg.Device:
@@ -47,39 +54,53 @@ def _device_of(args) -> tg.Device:
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
-    def __init__(self, exe: tg.Executable, outs: list, random: bool):
+    def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=()):
         self.exe = exe
         self.outs = outs  # tg.Tensor (by position among the targets) or a Python value
         self.random = random  # the last feed is a Philox state (see _Ctx.random_uniform)
+        self.nhwc = set(nhwc_inputs)  # positions fed as their NHWC storage (see _compile_graph)
+        self.perms = [tuple(p) for p in exe.output_permutations]  # channels-last outputs' views
 
     def __call__(self, flat_inputs: list[torch.Tensor]) -> list:
         dev = self.exe.device
+        cuda = dev.kind == "cuda"
         ins = []
-        for t in flat_inputs:
-            t = t.detach().contiguous()
-            if dev.kind == "cuda" and not t.is_cuda:
-                t = t.cuda(dev.index)
-            if dev.kind == "cpu" and t.device.type != "cpu":
+        for i, t in enumerate(flat_inputs):
+            t = t.detach()
+            t = t.permute(0, 2, 3, 1).contiguous() if i in self.nhwc else t.contiguous()
+            if cuda and not (t.is_cuda and t.device.index == dev.index):
+                t = t.to(f"cuda:{dev.index}")
+            if not cuda and t.device.type != "cpu":
                 t = t.cpu()
-            ins.append(tg.from_dlpack(t))
+            ins.append(tg.from_dlpack(t, ordered=cuda))
         if self.random:  # a fresh stream per run, drawn from torch's generator
             seed = torch.randint(0, 2 ** 62, (1,), dtype=torch.int64)
             ins.append(tg.from_dlpack(torch.cat([seed, torch.zeros(1, dtype=torch.int64)])))
-        results = self.exe.run_device(ins)
-        it = iter(results)
+        if cuda:
+            # In the order of torch's current stream, as a torch op is: the run waits for the
+            # work queued there (the inputs' producers) and that stream's later work for the
+            # run; nothing blocks the host, which goes on queueing the next ops meanwhile.
+            results = self.exe.run_device(ins, stream=torch.cuda.current_stream(dev.index).cuda_stream)
+        else:
+            results = self.exe.run_device(ins)
+        it = iter(zip(results, self.perms))
         out = []
         for o in self.outs:
             if isinstance(o, tg.Tensor):
-                out.append(torch.from_dlpack(next(it)))
+                r, perm = next(it)
+                r = torch.from_dlpack(r)
+                out.append(r.permute(*perm) if perm else r)  # channels-last storage, NCHW view
             else:
                 out.append(o)
         return out
 
 
-def _executable(g: tg.Graph, feeds: list, outs: list, random: bool, device, precision: str) -> _Compiled:
+def _executable(g: tg.Graph, feeds: list, outs: list, random: bool, device, precision: str,
+                free_layouts: bool = False, nhwc_inputs=()) -> _Compiled:
     """Compiles a converted graph for its tensor outputs."""
-    exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=device, precision=precision)
-    return _Compiled(exe, outs, random)
+    exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=device, precision=precision,
+                    free_output_layouts=free_layouts)
+    return _Compiled(exe, outs, random, nhwc_inputs)
 
 
 # torch.export traces under process-wide state (its fake tensor mode): two exports at once, from
@@ -175,27 +196,37 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return _per_signature(lower)
 
 
-def _compile_graph(aten: torch.fx.GraphModule, inputs: list):
+def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False):
     """Compiles an ATen graph whose placeholders take `inputs` (tensors are fed; other values,
-    such as sizes, are constants of this compile). Returns (run, single output)."""
+    such as sizes, are constants of this compile). Returns (run, single output).
+
+    Channels-last inputs are fed as their NHWC storage (no copy), and with free_layouts the
+    rank-4 outputs come back as tgraph keeps them (channels-last views where convolutions made
+    them so): an AOTAutograd forward hands the activations it saves to its backward without a
+    transpose on either side."""
     placeholders = [n.name for n in aten.graph.nodes if n.op == "placeholder"]
-    names, types, py_values = [], [], {}
+    names, types, py_values, perms, nhwc = [], [], {}, {}, []
     for name, v in zip(placeholders, inputs):
         if isinstance(v, torch.Tensor):
+            if _channels_last(v):
+                perms[name] = (0, 2, 3, 1)
+                nhwc.append(len(names))
             names.append(name)
             types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
         else:
             py_values[name] = v
     constants = {n.target: _attr(aten, n.target) for n in aten.graph.nodes if n.op == "get_attr"}
-    g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values)
-    run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision())
+    g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values, perms)
+    run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision(), free_layouts, nhwc)
     return run, not isinstance(out_struct, (list, tuple))
 
 
-def _per_signature(lower: Callable[[list], torch.fx.GraphModule], boxed_arity: int | None = None) -> Callable:
+def _per_signature(lower: Callable[[list], torch.fx.GraphModule], boxed_arity: int | None = None,
+                   free_layouts: bool = False) -> Callable:
     """A callable that compiles lower(inputs)'s ATen graph once per concrete signature (shapes,
     dtypes, devices, non-tensor values) and runs it. boxed_arity: the graph's input count, so a
-    single list argument (AOTAutograd's boxed convention) is unpacked."""
+    single list argument (AOTAutograd's boxed convention) is unpacked. free_layouts: see
+    _compile_graph."""
     cache: dict = {}
 
     def call(*inputs):
@@ -203,7 +234,7 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], boxed_arity: i
             inputs = tuple(inputs[0])
         key = _signature(inputs)
         if key not in cache:
-            cache[key] = _compile_graph(lower(list(inputs)), list(inputs))
+            cache[key] = _compile_graph(lower(list(inputs)), list(inputs), free_layouts)
         run, single = cache[key]
         r = run([t for t in inputs if isinstance(t, torch.Tensor)])
         return r[0] if single else tuple(r)
@@ -217,11 +248,17 @@ def _torch_precision() -> str:
     return "tf32" if matmul_tf32 and torch.backends.cudnn.allow_tf32 else "f32"
 
 
-def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list, free_layouts: bool = False) -> Callable:
     """Compiles an ATen graph as AOTAutograd hands it over (forward or backward): every
     placeholder an input, one executable per concrete signature."""
     arity = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
-    return _per_signature(lambda inputs: gm, boxed_arity=arity)
+    return _per_signature(lambda inputs: gm, boxed_arity=arity, free_layouts=free_layouts)
+
+
+def _compile_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The training forward: its rank-4 outputs (the activations saved for the backward, mostly)
+    may come back channels-last, which the backward then reads as they are."""
+    return _compile_aten(gm, example_inputs, free_layouts=True)
 
 
 def _attr(gm: torch.nn.Module, target: str):
@@ -234,7 +271,7 @@ def _attr(gm: torch.nn.Module, target: str):
 def _training_backend():
     from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
-    return aot_autograd(fw_compiler=_compile_aten, bw_compiler=_compile_aten,
+    return aot_autograd(fw_compiler=_compile_forward, bw_compiler=_compile_aten,
                         decompositions=core_aten_decompositions())
 
 

@@ -60,9 +60,24 @@ int32_t simplify(Module& m, Node& n) {
       const Node* p = g.producer(n.inputs[0]);
       if (!p || p->kind != OpKind::Transpose) {
         const auto& perm = std::get<AxesDesc>(n.attr).axes;
-        for (size_t i = 0; i < perm.size(); ++i)
-          if (perm[i] != static_cast<int64_t>(i)) return -1;
-        return same_type(n.inputs[0]);
+        bool identity = true;
+        for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+        if (identity) return same_type(n.inputs[0]);
+        // Moving only dims of size 1 keeps the element order: a reshape, which copies nothing
+        // (the layout pass's transposes of per-channel [1,C,1,1] values are these).
+        const Shape& in = g.type(n.inputs[0]).shape;
+        if (!in.is_static() || !out.shape.is_static()) return -1;
+        int64_t last = -1;
+        const int64_t r = static_cast<int64_t>(perm.size());
+        for (int64_t a : perm) {
+          const int64_t k = a < 0 ? a + r : a;
+          if (in[k] == 1) continue;
+          if (k < last) return -1;
+          last = k;
+        }
+        n.kind = OpKind::Reshape;
+        n.attr = ShapeDesc{out.shape.dims()};
+        return -2;
       }
       const auto& inner = std::get<AxesDesc>(p->attr).axes;
       auto outer = std::get<AxesDesc>(n.attr).axes;

@@ -20,6 +20,7 @@
 #include "passes/decompose.h"
 #include "passes/half_storage.h"
 #include "passes/layout.h"
+#include "passes/sink_broadcasts.h"
 
 namespace tg::detail {
 namespace {
@@ -51,16 +52,6 @@ bool verify_each_pass() {
 #endif
 }
 
-// Gradients of convolution or pooling: a training graph, whose backward ops would keep
-// reading nchw activations (the transposes would stay), so the layout is left as it is.
-bool has_training_convolutions(const Module& m) {
-  for (const Node& n : m.graph.nodes) {
-    const Family f = op_def(n.kind).family;
-    if (f == Family::conv_grad || f == Family::pool_grad) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision, bool channels_last) {
@@ -89,9 +80,16 @@ void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision
     }
   };
   if (!optimize) return store_half();
-  if (channels_last && !has_training_convolutions(m) && ChannelsLast().run(m)) {
-    dumper.dump(m, "channels_last");
-    if (verify_each_pass()) verify_or_throw(m.graph, "channels_last");
+  if (channels_last) {
+    // Per-channel terms computed per channel first, so their broadcasts move past transposes.
+    if (SinkBroadcasts().run(m)) {
+      dumper.dump(m, "sink_broadcasts");
+      if (verify_each_pass()) verify_or_throw(m.graph, "sink_broadcasts");
+    }
+    if (ChannelsLast().run(m)) {
+      dumper.dump(m, "channels_last");
+      if (verify_each_pass()) verify_or_throw(m.graph, "channels_last");
+    }
   }
   std::vector<std::unique_ptr<Pass>> round;
   round.push_back(std::make_unique<DeadCodeElimination>());

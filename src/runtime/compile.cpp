@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
+#include "passes/layout.h"
 #include "passes/pipeline.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/executable_impl.h"
@@ -84,9 +85,10 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
   reinfer(m.graph);
   // The CUDA backend has no kernels for composite norms and losses: they become primitives.
-  // The CPU's convolutions are fastest channels-last (layout.h); cuDNN's choice is its own.
+  // Convolutions run channels-last on both backends (layout.h; docs/decisions.md).
   const bool cpu = options.device.kind == Device::Kind::cpu;
-  run_pipeline(m, options.optimize, !cpu, options.precision, cpu && !detail::layout_pass_disabled());
+  run_pipeline(m, options.optimize, !cpu, options.precision, !detail::layout_pass_disabled());
+  if (options.free_output_layouts) impl->output_perms = free_output_layouts(m);
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -123,10 +123,24 @@ size_t DeviceTensor::nbytes() const {
 }
 
 DLManagedTensor* DeviceTensor::to_dlpack() const {
-  const Storage& s = checked(s_);
 #ifdef TGRAPH_HAVE_CUDA
+  const Storage& s = checked(s_);
   if (s.device.kind == Device::Kind::cuda) cuda_sync(s.device.index);  // consumers see finished data
 #endif
+  return export_dlpack();
+}
+
+DLManagedTensor* DeviceTensor::to_dlpack(void* cuda_stream) const {
+  const Storage& s = checked(s_);
+#ifdef TGRAPH_HAVE_CUDA
+  if (s.device.kind == Device::Kind::cuda) cuda_order_after(s.device.index, cuda_stream);
+#endif
+  (void)cuda_stream;
+  return export_dlpack();
+}
+
+DLManagedTensor* DeviceTensor::export_dlpack() const {
+  const Storage& s = checked(s_);
   auto* e = new Export;
   e->keep = s_;
   e->shape.assign(s.type.shape.dims().begin(), s.type.shape.dims().end());

@@ -10,5 +10,7 @@ void cuda_upload(const DeviceTensor& dst, const TensorData& src);
 TensorData cuda_download(const DeviceTensor& src);
 /// Waits for the work tgraph queued on the device's stream (before handing memory out).
 void cuda_sync(int device);
+/// Orders `stream`'s later work after the work queued on the device's stream (no host wait).
+void cuda_order_after(int device, void* stream);
 
 }  // namespace tg::detail

@@ -49,6 +49,15 @@ void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) con
                   feed_types[i].str() + ", got " + types[i].str());
 }
 
+std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const {
+#ifdef TGRAPH_HAVE_CUDA
+  ExecutableImpl& e = checked(impl_);
+  if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs, cuda_stream);
+#endif
+  (void)cuda_stream;
+  return run_device(inputs);
+}
+
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs) const {
   ExecutableImpl& e = checked(impl_);
 #ifdef TGRAPH_HAVE_CUDA
@@ -99,6 +108,12 @@ std::vector<std::string> Executable::input_names() const {
   return names;
 }
 
+std::vector<std::vector<int64_t>> Executable::output_permutations() const {
+  const ExecutableImpl& e = checked(impl_);
+  if (e.output_perms.empty()) return std::vector<std::vector<int64_t>>(e.module.targets.size());
+  return e.output_perms;
+}
+
 std::vector<TensorType> Executable::declared_output_types() const {
   std::vector<TensorType> out;
   for (int32_t v : checked(impl_).module.targets) out.push_back(impl_->module.graph.type(v));
@@ -132,8 +147,13 @@ std::vector<std::string> Executable::variable_names() const {
 void Executable::save(const std::string& path) const {
   // Streamed to a temp file (no copy of the weights in memory), then renamed: two processes
   // saving to one path, or a crash mid-save, leave one whole file.
+  const detail::ExecutableImpl& e = checked(impl_);
+  for (const auto& perm : e.output_perms)
+    if (!perm.empty())
+      throw Error("[save] the executable returns outputs in a free layout (CompileOptions::free_output_layouts): "
+                  "compile without it to save");
   detail::AtomicFile f(path, "save");
-  detail::write_executable(checked(impl_), f);
+  detail::write_executable(e, f);
   f.commit();
 }
 

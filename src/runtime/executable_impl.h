@@ -20,6 +20,7 @@ struct ExecutableImpl {
   Precision precision = Precision::f32;
   std::vector<std::string> feed_names;
   std::vector<TensorType> feed_types;
+  std::vector<std::vector<int64_t>> output_perms;  // per target (CompileOptions::free_output_layouts)
   std::shared_ptr<VariableStore> store;
   std::map<std::string, int32_t> variables;  // name -> Variable node id (live ones)
   int64_t arena_bytes = 0;

@@ -109,3 +109,83 @@ def test_training_backend_on_cuda():
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
     for b1, b2 in zip(model.buffers(), eager.buffers()):
         torch.testing.assert_close(b1, b2, rtol=1e-4, atol=1e-5)
+
+
+def test_training_steps_on_cuda_match_eager():
+    """Several steps through "tgraph_train" on the GPU: stream-ordered runs, the forward's
+    activations handed to the backward channels-last and in place (lent outputs), the same
+    losses and weights as eager."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import copy
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.bn = nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
+            self.c1, self.b1 = nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)
+            self.fc = nn.Linear(32, 10)
+
+        def forward(self, x):
+            x = nn.functional.max_pool2d(torch.relu(self.bn(self.stem(x))), 2)
+            x = torch.relu(self.b1(self.c1(x)) + x)
+            return self.fc(x.mean((2, 3)))
+
+    torch.manual_seed(0)
+    model = Net().cuda()
+    eager = copy.deepcopy(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="tgraph_train", dynamic=False)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        losses = {}
+        for name, m, run in (("tgraph", model, compiled), ("eager", eager, eager)):
+            opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+            gen = torch.Generator(device="cuda").manual_seed(1)
+            losses[name] = []
+            for _ in range(4):  # activations of 32 x 64 x 64 x 32 f32: 16 MiB, lent
+                x = torch.randn(32, 3, 64, 64, device="cuda", generator=gen)
+                y = torch.randint(0, 10, (32,), device="cuda", generator=gen)
+                loss = torch.nn.functional.cross_entropy(run(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses[name].append(float(loss))
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    np.testing.assert_allclose(losses["tgraph"], losses["eager"], rtol=1e-3)
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4)
+
+
+def test_outputs_held_across_calls_keep_their_values():
+    """Large outputs of a stream-ordered run are the captured graph's own buffers (lent): a
+    caller that keeps them while calling again gets a second graph instance, and with both
+    held, an op-by-op run; no output ever changes under its holder."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import tgraph.torch as tgt
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(4, 64, 3, padding=1), torch.nn.ReLU()).cuda().eval()
+    fast = tgt.compile(conv)
+    xs = [torch.randn(8, 4, 32, 32, device="cuda") for _ in range(5)]  # outputs: 2 MiB each
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # the reference in true f32, as tgraph's default
+    try:
+        with torch.no_grad():
+            want = [conv(x) for x in xs]
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    with torch.no_grad():
+        held = [fast(x) for x in xs]  # every output kept: 2 instances, then op by op
+        again = [fast(x) for x in xs]  # and the same again, the earlier ones still held
+    for w, h, a in zip(want, held, again):
+        torch.testing.assert_close(h, w, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a, w, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        for x, w in zip(xs, want):  # one at a time, released: the first instance replays
+            torch.testing.assert_close(fast(x), w, rtol=1e-4, atol=1e-5)

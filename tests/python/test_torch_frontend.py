@@ -516,3 +516,49 @@ def test_first_calls_from_threads_compile_once():
     for r in results:
         torch.testing.assert_close(r, want, rtol=1e-5, atol=1e-6)
     assert len(c._cache) == 1
+
+
+class _Residual(nn.Module):
+    """A ResNet-like stem and block, nchw as torchvision writes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 7, stride=2, padding=3, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.c1, self.b1 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.c2, self.b2 = nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn(self.stem(x))))
+        x = torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + x)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
+    """The training forward returns the activations it saves as channels-last views of tgraph's
+    NHWC buffers (free_output_layouts) and the backward takes them as NHWC feeds: no transposes
+    between the two graphs, and the same training as eager."""
+    torch.manual_seed(0)
+    model = _Residual()
+    built = []
+    real = tgt._compile_graph
+
+    def recording(aten, inputs, free_layouts=False):
+        run, single = real(aten, inputs, free_layouts)
+        built.append((run, free_layouts))
+        return run, single
+
+    monkeypatch.setattr(tgt, "_compile_graph", recording)
+    torch._dynamo.reset()
+    trained, losses = _train(model, "tgraph_train")
+    eager, eager_losses = _train(model, None)
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-4)
+    for (name, p), q in zip(trained.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    forward = [run for run, free in built if free]
+    backward = [run for run, free in built if not free]
+    assert len(forward) == 1 and len(backward) == 1
+    assert sum(1 for p in forward[0].perms if p == (0, 3, 1, 2)) >= 6  # conv, bn, relu, pool outputs
+    assert len(backward[0].nhwc) >= 6  # ... read by the backward as they are

@@ -47,6 +47,9 @@ DevTensor adopt(const DeviceTensor& t) {
 struct RunInputs {
   const std::vector<TensorData>* host = nullptr;
   std::vector<DevTensor> device;
+  // Per device input: the same memory when it is another graph's lent output (kept alive by
+  // that graph's instance, not by its lease), which a capture may read in place; else empty.
+  std::vector<DevTensor> lent;
   size_t size() const { return host ? host->size() : device.size(); }
   TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
@@ -99,7 +102,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   std::lock_guard<std::mutex> capture_lock(capture_mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   const GraphImpl& g = exe.module.graph;
-  auto cap = std::make_unique<Captured>(ctx);
+  auto cap = std::make_shared<Captured>(ctx);
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   // A capture that cannot be made (out of memory included) is recorded, not thrown: the run
   // that asked for it already succeeded, and later runs go uncaptured.
@@ -116,8 +119,15 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     r.fixed = &cap->var_memory;
     for (const auto& [name, cv] : st.vars) vars[name] = r.snapshot[name] = r.clone(cv.value);
     r.fixed = &cap->memory;
+    const bool bind = !inputs.lent.empty() && st.bind_misses < 3;
     for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
-      cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
+      if (bind && inputs.lent[i].buf) {  // read in place: no copy at each replay
+        cap->inputs.push_back(inputs.lent[i]);
+        cap->bound.push_back(inputs.lent[i].buf.get());
+      } else {
+        cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
+        cap->bound.push_back(nullptr);
+      }
       cap->input_types.push_back(inputs.type(i));
     }
     for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
@@ -163,6 +173,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
 const std::vector<DevTensor>& replay(const ExecutableImpl& exe, CudaState& st, Captured& cap, const RunInputs& inputs,
                                      Run& r) {
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (cap.bound[i]) continue;  // read in place (fits() checked it is the same buffer)
     if (inputs.host)
       copy_to_device(cap.inputs[i].buf.get(), (*inputs.host)[i].data(), (*inputs.host)[i].nbytes(), r.stream);
     else if (inputs.device[i].nbytes())
@@ -196,12 +207,19 @@ const std::vector<DevTensor>& replay(const ExecutableImpl& exe, CudaState& st, C
 
 namespace {
 
+// The targets of a run for `take`, and the captured instance that holds them (null: an
+// uncaptured run's, in pool memory of their own).
+using Take = std::function<void(Run&, const std::vector<DevTensor>&, const std::shared_ptr<Captured>&)>;
+
 // One run on the device: replays the captured graph when the input types and variables are
 // those it was captured with, otherwise runs op by op (and captures when it can). `take`
 // receives the targets while the run still holds the executable's lock, before variable
 // writes are published and before a capture reuses the stream.
-void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
-                const std::function<void(Run&, const std::vector<DevTensor>&)>& take) {
+//
+// An instance whose outputs are still lent (run_cuda_device) cannot replay: a second instance
+// is captured for such callers (a loop that keeps the last step's outputs while it runs the
+// next); with both lent, the run goes op by op into fresh memory.
+void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& take) {
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
@@ -226,12 +244,47 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
   }
   std::vector<TensorType> in_types;
   for (size_t i = 0; i < inputs.size(); ++i) in_types.push_back(inputs.type(i));
-  if (st.captured && st.captured->input_types == in_types && st.captured->var_versions == var_versions(exe)) {
+  const std::map<std::string, uint64_t> versions = var_versions(exe);
+  // The types fit, but an input read in place is elsewhere now, or one the graph copies could
+  // be read in place (the forward's first, uncaptured, run lent nothing to the backward's
+  // capture): capture again, a few times at most (bind_misses).
+  bool moved = false;
+  auto fits = [&](const Captured& c) {
+    if (c.input_types != in_types || c.var_versions != versions) return false;
+    for (size_t i = 0; i < c.bound.size(); ++i) {
+      const bool lent_now = !inputs.lent.empty() && inputs.lent[i].buf;
+      if (c.bound[i] ? inputs.host || c.bound[i] != inputs.device[i].buf.get() : lent_now && st.bind_misses < 3) {
+        moved = true;
+        return false;
+      }
+    }
+    return true;
+  };
+  auto replay_current = [&] {
     ++st.replays;
-    take(r, replay(exe, st, *st.captured, inputs, r));
-    return;
+    std::shared_ptr<Captured> cap = st.captured;
+    take(r, replay(exe, st, *cap, inputs, r), cap);
+  };
+  bool all_lent = false;
+  if (st.captured && fits(*st.captured)) {
+    if (st.captured->busy() && st.spare && !st.spare->busy() && fits(*st.spare)) std::swap(st.captured, st.spare);
+    if (!st.captured->busy()) return replay_current();
+    if (!st.spare && capturable(exe, st)) {
+      std::shared_ptr<Captured> first = st.captured;
+      capture(exe, st, inputs);
+      if (st.captured != first) {
+        st.spare = std::move(first);
+        return replay_current();
+      }
+      st.captured = std::move(first);  // the capture failed (out of memory): op by op below
+    }
+    all_lent = true;
   }
-  st.captured.reset();
+  if (moved) ++st.bind_misses;
+  if (!all_lent) {
+    st.captured.reset();
+    st.spare.reset();
+  }
   const bool try_capture = capturable(exe, st) && !cpu_profiling();  // profiles time steps (cuda_run_ops.cpp)
   for (size_t i = 0; i < inputs.size(); ++i)
     // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
@@ -241,14 +294,14 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs,
   const bool synced = r.host_synced;
   std::vector<DevTensor> targets;
   for (int32_t v : exe.module.targets) targets.push_back(r.in(v));
-  take(r, targets);
+  take(r, targets, nullptr);
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
   if (!r.pending.empty()) {
     TG_CUDA(cudaStreamSynchronize(r.stream));
     publish(exe, st, r.pending);  // the new values stay on the device until read
   }
-  if (try_capture && !synced) capture(exe, st, inputs);
+  if (try_capture && !synced && !all_lent) capture(exe, st, inputs);
 }
 
 }  // namespace
@@ -258,13 +311,73 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
   RunInputs io;
   io.host = &inputs;
   std::vector<TensorData> out;
-  run_common(*this, io, [&](Run& r, const std::vector<DevTensor>& targets) {
+  run_common(*this, io, [&](Run& r, const std::vector<DevTensor>& targets, const std::shared_ptr<Captured>&) {
     for (const DevTensor& t : targets) out.push_back(r.fetch(t));
   });
   return out;
 }
 
-std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs) {
+namespace {
+
+// Lent outputs. A stream-ordered run_device (the PyTorch frontend's) hands large outputs of a
+// replay to the caller as they are, in the captured graph's memory, instead of copying each
+// into fresh memory: a training forward's saved activations are most of its bytes, and a copy
+// of them per step costs as much bandwidth as a tenth of the step and as much memory again.
+// The lease (a Lent) is held by every such output; while it lives the instance does not replay
+// (run_common). A later run reading a lent output (the backward reading the forward's saved
+// activations) finds it here by address and reads it in place, with no copy either.
+constexpr size_t kLendMinBytes = size_t{1} << 20;  // smaller outputs are copied: cheap, and a
+                                                   // held loss value does not pin the instance
+
+struct LentMap {
+  std::mutex mu;
+  std::map<const void*, std::pair<const Captured*, std::weak_ptr<Captured>>> by_address;
+};
+LentMap& lent_map() {
+  static LentMap* m = new LentMap;  // never destroyed: leases may end during exit
+  return *m;
+}
+
+struct Lent {
+  std::shared_ptr<Captured> instance;
+  std::vector<const void*> addresses;
+  ~Lent() {
+    LentMap& m = lent_map();
+    std::lock_guard<std::mutex> lock(m.mu);
+    for (const void* a : addresses) {
+      auto it = m.by_address.find(a);
+      if (it != m.by_address.end() && it->second.first == instance.get()) m.by_address.erase(it);
+    }
+  }
+};
+
+// The memory of a lent output at `data` of at least `bytes`, kept alive by its instance (not
+// by the lease); empty when `data` is not one.
+DevTensor find_lent(const void* data, TensorType type, size_t bytes) {
+  LentMap& m = lent_map();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.by_address.find(data);
+  if (it == m.by_address.end()) return {};
+  std::shared_ptr<Captured> owner = it->second.second.lock();
+  if (!owner || bytes == 0) return {};
+  return DevTensor{std::move(type), DeviceBuffer(owner, static_cast<std::byte*>(const_cast<void*>(data)))};
+}
+
+// An event recorded on `on` now, for another stream to wait on (destroyed at once: CUDA keeps
+// it until the waits are done).
+void order_after(cudaStream_t waiter, cudaStream_t on) {
+  cudaEvent_t e;
+  TG_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaError_t rec = cudaEventRecord(e, on);
+  cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(waiter, e, 0) : rec;
+  cudaEventDestroy(e);
+  TG_CUDA(wait);
+}
+
+}  // namespace
+
+std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
+                                          std::optional<void*> caller) {
   std::vector<TensorType> types;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
@@ -276,19 +389,50 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     // Tensors elsewhere (host memory, another GPU) are copied to this device first.
     io.device.push_back(adopt(inputs[i].device() == exe.device ? inputs[i]
                                                                  : DeviceTensor::from_host(inputs[i].to_host(), exe.device)));
+    if (caller) io.lent.push_back(find_lent(io.device.back().buf.get(), io.device.back().type, io.device.back().nbytes()));
+  }
+  // Lending needs the graph's memory to change only when it replays: not so with variables
+  // (their device copies are shared with other runs).
+  const bool may_lend = caller.has_value() && exe.variables.empty();
+  // A stream-ordered run: the runs' stream first waits for what the caller queued (the
+  // inputs' producers, and readers of pool memory the caller has since let go).
+  cudaStream_t theirs = caller ? static_cast<cudaStream_t>(*caller) : nullptr;
+  if (caller) {
+    TG_CUDA(cudaSetDevice(exe.device.index));
+    order_after(DeviceContext::get(exe.device.index).stream(), theirs);
   }
   std::vector<DeviceTensor> out;
-  run_common(exe, io, [&](Run& r, const std::vector<DevTensor>& targets) {
+  run_common(exe, io, [&](Run& r, const std::vector<DevTensor>& targets, const std::shared_ptr<Captured>& from) {
+    std::shared_ptr<Lent> lease;
     for (const DevTensor& t : targets) {
-      DevTensor c = r.clone(t);
       auto s = std::make_shared<DeviceTensor::Storage>();
-      s->type = c.type;
+      s->type = t.type;
       s->device = exe.device;
-      s->data = c.buf.get();
-      s->owner = c.buf;
+      if (may_lend && from && t.nbytes() >= kLendMinBytes) {
+        if (!lease) {
+          lease = std::make_shared<Lent>();
+          lease->instance = from;
+          from->lent = lease;
+        }
+        lease->addresses.push_back(t.buf.get());
+        s->data = t.buf.get();
+        s->owner = std::shared_ptr<void>(lease, t.buf.get());
+      } else {
+        DevTensor c = r.clone(t);
+        s->data = c.buf.get();
+        s->owner = c.buf;
+      }
       out.emplace_back(std::move(s));
     }
-    TG_CUDA(cudaStreamSynchronize(r.stream));  // the outputs are complete when run() returns
+    if (lease) {
+      LentMap& m = lent_map();
+      std::lock_guard<std::mutex> lock(m.mu);
+      for (const void* a : lease->addresses) m.by_address[a] = {from.get(), from};
+    }
+    if (caller)
+      order_after(theirs, r.stream);  // the caller's later work sees the outputs
+    else
+      TG_CUDA(cudaStreamSynchronize(r.stream));  // the outputs are complete when run() returns
   });
   return out;
 }

@@ -66,6 +66,14 @@ struct Captured {
   DeviceBuffer loop_error;            // set by a for_loop whose step is not positive (null: none can be)
   std::map<std::string, uint64_t> var_versions;
   std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
+  // Outputs of the last replay handed to a stream-ordered caller without a copy
+  // (cuda_executor.cpp, "lent outputs"): alive while the caller holds any, and then the graph
+  // must not replay (it would overwrite them).
+  std::weak_ptr<void> lent;
+  // Per input: the buffer the graph reads in place (another graph's lent output), or null for
+  // an input copied into `inputs` at each replay.
+  std::vector<const void*> bound;
+  bool busy() const { return !lent.expired(); }
   ~Captured() {
     if (exec) cudaGraphExecDestroy(exec);
   }
@@ -82,7 +90,9 @@ struct CudaState {
   // Prepared stitched reductions (nothing: the step runs piece by piece).
   std::map<const ReduceStitch*, std::optional<ReduceStitchLaunch>> reduce_stitches;
   std::map<const FusionGroup*, GroupInfo> groups;
-  std::unique_ptr<Captured> captured;
+  std::shared_ptr<Captured> captured;
+  std::shared_ptr<Captured> spare;  // a second instance, for callers that keep outputs across runs
+  int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0;

@@ -40,4 +40,15 @@ void cuda_sync(int device) {
   TG_CUDA(cudaStreamSynchronize(ctx.stream()));
 }
 
+void cuda_order_after(int device, void* stream) {
+  DeviceContext& ctx = DeviceContext::get(device);
+  TG_CUDA(cudaSetDevice(device));
+  cudaEvent_t e;
+  TG_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaError_t rec = cudaEventRecord(e, ctx.stream());
+  cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e, 0) : rec;
+  cudaEventDestroy(e);
+  TG_CUDA(wait);
+}
+
 }  // namespace tg::detail

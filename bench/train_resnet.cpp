@@ -8,8 +8,8 @@
 // Figures: first step = compile() + the first run (kernel generation, library heuristics,
 // capture); step = median wall time of a synchronised run_device call after warm-up (the
 // captured CUDA graph replayed, variables updated in place); device = median of CUDA events
-// around replays of the captured step; peak = the high-water mark of tgraph's device pool and of
-// the memory captured graphs allocate. --curve N prints the loss of the first N steps on fixed
+// around replays of the captured step; peak = the most tgraph held at once (tg::device_memory:
+// pool allocations plus captured graphs' memory). --curve N prints the loss of the first N steps on fixed
 // data (the figure the issue compares with eager's curve).
 #include <algorithm>
 #include <chrono>
@@ -23,7 +23,6 @@
 #include <tgraph/optim.h>
 #include <tgraph/tgraph.h>
 
-#include "backends/cuda/device_context.h"
 #include "runtime/executable_impl.h"
 
 namespace {
@@ -71,12 +70,10 @@ tg::Precision precision_of(const std::string& p) {
   std::exit(2);
 }
 
-// The peak of tgraph's pool plus what captured graphs allocate (cudaGraph memory nodes).
-size_t peak_bytes() {
-  size_t graph = 0;
-  cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &graph);
-  return tg::detail::DeviceContext::get(0).bytes_peak() + graph;
-}
+// The most tgraph held at once: its pool's allocations plus its captured graphs' memory (the
+// pool's own high-water mark alone misses the graph's memory, where a captured step's
+// activations live).
+size_t peak_bytes() { return tg::device_memory(tg::Device::cuda(0)).peak; }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
 #include "tgraph/graph.h"
+#include "tgraph/memory.h"
 #include "tgraph/shape.h"
 #include "tgraph/tensor.h"
 #include "tgraph/tensor_data.h"

@@ -149,7 +149,17 @@ void bind_types(nb::module_& m) {
       .def("__str__", &tg::Device::str)
       .def("__repr__", [](const tg::Device& d) { return "Device('" + d.str() + "')"; })
       .def("__eq__", [](const tg::Device& a, const tg::Device& b) { return a == b; })
-      .def("__hash__", [](const tg::Device& d) { return static_cast<int>(d.kind) * 1000 + d.index; });
+      .def("__hash__", [](const tg::Device& d) { return static_cast<int>(d.kind) * 1000 + d.index; })
+      .def(
+          "memory",
+          [](const tg::Device& d) {
+            tg::DeviceMemory m = tg::device_memory(d);
+            return nb::make_tuple(m.in_use, m.peak);
+          },
+          "(bytes in use, peak bytes) of tgraph's memory on this device: its pool's allocations "
+          "and its captured graphs' memory (zeros for the CPU).")
+      .def("reset_peak_memory", [](const tg::Device& d) { tg::reset_peak_memory(d); },
+           "Starts a new peak at what is in use now.");
 
   nb::class_<tg::TensorType>(m, "TensorType")
       .def("__init__", [](tg::TensorType* t, tg::Shape s, DTypeArg d) { new (t) tg::TensorType(s, d.get()); },

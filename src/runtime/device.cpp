@@ -1,8 +1,11 @@
 #include "tgraph/device.h"
 
+#include "tgraph/memory.h"
+
 #include <omp.h>
 
 #include <cstdlib>
+#include <tuple>
 
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/cuda_info.h"
@@ -32,6 +35,22 @@ std::string Device::describe() const {
   if (!d.empty()) return str() + " (" + d + ")";
 #endif
   return str() + " (unavailable)";
+}
+
+DeviceMemory device_memory(Device device) {
+  DeviceMemory m;
+#ifdef TGRAPH_HAVE_CUDA
+  if (device.kind == Device::Kind::cuda) std::tie(m.in_use, m.peak) = detail::cuda_memory_usage(device.index);
+#endif
+  (void)device;
+  return m;
+}
+
+void reset_peak_memory(Device device) {
+#ifdef TGRAPH_HAVE_CUDA
+  if (device.kind == Device::Kind::cuda) detail::cuda_reset_peak_memory(device.index);
+#endif
+  (void)device;
 }
 
 std::string Device::str() const {

@@ -353,3 +353,9 @@ def test_checkpoints_from_python(tmp_path):
     with pytest.raises(tg.Error, match="checkpoint"):
         exe.load_checkpoint(str(tmp_path / "bad.ckpt"))
     np.testing.assert_array_equal(exe.variable("w"), saved)  # a failed load changes nothing
+
+
+def test_cpu_device_memory_is_zero():
+    """Device.memory() counts device memory only: nothing for the CPU."""
+    assert tg.Device.cpu().memory() == (0, 0)
+    tg.Device.cpu().reset_peak_memory()

@@ -189,3 +189,24 @@ def test_outputs_held_across_calls_keep_their_values():
     with torch.no_grad():
         for x, w in zip(xs, want):  # one at a time, released: the first instance replays
             torch.testing.assert_close(fast(x), w, rtol=1e-4, atol=1e-5)
+
+
+def test_device_memory_counts_pool_and_captured_graphs():
+    """Device.memory(): tgraph's bytes in use and their peak, graph memory included (a captured
+    run's intermediates live there); reset_peak_memory starts over from what is in use."""
+    dev = tg.Device.cuda(0)
+    g = tg.Graph()
+    x = g.placeholder([4096, 4096], tg.f32, "x")
+    y = g.reduce_sum(g.exp(x) * 2.0 + g.sin(x), [0, 1])  # 64 MiB input; intermediates fused or not
+    exe = g.compile([x], [y], device="cuda")
+    xv = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+    dev.reset_peak_memory()
+    for _ in range(3):  # the first run goes op by op, then the capture, then a replay
+        exe.run([xv])
+    in_use, peak = dev.memory()
+    assert peak >= 64 << 20  # at least the input's device copy
+    assert peak >= in_use
+    dev.reset_peak_memory()
+    in_use2, peak2 = dev.memory()
+    assert peak2 == in_use2 <= peak
+    assert tg.Device.cpu().memory() == (0, 0)

@@ -45,9 +45,13 @@ cudaGraph_t capturing_graph(cudaStream_t s, const cudaGraphNode_t** deps, size_t
 namespace {
 // Device -> bytes held by graph memory. Never destroyed: an executable released while the
 // process exits (a Python interpreter's teardown) still counts its chunks down.
+// Also the most tgraph held at once on each device: its pool's allocations plus graph memory,
+// sampled whenever either grows (note_device_usage), so the peak is of the sum at one moment.
 struct GraphBytes {
   std::mutex mu;
   std::map<int, size_t> bytes;
+  std::map<int, size_t> pool;  // the pool's bytes in use at the last sample
+  std::map<int, size_t> peak;
 };
 GraphBytes& graph_bytes() {
   static auto* b = new GraphBytes;
@@ -57,8 +61,29 @@ void count_graph_bytes(int device, size_t add, size_t sub) {
   GraphBytes& b = graph_bytes();
   std::lock_guard<std::mutex> lock(b.mu);
   b.bytes[device] = b.bytes[device] + add - sub;
+  b.peak[device] = std::max(b.peak[device], b.bytes[device] + b.pool[device]);
 }
 }  // namespace
+
+void note_device_usage(int device, size_t pool_in_use) {
+  GraphBytes& b = graph_bytes();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.pool[device] = pool_in_use;
+  b.peak[device] = std::max(b.peak[device], b.bytes[device] + pool_in_use);
+}
+
+size_t device_peak_bytes(int device) {
+  GraphBytes& b = graph_bytes();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.peak[device];
+}
+
+void reset_device_peak(int device, size_t pool_in_use) {
+  GraphBytes& b = graph_bytes();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.pool[device] = pool_in_use;
+  b.peak[device] = b.bytes[device] + pool_in_use;
+}
 
 size_t graph_memory_bytes(int device) {
   GraphBytes& b = graph_bytes();

@@ -42,6 +42,13 @@ class GraphMemory {
 };
 /// Bytes all captured graphs on `device` hold now.
 size_t graph_memory_bytes(int device);
+/// Records that tgraph's pool on `device` has `pool_in_use` bytes allocated (after an
+/// allocation), for the peak below.
+void note_device_usage(int device, size_t pool_in_use);
+/// The most bytes tgraph held on `device` at once (pool allocations + graph memory) since the
+/// process started or reset_device_peak.
+size_t device_peak_bytes(int device);
+void reset_device_peak(int device, size_t pool_in_use);
 /// Copies host bytes into graph memory outside any capture and waits for the copy.
 void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes);
 

@@ -2,6 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
+#include "backends/cuda/cuda_control_flow.h"
+#include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_smoke.h"
 #include "tgraph/error.h"
 
@@ -26,6 +30,17 @@ std::string cuda_device_description(int i) {
   if (cudaGetDeviceProperties(&p, i) != cudaSuccess) return "";
   return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.totalGlobalMem >> 30) + " GiB";
+}
+
+std::pair<size_t, size_t> cuda_memory_usage(int i) {
+  if (i < 0 || i >= cuda_usable_devices()) return {0, 0};
+  const size_t now = DeviceContext::get(i).bytes_in_use() + graph_memory_bytes(i);
+  return {now, std::max(now, device_peak_bytes(i))};
+}
+
+void cuda_reset_peak_memory(int i) {
+  if (i < 0 || i >= cuda_usable_devices()) return;
+  reset_device_peak(i, DeviceContext::get(i).bytes_in_use());
 }
 
 std::vector<float> cuda_axpy(float a, const std::vector<float>& x, const std::vector<float>& y) {

@@ -54,6 +54,7 @@ DeviceBuffer DeviceContext::allocate(size_t bytes, cudaStream_t stream) {
                 std::to_string(free_b) + " of " + std::to_string(total) + " bytes free");
   }
   cuda_check(e, "cudaMallocAsync");
+  note_device_usage(index_, bytes_in_use());
   return DeviceBuffer(static_cast<std::byte*>(p), [stream](std::byte* q) { cudaFreeAsync(q, stream); });
 }
 

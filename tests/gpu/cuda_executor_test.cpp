@@ -3,6 +3,7 @@
 // control flow, dynamic shapes, and out-of-memory errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -189,6 +190,27 @@ TEST(CudaExecutor, KernelsAreCachedOnDisk) {
   auto s1 = detail::nvrtc_stats();
   EXPECT_EQ((s1.compiled + s1.disk_hits) - (s0.compiled + s0.disk_hits), 1);  // the second reuses it
   EXPECT_GE(s1.memory_hits - s0.memory_hits, 1);
+}
+
+// The first run announces its generated kernels before it launches any (Run::prefetch_kernels):
+// they compile on worker threads, each once, and the run's values are those of the CPU.
+TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
+  // constants no earlier run used, so no kernel is on disk yet
+  const double salt = 1e-6 * static_cast<double>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003);
+  auto s0 = detail::nvrtc_stats();
+  Graph g;
+  Tensor x = g.placeholder({64, 32}, f32, "x");
+  std::vector<Tensor> outs;
+  for (int k = 0; k < 4; ++k)  // four groups, split by the reductions between them
+    outs.push_back(g.reduce_sum(g.mul(g.exp(g.mul(x, g.scalar(0.01 * k + salt))), g.scalar(1.5 + k)), {1}));
+  TensorData xv = rnd({64, 32}, f32, 5);
+  auto got = g.compile({{x, x.type()}}, outs, {}, gpu()).run({xv});
+  auto want = g.compile({{x, x.type()}}, outs, {}, {.device = Device::cpu()}).run({xv});
+  auto s1 = detail::nvrtc_stats();
+  EXPECT_GE(s1.prefetched - s0.prefetched, 4);
+  EXPECT_EQ(s1.compiled - s0.compiled, s1.prefetched - s0.prefetched);  // nothing compiled twice or late
+  for (size_t i = 0; i < got.size(); ++i)
+    for (int64_t j = 0; j < got[i].num_elements(); ++j) EXPECT_NEAR(got[i].at(j), want[i].at(j), 1e-4 * std::abs(want[i].at(j)) + 1e-5);
 }
 
 TEST(CudaExecutor, ReductionsAndSoftmaxOnTheDevice) {

@@ -290,6 +290,15 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
     r.slots[static_cast<size_t>(exe.module.feeds[i])] = inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]);
   r.host_synced = false;
+  if (!st.prefetched) {
+    st.prefetched = true;
+    // Only a head start: whatever it cannot prepare compiles at its launch, as without it.
+    if (!env_flag("TGRAPH_NO_KERNEL_PREFETCH")) try {
+        r.prefetch_kernels(0);
+      } catch (const std::exception&) {
+        cudaGetLastError();
+      }
+  }
   r.block(0);
   const bool synced = r.host_synced;
   std::vector<DevTensor> targets;

@@ -92,7 +92,8 @@ struct CudaState {
   std::map<const FusionGroup*, GroupInfo> groups;
   std::shared_ptr<Captured> captured;
   std::shared_ptr<Captured> spare;  // a second instance, for callers that keep outputs across runs
-  int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
+  int bind_misses = 0;
+  bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)  // replays lost because an input read in place moved (binding stops at 3)
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0;
@@ -210,6 +211,10 @@ struct Run {
   const std::vector<std::vector<int32_t>>& releases();
   void block(int32_t b);
   DevTensor group_output(const FusionGroup& grp, int32_t v, const Shape& shape, bool& sets_condition);
+  /// Before the first run of block b: starts compiling, in parallel, the generated kernels its
+  /// fused groups and stitched reductions will launch (nvrtc_prefetch), from the graph's static
+  /// types, so the run itself waits only for the slowest of them.
+  void prefetch_kernels(int32_t b);
   std::vector<const void*> step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const;
   std::vector<void*> step_results(const std::vector<int32_t>& values, const std::vector<TensorType>& types);
   void pieces(const std::vector<Step>& steps);

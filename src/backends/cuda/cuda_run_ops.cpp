@@ -228,27 +228,30 @@ const Shape& Run::group_shape(const FusionGroup& grp) {
   return info.shape;
 }
 
-void Run::group(const FusionGroup& grp) {
-  GroupInfo& info = st.groups[&grp];
-  if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
-  if (!info.supported) {
-    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
-    return;
-  }
-  const Shape shape = group_shape(grp);
+namespace {
+
+// How a fused elementwise group of `shape` launches for inputs of `in_shapes` at `ins` /
+// outputs at `outs`: its arguments, indexing, stride pattern and vector width (shared by the
+// launch and by the first run's kernel prefetch, which passes aligned placeholder addresses).
+struct GroupLaunch {
   ElementwiseArgs a{};
+  Indexing ix = Indexing::flat;
+  std::optional<StridePattern> pattern;
+  int vec = 1;
+};
+
+GroupLaunch group_launch(const GraphImpl& g, const FusionGroup& grp, const Shape& shape,
+                         const std::vector<Shape>& in_shapes, const std::vector<const void*>& ins,
+                         const std::vector<void*>& outs, bool sets_condition) {
+  GroupLaunch l;
+  ElementwiseArgs& a = l.a;
   a.n = shape.num_elements();
   a.rank = static_cast<int>(shape.rank());
-  if (a.rank > kMaxRank) {
-    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
-    return;
-  }
   for (int d = 0; d < a.rank; ++d) a.dims[d] = shape[d];
   bool flat = true;
   for (size_t k = 0; k < grp.inputs.size(); ++k) {
-    const DevTensor& t = in(grp.inputs[k]);
-    a.in[k] = t.buf.get();
-    const Shape& s = t.type.shape;
+    a.in[k] = ins[k];
+    const Shape& s = in_shapes[k];
     flat &= s == shape;
     long long stride = 1;
     for (int d = a.rank - 1; d >= 0; --d) {
@@ -258,22 +261,11 @@ void Run::group(const FusionGroup& grp) {
       stride *= sd >= 0 ? dim : 1;
     }
   }
-  int32_t condition = -1;
-  for (size_t k = 0; k < grp.outputs.size(); ++k) {
-    int32_t v = grp.outputs[k];
-    bool sets = false;
-    DevTensor o = group_output(grp, v, shape, sets);
-    if (sets) condition = v;
-    a.out[k] = o.buf.get();
-    slots[static_cast<size_t>(v)] = std::move(o);
-  }
-  if (a.n == 0) return;
-  if (condition >= 0) a.handle = in_place->handle;
-  Indexing ix = Indexing::flat;
+  for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
   if (!flat) {
     coalesce_dims(a, static_cast<int>(grp.inputs.size()));
-    ix = a.n < (1LL << 31) ? Indexing::strided32 : Indexing::strided;
-    if (ix == Indexing::strided32)
+    l.ix = a.n < (1LL << 31) ? Indexing::strided32 : Indexing::strided;
+    if (l.ix == Indexing::strided32)
       for (int d = 0; d < a.rank; ++d) {
         const FastDivisor f = fast_divisor(static_cast<uint32_t>(a.dims[d]));
         a.div_mul[d] = f.mul;
@@ -282,15 +274,93 @@ void Run::group(const FusionGroup& grp) {
   }
   // Strided kernels are compiled for their inputs' broadcasting (elementwise_source), and for
   // the outputs each thread computes (elementwise_vector_width).
-  std::optional<StridePattern> pattern;
-  if (ix != Indexing::flat) pattern = StridePattern::of(a, static_cast<int>(grp.inputs.size()));
-  int vec = 1;
-  if (condition < 0) {
+  if (l.ix != Indexing::flat) l.pattern = StridePattern::of(a, static_cast<int>(grp.inputs.size()));
+  if (!sets_condition) {
     std::vector<DType> in_types, out_types;
     for (int32_t v : grp.inputs) in_types.push_back(g.type(v).dtype);
     for (int32_t v : grp.outputs) out_types.push_back(g.type(v).dtype);
-    vec = elementwise_vector_width(a, ix == Indexing::flat, in_types, out_types);
+    l.vec = elementwise_vector_width(a, l.ix == Indexing::flat, in_types, out_types);
   }
+  return l;
+}
+
+}  // namespace
+
+void Run::prefetch_kernels(int32_t b) {
+  // Placeholder addresses, aligned as the pool's and graph memory's are: a view at an odd
+  // offset may launch a narrower kernel than prefetched (compiled then, as before).
+  const void* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+  for (const Step& s : plan(b).steps) {
+    if (s.reduce) {
+      std::vector<TensorType> types;
+      bool known = true;
+      for (int32_t v : s.reduce->inputs) {
+        known &= g.type(v).shape.is_static();
+        types.push_back(g.type(v));
+      }
+      if (!known) continue;
+      auto it = st.reduce_stitches.find(s.reduce.get());
+      if (it == st.reduce_stitches.end())
+        it = st.reduce_stitches.emplace(s.reduce.get(), prepare_reduce_stitch(g, *s.reduce, types, st.sm_count)).first;
+      if (it->second) nvrtc_prefetch(it->second->source, ctx.index());
+      continue;
+    }
+    if (!s.is_group()) continue;
+    const FusionGroup& grp = s.group;
+    GroupInfo& info = st.groups[&grp];
+    if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
+    if (grp.nodes.empty()) continue;
+    const Shape& shape = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;  // as group_shape
+    if (!info.supported || !shape.is_static() || shape.rank() > kMaxRank || shape.num_elements() == 0) continue;
+    std::vector<Shape> in_shapes;
+    bool known = true;
+    for (int32_t v : grp.inputs) {
+      known &= g.type(v).shape.is_static();
+      in_shapes.push_back(g.type(v).shape);
+    }
+    if (!known) continue;
+    const GroupLaunch l = group_launch(g, grp, shape, in_shapes, std::vector<const void*>(grp.inputs.size(), aligned),
+                                       std::vector<void*>(grp.outputs.size(), const_cast<void*>(aligned)), false);
+    nvrtc_prefetch(elementwise_source(g, grp, l.ix, -1, l.pattern ? &*l.pattern : nullptr, l.vec), ctx.index());
+  }
+}
+
+void Run::group(const FusionGroup& grp) {
+  GroupInfo& info = st.groups[&grp];
+  if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
+  if (!info.supported) {
+    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+    return;
+  }
+  const Shape shape = group_shape(grp);
+  if (static_cast<int>(shape.rank()) > kMaxRank) {
+    for (int32_t id : grp.nodes) fallback(g.nodes[static_cast<size_t>(id)]);
+    return;
+  }
+  std::vector<Shape> in_shapes;
+  std::vector<const void*> ins;
+  for (int32_t v : grp.inputs) {
+    const DevTensor& t = in(v);
+    in_shapes.push_back(t.type.shape);
+    ins.push_back(t.buf.get());
+  }
+  int32_t condition = -1;
+  std::vector<void*> outs;
+  for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    int32_t v = grp.outputs[k];
+    bool sets = false;
+    DevTensor o = group_output(grp, v, shape, sets);
+    if (sets) condition = v;
+    outs.push_back(o.buf.get());
+    slots[static_cast<size_t>(v)] = std::move(o);
+  }
+  if (shape.num_elements() == 0) return;
+  GroupLaunch l = group_launch(g, grp, shape, in_shapes, ins, outs, condition >= 0);
+  ElementwiseArgs& a = l.a;
+  if (condition >= 0) a.handle = in_place->handle;
+  const Indexing ix = l.ix;
+  const int vec = l.vec;
+  const std::optional<StridePattern>& pattern = l.pattern;
   auto key = std::make_pair(static_cast<const void*>(&grp),
                             std::to_string(static_cast<int>(ix) | (condition >= 0 ? kSetsCondition : 0)) + "x" +
                                 std::to_string(vec) + (pattern ? "/" + pattern->key() : std::string()));

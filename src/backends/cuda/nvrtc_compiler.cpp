@@ -7,11 +7,17 @@
 #include <filesystem>
 
 #include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -67,41 +73,136 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
   return cubin;
 }
 
-CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
-  cudaDeviceProp prop{};
+namespace {
+
+// The device's architecture (cached per thread).
+std::pair<int, int> arch_of(int device) {
   static thread_local int cached_device = -1, major = 0, minor = 0;
   if (cached_device != device) {
+    cudaDeviceProp prop{};
     TG_CUDA(cudaGetDeviceProperties(&prop, device));
     cached_device = device;
     major = prop.major;
     minor = prop.minor;
   }
+  return {major, minor};
+}
+
+std::string disk_path(const std::string& key) { return cache_dir() + "/" + hex(std::hash<std::string>()(key)) + ".cubin"; }
+
+std::vector<char> read_cached(const std::string& key) {
+  std::vector<char> cubin;
+  if (std::ifstream f{disk_path(key), std::ios::binary}) cubin.assign(std::istreambuf_iterator<char>(f), {});
+  return cubin;
+}
+
+void write_cached(const std::string& key, const std::vector<char>& cubin) {
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir(), ec);
+  const std::string path = disk_path(key);
+  // unique per process and thread: several processes may compile the same kernel at once
+  std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(&cubin));
+  if (std::ofstream o{tmp, std::ios::binary}) {
+    o.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+    o.close();
+    std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
+  }
+}
+
+// Compiles in flight or done, by key; taken by the nvrtc_kernel that loads them.
+std::map<std::string, std::shared_future<std::vector<char>>> pending;
+
+// Worker threads for prefetched compiles: started on first use, one per core, detached (they
+// only wait on the queue when idle, so a process may exit with them blocked there).
+struct CompilePool {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> jobs;
+  CompilePool() {
+    const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i)
+      std::thread([this] {
+        for (;;) {
+          std::function<void()> job;
+          {
+            std::unique_lock<std::mutex> lock(m);
+            cv.wait(lock, [this] { return !jobs.empty(); });
+            job = std::move(jobs.front());
+            jobs.pop_front();
+          }
+          job();
+        }
+      }).detach();
+  }
+  void submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      jobs.push_back(std::move(job));
+    }
+    cv.notify_one();
+  }
+};
+CompilePool& compile_pool() {
+  static auto* p = new CompilePool;  // never destroyed (detached workers use it)
+  return *p;
+}
+
+}  // namespace
+
+void nvrtc_prefetch(const std::string& source, int device) {
+  const auto [major, minor] = arch_of(device);
   std::string key = std::to_string(major) + std::to_string(minor) + ":" + source;
-  std::lock_guard<std::mutex> lock(mu);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (libraries.count(key) || pending.count(key)) return;
+  }
+  if (std::filesystem::exists(disk_path(key))) return;  // loading it later is cheap
+  auto job = std::make_shared<std::packaged_task<std::vector<char>()>>([source, key, major = major, minor = minor] {
+    std::vector<char> cubin = nvrtc_compile(source, major, minor);
+    write_cached(key, cubin);
+    return cubin;
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!pending.emplace(key, job->get_future().share()).second) return;
+    ++stats.compiled;
+    ++stats.prefetched;
+  }
+  compile_pool().submit([job] { (*job)(); });
+}
+
+CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
+  const auto [major, minor] = arch_of(device);
+  std::string key = std::to_string(major) + std::to_string(minor) + ":" + source;
+  std::unique_lock<std::mutex> lock(mu);
   auto it = libraries.find(key);
   if (it == libraries.end()) {
-    std::string path = cache_dir() + "/" + hex(std::hash<std::string>()(key)) + ".cubin";
+    // Compiled outside the lock: other threads' kernels (and prefetched ones) go on meanwhile.
     std::vector<char> cubin;
-    if (std::ifstream f{path, std::ios::binary}) {
-      cubin.assign(std::istreambuf_iterator<char>(f), {});
-      ++stats.disk_hits;
-    }
-    if (cubin.empty()) {
-      cubin = nvrtc_compile(source, major, minor);
-      ++stats.compiled;
-      std::error_code ec;
-      std::filesystem::create_directories(cache_dir(), ec);
-      // unique per process and thread: several processes may compile the same kernel at once
-      std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(&cubin));
-      if (std::ofstream o{tmp, std::ios::binary}) {
-        o.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-        o.close();
-        std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
+    auto p = pending.find(key);
+    if (p != pending.end()) {
+      std::shared_future<std::vector<char>> f = p->second;
+      lock.unlock();
+      cubin = f.get();  // a compile error is thrown here, with NVRTC's log
+      lock.lock();
+    } else {
+      lock.unlock();
+      cubin = read_cached(key);
+      const bool hit = !cubin.empty();
+      if (!hit) {
+        cubin = nvrtc_compile(source, major, minor);
+        write_cached(key, cubin);
       }
+      lock.lock();
+      ++(hit ? stats.disk_hits : stats.compiled);
     }
-    cudaLibrary_t lib;
-    TG_CUDA(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    it = libraries.emplace(key, lib).first;
+    pending.erase(key);
+    it = libraries.find(key);  // another thread may have loaded it meanwhile
+    if (it == libraries.end()) {
+      cudaLibrary_t lib;
+      TG_CUDA(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      it = libraries.emplace(key, lib).first;
+    }
   } else {
     ++stats.memory_hits;
   }

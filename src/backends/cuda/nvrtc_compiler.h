@@ -21,6 +21,13 @@ struct CompiledKernel {
 /// ~/.cache/tgraph/kernels). Throws tg::Error with NVRTC's log on a compile error.
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device);
 
+/// Starts compiling `source` for `device` on a pool of worker threads (one per core) unless it
+/// is loaded or cached on disk already, so a later nvrtc_kernel for it only waits for the
+/// result. An executable's first run announces the kernels it is about to need this way: NVRTC
+/// takes ~50-100 ms a kernel, and a training step has hundreds. A failed compile is reported by
+/// nvrtc_kernel, not here.
+void nvrtc_prefetch(const std::string& source, int device);
+
 /// Compiles source to a cubin for sm_<major><minor> (no device needed); throws tg::Error
 /// with NVRTC's log on failure.
 std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
@@ -28,6 +35,7 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
 /// Statistics for tests: compiles done, disk hits, memory hits.
 struct NvrtcStats {
   int compiled = 0, disk_hits = 0, memory_hits = 0;
+  int prefetched = 0;  // compiles started by nvrtc_prefetch (counted in `compiled` too)
 };
 NvrtcStats nvrtc_stats();
 

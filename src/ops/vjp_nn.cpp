@@ -78,8 +78,20 @@ V batch_norm_vjp(VjpContext& c) {
           sum_to_channel(g, dy, ax)};
 }
 
+// A cotangent that is the zero fill of an output no gradient reaches (gradients.cpp).
+bool zero_fill(const Tensor& t) {
+  const GraphImpl& G = *t.graph_impl();
+  const Node* p = G.producer(t.id());
+  if (p && (p->kind == OpKind::BroadcastTo || p->kind == OpKind::BroadcastLike)) p = G.producer(p->inputs[0]);
+  if (!p || p->kind != OpKind::Constant || p->data.empty()) return false;
+  for (int64_t i = 0; i < p->data.num_elements(); ++i)
+    if (p->data.at(i) != 0.0) return false;
+  return true;
+}
+
 // batch_norm_training: statistics of the batch, so the gradient flows through them too;
-// outputs 1 and 2 (the batch mean and biased variance) may carry gradients of their own.
+// outputs 1 and 2 (the batch mean and biased variance) may carry gradients of their own (a
+// training step's usually do not: those terms, full-size elementwise work, are left out).
 V batch_norm_training_vjp(VjpContext& c) {
   Graph& g = c.g;
   const auto& d = c.attr<NormDesc>();
@@ -91,10 +103,14 @@ V batch_norm_training_vjp(VjpContext& c) {
   Tensor xhat = g.mul(xc, inv);
   Tensor dx = normalized_dx(g, g.mul(dy, per_channel(g, gamma, x, ax)), xhat, inv, axes);
   // mean = sum(x) / N, var = sum((x - mean)^2) / N.
-  Tensor n = count_over(g, x, axes);
-  Tensor from_stats = g.add(per_channel(g, c.dout[1], x, ax),
-                            g.mul(per_channel(g, c.dout[2], x, ax), g.mul(xc, k(c, 2.0))));
-  dx = g.add(dx, g.div(from_stats, n));
+  const bool via_mean = !zero_fill(c.dout[1]), via_var = !zero_fill(c.dout[2]);
+  if (via_mean || via_var) {
+    Tensor n = count_over(g, x, axes);
+    Tensor from_mean = per_channel(g, c.dout[1], x, ax);
+    Tensor from_var = g.mul(per_channel(g, c.dout[2], x, ax), g.mul(xc, k(c, 2.0)));
+    Tensor from_stats = via_mean && via_var ? g.add(from_mean, from_var) : via_mean ? from_mean : from_var;
+    dx = g.add(dx, g.div(from_stats, n));
+  }
   return {dx, sum_to_channel(g, g.mul(dy, xhat), ax), sum_to_channel(g, dy, ax)};
 }
 

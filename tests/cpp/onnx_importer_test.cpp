@@ -606,3 +606,13 @@ TEST(OnnxImport, FuzzRegressionsDoNotCrash) {
   }
   EXPECT_EQ(seen, 5);
 }
+
+// A slow input libFuzzer found (14 s under ASan): a TfIdfVectorizer over 2 x 76 items with 33
+// skips built a node per position and skip (78,109 nodes); one per n-gram item and skip now.
+TEST(OnnxImport, TfIdfVectorizerGraphDoesNotGrowWithTheInputLength) {
+  std::ifstream f(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions/onnx_slow_1.bin", std::ios::binary);
+  ASSERT_TRUE(f);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  tg::OnnxModel m = tg::import_onnx_bytes(bytes);
+  EXPECT_LT(m.graph.num_nodes(), 2000);
+}

@@ -41,7 +41,9 @@ class DeviceTensor {
   DLManagedTensor* to_dlpack() const;
   /// The same for a consumer that reads the tensor on `cuda_stream` (a cudaStream_t; the
   /// DLPack protocol's stream argument): that stream's later work waits for tgraph's writes,
-  /// and the host does not.
+  /// and the host does not. nullptr: no ordering at all (the consumer has ordered its stream
+  /// already, as after Executable::run_device(inputs, stream)); the legacy default stream is
+  /// cudaStreamLegacy.
   DLManagedTensor* to_dlpack(void* cuda_stream) const;
   /// Takes ownership of a DLPack tensor (calls its deleter when the last handle goes). The
   /// tensor must be compact and row-major (strides null or row-major), of a dtype tgraph

@@ -127,16 +127,17 @@ void bind_data(nb::module_& m) {
            [](const tg::DeviceTensor& t, nb::kwargs kw) {
              // The protocol's stream: the consumer's CUDA stream (1: the legacy default
              // stream, 2: the per-thread one), which then waits for tgraph's writes without
-             // blocking the host (-1, "no synchronisation", orders the legacy stream: as
-             // cheap, and safe); none: the writes are finished on return.
+             // blocking the host; -1: none (the consumer has ordered its stream itself); no
+             // stream: the writes are finished on return.
              nb::object stream = kw.contains("stream") ? nb::object(kw["stream"]) : nb::none();
              DLManagedTensor* managed = nullptr;
              if (stream.is_none() || t.device().kind != tg::Device::Kind::cuda) {
                managed = t.to_dlpack();
              } else {
                const intptr_t s = nb::cast<intptr_t>(stream);
-               // 1 and 2 are also the runtime's cudaStreamLegacy / cudaStreamPerThread handles
-               managed = t.to_dlpack(reinterpret_cast<void*>(s == -1 ? intptr_t{1} : s));
+               // 1 and 2 are also the runtime's cudaStreamLegacy / cudaStreamPerThread handles;
+               // 0 is not a valid argument: taken as the legacy stream
+               managed = t.to_dlpack(s == -1 ? nullptr : reinterpret_cast<void*>(s == 0 ? intptr_t{1} : s));
              }
              PyObject* cap = PyCapsule_New(managed, "dltensor", capsule_destructor);
              if (!cap) {

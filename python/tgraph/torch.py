@@ -88,7 +88,8 @@ class _Compiled:
         for o in self.outs:
             if isinstance(o, tg.Tensor):
                 r, perm = next(it)
-                r = torch.from_dlpack(r)
+                # the run already ordered torch's stream after it: no event per output
+                r = torch.from_dlpack(r.__dlpack__(stream=-1) if cuda else r)
                 out.append(r.permute(*perm) if perm else r)  # channels-last storage, NCHW view
             else:
                 out.append(o)

@@ -133,7 +133,7 @@ DLManagedTensor* DeviceTensor::to_dlpack() const {
 DLManagedTensor* DeviceTensor::to_dlpack(void* cuda_stream) const {
   const Storage& s = checked(s_);
 #ifdef TGRAPH_HAVE_CUDA
-  if (s.device.kind == Device::Kind::cuda) cuda_order_after(s.device.index, cuda_stream);
+  if (s.device.kind == Device::Kind::cuda && cuda_stream) cuda_order_after(s.device.index, cuda_stream);
 #endif
   (void)cuda_stream;
   return export_dlpack();

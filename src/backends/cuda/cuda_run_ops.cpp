@@ -368,7 +368,7 @@ void Run::group(const FusionGroup& grp) {
   if (kit == st.kernels.end())
     kit = st.kernels
               .emplace(key, nvrtc_kernel(elementwise_source(g, grp, ix, condition, pattern ? &*pattern : nullptr, vec),
-                                         "tg_ew", ctx.index()))
+                                         elementwise_kernel_name(g, grp), ctx.index()))
               .first;
   // The grid-stride loop runs one wave: as many blocks as stay resident at once (a fixed count
   // that does not fit leaves a partial second wave on a kernel that needs many registers).

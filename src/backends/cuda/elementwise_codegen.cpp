@@ -401,7 +401,7 @@ std::string vector_source(const GraphImpl& g, const FusionGroup& group, Indexing
   check_pattern(ix, pattern, ins);
   std::ostringstream os;
   os << "template <class T, int V> struct alignas(sizeof(T) * V) tg_pack { T v[V]; };\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n"
+  os << "extern \"C\" __global__ void __launch_bounds__(256) " << elementwise_kernel_name(g, group) << "(const Args a) {\n"
      << "  const long long nv = a.n / " << vec << ", step = (long long)gridDim.x * blockDim.x;\n"
      << "  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nv; t += step) {\n"
      << "    const long long i = t * " << vec << ";\n";
@@ -473,6 +473,20 @@ int elementwise_vector_width(const ElementwiseArgs& a, bool flat, const std::vec
   return 1;
 }
 
+std::string elementwise_kernel_name(const GraphImpl& g, const FusionGroup& group) {
+  std::string name = "tg_ew";
+  int shown = 0;
+  std::string last;
+  for (int32_t id : group.nodes) {
+    const std::string op = op_name(g.nodes[static_cast<size_t>(id)].kind);
+    if (op == last || op == "broadcast_to" || op == "reshape" || op == "cast") continue;  // the telling ones
+    if (shown++ == 4) break;
+    name += "_" + op;
+    last = op;
+  }
+  return name + "_n" + std::to_string(group.nodes.size());
+}
+
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition,
                                const StridePattern* pattern, int vec) {
   std::ostringstream os;
@@ -524,7 +538,7 @@ std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Ind
   // (one alone leaves a broadcasting kernel far from the copy bandwidth). A store never
   // precedes a load of the same thread's elements, so outputs written over inputs (a loop's
   // state) stay exact.
-  os << "extern \"C\" __global__ void __launch_bounds__(256) tg_ew(const Args a) {\n"
+  os << "extern \"C\" __global__ void __launch_bounds__(256) " << elementwise_kernel_name(g, group) << "(const Args a) {\n"
      << "  const long long step = (long long)gridDim.x * blockDim.x;\n"
      << "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
      << "  for (; i + 3 * step < a.n; i += 4 * step) {\n"

@@ -47,7 +47,11 @@ struct StridePattern {
   std::string key() const;
 };
 
-/// Source of the kernel `tg_ew` for the group. Throws tg::Error for an op it cannot generate.
+/// The name of the group's kernel: "tg_ew_" and its first ops' names and its op count
+/// ("tg_ew_sub_mul_select_n7"), so a profile (ncu, torch.profiler) tells the groups apart.
+std::string elementwise_kernel_name(const GraphImpl& g, const FusionGroup& group);
+
+/// Source of the kernel elementwise_kernel_name(g, group) for the group. Throws tg::Error for an op it cannot generate.
 /// With `condition` >= 0 (a one-element output of the group) the kernel also sets the CUDA
 /// graph conditional `handle` to that value's truth, as a loop's control kernel would. A
 /// strided kernel is compiled for its inputs' `pattern` (required; tg::Error without one):

@@ -269,7 +269,8 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (st.captured && fits(*st.captured)) {
     if (st.captured->busy() && st.spare && !st.spare->busy() && fits(*st.spare)) std::swap(st.captured, st.spare);
     if (!st.captured->busy()) return replay_current();
-    if (!st.spare && capturable(exe, st)) {
+    // no second instance yet, or a free one that no longer fits (an input read in place moved)
+    if ((!st.spare || !st.spare->busy()) && capturable(exe, st)) {
       std::shared_ptr<Captured> first = st.captured;
       capture(exe, st, inputs);
       if (st.captured != first) {

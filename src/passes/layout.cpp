@@ -138,10 +138,13 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     }
     return {g.transpose(make(g, n.kind, args, n.attr), perm)};
   }
-  // Inference batch norm of a transpose: the same normalisation along the channel axis's place
-  // before the transpose (its statistics and scales are per channel, untouched), then the
-  // transpose; so a conv -> batch norm -> relu chain (a PyTorch model's) keeps no transposes.
-  if (n.kind == OpKind::BatchNorm && in.size() == 5 && n.outputs.size() == 1) {
+  // Batch norm of a transpose, inference or training: the same normalisation along the channel
+  // axis's place before the transpose (statistics and scales are per channel, untouched), then
+  // the transpose of the normalised output; so a conv -> batch norm -> relu chain (a PyTorch
+  // model's) keeps no transposes. (CUDA decomposes the training one first: its reductions and
+  // elementwise ops move as below.)
+  if ((n.kind == OpKind::BatchNorm && in.size() == 5 && n.outputs.size() == 1) ||
+      (n.kind == OpKind::BatchNormTraining && in.size() == 3 && n.outputs.size() == 3)) {
     const Node* tp = in[0].shape().rank() == 4 ? transpose_of(G, in[0].id()) : nullptr;
     const auto* nd = std::get_if<NormDesc>(&n.attr);
     if (!tp || !nd) return {};
@@ -150,21 +153,9 @@ std::vector<Tensor> rewrite(Graph& g, const Node& n, const std::vector<Tensor>& 
     if (perm.size() != 4 || ax < 0 || ax >= 4) return {};
     NormDesc d = *nd;
     d.axis = perm[static_cast<size_t>(ax)];
-    return {g.transpose(make(g, n.kind, {Tensor(&g.impl(), tp->inputs[0]), in[1], in[2], in[3], in[4]}, d), perm)};
-  }
-  // Training batch norm of a transpose alike (the CPU keeps it whole; CUDA decomposes it
-  // first, and its reductions and elementwise ops move as below): the per-channel batch
-  // statistics are the same either way.
-  if (n.kind == OpKind::BatchNormTraining && in.size() == 3 && n.outputs.size() == 3) {
-    const Node* tp = in[0].shape().rank() == 4 ? transpose_of(G, in[0].id()) : nullptr;
-    const auto* nd = std::get_if<NormDesc>(&n.attr);
-    if (!tp || !nd) return {};
-    const std::vector<int64_t> perm = perm_of(*tp);
-    const int64_t ax = nd->axis < 0 ? nd->axis + 4 : nd->axis;
-    if (perm.size() != 4 || ax < 0 || ax >= 4) return {};
-    NormDesc d = *nd;
-    d.axis = perm[static_cast<size_t>(ax)];
-    std::vector<Tensor> r = make_multi(g, n.kind, {Tensor(&g.impl(), tp->inputs[0]), in[1], in[2]}, d);
+    std::vector<Tensor> args = in;
+    args[0] = Tensor(&g.impl(), tp->inputs[0]);
+    std::vector<Tensor> r = make_multi(g, n.kind, args, d);
     r[0] = g.transpose(r[0], perm);
     return r;
   }

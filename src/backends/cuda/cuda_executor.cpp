@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
+#include "backends/cuda/lent_outputs.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
 #include "runtime/cuda_run_device.h"
@@ -33,6 +34,9 @@ using cuda_run::Captured;
 using cuda_run::CudaState;
 using cuda_run::DevTensor;
 using cuda_run::Run;
+using cuda_run::find_lent;
+using cuda_run::kLendMinBytes;
+using cuda_run::lend;
 
 namespace {
 
@@ -329,50 +333,6 @@ std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& 
 
 namespace {
 
-// Lent outputs. A stream-ordered run_device (the PyTorch frontend's) hands large outputs of a
-// replay to the caller as they are, in the captured graph's memory, instead of copying each
-// into fresh memory: a training forward's saved activations are most of its bytes, and a copy
-// of them per step costs as much bandwidth as a tenth of the step and as much memory again.
-// The lease (a Lent) is held by every such output; while it lives the instance does not replay
-// (run_common). A later run reading a lent output (the backward reading the forward's saved
-// activations) finds it here by address and reads it in place, with no copy either.
-constexpr size_t kLendMinBytes = size_t{1} << 20;  // smaller outputs are copied: cheap, and a
-                                                   // held loss value does not pin the instance
-
-struct LentMap {
-  std::mutex mu;
-  std::map<const void*, std::pair<const Captured*, std::weak_ptr<Captured>>> by_address;
-};
-LentMap& lent_map() {
-  static LentMap* m = new LentMap;  // never destroyed: leases may end during exit
-  return *m;
-}
-
-struct Lent {
-  std::shared_ptr<Captured> instance;
-  std::vector<const void*> addresses;
-  ~Lent() {
-    LentMap& m = lent_map();
-    std::lock_guard<std::mutex> lock(m.mu);
-    for (const void* a : addresses) {
-      auto it = m.by_address.find(a);
-      if (it != m.by_address.end() && it->second.first == instance.get()) m.by_address.erase(it);
-    }
-  }
-};
-
-// The memory of a lent output at `data` of at least `bytes`, kept alive by its instance (not
-// by the lease); empty when `data` is not one.
-DevTensor find_lent(const void* data, TensorType type, size_t bytes) {
-  LentMap& m = lent_map();
-  std::lock_guard<std::mutex> lock(m.mu);
-  auto it = m.by_address.find(data);
-  if (it == m.by_address.end()) return {};
-  std::shared_ptr<Captured> owner = it->second.second.lock();
-  if (!owner || bytes == 0) return {};
-  return DevTensor{std::move(type), DeviceBuffer(owner, static_cast<std::byte*>(const_cast<void*>(data)))};
-}
-
 // An event recorded on `on` now, for another stream to wait on (destroyed at once: CUDA keeps
 // it until the waits are done).
 void order_after(cudaStream_t waiter, cudaStream_t on) {
@@ -399,7 +359,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     // Tensors elsewhere (host memory, another GPU) are copied to this device first.
     io.device.push_back(adopt(inputs[i].device() == exe.device ? inputs[i]
                                                                  : DeviceTensor::from_host(inputs[i].to_host(), exe.device)));
-    if (caller) io.lent.push_back(find_lent(io.device.back().buf.get(), io.device.back().type, io.device.back().nbytes()));
+    if (caller) io.lent.push_back(find_lent(io.device.back().buf.get(), io.device.back().type));
   }
   // Lending needs the graph's memory to change only when it replays: not so with variables
   // (their device copies are shared with other runs).
@@ -413,18 +373,15 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
   }
   std::vector<DeviceTensor> out;
   run_common(exe, io, [&](Run& r, const std::vector<DevTensor>& targets, const std::shared_ptr<Captured>& from) {
-    std::shared_ptr<Lent> lease;
+    std::vector<const void*> lent;
+    for (const DevTensor& t : targets)
+      if (may_lend && from && t.nbytes() >= kLendMinBytes) lent.push_back(t.buf.get());
+    std::shared_ptr<void> lease = lent.empty() ? nullptr : lend(from, lent);
     for (const DevTensor& t : targets) {
       auto s = std::make_shared<DeviceTensor::Storage>();
       s->type = t.type;
       s->device = exe.device;
-      if (may_lend && from && t.nbytes() >= kLendMinBytes) {
-        if (!lease) {
-          lease = std::make_shared<Lent>();
-          lease->instance = from;
-          from->lent = lease;
-        }
-        lease->addresses.push_back(t.buf.get());
+      if (lease && t.nbytes() >= kLendMinBytes) {
         s->data = t.buf.get();
         s->owner = std::shared_ptr<void>(lease, t.buf.get());
       } else {
@@ -433,11 +390,6 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
         s->owner = c.buf;
       }
       out.emplace_back(std::move(s));
-    }
-    if (lease) {
-      LentMap& m = lent_map();
-      std::lock_guard<std::mutex> lock(m.mu);
-      for (const void* a : lease->addresses) m.by_address[a] = {from.get(), from};
     }
     if (caller)
       order_after(theirs, r.stream);  // the caller's later work sees the outputs

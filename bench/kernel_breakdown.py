@@ -12,6 +12,9 @@ Two sources, one table format:
       torch.compile(backend="tgraph_train") (tgraph's kernels run in the same process, so the
       profiler sees them too). Also prints the wall time per step and how much of it the GPU
       was busy (a gap is host work: launches, copies, synchronisation).
+  python3 bench/kernel_breakdown.py host [--path ...] [--batch 256]
+      the host side of the same steps: cProfile's most expensive Python and C++ entry points
+      per step (what the host does while the GPU waits).
 Prints ms per step for each family and the 25 most expensive kernel names."""
 import argparse
 import collections
@@ -74,12 +77,10 @@ def from_ncu(path, steps):
     table(times, steps)
 
 
-def from_torch(path, batch):
-    import time
-
+def torch_step(path, batch):
+    """A warmed-up ResNet-50 training step of `path` (see the module's docstring)."""
     import torch
     import torchvision
-    from torch.profiler import ProfilerActivity, profile
     model = torchvision.models.resnet50().cuda()
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     if path == "tgraph_train":
@@ -101,6 +102,112 @@ def from_torch(path, batch):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    return step
+
+
+class _TimedExe:
+    """An executable whose run_device calls are timed on the host (the rest passes through)."""
+
+    def __init__(self, exe, times):
+        self._exe, self._times = exe, times
+
+    def __getattr__(self, name):
+        return getattr(self._exe, name)
+
+    def run_device(self, *args, **kwargs):
+        import time
+        t0 = time.perf_counter()
+        r = self._exe.run_device(*args, **kwargs)
+        self._times.append(time.perf_counter() - t0)
+        return r
+
+
+def tgraph_calls(step, made, steps=5):
+    """Host time of each tgraph call of a step (the whole frontend call, and run_device in it),
+    queued behind the GPU as in training, then with the GPU idle before each call; and each
+    executable's run_stats."""
+    import statistics
+    import time
+
+    import torch
+    import tgraph.torch as tt
+    calls, runs = {}, {}
+    for c in made:
+        calls[id(c)], runs[id(c)] = [], []
+        c.exe = _TimedExe(c.exe, runs[id(c)])
+    plain = tt._Compiled.__call__
+    for idle in (False, True):
+        def timed(self, flat, idle=idle):
+            if idle:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            r = plain(self, flat)
+            calls[id(self)].append(time.perf_counter() - t0)
+            return r
+        tt._Compiled.__call__ = timed
+        for v in (*calls.values(), *runs.values()):
+            v.clear()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        print(f"tgraph calls, {'GPU idle before each' if idle else 'queued as in training'}:")
+        for k, c in enumerate(made):
+            if calls[id(c)]:
+                print(f"  executable {k}: {len(c.exe.input_types)} inputs, {len(c.outs)} outputs: call "
+                      f"{statistics.median(calls[id(c)]) * 1e3:.2f} ms, run_device {statistics.median(runs[id(c)]) * 1e3:.2f} ms")
+    tt._Compiled.__call__ = plain
+    for k, c in enumerate(made):
+        print(f"  executable {k} run_stats: {c.exe.run_stats}")
+    import tgraph
+    in_use, peak = tgraph.Device.cuda(0).memory()
+    print(f"device memory: torch peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB; tgraph in use "
+          f"{in_use / 2**30:.1f} GiB, peak {peak / 2**30:.1f} GiB")
+
+
+def from_host(path, batch):
+    import cProfile
+    import pstats
+    import time
+
+    import torch
+    made = []
+    if path == "tgraph_train":
+        import tgraph.torch as tt
+        init = tt._Compiled.__init__
+
+        def record(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            made.append(self)
+        tt._Compiled.__init__ = record
+    step = torch_step(path, batch)
+    steps = 5
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    prof.disable()
+    host = (time.perf_counter() - t0) / steps
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / steps
+    print(f"PyTorch {path}, batch {batch}: host {host * 1e3:.1f} ms/step queueing (profiled), "
+          f"{wall * 1e3:.1f} ms/step with the GPU's tail")
+    st = pstats.Stats(prof)
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:30]  # by own time
+    print("  own ms/step  cum ms/step  calls/step  function")
+    for (file, line, fn), (cc, nc, tt, ct, _) in rows:
+        where = fn if file == "~" else f"{file.split('/')[-1]}:{line}({fn})"
+        print(f"  {tt / steps * 1e3:10.2f}  {ct / steps * 1e3:10.2f}  {nc / steps:9.0f}  {where[:100]}")
+    if made:
+        tgraph_calls(step, made)
+
+
+def from_torch(path, batch):
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    step = torch_step(path, batch)
     steps = 5
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -128,9 +235,14 @@ def main():
     t = sub.add_parser("torch")
     t.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="eager")
     t.add_argument("--batch", type=int, default=256)
+    h = sub.add_parser("host")
+    h.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="tgraph_train")
+    h.add_argument("--batch", type=int, default=256)
     a = ap.parse_args()
     if a.src == "ncu":
         from_ncu(a.csv, a.steps)
+    elif a.src == "host":
+        from_host(a.path, a.batch)
     else:
         from_torch(a.path, a.batch)
     sys.stdout.flush()

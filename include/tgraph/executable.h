@@ -26,6 +26,17 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+/// How an executable's runs went on a device that captures them (CUDA graphs): the figures
+/// to look at when runs are slower than expected. All zero on the CPU.
+struct RunStats {
+  int captures = 0;    // CUDA graphs captured (a second instance, or a recapture, counts again)
+  int replays = 0;     // runs that replayed a captured graph
+  int uncaptured = 0;  // runs that went op by op (the first of each signature, and fallbacks)
+  int instances = 0;   // captured graphs held now (two when callers keep outputs across runs)
+  int input_moves = 0; // recaptures because an input read in place came at another address
+  std::string capture_error;  // why capture was given up, if it was
+};
+
 /// Stops every run of this process that is in progress, as a cancel would ("interrupted"):
 /// async-signal-safe, for a SIGINT handler. Runs started later are not affected.
 void interrupt_runs();
@@ -91,6 +102,8 @@ class Executable {
   /// The optimized graph in Graphviz dot form.
   std::string dot() const;
   Device device() const;
+  /// Counts of captures, replays and op-by-op runs so far (see RunStats).
+  RunStats run_stats() const;
   /// Bytes of the per-run arena (intermediates), as planned for the declared shapes.
   int64_t planned_arena_bytes() const;
   /// Sum of the sizes of all intermediates (what running without reuse would need).

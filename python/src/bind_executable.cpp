@@ -118,6 +118,21 @@ void bind_executable(nb::module_& m) {
       .def("dot", &tg::Executable::dot)
       .def_prop_ro("device", &tg::Executable::device)
       .def_prop_ro("planned_arena_bytes", &tg::Executable::planned_arena_bytes)
+      .def_prop_ro("run_stats",
+                   [](const tg::Executable& e) {
+                     tg::RunStats s = e.run_stats();
+                     nb::dict d;
+                     d["captures"] = s.captures;
+                     d["replays"] = s.replays;
+                     d["uncaptured"] = s.uncaptured;
+                     d["instances"] = s.instances;
+                     d["input_moves"] = s.input_moves;
+                     d["capture_error"] = s.capture_error;
+                     return d;
+                   },
+                   "How the runs went where they are captured into CUDA graphs (all zero on the CPU): "
+                   "captures, replays, uncaptured (op-by-op) runs, instances held, input_moves "
+                   "(recaptures because an input read in place moved) and capture_error.")
       .def("__repr__", [](const tg::Executable& e) {
         return "Executable(" + std::to_string(e.input_types().size()) + " inputs, " +
                std::to_string(e.declared_output_types().size()) + " outputs, " + e.device().str() + ")";

@@ -1,6 +1,6 @@
 // Recomputing producers (FusionOptions::stitch_reductions, the CUDA backend): a fused group
 // reading values that an earlier group wrote at its own shape computes them itself, from that
-// group's inputs, when that reads fewer tensors of its size (or as many, when it is the values'
+// group's inputs, when that reads fewer bytes of its size (or as many, when it is the values'
 // last reader, so their write goes away). Generated elementwise kernels are bound by memory, not
 // arithmetic: a batch norm's backward wrote x - mean, xhat and three products full size for the
 // dx kernel to read back, where x and dy are all that kernel needs. Outputs that nothing reads
@@ -78,9 +78,14 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
     if (!step_group(g, plan.steps[i], c)) continue;
     const Shape cs = group_shape(g, c);
     if (!cs.ranked() || !cs.is_static()) continue;
-    auto full = [&](int32_t v) {
-      const Shape& s = g.type(v).shape;
-      return s.ranked() && s.is_static() && s.num_elements() == cs.num_elements();
+    // Bytes of a full-size value (0 for a smaller one, read once per block of the kernel):
+    // what a kernel reading it moves. Counted in bytes, not tensors, so a group reads two bf16
+    // activations rather than the f32 value an autocast graph computed from them.
+    auto full_bytes = [&](int32_t v) -> int64_t {
+      const TensorType& t = g.type(v);
+      const Shape& s = t.shape;
+      if (!s.ranked() || !s.is_static() || s.num_elements() != cs.num_elements()) return 0;
+      return s.num_elements() * static_cast<int64_t>(dtype_size(t.dtype));
     };
     bool changed = false;
     for (bool grew = true; grew;) {
@@ -95,11 +100,14 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
         FusionGroup p;
         if (!step_group(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
         const std::vector<int32_t> cone = group_cone(g, p, want);
-        int64_t added = 0;
-        for (int32_t v : outside_reads(g, cone)) added += full(v) && !contains(c.inputs, v);
+        int64_t added = 0, saved = 0;
+        for (int32_t v : outside_reads(g, cone))
+          if (!contains(c.inputs, v)) added += full_bytes(v);
         bool last_reader = true;
-        for (int32_t v : want) last_reader &= reads[static_cast<size_t>(v)] == 1;
-        const int64_t saved = static_cast<int64_t>(want.size());
+        for (int32_t v : want) {
+          last_reader &= reads[static_cast<size_t>(v)] == 1;
+          saved += full_bytes(v);
+        }
         if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxMembers) continue;
         const std::vector<int32_t> members = merge_members(cone, c.nodes);
         std::vector<int32_t> inputs = outside_reads(g, members);

@@ -49,6 +49,23 @@ void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) con
                   feed_types[i].str() + ", got " + types[i].str());
 }
 
+RunStats Executable::run_stats() const {
+  RunStats s;
+#ifdef TGRAPH_HAVE_CUDA
+  ExecutableImpl& e = checked(impl_);
+  if (e.device.kind == Device::Kind::cuda && e.backend_state) {
+    const CudaGraphStats c = cuda_graph_stats(e);
+    s.captures = c.captures;
+    s.replays = c.replays;
+    s.uncaptured = c.uncaptured;
+    s.instances = c.instances;
+    s.input_moves = c.bind_misses;
+    s.capture_error = c.error;
+  }
+#endif
+  return s;
+}
+
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const {
 #ifdef TGRAPH_HAVE_CUDA
   ExecutableImpl& e = checked(impl_);

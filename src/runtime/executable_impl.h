@@ -51,7 +51,7 @@ std::shared_ptr<void> make_cuda_state();
 
 /// Whole-run CUDA graph captures and replays of an executable, and why capture was given up.
 struct CudaGraphStats {
-  int captures = 0, replays = 0;
+  int captures = 0, replays = 0, uncaptured = 0, bind_misses = 0, instances = 0;
   std::string error;
   // Of the last capture, inside conditional bodies: control kernels launched, loop results
   // computed straight into their state buffers, loop conditions set by the predicate's kernel.

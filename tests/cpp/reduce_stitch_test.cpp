@@ -122,6 +122,57 @@ TEST(ReduceStitch, RecomputeOnlyWhereItSavesReads) {
   EXPECT_TRUE(has(reads_of_step_making(t.id()), a));  // a is still written
 }
 
+// A batch norm's backward as torch's decomposition under bf16 autocast hands it over (the
+// tgraph_train path): the activations arrive in bf16, are cast to f32 for the arithmetic, and
+// small per-channel ops sit between the full-size chains. The plan computes the f32 values
+// where they are read (a pass over bf16 costs half the bytes of one over f32) and writes
+// nothing of full size but dx, in bf16; the sums read the bf16 activations.
+TEST(ReduceStitch, AutocastBatchNormBackwardWritesNoFullSizeF32) {
+  const Shape s{4, 6, 5, 16};
+  Graph g;
+  Tensor conv = g.placeholder(s, bf16), y = g.placeholder(s, bf16), gy = g.placeholder(s, bf16);
+  Tensor mean = g.placeholder({16}, f32), rstd = g.placeholder({16}, f32), gamma = g.placeholder({16}, f32);
+  auto chan = [&](Tensor v) { return g.reshape(v, {1, 1, 1, 16}); };
+  const std::vector<int64_t> nhw{0, 1, 2};
+  Tensor where = g.select(g.less_equal(y, g.scalar(0, bf16)), g.scalar(0, bf16), gy);  // relu's backward
+  Tensor dy = g.cast(where, f32);
+  Tensor xf = g.cast(conv, f32);
+  Tensor m4 = chan(mean);
+  Tensor sum1 = g.reduce_sum(dy, nhw);
+  Tensor sum2 = g.reduce_sum(g.mul(dy, g.sub(xf, m4)), nhw);
+  Tensor k1 = chan(g.mul(sum1, g.scalar(1.0 / 480)));
+  Tensor k2 = chan(g.mul(g.mul(sum2, g.scalar(1.0 / 480)), g.mul(rstd, rstd)));
+  Tensor k3 = chan(g.mul(rstd, gamma));
+  Tensor dx = g.mul(g.sub(g.sub(dy, g.mul(g.sub(xf, m4), k2)), k1), k3);
+  Tensor dgamma = g.mul(sum2, rstd);
+  Tensor dx_bf16 = g.cast(dx, bf16);
+  Module m = module_of(g, {dx_bf16, dgamma, sum1});
+  for (Tensor f : {conv, y, gy, mean, rstd, gamma}) m.feeds.push_back(f.id());
+  run_pipeline(m, true, true);
+  FusionPlan p = plan_fusion(m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  const GraphImpl& mg = m.graph;
+  int f32_writes = 0, writes = 0;
+  for (const Step& st : p.steps) {
+    std::vector<int32_t> outs;
+    if (st.is_group()) outs = st.group.outputs;
+    else if (st.reduce) outs = st.reduce->outputs;
+    else if (!st.fused() && mg.nodes[static_cast<size_t>(st.node)].kind != OpKind::Placeholder)
+      outs = mg.nodes[static_cast<size_t>(st.node)].outputs;
+    for (int32_t v : outs) {
+      if (!(mg.type(v).shape == s)) continue;
+      ++writes;
+      f32_writes += mg.type(v).dtype == DType::f32;
+    }
+  }
+  EXPECT_EQ(f32_writes, 0);
+  EXPECT_EQ(writes, 1);  // dx
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 1u);  // both sums in one pass
+  EXPECT_EQ(rs[0]->reductions.size(), 2u);
+  for (int32_t v : rs[0]->inputs)
+    if (mg.type(v).shape == s) EXPECT_EQ(mg.type(v).dtype, DType::bf16);
+}
+
 // A reduce_sum of a weight gradient's dy stays its own step (the CUDA backend folds it into the
 // matmul as the bias-gradient epilogue); a lone reduction with no prologue is left alone.
 TEST(ReduceStitch, BiasGradientAndLoneReductionsStayAlone) {

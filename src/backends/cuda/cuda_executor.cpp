@@ -295,6 +295,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
     r.slots[static_cast<size_t>(exe.module.feeds[i])] = inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]);
   r.host_synced = false;
+  ++st.uncaptured;
   if (!st.prefetched) {
     st.prefetched = true;
     // Only a head start: whatever it cannot prepare compiles at its launch, as without it.
@@ -434,6 +435,9 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   CudaGraphStats s = st.body_stats;
   s.captures = st.captures;
   s.replays = st.replays;
+  s.uncaptured = st.uncaptured;
+  s.bind_misses = st.bind_misses;
+  s.instances = (st.captured != nullptr) + (st.spare != nullptr);
   s.error = st.capture_error;
   for (const auto& [step, launch] : st.reduce_stitches) s.stitched_reductions += launch.has_value();
   return s;

@@ -92,11 +92,11 @@ struct CudaState {
   std::map<const FusionGroup*, GroupInfo> groups;
   std::shared_ptr<Captured> captured;
   std::shared_ptr<Captured> spare;  // a second instance, for callers that keep outputs across runs
-  int bind_misses = 0;
-  bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)  // replays lost because an input read in place moved (binding stops at 3)
+  int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
+  bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
-  int captures = 0, replays = 0;
+  int captures = 0, replays = 0, uncaptured = 0;
   CudaGraphStats body_stats;  // the body_* counts of the last capture (cuda_graph_stats)
   std::set<const Step*> profiled;  // steps run once under TGRAPH_PROFILE (cuda_run_ops.cpp)
   std::map<std::pair<const void*, std::string>, CompiledKernel> kernels;  // (group, kernel key above) -> kernel

@@ -177,12 +177,23 @@ void nvrtc_prefetch(const std::string& source, int device) {
   compile_pool().submit([job] { (*job)(); });
 }
 
+// TGRAPH_DUMP_KERNELS=dir: each generated kernel's source, once, as dir/<name>-<hash>.cu (to
+// read what a slow kernel in a profile does).
+static void dump_source(const std::string& source, const std::string& name) {
+  const char* dir = std::getenv("TGRAPH_DUMP_KERNELS");
+  if (!dir || !*dir) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream(std::string(dir) + "/" + name + "-" + hex(std::hash<std::string>()(source)) + ".cu") << source;
+}
+
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
   const auto [major, minor] = arch_of(device);
   std::string key = std::to_string(major) + std::to_string(minor) + ":" + source;
   std::unique_lock<std::mutex> lock(mu);
   auto it = libraries.find(key);
   if (it == libraries.end()) {
+    dump_source(source, name);
     // Compiled outside the lock: other threads' kernels (and prefetched ones) go on meanwhile.
     std::vector<char> cubin;
     auto p = pending.find(key);

@@ -337,109 +337,78 @@ void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan) {
   }
 }
 
-namespace {
-
-// The linear sweep that forms groups: one open group at a time, at one shape. A node that
-// reads nothing of the open group and cannot join it (a per-channel op of a batch norm's
-// statistics between two full-size chains, a view, a library call) is deferred: planned,
-// by the same sweep, into steps placed before the group when it closes. The group's members
-// may read what it computes, and it reads nothing of theirs, so the order stays valid and the
-// full-size chain around it stays one kernel instead of two with a full-size tensor between.
-class Sweep {
- public:
-  Sweep(const Module& m, const FusionOptions& options, FusionPlan& plan)
-      : g_(m.graph), options_(options), plan_(plan), off_(fusion_disabled()), uses_(use_counts(m)) {}
-
-  void run(const std::vector<int32_t>& nodes) {
-    FusionGroup open;
-    std::unordered_set<int32_t> members;  // value ids computed inside the open group
-    Shape open_shape;
-    std::vector<int32_t> deferred;
-    auto close = [&](const std::string& why) {
-      if (open.nodes.empty()) return;
-      FusionGroup grp = std::move(open);
-      open = FusionGroup{};
-      members.clear();
-      std::vector<int32_t> before = std::move(deferred);
-      deferred.clear();
-      run(before);
-      emit(std::move(grp), why);
-    };
-    std::vector<int32_t> reads;
-    for (int32_t id : nodes) {
-      const Node& n = g_.nodes[static_cast<size_t>(id)];
-      reads.clear();
-      node_reads(g_, n, reads);
-      bool reads_open = false;
-      for (int32_t v : reads) reads_open |= members.count(v) != 0;
-      for (int32_t d : n.control_deps) reads_open |= contains(open.nodes, d);
-      const Shape& shape = g_.type(n.outputs.empty() ? -1 : n.outputs[0]).shape;
-      const bool pinned = options_.pin && options_.pin(g_, uses_, n);
-      bool can = !off_ && !pinned && fusible_elementwise(g_, n);
-      // A broadcast joins only as a loader of an outside value: inside the kernel every
-      // member is computed at the output's index, which a broadcast of a member cannot use.
-      if (can && is_broadcast(n.kind) && members.count(n.inputs[0])) can = false;
-      // A loader brings an outside value into the group: a broadcast, or a cast (the f32 view
-      // of a half-stored activation that HalfStorage puts right before each reader).
-      const bool loader = is_broadcast(n.kind) || (n.kind == OpKind::Cast && !members.count(n.inputs[0]));
-      if (!open.nodes.empty() && !reads_open) {
-        // A loader at the group's shape joins even though it reads no member: explicit
-        // broadcasts and casts precede the op that uses them, so closing here would cut every
-        // chain with a per-channel operand (a batch norm's y) into one kernel per op.
-        const bool joins = can && shape == open_shape && loader;
-        if (!joins && !(can && shape == open_shape)) {
-          deferred.push_back(id);
-          continue;
-        }
-        if (!joins) close("next op is unrelated");
-      } else if (can && !open.nodes.empty() && !(shape == open_shape)) {
-        close("next op has another shape (" + shape.str() + " vs " + open_shape.str() + ")");
-      }
-      if (can) {
-        if (open.nodes.empty()) open_shape = shape;
-        open.nodes.push_back(id);
-        for (int32_t v : n.inputs)
-          if (!members.count(v) && !contains(open.inputs, v)) open.inputs.push_back(v);
-        members.insert(n.outputs[0]);
-        continue;
-      }
-      if (reads_open) close(std::string("consumer ") + op_name(n.kind) + (pinned ? " is pinned" : " is not elementwise"));
-      plan_.steps.push_back(Step{id, {}, nullptr, nullptr, pinned});
-    }
-    close("end of block");
-  }
-
- private:
-  void emit(FusionGroup grp, const std::string& why) {
-    if (grp.nodes.size() == 1) {
-      plan_.steps.push_back(Step{grp.nodes[0], {}, nullptr, nullptr});
-      return;
-    }
-    // Outputs: member values with uses beyond the members' own reads.
-    std::unordered_map<int32_t, int32_t> inner;
-    for (int32_t id : grp.nodes)
-      for (int32_t v : g_.nodes[static_cast<size_t>(id)].inputs) ++inner[v];
-    for (int32_t id : grp.nodes) {
-      const int32_t v = g_.nodes[static_cast<size_t>(id)].outputs[0];
-      if (uses_[static_cast<size_t>(v)] > inner[v]) grp.outputs.push_back(v);
-    }
-    plan_.decisions.push_back("group of " + std::to_string(grp.nodes.size()) + " closed: " + why);
-    plan_.steps.push_back(Step{-1, std::move(grp), nullptr, nullptr});
-  }
-
-  const GraphImpl& g_;
-  const FusionOptions& options_;
-  FusionPlan& plan_;
-  const bool off_;
-  const std::vector<int32_t> uses_;  // uses of each value, to pick a group's outputs
-};
-
-}  // namespace
-
 FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& options) {
+  const GraphImpl& g = m.graph;
   FusionPlan plan;
   const bool off = fusion_disabled();
-  Sweep(m, options, plan).run(m.graph.blocks[static_cast<size_t>(block)].nodes);
+  FusionGroup open;
+  std::unordered_set<int32_t> members;  // value ids computed inside the open group
+  Shape open_shape;
+
+  // Uses of each value outside a given group are needed to pick the group's outputs.
+  std::vector<int32_t> uses = use_counts(m);
+  auto close = [&](const std::string& why) {
+    if (open.nodes.empty()) return;
+    if (open.nodes.size() == 1) {
+      plan.steps.push_back(Step{open.nodes[0], {}, nullptr, nullptr});
+    } else {
+      // Outputs: member values with uses beyond the members' own reads.
+      std::vector<int32_t> inner(g.values.size(), 0);
+      for (int32_t id : open.nodes)
+        for (int32_t v : g.nodes[static_cast<size_t>(id)].inputs) ++inner[static_cast<size_t>(v)];
+      for (int32_t id : open.nodes) {
+        int32_t v = g.nodes[static_cast<size_t>(id)].outputs[0];
+        if (uses[static_cast<size_t>(v)] > inner[static_cast<size_t>(v)]) open.outputs.push_back(v);
+      }
+      plan.steps.push_back(Step{-1, open, nullptr, nullptr});
+      plan.decisions.push_back("group of " + std::to_string(open.nodes.size()) + " closed: " + why);
+    }
+    open = FusionGroup{};
+    members.clear();
+  };
+
+  std::vector<int32_t> reads;
+  for (int32_t id : g.blocks[static_cast<size_t>(block)].nodes) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
+    // Its regions' reads count too: control flow that reads a member inside a branch must not
+    // be placed before the group.
+    reads.clear();
+    node_reads(g, n, reads);
+    bool reads_open = false;
+    for (int32_t v : reads) reads_open |= members.count(v) != 0;
+    for (int32_t d : n.control_deps)
+      reads_open |= std::find(open.nodes.begin(), open.nodes.end(), d) != open.nodes.end();
+    const Shape& shape = g.type(n.outputs.empty() ? -1 : n.outputs[0]).shape;
+    const bool pinned = options.pin && options.pin(g, uses, n);
+    bool can = !off && !pinned && fusible_elementwise(g, n);
+    // A broadcast joins only as a loader of an outside value: inside the kernel every
+    // member is computed at the output's index, which a broadcast of a member cannot use.
+    if (can && is_broadcast(n.kind) && members.count(n.inputs[0])) can = false;
+    // A loader brings an outside value into the group: a broadcast, or a cast (the f32 view
+    // of a half-stored activation that HalfStorage puts right before each reader).
+    const bool loader = is_broadcast(n.kind) || (n.kind == OpKind::Cast && !members.count(n.inputs[0]));
+    if (can && !open.nodes.empty() && !(shape == open_shape)) {
+      if (reads_open) close("next op has another shape (" + shape.str() + " vs " + open_shape.str() + ")");
+      else close("next op is unrelated");
+    } else if (can && !open.nodes.empty() && !reads_open && !loader) {
+      // A loader at the group's shape joins even though it reads no member: explicit
+      // broadcasts and casts precede the op that uses them, so closing here would cut every
+      // chain with a per-channel operand (a batch norm's y) into one kernel per op.
+      close("next op is unrelated");
+    }
+    if (can) {
+      if (open.nodes.empty()) open_shape = shape;
+      open.nodes.push_back(id);
+      for (int32_t v : n.inputs)
+        if (!members.count(v) && std::find(open.inputs.begin(), open.inputs.end(), v) == open.inputs.end())
+          open.inputs.push_back(v);
+      members.insert(n.outputs[0]);
+      continue;
+    }
+    if (reads_open) close(std::string("consumer ") + op_name(n.kind) + (pinned ? " is pinned" : " is not elementwise"));
+    plan.steps.push_back(Step{id, {}, nullptr, nullptr, pinned});
+  }
+  close("end of block");
   if (options.stitch_stencils && !off) Stitcher(m, plan).run();
   if (options.stitch_reductions && !off && !reduce_fusion_disabled()) {
     recompute_producers(m, block, plan);
@@ -447,6 +416,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     // Once stitches compute what they read, a group may have become the last reader of a
     // value it did not gain by recomputing before (no fewer bytes): now its write goes away.
     recompute_producers(m, block, plan);
+    absorb_consumers(m, block, plan);
     drop_unread_outputs(m, block, plan);
   }
   return plan;

@@ -109,6 +109,10 @@ std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t
 std::vector<int32_t> merge_members(const std::vector<int32_t>& first, const std::vector<int32_t>& then);
 /// How many times each value is read by the steps of `plan` (of `block`) and from outside the block.
 std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan& plan);
+/// Moves an elementwise step into the group computing the latest of its operands when every
+/// operand is ready there (passes/fusion_absorb.cpp): the values it read from that group stay
+/// in registers.
+void absorb_consumers(const Module& m, int32_t block, FusionPlan& plan);
 /// Drops group outputs that no step and nothing outside the block reads, and groups left
 /// with none.
 void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan);

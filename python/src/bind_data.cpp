@@ -83,6 +83,16 @@ void capsule_destructor(PyObject* cap) {
 // producer is asked for no synchronisation (the protocol's stream -1).
 tg::DeviceTensor from_dlpack_object(nb::handle obj, bool ordered = false) {
   if (nb::isinstance<tg::DeviceTensor>(obj)) return nb::cast<tg::DeviceTensor>(obj);
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    // A DLPack capsule itself (torch.utils.dlpack.to_dlpack(t)): the producer did not order
+    // anything, so the caller orders the run (run_device(..., stream=)). The cheapest way in
+    // for the PyTorch frontend, which hands hundreds of tensors to each call.
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(obj.ptr(), "dltensor"));
+    if (!m) throw nb::python_error();  // a used or foreign capsule
+    tg::DeviceTensor t = tg::DeviceTensor::from_dlpack(m);
+    PyCapsule_SetName(obj.ptr(), "used_dltensor");
+    return t;
+  }
   if (!nb::hasattr(obj, "__dlpack__")) return tg::DeviceTensor::from_host(from_array(obj), tg::Device::cpu());
   nb::object cap;
   nb::object dev = nb::hasattr(obj, "__dlpack_device__") ? obj.attr("__dlpack_device__")() : nb::none();
@@ -156,8 +166,9 @@ void bind_data(nb::module_& m) {
       });
   m.def("from_dlpack", &from_dlpack_object, "x"_a, "ordered"_a = false,
         "A DeviceTensor sharing the memory of any object with __dlpack__ (a torch tensor, a "
-        "numpy array, ...), without a copy. ordered=True: the producer is not asked to "
-        "synchronise (for inputs of run_device(..., stream=) on the stream that wrote them).");
+        "numpy array, ...) or of a DLPack capsule, without a copy. ordered=True: the producer "
+        "is not asked to synchronise (for inputs of run_device(..., stream=) on the stream that "
+        "wrote them); a capsule is always taken so.");
   m.def("to_device", [](nb::handle x, const tg::Device& d) {
     tg::DeviceTensor t = from_dlpack_object(x);
     if (t.device() == d) return t;

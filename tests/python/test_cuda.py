@@ -210,3 +210,38 @@ def test_device_memory_counts_pool_and_captured_graphs():
     in_use2, peak2 = dev.memory()
     assert peak2 == in_use2 <= peak
     assert tg.Device.cpu().memory() == (0, 0)
+
+
+def test_stream_ordered_inputs_read_in_place_follow_their_memory():
+    """A stream-ordered run reads the caller's tensors in place once they stay put (a model's
+    parameters): an in-place update between calls is seen, an input at a new address still
+    gives the right result (the graph is captured again, copying that input), and an output
+    that is an input is a copy, not the caller's memory."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    g = tg.Graph()
+    x = g.placeholder([512, 1024], tg.f32, "x")
+    w = g.placeholder([512, 1024], tg.f32, "w")
+    exe = g.compile([x, w], [x * w + 1.0, w], device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    xt = torch.randn(512, 1024, device="cuda", generator=gen)
+    wt = torch.randn(512, 1024, device="cuda", generator=gen)
+
+    def run(a, b):
+        caps = [tg.from_dlpack(torch.utils.dlpack.to_dlpack(t)) for t in (a, b)]
+        return [torch.utils.dlpack.from_dlpack(o.__dlpack__(stream=-1)) for o in exe.run_device(caps, stream=stream)]
+
+    for step in range(6):
+        y, w_out = run(xt, wt)
+        torch.testing.assert_close(y, xt * wt + 1.0)
+        torch.testing.assert_close(w_out, wt)
+        assert w_out.data_ptr() != wt.data_ptr()
+        wt.mul_(0.5).add_(0.25)  # in place, as an optimizer updates a parameter
+        if step == 3:
+            xt = torch.randn(512, 1024, device="cuda", generator=gen)  # a new batch elsewhere
+        del y, w_out
+    s = exe.run_stats
+    assert s["replays"] >= 3 and s["captures"] <= 3, s
+    assert s["uncaptured"] <= 2, s

@@ -68,3 +68,17 @@ def test_onnx_import_runs_a_model(rng):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     with pytest.raises(tg.Error):
         tg.onnx.load("/no/such/model.onnx")
+
+
+def test_dlpack_capsule_is_taken_once(rng):
+    """A bare DLPack capsule (torch.utils.dlpack.to_dlpack) is taken without a copy, and only
+    once: a used capsule is refused."""
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(rng.standard_normal((3, 5)).astype(np.float32))
+    cap = torch.utils.dlpack.to_dlpack(a)
+    t = tg.from_dlpack(cap)
+    assert t.shape == (3, 5) and t.dtype == tg.f32
+    a[1, 2] = 7.0  # the same memory
+    np.testing.assert_array_equal(t.numpy(), a.numpy())
+    with pytest.raises(Exception):
+        tg.from_dlpack(cap)

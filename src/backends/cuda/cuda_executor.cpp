@@ -7,6 +7,7 @@
 // changes; device-side writes are published back to the store.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +37,7 @@ using cuda_run::DevTensor;
 using cuda_run::Run;
 using cuda_run::find_lent;
 using cuda_run::kLendMinBytes;
+using cuda_run::kMaxBorrowMisses;
 using cuda_run::lend;
 
 namespace {
@@ -54,6 +56,9 @@ struct RunInputs {
   // Per device input: the same memory when it is another graph's lent output (kept alive by
   // that graph's instance, not by its lease), which a capture may read in place; else empty.
   std::vector<DevTensor> lent;
+  // The caller's own memory may be read in place too (a stream-ordered caller that keeps its
+  // tensors where they are from run to run: a model's parameters), where it stays put.
+  bool borrow = false;
   size_t size() const { return host ? host->size() : device.size(); }
   TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
@@ -124,10 +129,18 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     for (const auto& [name, cv] : st.vars) vars[name] = r.snapshot[name] = r.clone(cv.value);
     r.fixed = &cap->memory;
     const bool bind = !inputs.lent.empty() && st.bind_misses < 3;
+    st.moved.resize(inputs.size(), false);
     for (size_t i = 0; i < inputs.size(); ++i) {  // the graph's own input buffers
       if (bind && inputs.lent[i].buf) {  // read in place: no copy at each replay
         cap->inputs.push_back(inputs.lent[i]);
         cap->bound.push_back(inputs.lent[i].buf.get());
+      } else if (inputs.borrow && !st.moved[i] && st.borrow_misses < kMaxBorrowMisses && inputs.device[i].nbytes()) {
+        // The caller's memory, not owned: each replay checks the input is at this address
+        // again (fits), and the graph never writes its inputs' buffers (nor lends them as
+        // outputs: run_cuda_device copies a target that is a bound input).
+        const DevTensor& d = inputs.device[i];
+        cap->inputs.push_back(DevTensor{d.type, DeviceBuffer(DeviceBuffer(), d.buf.get())});
+        cap->bound.push_back(d.buf.get());
       } else {
         cap->inputs.push_back(inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]));
         cap->bound.push_back(nullptr);
@@ -251,18 +264,26 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   const std::map<std::string, uint64_t> versions = var_versions(exe);
   // The types fit, but an input read in place is elsewhere now, or one the graph copies could
   // be read in place (the forward's first, uncaptured, run lent nothing to the backward's
-  // capture): capture again, a few times at most (bind_misses).
+  // capture): capture again, a few times at most (bind_misses, borrow_misses).
+  bool moved_caller = false;
   bool moved = false;
   auto fits = [&](const Captured& c) {
     if (c.input_types != in_types || c.var_versions != versions) return false;
+    bool ok = true;
     for (size_t i = 0; i < c.bound.size(); ++i) {
       const bool lent_now = !inputs.lent.empty() && inputs.lent[i].buf;
       if (c.bound[i] ? inputs.host || c.bound[i] != inputs.device[i].buf.get() : lent_now && st.bind_misses < 3) {
+        // Every input that moved is marked (not only the first): the next capture copies
+        // them, so a batch that comes at a new address each step costs one capture, not one each.
+        if (c.bound[i] && !lent_now) {
+          if (i < st.moved.size()) st.moved[i] = true;
+          moved_caller = true;
+        }
         moved = true;
-        return false;
+        ok = false;
       }
     }
-    return true;
+    return ok;
   };
   auto replay_current = [&] {
     ++st.replays;
@@ -285,7 +306,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     }
     all_lent = true;
   }
-  if (moved) ++st.bind_misses;
+  if (moved) ++(moved_caller ? st.borrow_misses : st.bind_misses);
   if (!all_lent) {
     st.captured.reset();
     st.spare.reset();
@@ -363,8 +384,11 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     if (caller) io.lent.push_back(find_lent(io.device.back().buf.get(), io.device.back().type));
   }
   // Lending needs the graph's memory to change only when it replays: not so with variables
-  // (their device copies are shared with other runs).
+  // (their device copies are shared with other runs). Likewise for reading the caller's
+  // memory in place (a variable assigned from a feed must not alias it).
   const bool may_lend = caller.has_value() && exe.variables.empty();
+  static const bool no_borrow = env_flag("TGRAPH_NO_BORROW");  // to compare, or to rule it out
+  io.borrow = may_lend && !no_borrow;
   // A stream-ordered run: the runs' stream first waits for what the caller queued (the
   // inputs' producers, and readers of pool memory the caller has since let go).
   cudaStream_t theirs = caller ? static_cast<cudaStream_t>(*caller) : nullptr;
@@ -374,15 +398,21 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
   }
   std::vector<DeviceTensor> out;
   run_common(exe, io, [&](Run& r, const std::vector<DevTensor>& targets, const std::shared_ptr<Captured>& from) {
+    // A target that is an input read in place is the caller's (or another graph's) memory:
+    // copied, never lent as this graph's.
+    auto lendable = [&](const DevTensor& t) {
+      return may_lend && from && t.nbytes() >= kLendMinBytes &&
+             std::find(from->bound.begin(), from->bound.end(), t.buf.get()) == from->bound.end();
+    };
     std::vector<const void*> lent;
     for (const DevTensor& t : targets)
-      if (may_lend && from && t.nbytes() >= kLendMinBytes) lent.push_back(t.buf.get());
+      if (lendable(t)) lent.push_back(t.buf.get());
     std::shared_ptr<void> lease = lent.empty() ? nullptr : lend(from, lent);
     for (const DevTensor& t : targets) {
       auto s = std::make_shared<DeviceTensor::Storage>();
       s->type = t.type;
       s->device = exe.device;
-      if (lease && t.nbytes() >= kLendMinBytes) {
+      if (lease && lendable(t)) {
         s->data = t.buf.get();
         s->owner = std::shared_ptr<void>(lease, t.buf.get());
       } else {

@@ -79,6 +79,8 @@ struct Captured {
   }
 };
 
+inline constexpr int kMaxBorrowMisses = 4;
+
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
@@ -93,6 +95,10 @@ struct CudaState {
   std::shared_ptr<Captured> captured;
   std::shared_ptr<Captured> spare;  // a second instance, for callers that keep outputs across runs
   int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
+  // Per input: the caller's memory came at another address than the capture read in place
+  // (never read in place again); borrow_misses counts such recaptures (kMaxBorrowMisses).
+  std::vector<bool> moved;
+  int borrow_misses = 0;
   bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)

@@ -9,6 +9,10 @@
 
 #include "py_args.h"
 #include "py_tensor.h"
+#include "runtime/executable_impl.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/plan_traffic.h"
+#endif
 
 namespace tgpy {
 using namespace nb::literals;
@@ -400,6 +404,26 @@ void bind_graph(nb::module_& m) {
           return g.compile(f, Py<std::vector<Tensor>>::in(g, targets),
                            Py<std::vector<tg::Operation>>::in(g, ops), options);
         });
+  c.def("_cuda_plan_traffic",
+        [](Graph& g, const std::vector<std::pair<PyTensor, tg::TensorType>>& feeds,
+           const std::vector<PyTensor>& targets, const std::vector<PyOperation>& ops, tg::CompileOptions options,
+           int top) {
+#ifdef TGRAPH_HAVE_CUDA
+          std::vector<std::pair<Tensor, tg::TensorType>> f;
+          for (const auto& [t, type] : feeds) f.emplace_back(unwrap(g, t), type);
+          options.device = tg::Device::cuda(0);  // planned as for a GPU; none is needed
+          tg::detail::Module m;
+          tg::detail::prepare_module(m, g.impl(), f, Py<std::vector<Tensor>>::in(g, targets),
+                                     Py<std::vector<tg::Operation>>::in(g, ops), options);
+          return tg::detail::cuda_plan_traffic(m, top);
+#else
+          (void)g, (void)feeds, (void)targets, (void)ops, (void)options, (void)top;
+          throw tg::Error("[plan] this build of tgraph has no CUDA backend");
+#endif
+        },
+        "feeds"_a, "targets"_a, "ops"_a, "options"_a, "top"_a = 15,
+        "The bytes the CUDA backend's generated kernels would move for this compile, planned without a "
+        "GPU (bench/torch_plan_traffic.py).");
   c.def("_run", [](Graph& g, const std::vector<std::pair<PyTensor, tg::TensorData>>& feeds,
                    const std::vector<PyTensor>& targets, const std::vector<PyOperation>& ops) {
     std::vector<std::pair<Tensor, tg::TensorData>> f;

@@ -34,6 +34,50 @@ std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g) {
 bool layout_pass_disabled() {
   return env_flag("TGRAPH_NO_LAYOUT");
 }
+
+std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
+                                                 const std::vector<std::pair<Tensor, TensorType>>& feeds,
+                                                 const std::vector<Tensor>& targets,
+                                                 const std::vector<Operation>& target_ops, const CompileOptions& options,
+                                                 std::vector<std::string>* feed_names,
+                                                 std::vector<TensorType>* feed_types) {
+  m.graph = g;
+  m.graph.control_scopes.clear();
+  m.dynamic_shapes = options.disable_type_inference;
+  for (const auto& [t, type] : feeds) {
+    if (t.graph_impl() != &g) throw Error("[compile] a feed belongs to another graph");
+    int32_t node = g.values[static_cast<size_t>(t.id())].node;
+    if (node < 0 || g.nodes[static_cast<size_t>(node)].kind != OpKind::Placeholder)
+      throw Error("[compile] feed " + t.name() + " is not a placeholder");
+    const TensorType& declared = t.type();
+    if (type.dtype != declared.dtype || !shape_compatible(declared.shape, type.shape))
+      throw Error("[compile] feed " + t.name() + " is declared " + declared.str() +
+                  " but compiled for " + type.str());
+    m.feeds.push_back(t.id());
+    if (feed_names) feed_names->push_back(g.nodes[static_cast<size_t>(node)].name);
+    if (feed_types) feed_types->push_back(type);
+    m.graph.values[static_cast<size_t>(t.id())].type = type;
+  }
+  for (const Tensor& t : targets) {
+    if (t.graph_impl() != &g) throw Error("[compile] a target belongs to another graph");
+    if (g.values[static_cast<size_t>(t.id())].block != 0)
+      throw Error("[compile] target " + t.name() + " is inside a region; return it from the region");
+    m.targets.push_back(t.id());
+  }
+  for (const Operation& op : target_ops) {
+    if (op.graph_impl() != &g) throw Error("[compile] a target operation belongs to another graph");
+    m.target_ops.push_back(op.id());
+  }
+  // The feed types flow through inference: static feed dims specialise the graph, -1 dims
+  // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
+  reinfer(m.graph);
+  // The CUDA backend has no kernels for composite norms and losses: they become primitives.
+  // Convolutions run channels-last on both backends (layout.h; docs/decisions.md).
+  const bool cpu = options.device.kind == Device::Kind::cpu;
+  run_pipeline(m, options.optimize, !cpu, options.precision, !detail::layout_pass_disabled());
+  return options.free_output_layouts ? free_output_layouts(m) : std::vector<std::vector<int64_t>>{};
+}
+
 }  // namespace detail
 
 Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feeds,
@@ -54,41 +98,7 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   impl->precision = options.precision;
   impl->store = variable_store_of(*impl_);
   Module& m = impl->module;
-  m.graph = *impl_;
-  m.graph.control_scopes.clear();
-  m.dynamic_shapes = options.disable_type_inference;
-  for (const auto& [t, type] : feeds) {
-    if (t.graph_impl() != impl_.get()) throw Error("[compile] a feed belongs to another graph");
-    int32_t node = impl_->values[static_cast<size_t>(t.id())].node;
-    if (node < 0 || impl_->nodes[static_cast<size_t>(node)].kind != OpKind::Placeholder)
-      throw Error("[compile] feed " + t.name() + " is not a placeholder");
-    const TensorType& declared = t.type();
-    if (type.dtype != declared.dtype || !shape_compatible(declared.shape, type.shape))
-      throw Error("[compile] feed " + t.name() + " is declared " + declared.str() +
-                  " but compiled for " + type.str());
-    m.feeds.push_back(t.id());
-    impl->feed_names.push_back(impl_->nodes[static_cast<size_t>(node)].name);
-    impl->feed_types.push_back(type);
-    m.graph.values[static_cast<size_t>(t.id())].type = type;
-  }
-  for (const Tensor& t : targets) {
-    if (t.graph_impl() != impl_.get()) throw Error("[compile] a target belongs to another graph");
-    if (impl_->values[static_cast<size_t>(t.id())].block != 0)
-      throw Error("[compile] target " + t.name() + " is inside a region; return it from the region");
-    m.targets.push_back(t.id());
-  }
-  for (const Operation& op : target_ops) {
-    if (op.graph_impl() != impl_.get()) throw Error("[compile] a target operation belongs to another graph");
-    m.target_ops.push_back(op.id());
-  }
-  // The feed types flow through inference: static feed dims specialise the graph, -1 dims
-  // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
-  reinfer(m.graph);
-  // The CUDA backend has no kernels for composite norms and losses: they become primitives.
-  // Convolutions run channels-last on both backends (layout.h; docs/decisions.md).
-  const bool cpu = options.device.kind == Device::Kind::cpu;
-  run_pipeline(m, options.optimize, !cpu, options.precision, !detail::layout_pass_disabled());
-  if (options.free_output_layouts) impl->output_perms = free_output_layouts(m);
+  impl->output_perms = prepare_module(m, *impl_, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

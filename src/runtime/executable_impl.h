@@ -74,4 +74,15 @@ std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vect
 /// The store of a graph's variables, made on first use with their initial values.
 std::shared_ptr<VariableStore> variable_store_of(GraphImpl& g);
 
+/// What Graph::compile makes of a graph before any backend sees it, and without a device: the
+/// module for the feeds (their compiled types), targets and target ops after the pass pipeline
+/// of options.device's kind. Returns CompileOptions::free_output_layouts' permutations; fills
+/// the feeds' names and types where asked. Throws tg::Error on a foreign or misdeclared feed.
+std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
+                                                 const std::vector<std::pair<Tensor, TensorType>>& feeds,
+                                                 const std::vector<Tensor>& targets,
+                                                 const std::vector<Operation>& target_ops, const CompileOptions& options,
+                                                 std::vector<std::string>* feed_names = nullptr,
+                                                 std::vector<TensorType>* feed_types = nullptr);
+
 }  // namespace tg::detail

@@ -359,3 +359,21 @@ def test_cpu_device_memory_is_zero():
     """Device.memory() counts device memory only: nothing for the CPU."""
     assert tg.Device.cpu().memory() == (0, 0)
     tg.Device.cpu().reset_peak_memory()
+
+
+def test_cuda_plan_traffic_counts_a_fused_kernel_bytes():
+    """Graph._cuda_plan_traffic plans as for a GPU without one: exp(x) * 2 + 1 on 4096x4096 f32
+    is one fused kernel reading x once and writing y once (67 MB each)."""
+    g = tg.Graph()
+    x = g.placeholder([4096, 4096], tg.f32, "x")
+    y = g.exp(x) * 2.0 + 1.0
+    opts = tg._options("cpu", "f32", False, True)
+    try:
+        report = g._cuda_plan_traffic(tg._feed_list([x]), [y], [], opts, 3)
+    except tg.Error as e:
+        assert "no CUDA backend" in str(e)
+        return
+    total = next(line for line in report.splitlines() if line.strip().startswith("total"))
+    assert total.split()[1:3] == ["1", "kernels"], report
+    assert "read     0.07 GB" in total and "written     0.07 GB" in total, report
+    assert "exp" in report

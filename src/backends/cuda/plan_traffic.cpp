@@ -1,0 +1,89 @@
+#include "backends/cuda/plan_traffic.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/matmul_epilogue.h"
+#include "passes/fusion.h"
+#include "passes/reduce_stitch.h"
+
+namespace tg::detail {
+namespace {
+
+int64_t bytes_of(const GraphImpl& g, int32_t v) {
+  const TensorType& t = g.type(v);
+  return t.shape.ranked() && t.shape.is_static() ? t.shape.num_elements() * static_cast<int64_t>(dtype_size(t.dtype))
+                                                 : 0;
+}
+
+struct Traffic {
+  int kernels = 0;
+  int64_t read = 0, written = 0;
+};
+
+std::string line(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
+  const FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+  const GraphImpl& g = m.graph;
+  std::map<std::string, Traffic> by_kind;
+  std::vector<std::pair<int64_t, std::string>> kernels;
+  for (const Step& s : plan.steps) {
+    std::string kind;
+    std::vector<int32_t> outs;
+    if (s.reduce) {
+      kind = "stitched reduction";
+      outs = s.reduce->outputs;
+    } else if (s.stitch) {
+      kind = "stitched stencil";
+      outs = s.stitch->outputs;
+    } else if (s.is_group()) {
+      kind = "fused group";
+      outs = s.group.outputs;
+    } else {
+      const Node& n = g.nodes[static_cast<size_t>(s.node)];
+      if (s.pinned || !fusible_elementwise(g, n)) continue;  // library calls, views, sources
+      kind = "lone elementwise";
+      outs = n.outputs;
+    }
+    Traffic t;
+    for (int32_t v : step_inputs(g, s)) t.read += bytes_of(g, v);
+    for (int32_t v : outs) t.written += bytes_of(g, v);
+    Traffic& k = by_kind[kind];
+    ++k.kernels;
+    k.read += t.read;
+    k.written += t.written;
+    std::string what = kind + ":";
+    for (int32_t id : step_nodes(s)) what += std::string(" ") + op_name(g.nodes[static_cast<size_t>(id)].kind);
+    if (what.size() > 150) what = what.substr(0, 147) + "...";
+    kernels.emplace_back(t.read + t.written, what);
+  }
+  std::string out;
+  Traffic all;
+  const double per_ms = copy_gbps * 1e6;  // bytes per millisecond
+  for (const auto& [kind, t] : by_kind) {
+    out += line("  %-20s %5d kernels  read %8.2f GB  written %8.2f GB  floor %6.2f ms\n", kind.c_str(), t.kernels,
+                t.read / 1e9, t.written / 1e9, (t.read + t.written) / per_ms);
+    all.kernels += t.kernels;
+    all.read += t.read;
+    all.written += t.written;
+  }
+  out += line("  %-20s %5d kernels  read %8.2f GB  written %8.2f GB  floor %6.2f ms (at %.0f GB/s)\n", "total",
+              all.kernels, all.read / 1e9, all.written / 1e9, (all.read + all.written) / per_ms, copy_gbps);
+  std::sort(kernels.rbegin(), kernels.rend());
+  if (top > 0) out += line("the %d kernels moving the most bytes (MB):\n", top);
+  for (int i = 0; i < top && i < static_cast<int>(kernels.size()); ++i)
+    out += line("  %8.1f  %s\n", kernels[static_cast<size_t>(i)].first / 1e6, kernels[static_cast<size_t>(i)].second.c_str());
+  return out;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,18 @@
+#pragma once
+// The memory traffic of the CUDA backend's fusion plan, without a GPU: what each generated
+// kernel (fused group, stitched reduction or stencil, lone elementwise op) reads and writes
+// when the executor runs a module's top-level block. Generated kernels are bound by memory,
+// so these bytes over the device's copy rate are their floor; comparing two plans' totals says
+// whether a planning change moves fewer bytes before any GPU time is spent
+// (bench_fusion_traffic, Graph._cuda_plan_traffic in Python).
+#include <string>
+
+#include "passes/module.h"
+
+namespace tg::detail {
+
+/// A table of kernels and bytes by kind, a total with its floor at `copy_gbps`, then the `top`
+/// kernels moving the most bytes with their ops.
+std::string cuda_plan_traffic(const Module& m, int top = 15, double copy_gbps = 4260);
+
+}  // namespace tg::detail

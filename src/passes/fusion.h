@@ -103,6 +103,10 @@ bool is_value_view(OpKind k);
 void recompute_producers(const Module& m, int32_t block, FusionPlan& plan);
 /// The members of group p that computing values `want` needs, in p's order.
 std::vector<int32_t> group_cone(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want);
+/// The same, reading the values in `available` (other outputs of p, written anyway) instead of
+/// computing them.
+std::vector<int32_t> group_cone_from(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want,
+                                     const std::vector<int32_t>& available);
 /// The values `nodes` read that none of them computes, in the order first read.
 std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t>& nodes);
 /// The nodes of `first`, then those of `then` not among them (a node computed once).

@@ -22,13 +22,19 @@ bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.beg
 }  // namespace
 
 std::vector<int32_t> group_cone(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want) {
+  return group_cone_from(g, p, want, {});
+}
+
+std::vector<int32_t> group_cone_from(const GraphImpl& g, const FusionGroup& p, const std::vector<int32_t>& want,
+                                     const std::vector<int32_t>& available) {
   std::unordered_set<int32_t> need(want.begin(), want.end());
   std::vector<int32_t> out;
   for (auto it = p.nodes.rbegin(); it != p.nodes.rend(); ++it) {
     const Node& n = g.nodes[static_cast<size_t>(*it)];
     if (!need.count(n.outputs[0])) continue;
     out.push_back(*it);
-    need.insert(n.inputs.begin(), n.inputs.end());
+    for (int32_t v : n.inputs)
+      if (!contains(available, v) || contains(want, v)) need.insert(v);
   }
   std::reverse(out.begin(), out.end());
   return out;
@@ -99,10 +105,27 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
       for (const auto& [j, want] : by_producer) {
         FusionGroup p;
         if (!step_group(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
-        const std::vector<int32_t> cone = group_cone(g, p, want);
-        int64_t added = 0, saved = 0;
-        for (int32_t v : outside_reads(g, cone))
-          if (!contains(c.inputs, v)) added += full_bytes(v);
+        // From p's inputs, or from what p writes anyway (its other outputs: dy in bf16 rather
+        // than recomputed from the two gradients and the mask that made it), whichever reads less.
+        auto added_by = [&](const std::vector<int32_t>& cone) {
+          int64_t b = 0;
+          for (int32_t v : outside_reads(g, cone))
+            if (!contains(c.inputs, v)) b += full_bytes(v);
+          return b;
+        };
+        std::vector<int32_t> cone = group_cone(g, p, want);
+        int64_t added = added_by(cone);
+        std::vector<int32_t> others;
+        for (int32_t v : p.outputs)
+          if (!contains(want, v)) others.push_back(v);
+        if (!others.empty()) {
+          std::vector<int32_t> cut = group_cone_from(g, p, want, others);
+          if (const int64_t b = added_by(cut); b < added) {
+            cone = std::move(cut);
+            added = b;
+          }
+        }
+        int64_t saved = 0;
         bool last_reader = true;
         for (int32_t v : want) {
           last_reader &= reads[static_cast<size_t>(v)] == 1;

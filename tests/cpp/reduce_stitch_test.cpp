@@ -20,6 +20,8 @@ namespace {
 
 using passtest::module_of;
 
+bool contains_value(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
 std::vector<std::shared_ptr<const ReduceStitch>> reduce_steps(const FusionPlan& p) {
   return passtest::steps_with(p, &Step::reduce);
 }
@@ -173,6 +175,28 @@ TEST(ReduceStitch, AutocastBatchNormBackwardWritesNoFullSizeF32) {
   EXPECT_EQ(rs[0]->reductions.size(), 2u);
   for (int32_t v : rs[0]->inputs)
     if (mg.type(v).shape == s) EXPECT_EQ(mg.type(v).dtype, DType::bf16);
+}
+
+// A group that needs a wide value another group computed from a narrow one it also writes (an
+// autocast graph's dy: select in bf16, then cast to f32) reads the narrow one and casts it,
+// rather than the f32 copy (or the three tensors the whole chain started from): dy is never
+// written, nor read back.
+TEST(ReduceStitch, RecomputeReadsTheNarrowValueTheProducerWrites) {
+  Graph g;
+  const Shape s{64, 32};
+  Tensor g1 = g.placeholder(s, bf16), g2 = g.placeholder(s, bf16), y = g.placeholder(s, bf16);
+  Tensor z = g.placeholder(s, f32);
+  Tensor wh = g.select(g.less_equal(y, g.scalar(0, bf16)), g.scalar(0, bf16), g.add(g1, g2));
+  Tensor dy = g.cast(wh, f32);
+  Tensor r = g.reduce_max(dy, {1});  // not elementwise: the group computing dy closes here
+  Tensor out = g.mul(dy, z);
+  Tensor t = g.transpose(wh, {1, 0});  // wh is written for it anyway
+  Module m = module_of(g, {r, out, t});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  for (const Step& st : p.steps) {
+    EXPECT_FALSE(contains_value(step_inputs(m.graph, st), dy.id()));
+    if (st.is_group()) EXPECT_FALSE(contains_value(st.group.outputs, dy.id()));
+  }
 }
 
 // A reduce_sum of a weight gradient's dy stays its own step (the CUDA backend folds it into the

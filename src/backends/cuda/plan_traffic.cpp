@@ -19,6 +19,20 @@ int64_t bytes_of(const GraphImpl& g, int32_t v) {
                                                  : 0;
 }
 
+// "2 x bf16 25.7 MB, 1 x f32 51.4 MB": the operands that move bytes, by dtype and size.
+std::string operands(const GraphImpl& g, const std::vector<int32_t>& vals) {
+  std::map<std::pair<std::string, int64_t>, int> n;
+  for (int32_t v : vals)
+    if (int64_t b = bytes_of(g, v); b >= (1 << 20)) ++n[{dtype_name(g.type(v).dtype), b}];
+  std::string out;
+  for (const auto& [k, c] : n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s %d x %s %.1f MB", out.empty() ? "" : ",", c, k.first.c_str(), k.second / 1e6);
+    out += buf;
+  }
+  return out.empty() ? " nothing over 1 MB" : out;
+}
+
 struct Traffic {
   int kernels = 0;
   int64_t read = 0, written = 0;
@@ -64,7 +78,8 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
     k.written += t.written;
     std::string what = kind + ":";
     for (int32_t id : step_nodes(s)) what += std::string(" ") + op_name(g.nodes[static_cast<size_t>(id)].kind);
-    if (what.size() > 150) what = what.substr(0, 147) + "...";
+    if (what.size() > 110) what = what.substr(0, 107) + "...";
+    what += "\n            reads" + operands(g, step_inputs(g, s)) + "; writes" + operands(g, outs);
     kernels.emplace_back(t.read + t.written, what);
   }
   std::string out;

@@ -616,3 +616,30 @@ TEST(OnnxImport, TfIdfVectorizerGraphDoesNotGrowWithTheInputLength) {
   tg::OnnxModel m = tg::import_onnx_bytes(bytes);
   EXPECT_LT(m.graph.num_nodes(), 2000);
 }
+
+std::string regression_bytes(const std::string& name) {
+  std::ifstream f(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions/" + name, std::ios::binary);
+  EXPECT_TRUE(f) << name;
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Slow inputs of session 12's campaign (50 s and 24 s under ASan): a TfIdfVectorizer whose
+// ngram_indexes reach column 1.5M built one zeros node per output column (runs of them are one
+// constant now), and an RNN whose hidden_size (33,554,429) disagrees with W and R built its
+// gates at that size before a matmul refused them (checked first now, naming the shapes).
+TEST(OnnxImport, TfIdfVectorizerWideOutputIsAFewNodes) {
+  tg::OnnxModel m = tg::import_onnx_bytes(regression_bytes("onnx_slow_2.bin"));
+  EXPECT_LT(m.graph.num_nodes(), 50);
+  ASSERT_EQ(m.outputs.size(), 1u);
+  EXPECT_GT(m.outputs[0].shape().dims().back(), 1000000);
+}
+
+TEST(OnnxImport, RnnHiddenSizeMustMatchItsWeights) {
+  try {
+    tg::import_onnx_bytes(regression_bytes("onnx_slow_3.bin"));
+    FAIL() << "imported";
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden_size 33554429"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got W [1,4,2] and R [1,4,4]"), std::string::npos) << e.what();
+  }
+}

@@ -46,6 +46,15 @@ void recurrent(Ctx& c) {
   int64_t H = c.attr_i("hidden_size", R.shape()[2]);
   std::string dir = c.attr_s("direction", "forward");
   int64_t ndir = dir == "bidirectional" ? 2 : 1;
+  // W is [num_directions, gates * H, input_size] and R [num_directions, gates * H, H]: checked
+  // before anything of hidden_size's size is built.
+  const Shape ws = W.shape(), rs = R.shape();
+  auto off = [](int64_t dim, int64_t want) { return dim >= 0 && dim != want; };
+  if (H <= 0 || off(ws[0], ndir) || off(ws[1], gates * H) || off(rs[0], ndir) || off(rs[1], gates * H) ||
+      off(rs[2], H) || off(ws[2], x.shape()[2]))
+    c.fail("hidden_size " + std::to_string(H) + ", direction " + dir + " and X " + x.shape().str() + " need W [" +
+           std::to_string(ndir) + ", " + std::to_string(gates * H) + ", input_size] and R [" + std::to_string(ndir) +
+           ", " + std::to_string(gates * H) + ", " + std::to_string(H) + "], got W " + ws.str() + " and R " + rs.str());
   std::vector<std::string> names;
   const auto* acts = &names;
   for (const auto& a : c.node.attribute())

@@ -2,6 +2,7 @@
 // MelWeightMatrix, TfIdfVectorizer.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "frontends/onnx/importer.h"
 
@@ -103,6 +104,8 @@ void stft(Ctx& c) {
 // the matching windows summed, so the graph grows with n-grams x skips, not with X's length
 // (one node per position made a 2 x 76 input with 33 skips take 14 s to import).
 
+constexpr double kMaxTfIdfNodes = 200000;
+
 void tfidf(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
@@ -130,9 +133,25 @@ void tfidf(Ctx& c) {
   }
   if (grams.size() != indexes.size()) c.fail("ngram_indexes must have one entry per n-gram");
   int64_t width = 0;
-  for (int64_t i : indexes) width = std::max(width, i + 1);
-  require_size(c, static_cast<double>(grams.size()) * static_cast<double>(C) * static_cast<double>(max_skip + 1), "the n-gram search");
-  std::vector<Tensor> cols(static_cast<size_t>(width));
+  for (int64_t i : indexes) {
+    if (i < 0) c.fail("ngram_indexes must not be negative, got " + std::to_string(i));
+    width = std::max(width, i + 1);
+  }
+  require_size(c, static_cast<double>(width) * static_cast<double>(N), "the output");
+  // The graph below has about 3n + 3 nodes per n-gram and skip that fits the input: refused
+  // beyond what a real vectorizer needs, before a hostile model makes millions of them.
+  double planned = 0;
+  for (const auto& gram : grams) {
+    const int64_t n = static_cast<int64_t>(gram.size());
+    if (n < min_n || n > max_n) continue;
+    const int64_t fits = n == 1 ? 1 : std::min<int64_t>(max_skip + 1, std::max<int64_t>(0, (C - 1) / (n - 1)));
+    planned += static_cast<double>(fits) * static_cast<double>(3 * n + 3);
+  }
+  if (planned > kMaxTfIdfNodes)
+    c.fail("the n-gram search would take " + std::to_string(static_cast<int64_t>(planned)) + " graph nodes (" +
+           std::to_string(grams.size()) + " n-grams, up to " + std::to_string(max_skip) + " skips over " +
+           std::to_string(C) + " items); at most " + std::to_string(static_cast<int64_t>(kMaxTfIdfNodes)) + " are built");
+  std::map<int64_t, Tensor> cols;  // output column -> its count (the rest are zeros)
   for (size_t k = 0; k < grams.size(); ++k) {
     int64_t n = static_cast<int64_t>(grams[k].size());
     if (n < min_n || n > max_n) continue;
@@ -154,13 +173,25 @@ void tfidf(Ctx& c) {
     double w = k < weights.size() ? weights[k] : 1.0;
     if (mode == "IDF") cnt = g.mul(g.cast(g.greater(cnt, g.scalar(0, DType::f32)), DType::f32), g.scalar(w, DType::f32));
     else if (mode == "TFIDF") cnt = g.mul(cnt, g.scalar(w, DType::f32));
-    size_t o = static_cast<size_t>(indexes[k]);
-    cols[o] = cols[o].valid() ? g.add(cols[o], cnt) : cnt;
+    Tensor& col = cols[indexes[k]];
+    col = col.valid() ? g.add(col, cnt) : cnt;
   }
-  Tensor zero = g.constant(TensorData::zeros(Shape{N}, DType::f32));
-  for (auto& t : cols)
-    if (!t.valid()) t = zero;
-  Tensor y = g.stack(cols, 1);
+  // Columns no n-gram maps to are zeros: one constant per run of them, so a wide output with
+  // few counted columns stays a few nodes.
+  std::vector<Tensor> parts;
+  int64_t next = 0;  // the first column not yet in parts
+  auto zeros_to = [&](int64_t end) {
+    if (end > next) parts.push_back(g.constant(TensorData::zeros(Shape{N, end - next}, DType::f32)));
+    next = std::max(next, end);
+  };
+  for (const auto& [o, col] : cols) {
+    zeros_to(o);
+    parts.push_back(g.expand_dims(col, {1}));
+    next = o + 1;
+  }
+  zeros_to(width);
+  if (parts.empty()) parts.push_back(g.constant(TensorData::zeros(Shape{N, 0}, DType::f32)));
+  Tensor y = parts.size() == 1 ? parts[0] : g.concat(parts, 1);
   c.out(0, one_row ? g.squeeze(y, {0}) : y);
 }
 

@@ -324,6 +324,15 @@ void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan) {
           plan.decisions.push_back("group of " + std::to_string(s.group.nodes.size()) + " dropped: all it computed is recomputed where it is read");
           continue;
         }
+        if (o.size() != before) {
+          // Members only the dropped outputs needed go too, and the operands only they read
+          // (a cast that loaded an activation for a reader that now computes it itself).
+          std::vector<int32_t> live = group_cone(g, s.group, o);
+          if (live.size() != s.group.nodes.size()) {
+            s.group.nodes = std::move(live);
+            s.group.inputs = outside_reads(g, s.group.nodes);
+          }
+        }
       } else if (!s.fused() && fusible_elementwise(g, g.nodes[static_cast<size_t>(s.node)]) &&
                  unread(g.nodes[static_cast<size_t>(s.node)].outputs[0])) {
         plan.decisions.push_back(std::string(op_name(g.nodes[static_cast<size_t>(s.node)].kind)) +

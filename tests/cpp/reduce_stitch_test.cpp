@@ -199,6 +199,30 @@ TEST(ReduceStitch, RecomputeReadsTheNarrowValueTheProducerWrites) {
   }
 }
 
+// A group whose output every reader now computes itself loses the members only that output
+// needed, and their operands: the cast that loaded y for c is not left reading y for nothing.
+TEST(ReduceStitch, DroppedOutputsTakeTheirMembersAlong) {
+  Graph g;
+  const Shape s{64, 32};
+  Tensor x = g.placeholder(s, f32), y = g.placeholder(s, bf16), z = g.placeholder(s, f32);
+  Tensor a = g.exp(x);
+  Tensor yf = g.cast(y, f32);  // a loader: joins a's group
+  Tensor r = g.reduce_max(a, {1});
+  Tensor t = g.transpose(a, {1, 0});
+  Tensor out = g.mul(yf, z);  // recomputes yf from y (half the bytes)
+  Module m = module_of(g, {r, t, out});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  bool found = false;
+  for (const Step& st : p.steps) {
+    std::vector<int32_t> outs = st.is_group() ? st.group.outputs : std::vector<int32_t>{};
+    if (!contains_value(outs, a.id())) continue;
+    found = true;
+    EXPECT_FALSE(contains_value(step_inputs(m.graph, st), y.id()));
+    EXPECT_FALSE(contains_value(outs, yf.id()));
+  }
+  EXPECT_TRUE(found);
+}
+
 // A reduce_sum of a weight gradient's dy stays its own step (the CUDA backend folds it into the
 // matmul as the bias-gradient epilogue); a lone reduction with no prologue is left alone.
 TEST(ReduceStitch, BiasGradientAndLoneReductionsStayAlone) {

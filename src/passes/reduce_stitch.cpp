@@ -101,6 +101,16 @@ class ReductionStitcher {
     return it->second;
   }
 
+  // True when no step after o's place and before step i reads a result of o's reductions.
+  bool results_unread_between(const Open& o, size_t i) const {
+    std::vector<int32_t> results;
+    for (int32_t r : o.reductions) results.push_back(g_.nodes[static_cast<size_t>(r)].outputs[0]);
+    for (size_t j = o.at + 1; j < i; ++j)
+      for (int32_t v : step_inputs(g_, steps_[j]))
+        if (contains(results, v)) return false;
+    return true;
+  }
+
   // Every stitchable reduction opens a stitch or joins the first open one of its geometry where
   // its inputs are ready and the operands still fit.
   std::vector<Open> open_stitches() const {
@@ -127,12 +137,23 @@ class ReductionStitcher {
                         std::vector<int32_t>(r.inputs.begin() + 1, r.inputs.end()));
       const std::vector<bool> red = reduced_dims(r, xs, g_.type(r.outputs[0]).shape);
       Open* join = nullptr;
-      for (Open& o : open)
-        if (o.shape == xs && o.red == red && o.reductions.size() < static_cast<size_t>(kStitchReductions) &&
-            ready_at(needs, o.at) && merge_members(o.reads, needs).size() <= static_cast<size_t>(kMaxFusedOperands)) {
+      for (Open& o : open) {
+        if (!(o.shape == xs && o.red == red && o.reductions.size() < static_cast<size_t>(kStitchReductions) &&
+              merge_members(o.reads, needs).size() <= static_cast<size_t>(kMaxFusedOperands)))
+          continue;
+        if (ready_at(needs, o.at)) {
           join = &o;
           break;
         }
+        // Its operands are made after the stitch (a per-channel view of the mean that the
+        // backward's order puts between two sums of one batch norm): the stitch moves down to
+        // this reduction when nothing in between reads what it computes.
+        if (ready_at(needs, i) && results_unread_between(o, i)) {
+          o.at = i;
+          join = &o;
+          break;
+        }
+      }
       if (!join) {
         if (needs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
         open.push_back(Open{i, xs, red, {}, {}, {}, {}});

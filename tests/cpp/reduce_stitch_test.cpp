@@ -237,9 +237,10 @@ TEST(ReduceStitch, BiasGradientAndLoneReductionsStayAlone) {
   EXPECT_TRUE(reduce_steps(p).empty());
 }
 
-// Siblings join the first reduction's step only when their inputs are ready there; different
-// geometries never share a step.
-TEST(ReduceStitch, SiblingsNeedTheirInputsReady) {
+// Siblings join the first reduction's step when their inputs are ready there, or else when
+// the step can move down to them (nothing in between reads its results): s2, made after a
+// matmul, joins s1 and s3 there. Different geometries never share a step.
+TEST(ReduceStitch, SiblingsJoinWhereTheirInputsAreReady) {
   Graph g;
   Tensor x = g.placeholder({32, 8}, f32);
   Tensor s1 = g.reduce_sum(g.square(x), {0});
@@ -250,10 +251,33 @@ TEST(ReduceStitch, SiblingsNeedTheirInputsReady) {
   Module m = module_of(g, {s1, s2, s3, s4});
   FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
   auto rs = reduce_steps(p);
-  ASSERT_EQ(rs.size(), 3u);
-  EXPECT_EQ(rs[0]->reductions.size(), 2u);  // s1 and s3
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0]->reductions.size(), 3u);  // s1, s2 and s3, after the matmul
   EXPECT_EQ(rs[1]->reductions.size(), 1u);  // s4 (with its prologue)
-  EXPECT_EQ(rs[2]->reductions.size(), 1u);  // s2, after the matmul
+  const Node& matmul = m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(late.id())].node)];
+  size_t at_matmul = 0, at_stitch = 0;
+  for (size_t k = 0; k < p.steps.size(); ++k) {
+    if (!p.steps[k].fused() && &m.graph.nodes[static_cast<size_t>(p.steps[k].node)] == &matmul) at_matmul = k;
+    if (p.steps[k].reduce == rs[0]) at_stitch = k;
+  }
+  EXPECT_LT(at_matmul, at_stitch);
+}
+
+// A step that reads the first reduction's result keeps the stitch where it is: a sibling
+// made after that step gets a stitch of its own.
+TEST(ReduceStitch, SiblingsDoNotMoveAStitchPastItsReaders) {
+  Graph g;
+  Tensor x = g.placeholder({32, 8}, f32);
+  Tensor s1 = g.reduce_sum(g.square(x), {0});
+  Tensor late = g.matmul(g.mul(x, s1), g.placeholder({8, 8}, f32));  // reads s1
+  Tensor s2 = g.reduce_sum(g.add(late, x), {0});
+  Tensor s3 = g.reduce_max(g.exp(x), {0});
+  Module m = module_of(g, {s1, s2, s3});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0]->reductions.size(), 2u);  // s1 and s3
+  EXPECT_EQ(rs[1]->reductions.size(), 1u);  // s2
 }
 
 #ifdef TGRAPH_HAVE_CUDA

@@ -41,9 +41,17 @@ def _channels_last(t: torch.Tensor) -> bool:
 
 def _signature(values) -> tuple:
     """What an executable is specialised on: shapes, dtypes, devices and channels-last storage
-    of the tensors, and every other value itself."""
-    return tuple((tuple(v.shape), v.dtype, v.device, _channels_last(v)) if isinstance(v, torch.Tensor) else ("py", v)
-                 for v in values)
+    of the tensors, and every other value itself. (Computed at every call of a training graph,
+    for hundreds of tensors: one pass, no helper call per tensor.)"""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            s = v.shape
+            out.append((s, v.dtype, v.device, len(s) == 4 and not v.is_contiguous()
+                        and v.is_contiguous(memory_format=torch.channels_last)))
+        else:
+            out.append(("py", v))
+    return tuple(out)
 
 
 def _device_of(args) -> tg.Device:

@@ -3,6 +3,7 @@
 // them) so a backend can run each group as one generated kernel. It does not rewrite the
 // graph: it returns the steps of a block in run order, each a single op or a group, and the
 // reason each time a group had to be closed. TGRAPH_NO_FUSION=1 turns grouping off.
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@ namespace tg::detail {
 /// kernel passes their pointers by value (elementwise_codegen.h), so the planner's merges stop
 /// there rather than make a group that no kernel can run.
 inline constexpr int kMaxFusedOperands = 24;
+/// The most members a plan pass lets a group grow to by recomputing or absorbing others: a
+/// generated kernel's statements stay few enough to compile fast.
+inline constexpr size_t kMaxGroupMembers = 256;
 
 struct FusionGroup {
   std::vector<int32_t> nodes;    // members, in run order

@@ -10,11 +10,6 @@
 #include "passes/fusion.h"
 
 namespace tg::detail {
-namespace {
-
-constexpr size_t kMaxMembers = 256;  // as recompute_producers: kernels that compile fast
-
-}  // namespace
 
 void absorb_consumers(const Module& m, int32_t block, FusionPlan& plan) {
   const GraphImpl& g = m.graph;
@@ -46,7 +41,7 @@ void absorb_consumers(const Module& m, int32_t block, FusionPlan& plan) {
     if (!step_group(g, steps[j], p) || !(group_shape(g, p) == group_shape(g, c))) continue;
     const std::vector<int32_t> members = merge_members(p.nodes, c.nodes);
     std::vector<int32_t> inputs = outside_reads(g, members);
-    if (members.size() > kMaxMembers || inputs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
+    if (members.size() > kMaxGroupMembers || inputs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;
     FusionGroup joined{members, std::move(inputs), p.outputs};
     for (int32_t v : c.outputs) {
       joined.outputs.push_back(v);

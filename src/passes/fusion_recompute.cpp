@@ -15,7 +15,6 @@
 namespace tg::detail {
 namespace {
 
-constexpr size_t kMaxMembers = 256;  // a generated kernel's statements stay few enough to compile fast
 
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -131,7 +130,7 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
           last_reader &= reads[static_cast<size_t>(v)] == 1;
           saved += full_bytes(v);
         }
-        if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxMembers) continue;
+        if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxGroupMembers) continue;
         const std::vector<int32_t> members = merge_members(cone, c.nodes);
         std::vector<int32_t> inputs = outside_reads(g, members);
         if (inputs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;  // no kernel would take it

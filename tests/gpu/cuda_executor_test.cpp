@@ -199,13 +199,20 @@ TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
   const double salt = 1e-6 * static_cast<double>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003);
   auto s0 = detail::nvrtc_stats();
   Graph g;
-  Tensor x = g.placeholder({64, 32}, f32, "x");
-  std::vector<Tensor> outs;
-  for (int k = 0; k < 4; ++k)  // four groups, split by the reductions between them
-    outs.push_back(g.reduce_sum(g.mul(g.exp(g.mul(x, g.scalar(0.01 * k + salt))), g.scalar(1.5 + k)), {1}));
-  TensorData xv = rnd({64, 32}, f32, 5);
-  auto got = g.compile({{x, x.type()}}, outs, {}, gpu()).run({xv});
-  auto want = g.compile({{x, x.type()}}, outs, {}, {.device = Device::cpu()}).run({xv});
+  // four kernels at least: four reductions of four different inputs (reductions of one input
+  // would stitch into one kernel)
+  std::vector<Tensor> xs, outs;
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  std::vector<TensorData> vals;
+  for (int k = 0; k < 4; ++k) {
+    xs.push_back(g.placeholder({64, 32 + 8 * k}, f32, "x" + std::to_string(k)));
+    feeds.push_back({xs[k], xs[k].type()});
+    vals.push_back(rnd({64, 32 + 8 * k}, f32, 5 + k));
+    outs.push_back(g.reduce_sum(g.mul(g.exp(g.mul(xs[k], g.scalar(0.01 * k + salt))), g.scalar(1.5 + k)), {1}));
+  }
+  auto got = g.compile(feeds, outs, {}, gpu()).run(vals);
+  auto want = g.compile(feeds, outs, {}, {.device = Device::cpu()}).run(vals);
+  TensorData xv = vals[0];
   auto s1 = detail::nvrtc_stats();
   EXPECT_GE(s1.prefetched - s0.prefetched, 4);  // one per output's kernel at least
   EXPECT_GE(s1.compiled - s0.compiled, s1.prefetched - s0.prefetched);

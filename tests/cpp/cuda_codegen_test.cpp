@@ -8,7 +8,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/elementwise_codegen.h"
-#include "backends/cuda/kernels_pool_indices.h"
+#include "backends/cuda/kernels_max_pool.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "passes/fusion.h"
 #include "tgraph/tgraph.h"

@@ -1,6 +1,7 @@
 // cuDNN convolution and pooling (backends/cuda/cudnn_conv.cpp, cudnn_pool.cpp) against the CPU
-// backend on random inputs. Each case is run two ways:
-//   - directly through cudnn_conv / cudnn_pool, asserting that cuDNN covers it (returns true)
+// backend on random inputs; max pooling, which runs in our kernels (cuda_max_pool.cpp), beside
+// average pooling in the same cases. Each case is run two ways:
+//   - directly through cudnn_conv / cudnn_pool / cuda_max_pool, asserting that it covers it (returns true)
 //     or declines it (returns false, the cases it must not take), so a silent fallback cannot
 //     pass for coverage;
 //   - through the CUDA executor (Graph::compile for Device::cuda(0)).
@@ -78,7 +79,9 @@ bool run_direct(OpKind kind, const Attr& attr, const std::vector<TensorData>& in
                 TensorData& got) {
   const bool conv = kind != OpKind::MaxPool2d && kind != OpKind::AvgPool2d && kind != OpKind::MaxPool2dGrad &&
                     kind != OpKind::AvgPool2dGrad;
-  return gputest::run_direct(conv ? detail::cudnn_conv : detail::cudnn_pool, kind, attr, inputs, out_type, got);
+  const bool max = kind == OpKind::MaxPool2d || kind == OpKind::MaxPool2dGrad;
+  return gputest::run_direct(conv ? detail::cudnn_conv : max ? detail::cuda_max_pool : detail::cudnn_pool, kind, attr,
+                             inputs, out_type, got);
 }
 
 // One case: direct cuDNN call (covered or declined as expected) and the executor, both
@@ -188,6 +191,42 @@ TEST(Cudnn, Conv2dDataAndWeightGrads) {
   }
 }
 
+// Input channels below 8 in NHWC f16 / bf16 (an image's 3) are padded with zeros to 8 for
+// cuDNN's tensor-core kernels (forward and weight gradient): ResNet-50's stem shape at batch 2,
+// both weight layouts, against the CPU, and against the unpadded path
+// (TGRAPH_CUDNN_NO_CHANNEL_PAD=1). The padded weight gradient is sliced back to 3 channels.
+TEST(Cudnn, StemChannelsPaddedToEight) {
+  for (Layout wl : {L::hwio, L::oihw})
+    for (DType t : {bf16, f16}) {
+      const Shape xs{2, 32, 30, 3}, ws = wl == L::hwio ? Shape{7, 7, 3, 16} : Shape{16, 3, 7, 7};
+      const ConvDesc d = desc(L::nhwc, wl, {2, 2}, {}, P::explicit_, {3, 3, 3, 3});
+      Shape y;
+      {
+        Graph g;
+        y = g.conv2d(g.placeholder(xs, t), g.placeholder(ws, t), d).shape();
+      }
+      const std::string tn = std::string(wl == L::hwio ? " hwio " : " oihw ") + dtype_name(t);
+      const std::vector<TensorData> fw{rnd(xs, t, 21), rnd(ws, t, 22)}, wg{rnd(y, t, 23), rnd(xs, t, 24)};
+      const Build conv = [d](Graph& g, const std::vector<Tensor>& x) { return g.conv2d(x[0], x[1], d); };
+      const Build wgrad = [d, ws](Graph& g, const std::vector<Tensor>& x) {
+        return g.conv2d_weight_grad(x[0], x[1], ws, d);
+      };
+      check("stem conv2d" + tn, OpKind::Conv2d, Attr{d}, conv, fw);
+      check("stem weight grad" + tn, OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}}, wgrad, wg);
+      TensorData padded_fw, padded_wg, plain_fw, plain_wg;
+      ASSERT_TRUE(run_direct(OpKind::Conv2d, Attr{d}, fw, TensorType{run_graph(conv, fw, cpu()).shape(), t}, padded_fw));
+      ASSERT_TRUE(run_direct(OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}}, wg, TensorType{ws, t},
+                             padded_wg));
+      setenv("TGRAPH_CUDNN_NO_CHANNEL_PAD", "1", 1);
+      ASSERT_TRUE(run_direct(OpKind::Conv2d, Attr{d}, fw, padded_fw.type(), plain_fw));
+      ASSERT_TRUE(run_direct(OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}}, wg, padded_wg.type(),
+                             plain_wg));
+      unsetenv("TGRAPH_CUDNN_NO_CHANNEL_PAD");
+      expect_close(padded_fw, plain_fw, tolerance(t), "stem conv2d padded vs plain" + tn);
+      expect_close(padded_wg, plain_wg, tolerance(t), "stem weight grad padded vs plain" + tn);
+    }
+}
+
 // f64 computes in double (DOUBLE_CONFIG) in the NCHW layout, padded explicitly too.
 TEST(Cudnn, Conv2dF64Nchw) {
   for (const ConvDesc& d : {desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}),
@@ -272,8 +311,7 @@ struct PoolCase {
   std::string name;
   Shape x;
   PoolDesc d;
-  bool covered = true;      // avg_pool2d and its gradient
-  bool max_covered = true;  // max_pool2d and its gradient (padded explicitly with -inf)
+  bool covered = true;  // by cuDNN: avg_pool2d and its gradient (max pooling: our kernels, every case)
 };
 
 PoolDesc pdesc(Layout l, std::vector<int64_t> k, std::vector<int64_t> stride = {}, PaddingStyle p = P::explicit_,
@@ -302,8 +340,8 @@ std::vector<PoolCase> pool_cases() {
       {"ceil mode without partial window", {2, 8, 10, 5}, pdesc(L::nhwc, {2, 2}, {}, P::explicit_, {}, false, true)},
       // Declined.
       {"dilation 2 (declined)", {2, 9, 11, 5}, pdesc(L::nhwc, {2, 2}, {1, 1}, P::explicit_, {}, false, false, {2, 2}),
-       false, false},
-      // Max pooling pads explicitly; average pooling declines (its divisor counts taps).
+       false},
+      // Average pooling declines (its divisor counts taps).
       {"ceil mode partial window (avg declined)", {2, 9, 11, 5},
        pdesc(L::nhwc, {2, 2}, {}, P::explicit_, {}, false, true), false},
       {"ceil mode partial window nchw (avg declined)", {2, 3, 9, 8},
@@ -319,7 +357,7 @@ std::vector<PoolCase> pool_cases() {
 TEST(Cudnn, PoolingAndGrads) {
   for (const PoolCase& c : pool_cases()) {
     for (DType t : {f32, f16, bf16, f64}) {
-      if (t != f32 && !c.covered && !c.max_covered) continue;
+      if (t != f32 && !c.covered) continue;
       PoolDesc d = c.d;
       Shape y;
       {
@@ -328,13 +366,12 @@ TEST(Cudnn, PoolingAndGrads) {
       }
       std::string tn = dtype_name(t);
       check(c.name + " max_pool2d " + tn, OpKind::MaxPool2d, Attr{d},
-            [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], d); }, {rnd(c.x, t, 1)},
-            c.max_covered);
+            [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], d); }, {rnd(c.x, t, 1)});
       check(c.name + " avg_pool2d " + tn, OpKind::AvgPool2d, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.avg_pool2d(x[0], d); }, {rnd(c.x, t, 2)}, c.covered);
       check(c.name + " max_pool2d_grad " + tn, OpKind::MaxPool2dGrad, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d_grad(x[0], x[1], d); },
-            {rnd(y, t, 3), distinct(c.x, t)}, c.max_covered);
+            {rnd(y, t, 3), distinct(c.x, t)});
       check(c.name + " avg_pool2d_grad " + tn, OpKind::AvgPool2dGrad, Attr{d},
             [d](Graph& g, const std::vector<Tensor>& x) { return g.avg_pool2d_grad(x[0], x[1], d); },
             {rnd(y, t, 5), rnd(c.x, t, 6)}, c.covered);
@@ -374,11 +411,11 @@ TEST(Cudnn, PoolingAndGrads) {
   check("ceil mode past the padding max grad", OpKind::MaxPool2dGrad, Attr{c},
         [c](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d_grad(x[0], x[1], c); },
         {rnd(yc, f32, 14), distinct({2, 9, 9, 5}, f32)});
-  // Integers: max_pool2d of i32 is not cuDNN's.
+  // Integers: max_pool2d of i32 (our kernel).
   PoolDesc k2 = pdesc(L::nhwc, {2, 2});
   TensorData xi = TensorData::uniform({2, 8, 8, 3}, -100, 100, i32, 10);
-  check("i32 max_pool2d (declined)", OpKind::MaxPool2d, Attr{k2},
-        [k2](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], k2); }, {xi}, false);
+  check("i32 max_pool2d", OpKind::MaxPool2d, Attr{k2},
+        [k2](Graph& g, const std::vector<Tensor>& x) { return g.max_pool2d(x[0], k2); }, {xi});
 }
 
 TEST(Cudnn, MaxPoolPaddingIsNotACandidateAndNanWins) {

@@ -3,8 +3,8 @@
 // ref_reduce.cpp, ref_linalg.cpp, ref_conv.cpp) maps output coordinates to input
 // coordinates; most become one strided copy (kernels_copy.h): transpose, strided_slice,
 // reverse, tile, space_to_depth / depth_to_space, each part of concat / split, and the
-// scatter of slice_update. Constants the kernels write (pad's fill, max pooling's empty
-// window) are converted on the host with the CPU's own store rule, so every byte matches.
+// scatter of slice_update. Constants the kernels write (pad's fill) are converted on the host
+// with the CPU's own store rule, so every byte matches.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,7 +15,6 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/kernels_copy.h"
-#include "backends/cuda/kernels_pool_indices.h"
 #include "backends/cuda/kernels_resize.h"
 #include "backends/cuda/kernels_scan.h"
 #include "core/element.h"
@@ -165,43 +164,6 @@ bool space_depth(const Node& n, const Dims& xd, Copy& c) {
     c = gather({N, C, H, b, W, b});
     c.in_strides = {bbC * H * W, H * W, W, b * C * H * W, 1, C * H * W};
   }
-  return true;
-}
-
-// ---- max_pool2d_with_indices: the window geometry of ref make_pool / pads_before ----
-bool pool_geometry(const PoolDesc& d, const Dims& xd, const Dims& yd, PoolGeometry& g) {
-  const bool last = d.data_layout == Layout::nhwc;
-  if ((!last && d.data_layout != Layout::nchw) || xd.size() != 4 || yd.size() != 4 || d.kernel.size() != 2)
-    return false;
-  const std::vector<int64_t>& stride = d.stride.empty() ? d.kernel : d.stride;
-  std::vector<int64_t> dil = d.dilation.empty() ? std::vector<int64_t>{1, 1} : d.dilation;
-  if (stride.size() != 2 || dil.size() != 2) return false;
-  const long long xsp[2] = {last ? xd[1] : xd[2], last ? xd[2] : xd[3]};
-  const long long ysp[2] = {last ? yd[1] : yd[2], last ? yd[2] : yd[3]};
-  long long pad[2];
-  for (size_t i = 0; i < 2; ++i) {
-    long long ke = (d.kernel[i] - 1) * dil[i] + 1;
-    long long total = std::max<long long>((ysp[i] - 1) * stride[i] + ke - xsp[i], 0);
-    pad[i] = 0;
-    if (d.padding == PaddingStyle::explicit_) {
-      if (!d.explicit_padding.empty()) {
-        if (d.explicit_padding.size() < 4) return false;
-        pad[i] = d.explicit_padding[2 * i];
-      }
-    } else if (d.padding == PaddingStyle::same) {
-      pad[i] = total / 2;
-    } else if (d.padding == PaddingStyle::same_lower) {
-      pad[i] = (total + 1) / 2;
-    }
-  }
-  g = {xd[0],       last ? xd[3] : xd[1],
-       xsp[0],      xsp[1],
-       ysp[0],      ysp[1],
-       d.kernel[0], d.kernel[1],
-       stride[0],   stride[1],
-       dil[0],      dil[1],
-       pad[0],      pad[1],
-       last};
   return true;
 }
 
@@ -396,18 +358,6 @@ bool cuda_layout(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
       }
       return launched(launch_scan(x, y, t, op, outer, len, inner, d.exclusive, d.reverse, idf, idi, stream),
                       "scan");
-    }
-    case OpKind::MaxPool2dWithIndices: {
-      PoolGeometry geo;
-      if (out.size() != 2 || out[1].type.dtype != DType::i32 || t == DType::boolean ||
-          !pool_geometry(std::get<PoolDesc>(n.attr), xd, yd, geo))
-        return false;
-      if (numel(yd) == 0) return true;
-      const double lowest =
-          is_float(t) ? -std::numeric_limits<double>::infinity() : static_cast<double>(ref::int_min(t));
-      return launched(launch_max_pool_indices(x, y, static_cast<int32_t*>(out[1].ptr), t, geo,
-                                              bytes_of(lowest, t), stream),
-                      "max_pool2d_with_indices");
     }
     default: return false;
   }

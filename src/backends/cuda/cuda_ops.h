@@ -31,12 +31,16 @@ struct DevOut {
 /// conv_transpose2d (f32, f16, bf16; NHWC/NCHW data, HWIO/OIHW weights; groups, dilation).
 bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);
-/// cuDNN pooling: max_pool2d, avg_pool2d and their gradients.
+/// cuDNN pooling: avg_pool2d and its gradient where cuDNN gives the reference's result.
 bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);
 /// avg_pool2d / avg_pool2d_grad (cuda_avg_pool.cpp): cudnn_pool, or our kernels for what it
 /// declines (ceil_mode, asymmetric padding, dilation); f32, f16, bf16, f64.
 bool cuda_avg_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                   cudaStream_t stream, int device);
+/// max_pool2d, max_pool2d_with_indices, max_pool2d_grad (cuda_max_pool.cpp): our kernels, every
+/// geometry, every dtype but bool (the gradient: float dtypes).
+bool cuda_max_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                    cudaStream_t stream, int device);
 /// Generated reductions (reduce_sum/mean/max/min/prod/variance/logsumexp/all/any, argmax/min,
 /// sum_to_like) and softmax / log_softmax. A reduce_variance given a second output of its type
@@ -46,7 +50,7 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
 
 /// Layout, data movement and scans (cuda_layout.cpp): transpose, concat, split, strided_slice,
 /// slice_update, pad, tile, reverse, shape_of, arange, space_to_depth / depth_to_space, resize,
-/// band_part, cumsum / cumprod / cummax / cummin and max_pool2d_with_indices, every dtype.
+/// band_part, cumsum / cumprod / cummax / cummin, every dtype.
 bool cuda_layout(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                  cudaStream_t stream, int device);
 

@@ -15,8 +15,8 @@ DeviceOp device_op_for(OpKind k) {
     case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d: case OpKind::Conv2dDataGrad:
     case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv3dWeightGrad:
       return cudnn_conv;
-    case OpKind::MaxPool2d: case OpKind::MaxPool2dGrad:
-      return cudnn_pool;
+    case OpKind::MaxPool2d: case OpKind::MaxPool2dGrad: case OpKind::MaxPool2dWithIndices:
+      return cuda_max_pool;
     case OpKind::AvgPool2d: case OpKind::AvgPool2dGrad:
       return cuda_avg_pool;
     case OpKind::Stencil:
@@ -25,7 +25,6 @@ DeviceOp device_op_for(OpKind k) {
     case OpKind::SliceUpdate: case OpKind::Pad: case OpKind::Tile: case OpKind::Reverse: case OpKind::ShapeOf:
     case OpKind::Arange: case OpKind::SpaceToDepth: case OpKind::DepthToSpace: case OpKind::Resize:
     case OpKind::BandPart: case OpKind::CumSum: case OpKind::CumProd: case OpKind::CumMax: case OpKind::CumMin:
-    case OpKind::MaxPool2dWithIndices:
       return cuda_layout;
     case OpKind::Gather: case OpKind::GatherNd: case OpKind::GatherAlongAxis: case OpKind::Scatter:
     case OpKind::ScatterNd: case OpKind::ScatterAlongAxis: case OpKind::OneHot:

@@ -4,7 +4,7 @@
 // past the padding after).
 #include <cuda_runtime_api.h>
 
-#include "backends/cuda/kernels_pool_indices.h"
+#include "backends/cuda/kernels_max_pool.h"
 #include "tgraph/dtype.h"
 
 namespace tg::detail {

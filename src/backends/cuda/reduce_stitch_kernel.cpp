@@ -89,9 +89,9 @@ class Writer {
   Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
          const std::vector<TensorType>& types,
          const std::vector<Red>& reds, size_t planes, bool column, bool general, bool runs, bool row_split, int T,
-         int vec, int tx)
+         int vec, int tx, int vrows)
       : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column),
-        general_(general), runs_(runs), row_split_(row_split), T_(T), vec_(vec), tx_(tx) {
+        general_(general), runs_(runs), row_split_(row_split), T_(T), vec_(vec), tx_(tx), vrows_(vrows) {
     // What each accumulator plane combines with: a variance's two planes are sums.
     plane_kinds_.assign(planes, OpKind::ReduceSum);
     for (const Red& r : reds_)
@@ -301,8 +301,9 @@ class Writer {
   }
 
   // Column layout, pass 1, vec_ columns per thread: a block is tx_ threads across columns x
-  // 256 / tx_ row phases; blockIdx.y takes every split-th group of rows; two rows in flight per
-  // thread. Each thread accumulates its rows in float (a ResNet-50 batch of 256 gives it 12 to 100
+  // 256 / tx_ row phases; blockIdx.y takes every split-th group of rows; vrows_ rows in flight
+  // per thread (a memory-bound loop needs ~32 KB of loads in flight per SM: two 16-byte rows of
+  // one operand at two blocks an SM gave 16 KB, and 2.4 TB/s). Each thread accumulates its rows in float (a ResNet-50 batch of 256 gives it 12 to 100
   // rows: the grid splits the rows over a wave of blocks), the block's rows are combined in
   // double, one column per thread, in row order. Double arithmetic per element (its conversions
   // run at 1/16 of the float rate) had made batch-norm statistics 8x slower than their reads.
@@ -322,13 +323,13 @@ class Writer {
       os_ << "    tg_evalv(a, base, c, 0, icc, K);\n";
     os_ << "    const long long st = (long long)gridDim.y * " << TY << "; long long r = (long long)blockIdx.y * " << TY
         << " + ty;\n"
-        << "    for (; r + st < a.inner; r += 2 * st) {\n"
-        << "      float v0[" << R << "][" << V << "], v1[" << R << "][" << V << "];\n"
-        << "      tg_evalv(a, base + r * a.cols, c, r, icc, v0); tg_evalv(a, base + (r + st) * a.cols, c, r + st, icc, v1);\n";
-    accumulate_vec("v0");
-    accumulate_vec("v1");
+        << "    for (; r + " << vrows_ - 1 << " * st < a.inner; r += " << vrows_ << " * st) {\n";
+    for (int k = 0; k < vrows_; ++k)
+      os_ << "      float v" << k << "[" << R << "][" << V << "]; tg_evalv(a, base + (r + " << k << " * st) * a.cols, c, r + "
+          << k << " * st, icc, v" << k << ");\n";
+    for (int k = 0; k < vrows_; ++k) accumulate_vec("v" + std::to_string(k));
     os_ << "    }\n"
-        << "    if (r < a.inner) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
+        << "    for (; r < a.inner; r += st) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
     accumulate_vec("v0");
     os_ << "    }\n  }\n";
     const int W = tx_ * vec_;  // columns per block
@@ -457,7 +458,7 @@ class Writer {
   const std::vector<Red>& reds_;
   const size_t planes_;
   const bool column_, general_, runs_, row_split_;
-  const int T_, vec_, tx_;
+  const int T_, vec_, tx_, vrows_;
   std::vector<OpKind> plane_kinds_;
   std::ostringstream os_;
 };
@@ -488,9 +489,13 @@ void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::v
     }
   if (vec == 1) return;
   l.vec_align.assign(types.size(), 0);
+  size_t row_bytes = 0;  // what a thread loads per row from operands read along the rows
   for (size_t k = 0; k < types.size(); ++k)
-    if (loaded[k] && (access[k] == Access::flat || access[k] == Access::out || access[k] == Access::col))
+    if (loaded[k] && (access[k] == Access::flat || access[k] == Access::out || access[k] == Access::col)) {
       l.vec_align[k] = dtype_size(types[k].dtype) * static_cast<size_t>(vec);
+      if (access[k] == Access::flat) row_bytes += l.vec_align[k];  // the others: a column's, cached
+    }
+  l.vrows = row_bytes <= 16 ? 4 : 2;
   int tx = 1;  // threads across columns: enough for the columns, at most a warp
   while (tx < 32 && static_cast<long long>(tx) * vec < a.outer) tx *= 2;
   const long long ty = 256 / tx, col_blocks = (a.outer + tx * vec - 1) / (tx * vec);
@@ -501,6 +506,7 @@ void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::v
   if (col_blocks > 2147483647LL) return;
   l.vec = vec;
   l.vtx = tx;
+  l.sm_count = std::max(1, sm_count);
   l.vgrid_x = static_cast<unsigned>(col_blocks);
   l.vgrid_y = static_cast<unsigned>(split);
 }
@@ -634,7 +640,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   }
   l.source =
       Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.runs, l.row_split > 1,
-             l.threads_per_output, l.vec, l.vtx)
+             l.threads_per_output, l.vec, l.vtx, l.vrows)
           .source();
   return l;
 }
@@ -658,6 +664,20 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
                              dim3(256), params, 0, stream));
     TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
     return;
+  }
+  if (l.vec > 1 && !l.vgrid_sized) {
+    // One wave: as many blocks as stay resident (the plan's count assumed 8 an SM; a kernel
+    // with many accumulators fits 2, and 4 waves of short blocks each paid the start-up (the
+    // shift's loads) and the block's combine again). Fewer partials for the final pass, too.
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, l.vfirst.fn(), 256, 0) != cudaSuccess || b < 1) {
+      (void)cudaGetLastError();
+      b = 8;
+    }
+    const long long wave = static_cast<long long>(l.sm_count) * b;
+    l.vgrid_y = static_cast<unsigned>(
+        std::clamp<long long>((wave + l.vgrid_x - 1) / l.vgrid_x, 1, static_cast<long long>(l.vgrid_y)));
+    l.vgrid_sized = true;
   }
   bool vec = l.vec > 1;
   for (size_t k = 0; k < ins.size() && vec; ++k)

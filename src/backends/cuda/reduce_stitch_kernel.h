@@ -60,6 +60,9 @@ struct ReduceStitchLaunch {
   // grid and row splits; launches whose operands are not aligned to a vector take the scalar
   // kernel.
   int vec = 1, vtx = 1;            // columns per thread; threads across columns in a block
+  int vrows = 2;                   // rows each thread has in flight per step of its loop
+  int sm_count = 1;                // the device's, to size the grid at the first launch
+  bool vgrid_sized = false;        // vgrid_y cut to one wave of resident blocks (first launch)
   std::vector<size_t> vec_align;  // per input: the bytes its pointer must be aligned to (0: any)
   unsigned vgrid_x = 1, vgrid_y = 1;
   // The row kernel, or the column partials and final (on first launch); vfirst: the vector

@@ -2,8 +2,8 @@
 // input is often computed by a group that something else no longer needs; the stitch takes the
 // members computing it (their cone) as its prologue, and the group's write of it goes away
 // (drop_unread_outputs). Reductions of one geometry whose inputs are ready at the first of them
-// join its stitch, so their common reads are shared. Then the first later group computed at the
-// results (through views of them) with operands ready at the stitch becomes its epilogue.
+// join its stitch, so their common reads are shared. Then the later groups computed at the
+// results (through views of them) with operands ready at the stitch become its epilogue.
 #include "passes/reduce_stitch.h"
 
 #include <algorithm>
@@ -86,18 +86,22 @@ class ReductionStitcher {
  private:
   bool ready_at(const std::vector<int32_t>& vals, size_t at) const {
     for (int32_t v : vals) {
+      if (auto h = hoisted_at_.find(v); h != hoisted_at_.end() && h->second <= at) continue;  // runs before that stitch
       auto it = made_.find(v);
       if (it != made_.end() && it->second >= at) return false;
     }
     return true;
   }
 
-  // A constant computed later in the plan, which can move before a stitch (it reads nothing).
+  // A constant or a variable (its value at the start of the run, wherever it is read: writes
+  // are committed at the end) computed later in the plan, which can move before a stitch: it
+  // reads nothing. The optimizer's momentum buffers are variables an epilogue reads.
   std::optional<size_t> constant_step(int32_t v) const {
     auto it = made_.find(v);
     if (it == made_.end() || steps_[it->second].fused()) return std::nullopt;
     const Node& n = g_.nodes[static_cast<size_t>(steps_[it->second].node)];
-    if (n.kind != OpKind::Constant || !n.control_deps.empty() || !n.inputs.empty()) return std::nullopt;
+    if ((n.kind != OpKind::Constant && n.kind != OpKind::Variable) || !n.control_deps.empty() || !n.inputs.empty())
+      return std::nullopt;
     return it->second;
   }
 
@@ -189,18 +193,25 @@ class ReductionStitcher {
     if (!st.prologue.nodes.empty()) st.pieces.push_back(Step{-1, st.prologue, nullptr, nullptr});
     for (int32_t id : o.reductions) st.pieces.push_back(Step{id, {}, nullptr, nullptr});
     for (size_t t : o.taken) removed_[t] = true;
+    // Results are made at the stitch now (a sibling may have come from far later): a later
+    // stitch's epilogue may read them.
+    for (int32_t v : st.outputs) made_[v] = o.at;
     return st;
   }
 
-  // The epilogue: the first later group computed at the results (read directly or through
-  // views), whose other operands are per output or scalars, ready at the stitch (constants
-  // move there), and still fit the kernel.
+  // The epilogue: every later group computed at the results (read directly, through views, or
+  // from an earlier epilogue group's outputs), whose other operands are per output or scalars,
+  // ready at the stitch (constants move there), while they fit the kernel. A batch norm has
+  // several: rsqrt(var + eps), the running statistics' updates, the optimizer's updates of
+  // gamma and beta from the backward's sums; each had been a kernel of its own over C elements
+  // (four launches a layer, more time than their work).
   void absorb_epilogue(const Open& o, ReduceStitch& st) {
     int64_t outer = 1;
     for (int64_t d = 0; d < o.shape.rank(); ++d)
       if (!o.red[static_cast<size_t>(d)]) outer *= o.shape[d];
     std::map<int32_t, size_t> alias;  // value -> the result it holds
     for (size_t k = 0; k < st.outputs.size(); ++k) alias[st.outputs[k]] = k;
+    std::vector<int32_t> computed;  // outputs of the epilogue so far (computed in the kernel)
     std::vector<size_t> view_steps;
     for (size_t j = o.at + 1; j < steps_.size(); ++j) {
       if (removed_[j]) continue;
@@ -217,9 +228,9 @@ class ReductionStitcher {
       bool reads_result = false, fits = true;
       for (int32_t id : s.group.nodes) fits &= elements(g_, g_.nodes[static_cast<size_t>(id)].outputs[0]) == outer;
       std::vector<size_t> constants;
-      std::vector<int32_t> operands;  // what it reads besides the results
+      std::vector<int32_t> operands;  // what it reads besides the results and the epilogue's values
       for (int32_t v : s.group.inputs) {
-        if (alias.count(v)) {
+        if (alias.count(v) || contains(computed, v)) {
           reads_result = true;
           continue;
         }
@@ -230,26 +241,39 @@ class ReductionStitcher {
         else fits = false;
       }
       if (!reads_result || !fits) continue;
-      if (merge_members(st.inputs, operands).size() > static_cast<size_t>(kMaxFusedOperands) ||
-          st.outputs.size() + s.group.outputs.size() > static_cast<size_t>(kStitchOutputs))
+      const std::vector<int32_t> inputs = merge_members(st.inputs, operands);
+      if (inputs.size() > static_cast<size_t>(kMaxFusedOperands) ||
+          st.outputs.size() + s.group.outputs.size() > static_cast<size_t>(kStitchOutputs) ||
+          st.epilogue.nodes.size() + s.group.nodes.size() > static_cast<size_t>(kMaxGroupMembers))
         return;
       for (size_t c : constants) {
         hoisted_[o.at].push_back(c);
         removed_[c] = true;
+        for (int32_t v : g_.nodes[static_cast<size_t>(steps_[c].node)].outputs) hoisted_at_.emplace(v, o.at);
       }
-      st.epilogue = s.group;
+      // The group joins the epilogue: its members after the earlier ones, its inputs but those
+      // the epilogue computes, its outputs all kept (read after the stitch).
+      FusionGroup& e = st.epilogue;
+      e.nodes.insert(e.nodes.end(), s.group.nodes.begin(), s.group.nodes.end());
       for (int32_t v : s.group.inputs)
-        if (auto a = alias.find(v); a != alias.end()) st.aliases.emplace_back(v, a->second);
-      st.inputs = merge_members(st.inputs, operands);
+        if (!contains(computed, v) && !contains(e.inputs, v)) e.inputs.push_back(v);
+      e.outputs.insert(e.outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
+      for (int32_t id : s.group.nodes)
+        for (int32_t v : g_.nodes[static_cast<size_t>(id)].outputs) computed.push_back(v), made_[v] = o.at;
+      for (int32_t v : s.group.inputs)
+        if (auto a = alias.find(v); a != alias.end() &&
+            std::find(st.aliases.begin(), st.aliases.end(), std::pair<int32_t, size_t>(v, a->second)) == st.aliases.end())
+          st.aliases.emplace_back(v, a->second);
+      st.inputs = inputs;
       for (size_t vs : view_steps) {
         st.views.push_back(steps_[vs].node);
         st.pieces.push_back(steps_[vs]);
         removed_[vs] = true;
       }
+      view_steps.clear();
       st.pieces.push_back(s);
       st.outputs.insert(st.outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
       removed_[j] = true;
-      return;
     }
   }
 
@@ -262,6 +286,7 @@ class ReductionStitcher {
   std::vector<bool> removed_;
   std::map<size_t, std::shared_ptr<ReduceStitch>> placed_;
   std::map<size_t, std::vector<size_t>> hoisted_;  // constants an epilogue reads, run right before its stitch
+  std::unordered_map<int32_t, size_t> hoisted_at_;   // their values -> that stitch's step
 };
 
 }  // namespace

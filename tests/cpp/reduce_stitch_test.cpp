@@ -97,6 +97,48 @@ TEST(ReduceStitch, BatchNormBackwardReadsXAndDyTwice) {
   EXPECT_EQ(full_size_writes(g, plan_fusion(bn.m, 0, {.stitch_stencils = true}), 4 * 6 * 5 * 16), 6);
 }
 
+// Every per-channel computation that follows a batch norm's statistics or sums joins the
+// stitch that computes them, as one epilogue: rsqrt(var + eps), the running statistics'
+// updates, SGD's updates of gamma and beta. None is a kernel of its own over C elements.
+TEST(ReduceStitch, PerChannelFollowUpsJoinOneEpilogue) {
+  Graph g;
+  const Shape s{4, 6, 5, 16};
+  Tensor x = g.placeholder(s, f32), dy = g.placeholder(s, f32);
+  Tensor gamma = g.placeholder({16}, f32), beta = g.placeholder({16}, f32);
+  Tensor rm = g.placeholder({16}, f32), rv = g.placeholder({16}, f32);
+  std::vector<Tensor> t = g.batch_norm_training(x, gamma, beta, -1, 1e-5);
+  auto gr = g.gradients(g.reduce_sum(g.mul(t[0], dy)), {x, gamma, beta});
+  auto decay = [&](Tensor r, Tensor v) { return g.add(g.mul(r, g.scalar(0.9)), g.mul(v, g.scalar(0.1))); };
+  auto sgd = [&](Tensor p, Tensor d) { return g.sub(p, g.mul(d, g.scalar(0.01))); };
+  std::vector<Tensor> outs{gr[x], sgd(gamma, gr[gamma]), sgd(beta, gr[beta]), decay(rm, t[1]), decay(rv, t[2])};
+  Module m = module_of(g, outs);
+  for (Tensor f : {x, dy, gamma, beta, rm, rv}) m.feeds.push_back(f.id());
+  reinfer(m.graph);
+  run_pipeline(m, true, true);
+  FusionPlan p = plan_fusion(m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  const GraphImpl& gi = m.graph;
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 2u);
+  for (const Step& st : p.steps) {
+    if (!st.is_group()) continue;
+    bool per_channel = true;
+    for (int32_t v : st.group.outputs) per_channel &= gi.type(v).shape.num_elements() == 16;
+    EXPECT_FALSE(per_channel) << "a group of " << st.group.nodes.size() << " ops over the 16 channels ran alone";
+  }
+  // The updates are the stitches' outputs (here the fusion made them one group, which reads
+  // both stitches' results: it joins the backward's).
+  for (size_t k = 1; k < outs.size(); ++k)
+    EXPECT_TRUE(contains_value(rs[0]->outputs, outs[k].id()) || contains_value(rs[1]->outputs, outs[k].id())) << k;
+  EXPECT_FALSE(rs[0]->epilogue.nodes.empty());  // rsqrt(var + eps)
+  for (const auto& r : rs) {
+    std::vector<TensorType> types;
+    for (int32_t v : r->inputs) types.push_back(gi.type(v));
+    auto l = prepare_reduce_stitch(gi, *r, types, 132);
+    ASSERT_TRUE(l.has_value());
+    EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty());
+  }
+}
+
 // A producer's value that something else still reads is recomputed only where that saves a
 // read: d = (exp(x) - y) + a already reads x, so it computes a itself. b = a + y would read x
 // instead of a (no gain, and a is written anyway for the transpose): it joins a's group

@@ -5,6 +5,7 @@
 // are their floor; comparing two builds' totals tells whether a planning change moves fewer
 // bytes before any GPU time is spent.
 // Usage: bench_fusion_traffic [--batch 256] [--precision bf16|tf32|f32] [--model resnet50|resnet18] [--top N]
+//                             [--compile 1]   (also NVRTC-compiles every stitched reduction's kernel)
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,12 +24,14 @@ int main(int argc, char** argv) {
   int64_t batch = 256;
   std::string precision = "bf16", model = "resnet50";
   int top = 15;
+  bool compile = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batch = std::atoll(v.c_str());
     else if (k == "--precision") precision = v;
     else if (k == "--model") model = v;
     else if (k == "--top") top = std::atoi(v.c_str());
+    else if (k == "--compile") compile = v == "1";
   }
   tg::Graph g;
   tg::Tensor x = g.placeholder({batch, 224, 224, 3}, tg::f32, "images");
@@ -49,5 +52,9 @@ int main(int argc, char** argv) {
                  {.device = tg::Device::cuda(0), .precision = p});
   std::printf("%s training step, batch %lld, %s: generated kernels of the CUDA plan\n%s", model.c_str(),
               static_cast<long long>(batch), precision.c_str(), cuda_plan_traffic(m, top).c_str());
-  return 0;
+  if (!compile) return 0;
+  const std::vector<std::string> errors = cuda_plan_compile_errors(m);
+  for (const std::string& e : errors) std::printf("compile error: %s\n", e.c_str());
+  std::printf("stitched kernels: %zu failed to compile\n", errors.size());
+  return errors.empty() ? 0 : 1;
 }

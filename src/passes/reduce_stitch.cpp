@@ -253,11 +253,13 @@ class ReductionStitcher {
       }
       // The group joins the epilogue: its members after the earlier ones, its inputs but those
       // the epilogue computes, its outputs all kept (read after the stitch).
+      // (A member recomputed in two groups is computed once.)
       FusionGroup& e = st.epilogue;
-      e.nodes.insert(e.nodes.end(), s.group.nodes.begin(), s.group.nodes.end());
+      e.nodes = merge_members(e.nodes, s.group.nodes);
       for (int32_t v : s.group.inputs)
         if (!contains(computed, v) && !contains(e.inputs, v)) e.inputs.push_back(v);
-      e.outputs.insert(e.outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
+      for (int32_t v : s.group.outputs)
+        if (!contains(e.outputs, v)) e.outputs.push_back(v);
       for (int32_t id : s.group.nodes)
         for (int32_t v : g_.nodes[static_cast<size_t>(id)].outputs) computed.push_back(v), made_[v] = o.at;
       for (int32_t v : s.group.inputs)
@@ -272,7 +274,8 @@ class ReductionStitcher {
       }
       view_steps.clear();
       st.pieces.push_back(s);
-      st.outputs.insert(st.outputs.end(), s.group.outputs.begin(), s.group.outputs.end());
+      for (int32_t v : s.group.outputs)
+        if (!contains(st.outputs, v)) st.outputs.push_back(v);
       removed_[j] = true;
     }
   }

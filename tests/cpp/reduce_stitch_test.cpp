@@ -10,6 +10,10 @@
 #include "tgraph/tgraph.h"
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/plan_traffic.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/nn.h"
+#include "tgraph/optim.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
 #endif
 
@@ -430,4 +434,26 @@ TEST(ReduceStitch, SumToLikeKeepsItsLikeAndOperandsAreCapped) {
   }
   EXPECT_EQ(reductions, 7u);
   EXPECT_GE(reduce_steps(hp).size(), 2u);
+}
+
+// Every stitched kernel of a ResNet-18 training step (batch norms, their epilogues with the
+// running statistics and SGD with momentum, the loss) compiles: the plan's shapes of kernels
+// that no small test builds (epilogue groups sharing recomputed members once emitted a value
+// twice, found on the GPU).
+TEST(ReduceStitch, ResNetTrainingStepKernelsCompile) {
+  Graph g;
+  Tensor x = g.placeholder({2, 32, 32, 3}, f32, "images");
+  Tensor labels = g.placeholder({2, 1000}, f32, "labels");
+  auto net = nn::resnet18(g, nn::ResNetConfig{});
+  net->train();
+  Tensor loss = g.softmax_cross_entropy(net->forward(g, x), labels);
+  std::vector<Tensor> params = net->parameters();
+  optim::GradMap grads = g.gradients(loss, params);
+  std::vector<Operation> ops = net->updates();
+  ops.push_back(optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9}));
+  Module m;
+  prepare_module(m, g.impl(), {{x, x.type()}, {labels, labels.type()}}, {loss}, ops,
+                 {.device = Device::cuda(0), .precision = Precision::bf16});
+  const std::vector<std::string> errors = cuda_plan_compile_errors(m);
+  EXPECT_TRUE(errors.empty()) << errors.size() << " failed, the first: " << errors.front();
 }

@@ -282,10 +282,12 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   const void* xin = dir == Dir::forward ? in[0].ptr : dir == Dir::filter ? in[1].ptr : nullptr;
   void* xout = dir == Dir::data ? out[0].ptr : nullptr;
   if (padded || cpad > 0) {
-    xp = op_workspace(static_cast<size_t>(Shape(xpd).num_elements()) * esize, stream, device);
+    // Spatially padded (xpd, padding before xbefore), or with its channels padded only (xc).
+    const std::vector<int64_t>& pd = padded ? xpd : xc;
+    xp = op_workspace(static_cast<size_t>(Shape(pd).num_elements()) * esize, stream, device);
     if (dir != Dir::data) {
-      std::vector<long long> id(xdims.begin(), xdims.end()), od(xpd.begin(), xpd.end()),
-          bf(xbefore.begin(), xbefore.end());
+      std::vector<long long> id(xdims.begin(), xdims.end()), od(pd.begin(), pd.end()), bf(xdims.size(), 0);
+      if (padded) bf.assign(xbefore.begin(), xbefore.end());
       TG_CUDA(launch_pad(xin, xp.get(), static_cast<int>(rank), id.data(), od.data(), bf.data(), PadKind::constant, 0,
                          static_cast<int>(esize), stream));
       xin = xp.get();

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "backends/cuda/matmul_epilogue.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/reduce_stitch_kernel.h"
 #include "passes/fusion.h"
 #include "passes/reduce_stitch.h"
 
@@ -99,6 +101,27 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
   for (int i = 0; i < top && i < static_cast<int>(kernels.size()); ++i)
     out += line("  %8.1f  %s\n", kernels[static_cast<size_t>(i)].first / 1e6, kernels[static_cast<size_t>(i)].second.c_str());
   return out;
+}
+
+std::vector<std::string> cuda_plan_compile_errors(const Module& m) {
+  const FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+  const GraphImpl& g = m.graph;
+  std::vector<std::string> errors;
+  for (const Step& s : plan.steps) {
+    if (!s.reduce) continue;
+    std::vector<TensorType> types;
+    for (int32_t v : s.reduce->inputs) types.push_back(g.type(v));
+    std::string what = "stitched reduction:";
+    for (int32_t id : step_nodes(s)) what += std::string(" ") + op_name(g.nodes[static_cast<size_t>(id)].kind);
+    try {
+      auto l = prepare_reduce_stitch(g, *s.reduce, types, 132);
+      if (!l) continue;  // runs as its pieces
+      if (nvrtc_compile(l->source, 9, 0).empty()) errors.push_back(what + ": no code");
+    } catch (const std::exception& e) {
+      errors.push_back(what + ": " + e.what());
+    }
+  }
+  return errors;
 }
 
 }  // namespace tg::detail

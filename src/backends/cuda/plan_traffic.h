@@ -6,6 +6,7 @@
 // whether a planning change moves fewer bytes before any GPU time is spent
 // (bench_fusion_traffic, Graph._cuda_plan_traffic in Python).
 #include <string>
+#include <vector>
 
 #include "passes/module.h"
 
@@ -14,5 +15,9 @@ namespace tg::detail {
 /// A table of kernels and bytes by kind, a total with its floor at `copy_gbps`, then the `top`
 /// kernels moving the most bytes with their ops.
 std::string cuda_plan_traffic(const Module& m, int top = 15, double copy_gbps = 4260);
+
+/// Compiles (NVRTC, for sm_90; no GPU needed) the kernel of every stitched reduction of the
+/// CUDA plan of m's top-level block; returns one line per kernel that fails, with NVRTC's log.
+std::vector<std::string> cuda_plan_compile_errors(const Module& m);
 
 }  // namespace tg::detail

@@ -16,6 +16,31 @@ namespace {
 
 Tensor where_zero(Graph& g, Tensor cond, Tensor x) { return g.select(cond, x, scalar_like(g, 0, x)); }
 
+// Opsets 1-6 of the binary arithmetic ops broadcast only with broadcast=1, B's dims aligned
+// with A's from `axis` on (the trailing ones without it): B gets the 1s that align it for
+// numpy broadcasting. Without broadcast the shapes must be equal.
+Tensor legacy_operand(Ctx& c, Tensor a, Tensor b) {
+  if (c.attr_i("broadcast", 0) == 0) {
+    if (a.shape() != b.shape() && a.shape().is_static() && b.shape().is_static())
+      c.fail("without broadcast=1 (opset < 7) A " + a.shape().str() + " and B " + b.shape().str() + " must be equal");
+    return b;
+  }
+  if (b.rank() > a.rank()) c.fail("B " + b.shape().str() + " has more dims than A " + a.shape().str());
+  const int64_t axis = c.has_attr("axis") ? norm_axis(c, c.attr_i("axis", 0), a.rank()) : a.rank() - b.rank();
+  if (axis + b.rank() > a.rank()) c.fail("B " + b.shape().str() + " at axis " + std::to_string(axis) + " runs past A " + a.shape().str());
+  const int64_t trailing = a.rank() - axis - b.rank();
+  if (trailing == 0) return b;
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < trailing; ++i) axes.push_back(b.rank() + i);
+  return c.g.expand_dims(b, axes);
+}
+
+template <Tensor (Graph::*method)(Tensor, Tensor)>
+void legacy_binary(Ctx& c) {
+  Tensor a = c.in(0);
+  c.out(0, (c.g.*method)(a, legacy_operand(c, a, c.in(1))));
+}
+
 void is_inf(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
@@ -39,6 +64,12 @@ void shrink(Ctx& c) {
 void prelu(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), s = c.in(1);
+  // Opsets before 7: a slope of one value per channel (dim 1), or one value for all.
+  if (c.opset < 7 && s.rank() == 1 && x.rank() > 2 && s.shape()[0] != 1) {
+    std::vector<int64_t> shp(static_cast<size_t>(x.rank() - 1), 1);
+    shp[0] = -1;
+    s = g.reshape(s, shp);
+  }
   c.out(0, g.select(g.less(x, scalar_like(g, 0, x)), g.mul(x, s), x));
 }
 
@@ -180,13 +211,17 @@ const std::vector<Converter>& elementwise_converters() {
       {"Celu", 12, kNewestOpset, celu},
       {"ThresholdedRelu", 10, kNewestOpset, thresholded_relu},
       {"Shrink", 9, kNewestOpset, shrink},
-      {"PRelu", 7, kNewestOpset, prelu},
+      {"PRelu", 1, kNewestOpset, prelu},
       {"IsInf", 10, kNewestOpset, is_inf},
       {"Clip", 1, kNewestOpset, clip},
       BINARY("Add", add),
       BINARY("Sub", sub),
       BINARY("Mul", mul),
       BINARY("Div", div),
+      {"Add", 1, 6, legacy_binary<&Graph::add>},
+      {"Sub", 1, 6, legacy_binary<&Graph::sub>},
+      {"Mul", 1, 6, legacy_binary<&Graph::mul>},
+      {"Div", 1, 6, legacy_binary<&Graph::div>},
       BINARY("Equal", equal),
       BINARY("Less", less),
       BINARY("Greater", greater),
@@ -199,6 +234,7 @@ const std::vector<Converter>& elementwise_converters() {
       BINARY("BitwiseOr", bitwise_or),
       BINARY("BitwiseXor", bitwise_xor),
       {"Pow", 7, kNewestOpset, pow_},
+      {"Pow", 1, 6, legacy_binary<&Graph::pow>},
       {"Mod", 10, kNewestOpset, mod},
       {"BitShift", 11, kNewestOpset, bitshift},
       {"Max", 1, kNewestOpset, variadic<0>},

@@ -321,7 +321,10 @@ void batch_norm(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), scale = c.in(1), b = c.in(2), mean = c.in(3), var = c.in(4);
   double eps = c.attr_f("epsilon", 1e-5f);
-  bool training = c.opset >= 14 ? c.attr_i("training_mode", 0) != 0 : c.num_outputs() > 1 && c.opset >= 9;
+  // Opsets before 7 say so with is_test (their extra outputs are the statistics of training).
+  bool training = c.opset >= 14 ? c.attr_i("training_mode", 0) != 0
+                  : c.opset < 7  ? c.attr_i("is_test", 0) == 0 && c.num_outputs() > 1
+                                 : c.num_outputs() > 1 && c.opset >= 9;
   if (c.opset < 9 && c.attr_i("spatial", 1) == 0) c.fail("spatial=0 is not supported");
   if (!training) return c.out(0, g.batch_norm(x, mean, var, scale, b, 1, eps));
   double mom = c.attr_f("momentum", 0.9f);
@@ -576,13 +579,13 @@ const std::vector<Converter>& nn_converters() {
       {"AveragePool", 1, kNewestOpset, pool<false>},
       {"GlobalAveragePool", 1, kNewestOpset, global_avg},
       {"GlobalMaxPool", 1, kNewestOpset, global_max},
-      {"BatchNormalization", 7, kNewestOpset, batch_norm},
+      {"BatchNormalization", 1, kNewestOpset, batch_norm},
       {"InstanceNormalization", 6, kNewestOpset, instance_norm},
       {"LayerNormalization", 17, kNewestOpset, layer_norm},
       {"LRN", 1, kNewestOpset, lrn},
       {"GroupNormalization", 18, kNewestOpset, group_norm},
       {"LpNormalization", 1, kNewestOpset, lp_norm},
-      {"Gemm", 7, kNewestOpset, gemm},
+      {"Gemm", 1, kNewestOpset, gemm},  // opsets < 7: C broadcast only with broadcast=1, as numpy's
       {"MatMul", 1, kNewestOpset, matmul},
       {"Softmax", 1, kNewestOpset, softmax<0>},
       {"LogSoftmax", 1, kNewestOpset, softmax<1>},

@@ -85,7 +85,13 @@ void dequantize(Ctx& c) {
   Graph& g = c.g;
   if (c.attr_i("block_size", 0)) c.fail("blocked quantization (block_size) is not supported");
   Tensor x = c.in(0), s = c.in(1);
-  Tensor xf = g.cast(x, s.dtype());
+  // output_dtype (opset 23): the output's type, which is also the multiplication's; x_scale's
+  // type when absent.
+  const int64_t od = c.attr_i("output_dtype", 0);
+  const DType t = od ? dtype_from_onnx(static_cast<int32_t>(od)) : s.dtype();
+  if (!is_float(t)) c.fail(std::string("output_dtype ") + dtype_name(t) + " is not a float type");
+  s = g.cast(s, t);
+  Tensor xf = g.cast(x, t);
   auto per_axis = [&](Tensor t) {
     if (t.rank() != 1 || x.rank() <= 1) return t;
     std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
@@ -110,8 +116,12 @@ void quantize(Ctx& c) {
     shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
     return g.reshape(t, shp);
   };
-  Tensor y = g.rint(g.div(x, per_axis(g.cast(s, x.dtype()))));
-  if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), x.dtype())));
+  // precision (opset 23): the type the division runs in; y_scale's when absent.
+  const int64_t pr = c.attr_i("precision", 0);
+  const DType t = pr ? dtype_from_onnx(static_cast<int32_t>(pr)) : s.dtype();
+  if (!is_float(t)) c.fail(std::string("precision ") + dtype_name(t) + " is not a float type");
+  Tensor y = g.rint(g.div(g.cast(x, t), per_axis(g.cast(s, t))));
+  if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), t)));
   double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
   y = g.minimum(g.maximum(y, scalar_like(g, lo, y)), scalar_like(g, hi, y));
   c.out(0, g.cast(y, out));

@@ -74,6 +74,14 @@ void cumsum(Ctx& c) {
                       c.attr_i("reverse", 0) != 0));
 }
 
+void cumprod(Ctx& c) {
+  Tensor x = c.in(0);
+  auto axis = c.ints_in(1);
+  if (axis.size() != 1) c.fail("axis must be a scalar");
+  c.out(0, c.g.cumprod(x, norm_axis(c, axis[0], x.rank()), c.attr_i("exclusive", 0) != 0,
+                       c.attr_i("reverse", 0) != 0));
+}
+
 void topk(Ctx& c) {
   Tensor x = c.in(0);
   int64_t k = c.opset < 10 ? c.attr_i("k", 1) : c.ints_in(1).at(0);
@@ -105,6 +113,7 @@ const std::vector<Converter>& reduce_converters() {
       {"ArgMax", 1, kNewestOpset, arg<true>},
       {"ArgMin", 1, kNewestOpset, arg<false>},
       {"CumSum", 11, kNewestOpset, cumsum},
+      {"CumProd", 26, kNewestOpset, cumprod},
       {"TopK", 1, kNewestOpset, topk},
   };
   return t;

@@ -89,8 +89,13 @@ class Ctx {
   const Env& env_;
 };
 
-/// The newest opset of the default domain the converters know (ONNX 1.16).
-constexpr int kNewestOpset = 21;
+/// The newest opset of the default domain the converters know (ONNX 1.22). Opsets 22 to 27
+/// changed the ops tgraph converts only in their type constraints, but for the attributes the
+/// converters read: DequantizeLinear's output_dtype and QuantizeLinear's precision (23),
+/// Cast's round_mode (24, for FLOAT8E8M0 only), Range's stash_type (27); pooling's ceil_mode
+/// windows that start in the padding after are dropped (22), as the converters already did.
+/// Checked against the schemas' history in the onnx package (docs/onnx.md).
+constexpr int kNewestOpset = 27;
 
 using ConvertFn = void (*)(Ctx&);
 /// One row of the converter table: op type, opset range [since, until], the function.
@@ -116,6 +121,7 @@ const std::vector<Converter>& signal_converters();
 const std::vector<Converter>& sampling_converters();
 const std::vector<Converter>& rnn_converters();
 const std::vector<Converter>& quant_converters();
+const std::vector<Converter>& llm_converters();
 /// The converter for op at opset, or nullptr.
 const Converter* find_converter(const std::string& op, int64_t opset);
 /// True when op has a converter for some opset.

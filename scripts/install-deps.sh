@@ -28,6 +28,13 @@ if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "[install-deps] pip: ${pip_missing[*]}"
   $PY -m pip install -q "${pip_missing[@]}"
 fi
+# ONNX's Python package, pinned: its backend tests (node, pytorch-converted, pytorch-operator,
+# simple) are the newest-ONNX conformance suites of `make test` (tests/conformance/onnx_1_22_*).
+ONNX_VERSION=1.22.0
+if ! $PY -c "import onnx, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" 2>/dev/null; then
+  echo "[install-deps] pip: onnx==$ONNX_VERSION"
+  $PY -m pip install -q "onnx==$ONNX_VERSION" || echo "[install-deps] onnx not installed: its conformance suites will be skipped"
+fi
 # PyTorch: the peer of the benchmarks and what tgraph.torch converts; its tests are skipped
 # without it, so a failed install (it is large) does not stop the build.
 if ! $PY -c "import torch" 2>/dev/null; then

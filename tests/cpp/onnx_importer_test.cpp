@@ -335,7 +335,7 @@ TEST(OnnxImport, NewerOpsetOps) {
   auto y = run(b.import(), {TensorData::from_floats({2}, {1, -0.5f})});
   auto gt = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
   expect_values(y[0], {gt(1), gt(-0.5)});
-  EXPECT_EQ(tg::onnx_max_opset(), 21);
+  EXPECT_EQ(tg::onnx_max_opset(), 27);
 }
 
 // LayerNormalization with only Y wanted becomes tgraph's layer_norm op (one pass on the CPU);
@@ -641,5 +641,27 @@ TEST(OnnxImport, RnnHiddenSizeMustMatchItsWeights) {
   } catch (const tg::Error& e) {
     EXPECT_NE(std::string(e.what()).find("hidden_size 33554429"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("got W [1,4,2] and R [1,4,4]"), std::string::npos) << e.what();
+  }
+}
+
+// Opsets 22-27 changed what tgraph converts in type constraints only (docs/onnx.md); a model
+// newer than that is refused on its first node, naming both opsets.
+TEST(OnnxImport, OpsetsUpTo27AreKnownAndNewerAreRefused) {
+  ModelBuilder ok(27);
+  ok.input("x", {3});
+  ok.node("Relu", {"x"}, {"y"});
+  ok.output("y");
+  auto y = run(ok.import(), {TensorData::from_floats({3}, {-1, 0.5f, 2})});
+  expect_values(y[0], {0, 0.5, 2});
+  ModelBuilder b(28);
+  b.input("x", {3});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  try {
+    b.import();
+    FAIL() << "imported";
+  } catch (const tg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("opset 28 is newer than the newest the importer knows (27)"), std::string::npos)
+        << e.what();
   }
 }

@@ -243,6 +243,13 @@ const std::vector<Converter>& elementwise_converters() {
       {"Mean", 1, kNewestOpset, variadic<3>},
       {"Where", 9, kNewestOpset, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
       {"Cast", 6, kNewestOpset, cast},
+      {"BitCast", 26, kNewestOpset, +[](Ctx& c) {
+         const DType to = dtype_from_onnx(static_cast<int32_t>(c.attr_i("to", 0)));
+         if (dtype_size(to) != dtype_size(c.in(0).dtype()))
+           c.fail(std::string("bitcast from ") + dtype_name(c.in(0).dtype()) + " to " + dtype_name(to) +
+                  " changes the element size");
+         c.out(0, c.g.bitcast(c.in(0), to));
+       }},
       {"CastLike", 15, kNewestOpset, cast_like},
   };
   return t;

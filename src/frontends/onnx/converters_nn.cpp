@@ -256,13 +256,9 @@ void pool3d(Ctx& c) {
   c.out(0, planes.size() == 1 ? planes[0] : g.concat(planes, 2));
 }
 
-template <bool is_max>
-void pool(Ctx& c) {
-  Graph& g = c.g;
-  Tensor x = c.in(0);
-  int64_t r = x.rank();
-  if (r == 5) return pool3d<is_max>(c);
-  if (r != 3 && r != 4) c.fail("only 1-D, 2-D and 3-D pooling is supported");
+// The 2-D pooling of a 1-D or 2-D ONNX pooling node over x (a 1-D one on x with a unit H,
+// which one_d reports).
+PoolDesc pool_desc(Ctx& c, Tensor& x, bool& one_d) {
   PoolDesc d;
   d.kernel = c.attr_ints("kernel_shape");
   d.stride = c.attr_ints("strides");
@@ -273,16 +269,49 @@ void pool(Ctx& c) {
   d.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
   d.count_include_pad = c.attr_i("count_include_pad", 0) != 0;
   d.data_layout = Layout::nchw;
-  bool col_major = c.attr_i("storage_order", 0) != 0;
-  bool one_d = r == 3;
+  one_d = x.rank() == 3;
   if (one_d) {
-    x = g.expand_dims(x, {2});
+    x = c.g.expand_dims(x, {2});
     lift_1d(d.kernel, 1, false);
     lift_1d(d.stride, 1, false);
     lift_1d(d.dilation, 1, false);
     lift_1d(pads, 0, true);
   }
   d.explicit_padding = interleave_pads(pads);
+  return d;
+}
+
+// LpPool: (sum of |x|^p over each window)^(1/p), padding counting as zeros: the average over
+// the full window (count_include_pad) times its size. 1-D and 2-D; ceil_mode windows past the
+// padding would divide by fewer taps, so it is refused.
+void lp_pool(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  if (x.rank() != 3 && x.rank() != 4) c.fail("only 1-D and 2-D LpPool is supported, not rank " + std::to_string(x.rank()));
+  if (c.attr_i("ceil_mode", 0)) c.fail("ceil_mode is not supported");
+  const double p = static_cast<double>(c.attr_i("p", 2));
+  if (p < 1) c.fail("p must be at least 1");
+  bool one_d;
+  PoolDesc d = pool_desc(c, x, one_d);
+  d.count_include_pad = true;
+  Tensor v = p == 1 ? g.abs(x) : p == 2 ? g.square(x) : g.pow(g.abs(x), scalar_like(g, p, x));
+  double taps = 1;
+  for (int64_t k : d.kernel) taps *= static_cast<double>(k);
+  Tensor sum = g.mul(g.avg_pool2d(v, d), scalar_like(g, taps, v));
+  Tensor y = p == 1 ? sum : p == 2 ? g.sqrt(sum) : g.pow(sum, scalar_like(g, 1 / p, sum));
+  c.out(0, one_d ? g.squeeze(y, {2}) : y);
+}
+
+template <bool is_max>
+void pool(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  int64_t r = x.rank();
+  if (r == 5) return pool3d<is_max>(c);
+  if (r != 3 && r != 4) c.fail("only 1-D, 2-D and 3-D pooling is supported");
+  bool col_major = c.attr_i("storage_order", 0) != 0;
+  bool one_d;
+  PoolDesc d = pool_desc(c, x, one_d);
   if (!is_max) {
     Tensor y = g.avg_pool2d(x, d);
     return c.out(0, one_d ? g.squeeze(y, {2}) : y);
@@ -577,6 +606,7 @@ const std::vector<Converter>& nn_converters() {
       {"ConvTranspose", 1, kNewestOpset, conv_transpose},
       {"MaxPool", 1, kNewestOpset, pool<true>},
       {"AveragePool", 1, kNewestOpset, pool<false>},
+      {"LpPool", 1, kNewestOpset, lp_pool},
       {"GlobalAveragePool", 1, kNewestOpset, global_avg},
       {"GlobalMaxPool", 1, kNewestOpset, global_max},
       {"BatchNormalization", 1, kNewestOpset, batch_norm},

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "frontends/onnx/importer.h"
 #include "ir/graph_impl.h"
 #include "tgraph/tgraph.h"
 #include "tgraph/onnx.h"
@@ -664,4 +665,30 @@ TEST(OnnxImport, OpsetsUpTo27AreKnownAndNewerAreRefused) {
     EXPECT_NE(std::string(e.what()).find("opset 28 is newer than the newest the importer knows (27)"), std::string::npos)
         << e.what();
   }
+}
+
+// The narrow formats' codes decode to their values (the extremes, a subnormal, the NaN and
+// infinity codes of each), as ONNX's tables give them.
+TEST(OnnxImport, NarrowFormatCodesDecode) {
+  using namespace tg::onnx_import;
+  EXPECT_EQ(decode_narrow(kFloat8E4M3FN, 0x7E), 448.0);
+  EXPECT_TRUE(std::isnan(decode_narrow(kFloat8E4M3FN, 0x7F)));
+  EXPECT_EQ(decode_narrow(kFloat8E4M3FN, 0x01), std::ldexp(1.0, -9));
+  EXPECT_EQ(decode_narrow(kFloat8E4M3FN, 0xB8), -1.0);
+  EXPECT_EQ(decode_narrow(kFloat8E4M3FNUZ, 0x7F), 240.0);
+  EXPECT_TRUE(std::isnan(decode_narrow(kFloat8E4M3FNUZ, 0x80)));
+  EXPECT_EQ(decode_narrow(kFloat8E5M2, 0x7B), 57344.0);
+  EXPECT_EQ(decode_narrow(kFloat8E5M2, 0xFC), -INFINITY);
+  EXPECT_TRUE(std::isnan(decode_narrow(kFloat8E5M2, 0x7D)));
+  EXPECT_EQ(decode_narrow(kFloat8E5M2FNUZ, 0x7F), 57344.0);
+  EXPECT_EQ(decode_narrow(kFloat8E5M2FNUZ, 0x01), std::ldexp(1.0, -17));
+  EXPECT_EQ(decode_narrow(kFloat4E2M1, 0x7), 6.0);
+  EXPECT_EQ(decode_narrow(kFloat4E2M1, 0x9), -0.5);
+  EXPECT_EQ(decode_narrow(kFloat8E8M0, 127), 1.0);
+  EXPECT_TRUE(std::isnan(decode_narrow(kFloat8E8M0, 255)));
+  EXPECT_EQ(decode_narrow(kInt4, 0x8), -8.0);
+  EXPECT_EQ(decode_narrow(kInt4, 0x7), 7.0);
+  EXPECT_EQ(decode_narrow(kUint4, 0xF), 15.0);
+  EXPECT_EQ(decode_narrow(kInt2, 0x2), -2.0);
+  EXPECT_EQ(decode_narrow(kUint2, 0x3), 3.0);
 }

@@ -122,11 +122,80 @@ void variadic(Ctx& c) {
   c.out(0, acc);
 }
 
-void cast(Ctx& c) {
-  c.out(0, c.g.cast(c.in(0), dtype_from_onnx(static_cast<int32_t>(c.attr_i("to", 1)))));
+// x rounded to the narrow float format n (to nearest, ties to even), as the value f32 holds:
+// the spacing at x's binade is 2^(e - mantissa bits), e at least the smallest normal exponent
+// (subnormals share its spacing). Beyond the largest finite value: that value when saturating,
+// else infinity (E5M2) or NaN (the formats without infinities). FNUZ formats have no -0.
+// Computed in f64, where log2 of a power of two is exact.
+Tensor round_float_format(Ctx& c, Tensor x, int32_t n, bool saturate) {
+  Graph& g = c.g;
+  int mant, emin;
+  double maxv;
+  bool has_inf = false, fnuz = false;
+  switch (n) {
+    case kFloat8E4M3FN: mant = 3, emin = -6, maxv = 448; break;
+    case kFloat8E4M3FNUZ: mant = 3, emin = -7, maxv = 240, fnuz = true; break;
+    case kFloat8E5M2: mant = 2, emin = -14, maxv = 57344, has_inf = true; break;
+    case kFloat8E5M2FNUZ: mant = 2, emin = -15, maxv = 57344, fnuz = true; break;
+    case kFloat4E2M1: mant = 1, emin = 0, maxv = 6, saturate = true; break;  // FP4 always saturates
+    default: c.fail("casting to FLOAT8E8M0 is not supported");
+  }
+  const DType d = DType::f64;
+  auto k = [&](double v) { return g.scalar(v, d); };
+  Tensor xd = g.cast(x, d), a = g.abs(xd);
+  Tensor e = g.maximum(g.floor(g.log2(a)), k(emin));
+  e = g.select(g.greater_equal(a, g.exp2(g.add(e, k(1)))), g.add(e, k(1)), e);
+  Tensor q = g.exp2(g.sub(e, k(mant)));
+  Tensor r = g.mul(g.rint(g.div(a, q)), q);
+  r = g.select(g.is_inf(a), k(INFINITY), r);
+  Tensor over = g.greater(r, k(maxv));
+  r = g.select(over, k(saturate ? maxv : has_inf ? INFINITY : NAN), r);
+  Tensor y = g.select(g.less(xd, k(0)), g.neg(r), r);
+  if (fnuz) y = g.select(g.equal(r, k(0)), k(0), y);
+  if (n == kFloat4E2M1) y = g.select(g.is_nan(xd), k(-0.0), y);  // no NaN in FP4: ml_dtypes gives -0
+  return g.cast(y, DType::f32);
 }
 
-void cast_like(Ctx& c) { c.out(0, c.g.cast(c.in(0), c.in(1).dtype())); }
+// x as the narrow integer format n, held in i8 / u8, as ONNX's test data has it: floats
+// truncate toward zero, then every value wraps around the format's range (NaN and infinities
+// give 0).
+Tensor to_narrow_int(Ctx& c, Tensor x, int32_t n) {
+  Graph& g = c.g;
+  const bool is_signed = n == kInt4 || n == kInt2;
+  const double bits = n == kInt4 || n == kUint4 ? 4 : 2, span = std::exp2(bits);
+  const double lo = is_signed ? -span / 2 : 0, hi = lo + span - 1;
+  const DType out = is_signed ? DType::i8 : DType::u8;
+  if (x.dtype() == DType::boolean) return g.cast(x, out);
+  (void)hi;
+  Tensor v;
+  if (is_float(x.dtype())) {
+    Tensor t = g.trunc(g.cast(x, DType::f64));
+    Tensor finite = g.logical_not(g.logical_or(g.is_nan(t), g.is_inf(t)));
+    v = g.cast(g.select(finite, t, g.scalar(0, DType::f64)), DType::i64);
+  } else {
+    v = g.cast(x, DType::i64);
+  }
+  Tensor w = g.add(g.floor_mod(g.sub(v, g.scalar(lo, DType::i64)), g.scalar(span, DType::i64)), g.scalar(lo, DType::i64));
+  return g.cast(w, out);
+}
+
+// Cast / CastLike to ONNX type `to` (a narrow format is rounded to it and held widened).
+void cast_to(Ctx& c, int32_t to) {
+  const int32_t n = narrow_type(to);
+  if (!n) return c.out(0, c.g.cast(c.in(0), dtype_from_onnx(to)));
+  const bool saturate = c.attr_i("saturate", 1) != 0;
+  const bool integer = n == kInt4 || n == kUint4 || n == kInt2 || n == kUint2;
+  c.out(0, integer ? to_narrow_int(c, c.in(0), n) : round_float_format(c, c.in(0), n, saturate));
+  c.set_onnx_type(0, n);
+}
+
+void cast(Ctx& c) { cast_to(c, static_cast<int32_t>(c.attr_i("to", 1))); }
+
+// The target is input 1's type: its ONNX type when it holds a narrow format.
+void cast_like(Ctx& c) {
+  if (const int32_t n = c.onnx_type_in(1)) return cast_to(c, n);
+  c.out(0, c.g.cast(c.in(0), c.in(1).dtype()));
+}
 
 void selu(Ctx& c) {
   Graph& g = c.g;
@@ -254,5 +323,7 @@ const std::vector<Converter>& elementwise_converters() {
   };
   return t;
 }
+
+Tensor round_to_float_format(Ctx& c, Tensor x, int32_t n, bool saturate) { return round_float_format(c, x, n, saturate); }
 
 }  // namespace tg::onnx_import

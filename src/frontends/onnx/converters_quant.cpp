@@ -1,4 +1,6 @@
 // Converters of ONNX's quantization ops: integer maths in f64, round half to even, saturation.
+#include <cmath>
+
 #include "frontends/onnx/importer.h"
 
 namespace tg::onnx_import {
@@ -81,9 +83,38 @@ void matmul_integer(Ctx& c) {
   c.out(0, g.matmul(a, b));
 }
 
+// A scale or zero point t laid against x: a scalar as is, per axis (rank 1) along `axis`, or
+// in blocks (block_size > 0, t of x's rank) each element repeated block_size times along
+// `axis` and cut to x's extent.
+Tensor against_x(Ctx& c, Tensor t, Tensor x) {
+  Graph& g = c.g;
+  const int64_t block = c.attr_i("block_size", 0);
+  if (block < 0) c.fail("block_size must not be negative");
+  if (x.rank() <= 1 && block == 0) return t;
+  const int64_t axis = norm_axis(c, c.attr_i("axis", 1), x.rank());
+  if (block == 0) {
+    if (t.rank() != 1) return t;
+    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
+    shp[static_cast<size_t>(axis)] = -1;
+    return g.reshape(t, shp);
+  }
+  const std::vector<int64_t> xd = static_dims(c, x, "x"), td = static_dims(c, t, "the scale");
+  const size_t a = static_cast<size_t>(axis);
+  if (td.size() != xd.size() || td[a] * block < xd[a] || (td[a] - 1) * block >= xd[a])
+    c.fail("a blocked scale " + t.shape().str() + " does not cover x " + x.shape().str() + " in blocks of " +
+           std::to_string(block));
+  std::vector<int64_t> wide = td;
+  wide.insert(wide.begin() + static_cast<int64_t>(a) + 1, block);
+  std::vector<int64_t> merged = td;
+  merged[a] *= block;
+  Tensor r = g.reshape(g.broadcast_to(g.expand_dims(t, {axis + 1}), wide), merged);
+  if (merged[a] == xd[a]) return r;
+  std::vector<int64_t> begin(xd.size(), 0);
+  return g.slice(r, begin, xd);
+}
+
 void dequantize(Ctx& c) {
   Graph& g = c.g;
-  if (c.attr_i("block_size", 0)) c.fail("blocked quantization (block_size) is not supported");
   Tensor x = c.in(0), s = c.in(1);
   // output_dtype (opset 23): the output's type, which is also the multiplication's; x_scale's
   // type when absent.
@@ -92,12 +123,7 @@ void dequantize(Ctx& c) {
   if (!is_float(t)) c.fail(std::string("output_dtype ") + dtype_name(t) + " is not a float type");
   s = g.cast(s, t);
   Tensor xf = g.cast(x, t);
-  auto per_axis = [&](Tensor t) {
-    if (t.rank() != 1 || x.rank() <= 1) return t;
-    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
-    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
-    return g.reshape(t, shp);
-  };
+  auto per_axis = [&](Tensor t) { return against_x(c, t, x); };
   if (c.has_input(2)) xf = g.sub(xf, per_axis(g.cast(c.in(2), s.dtype())));
   c.out(0, g.mul(xf, per_axis(s)));
 }
@@ -105,26 +131,40 @@ void dequantize(Ctx& c) {
 void quantize(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), s = c.in(1);
-  if (c.attr_i("block_size", 0)) c.fail("blocked quantization (block_size) is not supported");
+  // The output's type: the zero point's (a narrow format it holds widened, kInt4...), else
+  // output_dtype, else uint8.
+  const int32_t narrow = c.has_input(2) ? c.onnx_type_in(2)
+                         : c.has_attr("output_dtype") ? narrow_type(static_cast<int32_t>(c.attr_i("output_dtype", 2)))
+                                                      : 0;
   DType out = c.has_input(2) ? c.in(2).dtype()
               : c.has_attr("output_dtype") ? dtype_from_onnx(static_cast<int32_t>(c.attr_i("output_dtype", 2)))
                                            : DType::u8;
-  if (out != DType::u8 && out != DType::i8) c.fail(std::string("quantizing to ") + dtype_name(out) + " is not supported");
-  auto per_axis = [&](Tensor t) {
-    if (t.rank() != 1 || x.rank() <= 1) return t;
-    std::vector<int64_t> shp(static_cast<size_t>(x.rank()), 1);
-    shp[static_cast<size_t>(norm_axis(c, c.attr_i("axis", 1), x.rank()))] = -1;
-    return g.reshape(t, shp);
-  };
+  auto per_axis = [&](Tensor t) { return against_x(c, t, x); };
   // precision (opset 23): the type the division runs in; y_scale's when absent.
   const int64_t pr = c.attr_i("precision", 0);
   const DType t = pr ? dtype_from_onnx(static_cast<int32_t>(pr)) : s.dtype();
   if (!is_float(t)) c.fail(std::string("precision ") + dtype_name(t) + " is not a float type");
-  Tensor y = g.rint(g.div(g.cast(x, t), per_axis(g.cast(s, t))));
+  const bool narrow_float = narrow == kFloat8E4M3FN || narrow == kFloat8E4M3FNUZ || narrow == kFloat8E5M2 ||
+                            narrow == kFloat8E5M2FNUZ || narrow == kFloat4E2M1;
+  // i32 holds uint16 (int32 is no quantized type)
+  if (!narrow_float && out != DType::u8 && out != DType::i8 && out != DType::i16 && out != DType::i32)
+    c.fail(std::string("quantizing to ") + dtype_name(out) + " is not supported");
+  Tensor y = g.div(g.cast(x, t), per_axis(g.cast(s, t)));
+  if (narrow_float) {  // the 8- and 4-bit floats: x / scale + zero_point, rounded to the format
+    if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), t)));
+    c.out(0, round_to_float_format(c, y, narrow, c.attr_i("saturate", 1) != 0));
+    return c.set_onnx_type(0, narrow);
+  }
+  y = g.rint(y);
   if (c.has_input(2)) y = g.add(y, per_axis(g.cast(c.in(2), t)));
-  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
+  const bool is_signed = out == DType::i8 || out == DType::i16;
+  const double bits = narrow == kInt4 || narrow == kUint4 ? 4
+                      : narrow == kInt2 || narrow == kUint2 ? 2
+                      : out == DType::i16 || out == DType::i32 ? 16 : 8;
+  const double lo = is_signed ? -std::exp2(bits - 1) : 0, hi = is_signed ? std::exp2(bits - 1) - 1 : std::exp2(bits) - 1;
   y = g.minimum(g.maximum(y, scalar_like(g, lo, y)), scalar_like(g, hi, y));
   c.out(0, g.cast(y, out));
+  c.set_onnx_type(0, narrow);
 }
 
 }  // namespace

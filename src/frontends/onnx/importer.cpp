@@ -166,6 +166,10 @@ void Ctx::out(int i, Tensor t) {
   values_[node.output(i)] = Value{t, std::nullopt, false};
 }
 
+void Ctx::set_onnx_type(int i, int32_t narrow) {
+  if (wants_output(i)) values_[node.output(i)].onnx_type = narrow;
+}
+
 void Ctx::out_const(int i, const TensorData& v) {
   if (!wants_output(i)) return;
   values_[node.output(i)] = Value{g.constant(v, node.output(i)), v, true};
@@ -219,7 +223,7 @@ void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, V
                    std::map<std::string, int64_t>* histogram) {
   for (const auto& init : gp.initializer()) {
     TensorData v = tensor_from_proto(init, env.base_dir);
-    values[init.name()] = Value{g.constant(v, init.name()), v, true};
+    values[init.name()] = Value{g.constant(v, init.name()), v, true, narrow_type(init.data_type())};
   }
   for (const auto& node : gp.node()) {
     if (histogram) ++(*histogram)[node.op_type()];
@@ -277,7 +281,7 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
     TensorType t = value_info_type(vi, opt, r.inputs.size());
     Tensor p = g.placeholder(t.shape, t.dtype, vi.name());
-    values[vi.name()] = Value{p, std::nullopt, false};
+    values[vi.name()] = Value{p, std::nullopt, false, narrow_type(vi.type().tensor_type().elem_type())};
     size_t pos = r.inputs.size();
     if (pos < opt.input_values_in_order.size()) {
       const TensorData& v = opt.input_values_in_order[pos];

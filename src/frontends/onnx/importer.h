@@ -19,10 +19,19 @@ struct Value {
   Tensor t;
   std::optional<TensorData> constant;  // known value (initializer, Constant, folded)
   bool const_derived = false;          // computed from constants only: foldable on demand
+  int32_t onnx_type = 0;               // a narrow format t holds widened (kFloat8E4M3FN...), else 0
 };
 
-/// ONNX element type -> tgraph dtype; throws for types tgraph lacks.
+/// The ONNX element types of the narrow formats (TensorProto::DataType, opsets 19-25).
+constexpr int32_t kFloat8E4M3FN = 17, kFloat8E4M3FNUZ = 18, kFloat8E5M2 = 19, kFloat8E5M2FNUZ = 20, kUint4 = 21,
+                  kInt4 = 22, kFloat4E2M1 = 23, kFloat8E8M0 = 24, kUint2 = 25, kInt2 = 26;
+/// ONNX element type -> tgraph dtype; throws for types tgraph lacks. The narrow formats map to
+/// the dtype that holds their values exactly (f32, i8, u8).
 DType dtype_from_onnx(int32_t onnx_type);
+/// The value of the narrow-format code `bits` (one element's bits, low-aligned).
+double decode_narrow(int32_t onnx_type, uint32_t bits);
+/// onnx_type when it is one of the narrow formats, else 0.
+int32_t narrow_type(int32_t onnx_type);
 /// TensorProto -> TensorData; `base_dir` resolves external data.
 TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir);
 
@@ -78,6 +87,10 @@ class Ctx {
   int num_outputs() const { return node.output_size(); }
   bool wants_output(int i) const { return i >= 0 && i < node.output_size() && !node.output(i).empty(); }
   void out(int i, Tensor t);
+  /// Output i holds a narrow format (kFloat8E4M3FN...) widened, 0 for none.
+  void set_onnx_type(int i, int32_t narrow);
+  /// The narrow format input i holds widened, 0 for none.
+  int32_t onnx_type_in(int i) const { return has_input(i) ? value_in(i).onnx_type : 0; }
   /// Output i is input k (same value record, constness included).
   void alias(int i, int k);
   /// An output whose value is known now.
@@ -142,5 +155,7 @@ Tensor conv_core(Ctx& c, Tensor x, Tensor w);
 Tensor bias_nchw(Graph& g, Tensor y, Tensor b);
 /// A constant of x's dtype.
 Tensor scalar_like(Graph& g, double v, Tensor x);
+/// x rounded to the narrow float format n (kFloat8E4M3FN...), as f32 (converters_elementwise.cpp).
+Tensor round_to_float_format(Ctx& c, Tensor x, int32_t n, bool saturate);
 
 }  // namespace tg::onnx_import

@@ -1,4 +1,5 @@
 // TensorProto <-> TensorData: raw and typed storage, external data files.
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -10,10 +11,13 @@ namespace tg::onnx_import {
 
 namespace {
 const char* onnx_type_name(int32_t t) {
-  static const char* names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16", "INT16",
-                                "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
-                                "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
-  return t >= 0 && t <= 16 ? names[t] : "unknown";
+  static const char* names[] = {"UNDEFINED",      "FLOAT",          "UINT8",      "INT8",          "UINT16",
+                                "INT16",          "INT32",          "INT64",      "STRING",        "BOOL",
+                                "FLOAT16",        "DOUBLE",         "UINT32",     "UINT64",        "COMPLEX64",
+                                "COMPLEX128",     "BFLOAT16",       "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                "FLOAT8E5M2FNUZ", "UINT4",          "INT4",       "FLOAT4E2M1",    "FLOAT8E8M0",
+                                "UINT2",          "INT2"};
+  return t >= 0 && t <= 26 ? names[t] : "unknown";
 }
 [[noreturn]] void count_error_sz(const onnx::TensorProto& p, const Shape& shape, size_t got) {
   throw Error("[onnx] tensor '" + p.name() + "' holds " + std::to_string(got) + " values for shape " + shape.str());
@@ -36,6 +40,13 @@ DType dtype_from_onnx(int32_t t) {
     case onnx::TensorProto::UINT16: return DType::i32;
     case onnx::TensorProto::UINT32: return DType::i64;
     case onnx::TensorProto::UINT64: return DType::i64;
+    // The narrow formats are held value-exact in a wider tgraph dtype (docs/onnx.md): 8- and
+    // 4-bit floats in f32, 4- and 2-bit integers in i8 / u8. Casts to them round to the format.
+    case kFloat8E4M3FN: case kFloat8E4M3FNUZ: case kFloat8E5M2: case kFloat8E5M2FNUZ: case kFloat4E2M1:
+    case kFloat8E8M0:
+      return DType::f32;
+    case kInt4: case kInt2: return DType::i8;
+    case kUint4: case kUint2: return DType::u8;
     default:
       throw Error(std::string("[onnx] element type ") + onnx_type_name(t) + " (" + std::to_string(t) +
                   ") is not supported by tgraph");
@@ -69,8 +80,68 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
 }
 }  // namespace
 
+double decode_narrow(int32_t type, uint32_t b) {
+  const double nan = std::nan("");
+  auto fp = [&](int ebits, int mbits, int bias, bool fnuz, bool has_inf) {
+    const uint32_t sign = b >> (ebits + mbits), e = (b >> mbits) & ((1u << ebits) - 1), m = b & ((1u << mbits) - 1);
+    const uint32_t top = (1u << ebits) - 1;
+    if (fnuz && sign && e == 0 && m == 0) return nan;  // FNUZ: the negative zero's code is NaN
+    if (!fnuz && e == top) {
+      if (has_inf) return m == 0 ? (sign ? -INFINITY : INFINITY) : nan;
+      if (m == (1u << mbits) - 1 && type != kFloat4E2M1) return nan;  // E4M3FN: S.1111.111
+    }
+    const double v = e == 0 ? std::ldexp(static_cast<double>(m), 1 - bias - mbits)
+                            : std::ldexp(1.0 + static_cast<double>(m) / (1 << mbits), static_cast<int>(e) - bias);
+    return sign ? -v : v;
+  };
+  switch (type) {
+    case kFloat8E4M3FN: return fp(4, 3, 7, false, false);
+    case kFloat8E4M3FNUZ: return fp(4, 3, 8, true, false);
+    case kFloat8E5M2: return fp(5, 2, 15, false, true);
+    case kFloat8E5M2FNUZ: return fp(5, 2, 16, true, false);
+    case kFloat4E2M1: return fp(2, 1, 1, false, false);
+    case kFloat8E8M0: return b == 255 ? nan : std::ldexp(1.0, static_cast<int>(b) - 127);
+    case kInt4: return static_cast<double>(static_cast<int32_t>(b << 28) >> 28);
+    case kInt2: return static_cast<double>(static_cast<int32_t>(b << 30) >> 30);
+    default: return static_cast<double>(b);  // UINT4, UINT2
+  }
+}
+
+int32_t narrow_type(int32_t t) { return t >= kFloat8E4M3FN && t <= kInt2 ? t : 0; }
+
+int narrow_bits(int32_t type) {
+  switch (type) {
+    case kUint4: case kInt4: case kFloat4E2M1: return 4;
+    case kUint2: case kInt2: return 2;
+    case kFloat8E4M3FN: case kFloat8E4M3FNUZ: case kFloat8E5M2: case kFloat8E5M2FNUZ: case kFloat8E8M0: return 8;
+    default: return 0;
+  }
+}
+
 TensorData tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
   DType dt = dtype_from_onnx(p.data_type());
+  if (const int bits = narrow_bits(p.data_type())) {  // packed little-endian, first element lowest
+    std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+    for (int64_t d : dims)
+      if (d < 0) throw Error("[onnx] tensor '" + p.name() + "' has a negative dim");
+    Shape shape(dims);
+    const int64_t n = shape.num_elements();
+    if (n > (int64_t{1} << 30)) throw Error("[onnx] tensor '" + p.name() + "' is too large");
+    const size_t nbytes = static_cast<size_t>((n * bits + 7) / 8);
+    std::string raw;
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) raw = read_external(p, base_dir, nbytes);
+    else if (p.has_raw_data()) raw = p.raw_data();
+    else
+      for (int32_t v : p.int32_data()) raw.push_back(static_cast<char>(v & 0xff));
+    if (raw.size() != nbytes) count_error_sz(p, shape, raw.size() * 8 / static_cast<size_t>(bits));
+    TensorData t(shape, dt);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t byte = static_cast<unsigned char>(raw[static_cast<size_t>(i * bits / 8)]);
+      const uint32_t code = (byte >> ((i * bits) % 8)) & ((1u << bits) - 1);
+      t.set(i, decode_narrow(p.data_type(), code));
+    }
+    return t;
+  }
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   double total = 1;
   for (int64_t d : dims) {

@@ -16,7 +16,12 @@
 // Hot loops are built for AVX-512, AVX2 and the baseline ISA and picked when the library loads
 // (the library itself is compiled for the baseline). FMA contraction is off (GCC) so a result
 // does not depend on which loop of a clone an element fell in.
-#if defined(__clang__)
+// Sanitizer and fuzzing builds (clang, ASan) compile one baseline loop: there the clones'
+// resolver ran before the CPU model was known and chose the AVX-512 loop on a CPU without it
+// (SIGILL in fused::exec, found by fuzz_onnx_import on the 2-core build machine).
+#if defined(TGRAPH_NO_CPU_CLONES)
+#define TG_CPU_CLONES
+#elif defined(__clang__)
 #define TG_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TG_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))

@@ -306,6 +306,11 @@ void constant_of_shape(Ctx& c) {
 
 void range(Ctx& c) {
   TensorData s = c.const_in(0), l = c.const_in(1), d = c.const_in(2);
+  // Its length, ceil((limit - start) / delta), within the importer's size limit: a folded
+  // constant of a hostile limit had asked for 2^53 bytes (fuzz_onnx_import).
+  const double n = std::ceil((l.at(0) - s.at(0)) / d.at(0));
+  if (!std::isfinite(n)) c.fail("start, limit and delta give no finite length");
+  require_size(c, std::max(n, 0.0), "Range's output");
   c.out(0, c.g.arange(s.at(0), l.at(0), d.at(0), s.dtype()));
 }
 

@@ -15,6 +15,17 @@ inline void cuda_check(cudaError_t e, const char* what) {
   }
 }
 
+/// A launcher's status: false when it refused its arguments (cudaErrorInvalidValue: nothing
+/// ran, the op is declined and falls back), true when it launched; any other failure throws.
+inline bool launched(cudaError_t e, const char* what) {
+  if (e == cudaErrorInvalidValue) {
+    cudaGetLastError();
+    return false;
+  }
+  cuda_check(e, what);
+  return true;
+}
+
 }  // namespace tg::detail
 
 #define TG_CUDA(call) ::tg::detail::cuda_check((call), #call)

@@ -43,17 +43,6 @@ long long numel(const Dims& d) {
   return n;
 }
 
-// A launch that refused its arguments declines the op (nothing was launched); any other
-// failure is an error.
-bool launched(cudaError_t e, const char* what) {
-  if (e == cudaErrorInvalidValue) {
-    cudaGetLastError();
-    return false;
-  }
-  cuda_check(e, what);
-  return true;
-}
-
 // The dtype's bytes of v under the CPU's store rule (low bytes of the result).
 unsigned long long bytes_of(double v, DType t) {
   unsigned long long b = 0;

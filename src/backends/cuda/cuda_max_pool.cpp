@@ -19,16 +19,6 @@
 namespace tg::detail {
 namespace {
 
-// A launch that refused its arguments declines the op (nothing ran); other failures are errors.
-bool launched(cudaError_t e, const char* what) {
-  if (e == cudaErrorInvalidValue) {
-    cudaGetLastError();
-    return false;
-  }
-  cuda_check(e, what);
-  return true;
-}
-
 // The dtype's bytes of the value no element loses to: -inf, or the integer minimum.
 unsigned long long lowest_bits(DType t) {
   const double v = is_float(t) ? -std::numeric_limits<double>::infinity() : static_cast<double>(ref::int_min(t));

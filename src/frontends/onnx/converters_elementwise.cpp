@@ -163,10 +163,9 @@ Tensor to_narrow_int(Ctx& c, Tensor x, int32_t n) {
   Graph& g = c.g;
   const bool is_signed = n == kInt4 || n == kInt2;
   const double bits = n == kInt4 || n == kUint4 ? 4 : 2, span = std::exp2(bits);
-  const double lo = is_signed ? -span / 2 : 0, hi = lo + span - 1;
+  const double lo = is_signed ? -span / 2 : 0;
   const DType out = is_signed ? DType::i8 : DType::u8;
   if (x.dtype() == DType::boolean) return g.cast(x, out);
-  (void)hi;
   Tensor v;
   if (is_float(x.dtype())) {
     Tensor t = g.trunc(g.cast(x, DType::f64));

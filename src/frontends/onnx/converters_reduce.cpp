@@ -66,19 +66,13 @@ void arg(Ctx& c) {
   c.out(0, g.cast(i, DType::i64));
 }
 
-void cumsum(Ctx& c) {
+// CumSum / CumProd: the axis as an input, exclusive and reverse as attributes.
+template <Tensor (Graph::*scan)(Tensor, int64_t, bool, bool)>
+void cumulative(Ctx& c) {
   Tensor x = c.in(0);
   auto axis = c.ints_in(1);
   if (axis.size() != 1) c.fail("axis must be a scalar");
-  c.out(0, c.g.cumsum(x, norm_axis(c, axis[0], x.rank()), c.attr_i("exclusive", 0) != 0,
-                      c.attr_i("reverse", 0) != 0));
-}
-
-void cumprod(Ctx& c) {
-  Tensor x = c.in(0);
-  auto axis = c.ints_in(1);
-  if (axis.size() != 1) c.fail("axis must be a scalar");
-  c.out(0, c.g.cumprod(x, norm_axis(c, axis[0], x.rank()), c.attr_i("exclusive", 0) != 0,
+  c.out(0, (c.g.*scan)(x, norm_axis(c, axis[0], x.rank()), c.attr_i("exclusive", 0) != 0,
                        c.attr_i("reverse", 0) != 0));
 }
 
@@ -112,8 +106,8 @@ const std::vector<Converter>& reduce_converters() {
       REDUCE("ReduceSumSquare", sum_square, 18),
       {"ArgMax", 1, kNewestOpset, arg<true>},
       {"ArgMin", 1, kNewestOpset, arg<false>},
-      {"CumSum", 11, kNewestOpset, cumsum},
-      {"CumProd", 26, kNewestOpset, cumprod},
+      {"CumSum", 11, kNewestOpset, cumulative<&Graph::cumsum>},
+      {"CumProd", 26, kNewestOpset, cumulative<&Graph::cumprod>},
       {"TopK", 1, kNewestOpset, topk},
   };
   return t;

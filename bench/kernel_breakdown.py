@@ -5,7 +5,9 @@ Two sources, one table format:
   python3 bench/kernel_breakdown.py ncu FILE.csv --steps N
       reads `ncu --csv --page raw --metrics gpu__time_duration.sum --clock-control none
       --cache-control none <program>` output (every kernel of the run, captured graph nodes
-      included) and divides by the N steps the program ran;
+      included) and divides by the N steps the program ran; without --steps, takes the last
+      step (found by its period) and, given dram__bytes_read.sum and dram__bytes_write.sum
+      columns, each family's time against its bytes at copy speed;
   python3 bench/kernel_breakdown.py torch [--path eager|inductor|tgraph_train] [--batch 256]
       profiles PyTorch ResNet-50 training steps (bf16 autocast, SGD momentum) with
       torch.profiler: eager or inductor (channels_last), or unchanged NCHW code through
@@ -61,20 +63,62 @@ def table(times, steps):
         print(f"  {t / steps * 1e3:8.3f}  x{counts[name] / steps:5.1f}  {name}")
 
 
+COPY_BW = 4.26e12  # bytes/s, read + written: the H200's measured device-to-device copy
+
+
+def one_step(names):
+    """Length of the last repeated block of kernel names: the last two captured steps launch the
+    same kernels in the same order, so the shortest period P with names[-P:] == names[-2P:-P]."""
+    for p in range(50, len(names) // 2 + 1):
+        if names[-p:] == names[-2 * p:-p]:
+            return p
+    return 0
+
+
 def from_ncu(path, steps):
+    """With dram__bytes_read/write columns too (and no --steps), times one step found by its period
+    against its bytes at copy speed: what each family loses above the memory floor."""
     rows = list(csv.reader(open(path, newline="")))
     head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
     cols = rows[head]
     k, d = cols.index("Kernel Name"), cols.index("gpu__time_duration.sum")
-    times = []
+    rb = cols.index("dram__bytes_read.sum") if "dram__bytes_read.sum" in cols else -1
+    wb = cols.index("dram__bytes_write.sum") if "dram__bytes_write.sum" in cols else -1
+    recs = []  # (name, seconds, bytes)
     for r in rows[head + 1:]:
-        if len(r) <= max(k, d):
+        if len(r) <= max(k, d, rb, wb):
             continue
         try:
-            times.append((r[k], float(r[d].replace(",", "")) * 1e-9))  # ns, with --print-units base
+            t = float(r[d].replace(",", "")) * 1e-9  # ns, with --print-units base
+            b = (float(r[rb].replace(",", "")) + float(r[wb].replace(",", ""))) if rb >= 0 else 0.0
         except ValueError:
             continue  # the units row
-    table(times, steps)
+        recs.append((r[k], t, b))
+    if not steps:
+        p = one_step([n for n, _, _ in recs])
+        if not p:
+            sys.exit("no repeated step found: pass --steps")
+        recs, steps = recs[-p:], 1
+        print(f"one step: the last {p} kernels")
+    table([(n, t) for n, t, _ in recs], steps)
+    if rb < 0:
+        return
+    fam = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0])  # time, bytes, excess, launches
+    worst = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    for n, t, b in recs:
+        f = fam[family(n)]
+        floor = b / COPY_BW
+        f[0] += t; f[1] += b; f[2] += max(0.0, t - floor); f[3] += 1
+        w = worst[n[:90]]
+        w[0] += max(0.0, t - floor); w[1] += t; w[2] += 1
+    print(f"per step, against {COPY_BW / 1e12:.2f} TB/s:")
+    print(f"  {'family':30s} {'ms':>8s} {'GB':>7s} {'floor ms':>9s} {'above':>7s} launches")
+    for n, (t, b, e, c) in sorted(fam.items(), key=lambda x: -x[1][0]):
+        print(f"  {n:30s} {t / steps * 1e3:8.2f} {b / steps / 1e9:7.2f} {b / steps / COPY_BW * 1e3:9.2f}"
+              f" {e / steps * 1e3:7.2f} {c / steps:6.0f}")
+    print("most time above the memory floor (ms per step: above, total, launches):")
+    for n, (e, t, c) in sorted(worst.items(), key=lambda x: -x[1][0])[:30]:
+        print(f"  {e / steps * 1e3:7.3f} {t / steps * 1e3:7.3f} x{c / steps:5.0f}  {n}")
 
 
 def torch_step(path, batch):
@@ -231,7 +275,8 @@ def main():
     sub = ap.add_subparsers(dest="src", required=True)
     n = sub.add_parser("ncu")
     n.add_argument("csv")
-    n.add_argument("--steps", type=int, required=True)
+    n.add_argument("--steps", type=int, default=0,
+                   help="steps the run made (default: find one step by its period)")
     t = sub.add_parser("torch")
     t.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="eager")
     t.add_argument("--batch", type=int, default=256)

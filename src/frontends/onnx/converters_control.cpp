@@ -29,20 +29,27 @@ std::optional<TensorData> fold(Ctx& c, const Value& v, const std::vector<std::pa
 
 void if_(Ctx& c) {
   Graph& g = c.g;
-  Value cond = c.value_in(0);
-  if (cond.constant) {
-    auto outs = c.inline_subgraph(c.attr_g(cond.constant->at(0) != 0 ? "then_branch" : "else_branch"), {});
-    for (size_t i = 0; i < outs.size(); ++i) c.out(static_cast<int>(i), outs[i].t);
+  if (c.is_const(0)) {  // a condition computed from constants is folded: only the taken branch
+    auto outs = c.inline_subgraph(c.attr_g(c.const_in(0).at(0) != 0 ? "then_branch" : "else_branch"), {});
+    for (size_t i = 0; i < outs.size(); ++i) c.out_value(static_cast<int>(i), outs[i]);
     return;
   }
-  auto a = c.inline_subgraph(c.attr_g("then_branch"), {});
-  auto b = c.inline_subgraph(c.attr_g("else_branch"), {});
+  // Both branches are computed and selected: they must convert and agree in type, else the
+  // condition must be known at import time (shape-dependent branches of function bodies).
+  const std::string known = "the condition (input 0) must be known at import time when ";
+  std::vector<Value> a, b;
+  try {
+    a = c.inline_subgraph(c.attr_g("then_branch"), {});
+    b = c.inline_subgraph(c.attr_g("else_branch"), {});
+  } catch (const Error& e) {
+    c.fail(known + "a branch converts only for it: " + e.what());
+  }
   if (a.size() != b.size()) c.fail("the branches give different numbers of outputs");
-  Tensor p = g.reshape(cond.t, {});
+  Tensor p = g.reshape(c.in(0), {});
   for (size_t i = 0; i < a.size(); ++i) {
     if (!(a[i].t.type() == b[i].t.type()))
-      c.fail("the branches give different types for output " + std::to_string(i) + " (" + a[i].t.type().str() + " vs " +
-             b[i].t.type().str() + "); only same-typed branches are supported");
+      c.fail(known + "the branches give different types for output " + std::to_string(i) + " (" +
+             a[i].t.type().str() + " vs " + b[i].t.type().str() + ")");
     c.out(static_cast<int>(i), g.select(p, a[i].t, b[i].t));
   }
 }

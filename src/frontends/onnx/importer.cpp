@@ -26,7 +26,7 @@ const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
     for (const auto* fam : {&elementwise_converters(), &nn_converters(), &shape_converters(),
                             &reduce_converters(), &misc_converters(), &control_converters(),
                             &signal_converters(), &sampling_converters(), &rnn_converters(), &quant_converters(),
-                            &llm_converters()})
+                            &llm_converters(), &state_converters(), &image_converters()})
       for (const Converter& c : *fam) m[c.op].push_back(&c);
     return m;
   }();
@@ -164,6 +164,10 @@ void Ctx::alias(int i, int k) {
 void Ctx::out(int i, Tensor t) {
   if (!wants_output(i)) return;
   values_[node.output(i)] = Value{t, std::nullopt, false};
+}
+
+void Ctx::out_value(int i, const Value& v) {
+  if (wants_output(i)) values_[node.output(i)] = v;
 }
 
 void Ctx::set_onnx_type(int i, int32_t narrow) {

@@ -93,6 +93,8 @@ class Ctx {
   int32_t onnx_type_in(int i) const { return has_input(i) ? value_in(i).onnx_type : 0; }
   /// Output i is input k (same value record, constness included).
   void alias(int i, int k);
+  /// Output i is the value record v (a subgraph's output, constness included).
+  void out_value(int i, const Value& v);
   /// An output whose value is known now.
   void out_const(int i, const TensorData& v);
 
@@ -135,6 +137,8 @@ const std::vector<Converter>& sampling_converters();
 const std::vector<Converter>& rnn_converters();
 const std::vector<Converter>& quant_converters();
 const std::vector<Converter>& llm_converters();
+const std::vector<Converter>& state_converters();
+const std::vector<Converter>& image_converters();
 /// The converter for op at opset, or nullptr.
 const Converter* find_converter(const std::string& op, int64_t opset);
 /// True when op has a converter for some opset.

@@ -178,10 +178,48 @@ Tensor to_narrow_int(Ctx& c, Tensor x, int32_t n) {
   return g.cast(w, out);
 }
 
+// The signed dtype of an unsigned ONNX type's width (u16 -> i16, u32 -> i32, u64 -> i64).
+DType unsigned_storage(int32_t u) { return u == kUint16 ? DType::i16 : u == kUint32 ? DType::i32 : DType::i64; }
+
+// A widened unsigned value's bits as its own width's signed dtype (wrapping).
+Tensor unsigned_bits(Graph& g, Tensor x, int32_t u) { return g.cast(x, unsigned_storage(u)); }
+
+// Signed bits of u's width -> the widened unsigned value (the sign bit becomes 2^(width - 1)).
+Tensor widen_unsigned(Graph& g, Tensor bits, int32_t u) {
+  if (u == kUint64) return bits;  // held in i64 bit for bit
+  const DType wide = dtype_from_onnx(u);
+  return g.bitwise_and(g.cast(bits, wide), g.scalar(u == kUint16 ? 0xFFFF : 0xFFFFFFFFLL, wide));
+}
+
+// ~x within the ONNX type's width: a widened u16 / u32 flips its own bits only.
+void bitwise_not(Ctx& c) {
+  Graph& g = c.g;
+  const int32_t u = c.unsigned_in(0);
+  c.out(0, u ? widen_unsigned(g, g.bitwise_not(unsigned_bits(g, c.in(0), u)), u) : g.bitwise_not(c.in(0)));
+  c.set_unsigned(0, u);
+}
+
+// Reinterprets the bits; widened unsigned types go through their own width's signed dtype.
+void bitcast(Ctx& c) {
+  Graph& g = c.g;
+  const auto to_onnx = static_cast<int32_t>(c.attr_i("to", 0));
+  const int32_t from_u = c.unsigned_in(0), to_u = unsigned_type(to_onnx);
+  Tensor x = from_u ? unsigned_bits(g, c.in(0), from_u) : c.in(0);
+  const DType to = to_u ? unsigned_storage(to_u) : dtype_from_onnx(to_onnx);
+  if (dtype_size(to) != dtype_size(x.dtype()))
+    c.fail(std::string("bitcast from ") + dtype_name(x.dtype()) + " to " + dtype_name(to) + " changes the element size");
+  Tensor y = x.dtype() == to ? x : g.bitcast(x, to);
+  c.out(0, to_u ? widen_unsigned(g, y, to_u) : y);
+  c.set_unsigned(0, to_u);
+}
+
 // Cast / CastLike to ONNX type `to` (a narrow format is rounded to it and held widened).
 void cast_to(Ctx& c, int32_t to) {
   const int32_t n = narrow_type(to);
-  if (!n) return c.out(0, c.g.cast(c.in(0), dtype_from_onnx(to)));
+  if (!n) {
+    c.out(0, c.g.cast(c.in(0), dtype_from_onnx(to)));
+    return c.set_unsigned(0, unsigned_type(to));
+  }
   const bool saturate = c.attr_i("saturate", 1) != 0;
   const bool integer = n == kInt4 || n == kUint4 || n == kInt2 || n == kUint2;
   c.out(0, integer ? to_narrow_int(c, c.in(0), n) : round_float_format(c, c.in(0), n, saturate));
@@ -264,7 +302,7 @@ const std::vector<Converter>& elementwise_converters() {
       UNARY("Tan", g.tan(x)),
       UNARY("Tanh", g.tanh(x)),
       UNARY("Not", g.logical_not(x)),
-      UNARY("BitwiseNot", g.bitwise_not(x)),
+      {"BitwiseNot", 1, kNewestOpset, bitwise_not},
       UNARY("IsNaN", g.is_nan(x)),
       {"Identity", 1, kNewestOpset, +[](Ctx& c) { c.alias(0, 0); }},
       UNARY("Softplus", g.softplus(x)),
@@ -311,13 +349,7 @@ const std::vector<Converter>& elementwise_converters() {
       {"Mean", 1, kNewestOpset, variadic<3>},
       {"Where", 9, kNewestOpset, +[](Ctx& c) { c.out(0, c.g.select(c.in(0), c.in(1), c.in(2))); }},
       {"Cast", 6, kNewestOpset, cast},
-      {"BitCast", 26, kNewestOpset, +[](Ctx& c) {
-         const DType to = dtype_from_onnx(static_cast<int32_t>(c.attr_i("to", 0)));
-         if (dtype_size(to) != dtype_size(c.in(0).dtype()))
-           c.fail(std::string("bitcast from ") + dtype_name(c.in(0).dtype()) + " to " + dtype_name(to) +
-                  " changes the element size");
-         c.out(0, c.g.bitcast(c.in(0), to));
-       }},
+      {"BitCast", 26, kNewestOpset, bitcast},
       {"CastLike", 15, kNewestOpset, cast_like},
   };
   return t;

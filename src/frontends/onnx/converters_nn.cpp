@@ -197,9 +197,8 @@ void conv_transpose(Ctx& c) {
 // 3-D pooling, separably: the 2-D pool over H, W of [N, C*D, H, W], then a 1-D pool over D
 // built from slices (max never takes padding; avg divides by the per-dim counts' product).
 template <bool is_max>
-void pool3d(Ctx& c) {
+Tensor pool3d_of(Ctx& c, Tensor x, bool incl) {
   Graph& g = c.g;
-  Tensor x = c.in(0);
   Shape s = x.shape();
   if (!s.is_static()) c.fail("3-D pooling needs a static shape");
   if (c.wants_output(1)) c.fail("3-D max pooling indices are not supported");
@@ -211,7 +210,7 @@ void pool3d(Ctx& c) {
   if (pads.empty()) pads.assign(6, 0);
   if (st.size() != 3 || dil.size() != 3 || pads.size() != 6) c.fail("strides, dilations and pads do not match");
   PaddingStyle style = auto_pad(c);
-  bool ceil_mode = c.attr_i("ceil_mode", 0) != 0, incl = c.attr_i("count_include_pad", 0) != 0;
+  bool ceil_mode = c.attr_i("ceil_mode", 0) != 0;
   PoolDesc d;
   d.kernel = {k[1], k[2]};
   d.stride = {st[1], st[2]};
@@ -253,7 +252,12 @@ void pool3d(Ctx& c) {
     if (!is_max) acc = g.div(acc, scalar_like(g, static_cast<double>(count), acc));
     planes.push_back(acc);
   }
-  c.out(0, planes.size() == 1 ? planes[0] : g.concat(planes, 2));
+  return planes.size() == 1 ? planes[0] : g.concat(planes, 2);
+}
+
+template <bool is_max>
+void pool3d(Ctx& c) {
+  c.out(0, pool3d_of<is_max>(c, c.in(0), c.attr_i("count_include_pad", 0) != 0));
 }
 
 // The 2-D pooling of a 1-D or 2-D ONNX pooling node over x (a 1-D one on x with a unit H,
@@ -282,22 +286,28 @@ PoolDesc pool_desc(Ctx& c, Tensor& x, bool& one_d) {
 }
 
 // LpPool: (sum of |x|^p over each window)^(1/p), padding counting as zeros: the average over
-// the full window (count_include_pad) times its size. 1-D and 2-D; ceil_mode windows past the
+// the full window (count_include_pad) times its size. 1-D to 3-D; ceil_mode windows past the
 // padding would divide by fewer taps, so it is refused.
 void lp_pool(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
-  if (x.rank() != 3 && x.rank() != 4) c.fail("only 1-D and 2-D LpPool is supported, not rank " + std::to_string(x.rank()));
+  if (x.rank() < 3 || x.rank() > 5) c.fail("only 1-D, 2-D and 3-D LpPool is supported, not rank " + std::to_string(x.rank()));
   if (c.attr_i("ceil_mode", 0)) c.fail("ceil_mode is not supported");
   const double p = static_cast<double>(c.attr_i("p", 2));
   if (p < 1) c.fail("p must be at least 1");
-  bool one_d;
-  PoolDesc d = pool_desc(c, x, one_d);
-  d.count_include_pad = true;
   Tensor v = p == 1 ? g.abs(x) : p == 2 ? g.square(x) : g.pow(g.abs(x), scalar_like(g, p, x));
   double taps = 1;
-  for (int64_t k : d.kernel) taps *= static_cast<double>(k);
-  Tensor sum = g.mul(g.avg_pool2d(v, d), scalar_like(g, taps, v));
+  for (int64_t k : c.attr_ints("kernel_shape")) taps *= static_cast<double>(k);
+  bool one_d = false;
+  Tensor avg;
+  if (x.rank() == 5) {
+    avg = pool3d_of<false>(c, v, true);
+  } else {
+    PoolDesc d = pool_desc(c, v, one_d);
+    d.count_include_pad = true;
+    avg = g.avg_pool2d(v, d);
+  }
+  Tensor sum = g.mul(avg, scalar_like(g, taps, v));
   Tensor y = p == 1 ? sum : p == 2 ? g.sqrt(sum) : g.pow(sum, scalar_like(g, 1 / p, sum));
   c.out(0, one_d ? g.squeeze(y, {2}) : y);
 }
@@ -442,7 +452,7 @@ void lp_norm(Ctx& c) {
   if (p == 1) n = g.reduce_sum(g.abs(x), {axis}, true);
   else if (p == 2) n = g.sqrt(g.reduce_sum(g.mul(x, x), {axis}, true));
   else c.fail("p must be 1 or 2");
-  c.out(0, g.div(x, n));
+  c.out(0, g.div_no_nan(x, n));  // a zero norm gives 0 (ONNX's reference), not NaN
 }
 
 void lrn(Ctx& c) {

@@ -32,6 +32,8 @@ void reduce(Ctx& c) {
   auto axes_opt = reduce_axes(c, axes_input);
   if (!axes_opt) return c.out(0, g.identity(x));
   const auto& axes = *axes_opt;
+  if (x.dtype() == DType::boolean && (kind == R::max || kind == R::min))  // bool max / min: any / all
+    return c.out(0, kind == R::max ? g.reduce_any(x, axes, keep) : g.reduce_all(x, axes, keep));
   Tensor y;
   switch (kind) {
     case R::sum: y = g.reduce_sum(x, axes, keep); break;

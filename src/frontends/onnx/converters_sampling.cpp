@@ -19,10 +19,34 @@ struct ResizeAxis {
 struct ResizeParams {
   std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
   double cubic_a = -0.75, extrapolation = 0;
-  bool exclude_outside = false;
+  bool exclude_outside = false, antialias = false;
 };
 
-std::vector<double> resize_coeffs(const ResizeParams& p, double ratio, bool integer) {
+// Resize-18's antialias (linear and cubic): the kernel stretched by 1 / scale when it shrinks,
+// over 2 * ceil(support / scale) taps, normalised to sum 1 (ONNX's reference).
+std::vector<double> antialias_coeffs(const ResizeParams& p, double ratio, double scale) {
+  scale = std::min(scale, 1.0);
+  const bool cubic = p.mode == "cubic";
+  const double support = cubic ? 2 : 1, A = p.cubic_a;
+  const auto start = static_cast<int64_t>(std::floor(-support / scale) + 1);
+  std::vector<double> co;
+  double sum = 0;
+  for (int64_t i = start; i < 2 - start; ++i) {
+    const double x = std::abs(scale * (static_cast<double>(i) - ratio));
+    double v;
+    if (!cubic) v = std::clamp(1 - x, 0.0, 1.0);
+    else if (x <= 1) v = ((A + 2) * x - (A + 3)) * x * x + 1;
+    else if (x < 2) v = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    else v = 0;
+    co.push_back(v);
+    sum += v;
+  }
+  for (double& v : co) v /= sum;
+  return co;
+}
+
+std::vector<double> resize_coeffs(const ResizeParams& p, double ratio, bool integer, double scale) {
+  if (p.antialias && p.mode != "nearest") return antialias_coeffs(p, ratio, scale);
   if (p.mode == "nearest") {
     if (integer) return {0, 1};
     if (p.nearest == "round_prefer_floor") return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
@@ -62,7 +86,7 @@ void resize_matrix(const ResizeParams& p, const ResizeAxis& ax, TensorData& w, s
     double fl = std::floor(xo);
     bool integer = xo == fl;
     double ratio = integer ? 1.0 : xo - fl;
-    std::vector<double> co = resize_coeffs(p, ratio, integer);
+    std::vector<double> co = resize_coeffs(p, ratio, integer, ax.scale);
     int64_t n = static_cast<int64_t>(co.size());
     int64_t first = static_cast<int64_t>(fl) - (integer ? 1 : 0) - (n / 2 - 1);
     if (p.exclude_outside) {
@@ -148,8 +172,10 @@ void resize(Ctx& c) {
   p.cubic_a = c.attr_f("cubic_coeff_a", -0.75f);
   p.exclude_outside = c.attr_i("exclude_outside", 0) != 0;
   p.extrapolation = c.attr_f("extrapolation_value", 0.f);
-  if (c.attr_i("antialias", 0)) c.fail("antialias is not supported");
-  if (c.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") c.fail("keep_aspect_ratio_policy is not supported");
+  p.antialias = c.attr_i("antialias", 0) != 0;
+  const std::string policy = c.attr_s("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    c.fail("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, not '" + policy + "'");
   std::vector<int64_t> axes = c.attr_ints("axes");
   if (axes.empty())
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
@@ -167,12 +193,23 @@ void resize(Ctx& c) {
   size_t k = axes.size();
   if ((!scales.empty() && scales.size() != k) || (!sizes.empty() && sizes.size() != k))
     c.fail("scales / sizes must have one value per resized axis");
+  // With sizes, not_larger / not_smaller keep the aspect ratio: every resized axis takes the
+  // smallest / largest of the per-axis scales, its size rounded half up.
+  double kept = 0;
+  if (!sizes.empty() && policy != "stretch")
+    for (size_t i = 0; i < k; ++i) {
+      const double sc = static_cast<double>(sizes[i]) / static_cast<double>(d[static_cast<size_t>(axes[i])]);
+      kept = i == 0 ? sc : policy == "not_larger" ? std::min(kept, sc) : std::max(kept, sc);
+    }
   std::vector<ResizeAxis> list;
   for (size_t i = 0; i < k; ++i) {
     ResizeAxis ax;
     ax.axis = axes[i];
     ax.in = d[static_cast<size_t>(ax.axis)];
-    if (!sizes.empty()) {
+    if (!sizes.empty() && kept > 0) {
+      ax.scale = kept;
+      ax.out = static_cast<int64_t>(kept * static_cast<double>(ax.in) + 0.5);
+    } else if (!sizes.empty()) {
       ax.out = sizes[i];
       ax.scale = static_cast<double>(ax.out) / static_cast<double>(ax.in);
     } else {
@@ -321,7 +358,7 @@ void grid_sample(Ctx& c) {
   c.out(0, g.cast(y, x.dtype()));
 }
 
-// ---- RoiAlign (avg mode, fixed sampling_ratio): bilinear samples gathered per ROI ----
+// ---- RoiAlign (avg and max modes, fixed sampling_ratio): bilinear samples gathered per ROI ----
 
 void roi_align(Ctx& c) {
   Graph& g = c.g;
@@ -330,7 +367,8 @@ void roi_align(Ctx& c) {
   require_rank(c, rois, 2, 2, "rois");
   Shape xs = x.shape(), rs = rois.shape();
   if (!xs.is_static() || !rs.is_static()) c.fail("RoiAlign needs static shapes");
-  if (c.attr_s("mode", "avg") != "avg") c.fail("only mode 'avg' is supported");
+  const std::string mode = c.attr_s("mode", "avg");
+  if (mode != "avg" && mode != "max") c.fail("mode must be avg or max, not '" + mode + "'");
   int64_t sr = c.attr_i("sampling_ratio", 0);
   if (sr <= 0) c.fail("an adaptive sampling_ratio (0) is data-dependent; it is not supported");
   int64_t C = xs[1], H = xs[2], W = xs[3], R = rs[0];
@@ -379,10 +417,14 @@ void roi_align(Ctx& c) {
   };
   auto w4 = [&](Tensor t) { return g.reshape(t, {R, 1, P, Q}); };
   Tensor hy = g.sub(k(1), ly), hx = g.sub(k(1), lx);
-  Tensor v = g.add(g.add(g.mul(tap(yl, xl), w4(g.mul(hy, hx))), g.mul(tap(yl, xh), w4(g.mul(hy, lx)))),
-                   g.add(g.mul(tap(yh, xl), w4(g.mul(ly, hx))), g.mul(tap(yh, xh), w4(g.mul(ly, lx)))));
+  Tensor t1 = g.mul(tap(yl, xl), w4(g.mul(hy, hx))), t2 = g.mul(tap(yl, xh), w4(g.mul(hy, lx)));
+  Tensor t3 = g.mul(tap(yh, xl), w4(g.mul(ly, hx))), t4 = g.mul(tap(yh, xh), w4(g.mul(ly, lx)));
+  // avg: the mean of the interpolated samples; max (ONNX's reference): the largest weighted tap.
+  const bool avg = mode == "avg";
+  Tensor v = avg ? g.add(g.add(t1, t2), g.add(t3, t4)) : g.maximum(g.maximum(t1, t2), g.maximum(t3, t4));
   v = g.mul(v, w4(g.cast(valid, f)));
-  Tensor y = g.reduce_mean(g.reshape(v, {R, C, oh, sr, ow, sr}), {3, 5});
+  v = g.reshape(v, {R, C, oh, sr, ow, sr});
+  Tensor y = avg ? g.reduce_mean(v, {3, 5}) : g.reduce_max(v, {3, 5});
   c.out(0, g.cast(y, x.dtype()));
 }
 

@@ -212,6 +212,24 @@ void expand(Ctx& c) {
 
 void tile(Ctx& c) { c.out(0, c.g.tile(c.in(0), c.ints_in(1))); }
 
+// Wrap (circular) padding, axis by axis: enough whole copies of x tiled, then the window.
+Tensor pad_wrap(Ctx& c, Tensor x, const std::vector<int64_t>& before, const std::vector<int64_t>& after) {
+  const std::vector<int64_t> d = static_dims(c, x, "data");
+  for (size_t a = 0; a < d.size(); ++a) {
+    if (before[a] == 0 && after[a] == 0) continue;
+    const int64_t n = d[a];
+    if (n == 0) c.fail("wrap padding of an empty axis " + std::to_string(a) + " of " + x.shape().str());
+    const int64_t lead = (before[a] + n - 1) / n, trail = (after[a] + n - 1) / n;
+    require_size(c, static_cast<double>(x.shape().num_elements()) * static_cast<double>(1 + lead + trail), "the wrapped tensor");
+    std::vector<int64_t> reps(d.size(), 1), lo(d.size(), 0), hi = x.shape().dims();
+    reps[a] = 1 + lead + trail;
+    lo[a] = lead * n - before[a];
+    hi[a] = lo[a] + n + before[a] + after[a];
+    x = c.g.slice(c.g.tile(x, reps), lo, hi);
+  }
+  return x;
+}
+
 void pad(Ctx& c) {
   Tensor x = c.in(0);
   int64_t r = x.rank();
@@ -238,6 +256,7 @@ void pad(Ctx& c) {
     if (pads[i] < 0 || pads[i + k] < 0) c.fail("negative pads are not supported");
   }
   std::string mode = c.attr_s("mode", "constant");
+  if (mode == "wrap") return c.out(0, pad_wrap(c, x, before, after));
   PadMode m = mode == "constant" ? PadMode::constant
               : mode == "reflect" ? PadMode::reflect
               : mode == "edge"    ? PadMode::edge

@@ -170,6 +170,10 @@ void Ctx::out_value(int i, const Value& v) {
   if (wants_output(i)) values_[node.output(i)] = v;
 }
 
+void Ctx::set_unsigned(int i, int32_t u) {
+  if (wants_output(i)) values_[node.output(i)].unsigned_type = u;
+}
+
 void Ctx::set_onnx_type(int i, int32_t narrow) {
   if (wants_output(i)) values_[node.output(i)].onnx_type = narrow;
 }
@@ -227,7 +231,7 @@ void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, V
                    std::map<std::string, int64_t>* histogram) {
   for (const auto& init : gp.initializer()) {
     TensorData v = tensor_from_proto(init, env.base_dir);
-    values[init.name()] = Value{g.constant(v, init.name()), v, true, narrow_type(init.data_type())};
+    values[init.name()] = Value{g.constant(v, init.name()), v, true, narrow_type(init.data_type()), unsigned_type(init.data_type())};
   }
   for (const auto& node : gp.node()) {
     if (histogram) ++(*histogram)[node.op_type()];
@@ -285,7 +289,8 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
     TensorType t = value_info_type(vi, opt, r.inputs.size());
     Tensor p = g.placeholder(t.shape, t.dtype, vi.name());
-    values[vi.name()] = Value{p, std::nullopt, false, narrow_type(vi.type().tensor_type().elem_type())};
+    const int32_t elem = vi.type().tensor_type().elem_type();
+    values[vi.name()] = Value{p, std::nullopt, false, narrow_type(elem), unsigned_type(elem)};
     size_t pos = r.inputs.size();
     if (pos < opt.input_values_in_order.size()) {
       const TensorData& v = opt.input_values_in_order[pos];

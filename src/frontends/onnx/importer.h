@@ -20,7 +20,15 @@ struct Value {
   std::optional<TensorData> constant;  // known value (initializer, Constant, folded)
   bool const_derived = false;          // computed from constants only: foldable on demand
   int32_t onnx_type = 0;               // a narrow format t holds widened (kFloat8E4M3FN...), else 0
+  int32_t unsigned_type = 0;           // kUint16 / kUint32 / kUint64 when t holds one widened, else 0
 };
+
+/// The unsigned ONNX types tgraph holds in a wider signed dtype (u16 in i32, u32 and u64 in i64).
+constexpr int32_t kUint16 = 4, kUint32 = 12, kUint64 = 13;
+/// onnx_type when it is one of the widened unsigned types, else 0.
+inline int32_t unsigned_type(int32_t onnx_type) {
+  return onnx_type == kUint16 || onnx_type == kUint32 || onnx_type == kUint64 ? onnx_type : 0;
+}
 
 /// The ONNX element types of the narrow formats (TensorProto::DataType, opsets 19-25).
 constexpr int32_t kFloat8E4M3FN = 17, kFloat8E4M3FNUZ = 18, kFloat8E5M2 = 19, kFloat8E5M2FNUZ = 20, kUint4 = 21,
@@ -91,6 +99,10 @@ class Ctx {
   void set_onnx_type(int i, int32_t narrow);
   /// The narrow format input i holds widened, 0 for none.
   int32_t onnx_type_in(int i) const { return has_input(i) ? value_in(i).onnx_type : 0; }
+  /// Input i's widened unsigned ONNX type (kUint16...), 0 for none.
+  int32_t unsigned_in(int i) const { return has_input(i) ? value_in(i).unsigned_type : 0; }
+  /// Output i holds the unsigned ONNX type u (kUint16...) widened, 0 for none.
+  void set_unsigned(int i, int32_t u);
   /// Output i is input k (same value record, constness included).
   void alias(int i, int k);
   /// Output i is the value record v (a subgraph's output, constness included).

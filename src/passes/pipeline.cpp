@@ -21,6 +21,7 @@
 #include "passes/half_storage.h"
 #include "passes/layout.h"
 #include "passes/sink_broadcasts.h"
+#include "passes/space_to_depth.h"
 
 namespace tg::detail {
 namespace {
@@ -55,6 +56,12 @@ bool verify_each_pass() {
 }  // namespace
 
 void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision, bool channels_last) {
+  run_pipeline(m, PipelineOptions{optimize, decompose_composites, precision, channels_last, false});
+}
+
+void run_pipeline(Module& m, const PipelineOptions& o) {
+  const bool optimize = o.optimize, decompose_composites = o.decompose_composites, channels_last = o.channels_last;
+  const Precision precision = o.precision;
   Dumper dumper;
   verify_or_throw(m.graph);
   dumper.dump(m, "input");
@@ -90,6 +97,10 @@ void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision
       dumper.dump(m, "channels_last");
       if (verify_each_pass()) verify_or_throw(m.graph, "channels_last");
     }
+  }
+  if (o.space_to_depth && !env_flag("TGRAPH_NO_SPACE_TO_DEPTH") && SpaceToDepthConv().run(m)) {
+    dumper.dump(m, "space_to_depth_conv");
+    if (verify_each_pass()) verify_or_throw(m.graph, "space_to_depth_conv");
   }
   std::vector<std::unique_ptr<Pass>> round;
   round.push_back(std::make_unique<DeadCodeElimination>());

@@ -15,4 +15,16 @@ namespace tg::detail {
 void run_pipeline(Module& m, bool optimize, bool decompose_composites = false,
                   Precision precision = Precision::f32, bool channels_last = false);
 
+/// What run_pipeline does, named. `space_to_depth`: strided few-channel convolutions as
+/// stride-1 ones over a space-to-depth view (space_to_depth.h; for cuDNN), after the layout
+/// pass; TGRAPH_NO_SPACE_TO_DEPTH=1 turns it off.
+struct PipelineOptions {
+  bool optimize = true;
+  bool decompose_composites = false;
+  Precision precision = Precision::f32;
+  bool channels_last = false;
+  bool space_to_depth = false;
+};
+void run_pipeline(Module& m, const PipelineOptions& o);
+
 }  // namespace tg::detail

@@ -74,7 +74,8 @@ std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
   // The CUDA backend has no kernels for composite norms and losses: they become primitives.
   // Convolutions run channels-last on both backends (layout.h; docs/decisions.md).
   const bool cpu = options.device.kind == Device::Kind::cpu;
-  run_pipeline(m, options.optimize, !cpu, options.precision, !detail::layout_pass_disabled());
+  // Space-to-depth serves cuDNN's tensor-core kernels; oneDNN runs few-channel convs as they are.
+  run_pipeline(m, PipelineOptions{options.optimize, !cpu, options.precision, !detail::layout_pass_disabled(), !cpu});
   return options.free_output_layouts ? free_output_layouts(m) : std::vector<std::vector<int64_t>>{};
 }
 

@@ -23,15 +23,20 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
   if (comps != 1 && comps != 2) c.fail("the last dim must be 1 (real) or 2 (complex)");
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r - 1) c.fail("axis out of range");
-  int64_t n_in = s[axis], N = length > 0 ? length : n_in;
-  int64_t n_out = onesided ? N / 2 + 1 : N;
+  // An inverse one-sided transform (irfft) takes N / 2 + 1 bins to N real samples.
+  const bool irfft = inverse && onesided;
+  int64_t n_in = s[axis], N = length > 0 ? length : irfft ? 2 * (n_in - 1) : n_in;
+  if (N <= 0) c.fail("the transform length " + std::to_string(N) + " must be positive (input " + s.str() + ")");
+  int64_t n_out = irfft ? N : onesided ? N / 2 + 1 : N;
   require_size(c, static_cast<double>(n_in) * static_cast<double>(n_out), "the DFT matrix");
   TensorData cm = TensorData::zeros(Shape{n_in, n_out}, DType::f64), sm = cm.clone();
-  for (int64_t t = 0; t < std::min(n_in, N); ++t)
+  for (int64_t t = 0; t < std::min(n_in, irfft ? N / 2 + 1 : N); ++t)
     for (int64_t k = 0; k < n_out; ++k) {
       double th = 2 * M_PI * static_cast<double>((k * t) % N) / static_cast<double>(N);
-      cm.set(t * n_out + k, std::cos(th) / (inverse ? static_cast<double>(N) : 1.0));
-      sm.set(t * n_out + k, std::sin(th) / (inverse ? static_cast<double>(N) : 1.0));
+      // irfft: bin t stands for itself and its conjugate mirror N - t (bins 0 and N / 2 have none).
+      double w = irfft && t != 0 && 2 * t != N ? 2.0 : 1.0;
+      cm.set(t * n_out + k, w * std::cos(th) / (inverse ? static_cast<double>(N) : 1.0));
+      sm.set(t * n_out + k, w * std::sin(th) / (inverse ? static_cast<double>(N) : 1.0));
     }
   Tensor C = g.constant(cm), S = g.constant(sm);
   DType dt = x.dtype();
@@ -64,7 +69,7 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
     perm.push_back(axis);
     for (int64_t k = 0; k < r - 1; ++k) inv[static_cast<size_t>(perm[static_cast<size_t>(k)])] = k;
   }
-  Tensor y = g.stack({g.transpose(re, inv), g.transpose(im, inv)}, r - 1);
+  Tensor y = irfft ? g.expand_dims(g.transpose(re, inv), {r - 1}) : g.stack({g.transpose(re, inv), g.transpose(im, inv)}, r - 1);
   return g.cast(y, dt);
 }
 

@@ -26,7 +26,8 @@ const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
     for (const auto* fam : {&elementwise_converters(), &nn_converters(), &shape_converters(),
                             &reduce_converters(), &misc_converters(), &control_converters(),
                             &signal_converters(), &sampling_converters(), &rnn_converters(), &quant_converters(),
-                            &llm_converters(), &state_converters(), &image_converters()})
+                            &llm_converters(), &state_converters(), &image_converters(),
+                            &dynamic_converters()})
       for (const Converter& c : *fam) m[c.op].push_back(&c);
     return m;
   }();

@@ -151,6 +151,7 @@ const std::vector<Converter>& quant_converters();
 const std::vector<Converter>& llm_converters();
 const std::vector<Converter>& state_converters();
 const std::vector<Converter>& image_converters();
+const std::vector<Converter>& dynamic_converters();
 /// The converter for op at opset, or nullptr.
 const Converter* find_converter(const std::string& op, int64_t opset);
 /// True when op has a converter for some opset.

@@ -156,6 +156,32 @@ Tensor round_float_format(Ctx& c, Tensor x, int32_t n, bool saturate) {
   return g.cast(y, DType::f32);
 }
 
+// x as FLOAT8E8M0 (a power of two 2^(e - 127), e = 255 for NaN), held as that f32 value: the
+// exponent of x's f32 bits (the sign ignored), rounded up when any fraction bit is set (round_mode
+// "up"), by the guard bits ("nearest", as onnx.numpy_helper), or not ("down"); saturating keeps
+// 254 from rounding into 255. 2^-127 (e = 0) is an f32 subnormal; every result is exact.
+Tensor to_e8m0(Ctx& c, Tensor x, bool saturate) {
+  Graph& g = c.g;
+  const std::string mode = c.attr_s("round_mode", "up");
+  if (mode != "up" && mode != "down" && mode != "nearest") c.fail("round_mode must be up, down or nearest, not '" + mode + "'");
+  const DType i = DType::i32;
+  auto k = [&](double v) { return g.scalar(v, i); };
+  Tensor bits = g.bitcast(g.cast(x, DType::f32), i);
+  Tensor e = g.bitwise_and(g.shift_right(bits, k(23)), k(0xFF));
+  auto set = [&](int64_t mask) { return g.not_equal(g.bitwise_and(bits, k(static_cast<double>(mask))), k(0)); };
+  Tensor special = g.equal(e, k(255));
+  if (mode != "down") {
+    Tensor up = mode == "up" ? set(0x7FFFFF)
+                             : g.logical_and(set(0x400000), g.logical_or(g.logical_or(set(0x200000), set(0x1FFFFF)),
+                                                                        g.greater(e, k(0))));
+    up = g.logical_and(up, g.logical_not(special));
+    if (saturate) up = g.logical_and(up, g.not_equal(e, k(254)));
+    e = g.add(e, g.cast(up, i));
+  }
+  Tensor out = g.select(g.equal(e, k(0)), k(0x400000), g.select(g.equal(e, k(255)), k(0x7FC00000), g.shift_left(e, k(23))));
+  return g.bitcast(out, DType::f32);
+}
+
 // x as the narrow integer format n, held in i8 / u8, as ONNX's test data has it: floats
 // truncate toward zero, then every value wraps around the format's range (NaN and infinities
 // give 0).
@@ -222,7 +248,9 @@ void cast_to(Ctx& c, int32_t to) {
   }
   const bool saturate = c.attr_i("saturate", 1) != 0;
   const bool integer = n == kInt4 || n == kUint4 || n == kInt2 || n == kUint2;
-  c.out(0, integer ? to_narrow_int(c, c.in(0), n) : round_float_format(c, c.in(0), n, saturate));
+  c.out(0, integer              ? to_narrow_int(c, c.in(0), n)
+           : n == kFloat8E8M0 ? to_e8m0(c, c.in(0), saturate)
+                              : round_float_format(c, c.in(0), n, saturate));
   c.set_onnx_type(0, n);
 }
 

@@ -1,5 +1,6 @@
 // Converters of image-geometry ops: CenterCropPad (slice and pad), AffineGrid (a constant base
-// grid times theta) and Col2Im (the data gradient of the convolution whose im2col it inverts).
+// grid times theta), Col2Im (the data gradient of the convolution whose im2col it inverts) and
+// DeformConv (bilinear taps at offset positions, then a grouped matmul).
 #include <algorithm>
 #include <cmath>
 
@@ -157,6 +158,73 @@ void col2im(Ctx& c) {
   c.out(0, g.reshape(y, out));
 }
 
+// DeformConv (2-D): each kernel tap samples X bilinearly (zero outside) at its grid position
+// moved by the per-output offset, scaled by the mask; the sampled columns [N, C * K, P] are
+// multiplied by the weights per group. Coordinates and samples in f64, as ONNX's reference.
+void deform_conv(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0), w = c.in(1), off = c.in(2);
+  const std::vector<int64_t> xd = static_dims(c, x, "X"), wd = static_dims(c, w, "W"), od = static_dims(c, off, "offset");
+  if (xd.size() != 4 || wd.size() != 4 || od.size() != 4)
+    c.fail("only 2-D DeformConv is supported: X " + x.shape().str() + ", W " + w.shape().str() + ", offset " + off.shape().str());
+  const int64_t n = xd[0], ch = xd[1], h = xd[2], wi = xd[3], oc = wd[0];
+  const int64_t group = c.attr_i("group", 1), og = c.attr_i("offset_group", 1);
+  auto two = [&](const char* name, int64_t def) {
+    std::vector<int64_t> v = c.attr_ints(name);
+    if (v.empty()) v.assign(2, def);
+    if (v.size() != 2) c.fail(std::string(name) + " needs 2 values, has " + std::to_string(v.size()));
+    return v;
+  };
+  std::vector<int64_t> ks = c.attr_ints("kernel_shape", {wd[2], wd[3]}), st = two("strides", 1), dil = two("dilations", 1);
+  std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});
+  if (ks.size() != 2 || pads.size() != 4 || ks[0] != wd[2] || ks[1] != wd[3]) c.fail("kernel_shape and pads must match the 2-D weights " + w.shape().str());
+  if (group <= 0 || og <= 0 || ch != wd[1] * group || oc % group || ch % og)
+    c.fail("X " + x.shape().str() + " and W " + w.shape().str() + " do not fit group " + std::to_string(group) + " and offset_group " +
+           std::to_string(og));
+  const int64_t kk = ks[0] * ks[1];
+  const int64_t oh = (h + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / st[0] + 1;
+  const int64_t ow = (wi + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / st[1] + 1;
+  if (od[0] != n || od[1] != og * kk * 2 || od[2] != oh || od[3] != ow)
+    c.fail("offset is " + off.shape().str() + ", expected " + Shape({n, og * kk * 2, oh, ow}).str());
+  const int64_t p = oh * ow, cg = ch / og;
+  require_size(c, static_cast<double>(n) * static_cast<double>(ch) * static_cast<double>(kk * p), "the sampled columns");
+  const DType f = DType::f64;
+  auto k = [&](double v) { return g.scalar(v, f); };
+  // The undeformed tap positions [K, P] along H and W.
+  std::vector<double> bh(static_cast<size_t>(kk * p)), bw(bh.size());
+  for (int64_t t = 0; t < kk; ++t)
+    for (int64_t q = 0; q < p; ++q) {
+      bh[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[0] + st[0] * (q / ow) + (t / ks[1]) * dil[0]);
+      bw[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[1] + st[1] * (q % ow) + (t % ks[1]) * dil[1]);
+    }
+  Tensor o = g.reshape(g.cast(off, f), {n, og, kk, 2, p});
+  auto comp = [&](int64_t i) { return g.reshape(g.slice(o, {0, 0, 0, i, 0}, {n, og, kk, i + 1, p}), {n, og, kk * p}); };
+  Tensor ph = g.add(comp(0), g.constant(TensorData::from_vector(Shape({kk * p}), f, bh)));
+  Tensor pw = g.add(comp(1), g.constant(TensorData::from_vector(Shape({kk * p}), f, bw)));
+  Tensor h0 = g.floor(ph), w0 = g.floor(pw), fh = g.sub(ph, h0), fw = g.sub(pw, w0);
+  Tensor flat = g.reshape(g.cast(x, f), {n, og, cg, h * wi});
+  Tensor cols;
+  for (int corner = 0; corner < 4; ++corner) {
+    const bool dy = corner & 2, dx = corner & 1;
+    Tensor hh = dy ? g.add(h0, k(1)) : h0, ww = dx ? g.add(w0, k(1)) : w0;
+    Tensor wt = g.mul(dy ? fh : g.sub(k(1), fh), dx ? fw : g.sub(k(1), fw));
+    Tensor inside = g.logical_and(g.logical_and(g.greater_equal(hh, k(0)), g.less(hh, k(static_cast<double>(h)))),
+                                  g.logical_and(g.greater_equal(ww, k(0)), g.less(ww, k(static_cast<double>(wi)))));
+    Tensor idx = g.add(g.mul(g.minimum(g.maximum(hh, k(0)), k(static_cast<double>(h - 1))), k(static_cast<double>(wi))),
+                       g.minimum(g.maximum(ww, k(0)), k(static_cast<double>(wi - 1))));
+    idx = g.broadcast_to(g.reshape(g.cast(idx, DType::i64), {n, og, 1, kk * p}), {n, og, cg, kk * p});
+    Tensor v = g.mul(g.gather_along_axis(flat, idx, 3), g.reshape(g.mul(wt, g.cast(inside, f)), {n, og, 1, kk * p}));
+    cols = corner == 0 ? v : g.add(cols, v);
+  }
+  if (c.has_input(4)) cols = g.mul(cols, g.reshape(g.cast(c.in(4), f), {n, og, 1, kk * p}));
+  const int64_t cpg = ch / group, opg = oc / group;
+  cols = g.reshape(cols, {n, group, cpg * kk, p});
+  Tensor wm = g.reshape(g.cast(w, f), {1, group, opg, cpg * kk});
+  Tensor y = g.reshape(g.matmul(g.broadcast_to(wm, {n, group, opg, cpg * kk}), cols), {n, oc, oh, ow});
+  if (c.has_input(3)) y = bias_nchw(g, y, g.cast(c.in(3), f));
+  c.out(0, g.cast(y, x.dtype()));
+}
+
 }  // namespace
 
 const std::vector<Converter>& image_converters() {
@@ -164,6 +232,7 @@ const std::vector<Converter>& image_converters() {
       {"CenterCropPad", 18, kNewestOpset, center_crop_pad},
       {"AffineGrid", 20, kNewestOpset, affine_grid},
       {"Col2Im", 18, kNewestOpset, col2im},
+      {"DeformConv", 19, kNewestOpset, deform_conv},
   };
   return t;
 }

@@ -258,28 +258,44 @@ void upsample(Ctx& c) {
   resize_apply(c, p, list);
 }
 
-// ---- GridSample (PyTorch's grid_sample): taps gathered from [N, C, H*W] with run-time indices ----
+// ---- GridSample (PyTorch's grid_sample, 4-D and 5-D): taps gathered from [N, C, H*W] with run-time indices ----
 
 void grid_sample(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), grid = c.in(1);
-  require_rank(c, x, 4, 4, "X");
-  require_rank(c, grid, 4, 4, "grid");
+  require_rank(c, x, 4, 5, "X");
   Shape xs = x.shape(), gs = grid.shape();
   if (!xs.is_static() || !gs.is_static()) c.fail("GridSample needs static shapes");
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  const int64_t S = x.rank() - 2;  // spatial dims: H, W or D, H, W
+  if (grid.rank() != S + 2 || gs[0] != xs[0] || gs[S + 1] != S)
+    c.fail("grid must be [N, out spatial..., " + std::to_string(S) + "] for X " + xs.str() + ", got " + gs.str());
+  const int64_t N = xs[0], C = xs[1];
+  std::vector<int64_t> sp, osp;  // input and output spatial sizes
+  int64_t in_pts = 1, out_pts = 1;
+  for (int64_t i = 0; i < S; ++i) {
+    sp.push_back(xs[2 + i]);
+    osp.push_back(gs[1 + i]);
+    in_pts *= xs[2 + i];
+    out_pts *= gs[1 + i];
+  }
   std::string mode = c.attr_s("mode", "bilinear"), pad = c.attr_s("padding_mode", "zeros");
   bool align = c.attr_i("align_corners", 0) != 0;
   if (mode == "linear") mode = "bilinear";  // GridSample-20's names
   if (mode == "cubic") mode = "bicubic";
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.fail("unknown mode '" + mode + "'");
+  if (mode == "bicubic" && S != 2) c.fail("cubic mode is only defined for 4-D inputs (X " + xs.str() + ")");
   if (pad != "zeros" && pad != "border" && pad != "reflection") c.fail("unknown padding_mode '" + pad + "'");
   const DType f = DType::f64;
   auto k = [&](double v) { return g.scalar(v, f); };
   Tensor gf = g.cast(grid, f);
-  auto coord = [&](int64_t i, int64_t size) {  // unnormalised source coordinate [N, Ho, Wo]
-    Tensor v = g.squeeze(g.slice(gf, {0, 0, 0, i}, {-1, -1, -1, i + 1}), {3});
-    double n = static_cast<double>(size);
+  // The unnormalised source coordinate [N, out...] along spatial dim d (grid component S-1-d).
+  auto coord = [&](int64_t d) {
+    const int64_t comp = S - 1 - d;
+    std::vector<int64_t> b(static_cast<size_t>(S + 2), 0), e(static_cast<size_t>(S + 2), -1);
+    b.back() = comp;
+    e.back() = comp + 1;
+    Tensor v = g.squeeze(g.slice(gf, b, e), {S + 1});
+    double n = static_cast<double>(sp[static_cast<size_t>(d)]);
     return align ? g.mul(g.add(v, k(1)), k((n - 1) / 2)) : g.div(g.sub(g.mul(g.add(v, k(1)), k(n)), k(1)), k(2));
   };
   auto reflect = [&](Tensor v, double lo2, double hi2) {
@@ -300,38 +316,56 @@ void grid_sample(Ctx& c) {
     }
     return v;
   };
-  Tensor ix = coord(0, W), iy = coord(1, H);
-  if (mode != "bicubic") {
-    ix = bound(ix, W);
-    iy = bound(iy, H);
+  std::vector<Tensor> pos;  // per spatial dim
+  for (int64_t d = 0; d < S; ++d) {
+    Tensor v = coord(d);
+    pos.push_back(mode != "bicubic" ? bound(v, sp[static_cast<size_t>(d)]) : v);
   }
-  Tensor flat = g.reshape(g.cast(x, f), {N, C, H * W});
-  // The value at integer coordinates (xi, yi) [N, Ho, Wo], 0 outside (after per-tap bounding).
-  auto tap = [&](Tensor xi, Tensor yi) {
-    if (mode == "bicubic" && pad != "zeros") {
-      xi = bound(xi, W);
-      yi = bound(yi, H);
+  Tensor flat = g.reshape(g.cast(x, f), {N, C, in_pts});
+  std::vector<int64_t> wshape = {N, 1};
+  wshape.insert(wshape.end(), osp.begin(), osp.end());
+  std::vector<int64_t> yshape = wshape;
+  yshape[1] = C;
+  auto w4 = [&](Tensor t) { return g.reshape(t, wshape); };
+  // The value at integer coordinates [N, out...] per dim, 0 outside (after per-tap bounding).
+  auto tap = [&](std::vector<Tensor> at) {
+    Tensor inside, idx;
+    for (int64_t d = 0; d < S; ++d) {
+      Tensor v = at[static_cast<size_t>(d)];
+      const double n = static_cast<double>(sp[static_cast<size_t>(d)]);
+      if (mode == "bicubic" && pad != "zeros") v = bound(v, sp[static_cast<size_t>(d)]);
+      Tensor in_d = g.logical_and(g.greater_equal(v, k(0)), g.less(v, k(n)));
+      inside = d == 0 ? in_d : g.logical_and(inside, in_d);
+      Tensor cv = g.minimum(g.maximum(v, k(0)), k(n - 1));
+      idx = d == 0 ? cv : g.add(g.mul(idx, k(n)), cv);
     }
-    Tensor inside = g.logical_and(g.logical_and(g.greater_equal(xi, k(0)), g.less(xi, k(static_cast<double>(W)))),
-                                  g.logical_and(g.greater_equal(yi, k(0)), g.less(yi, k(static_cast<double>(H)))));
-    Tensor cx = g.minimum(g.maximum(xi, k(0)), k(static_cast<double>(W - 1)));
-    Tensor cy = g.minimum(g.maximum(yi, k(0)), k(static_cast<double>(H - 1)));
-    Tensor idx = g.cast(g.add(g.mul(cy, k(static_cast<double>(W))), cx), DType::i64);
-    idx = g.broadcast_to(g.reshape(idx, {N, 1, Ho * Wo}), {N, C, Ho * Wo});
-    Tensor v = g.reshape(g.gather_along_axis(flat, idx, 2), {N, C, Ho, Wo});
-    return g.mul(v, g.reshape(g.cast(inside, f), {N, 1, Ho, Wo}));
+    Tensor ii = g.broadcast_to(g.reshape(g.cast(idx, DType::i64), {N, 1, out_pts}), {N, C, out_pts});
+    Tensor v = g.reshape(g.gather_along_axis(flat, ii, 2), yshape);
+    return g.mul(v, w4(g.cast(inside, f)));
   };
-  auto w4 = [&](Tensor t) { return g.reshape(t, {N, 1, Ho, Wo}); };
   Tensor y;
   if (mode == "nearest") {
-    y = tap(g.rint(ix), g.rint(iy));
-  } else if (mode == "bilinear") {
-    Tensor x0 = g.floor(ix), y0 = g.floor(iy);
-    Tensor fx = g.sub(ix, x0), fy = g.sub(iy, y0);
-    Tensor x1 = g.add(x0, k(1)), y1 = g.add(y0, k(1));
-    Tensor gx = g.sub(k(1), fx), gy = g.sub(k(1), fy);
-    y = g.add(g.add(g.mul(tap(x0, y0), w4(g.mul(gx, gy))), g.mul(tap(x1, y0), w4(g.mul(fx, gy)))),
-              g.add(g.mul(tap(x0, y1), w4(g.mul(gx, fy))), g.mul(tap(x1, y1), w4(g.mul(fx, fy)))));
+    std::vector<Tensor> at;
+    for (Tensor p : pos) at.push_back(g.rint(p));
+    y = tap(at);
+  } else if (mode == "bilinear") {  // 2^S corners, each weighted by the product of its fractions
+    std::vector<Tensor> lo, fr;
+    for (Tensor p : pos) {
+      lo.push_back(g.floor(p));
+      fr.push_back(g.sub(p, lo.back()));
+    }
+    for (int64_t corner = 0; corner < (int64_t{1} << S); ++corner) {
+      std::vector<Tensor> at;
+      Tensor w;
+      for (int64_t d = 0; d < S; ++d) {
+        const bool up = (corner >> (S - 1 - d)) & 1;
+        at.push_back(up ? g.add(lo[static_cast<size_t>(d)], k(1)) : lo[static_cast<size_t>(d)]);
+        Tensor wd = up ? fr[static_cast<size_t>(d)] : g.sub(k(1), fr[static_cast<size_t>(d)]);
+        w = d == 0 ? wd : g.mul(w, wd);
+      }
+      Tensor v = g.mul(tap(at), w4(w));
+      y = y.valid() ? g.add(y, v) : v;
+    }
   } else {
     const double A = -0.75;
     auto coeffs = [&](Tensor t) {  // the 4 cubic weights for fraction t
@@ -343,12 +377,13 @@ void grid_sample(Ctx& c) {
       };
       return std::vector<Tensor>{far(g.add(t, k(1))), near(t), near(g.sub(k(1), t)), far(g.sub(k(2), t))};
     };
+    Tensor iy = pos[0], ix = pos[1];
     Tensor x0 = g.floor(ix), y0 = g.floor(iy);
     auto cx = coeffs(g.sub(ix, x0)), cy = coeffs(g.sub(iy, y0));
     for (int j = 0; j < 4; ++j) {
       Tensor row;
       for (int i = 0; i < 4; ++i) {
-        Tensor v = g.mul(tap(g.add(x0, k(i - 1)), g.add(y0, k(j - 1))), w4(cx[static_cast<size_t>(i)]));
+        Tensor v = g.mul(tap({g.add(y0, k(j - 1)), g.add(x0, k(i - 1))}), w4(cx[static_cast<size_t>(i)]));
         row = row.valid() ? g.add(row, v) : v;
       }
       row = g.mul(row, w4(cy[static_cast<size_t>(j)]));

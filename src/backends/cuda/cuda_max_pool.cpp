@@ -2,8 +2,8 @@
 // (kernels_max_pool.h) for every geometry the reference takes (padding styles, ceil_mode,
 // dilation) and every dtype but bool (the gradient: float dtypes). cuDNN's legacy max pooling,
 // used before, ran its backward at 0.5 TB/s after recomputing y, and took no dilation.
-// max_pool2d_grad pools x once more for the indices of the maxima (into a workspace) and
-// gathers dy through them: the first maximum of each window in row-major order receives its
+// max_pool2d_grad pools x once more for the window taps of the maxima (two bytes each, into
+// a workspace) and gathers dy through them: the first maximum of each window in row-major order receives its
 // gradient, as in the reference and PyTorch.
 #include <limits>
 #include <variant>
@@ -45,14 +45,16 @@ bool cuda_max_pool(const GraphImpl&, const Node& n, const std::vector<DevArg>& i
   PoolGeometry geo;
   if (!pool_geometry(*d, tx.shape.dims(), ty.shape.dims(), geo)) return false;
   const long long ny = ty.shape.num_elements();
+  if (!max_pool_taps_ok(geo)) return false;
   if (!grad)
-    return launched(launch_max_pool(in[0].ptr, out[0].ptr, indices ? static_cast<int32_t*>(out[1].ptr) : nullptr, t,
-                                    geo, lowest_bits(t), stream),
+    return launched(launch_max_pool(in[0].ptr, out[0].ptr, indices ? static_cast<int32_t*>(out[1].ptr) : nullptr,
+                                    nullptr, t, geo, lowest_bits(t), stream),
                     op_name(n.kind));
-  DeviceBuffer idx = op_workspace(static_cast<size_t>(ny) * sizeof(int32_t), stream, device);
-  auto* ip = reinterpret_cast<int32_t*>(idx.get());
-  if (!launched(launch_max_pool(in[1].ptr, nullptr, ip, t, geo, lowest_bits(t), stream), "max_pool2d_grad")) return false;
-  return launched(launch_max_pool_grad(in[0].ptr, ip, out[0].ptr, t, geo, stream), "max_pool2d_grad");
+  DeviceBuffer taps = op_workspace(static_cast<size_t>(ny) * sizeof(uint16_t), stream, device);
+  auto* tp = reinterpret_cast<uint16_t*>(taps.get());
+  if (!launched(launch_max_pool(in[1].ptr, nullptr, nullptr, tp, t, geo, lowest_bits(t), stream), "max_pool2d_grad"))
+    return false;
+  return launched(launch_max_pool_grad(in[0].ptr, tp, out[0].ptr, t, geo, stream), "max_pool2d_grad");
 }
 
 }  // namespace tg::detail

@@ -1,10 +1,11 @@
 // Max pooling (see kernels_max_pool.h). The forward runs a thread per output element, or per V
 // neighbouring channels of one in NHWC (V = 16 bytes of the dtype, one vector load per tap);
 // the gradient is a gather: a thread per element (or V channels) of x visits the windows that
-// hold it and sums the dy of those whose index names it — no atomics, no zero fill, and the
-// reference's order. The gradient of a training step pools once more to find the indices (the
-// graph's max_pool2d_grad takes x, not them): reading x again costs less than cuDNN's
-// backward, which recomputed the pooled y and ran at an eighth of the bandwidth.
+// hold it and sums the dy of those whose winning tap it is — no atomics, no zero fill, and the
+// reference's order. The gradient of a training step pools once more to find the taps (the
+// graph's max_pool2d_grad takes x, not indices), 16 bits per output: ResNet-50's pooling at
+// batch 256 moved 0.2 GB of i32 indices twice with flat ones. Index math in int where the
+// tensors allow (64-bit division made the kernels 4x their bytes' time, bench/RESULTS.md).
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -58,104 +59,132 @@ struct alignas(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) Vec {
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double>, double, float>;
 
-template <class T, int V>
+// Flat (n, c, h, w) -> offset in a [n, c, hh, ww] activation; I the index type (int when every
+// offset fits: 32-bit division is several times cheaper than 64-bit, and each thread divides
+// its flat index by three extents).
+template <class I>
+__device__ __forceinline__ I at_of(const PoolGeometry& g, I n, I c, I h, I w, I hh, I ww) {
+  const I C = static_cast<I>(g.c);
+  return g.channels_last ? ((n * hh + h) * ww + w) * C + c : ((n * C + c) * hh + h) * ww + w;
+}
+
+// (n, c, h, w) of thread f's first element: V channels from c on in NHWC (V > 1), else one.
+template <class I, int V>
+__device__ __forceinline__ void split(const PoolGeometry& g, I f, I hh, I ww, I& n, I& c, I& h, I& w) {
+  const I C = static_cast<I>(g.c);
+  if (V > 1 || g.channels_last) {
+    const I cv = C / V;
+    c = (f % cv) * V, f /= cv, w = f % ww, f /= ww, h = f % hh, n = f / hh;
+  } else {
+    w = f % ww, f /= ww, h = f % hh, f /= hh, c = f % C, n = f / C;
+  }
+}
+
+// One thread per output element, or per V neighbouring channels of one in NHWC. Writes the
+// maxima (y), the flat index h * iw + w of each (idx: max_pool2d_with_indices) and / or the
+// window tap kh * kw_count + kw of each (taps: 16 bits, for the gradient), whichever is given.
+template <class T, int V, class I>
 __global__ void __launch_bounds__(256)
-    max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ idx, const PoolGeometry g,
-                    T lowest, long long total) {
-  const long long cv = g.c / V;  // channel groups (V == 1 in NCHW)
-  for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
-    long long n, c, oh, ow;
-    if (V > 1) {  // NHWC, V channels from c on
-      long long r = f;
-      c = (r % cv) * V, r /= cv, ow = r % g.ow, r /= g.ow, oh = r % g.oh, n = r / g.oh;
-    } else {
-      g.coords(f, g.oh, g.ow, n, c, oh, ow);
-    }
+    max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ idx,
+                    uint16_t* __restrict__ taps, const PoolGeometry g, T lowest, I total) {
+  const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
+  const int KH = static_cast<int>(g.kh), KW = static_cast<int>(g.kw);
+  for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
+    I n, c, oh, ow;
+    split<I, V>(g, f, oh_, ow_, n, c, oh, ow);
     int best[V];
     Cmp<T> bv[V];
     T bx[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) best[j] = -1, bv[j] = 0, bx[j] = lowest;
-    for (long long kh = 0; kh < g.kh; ++kh) {
-      const long long h = oh * g.sh + kh * g.dh - g.ph;
-      if (h < 0 || h >= g.ih) continue;
-      for (long long kw = 0; kw < g.kw; ++kw) {
-        const long long w = ow * g.sw + kw * g.dw - g.pw;
-        if (w < 0 || w >= g.iw) continue;
-        const long long at = g.index(n, c, h, w, g.ih, g.iw);
-        Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(x + at);
-        const int here = static_cast<int>(h * g.iw + w);
+    const I h0 = oh * static_cast<I>(g.sh) - static_cast<I>(g.ph), w0 = ow * static_cast<I>(g.sw) - static_cast<I>(g.pw);
+    for (int kh = 0; kh < KH; ++kh) {
+      const I h = h0 + kh * static_cast<I>(g.dh);
+      if (h < 0 || h >= ih) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const I w = w0 + kw * static_cast<I>(g.dw);
+        if (w < 0 || w >= iw) continue;
+        Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(x + at_of<I>(g, n, c, h, w, ih, iw));
+        const int tap = kh * KW + kw;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const Cmp<T> cv_ = cmp_value(v.v[j]);
-          if (takes(best[j] < 0, bv[j], cv_)) best[j] = here, bv[j] = cv_, bx[j] = v.v[j];
+          if (takes(best[j] < 0, bv[j], cv_)) best[j] = tap, bv[j] = cv_, bx[j] = v.v[j];
         }
       }
     }
-    const long long out = V > 1 ? f * V : f;
+    const I out = f * V;
     if (y) {
       Vec<T, V> o;
 #pragma unroll
       for (int j = 0; j < V; ++j) o.v[j] = bx[j];
       *reinterpret_cast<Vec<T, V>*>(y + out) = o;
     }
-    if (idx) {
+    if (idx) {  // the tap's flat position in the image
 #pragma unroll
-      for (int j = 0; j < V; ++j) idx[out + j] = best[j];
+      for (int j = 0; j < V; ++j)
+        idx[out + j] = best[j] < 0 ? -1
+                                   : static_cast<int32_t>((h0 + (best[j] / KW) * static_cast<I>(g.dh)) * iw +
+                                                          w0 + (best[j] % KW) * static_cast<I>(g.dw));
+    }
+    if (taps) {
+      Vec<uint16_t, V> t;
+#pragma unroll
+      for (int j = 0; j < V; ++j) t.v[j] = static_cast<uint16_t>(best[j] < 0 ? 65535 : best[j]);
+      *reinterpret_cast<Vec<uint16_t, V>*>(taps + out) = t;
     }
   }
 }
 
-// Each element (h, w) of x is a tap of the windows oh * sh + kh * dh - ph == h (and likewise
-// along W): walking kh downwards visits those windows in ascending oh.
-template <class T, int V>
+// Each element (h, w) of x is tap (kh, kw) of the windows oh * sh + kh * dh - ph == h (and
+// likewise along W): walking kh downwards visits those windows in ascending oh, the
+// reference's order of summation. A window gives its dy where its winning tap is this one.
+template <class T, int V, class I>
 __global__ void __launch_bounds__(256)
-    max_pool_grad_kernel(const T* __restrict__ dy, const int32_t* __restrict__ idx, T* __restrict__ dx,
-                         const PoolGeometry g, long long total) {
-  const long long cv = g.c / V;
-  for (long long f = blockIdx.x * 256LL + threadIdx.x; f < total; f += 256LL * gridDim.x) {
-    long long n, c, h, w;
-    if (V > 1) {
-      long long r = f;
-      c = (r % cv) * V, r /= cv, w = r % g.iw, r /= g.iw, h = r % g.ih, n = r / g.ih;
-    } else {
-      g.coords(f, g.ih, g.iw, n, c, h, w);
-    }
-    const int me = static_cast<int>(h * g.iw + w);
+    max_pool_grad_kernel(const T* __restrict__ dy, const uint16_t* __restrict__ taps, T* __restrict__ dx,
+                         const PoolGeometry g, I total) {
+  const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
+  const I sh = static_cast<I>(g.sh), sw = static_cast<I>(g.sw);
+  const int KH = static_cast<int>(g.kh), KW = static_cast<int>(g.kw);
+  for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
+    I n, c, h, w;
+    split<I, V>(g, f, ih, iw, n, c, h, w);
     Acc<T> s[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) s[j] = 0;
-    for (long long kh = g.kh - 1; kh >= 0; --kh) {
-      const long long th = h + g.ph - kh * g.dh;
-      if (th < 0 || th % g.sh) continue;
-      const long long oh = th / g.sh;
-      if (oh >= g.oh) break;
-      for (long long kw = g.kw - 1; kw >= 0; --kw) {
-        const long long tw = w + g.pw - kw * g.dw;
-        if (tw < 0 || tw % g.sw) continue;
-        const long long ow = tw / g.sw;
-        if (ow >= g.ow) break;
-        const long long at = g.index(n, c, oh, ow, g.oh, g.ow);
-        Vec<int32_t, V> i = *reinterpret_cast<const Vec<int32_t, V>*>(idx + at);
+    for (int kh = KH - 1; kh >= 0; --kh) {
+      const I th = h + static_cast<I>(g.ph) - kh * static_cast<I>(g.dh);
+      if (th < 0 || th % sh) continue;
+      const I oh = th / sh;
+      if (oh >= oh_) break;
+      for (int kw = KW - 1; kw >= 0; --kw) {
+        const I tw = w + static_cast<I>(g.pw) - kw * static_cast<I>(g.dw);
+        if (tw < 0 || tw % sw) continue;
+        const I ow = tw / sw;
+        if (ow >= ow_) break;
+        const I at = at_of<I>(g, n, c, oh, ow, oh_, ow_);
+        Vec<uint16_t, V> t = *reinterpret_cast<const Vec<uint16_t, V>*>(taps + at);
+        const uint16_t me = static_cast<uint16_t>(kh * KW + kw);
         bool any = false;
 #pragma unroll
-        for (int j = 0; j < V; ++j) any |= i.v[j] == me;
+        for (int j = 0; j < V; ++j) any |= t.v[j] == me;
         if (!any) continue;  // the common case: this window's maxima are elsewhere
         Vec<T, V> d = *reinterpret_cast<const Vec<T, V>*>(dy + at);
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (i.v[j] == me) s[j] += static_cast<Acc<T>>(dev::to_double(d.v[j]));
+          if (t.v[j] == me) s[j] += static_cast<Acc<T>>(dev::to_double(d.v[j]));
       }
     }
     Vec<T, V> o;
 #pragma unroll
     for (int j = 0; j < V; ++j) o.v[j] = dev::from_double<T>(static_cast<double>(s[j]));
-    *reinterpret_cast<Vec<T, V>*>(dx + (V > 1 ? f * V : f)) = o;
+    *reinterpret_cast<Vec<T, V>*>(dx + f * V) = o;
   }
 }
 
 bool geometry_ok(const PoolGeometry& g) {
-  return g.kh >= 1 && g.kw >= 1 && g.sh >= 1 && g.sw >= 1 && g.dh >= 1 && g.dw >= 1 && g.ih * g.iw <= INT32_MAX;
+  return g.kh >= 1 && g.kw >= 1 && g.sh >= 1 && g.sw >= 1 && g.dh >= 1 && g.dw >= 1 && g.ih * g.iw <= INT32_MAX &&
+         g.kh * g.kw < 65535;
 }
 
 // Channels per thread: a 16-byte vector of T in NHWC when the channels divide into them and
@@ -168,13 +197,20 @@ int lanes(const PoolGeometry& g, std::initializer_list<const void*> buffers) {
   return v > 1 && g.channels_last && g.c % v == 0 ? v : 1;
 }
 
+// Whether every flat offset of x and y fits in int.
+bool fits_int(const PoolGeometry& g) {
+  return g.n * g.c * g.ih * g.iw < INT32_MAX && g.n * g.c * g.oh * g.ow < INT32_MAX;
+}
+
 }  // namespace
 
-cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, DType t, const PoolGeometry& g,
+bool max_pool_taps_ok(const PoolGeometry& g) { return geometry_ok(g); }
+
+cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, uint16_t* taps, DType t, const PoolGeometry& g,
                             unsigned long long lowest, cudaStream_t stream) {
   const long long total = g.n * g.c * g.oh * g.ow;
   if (total == 0) return cudaSuccess;
-  if ((!y && !idx) || t == DType::boolean || !geometry_ok(g)) return cudaErrorInvalidValue;
+  if ((!y && !idx && !taps) || t == DType::boolean || !geometry_ok(g)) return cudaErrorInvalidValue;
   if (!x && g.ih * g.iw > 0) return cudaErrorInvalidValue;
   dev::with_storage(t, [&](auto tag) {
     using T = decltype(tag);
@@ -183,22 +219,30 @@ cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, DType t, const
     constexpr int v = static_cast<int>(16 / sizeof(T));
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
+    auto go = [&](auto vtag, long long threads) {
+      constexpr int V = decltype(vtag)::value;
+      if (fits_int(g))
+        max_pool_kernel<T, V, int><<<dev::grid_for(threads), 256, 0, stream>>>(xt, yt, idx, taps, g, low,
+                                                                               static_cast<int>(threads));
+      else
+        max_pool_kernel<T, V, long long><<<dev::grid_for(threads), 256, 0, stream>>>(xt, yt, idx, taps, g, low, threads);
+    };
     if constexpr (v > 1) {
-      if (lanes<T>(g, {x, y, idx}) == v) {
-        max_pool_kernel<T, v><<<dev::grid_for(total / v), 256, 0, stream>>>(xt, yt, idx, g, low, total / v);
+      if (lanes<T>(g, {x, y, idx}) == v && reinterpret_cast<uintptr_t>(taps) % (2 * v) == 0) {
+        go(std::integral_constant<int, v>{}, total / v);
         return;
       }
     }
-    max_pool_kernel<T, 1><<<dev::grid_for(total), 256, 0, stream>>>(xt, yt, idx, g, low, total);
+    go(std::integral_constant<int, 1>{}, total);
   });
   return cudaGetLastError();
 }
 
-cudaError_t launch_max_pool_grad(const void* dy, const int32_t* idx, void* dx, DType t, const PoolGeometry& g,
+cudaError_t launch_max_pool_grad(const void* dy, const uint16_t* taps, void* dx, DType t, const PoolGeometry& g,
                                  cudaStream_t stream) {
   const long long total = g.n * g.c * g.ih * g.iw;
   if (total == 0) return cudaSuccess;
-  if (!dx || !geometry_ok(g) || ((!dy || !idx) && g.oh * g.ow > 0)) return cudaErrorInvalidValue;
+  if (!dx || !geometry_ok(g) || ((!dy || !taps) && g.oh * g.ow > 0)) return cudaErrorInvalidValue;
   bool ok = false;
   dev::with_storage(t, [&](auto tag) {
     using T = decltype(tag);
@@ -207,10 +251,18 @@ cudaError_t launch_max_pool_grad(const void* dy, const int32_t* idx, void* dx, D
       constexpr int v = static_cast<int>(16 / sizeof(T));
       const T* dyt = static_cast<const T*>(dy);
       T* dxt = static_cast<T*>(dx);
-      if (lanes<T>(g, {dy, idx, dx}) == v)
-        max_pool_grad_kernel<T, v><<<dev::grid_for(total / v), 256, 0, stream>>>(dyt, idx, dxt, g, total / v);
+      auto go = [&](auto vtag, long long threads) {
+        constexpr int V = decltype(vtag)::value;
+        if (fits_int(g))
+          max_pool_grad_kernel<T, V, int><<<dev::grid_for(threads), 256, 0, stream>>>(dyt, taps, dxt, g,
+                                                                                      static_cast<int>(threads));
+        else
+          max_pool_grad_kernel<T, V, long long><<<dev::grid_for(threads), 256, 0, stream>>>(dyt, taps, dxt, g, threads);
+      };
+      if (lanes<T>(g, {dy, dx}) == v && reinterpret_cast<uintptr_t>(taps) % (2 * v) == 0)
+        go(std::integral_constant<int, v>{}, total / v);
       else
-        max_pool_grad_kernel<T, 1><<<dev::grid_for(total), 256, 0, stream>>>(dyt, idx, dxt, g, total);
+        go(std::integral_constant<int, 1>{}, total);
     }
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;

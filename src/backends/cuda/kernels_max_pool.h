@@ -34,15 +34,20 @@ struct PoolGeometry {
 
 /// Max pooling as the CPU reference: y gets the first maximum of each window in row-major tap
 /// order (a NaN wins and stays), idx its flat index h * iw + w within the image and channel
-/// (i32); a window with no tap inside x gives `lowest` (the dtype's bytes of -inf / the integer
-/// minimum) and index -1. Either output may be null (not written). Any dtype but bool.
-cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, DType t, const PoolGeometry& g,
+/// (i32), taps its window tap kh * kw_count + kw (16 bits, for launch_max_pool_grad); a window
+/// with no tap inside x gives `lowest` (the dtype's bytes of -inf / the integer minimum), index
+/// -1 and tap 65535. Any output may be null (not written). Any dtype but bool.
+cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, uint16_t* taps, DType t, const PoolGeometry& g,
                             unsigned long long lowest, cudaStream_t stream);
 
-/// dx (x's shape) of max pooling from dy and the indices launch_max_pool wrote (y's shape):
-/// each element of x sums the dy of the windows whose index names it, in ascending window
-/// order (double for f32 / f64, float for f16 / bf16, as the reference). Float dtypes only.
-cudaError_t launch_max_pool_grad(const void* dy, const int32_t* idx, void* dx, DType t, const PoolGeometry& g,
+/// dx (x's shape) of max pooling from dy and the taps launch_max_pool wrote (y's shape): each
+/// element of x sums the dy of the windows whose winning tap it is, in ascending window order
+/// (double for f32 / f64, float for f16 / bf16, as the reference). Float dtypes only.
+cudaError_t launch_max_pool_grad(const void* dy, const uint16_t* taps, void* dx, DType t, const PoolGeometry& g,
                                  cudaStream_t stream);
+
+/// Whether the kernels take this geometry (windows, strides, dilations >= 1, an image of at
+/// most 2^31 elements, windows of fewer than 65535 taps).
+bool max_pool_taps_ok(const PoolGeometry& g);
 
 }  // namespace tg::detail

@@ -19,8 +19,9 @@ Tensor last(Graph& g, Tensor x, int64_t lo, int64_t hi) {
 // selected greedily unless one selected before overlaps them by IoU > iou_threshold; only
 // scores > score_threshold compete, at most max_output_boxes_per_class are kept. The greedy
 // pass is a fixed point over the [N, N] "suppresses" matrix of the sorted boxes: keep =
-// candidate & !any(earlier & kept & overlapping), iterated N times in a for_loop (after
-// iteration t the first t boxes are final). Output [selected, 3] i64: (batch, class, box).
+// candidate & !any(earlier & kept & overlapping), iterated in a while_loop until nothing
+// changes (after iteration t the first t boxes are final, so it ends within N + 1 passes; in
+// practice after the longest chain of suppressions). Output [selected, 3] i64: (batch, class, box).
 void non_max_suppression(Ctx& c) {
   Graph& g = c.g;
   Tensor boxes = c.in(0), scores = c.in(1);
@@ -72,12 +73,14 @@ void non_max_suppression(Ctx& c) {
   for (int64_t p = 0; p < n; ++p)
     for (int64_t q = 0; q < n; ++q) lower.set(p * n + q, q < p ? 1.0 : 0.0);
   Tensor sup = g.logical_and(overlap, g.constant(lower));  // [B, C, N(p), N(q)]
-  Tensor keep = g.for_loop(g.scalar(static_cast<double>(n), DType::i32), {cand},
-                           [&](Graph& b, Tensor, std::vector<Tensor> a) {
-                             Tensor kq = b.expand_dims(a[0], {2});  // [B, C, 1, N(q)]
-                             Tensor hit = b.reduce_any(b.logical_and(sup, kq), {3});
-                             return std::vector<Tensor>{b.logical_and(cand, b.logical_not(hit))};
-                           })[0];
+  Tensor keep = g.while_loop(
+      {cand},
+      [&](Graph& b, std::vector<Tensor> a) {
+        Tensor hit = b.reduce_any(b.logical_and(sup, b.expand_dims(a[0], {2})), {3});  // kept q over [B, C, 1, N]
+        Tensor next = b.logical_and(cand, b.logical_not(hit));
+        return std::pair{b.reduce_any(b.not_equal(next, a[0])), std::vector<Tensor>{next}};
+      },
+      [](Graph&, std::vector<Tensor> r) { return r; })[0];
   Tensor rank = g.cumsum(g.cast(keep, DType::i64), 2);
   keep = g.logical_and(keep, g.less_equal(rank, max_out));
   Tensor nz = g.non_zero_indices(keep);  // [selected, 3]: batch, class, sorted position

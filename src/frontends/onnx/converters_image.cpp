@@ -181,9 +181,13 @@ void deform_conv(Ctx& c) {
   if (group <= 0 || og <= 0 || ch != wd[1] * group || oc % group || ch % og)
     c.fail("X " + x.shape().str() + " and W " + w.shape().str() + " do not fit group " + std::to_string(group) + " and offset_group " +
            std::to_string(og));
+  for (int i = 0; i < 2; ++i)
+    if (ks[i] <= 0 || st[i] <= 0 || dil[i] <= 0 || pads[i] < 0 || pads[i + 2] < 0)
+      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (W " + w.shape().str() + ")");
   const int64_t kk = ks[0] * ks[1];
   const int64_t oh = (h + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / st[0] + 1;
   const int64_t ow = (wi + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / st[1] + 1;
+  if (oh < 1 || ow < 1) c.fail("the kernel does not fit in the padded input " + x.shape().str());
   if (od[0] != n || od[1] != og * kk * 2 || od[2] != oh || od[3] != ow)
     c.fail("offset is " + off.shape().str() + ", expected " + Shape({n, og * kk * 2, oh, ow}).str());
   const int64_t p = oh * ow, cg = ch / og;

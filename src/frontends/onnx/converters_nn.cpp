@@ -209,6 +209,9 @@ Tensor pool3d_of(Ctx& c, Tensor x, bool incl) {
   if (dil.empty()) dil.assign(3, 1);
   if (pads.empty()) pads.assign(6, 0);
   if (st.size() != 3 || dil.size() != 3 || pads.size() != 6) c.fail("strides, dilations and pads do not match");
+  for (size_t i = 0; i < 3; ++i)
+    if (k[i] <= 0 || st[i] <= 0 || dil[i] <= 0 || pads[i] < 0 || pads[i + 3] < 0)
+      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (input " + s.str() + ")");
   PaddingStyle style = auto_pad(c);
   bool ceil_mode = c.attr_i("ceil_mode", 0) != 0;
   PoolDesc d;

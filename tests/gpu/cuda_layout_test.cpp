@@ -200,7 +200,13 @@ TEST(CudaLayout, PadEveryMode) {
                                g.pad(x[1], {3, 4, 0}, {2, 1, 2}, PadMode::symmetric),
                                g.pad(x[1], {4, 0, 3}, {1, 5, 2}, PadMode::edge),
                                g.pad(x[2], {1, 1, 0, 2}, {0, 2, 1, 1}, PadMode::reflect),
-                               g.pad(x[3], {1, 2}, {1, 0}, PadMode::constant, 1e12)};  // empty input
+                               g.pad(x[3], {1, 2}, {1, 0}, PadMode::constant, 1e12),  // empty input
+                               // last dims of 8: the vector paths (V = 8, 4 or 2 by the dtype)
+                               g.pad(x[1], {0, 1, 2}, {1, 0, 1}, PadMode::constant, 0.5),
+                               g.pad(x[1], {1, 1, 1}, {1, 1, 2}, PadMode::reflect),
+                               g.pad(x[1], {0, 2, 1}, {2, 0, 2}, PadMode::edge),
+                               g.pad(x[1], {1, 0, 3}, {0, 1, 0}, PadMode::symmetric),
+                               g.pad(x[2], {0, 1, 1, 0}, {0, 1, 1, 4}, PadMode::constant, -1.0)};  // the stem's fold
           },
           {rnd({5}, t, 1), rnd({3, 4, 5}, t, 2), rnd({2, 3, 2, 4}, t, 3), rnd({0, 3}, t, 4)});
   }

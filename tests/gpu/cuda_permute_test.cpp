@@ -65,8 +65,12 @@ TEST(CudaPermute, MatchesTheHost) {
     check({7, 7, 3, 64}, {3, 0, 1, 2}, esize);    // the stem's weights
     check({5, 33, 65}, {0, 2, 1}, esize);         // batched, ragged tiles
     check({1, 40, 1, 31}, {3, 1, 2, 0}, esize);   // size-1 dims around a transpose
-    check({4, 5, 6}, {1, 0, 2}, esize);           // not a last-two swap: gathered
-    check({2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}, esize);
+    check({4, 5, 6}, {1, 0, 2}, esize);           // the innermost dim stays: gathered
+    check({2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}, esize);  // tiled, three other dims
+    check({64, 3, 7, 7}, {2, 3, 1, 0}, esize);    // OIHW -> HWIO: the innermost moves, not a swap
+    check({40, 35, 3, 3}, {0, 2, 3, 1}, esize);   // OIHW -> KRSC (PyTorch's weights for cuDNN)
+    check({3, 2, 33, 2, 34, 4}, {0, 1, 3, 2, 4, 5}, esize);  // space-to-depth: gathered runs
+    check({3, 40, 5, 36}, {3, 1, 0, 2}, esize);   // tiled, the rest not in input order
     check({17}, {0}, esize);
     check({6, 7}, {0, 1}, esize);                 // identity
   }

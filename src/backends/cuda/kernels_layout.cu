@@ -1,9 +1,10 @@
 // launch_permute (kernels_layout.h). Dims that stay neighbours in the same order are merged
-// first; a permutation that then swaps the last two dims (a 2-D transpose, batched or not:
-// cuDNN's weight layouts from HWIO and back, [R*S*C, K] <-> [K, R*S*C]) runs as 32 x 32 tiles
-// through shared memory, reads and writes both coalesced. Anything else runs a thread per
-// output element gathering its input: the weights' permutes of a ResNet-50 step had taken
-// 2.2 ms that way, 158 launches at 1.4 TB/s for 3 GB.
+// first; a permutation that then moves the input's innermost dim (a 2-D transpose, batched or
+// not: cuDNN's weight layouts from HWIO or OIHW and back, NCHW <-> NHWC; or any other, such
+// as OIHW -> HWIO) runs as 32 x 32 tiles through shared memory, reads and writes both
+// coalesced. One that keeps it innermost runs a thread per output element gathering its input
+// (runs of the innermost dim on both sides): the weights' permutes of a ResNet-50 step had
+// taken 2.2 ms that way, 158 launches at 1.4 TB/s for 3 GB.
 #include "backends/cuda/kernels_layout.h"
 
 namespace tg::detail {
@@ -29,26 +30,41 @@ __global__ void permute_kernel(const T* __restrict__ in, T* __restrict__ out, Pe
 }
 
 constexpr int kTile = 32;
+constexpr int kMaxRest = kMaxPermuteRank - 2;
 
-// out[x][b][a] = in[x][a][b] for in of dims [X, A, B]: a block moves one 32 x 32 tile of one
-// batch x (blockIdx.z, in slices of 65535 along y and z), 32 x 8 threads, four rows each.
+// The dims of a tiled permute: `a` is the input's innermost (stride 1 there, out_a in the
+// output), `b` the output's innermost (stride 1 there, in_b in the input), and up to four others
+// walked per block, with their strides on both sides.
+struct TileArgs {
+  long long A, B, in_b, out_a, rest;
+  int nrest;
+  long long rest_dims[kMaxRest], rest_in[kMaxRest], rest_out[kMaxRest];
+};
+
+// A block moves one 32 x 32 tile of (b, a) for one index of the other dims (blockIdx.z, in
+// slices of 65535 along y and z), 32 x 8 threads, four rows each: reads run along a, writes
+// along b, both coalesced.
 template <class T>
-__global__ void __launch_bounds__(256)
-    transpose_kernel(const T* __restrict__ in, T* __restrict__ out, long long X, long long A, long long B) {
+__global__ void __launch_bounds__(256) transpose_kernel(const T* __restrict__ in, T* __restrict__ out, const TileArgs t) {
   __shared__ T tile[kTile][kTile + 1];
-  const long long b0 = static_cast<long long>(blockIdx.x) * kTile;
-  for (long long x = blockIdx.z; x < X; x += gridDim.z) {
-    for (long long a0 = static_cast<long long>(blockIdx.y) * kTile; a0 < A; a0 += static_cast<long long>(gridDim.y) * kTile) {
-      const T* src = in + x * A * B;
-      T* dst = out + x * A * B;
+  const long long a0 = static_cast<long long>(blockIdx.x) * kTile;
+  for (long long x = blockIdx.z; x < t.rest; x += gridDim.z) {
+    long long rin = 0, rout = 0, q = x;
+    for (int k = t.nrest - 1; k >= 0; --k) {
+      const long long c = q % t.rest_dims[k];
+      q /= t.rest_dims[k];
+      rin += c * t.rest_in[k];
+      rout += c * t.rest_out[k];
+    }
+    for (long long b0 = static_cast<long long>(blockIdx.y) * kTile; b0 < t.B; b0 += static_cast<long long>(gridDim.y) * kTile) {
       for (int r = threadIdx.y; r < kTile; r += 8) {
-        const long long a = a0 + r, b = b0 + threadIdx.x;
-        if (a < A && b < B) tile[r][threadIdx.x] = src[a * B + b];
+        const long long b = b0 + r, a = a0 + threadIdx.x;
+        if (a < t.A && b < t.B) tile[r][threadIdx.x] = in[rin + b * t.in_b + a];
       }
       __syncthreads();
       for (int r = threadIdx.y; r < kTile; r += 8) {
-        const long long b = b0 + r, a = a0 + threadIdx.x;
-        if (a < A && b < B) dst[b * A + a] = tile[threadIdx.x][r];
+        const long long a = a0 + r, b = b0 + threadIdx.x;
+        if (a < t.A && b < t.B) out[rout + a * t.out_a + b] = tile[threadIdx.x][r];
       }
       __syncthreads();
     }
@@ -64,12 +80,12 @@ cudaError_t launch(const void* in, void* out, const PermuteArgs& a, long long n,
 }
 
 template <class T>
-cudaError_t launch_transpose(const void* in, void* out, long long X, long long A, long long B, cudaStream_t stream) {
+cudaError_t launch_transpose(const void* in, void* out, const TileArgs& t, cudaStream_t stream) {
   auto clip = [](long long v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
-  const long long bx = (B + kTile - 1) / kTile, by = (A + kTile - 1) / kTile;
+  const long long bx = (t.A + kTile - 1) / kTile, by = (t.B + kTile - 1) / kTile;
   if (bx > 2147483647LL) return cudaErrorInvalidValue;
-  transpose_kernel<T><<<dim3(static_cast<unsigned>(bx), clip(by), clip(X)), dim3(kTile, 8), 0, stream>>>(
-      static_cast<const T*>(in), static_cast<T*>(out), X, A, B);
+  transpose_kernel<T><<<dim3(static_cast<unsigned>(bx), clip(by), clip(t.rest)), dim3(kTile, 8), 0, stream>>>(
+      static_cast<const T*>(in), static_cast<T*>(out), t);
   return cudaGetLastError();
 }
 
@@ -97,8 +113,8 @@ cudaError_t launch_permute(const void* in, void* out, int rank, const long long*
   }
   if (n == 0) return cudaSuccess;
   // Merge runs of output dims that read consecutive input dims (size-1 dims dropped): groups
-  // of input dims, in output order, each with its merged extent.
-  int groups[kMaxPermuteRank];  // first input dim of each group, in output order
+  // of input dims, in output order, each with its merged extent and its innermost input dim.
+  int groups[kMaxPermuteRank], inner[kMaxPermuteRank];
   long long extent[kMaxPermuteRank];
   int ng = 0, last = -2;
   for (int d = 0; d < rank; ++d) {
@@ -106,26 +122,44 @@ cudaError_t launch_permute(const void* in, void* out, int rank, const long long*
     if (in_dims[p] == 1) continue;
     if (ng > 0 && p == last + 1) {
       extent[ng - 1] *= in_dims[p];
+      inner[ng - 1] = p;
     } else {
       groups[ng] = p;
+      inner[ng] = p;
       extent[ng++] = in_dims[p];
     }
     last = p;
   }
-  // [.., A, B] -> [.., B, A] with the leading groups in input order: a batched 2-D transpose.
-  bool swap = ng >= 2 && groups[ng - 1] < groups[ng - 2];
-  for (int k = 0; swap && k + 2 < ng; ++k) swap = groups[k] < groups[k + 1] && groups[k] < groups[ng - 1];
-  if (swap) {
-    // In input order the groups are [leading..., last, second last]: the input is [X, A, B]
-    // with A the output's last group and B its second last, and the output [X, B, A].
-    const long long A = extent[ng - 1], B = extent[ng - 2];
-    long long X = 1;
-    for (int k = 0; k + 2 < ng; ++k) X *= extent[k];
+  // The input's innermost group moves: tiles through shared memory (a batched 2-D transpose,
+  // or any permutation that moves it). Otherwise each output run is an input run: the gather.
+  int ia = 0;
+  for (int k = 1; k < ng; ++k)
+    if (groups[k] > groups[ia]) ia = k;
+  if (ng >= 2 && ia != ng - 1) {
+    TileArgs t{};
+    long long out_stride[kMaxPermuteRank];
+    long long acc = 1;
+    for (int k = ng - 1; k >= 0; --k) {
+      out_stride[k] = acc;
+      acc *= extent[k];
+    }
+    t.A = extent[ia];
+    t.out_a = out_stride[ia];
+    t.B = extent[ng - 1];
+    t.in_b = in_strides[inner[ng - 1]];
+    t.rest = 1;
+    for (int k = 0; k < ng - 1; ++k) {
+      if (k == ia) continue;
+      t.rest_dims[t.nrest] = extent[k];
+      t.rest_in[t.nrest] = in_strides[inner[k]];
+      t.rest_out[t.nrest++] = out_stride[k];
+      t.rest *= extent[k];
+    }
     switch (elem_size) {
-      case 1: return launch_transpose<unsigned char>(in, out, X, A, B, stream);
-      case 2: return launch_transpose<unsigned short>(in, out, X, A, B, stream);
-      case 4: return launch_transpose<unsigned int>(in, out, X, A, B, stream);
-      case 8: return launch_transpose<unsigned long long>(in, out, X, A, B, stream);
+      case 1: return launch_transpose<unsigned char>(in, out, t, stream);
+      case 2: return launch_transpose<unsigned short>(in, out, t, stream);
+      case 4: return launch_transpose<unsigned int>(in, out, t, stream);
+      case 8: return launch_transpose<unsigned long long>(in, out, t, stream);
       default: return cudaErrorInvalidValue;
     }
   }

@@ -104,7 +104,7 @@ class Writer {
         << "]; void* part; long long outer, inner, split, cols; int grank; long long gdims[" << kMaxRank
         << "]; long long gstride[" << kMaxOperands << "][" << kMaxRank << "]; int krank, rrank; long long kdims["
         << kMaxRank << "], kstrides[" << kMaxRank << "], rdims[" << kMaxRank << "], rstrides[" << kMaxRank
-        << "]; unsigned run_mul, run_shift; };\n";
+        << "]; unsigned run_mul, run_shift; int fcols; };\n";
     if (general_)
       os_ << "__device__ __forceinline__ long long tg_doff(int rank, const long long* dims, const long long* strides, long long j) {\n"
              "  long long o = 0;\n  for (int d = rank - 1; d >= 0; --d) { o += (j % dims[d]) * strides[d]; j /= dims[d]; }\n  return o;\n}\n";
@@ -361,23 +361,28 @@ class Writer {
     os_ << "      }\n";
   }
 
-  // Column layout, pass 2: a block per 8 columns; its 32 row phases each combine every 32nd
-  // partial of a column in split order (many loads in flight: a pass 1 that filled the GPU
-  // leaves a thousand partials a column), then one thread the 32, in order.
+  // Column layout, pass 2: a block per a.fcols columns (a power of two, chosen at launch from
+  // the split: ~4 partials a phase); its 256 / fcols row phases each combine every phase-th
+  // partial of a column in split order, then a fixed tree over the phases. Eight columns a
+  // block with 32 phases had walked a thousand partials a column (one wave of pass 1 over 64
+  // channels) 33 deep in 8 blocks: 8 us a launch, 108 launches a ResNet-50 step.
   void column_final() {
     os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_final(const RSArgs a) {\n"
-        << "  const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;\n"
-        << "  const long long c = (long long)blockIdx.x * 8 + tx;\n"
-        << "  const double* part = (const double*)a.part;\n  __shared__ double sh[32][9];\n"
+        << "  const int F = a.fcols, P = 256 / F;\n"
+        << "  const int tx = threadIdx.x % F, ty = threadIdx.x / F;\n"
+        << "  const long long c = (long long)blockIdx.x * F + tx;\n"
+        << "  const double* part = (const double*)a.part;\n  __shared__ double sh[256];\n"
         << "  double t[" << planes_ << "];\n";
     for (size_t p = 0; p < planes_; ++p) {
       const std::string tp = "t[" + std::to_string(p) + "]";
       os_ << "  " << tp << " = " << init_of(plane_kinds_[p]) << ";\n"
-          << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += 32) { const double q = part[("
+          << "  if (c < a.outer) {\n#pragma unroll 4\n    for (long long s = ty; s < a.split; s += P) { const double q = part[("
           << p << "LL * a.split + s) * a.outer + c]; " << tp << " = " << plane_kind_combine(p, tp, "q") << "; } }\n"
-          << "  sh[ty][tx] = " << tp << "; __syncthreads();\n"
-          << "  if (ty == 0) for (int k = 1; k < 32; ++k) " << tp << " = " << plane_kind_combine(p, tp, "sh[k][tx]") << ";\n"
-          << "  __syncthreads();\n";
+          << "  sh[threadIdx.x] = " << tp << "; __syncthreads();\n"
+          << "  for (int h = P / 2; h > 0; h >>= 1) {\n"
+          << "    if (ty < h) sh[threadIdx.x] = " << plane_kind_combine(p, "sh[threadIdx.x]", "sh[threadIdx.x + h * F]")
+          << ";\n    __syncthreads();\n  }\n"
+          << "  " << tp << " = sh[tx];\n  __syncthreads();\n";
     }
     os_ << "  if (ty != 0 || c >= a.outer) return;\n";
     finish("c", "  ");
@@ -651,6 +656,13 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
   for (size_t k = 0; k < ins.size(); ++k) a.in[k] = ins[k];
   for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
   a.part = workspace;
+  // Pass 2's shape from the split of pass 1: ~4 partials per phase, 1 to 32 columns a block.
+  auto shape_final = [&] {
+    int f = 1;
+    while (f < 32 && static_cast<long long>(256 / (2 * f)) * 4 >= a.split) f *= 2;
+    a.fcols = f;
+    l.final_x = static_cast<unsigned>((a.outer + f - 1) / f);
+  };
   void* params[] = {&a};
   if (!l.first.kernel) {  // one module: the source compiles once
     l.first = nvrtc_kernel(l.source, l.column ? "tg_rs_partial" : "tg_rs_row", device);
@@ -660,6 +672,7 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
   }
   if (l.row_split > 1) {
     a.split = l.row_split;
+    shape_final();
     TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(static_cast<unsigned>(a.outer), static_cast<unsigned>(l.row_split)),
                              dim3(256), params, 0, stream));
     TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
@@ -684,9 +697,11 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
     vec = k >= l.vec_align.size() || l.vec_align[k] == 0 || reinterpret_cast<uintptr_t>(ins[k]) % l.vec_align[k] == 0;
   if (vec) {
     a.split = l.vgrid_y;
+    shape_final();
     TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(l.vgrid_x, l.vgrid_y), dim3(256), params, 0, stream));
     TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
   } else if (l.column) {
+    shape_final();
     TG_CUDA(cudaLaunchKernel(l.first.fn(), dim3(l.grid_x, l.grid_y), dim3(256), params, 0, stream));
     TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
   } else {

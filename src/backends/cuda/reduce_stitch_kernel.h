@@ -42,6 +42,7 @@ struct ReduceStitchArgs {
   // NCHW): index j within the reduction is run j / rdims[rrank-1] at j % rdims[rrank-1], the
   // division by multiply-shift (fast_divisor).
   unsigned run_mul, run_shift;
+  int fcols;  // pass 2: columns per block (a power of two; 256 / fcols partial phases each)
 };
 
 /// A prepared launch: source, layout, sizes and the output types.
@@ -54,7 +55,7 @@ struct ReduceStitchLaunch {
   size_t planes = 0;            // accumulators per output (a variance has two)
   ReduceStitchArgs args{};
   std::vector<TensorType> output_types;
-  unsigned grid_x = 1, grid_y = 1, final_x = 1;  // final_x: the column layout's pass 2
+  unsigned grid_x = 1, grid_y = 1, final_x = 1;  // final_x: pass 2's blocks (set at each launch)
   // Column layout: `vec` neighbouring columns per thread (tg_rs_vpartial: vector loads, float
   // accumulators, partials combined in double) when every operand allows it; 1 for none. Its
   // grid and row splits; launches whose operands are not aligned to a vector take the scalar

@@ -682,7 +682,8 @@ TEST(OnnxImport, NewOpsRefuseBadShapesClearly) {
     ModelBuilder::attr_i(n, "kv_num_heads", 2);
     ModelBuilder::attr_s(n, "update_rule", "linear");
     b.output("o");
-    expect_error(b, {"LinearAttention, opset 27", "q_num_heads (3) must be a positive multiple of kv_num_heads (2)"});
+    expect_error(
+        b, {"LinearAttention, opset 27", "q_num_heads (3) must be a positive multiple of kv_num_heads (2)"});
   }
   {
     ModelBuilder b(27);

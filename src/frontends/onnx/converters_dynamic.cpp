@@ -27,8 +27,8 @@ void non_max_suppression(Ctx& c) {
   Tensor boxes = c.in(0), scores = c.in(1);
   const std::vector<int64_t> bd = static_dims(c, boxes, "boxes"), sd = static_dims(c, scores, "scores");
   if (bd.size() != 3 || bd[2] != 4 || sd.size() != 3 || sd[0] != bd[0] || sd[2] != bd[1])
-    c.fail("boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]; got " + boxes.shape().str() +
-           " and " + scores.shape().str());
+    c.fail("boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]; got " +
+           boxes.shape().str() + " and " + scores.shape().str());
   const int64_t nb = bd[0], nc = sd[1], n = bd[1];
   const int64_t center = c.attr_i("center_point_box", 0);
   if (center != 0 && center != 1) c.fail("center_point_box must be 0 or 1, not " + std::to_string(center));
@@ -48,13 +48,15 @@ void non_max_suppression(Ctx& c) {
                                       g.broadcast_to(g.expand_dims(order, {3}), {nb, nc, n, 4}), 2);
   Tensor x0, x1, y0, y1;
   if (center) {
-    Tensor half_w = g.div(last(g, sorted, 2, 3), g.scalar(2, f)), half_h = g.div(last(g, sorted, 3, 4), g.scalar(2, f));
+    Tensor half_w = g.div(last(g, sorted, 2, 3), g.scalar(2, f)),
+           half_h = g.div(last(g, sorted, 3, 4), g.scalar(2, f));
     x0 = g.sub(last(g, sorted, 0, 1), half_w);
     x1 = g.add(last(g, sorted, 0, 1), half_w);
     y0 = g.sub(last(g, sorted, 1, 2), half_h);
     y1 = g.add(last(g, sorted, 1, 2), half_h);
   } else {
-    Tensor ya = last(g, sorted, 0, 1), xa = last(g, sorted, 1, 2), yb = last(g, sorted, 2, 3), xb = last(g, sorted, 3, 4);
+    Tensor ya = last(g, sorted, 0, 1), xa = last(g, sorted, 1, 2), yb = last(g, sorted, 2, 3),
+           xb = last(g, sorted, 3, 4);
     x0 = g.minimum(xa, xb), x1 = g.maximum(xa, xb), y0 = g.minimum(ya, yb), y1 = g.maximum(ya, yb);
   }
   auto row = [&](Tensor v) { return g.transpose(v, {0, 1, 3, 2}); };  // [B, C, 1, N]
@@ -64,9 +66,9 @@ void non_max_suppression(Ctx& c) {
   Tensor area = g.mul(g.sub(x1, x0), g.sub(y1, y0));
   Tensor uni = g.sub(g.add(area, row(area)), inter);
   Tensor zero = g.scalar(0, f);
-  Tensor overlap = g.logical_and(g.logical_and(g.greater(ix1, ix0), g.greater(iy1, iy0)),
-                                 g.logical_and(g.logical_and(g.greater(area, zero), g.greater(row(area), zero)),
-                                               g.greater(uni, zero)));
+  Tensor overlap = g.logical_and(
+      g.logical_and(g.greater(ix1, ix0), g.greater(iy1, iy0)),
+      g.logical_and(g.logical_and(g.greater(area, zero), g.greater(row(area), zero)), g.greater(uni, zero)));
   overlap = g.logical_and(overlap, g.greater(g.div(inter, g.select(overlap, uni, g.scalar(1, f))), iou_thr));
   // Only an earlier box (q < p) suppresses box p.
   TensorData lower(Shape({n, n}), DType::boolean);
@@ -76,7 +78,8 @@ void non_max_suppression(Ctx& c) {
   Tensor keep = g.while_loop(
       {cand},
       [&](Graph& b, std::vector<Tensor> a) {
-        Tensor hit = b.reduce_any(b.logical_and(sup, b.expand_dims(a[0], {2})), {3});  // kept q over [B, C, 1, N]
+        Tensor hit =
+            b.reduce_any(b.logical_and(sup, b.expand_dims(a[0], {2})), {3});  // kept q over [B, C, 1, N]
         Tensor next = b.logical_and(cand, b.logical_not(hit));
         return std::pair{b.reduce_any(b.not_equal(next, a[0])), std::vector<Tensor>{next}};
       },
@@ -116,7 +119,8 @@ void unique(Ctx& c) {
     rows = g.reshape(g.transpose(x, perm), {n, k});
   }
   if (n == 0 || k == 0) c.fail("X " + x.shape().str() + " has no elements to take unique values of");
-  if (k > 4096) c.fail("slices of " + std::to_string(k) + " elements are over the limit 4096 (one sort per element)");
+  if (k > 4096)
+    c.fail("slices of " + std::to_string(k) + " elements are over the limit 4096 (one sort per element)");
   // perm [n]: the stable lexicographic order of the rows.
   Tensor perm = g.arange(0, static_cast<double>(n), 1, DType::i64);
   for (int64_t j = k - 1; j >= 0; --j) {
@@ -124,14 +128,16 @@ void unique(Ctx& c) {
     perm = g.gather(perm, g.cast(g.argsort(key, 0, false), DType::i64), 0);
   }
   Tensor srt = g.gather(rows, perm, 0);  // [n, k]
-  Tensor differs;                         // [n - 1]: row i + 1 differs from row i
-  if (n > 1) differs = g.reduce_any(g.not_equal(g.slice(srt, {1, 0}, {n, k}), g.slice(srt, {0, 0}, {n - 1, k})), {1});
+  Tensor differs;                        // [n - 1]: row i + 1 differs from row i
+  if (n > 1)
+    differs = g.reduce_any(g.not_equal(g.slice(srt, {1, 0}, {n, k}), g.slice(srt, {0, 0}, {n - 1, k})), {1});
   Tensor yes = g.constant(TensorData::full(Shape({1}), 1.0, DType::boolean));
   Tensor first = n > 1 ? g.concat({yes, differs}, 0) : yes;  // starts a run
   Tensor lastm = n > 1 ? g.concat({differs, yes}, 0) : yes;  // ends a run
-  Tensor starts = g.reshape(g.non_zero_indices(first), {-1}), ends = g.reshape(g.non_zero_indices(lastm), {-1});
+  Tensor starts = g.reshape(g.non_zero_indices(first), {-1}),
+         ends = g.reshape(g.non_zero_indices(lastm), {-1});
   Tensor counts = g.add(g.sub(ends, starts), g.scalar(1, DType::i64));
-  Tensor firsts = g.gather(perm, starts, 0);                               // first index of each value
+  Tensor firsts = g.gather(perm, starts, 0);  // first index of each value
   Tensor run_id = g.sub(g.cumsum(g.cast(first, DType::i64), 0), g.scalar(1, DType::i64));  // per sorted row
   Tensor inverse = g.scatter(g.constant(TensorData::zeros(Shape({n}), DType::i64)), perm, run_id, 0);
   if (!sorted) {  // the values in order of first occurrence

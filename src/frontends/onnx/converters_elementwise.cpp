@@ -163,22 +163,27 @@ Tensor round_float_format(Ctx& c, Tensor x, int32_t n, bool saturate) {
 Tensor to_e8m0(Ctx& c, Tensor x, bool saturate) {
   Graph& g = c.g;
   const std::string mode = c.attr_s("round_mode", "up");
-  if (mode != "up" && mode != "down" && mode != "nearest") c.fail("round_mode must be up, down or nearest, not '" + mode + "'");
+  if (mode != "up" && mode != "down" && mode != "nearest")
+    c.fail("round_mode must be up, down or nearest, not '" + mode + "'");
   const DType i = DType::i32;
   auto k = [&](double v) { return g.scalar(v, i); };
   Tensor bits = g.bitcast(g.cast(x, DType::f32), i);
   Tensor e = g.bitwise_and(g.shift_right(bits, k(23)), k(0xFF));
-  auto set = [&](int64_t mask) { return g.not_equal(g.bitwise_and(bits, k(static_cast<double>(mask))), k(0)); };
+  auto set = [&](int64_t mask) {
+    return g.not_equal(g.bitwise_and(bits, k(static_cast<double>(mask))), k(0));
+  };
   Tensor special = g.equal(e, k(255));
   if (mode != "down") {
-    Tensor up = mode == "up" ? set(0x7FFFFF)
-                             : g.logical_and(set(0x400000), g.logical_or(g.logical_or(set(0x200000), set(0x1FFFFF)),
-                                                                        g.greater(e, k(0))));
+    Tensor up = mode == "up"
+                    ? set(0x7FFFFF)
+                    : g.logical_and(set(0x400000), g.logical_or(g.logical_or(set(0x200000), set(0x1FFFFF)),
+                                                                g.greater(e, k(0))));
     up = g.logical_and(up, g.logical_not(special));
     if (saturate) up = g.logical_and(up, g.not_equal(e, k(254)));
     e = g.add(e, g.cast(up, i));
   }
-  Tensor out = g.select(g.equal(e, k(0)), k(0x400000), g.select(g.equal(e, k(255)), k(0x7FC00000), g.shift_left(e, k(23))));
+  Tensor out = g.select(g.equal(e, k(0)), k(0x400000),
+                        g.select(g.equal(e, k(255)), k(0x7FC00000), g.shift_left(e, k(23))));
   return g.bitcast(out, DType::f32);
 }
 
@@ -205,7 +210,9 @@ Tensor to_narrow_int(Ctx& c, Tensor x, int32_t n) {
 }
 
 // The signed dtype of an unsigned ONNX type's width (u16 -> i16, u32 -> i32, u64 -> i64).
-DType unsigned_storage(int32_t u) { return u == kUint16 ? DType::i16 : u == kUint32 ? DType::i32 : DType::i64; }
+DType unsigned_storage(int32_t u) {
+  return u == kUint16 ? DType::i16 : u == kUint32 ? DType::i32 : DType::i64;
+}
 
 // A widened unsigned value's bits as its own width's signed dtype (wrapping).
 Tensor unsigned_bits(Graph& g, Tensor x, int32_t u) { return g.cast(x, unsigned_storage(u)); }
@@ -233,7 +240,8 @@ void bitcast(Ctx& c) {
   Tensor x = from_u ? unsigned_bits(g, c.in(0), from_u) : c.in(0);
   const DType to = to_u ? unsigned_storage(to_u) : dtype_from_onnx(to_onnx);
   if (dtype_size(to) != dtype_size(x.dtype()))
-    c.fail(std::string("bitcast from ") + dtype_name(x.dtype()) + " to " + dtype_name(to) + " changes the element size");
+    c.fail(std::string("bitcast from ") + dtype_name(x.dtype()) + " to " + dtype_name(to) +
+           " changes the element size");
   Tensor y = x.dtype() == to ? x : g.bitcast(x, to);
   c.out(0, to_u ? widen_unsigned(g, y, to_u) : y);
   c.set_unsigned(0, to_u);
@@ -248,7 +256,7 @@ void cast_to(Ctx& c, int32_t to) {
   }
   const bool saturate = c.attr_i("saturate", 1) != 0;
   const bool integer = n == kInt4 || n == kUint4 || n == kInt2 || n == kUint2;
-  c.out(0, integer              ? to_narrow_int(c, c.in(0), n)
+  c.out(0, integer            ? to_narrow_int(c, c.in(0), n)
            : n == kFloat8E8M0 ? to_e8m0(c, c.in(0), saturate)
                               : round_float_format(c, c.in(0), n, saturate));
   c.set_onnx_type(0, n);

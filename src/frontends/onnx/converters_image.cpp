@@ -21,8 +21,8 @@ void center_crop_pad(Ctx& c) {
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   if (shape.size() != axes.size())
-    c.fail("shape has " + std::to_string(shape.size()) + " values for " + std::to_string(axes.size()) + " axes of " +
-           x.shape().str());
+    c.fail("shape has " + std::to_string(shape.size()) + " values for " + std::to_string(axes.size()) +
+           " axes of " + x.shape().str());
   std::vector<int64_t> lo(static_cast<size_t>(rank), 0), hi = xd, before(lo), after(lo);
   for (size_t i = 0; i < axes.size(); ++i) {
     const auto a = static_cast<size_t>(norm_axis(c, axes[i], rank));
@@ -45,8 +45,9 @@ void center_crop_pad(Ctx& c) {
 std::vector<double> grid_line(int64_t n, bool corners) {
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = corners ? (n > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1) : -1.0)
-                                        : -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n);
+    v[static_cast<size_t>(i)] =
+        corners ? (n > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1) : -1.0)
+                : -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n);
   return v;
 }
 
@@ -60,8 +61,10 @@ void affine_grid(Ctx& c) {
     c.fail("size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) values, not " + std::to_string(size.size()));
   const int64_t k = static_cast<int64_t>(size.size()) - 2;
   if (td.size() != 3 || td[1] != k || td[2] != k + 1)
-    c.fail("theta is " + theta.shape().str() + ", expected [N, " + std::to_string(k) + ", " + std::to_string(k + 1) + "]");
-  if (td[0] != size[0]) c.fail("theta's batch " + std::to_string(td[0]) + " is not size's N " + std::to_string(size[0]));
+    c.fail("theta is " + theta.shape().str() + ", expected [N, " + std::to_string(k) + ", " +
+           std::to_string(k + 1) + "]");
+  if (td[0] != size[0])
+    c.fail("theta's batch " + std::to_string(td[0]) + " is not size's N " + std::to_string(size[0]));
   const std::vector<int64_t> sp(size.begin() + 2, size.end());  // (D,) H, W
   double points = 1;
   for (int64_t s : sp) {
@@ -79,7 +82,8 @@ void affine_grid(Ctx& c) {
     // Components in x, y, (z) order: x runs along the last spatial dim.
     for (int64_t d = k - 1; d >= 0; --d) {
       const int64_t n = sp[static_cast<size_t>(d)];
-      base[static_cast<size_t>(p * (k + 1) + (k - 1 - d))] = lines[static_cast<size_t>(d)][static_cast<size_t>(rest % n)];
+      base[static_cast<size_t>(p * (k + 1) + (k - 1 - d))] =
+          lines[static_cast<size_t>(d)][static_cast<size_t>(rest % n)];
       rest /= n;
     }
     base[static_cast<size_t>(p * (k + 1) + k)] = 1.0;
@@ -107,10 +111,13 @@ void col2im(Ctx& c) {
   auto fix = [&](const char* name, size_t count, int64_t def) {
     std::vector<int64_t> v = c.attr_ints(name);
     if (v.empty()) v.assign(count, def);
-    if (v.size() != count) c.fail(std::string(name) + " needs " + std::to_string(count) + " values, has " + std::to_string(v.size()));
+    if (v.size() != count)
+      c.fail(std::string(name) + " needs " + std::to_string(count) + " values, has " +
+             std::to_string(v.size()));
     return v;
   };
-  std::vector<int64_t> stride = fix("strides", n, 1), dil = fix("dilations", n, 1), pads = fix("pads", 2 * n, 0);
+  std::vector<int64_t> stride = fix("strides", n, 1), dil = fix("dilations", n, 1),
+                       pads = fix("pads", 2 * n, 0);
   int64_t kprod = 1, blocks = 1;
   std::vector<int64_t> cols;
   for (size_t i = 0; i < n; ++i) {
@@ -123,8 +130,8 @@ void col2im(Ctx& c) {
     blocks *= col;
   }
   if (xd[1] % kprod || xd[2] != blocks)
-    c.fail("input " + x.shape().str() + " must be [N, C * " + std::to_string(kprod) + ", " + std::to_string(blocks) +
-           "] for these image_shape, block_shape, strides, dilations and pads");
+    c.fail("input " + x.shape().str() + " must be [N, C * " + std::to_string(kprod) + ", " +
+           std::to_string(blocks) + "] for these image_shape, block_shape, strides, dilations and pads");
   const int64_t ch = xd[1] / kprod;
   if (n == 1) {  // 1-D runs as 2-D with unit height
     image.insert(image.begin(), 1);
@@ -151,7 +158,8 @@ void col2im(Ctx& c) {
   }
   d.data_layout = m == 3 ? Layout::ncdhw : Layout::nchw;
   d.weights_layout = m == 3 ? Layout::oidhw : Layout::oihw;
-  Tensor y = m == 3 ? g.conv3d_data_grad(g.reshape(x, dy), w, Shape(in), d) : g.conv2d_data_grad(g.reshape(x, dy), w, Shape(in), d);
+  Tensor y = m == 3 ? g.conv3d_data_grad(g.reshape(x, dy), w, Shape(in), d)
+                    : g.conv2d_data_grad(g.reshape(x, dy), w, Shape(in), d);
   std::vector<int64_t> out = {xd[0], ch};
   const std::vector<int64_t> orig = c.ints_in(1);
   out.insert(out.end(), orig.begin(), orig.end());
@@ -164,9 +172,11 @@ void col2im(Ctx& c) {
 void deform_conv(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), w = c.in(1), off = c.in(2);
-  const std::vector<int64_t> xd = static_dims(c, x, "X"), wd = static_dims(c, w, "W"), od = static_dims(c, off, "offset");
+  const std::vector<int64_t> xd = static_dims(c, x, "X"), wd = static_dims(c, w, "W"),
+                             od = static_dims(c, off, "offset");
   if (xd.size() != 4 || wd.size() != 4 || od.size() != 4)
-    c.fail("only 2-D DeformConv is supported: X " + x.shape().str() + ", W " + w.shape().str() + ", offset " + off.shape().str());
+    c.fail("only 2-D DeformConv is supported: X " + x.shape().str() + ", W " + w.shape().str() + ", offset " +
+           off.shape().str());
   const int64_t n = xd[0], ch = xd[1], h = xd[2], wi = xd[3], oc = wd[0];
   const int64_t group = c.attr_i("group", 1), og = c.attr_i("offset_group", 1);
   auto two = [&](const char* name, int64_t def) {
@@ -175,15 +185,18 @@ void deform_conv(Ctx& c) {
     if (v.size() != 2) c.fail(std::string(name) + " needs 2 values, has " + std::to_string(v.size()));
     return v;
   };
-  std::vector<int64_t> ks = c.attr_ints("kernel_shape", {wd[2], wd[3]}), st = two("strides", 1), dil = two("dilations", 1);
+  std::vector<int64_t> ks = c.attr_ints("kernel_shape", {wd[2], wd[3]}), st = two("strides", 1),
+                       dil = two("dilations", 1);
   std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});
-  if (ks.size() != 2 || pads.size() != 4 || ks[0] != wd[2] || ks[1] != wd[3]) c.fail("kernel_shape and pads must match the 2-D weights " + w.shape().str());
+  if (ks.size() != 2 || pads.size() != 4 || ks[0] != wd[2] || ks[1] != wd[3])
+    c.fail("kernel_shape and pads must match the 2-D weights " + w.shape().str());
   if (group <= 0 || og <= 0 || ch != wd[1] * group || oc % group || ch % og)
-    c.fail("X " + x.shape().str() + " and W " + w.shape().str() + " do not fit group " + std::to_string(group) + " and offset_group " +
-           std::to_string(og));
+    c.fail("X " + x.shape().str() + " and W " + w.shape().str() + " do not fit group " +
+           std::to_string(group) + " and offset_group " + std::to_string(og));
   for (int i = 0; i < 2; ++i)
     if (ks[i] <= 0 || st[i] <= 0 || dil[i] <= 0 || pads[i] < 0 || pads[i + 2] < 0)
-      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (W " + w.shape().str() + ")");
+      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (W " +
+             w.shape().str() + ")");
   const int64_t kk = ks[0] * ks[1];
   const int64_t oh = (h + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / st[0] + 1;
   const int64_t ow = (wi + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / st[1] + 1;
@@ -191,18 +204,23 @@ void deform_conv(Ctx& c) {
   if (od[0] != n || od[1] != og * kk * 2 || od[2] != oh || od[3] != ow)
     c.fail("offset is " + off.shape().str() + ", expected " + Shape({n, og * kk * 2, oh, ow}).str());
   const int64_t p = oh * ow, cg = ch / og;
-  require_size(c, static_cast<double>(n) * static_cast<double>(ch) * static_cast<double>(kk * p), "the sampled columns");
+  require_size(c, static_cast<double>(n) * static_cast<double>(ch) * static_cast<double>(kk * p),
+               "the sampled columns");
   const DType f = DType::f64;
   auto k = [&](double v) { return g.scalar(v, f); };
   // The undeformed tap positions [K, P] along H and W.
   std::vector<double> bh(static_cast<size_t>(kk * p)), bw(bh.size());
   for (int64_t t = 0; t < kk; ++t)
     for (int64_t q = 0; q < p; ++q) {
-      bh[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[0] + st[0] * (q / ow) + (t / ks[1]) * dil[0]);
-      bw[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[1] + st[1] * (q % ow) + (t % ks[1]) * dil[1]);
+      bh[static_cast<size_t>(t * p + q)] =
+          static_cast<double>(-pads[0] + st[0] * (q / ow) + (t / ks[1]) * dil[0]);
+      bw[static_cast<size_t>(t * p + q)] =
+          static_cast<double>(-pads[1] + st[1] * (q % ow) + (t % ks[1]) * dil[1]);
     }
   Tensor o = g.reshape(g.cast(off, f), {n, og, kk, 2, p});
-  auto comp = [&](int64_t i) { return g.reshape(g.slice(o, {0, 0, 0, i, 0}, {n, og, kk, i + 1, p}), {n, og, kk * p}); };
+  auto comp = [&](int64_t i) {
+    return g.reshape(g.slice(o, {0, 0, 0, i, 0}, {n, og, kk, i + 1, p}), {n, og, kk * p});
+  };
   Tensor ph = g.add(comp(0), g.constant(TensorData::from_vector(Shape({kk * p}), f, bh)));
   Tensor pw = g.add(comp(1), g.constant(TensorData::from_vector(Shape({kk * p}), f, bw)));
   Tensor h0 = g.floor(ph), w0 = g.floor(pw), fh = g.sub(ph, h0), fw = g.sub(pw, w0);
@@ -212,12 +230,15 @@ void deform_conv(Ctx& c) {
     const bool dy = corner & 2, dx = corner & 1;
     Tensor hh = dy ? g.add(h0, k(1)) : h0, ww = dx ? g.add(w0, k(1)) : w0;
     Tensor wt = g.mul(dy ? fh : g.sub(k(1), fh), dx ? fw : g.sub(k(1), fw));
-    Tensor inside = g.logical_and(g.logical_and(g.greater_equal(hh, k(0)), g.less(hh, k(static_cast<double>(h)))),
-                                  g.logical_and(g.greater_equal(ww, k(0)), g.less(ww, k(static_cast<double>(wi)))));
-    Tensor idx = g.add(g.mul(g.minimum(g.maximum(hh, k(0)), k(static_cast<double>(h - 1))), k(static_cast<double>(wi))),
-                       g.minimum(g.maximum(ww, k(0)), k(static_cast<double>(wi - 1))));
+    Tensor inside =
+        g.logical_and(g.logical_and(g.greater_equal(hh, k(0)), g.less(hh, k(static_cast<double>(h)))),
+                      g.logical_and(g.greater_equal(ww, k(0)), g.less(ww, k(static_cast<double>(wi)))));
+    Tensor idx = g.add(
+        g.mul(g.minimum(g.maximum(hh, k(0)), k(static_cast<double>(h - 1))), k(static_cast<double>(wi))),
+        g.minimum(g.maximum(ww, k(0)), k(static_cast<double>(wi - 1))));
     idx = g.broadcast_to(g.reshape(g.cast(idx, DType::i64), {n, og, 1, kk * p}), {n, og, cg, kk * p});
-    Tensor v = g.mul(g.gather_along_axis(flat, idx, 3), g.reshape(g.mul(wt, g.cast(inside, f)), {n, og, 1, kk * p}));
+    Tensor v =
+        g.mul(g.gather_along_axis(flat, idx, 3), g.reshape(g.mul(wt, g.cast(inside, f)), {n, og, 1, kk * p}));
     cols = corner == 0 ? v : g.add(cols, v);
   }
   if (c.has_input(4)) cols = g.mul(cols, g.reshape(g.cast(c.in(4), f), {n, og, 1, kk * p}));

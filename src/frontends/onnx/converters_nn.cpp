@@ -211,7 +211,8 @@ Tensor pool3d_of(Ctx& c, Tensor x, bool incl) {
   if (st.size() != 3 || dil.size() != 3 || pads.size() != 6) c.fail("strides, dilations and pads do not match");
   for (size_t i = 0; i < 3; ++i)
     if (k[i] <= 0 || st[i] <= 0 || dil[i] <= 0 || pads[i] < 0 || pads[i + 3] < 0)
-      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (input " + s.str() + ")");
+      c.fail("kernel_shape, strides and dilations must be positive and pads non-negative (input " + s.str() +
+             ")");
   PaddingStyle style = auto_pad(c);
   bool ceil_mode = c.attr_i("ceil_mode", 0) != 0;
   PoolDesc d;
@@ -294,7 +295,8 @@ PoolDesc pool_desc(Ctx& c, Tensor& x, bool& one_d) {
 void lp_pool(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0);
-  if (x.rank() < 3 || x.rank() > 5) c.fail("only 1-D, 2-D and 3-D LpPool is supported, not rank " + std::to_string(x.rank()));
+  if (x.rank() < 3 || x.rank() > 5)
+    c.fail("only 1-D, 2-D and 3-D LpPool is supported, not rank " + std::to_string(x.rank()));
   if (c.attr_i("ceil_mode", 0)) c.fail("ceil_mode is not supported");
   const double p = static_cast<double>(c.attr_i("p", 2));
   if (p < 1) c.fail("p must be at least 1");

@@ -34,10 +34,14 @@ std::vector<double> antialias_coeffs(const ResizeParams& p, double ratio, double
   for (int64_t i = start; i < 2 - start; ++i) {
     const double x = std::abs(scale * (static_cast<double>(i) - ratio));
     double v;
-    if (!cubic) v = std::clamp(1 - x, 0.0, 1.0);
-    else if (x <= 1) v = ((A + 2) * x - (A + 3)) * x * x + 1;
-    else if (x < 2) v = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    else v = 0;
+    if (!cubic)
+      v = std::clamp(1 - x, 0.0, 1.0);
+    else if (x <= 1)
+      v = ((A + 2) * x - (A + 3)) * x * x + 1;
+    else if (x < 2)
+      v = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    else
+      v = 0;
     co.push_back(v);
     sum += v;
   }
@@ -258,7 +262,8 @@ void upsample(Ctx& c) {
   resize_apply(c, p, list);
 }
 
-// ---- GridSample (PyTorch's grid_sample, 4-D and 5-D): taps gathered from [N, C, H*W] with run-time indices ----
+// ---- GridSample (PyTorch's grid_sample, 4-D and 5-D): taps gathered from [N, C, H*W] with run-time indices
+// ----
 
 void grid_sample(Ctx& c) {
   Graph& g = c.g;
@@ -268,7 +273,8 @@ void grid_sample(Ctx& c) {
   if (!xs.is_static() || !gs.is_static()) c.fail("GridSample needs static shapes");
   const int64_t S = x.rank() - 2;  // spatial dims: H, W or D, H, W
   if (grid.rank() != S + 2 || gs[0] != xs[0] || gs[S + 1] != S)
-    c.fail("grid must be [N, out spatial..., " + std::to_string(S) + "] for X " + xs.str() + ", got " + gs.str());
+    c.fail("grid must be [N, out spatial..., " + std::to_string(S) + "] for X " + xs.str() + ", got " +
+           gs.str());
   const int64_t N = xs[0], C = xs[1];
   std::vector<int64_t> sp, osp;  // input and output spatial sizes
   int64_t in_pts = 1, out_pts = 1;

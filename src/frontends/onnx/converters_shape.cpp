@@ -220,7 +220,8 @@ Tensor pad_wrap(Ctx& c, Tensor x, const std::vector<int64_t>& before, const std:
     const int64_t n = d[a];
     if (n == 0) c.fail("wrap padding of an empty axis " + std::to_string(a) + " of " + x.shape().str());
     const int64_t lead = (before[a] + n - 1) / n, trail = (after[a] + n - 1) / n;
-    require_size(c, static_cast<double>(x.shape().num_elements()) * static_cast<double>(1 + lead + trail), "the wrapped tensor");
+    require_size(c, static_cast<double>(x.shape().num_elements()) * static_cast<double>(1 + lead + trail),
+                 "the wrapped tensor");
     std::vector<int64_t> reps(d.size(), 1), lo(d.size(), 0), hi = x.shape().dims();
     reps[a] = 1 + lead + trail;
     lo[a] = lead * n - before[a];

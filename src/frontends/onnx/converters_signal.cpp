@@ -26,7 +26,8 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
   // An inverse one-sided transform (irfft) takes N / 2 + 1 bins to N real samples.
   const bool irfft = inverse && onesided;
   int64_t n_in = s[axis], N = length > 0 ? length : irfft ? 2 * (n_in - 1) : n_in;
-  if (N <= 0) c.fail("the transform length " + std::to_string(N) + " must be positive (input " + s.str() + ")");
+  if (N <= 0)
+    c.fail("the transform length " + std::to_string(N) + " must be positive (input " + s.str() + ")");
   int64_t n_out = irfft ? N : onesided ? N / 2 + 1 : N;
   require_size(c, static_cast<double>(n_in) * static_cast<double>(n_out), "the DFT matrix");
   TensorData cm = TensorData::zeros(Shape{n_in, n_out}, DType::f64), sm = cm.clone();
@@ -69,7 +70,8 @@ Tensor dft_core(Ctx& c, Tensor x, int64_t axis, int64_t length, bool inverse, bo
     perm.push_back(axis);
     for (int64_t k = 0; k < r - 1; ++k) inv[static_cast<size_t>(perm[static_cast<size_t>(k)])] = k;
   }
-  Tensor y = irfft ? g.expand_dims(g.transpose(re, inv), {r - 1}) : g.stack({g.transpose(re, inv), g.transpose(im, inv)}, r - 1);
+  Tensor y = irfft ? g.expand_dims(g.transpose(re, inv), {r - 1})
+                   : g.stack({g.transpose(re, inv), g.transpose(im, inv)}, r - 1);
   return g.cast(y, dt);
 }
 

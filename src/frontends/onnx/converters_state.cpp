@@ -30,12 +30,16 @@ void linear_attention(Ctx& c) {
   const std::string rule = c.attr_s("update_rule", "gated_delta");
   if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
     c.fail("update_rule must be linear, gated, delta or gated_delta, not '" + rule + "'");
-  const bool gating = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  const bool gating = rule == "gated" || rule == "gated_delta",
+             delta = rule == "delta" || rule == "gated_delta";
   const int64_t hq = c.attr_i("q_num_heads", 0), hkv = c.attr_i("kv_num_heads", 0);
   if (hq <= 0 || hkv <= 0 || hq % hkv)
-    c.fail("q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" + std::to_string(hkv) + ")");
-  if (gating != c.has_input(4)) c.fail("update_rule '" + rule + (gating ? "' requires" : "' forbids") + " the decay input");
-  if (delta != c.has_input(5)) c.fail("update_rule '" + rule + (delta ? "' requires" : "' forbids") + " the beta input");
+    c.fail("q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" +
+           std::to_string(hkv) + ")");
+  if (gating != c.has_input(4))
+    c.fail("update_rule '" + rule + (gating ? "' requires" : "' forbids") + " the decay input");
+  if (delta != c.has_input(5))
+    c.fail("update_rule '" + rule + (delta ? "' requires" : "' forbids") + " the beta input");
   const DType out_t = c.in(0).dtype();
   auto f32 = [&](Tensor x) { return x.dtype() == DType::f32 ? x : g.cast(x, DType::f32); };
   Tensor q = f32(heads_first(c, c.in(0), hq, "query"));
@@ -44,9 +48,11 @@ void linear_attention(Ctx& c) {
   const std::vector<int64_t> qd = q.shape().dims(), kd = k.shape().dims(), vd = v.shape().dims();
   const int64_t b = qd[0], t = qd[2], dk = qd[3], dv = vd[3];
   if (kd[0] != b || kd[2] != t || kd[3] != dk || vd[0] != b || vd[2] != t)
-    c.fail("query " + c.in(0).shape().str() + ", key " + c.in(1).shape().str() + " and value " + c.in(2).shape().str() +
-           " disagree on batch, length or head size");
-  if (t > kMaxSteps) c.fail("sequence length " + std::to_string(t) + " is over the unrolling limit " + std::to_string(kMaxSteps));
+    c.fail("query " + c.in(0).shape().str() + ", key " + c.in(1).shape().str() + " and value " +
+           c.in(2).shape().str() + " disagree on batch, length or head size");
+  if (t > kMaxSteps)
+    c.fail("sequence length " + std::to_string(t) + " is over the unrolling limit " +
+           std::to_string(kMaxSteps));
   const std::vector<int64_t> sd = {b, hkv, dk, dv};
   Tensor state = g.constant(TensorData::zeros(Shape(sd), DType::f32));
   DType state_t = out_t;
@@ -61,7 +67,8 @@ void linear_attention(Ctx& c) {
   if (gating) {
     const std::vector<int64_t> gd = static_dims(c, c.in(4), "decay");
     if (gd.size() != 3 || gd[0] != b || gd[1] != t || (gd[2] != hkv && gd[2] != hkv * dk))
-      c.fail("decay is " + c.in(4).shape().str() + ", expected [B, T, kv_num_heads] or [B, T, kv_num_heads * d_k]");
+      c.fail("decay is " + c.in(4).shape().str() +
+             ", expected [B, T, kv_num_heads] or [B, T, kv_num_heads * d_k]");
     decay = f32(heads_first(c, c.in(4), hkv, "decay"));
   }
   if (delta) {
@@ -103,11 +110,12 @@ void causal_conv_with_state(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), w = c.in(1);
   const std::string act = c.attr_s("activation", "none");
-  if (act != "none" && act != "silu" && act != "swish") c.fail("activation must be none, silu or swish, not '" + act + "'");
+  if (act != "none" && act != "silu" && act != "swish")
+    c.fail("activation must be none, silu or swish, not '" + act + "'");
   const std::vector<int64_t> xd = static_dims(c, x, "input"), wd = static_dims(c, w, "weight");
   if (xd.size() != 3 || wd.size() != 3 || wd[0] != xd[1] || wd[1] != 1 || wd[2] < 1)
-    c.fail("input must be [batch, channels, length] and weight [channels, 1, k]; got " + x.shape().str() + " and " +
-           w.shape().str());
+    c.fail("input must be [batch, channels, length] and weight [channels, 1, k]; got " + x.shape().str() +
+           " and " + w.shape().str());
   const int64_t n = xd[0], ch = xd[1], len = xd[2], kk = wd[2];
   Tensor padded = x;
   if (kk > 1) {
@@ -127,7 +135,8 @@ void causal_conv_with_state(Ctx& c) {
   auto back = [&](Tensor v) { return narrow ? g.cast(v, x.dtype()) : v; };
   Tensor xp = wide(padded), ww = wide(w), y;
   for (int64_t j = 0; j < kk; ++j) {
-    Tensor tap = g.mul(g.slice(xp, {0, 0, j}, {n, ch, j + len}), g.reshape(g.slice(ww, {0, 0, j}, {ch, 1, j + 1}), {ch, 1}));
+    Tensor tap = g.mul(g.slice(xp, {0, 0, j}, {n, ch, j + len}),
+                       g.reshape(g.slice(ww, {0, 0, j}, {ch, 1, j + 1}), {ch, 1}));
     y = j == 0 ? tap : g.add(y, tap);
   }
   if (c.has_input(2)) y = bias_nchw(g, y, wide(c.in(2)));

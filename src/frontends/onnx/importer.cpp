@@ -23,11 +23,11 @@ std::string node_label(const onnx::NodeProto& n) {
 const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
   static const auto t = [] {
     std::unordered_map<std::string, std::vector<const Converter*>> m;
-    for (const auto* fam : {&elementwise_converters(), &nn_converters(), &shape_converters(),
-                            &reduce_converters(), &misc_converters(), &control_converters(),
-                            &signal_converters(), &sampling_converters(), &rnn_converters(), &quant_converters(),
-                            &llm_converters(), &state_converters(), &image_converters(),
-                            &dynamic_converters()})
+    for (const auto* fam :
+         {&elementwise_converters(), &nn_converters(), &shape_converters(), &reduce_converters(),
+          &misc_converters(), &control_converters(), &signal_converters(), &sampling_converters(),
+          &rnn_converters(), &quant_converters(), &llm_converters(), &state_converters(), &image_converters(),
+          &dynamic_converters()})
       for (const Converter& c : *fam) m[c.op].push_back(&c);
     return m;
   }();
@@ -232,7 +232,8 @@ void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, V
                    std::map<std::string, int64_t>* histogram) {
   for (const auto& init : gp.initializer()) {
     TensorData v = tensor_from_proto(init, env.base_dir);
-    values[init.name()] = Value{g.constant(v, init.name()), v, true, narrow_type(init.data_type()), unsigned_type(init.data_type())};
+    values[init.name()] = Value{g.constant(v, init.name()), v, true, narrow_type(init.data_type()),
+                                unsigned_type(init.data_type())};
   }
   for (const auto& node : gp.node()) {
     if (histogram) ++(*histogram)[node.op_type()];

@@ -30,6 +30,8 @@ void non_max_suppression(Ctx& c) {
     c.fail("boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]; got " +
            boxes.shape().str() + " and " + scores.shape().str());
   const int64_t nb = bd[0], nc = sd[1], n = bd[1];
+  require_size(c, static_cast<double>(nb) * static_cast<double>(nc) * static_cast<double>(n) * static_cast<double>(n),
+               "the [batches, classes, boxes, boxes] overlap matrix");
   const int64_t center = c.attr_i("center_point_box", 0);
   if (center != 0 && center != 1) c.fail("center_point_box must be 0 or 1, not " + std::to_string(center));
   const DType f = boxes.dtype();

@@ -665,6 +665,52 @@ TEST(OnnxImport, BitwiseNotOfWidenedUint16) {
   expect_values(y[0], {65535, 62501, 0});
 }
 
+// LinearAttention over a sequence past the unrolling bound runs in a for_loop: the gated-delta
+// recurrence written out here, with grouped heads (2 query heads on 1 KV head).
+TEST(OnnxImport, LinearAttentionLongSequenceLoops) {
+  const int64_t T = 80, dk = 2, dv = 3;
+  ModelBuilder b(27);
+  b.input("q", {1, T, 2 * dk});
+  b.input("k", {1, T, dk});
+  b.input("v", {1, T, dv});
+  b.input("decay", {1, T, 1});
+  b.input("beta", {1, T, 1});
+  auto* n = b.node("LinearAttention", {"q", "k", "v", "", "decay", "beta"}, {"o", "state"});
+  ModelBuilder::attr_i(n, "q_num_heads", 2);
+  ModelBuilder::attr_i(n, "kv_num_heads", 1);
+  ModelBuilder::attr_f(n, "scale", 0.5f);
+  b.output("o");
+  b.output("state");
+  TensorData q = TensorData::uniform(tg::Shape({1, T, 2 * dk}), -1, 1, tg::DType::f32, 1);
+  TensorData k = TensorData::uniform(tg::Shape({1, T, dk}), -0.5, 0.5, tg::DType::f32, 2);
+  TensorData v = TensorData::uniform(tg::Shape({1, T, dv}), -1, 1, tg::DType::f32, 3);
+  TensorData decay = TensorData::uniform(tg::Shape({1, T, 1}), -0.3, 0, tg::DType::f32, 4);
+  TensorData beta = TensorData::uniform(tg::Shape({1, T, 1}), 0, 1, tg::DType::f32, 5);
+  auto r = run(b.import(), {q, k, v, decay, beta});
+  std::vector<double> S(dk * dv, 0.0), want_o;
+  for (int64_t t = 0; t < T; ++t) {
+    const double g = std::exp(decay.at(t)), be = beta.at(t);
+    for (double& x : S) x *= g;
+    std::vector<double> u(dv);
+    for (int64_t m = 0; m < dv; ++m) {
+      double ret = 0;
+      for (int64_t d = 0; d < dk; ++d) ret += S[d * dv + m] * k.at(t * dk + d);
+      u[m] = be * (v.at(t * dv + m) - ret);
+    }
+    for (int64_t d = 0; d < dk; ++d)
+      for (int64_t m = 0; m < dv; ++m) S[d * dv + m] += k.at(t * dk + d) * u[m];
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t m = 0; m < dv; ++m) {
+        double o = 0;
+        for (int64_t d = 0; d < dk; ++d) o += q.at(t * 2 * dk + h * dk + d) * S[d * dv + m];
+        want_o.push_back(0.5 * o);
+      }
+  }
+  EXPECT_EQ(r[0].shape(), tg::Shape({1, T, 2 * dv}));
+  expect_values(r[0], want_o, 1e-4);
+  expect_values(r[1], S, 1e-4);
+}
+
 // Bad shapes and attributes of the new ops are errors naming the node, the op and the shapes.
 TEST(OnnxImport, NewOpsRefuseBadShapesClearly) {
   auto expect_error = [](const ModelBuilder& b, const std::vector<std::string>& parts) {

@@ -2,6 +2,7 @@
 // LinearAttention (linear, gated, delta and gated-delta recurrences) and CausalConvWithState
 // (a causal depthwise 1-D convolution with its carried left context).
 #include <cmath>
+#include <functional>
 
 #include "frontends/onnx/importer.h"
 
@@ -9,8 +10,9 @@ namespace tg::onnx_import {
 
 namespace {
 
-// The recurrence runs unrolled over the (static) sequence: the same bound as Loop and Scan.
-constexpr int64_t kMaxSteps = 4096;
+// Sequences up to this length run unrolled (one small graph per step); longer ones in a
+// for_loop whose body reads step i with a gather and writes its output with a scatter.
+constexpr int64_t kUnrollSteps = 64;
 
 // [B, T, H * D] -> [B, H, T, D].
 Tensor heads_first(Ctx& c, Tensor x, int64_t heads, const char* what) {
@@ -50,9 +52,6 @@ void linear_attention(Ctx& c) {
   if (kd[0] != b || kd[2] != t || kd[3] != dk || vd[0] != b || vd[2] != t)
     c.fail("query " + c.in(0).shape().str() + ", key " + c.in(1).shape().str() + " and value " +
            c.in(2).shape().str() + " disagree on batch, length or head size");
-  if (t > kMaxSteps)
-    c.fail("sequence length " + std::to_string(t) + " is over the unrolling limit " +
-           std::to_string(kMaxSteps));
   const std::vector<int64_t> sd = {b, hkv, dk, dv};
   Tensor state = g.constant(TensorData::zeros(Shape(sd), DType::f32));
   DType state_t = out_t;
@@ -79,26 +78,45 @@ void linear_attention(Ctx& c) {
   }
   const float sattr = c.attr_f("scale", 0.0f);
   Tensor scale = g.scalar(sattr == 0.0f ? 1.0 / std::sqrt(static_cast<double>(dk)) : sattr, DType::f32);
-  auto step = [&](Tensor x, int64_t i) {  // x[:, :, i:i+1, :]
-    std::vector<int64_t> d = x.shape().dims(), lo(4, 0);
-    lo[2] = i;
-    d[2] = i + 1;
-    return g.slice(x, lo, d);
-  };
   const int64_t group = hq / hkv;
-  std::vector<Tensor> outs;
-  for (int64_t i = 0; i < t; ++i) {
-    Tensor kt = step(k, i), vt = step(v, i);
+  // One step of the recurrence in graph gb; at(x) reads step t's [B, H, 1, D] slice of x.
+  auto advance = [&](Graph& gb, Tensor s, const std::function<Tensor(Tensor)>& at) {
+    Tensor kt = at(k), vt = at(v);
     if (gating) {  // [B, H_kv, 1, X] -> [B, H_kv, X, 1], X = 1 or d_k: broadcast over d_v
-      Tensor gt = step(decay, i);
-      state = g.mul(state, g.exp(g.reshape(gt, {b, hkv, gt.shape().dim(3), 1})));
+      Tensor gt = at(decay);
+      s = gb.mul(s, gb.exp(gb.reshape(gt, {b, hkv, gt.shape().dim(3), 1})));
     }
-    if (delta) vt = g.mul(step(beta, i), g.sub(vt, g.matmul(kt, state)));
-    state = g.add(state, g.matmul(kt, vt, true, false));
-    Tensor qt = g.reshape(step(q, i), {b, hkv, group, dk});
-    outs.push_back(g.reshape(g.mul(g.matmul(qt, state), scale), {b, hq, 1, dv}));
+    if (delta) vt = gb.mul(at(beta), gb.sub(vt, gb.matmul(kt, s)));
+    s = gb.add(s, gb.matmul(kt, vt, true, false));
+    Tensor qt = gb.reshape(at(q), {b, hkv, group, dk});
+    return std::pair{s, gb.reshape(gb.mul(gb.matmul(qt, s), scale), {b, hq, 1, dv})};
+  };
+  Tensor o;
+  if (t <= kUnrollSteps) {
+    std::vector<Tensor> outs;
+    for (int64_t i = 0; i < t; ++i) {
+      auto [s, oi] = advance(g, state, [&](Tensor x) {  // x[:, :, i:i+1, :]
+        std::vector<int64_t> d = x.shape().dims(), lo(4, 0);
+        lo[2] = i;
+        d[2] = i + 1;
+        return g.slice(x, lo, d);
+      });
+      state = s;
+      outs.push_back(oi);
+    }
+    o = t == 1 ? outs[0] : g.concat(outs, 2);
+  } else {
+    require_size(c, static_cast<double>(b * hq) * static_cast<double>(t * dv), "the output");
+    Tensor all = g.broadcast_to(g.scalar(0, DType::f32), {b, hq, t, dv});
+    auto r = g.for_loop(g.scalar(static_cast<double>(t), DType::i32), {state, all},
+                        [&](Graph& gb, Tensor i, std::vector<Tensor> a) {
+                          Tensor idx = gb.reshape(gb.cast(i, DType::i64), {1});
+                          auto [s, oi] = advance(gb, a[0], [&](Tensor x) { return gb.gather(x, idx, 2); });
+                          return std::vector<Tensor>{s, gb.scatter(a[1], idx, oi, 2)};
+                        });
+    state = r[0];
+    o = r[1];
   }
-  Tensor o = t == 1 ? outs[0] : g.concat(outs, 2);
   o = g.reshape(g.transpose(o, {0, 2, 1, 3}), {b, t, hq * dv});
   c.out(0, o.dtype() == out_t ? o : g.cast(o, out_t));
   if (c.wants_output(1)) c.out(1, state_t == DType::f32 ? state : g.cast(state, state_t));

@@ -35,16 +35,22 @@ void non_max_suppression(Ctx& c) {
   const int64_t center = c.attr_i("center_point_box", 0);
   if (center != 0 && center != 1) c.fail("center_point_box must be 0 or 1, not " + std::to_string(center));
   const DType f = boxes.dtype();
-  auto scalar_in = [&](int i, DType t) { return g.cast(g.reshape(c.in(i), {}), t); };
-  if (!c.has_input(2) || n == 0) {  // no max_output_boxes_per_class: nothing is selected
+  // The optional scalar inputs; an empty tensor counts as absent (ONNX's reference).
+  auto given = [&](int i) { return c.has_input(i) && c.in(i).shape().num_elements() != 0; };
+  auto scalar_in = [&](int i, DType t) {
+    if (c.in(i).shape().num_elements() != 1)
+      c.fail("input " + std::to_string(i) + " must hold one value, not " + c.in(i).shape().str());
+    return g.cast(g.reshape(c.in(i), {}), t);
+  };
+  if (!given(2) || n == 0) {  // no max_output_boxes_per_class: nothing is selected
     c.out(0, g.constant(TensorData::zeros(Shape({0, 3}), DType::i64)));
     return;
   }
   Tensor max_out = scalar_in(2, DType::i64);
-  Tensor iou_thr = c.has_input(3) ? scalar_in(3, f) : g.scalar(0, f);
+  Tensor iou_thr = given(3) ? scalar_in(3, f) : g.scalar(0, f);
   Tensor order = g.cast(g.argsort(scores, 2, true), DType::i64);  // [B, C, N]
   Tensor cand = g.constant(TensorData::full(Shape({nb, nc, n}), 1.0, DType::boolean));
-  if (c.has_input(4)) cand = g.greater(g.gather_along_axis(scores, order, 2), scalar_in(4, scores.dtype()));
+  if (given(4)) cand = g.greater(g.gather_along_axis(scores, order, 2), scalar_in(4, scores.dtype()));
   // The sorted boxes' corners [B, C, N, 1] each.
   Tensor sorted = g.gather_along_axis(g.broadcast_to(g.expand_dims(boxes, {1}), {nb, nc, n, 4}),
                                       g.broadcast_to(g.expand_dims(order, {3}), {nb, nc, n, 4}), 2);
@@ -73,10 +79,9 @@ void non_max_suppression(Ctx& c) {
       g.logical_and(g.logical_and(g.greater(area, zero), g.greater(row(area), zero)), g.greater(uni, zero)));
   overlap = g.logical_and(overlap, g.greater(g.div(inter, g.select(overlap, uni, g.scalar(1, f))), iou_thr));
   // Only an earlier box (q < p) suppresses box p.
-  TensorData lower(Shape({n, n}), DType::boolean);
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t q = 0; q < n; ++q) lower.set(p * n + q, q < p ? 1.0 : 0.0);
-  Tensor sup = g.logical_and(overlap, g.constant(lower));  // [B, C, N(p), N(q)]
+  Tensor pos = g.arange(0, static_cast<double>(n), 1, DType::i32);
+  Tensor lower = g.less(g.reshape(pos, {1, n}), g.reshape(pos, {n, 1}));
+  Tensor sup = g.logical_and(overlap, lower);  // [B, C, N(p), N(q)]
   Tensor keep = g.while_loop(
       {cand},
       [&](Graph& b, std::vector<Tensor> a) {

@@ -111,7 +111,6 @@ void unique(Ctx& c) {
   const int64_t axis = has_axis ? norm_axis(c, c.attr_i("axis", 0), x.rank()) : 0;
   // rows [n, k]: the elements (k = 1) or the slices along axis, flattened.
   Tensor rows;
-  std::vector<int64_t> slice_dims;
   int64_t n, k;
   if (!has_axis) {
     n = x.shape().num_elements();

@@ -74,6 +74,7 @@ void affine_grid(Ctx& c) {
   require_size(c, points * static_cast<double>(k + 1), "the base grid");
   const bool corners = c.attr_i("align_corners", 0) != 0;
   std::vector<std::vector<double>> lines;
+  lines.reserve(sp.size());
   for (int64_t s : sp) lines.push_back(grid_line(s, corners));
   const auto np = static_cast<int64_t>(points);
   std::vector<double> base(static_cast<size_t>(np * (k + 1)));
@@ -212,10 +213,9 @@ void deform_conv(Ctx& c) {
   std::vector<double> bh(static_cast<size_t>(kk * p)), bw(bh.size());
   for (int64_t t = 0; t < kk; ++t)
     for (int64_t q = 0; q < p; ++q) {
-      bh[static_cast<size_t>(t * p + q)] =
-          static_cast<double>(-pads[0] + st[0] * (q / ow) + (t / ks[1]) * dil[0]);
-      bw[static_cast<size_t>(t * p + q)] =
-          static_cast<double>(-pads[1] + st[1] * (q % ow) + (t % ks[1]) * dil[1]);
+      const int64_t oy = q / ow, ox = q % ow, ky = t / ks[1], kx = t % ks[1];  // output and tap position
+      bh[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[0] + st[0] * oy + ky * dil[0]);
+      bw[static_cast<size_t>(t * p + q)] = static_cast<double>(-pads[1] + st[1] * ox + kx * dil[1]);
     }
   Tensor o = g.reshape(g.cast(off, f), {n, og, kk, 2, p});
   auto comp = [&](int64_t i) {

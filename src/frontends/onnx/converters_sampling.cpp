@@ -212,7 +212,7 @@ void resize(Ctx& c) {
     ax.in = d[static_cast<size_t>(ax.axis)];
     if (!sizes.empty() && kept > 0) {
       ax.scale = kept;
-      ax.out = static_cast<int64_t>(kept * static_cast<double>(ax.in) + 0.5);
+      ax.out = static_cast<int64_t>(std::floor(kept * static_cast<double>(ax.in) + 0.5));  // half up
     } else if (!sizes.empty()) {
       ax.out = sizes[i];
       ax.scale = static_cast<double>(ax.out) / static_cast<double>(ax.in);
@@ -352,6 +352,7 @@ void grid_sample(Ctx& c) {
   Tensor y;
   if (mode == "nearest") {
     std::vector<Tensor> at;
+    at.reserve(pos.size());
     for (Tensor p : pos) at.push_back(g.rint(p));
     y = tap(at);
   } else if (mode == "bilinear") {  // 2^S corners, each weighted by the product of its fractions
@@ -360,11 +361,12 @@ void grid_sample(Ctx& c) {
       lo.push_back(g.floor(p));
       fr.push_back(g.sub(p, lo.back()));
     }
-    for (int64_t corner = 0; corner < (int64_t{1} << S); ++corner) {
+    const int64_t corners = S == 3 ? 8 : 4;
+    for (int64_t corner = 0; corner < corners; ++corner) {
       std::vector<Tensor> at;
       Tensor w;
-      for (int64_t d = 0; d < S; ++d) {
-        const bool up = (corner >> (S - 1 - d)) & 1;
+      for (int64_t d = 0, bit = corners / 2; d < S; ++d, bit /= 2) {
+        const bool up = (corner & bit) != 0;
         at.push_back(up ? g.add(lo[static_cast<size_t>(d)], k(1)) : lo[static_cast<size_t>(d)]);
         Tensor wd = up ? fr[static_cast<size_t>(d)] : g.sub(k(1), fr[static_cast<size_t>(d)]);
         w = d == 0 ? wd : g.mul(w, wd);

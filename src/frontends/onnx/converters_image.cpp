@@ -169,7 +169,7 @@ void col2im(Ctx& c) {
 
 // DeformConv (2-D): each kernel tap samples X bilinearly (zero outside) at its grid position
 // moved by the per-output offset, scaled by the mask; the sampled columns [N, C * K, P] are
-// multiplied by the weights per group. Coordinates and samples in f64, as ONNX's reference.
+// multiplied by the weights per group. Positions and tap weights in f64, as ONNX's reference.
 void deform_conv(Ctx& c) {
   Graph& g = c.g;
   Tensor x = c.in(0), w = c.in(1), off = c.in(2);
@@ -224,7 +224,10 @@ void deform_conv(Ctx& c) {
   Tensor ph = g.add(comp(0), g.constant(TensorData::from_vector(Shape({kk * p}), f, bh)));
   Tensor pw = g.add(comp(1), g.constant(TensorData::from_vector(Shape({kk * p}), f, bw)));
   Tensor h0 = g.floor(ph), w0 = g.floor(pw), fh = g.sub(ph, h0), fw = g.sub(pw, w0);
-  Tensor flat = g.reshape(g.cast(x, f), {n, og, cg, h * wi});
+  // Positions and tap weights in f64; the samples and the matmul in f32 (f64 for f64 inputs).
+  const DType ct = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  auto as_ct = [&](Tensor t) { return t.dtype() == ct ? t : g.cast(t, ct); };
+  Tensor flat = g.reshape(as_ct(x), {n, og, cg, h * wi});
   Tensor cols;
   for (int corner = 0; corner < 4; ++corner) {
     const bool dy = corner & 2, dx = corner & 1;
@@ -237,16 +240,16 @@ void deform_conv(Ctx& c) {
         g.mul(g.minimum(g.maximum(hh, k(0)), k(static_cast<double>(h - 1))), k(static_cast<double>(wi))),
         g.minimum(g.maximum(ww, k(0)), k(static_cast<double>(wi - 1))));
     idx = g.broadcast_to(g.reshape(g.cast(idx, DType::i64), {n, og, 1, kk * p}), {n, og, cg, kk * p});
-    Tensor v =
-        g.mul(g.gather_along_axis(flat, idx, 3), g.reshape(g.mul(wt, g.cast(inside, f)), {n, og, 1, kk * p}));
+    Tensor v = g.mul(g.gather_along_axis(flat, idx, 3),
+                     g.reshape(as_ct(g.mul(wt, g.cast(inside, f))), {n, og, 1, kk * p}));
     cols = corner == 0 ? v : g.add(cols, v);
   }
-  if (c.has_input(4)) cols = g.mul(cols, g.reshape(g.cast(c.in(4), f), {n, og, 1, kk * p}));
+  if (c.has_input(4)) cols = g.mul(cols, g.reshape(as_ct(c.in(4)), {n, og, 1, kk * p}));
   const int64_t cpg = ch / group, opg = oc / group;
   cols = g.reshape(cols, {n, group, cpg * kk, p});
-  Tensor wm = g.reshape(g.cast(w, f), {1, group, opg, cpg * kk});
+  Tensor wm = g.reshape(as_ct(w), {1, group, opg, cpg * kk});
   Tensor y = g.reshape(g.matmul(g.broadcast_to(wm, {n, group, opg, cpg * kk}), cols), {n, oc, oh, ow});
-  if (c.has_input(3)) y = bias_nchw(g, y, g.cast(c.in(3), f));
+  if (c.has_input(3)) y = bias_nchw(g, y, as_ct(c.in(3)));
   c.out(0, g.cast(y, x.dtype()));
 }
 

@@ -45,12 +45,11 @@ def main():
         opt.step()
         torch.cuda.synchronize()
         used, peak = dev.memory()
-        print(f"step {s}: loss {float(loss):.4f}  torch {torch.cuda.memory_allocated() * gib:.2f} GiB "
+        print(f"step {s}: loss {float(loss.detach()):.4f}  torch {torch.cuda.memory_allocated() * gib:.2f} GiB "
               f"(peak {torch.cuda.max_memory_allocated() * gib:.2f})  tgraph {used * gib:.2f} GiB (peak {peak * gib:.2f})")
         for i, c in enumerate(made):
-            st = c.exe.run_stats
-            print(f"    executable {i}: captures {st.captures} replays {st.replays} op-by-op {st.uncaptured} "
-                  f"instances {st.instances} input moves {st.input_moves} {st.capture_error}")
+            st = c.exe.run_stats  # a dict: captures, replays, uncaptured, instances, input_moves, ...
+            print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,11 @@ struct RunInputs {
   // The caller's own memory may be read in place too (a stream-ordered caller that keeps its
   // tensors where they are from run to run: a model's parameters), where it stays put.
   bool borrow = false;
+  // Capture at the next run, not right after the first op-by-op one: a stream-ordered caller
+  // (PyTorch) holds that run's outputs (a training forward's saved activations) while the new
+  // graph's memory is allocated, and the backward the same: ResNet-50's first step had peaked
+  // at twice the memory of the later ones (bench/train_memory.py, bench/RESULTS.md).
+  bool defer_capture = false;
   size_t size() const { return host ? host->size() : device.size(); }
   TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
@@ -312,6 +317,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     st.spare.reset();
   }
   const bool try_capture = capturable(exe, st) && !cpu_profiling();  // profiles time steps (cuda_run_ops.cpp)
+  if (try_capture && st.warm && !all_lent) {  // kernels and plans made: capture, then replay
+    capture(exe, st, inputs);
+    if (st.captured) return replay_current();
+  }
   for (size_t i = 0; i < inputs.size(); ++i)
     // device inputs are copied too: a variable assigned from a feed must not alias the caller's memory
     r.slots[static_cast<size_t>(exe.module.feeds[i])] = inputs.host ? r.upload((*inputs.host)[i]) : r.clone(inputs.device[i]);
@@ -337,7 +346,8 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     TG_CUDA(cudaStreamSynchronize(r.stream));
     publish(exe, st, r.pending);  // the new values stay on the device until read
   }
-  if (try_capture && !synced && !all_lent) capture(exe, st, inputs);
+  st.warm = st.warm || !synced;
+  if (try_capture && !synced && !all_lent && !inputs.defer_capture) capture(exe, st, inputs);
 }
 
 }  // namespace
@@ -389,6 +399,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
   const bool may_lend = caller.has_value() && exe.variables.empty();
   static const bool no_borrow = env_flag("TGRAPH_NO_BORROW");  // to compare, or to rule it out
   io.borrow = may_lend && !no_borrow;
+  io.defer_capture = caller.has_value();
   // A stream-ordered run: the runs' stream first waits for what the caller queued (the
   // inputs' producers, and readers of pool memory the caller has since let go).
   cudaStream_t theirs = caller ? static_cast<cudaStream_t>(*caller) : nullptr;

@@ -100,6 +100,10 @@ struct CudaState {
   std::vector<bool> moved;
   int borrow_misses = 0;
   bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)
+  // An op-by-op run without host round trips has compiled every kernel and made every library
+  // plan: a run that finds no instance to replay captures one and replays it at once, instead of
+  // another op-by-op run whose memory would sit beside the new graph's (cuda_executor.cpp).
+  bool warm = false;
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0, uncaptured = 0;

@@ -70,33 +70,59 @@ std::string compare(const TensorData& got, const TensorData& want) {
   return s.str();
 }
 
+// The kind of value a declared input or output holds, from inspect_onnx's type string.
+OnnxValueForm::Kind declared_kind(const std::string& name, const std::string& type) {
+  if (type == "sequence") return OnnxValueForm::Kind::sequence;
+  if (type == "optional") return OnnxValueForm::Kind::optional;
+  if (type.find('[') == std::string::npos)
+    throw Error("'" + name + "' has type " + type + "; only tensors, sequences and optionals are supported");
+  return OnnxValueForm::Kind::tensor;
+}
+
 }  // namespace
 
-// Runs one test and prints PASS, FAIL: reason or SKIP: reason.
+// Runs one test and prints PASS, FAIL: reason or SKIP: reason. Sequence and optional inputs
+// are fed as the tensors they hold (OnnxImportOptions::input_forms); such outputs are compared
+// by their form, then tensor by tensor.
 int conformance_one(const std::string& dir, const std::string& device) {
   std::string result = "PASS";
   try {
     OnnxModelInfo info = inspect_onnx(dir + "/model.onnx");
-    for (const auto* list : {&info.inputs, &info.outputs})
-      for (const auto& [name, type] : *list)
-        if (type.find('[') == std::string::npos)
-          throw Error("'" + name + "' has type " + type + "; only tensors are supported");
     std::string data = dir + "/test_data_set_0";
     std::vector<TensorData> inputs, outputs;
+    std::vector<OnnxValueForm> output_forms;
+    OnnxImportOptions opt;
+    std::vector<DType> declared;  // the declared dtype of each tensor input, for bf16 test data
     int64_t elements = 0;
-    for (const auto& f : list_dir(data, "input_")) {
-      inputs.push_back(read_onnx_tensor(data + "/" + f));
-      elements += inputs.back().num_elements();
+    // Data the runner cannot read (strings): the importer's error names the op that needs it.
+    for (const auto* list : {&info.inputs, &info.outputs})
+      for (const auto& [name, type] : *list)
+        if (type.find("onnx-type-8") != std::string::npos) import_onnx(dir + "/model.onnx");
+    const auto input_files = list_dir(data, "input_");
+    for (size_t i = 0; i < input_files.size(); ++i) {
+      const auto kind = i < info.inputs.size() ? declared_kind(info.inputs[i].first, info.inputs[i].second)
+                                               : OnnxValueForm::Kind::tensor;
+      const size_t first = inputs.size();
+      OnnxValueForm form = read_onnx_value(data + "/" + input_files[i], kind, inputs);
+      if (kind != OnnxValueForm::Kind::tensor) opt.input_forms[info.inputs[i].first] = form;
+      for (size_t k = first; k < inputs.size(); ++k) {
+        elements += inputs[k].num_elements();
+        declared.push_back(kind == OnnxValueForm::Kind::tensor ? info.input_types[i].dtype : inputs[k].dtype());
+      }
     }
-    for (const auto& f : list_dir(data, "output_")) outputs.push_back(read_onnx_tensor(data + "/" + f));
+    const auto output_files = list_dir(data, "output_");
+    for (size_t i = 0; i < output_files.size(); ++i) {
+      const auto kind = i < info.outputs.size() ? declared_kind(info.outputs[i].first, info.outputs[i].second)
+                                                : OnnxValueForm::Kind::tensor;
+      output_forms.push_back(read_onnx_value(data + "/" + output_files[i], kind, outputs));
+    }
     if (elements > (int64_t{1} << 24)) {
       std::printf("SKIP: inputs hold %lld elements (limit 2^24)\n", static_cast<long long>(elements));
       return 0;
     }
-    for (size_t i = 0; i < inputs.size() && i < info.input_types.size(); ++i)
-      if (inputs[i].dtype() == DType::i32 && info.input_types[i].dtype == DType::bf16) inputs[i] = bf16_from_bits(inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].dtype() == DType::i32 && declared[i] == DType::bf16) inputs[i] = bf16_from_bits(inputs[i]);
     // The test's inputs fix the shapes of the graph's inputs (symbolic dims included).
-    OnnxImportOptions opt;
     for (const auto& t : inputs) opt.input_shapes_in_order.push_back(t.shape());
     OnnxModel m;
     try {
@@ -110,6 +136,10 @@ int conformance_one(const std::string& dir, const std::string& device) {
     if (m.inputs.size() != inputs.size())
       throw Error("the model has " + std::to_string(m.inputs.size()) + " inputs, the test gives " +
                   std::to_string(inputs.size()));
+    for (size_t i = 0; i < output_forms.size() && i < m.output_forms.size(); ++i)
+      if (!(m.output_forms[i].second == output_forms[i]))
+        throw Error("output " + std::to_string(i) + " ('" + m.output_forms[i].first + "') is a " +
+                    m.output_forms[i].second.str() + ", expected a " + output_forms[i].str());
     for (size_t i = 0; i < outputs.size(); ++i)
       if (outputs[i].dtype() == DType::i32 && m.outputs.size() > i && m.outputs[i].dtype() == DType::bf16)
         outputs[i] = bf16_from_bits(outputs[i]);

@@ -11,6 +11,21 @@
 
 namespace tg {
 
+/// What a graph input or output of sequence or optional type holds. Such a value crosses the
+/// API as the tensors it holds, one feed (or output) each, in order: a sequence's elements are
+/// named NAME[0], NAME[1]...; an optional's value is named NAME; an empty optional has none.
+struct OnnxValueForm {
+  enum class Kind { tensor, sequence, optional };
+  Kind kind = Kind::tensor;
+  /// A sequence's elements; an optional's value (none when the optional is empty).
+  std::vector<OnnxValueForm> elements;
+  /// How many tensors the value holds.
+  size_t num_tensors() const;
+  /// "tensor", "sequence of 3", "optional tensor", "empty optional"...
+  std::string str() const;
+  bool operator==(const OnnxValueForm&) const = default;
+};
+
 /// Options of import_onnx.
 struct OnnxImportOptions {
   /// Replaces the declared shape of a graph input (e.g. to fix symbolic dims to known sizes).
@@ -20,6 +35,9 @@ struct OnnxImportOptions {
   /// Values of inputs (by position) known at import time: shape-like operands (Reshape's shape,
   /// Slice's starts, ...) are read from them; the inputs stay feeds of the graph.
   std::vector<TensorData> input_values_in_order;
+  /// What each sequence or optional graph input holds (by name); required for those inputs.
+  /// The positions of input_shapes_in_order and input_values_in_order count their tensors.
+  std::map<std::string, OnnxValueForm> input_forms;
 };
 
 /// An imported ONNX model: the graph, its feeds and its outputs, in the model's order.
@@ -31,6 +49,9 @@ struct OnnxModel {
   std::vector<TensorType> input_types;
   std::vector<std::string> output_names;
   std::vector<Tensor> outputs;
+  /// The graph's declared inputs (not initializers) and outputs and what each holds; a
+  /// sequence or optional is several (or no) entries of inputs / outputs (OnnxValueForm).
+  std::vector<std::pair<std::string, OnnxValueForm>> input_forms, output_forms;
   /// Opset of the default (ai.onnx) domain.
   int64_t opset = 0;
   std::string producer;
@@ -69,6 +90,9 @@ OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& o
                             const std::string& base_dir = ".");
 /// Reads a serialized TensorProto file (the .pb files of ONNX's test data).
 TensorData read_onnx_tensor(const std::string& path, std::string* name = nullptr);
+/// Reads a serialized TensorProto, SequenceProto or OptionalProto file (`kind` says which),
+/// appending the tensors it holds to `tensors`; returns its form.
+OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind, std::vector<TensorData>& tensors);
 /// Highest opset of the default domain the importer knows.
 int64_t onnx_max_opset();
 

@@ -3,6 +3,7 @@
 // selects (both must give the same types); Loop and Scan are unrolled, which needs a trip
 // count and condition known at import time and a static scan length.
 #include <cmath>
+#include <functional>
 
 #include "frontends/onnx/importer.h"
 
@@ -46,12 +47,22 @@ void if_(Ctx& c) {
   }
   if (a.size() != b.size()) c.fail("the branches give different numbers of outputs");
   Tensor p = g.reshape(c.in(0), {});
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(a[i].t.type() == b[i].t.type()))
-      c.fail(known + "the branches give different types for output " + std::to_string(i) + " (" +
-             a[i].t.type().str() + " vs " + b[i].t.type().str() + ")");
-    c.out(static_cast<int>(i), g.select(p, a[i].t, b[i].t));
-  }
+  // Tensors are selected; sequences and optionals of the same make-up element by element.
+  std::function<Value(const Value&, const Value&, size_t)> pick = [&](const Value& x, const Value& y, size_t i) {
+    const std::string differ = known + "the branches give different types for output " + std::to_string(i);
+    if (x.kind != y.kind || x.elems.size() != y.elems.size())
+      c.fail(differ + " (a " + kind_name(x.kind) + " of " + std::to_string(x.elems.size()) + " vs a " +
+             kind_name(y.kind) + " of " + std::to_string(y.elems.size()) + ")");
+    Value r;
+    r.kind = x.kind;
+    if (x.kind == Value::Kind::tensor) {
+      if (!(x.t.type() == y.t.type())) c.fail(differ + " (" + x.t.type().str() + " vs " + y.t.type().str() + ")");
+      r.t = g.select(p, x.t, y.t);
+    }
+    for (size_t k = 0; k < x.elems.size(); ++k) r.elems.push_back(pick(x.elems[k], y.elems[k], i));
+    return r;
+  };
+  for (size_t i = 0; i < a.size(); ++i) c.out_value(static_cast<int>(i), pick(a[i], b[i], i));
 }
 
 void loop(Ctx& c) {
@@ -78,9 +89,16 @@ void loop(Ctx& c) {
     }
     for (size_t k = 0; k < n_carried; ++k) carried[k] = outs[1 + k];
     scans.resize(outs.size() - 1 - n_carried);
-    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[1 + n_carried + k].t);
+    for (size_t k = 0; k < scans.size(); ++k) {
+      const Value& s = outs[1 + n_carried + k];
+      if (s.kind != Value::Kind::tensor) c.fail("scan outputs must be tensors, got a " + std::string(kind_name(s.kind)));
+      scans[k].push_back(s.t);
+    }
   }
-  for (size_t k = 0; k < n_carried; ++k) c.out(static_cast<int>(k), carried[k].t);
+  for (size_t k = 0; k < n_carried; ++k) {  // a sequence keeps its elements' records
+    if (carried[k].kind == Value::Kind::tensor) c.out(static_cast<int>(k), carried[k].t);
+    else c.out_value(static_cast<int>(k), carried[k]);
+  }
   int n_scan = c.num_outputs() - static_cast<int>(n_carried);
   for (int k = 0; k < n_scan; ++k) {
     if (static_cast<size_t>(k) >= scans.size() || scans[static_cast<size_t>(k)].empty())

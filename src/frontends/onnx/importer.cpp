@@ -27,7 +27,7 @@ const std::unordered_map<std::string, std::vector<const Converter*>>& table() {
          {&elementwise_converters(), &nn_converters(), &shape_converters(), &reduce_converters(),
           &misc_converters(), &control_converters(), &signal_converters(), &sampling_converters(),
           &rnn_converters(), &quant_converters(), &llm_converters(), &state_converters(), &image_converters(),
-          &dynamic_converters()})
+          &dynamic_converters(), &sequence_converters(), &ml_converters()})
       for (const Converter& c : *fam) m[c.op].push_back(&c);
     return m;
   }();
@@ -41,12 +41,16 @@ bool nondeterministic(const std::string& op) {
 }
 }  // namespace
 
-const Converter* find_converter(const std::string& op, int64_t opset) {
+const Converter* find_converter(const std::string& op, int64_t opset, const std::string& domain) {
   auto it = table().find(op);
   if (it == table().end()) return nullptr;
   for (const Converter* c : it->second)
-    if (opset >= c->since && opset <= c->until) return c;
+    if (opset >= c->since && opset <= c->until && domain == c->domain) return c;
   return nullptr;
+}
+
+const char* kind_name(Value::Kind k) {
+  return k == Value::Kind::sequence ? "sequence" : k == Value::Kind::optional ? "optional" : "tensor";
 }
 
 bool knows_op(const std::string& op) { return table().count(op) > 0; }
@@ -59,10 +63,17 @@ std::string Ctx::where() const {
 void Ctx::fail(const std::string& msg) const { throw Error(where() + ": " + msg); }
 
 Tensor Ctx::in(int i) const {
-  if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");
-  auto it = values_.find(node.input(i));
-  if (it == values_.end()) fail("input '" + node.input(i) + "' is not defined before the node");
-  return it->second.t;
+  Value v = value_in(i);
+  if (v.kind != Value::Kind::tensor)
+    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) + "; the op takes a tensor");
+  return v.t;
+}
+
+std::vector<Value> Ctx::seq_in(int i) const {
+  Value v = value_in(i);
+  if (v.kind != Value::Kind::sequence)
+    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) + ", not a sequence");
+  return v.elems;
 }
 
 bool Ctx::is_const(int i) const {
@@ -138,8 +149,10 @@ const onnx::GraphProto& Ctx::attr_g(const std::string& name) const {
 }
 
 Value Ctx::value_in(int i) const {
-  in(i);
-  return values_.at(node.input(i));
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");
+  auto it = values_.find(node.input(i));
+  if (it == values_.end()) fail("input '" + node.input(i) + "' is not defined before the node");
+  return it->second;
 }
 
 std::vector<Value> Ctx::inline_subgraph(const onnx::GraphProto& body, const std::vector<Value>& inputs) const {
@@ -211,19 +224,96 @@ Tensor scalar_like(Graph& g, double v, Tensor x) { return g.scalar(v, x.dtype())
 
 namespace {
 
-TensorType value_info_type(const onnx::ValueInfoProto& vi, const OnnxImportOptions& opt, size_t pos) {
-  const auto& tt = vi.type().tensor_type();
-  if (!vi.type().has_tensor_type())
-    throw Error("[onnx] input '" + vi.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+constexpr int32_t kString = 8;
+
+// A string input fails naming the first node that reads it: tgraph has no string dtype
+// (docs/decisions.md).
+[[noreturn]] void refuse_string_input(const onnx::GraphProto& gp, const std::string& name) {
+  for (const auto& n : gp.node())
+    for (const auto& i : n.input())
+      if (i == name)
+        throw Error("[onnx] node '" + node_label(n) + "' (" + n.op_type() + "): input '" + name +
+                    "' is a string tensor; tgraph has no string dtype, so " + n.op_type() +
+                    " on strings is not supported");
+  throw Error("[onnx] input '" + name + "' is a string tensor; tgraph has no string dtype");
+}
+
+// The type of a tensor feed named `name`, the pos-th tensor fed.
+TensorType tensor_feed_type(const onnx::TypeProto_Tensor& tt, const std::string& name, const OnnxImportOptions& opt,
+                            size_t pos) {
   DType dt = dtype_from_onnx(tt.elem_type());
   if (pos < opt.input_shapes_in_order.size()) return {opt.input_shapes_in_order[pos], dt};
-  auto it = opt.input_shapes.find(vi.name());
+  auto it = opt.input_shapes.find(name);
   if (it != opt.input_shapes.end()) return {it->second, dt};
   if (!tt.has_shape())
-    throw Error("[onnx] input '" + vi.name() + "' has no shape; give one in OnnxImportOptions::input_shapes");
+    throw Error("[onnx] input '" + name + "' has no shape; give one in OnnxImportOptions::input_shapes");
   std::vector<int64_t> dims;
   for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : kDynamic);
   return {Shape(dims), dt};
+}
+
+OnnxValueForm::Kind form_kind(const onnx::TypeProto& t) {
+  return t.has_sequence_type()   ? OnnxValueForm::Kind::sequence
+         : t.has_optional_type() ? OnnxValueForm::Kind::optional
+                                 : OnnxValueForm::Kind::tensor;
+}
+
+const char* form_name(OnnxValueForm::Kind k) {
+  return k == OnnxValueForm::Kind::sequence ? "sequence" : k == OnnxValueForm::Kind::optional ? "optional" : "tensor";
+}
+
+// Binds a graph input of ONNX type `type` held in `form`: one placeholder per tensor it holds,
+// named `name` (an optional's value) or name[i] (a sequence's elements), fed in that order.
+Value bind_input(Graph& g, const onnx::GraphProto& gp, const onnx::TypeProto& type, const OnnxValueForm& form,
+                 const std::string& name, const OnnxImportOptions& opt, OnnxModel& r, Env& env) {
+  if (form_kind(type) != form.kind)
+    throw Error("[onnx] input '" + name + "' is a " + form_name(form_kind(type)) + ", given as a " +
+                form_name(form.kind));
+  Value v;
+  if (form.kind == OnnxValueForm::Kind::sequence || form.kind == OnnxValueForm::Kind::optional) {
+    const bool seq = form.kind == OnnxValueForm::Kind::sequence;
+    if (!seq && form.elements.size() > 1) throw Error("[onnx] input '" + name + "': an optional holds one value at most");
+    const onnx::TypeProto& elem = seq ? type.sequence_type().elem_type() : type.optional_type().elem_type();
+    v.kind = seq ? Value::Kind::sequence : Value::Kind::optional;
+    for (size_t i = 0; i < form.elements.size(); ++i)
+      v.elems.push_back(bind_input(g, gp, elem, form.elements[i], seq ? name + "[" + std::to_string(i) + "]" : name,
+                                   opt, r, env));
+    return v;
+  }
+  if (!type.has_tensor_type()) throw Error("[onnx] input '" + name + "' is not a tensor, a sequence or an optional");
+  const int32_t elem = type.tensor_type().elem_type();
+  if (elem == kString) refuse_string_input(gp, name);
+  TensorType t = tensor_feed_type(type.tensor_type(), name, opt, r.inputs.size());
+  Tensor p = g.placeholder(t.shape, t.dtype, name);
+  v = Value{p, std::nullopt, false, narrow_type(elem), unsigned_type(elem)};
+  size_t pos = r.inputs.size();
+  if (pos < opt.input_values_in_order.size()) {
+    const TensorData& known = opt.input_values_in_order[pos];
+    if (known.dtype() != t.dtype || !shape_compatible(t.shape, known.shape()))
+      throw Error("[onnx] the value given for input '" + name + "' is " + known.type().str() +
+                  ", the model declares " + t.str());
+    v.constant = known;
+    env.known_feeds.emplace_back(p, known);
+  }
+  r.input_names.push_back(name);
+  r.inputs.push_back(p);
+  r.input_types.push_back(t);
+  return v;
+}
+
+// Appends the tensors of a graph output to r's outputs; returns its form.
+OnnxValueForm bind_output(const Value& v, const std::string& name, OnnxModel& r) {
+  OnnxValueForm f;
+  if (v.kind == Value::Kind::tensor) {
+    r.output_names.push_back(name);
+    r.outputs.push_back(v.t);
+    return f;
+  }
+  const bool seq = v.kind == Value::Kind::sequence;
+  f.kind = seq ? OnnxValueForm::Kind::sequence : OnnxValueForm::Kind::optional;
+  for (size_t i = 0; i < v.elems.size(); ++i)
+    f.elements.push_back(bind_output(v.elems[i], seq ? name + "[" + std::to_string(i) + "]" : name, r));
+  return f;
 }
 
 }  // namespace
@@ -241,12 +331,15 @@ void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, V
     auto oit = env.opsets.find(domain);
     int64_t opset = oit != env.opsets.end() ? oit->second : 0;
     Ctx c(g, node, opset, values, env);
-    if (!domain.empty() && domain != "ai.onnx.preview.training") c.fail("domain '" + domain + "' is not supported (only the default ai.onnx)");
-    const Converter* conv = find_converter(node.op_type(), opset);
+    const bool ml = domain == "ai.onnx.ml";
+    if (!domain.empty() && domain != "ai.onnx.preview.training" && !ml)
+      c.fail("domain '" + domain + "' is not supported (only ai.onnx and ai.onnx.ml)");
+    const Converter* conv = find_converter(node.op_type(), opset, ml ? domain : "");
     if (!conv) {
-      if (opset > kMaxOpset)
+      const int64_t newest = ml ? kNewestMlOpset : kMaxOpset;
+      if (opset > newest)
         c.fail("opset " + std::to_string(opset) + " is newer than the newest the importer knows (" +
-               std::to_string(kMaxOpset) + ")");
+               std::to_string(newest) + ")");
       c.fail(knows_op(node.op_type()) ? "this opset of the op is not supported"
                                       : "op type '" + node.op_type() + "' is not supported");
     }
@@ -284,34 +377,24 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
   const onnx::GraphProto& gp = m.graph();
   Graph& g = r.graph;
   std::map<std::string, Value> values;
-  auto& known_feeds = env.known_feeds;
   std::set<std::string> init_names;
   for (const auto& init : gp.initializer()) init_names.insert(init.name());
   for (const auto& vi : gp.input()) {
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
-    TensorType t = value_info_type(vi, opt, r.inputs.size());
-    Tensor p = g.placeholder(t.shape, t.dtype, vi.name());
-    const int32_t elem = vi.type().tensor_type().elem_type();
-    values[vi.name()] = Value{p, std::nullopt, false, narrow_type(elem), unsigned_type(elem)};
-    size_t pos = r.inputs.size();
-    if (pos < opt.input_values_in_order.size()) {
-      const TensorData& v = opt.input_values_in_order[pos];
-      if (v.dtype() != t.dtype || !shape_compatible(t.shape, v.shape()))
-        throw Error("[onnx] the value given for input '" + vi.name() + "' is " + v.type().str() +
-                    ", the model declares " + t.str());
-      values[vi.name()].constant = v;
-      known_feeds.emplace_back(p, v);
-    }
-    r.input_names.push_back(vi.name());
-    r.inputs.push_back(p);
-    r.input_types.push_back(t);
+    OnnxValueForm form;
+    auto fit = opt.input_forms.find(vi.name());
+    if (fit != opt.input_forms.end()) form = fit->second;
+    else if (form_kind(vi.type()) != OnnxValueForm::Kind::tensor)
+      throw Error("[onnx] input '" + vi.name() + "' is a " + form_name(form_kind(vi.type())) +
+                  "; give what it holds in OnnxImportOptions::input_forms");
+    values[vi.name()] = bind_input(g, gp, vi.type(), form, vi.name(), opt, r, env);
+    r.input_forms.emplace_back(vi.name(), form);
   }
   convert_nodes(g, gp, values, env, &r.op_histogram);
   for (const auto& vi : gp.output()) {
     auto it = values.find(vi.name());
     if (it == values.end()) throw Error("[onnx] graph output '" + vi.name() + "' is not produced by any node");
-    r.output_names.push_back(vi.name());
-    r.outputs.push_back(it->second.t);
+    r.output_forms.emplace_back(vi.name(), bind_output(it->second, vi.name(), r));
   }
   return r;
 }
@@ -321,6 +404,19 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
 namespace tg {
 
 int64_t onnx_max_opset() { return onnx_import::kNewestOpset; }
+
+size_t OnnxValueForm::num_tensors() const {
+  if (kind == Kind::tensor) return 1;
+  size_t n = 0;
+  for (const auto& e : elements) n += e.num_tensors();
+  return n;
+}
+
+std::string OnnxValueForm::str() const {
+  if (kind == Kind::tensor) return "tensor";
+  if (kind == Kind::optional) return elements.empty() ? "empty optional" : "optional " + elements[0].str();
+  return "sequence of " + std::to_string(elements.size());
+}
 
 OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& options,
                             const std::string& base_dir) {

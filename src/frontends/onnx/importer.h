@@ -14,14 +14,22 @@
 
 namespace tg::onnx_import {
 
-/// An ONNX value: its tensor, and its value when known at import time.
+/// An ONNX value: its tensor, and its value when known at import time. Sequences and optionals
+/// have no tensor of their own: the importer holds their elements, which it knows while importing
+/// (sequences of a static length, optionals known to be empty or not).
 struct Value {
+  enum class Kind { tensor, sequence, optional };
   Tensor t;
   std::optional<TensorData> constant;  // known value (initializer, Constant, folded)
   bool const_derived = false;          // computed from constants only: foldable on demand
   int32_t onnx_type = 0;               // a narrow format t holds widened (kFloat8E4M3FN...), else 0
   int32_t unsigned_type = 0;           // kUint16 / kUint32 / kUint64 when t holds one widened, else 0
+  Kind kind = Kind::tensor;
+  std::vector<Value> elems = {};  // a sequence's elements; an optional's value (none when empty)
 };
+
+/// "tensor", "sequence" or "optional".
+const char* kind_name(Value::Kind k);
 
 /// The unsigned ONNX types tgraph holds in a wider signed dtype (u16 in i32, u32 and u64 in i64).
 constexpr int32_t kUint16 = 4, kUint32 = 12, kUint64 = 13;
@@ -89,8 +97,10 @@ class Ctx {
   /// Converts a subgraph inline: binds its inputs to `inputs` (outer values stay visible) and
   /// returns its outputs.
   std::vector<Value> inline_subgraph(const onnx::GraphProto& body, const std::vector<Value>& inputs) const;
-  /// The value record of input i (for passing to subgraphs).
+  /// The value record of input i (for passing to subgraphs); any kind.
   Value value_in(int i) const;
+  /// Input i, which must be a sequence (its elements).
+  std::vector<Value> seq_in(int i) const;
 
   int num_outputs() const { return node.output_size(); }
   bool wants_output(int i) const { return i >= 0 && i < node.output_size() && !node.output(i).empty(); }
@@ -116,6 +126,9 @@ class Ctx {
   const Env& env_;
 };
 
+/// The newest opset of the ai.onnx.ml domain the converters know (ONNX 1.22).
+constexpr int kNewestMlOpset = 5;
+
 /// The newest opset of the default domain the converters know (ONNX 1.22). Opsets 22 to 27
 /// changed the ops tgraph converts only in their type constraints, but for the attributes the
 /// converters read: DequantizeLinear's output_dtype and QuantizeLinear's precision (23),
@@ -131,6 +144,7 @@ struct Converter {
   int since;
   int until;
   ConvertFn fn;
+  const char* domain = "";  // "" for ai.onnx (and the training preview); "ai.onnx.ml"
 };
 
 /// Converts a parsed model.
@@ -152,8 +166,10 @@ const std::vector<Converter>& llm_converters();
 const std::vector<Converter>& state_converters();
 const std::vector<Converter>& image_converters();
 const std::vector<Converter>& dynamic_converters();
-/// The converter for op at opset, or nullptr.
-const Converter* find_converter(const std::string& op, int64_t opset);
+const std::vector<Converter>& sequence_converters();
+const std::vector<Converter>& ml_converters();
+/// The converter for op of domain ("" or "ai.onnx.ml") at opset, or nullptr.
+const Converter* find_converter(const std::string& op, int64_t opset, const std::string& domain = "");
 /// True when op has a converter for some opset.
 bool knows_op(const std::string& op);
 

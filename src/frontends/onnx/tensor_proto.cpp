@@ -3,6 +3,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <onnx/onnx-data_pb.h>
+
 #include "core/read_file.h"
 #include "frontends/onnx/importer.h"
 #include "tgraph/onnx.h"
@@ -224,6 +226,61 @@ TensorData read_onnx_tensor(const std::string& path, std::string* name) {
   if (name) *name = p.name();
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   return onnx_import::tensor_from_proto(p, dir);
+}
+
+namespace {
+// SequenceProto / OptionalProto elem_type codes.
+constexpr int32_t kElemTensor = 1, kElemSequence = 3, kElemOptional = 5;
+
+OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir, std::vector<TensorData>& out);
+
+OnnxValueForm optional_form(const onnx::OptionalProto& o, const std::string& dir, std::vector<TensorData>& out) {
+  OnnxValueForm f;
+  f.kind = OnnxValueForm::Kind::optional;
+  if (o.has_tensor_value()) {
+    out.push_back(onnx_import::tensor_from_proto(o.tensor_value(), dir));
+    f.elements.emplace_back();
+  } else if (o.has_sequence_value()) {
+    f.elements.push_back(sequence_form(o.sequence_value(), dir, out));
+  } else if (o.has_optional_value()) {
+    f.elements.push_back(optional_form(o.optional_value(), dir, out));
+  } else if (o.elem_type() != kElemTensor && o.elem_type() != kElemSequence && o.elem_type() != kElemOptional &&
+             o.elem_type() != 0) {
+    throw Error("[onnx] optionals of element type " + std::to_string(o.elem_type()) + " are not supported");
+  }
+  return f;
+}
+
+OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir, std::vector<TensorData>& out) {
+  OnnxValueForm f;
+  f.kind = OnnxValueForm::Kind::sequence;
+  if (s.sparse_tensor_values_size() || s.map_values_size())
+    throw Error("[onnx] sequences of sparse tensors or maps are not supported");
+  for (const auto& t : s.tensor_values()) {
+    out.push_back(onnx_import::tensor_from_proto(t, dir));
+    f.elements.emplace_back();
+  }
+  for (const auto& e : s.sequence_values()) f.elements.push_back(sequence_form(e, dir, out));
+  for (const auto& e : s.optional_values()) f.elements.push_back(optional_form(e, dir, out));
+  return f;
+}
+}  // namespace
+
+OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind, std::vector<TensorData>& tensors) {
+  if (kind == OnnxValueForm::Kind::tensor) {
+    tensors.push_back(read_onnx_tensor(path));
+    return {};
+  }
+  const std::string bytes = detail::read_file(path, "onnx");
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (kind == OnnxValueForm::Kind::sequence) {
+    onnx::SequenceProto s;
+    if (!s.ParseFromString(bytes)) throw Error("[onnx] " + path + " is not a SequenceProto");
+    return sequence_form(s, dir, tensors);
+  }
+  onnx::OptionalProto o;
+  if (!o.ParseFromString(bytes)) throw Error("[onnx] " + path + " is not an OptionalProto");
+  return optional_form(o, dir, tensors);
 }
 
 }  // namespace tg

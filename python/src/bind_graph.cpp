@@ -9,6 +9,7 @@
 
 #include "py_args.h"
 #include "py_tensor.h"
+#include "ops/op_def.h"
 #include "runtime/executable_impl.h"
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/plan_traffic.h"
@@ -190,6 +191,14 @@ std::vector<PyTensor> while_loop(Graph& self, const std::vector<PyTensor>& init,
 }  // namespace
 
 void bind_graph(nb::module_& m) {
+  m.def(
+      "op_names",
+      [] {
+        std::vector<std::string> names;
+        for (int i = 0; i < tg::detail::kNumOps; ++i) names.push_back(tg::detail::op_def(static_cast<tg::detail::OpKind>(i)).name);
+        return names;
+      },
+      "The name of every op of the op list (src/ops/op_list.h), in its order: what `tgraph ops` prints.");
   nb::class_<PyTensor>(m, "Tensor", "A value of a graph (a symbolic handle; run the graph to get numbers).")
       .def_prop_ro("graph", [](const PyTensor& p) { return p.graph; })
       .def_prop_ro("shape", [](const PyTensor& p) { return p.t.shape(); })

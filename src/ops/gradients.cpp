@@ -27,6 +27,31 @@ VjpFn vjp_rule(OpKind k) {
   return (*table)[static_cast<size_t>(k)];
 }
 
+const char* no_gradient_reason(OpKind k) {
+  switch (k) {
+    case OpKind::Placeholder: case OpKind::Constant: case OpKind::Variable: case OpKind::ReadVariable:
+    case OpKind::Assign: case OpKind::RandomState:
+      return "a source or state: autodiff treats it as a leaf";
+    case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
+      return "control flow: differentiated through its regions (vjp_control.cpp; while_loop not at all)";
+    case OpKind::LogicalNot: case OpKind::BitwiseNot: case OpKind::IsNan: case OpKind::IsInf: case OpKind::IsFinite:
+    case OpKind::Equal: case OpKind::NotEqual: case OpKind::Less: case OpKind::LessEqual: case OpKind::Greater:
+    case OpKind::GreaterEqual: case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::LogicalXor:
+    case OpKind::BitwiseAnd: case OpKind::BitwiseOr: case OpKind::BitwiseXor: case OpKind::ShiftLeft:
+    case OpKind::ShiftRight: case OpKind::ReduceAll: case OpKind::ReduceAny:
+      return "a boolean or integer result: nothing to differentiate";
+    case OpKind::Bitcast: return "a reinterpretation of bits, not a function of the value";
+    case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::ArgSort: case OpKind::NonZeroIndices:
+    case OpKind::ShapeOf: case OpKind::Arange:
+      return "an index or shape result: piecewise constant";
+    case OpKind::Random: return "random numbers: no dependence on a differentiable input";
+    case OpKind::Conv2dDataGrad: case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad:
+    case OpKind::Conv3dWeightGrad: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
+      return "a gradient op: second-order rules for convolution and pooling are not written";
+    default: return nullptr;
+  }
+}
+
 std::vector<int64_t> normalized_axes(const std::vector<int64_t>& axes, int64_t rank) {
   std::vector<int64_t> out;
   if (axes.empty())
@@ -105,9 +130,11 @@ void backprop(Graph& g, const std::vector<int32_t>& nodes, const std::vector<cha
       for (int32_t v : region_captures(G, node)) on_path |= reaches(v);
     if (!on_path) continue;
     VjpFn rule = node.regions.empty() ? vjp_rule(node.kind) : nullptr;
-    if (!rule && node.regions.empty())
+    if (!rule && node.regions.empty()) {
+      const char* why = no_gradient_reason(node.kind);
       throw Error("[gradients] no gradient rule for op '" + std::string(op_name(node.kind)) + "' (node ^" +
-                  std::to_string(*it) + ") on the path from the inputs to " + target);
+                  std::to_string(*it) + ") on the path from the inputs to " + target + (why ? std::string(": ") + why : ""));
+    }
     VjpContext c{g, node, {}, {}, {}};
     for (int32_t v : node.inputs) c.in.emplace_back(&G, v);
     for (int32_t v : node.outputs) {

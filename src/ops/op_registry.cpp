@@ -8,7 +8,7 @@
 namespace tg::detail {
 namespace {
 
-constexpr uint32_t kEw = kElementwise | kFusibleProducer | kFusibleConsumer;
+constexpr uint32_t kEw = kElementwise;
 
 struct FamilyInfo {
   uint32_t traits;
@@ -27,13 +27,13 @@ FamilyInfo family_info(Family f) {
     F(unary_predicate, kEw) F(cast, kEw) F(bitcast, kShapeOnly | kView)
     F(binary, kEw) F(binary_float, kEw) F(compare, kEw) F(binary_logical, kEw | kCommutative)
     F(binary_bitwise, kEw) F(select, kEw) F(clamp, kEw)
-    F(reduce, kReduction | kFusibleConsumer) F(reduce_float, kReduction | kFusibleConsumer)
-    F(reduce_logical, kReduction | kFusibleConsumer) F(arg_reduce, kReduction)
+    F(reduce, kReduction) F(reduce_float, kReduction)
+    F(reduce_logical, kReduction) F(arg_reduce, kReduction)
     F(cumulative, 0) F(top_k, 0) F(sort, 0) F(matmul, 0) F(band_part, 0)
     F(conv, 0) F(conv_grad, 0) F(pool, 0) F(pool_grad, 0) F(norm, 0) F(softmax, 0)
     F(loss, 0) F(attention, 0)
-    F(reshape, kShapeOnly | kView) F(transpose, kShapeOnly) F(broadcast_to, kShapeOnly | kFusibleProducer)
-    F(broadcast_like, kShapeOnly | kFusibleProducer) F(sum_to_like, kReduction)
+    F(reshape, kShapeOnly | kView) F(transpose, kShapeOnly) F(broadcast_to, kShapeOnly)
+    F(broadcast_like, kShapeOnly) F(sum_to_like, kReduction)
     F(expand_dims, kShapeOnly | kView) F(squeeze, kShapeOnly | kView) F(concat, kShapeOnly) F(split, kShapeOnly)
     F(strided_slice, kShapeOnly) F(slice_update, kShapeOnly) F(pad, kShapeOnly)
     F(tile, kShapeOnly) F(reverse, kShapeOnly) F(shape_of, kShapeOnly) F(arange, kSource)
@@ -48,8 +48,8 @@ FamilyInfo family_info(Family f) {
 
 constexpr uint32_t extra_traits(OpKind k) {
   switch (k) {
-    case OpKind::Add: case OpKind::Mul: case OpKind::Minimum: case OpKind::Maximum:
-    case OpKind::MinimumNan: case OpKind::MaximumNan: case OpKind::Equal: case OpKind::NotEqual:
+    // Not minimum / maximum: of +0 and -0 they return the first (or the second) operand.
+    case OpKind::Add: case OpKind::Mul: case OpKind::Equal: case OpKind::NotEqual:
     case OpKind::BitwiseAnd: case OpKind::BitwiseOr: case OpKind::BitwiseXor:
       return kCommutative;
     case OpKind::Random: case OpKind::Dropout: return kStateful;

@@ -31,6 +31,12 @@ using VjpFn = std::vector<Tensor> (*)(VjpContext&);
 /// The rule of an op, or nullptr.
 VjpFn vjp_rule(OpKind k);
 
+/// Why op k has no gradient rule, for the ops that stand on the explicit no-gradient list
+/// (integer, boolean or index outputs; sources and state, which autodiff treats as leaves;
+/// control flow, differentiated through its regions; second-order rules not written); nullptr
+/// for every other op. tests/cpp/op_contract_test.cpp checks that each op has a rule or a reason.
+const char* no_gradient_reason(OpKind k);
+
 // Control flow (vjp_control.cpp). Its gradients also flow to values the regions read from
 // outside (captures), so the rule returns (value id, gradient) pairs rather than one per input.
 using GradMap = std::unordered_map<int32_t, Tensor>;

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ops/op_def.h"
 
 namespace tg::detail {
 namespace {
@@ -28,9 +32,16 @@ uint64_t bytes_hash(const void* data, size_t n) {
   return h;
 }
 
+// A commutative op's two operands in a canonical order, so add(a, b) and add(b, a) merge.
+std::vector<int32_t> operands(const Node& n) {
+  std::vector<int32_t> in = n.inputs;
+  if (in.size() == 2 && op_def(n.kind).has(kCommutative) && in[1] < in[0]) std::swap(in[0], in[1]);
+  return in;
+}
+
 uint64_t key_of(const GraphImpl& g, const Node& n) {
   uint64_t h = static_cast<uint64_t>(n.kind) * 1000003u;
-  for (int32_t v : n.inputs) hash_mix(h, static_cast<uint64_t>(v));
+  for (int32_t v : operands(n)) hash_mix(h, static_cast<uint64_t>(v));
   for (int32_t d : n.control_deps) hash_mix(h, static_cast<uint64_t>(d) + 77);
   hash_mix(h, attr_hash(n.attr));
   if (n.kind == OpKind::Constant) {
@@ -42,7 +53,7 @@ uint64_t key_of(const GraphImpl& g, const Node& n) {
 }
 
 bool same(const Node& a, const Node& b) {
-  if (a.kind != b.kind || a.inputs != b.inputs || a.control_deps != b.control_deps || !(a.attr == b.attr))
+  if (a.kind != b.kind || operands(a) != operands(b) || a.control_deps != b.control_deps || !(a.attr == b.attr))
     return false;
   if (a.kind == OpKind::Constant)
     return a.data.type() == b.data.type() && std::memcmp(a.data.data(), b.data.data(), a.data.nbytes()) == 0;

@@ -257,6 +257,22 @@ TEST(PassCse, MergesEqualPureOpsOnly) {
   EXPECT_EQ(count(m, OpKind::ReduceSum), 2);  // different attributes stay apart
 }
 
+// A commutative op (the kCommutative trait) merges with its operands in either order; a
+// subtraction and a minimum do not (min(+0, -0) is +0, min(-0, +0) is -0).
+TEST(PassCse, CommutativeOpsMergeInEitherOrder) {
+  Graph g;
+  Tensor x = g.placeholder({3}, f32, "x"), z = g.placeholder({3}, f32, "z");
+  Tensor s1 = g.add(x, z), s2 = g.add(z, x), p1 = g.mul(z, x), p2 = g.mul(x, z);
+  Tensor d1 = g.sub(x, z), d2 = g.sub(z, x), m1 = g.minimum(x, z), m2 = g.minimum(z, x);
+  Module m = module_of(g, {s1, s2, p1, p2, d1, d2, m1, m2});
+  EXPECT_TRUE(CommonSubexpressionElimination().run(m));
+  DeadCodeElimination().run(m);
+  EXPECT_EQ(count(m, OpKind::Add), 1);
+  EXPECT_EQ(count(m, OpKind::Mul), 1);
+  EXPECT_EQ(count(m, OpKind::Sub), 2);
+  EXPECT_EQ(count(m, OpKind::Minimum), 2);
+}
+
 // Large constants are hashed from a sample of their words: equal ones still merge, and ones
 // that differ only outside the sample stay apart (the full comparison decides).
 TEST(PassCse, LargeConstantsCompareEveryByte) {

@@ -125,51 +125,75 @@ std::vector<TensorType> concrete_output_types(const GraphImpl& g, const Node& n,
   return g.output_types_for(n, in);
 }
 
-std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
-                                       const std::vector<TensorData>& inputs) {
-  if (n.kind == OpKind::Constant) return {n.data};
-  const OpDef& def = op_def(n.kind);
-  switch (def.family) {
-    case Family::source: case Family::variable: case Family::read_variable: case Family::assign:
-    case Family::if_else: case Family::for_loop: case Family::while_loop:
-      throw Error(op_tag(n.kind) + "is run by the executor, not by the reference interpreter");
-    default: break;
-  }
-  ref::Ctx c{g, n, inputs, concrete_output_types(g, n, inputs)};
-  switch (def.family) {
+namespace {
+
+using FamilyEval = std::vector<TensorData> (*)(const ref::Ctx&);
+
+// The reference's evaluator of each family; nullptr for the families the executor runs itself
+// (sources, state, control flow) and for any family without one (op_contract_test finds it).
+FamilyEval family_eval(Family f) {
+  switch (f) {
     case Family::unary: case Family::unary_float: case Family::unary_logical:
     case Family::unary_bitwise: case Family::unary_predicate: case Family::cast:
     case Family::bitcast: case Family::binary: case Family::binary_float: case Family::compare:
     case Family::binary_logical: case Family::binary_bitwise: case Family::select:
     case Family::clamp:
-      return ref::eval_elementwise(c);
+      return ref::eval_elementwise;
     case Family::reduce: case Family::reduce_float: case Family::reduce_logical:
     case Family::arg_reduce: case Family::cumulative: case Family::top_k: case Family::sort:
-      return ref::eval_reduce(c);
+      return ref::eval_reduce;
     case Family::matmul: case Family::band_part:
-      return ref::eval_linalg(c);
+      return ref::eval_linalg;
     case Family::reshape: case Family::transpose: case Family::broadcast_to:
     case Family::broadcast_like: case Family::sum_to_like:
     case Family::expand_dims: case Family::squeeze: case Family::concat: case Family::split:
     case Family::shape_of: case Family::arange: case Family::strided_slice:
     case Family::slice_update: case Family::pad: case Family::tile: case Family::reverse:
     case Family::one_hot: case Family::space_depth: case Family::resize:
-      return ref::eval_shape(c);
+      return ref::eval_shape;
     case Family::conv: case Family::conv_grad:
-      return ref::eval_conv(c);
+      return ref::eval_conv;
     case Family::pool: case Family::pool_grad:
-      return ref::eval_pool(c);
+      return ref::eval_pool;
     case Family::norm: case Family::softmax: case Family::loss: case Family::attention:
-      return ref::eval_nn(c);
+      return ref::eval_nn;
     case Family::random_state: case Family::random: case Family::dropout:
-      return ref::eval_random(c);
+      return ref::eval_random;
     case Family::gather: case Family::scatter: case Family::non_zero:
-      return ref::eval_indexing(c);
+      return ref::eval_indexing;
     case Family::stencil:
-      return ref::eval_stencil(c);
+      return ref::eval_stencil;
     default:
-      throw Error(op_tag(n.kind) + "has no reference implementation");
+      return nullptr;
   }
+}
+
+bool executor_runs(Family f) {
+  switch (f) {
+    case Family::source: case Family::variable: case Family::read_variable: case Family::assign:
+    case Family::if_else: case Family::for_loop: case Family::while_loop:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool reference_evaluates(OpKind k) { return family_eval(op_def(k).family) != nullptr; }
+
+bool executor_evaluates(OpKind k) { return executor_runs(op_def(k).family); }
+
+std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
+                                       const std::vector<TensorData>& inputs) {
+  if (n.kind == OpKind::Constant) return {n.data};
+  const OpDef& def = op_def(n.kind);
+  if (executor_runs(def.family))
+    throw Error(op_tag(n.kind) + "is run by the executor, not by the reference interpreter");
+  const FamilyEval eval = family_eval(def.family);
+  if (!eval) throw Error(op_tag(n.kind) + "has no reference implementation");
+  ref::Ctx c{g, n, inputs, concrete_output_types(g, n, inputs)};
+  return eval(c);
 }
 
 }  // namespace tg::detail

@@ -20,4 +20,9 @@ std::vector<TensorType> concrete_output_types(const GraphImpl& g, const Node& n,
 std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
                                        const std::vector<TensorData>& inputs);
 
+/// Whether reference_eval evaluates op k (every op but those the executor runs itself).
+bool reference_evaluates(OpKind k);
+/// Whether the executor runs op k itself (sources, state, control flow).
+bool executor_evaluates(OpKind k);
+
 }  // namespace tg::detail

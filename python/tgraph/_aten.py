@@ -145,11 +145,40 @@ def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, out
             raise UnsupportedOp("[torch] conv_transpose3d has no tgraph op")
         d.output_padding = list(output_padding)
         y = g.conv_transpose2d(x, w, d)
+    elif nd == 3:
+        y = _conv3d_as_2d(c, x, w, stride, padding, dilation, groups)
     else:
-        y = g.conv3d(x, w, d) if nd == 3 else g.conv2d(x, w, d)
+        y = g.conv2d(x, w, d)
     if bias is not None:
         y = g.add(y, g.reshape(bias, [1, -1] + [1] * (y.rank - 2)))
     return g.squeeze(y, [2]) if nd == 1 else y
+
+
+def _conv3d_as_2d(c: _Ctx, x, w, stride, padding, dilation, groups):
+    """conv3d as one conv2d (the CPU's conv3d is the reference loop; conv2d runs oneDNN): each
+    output depth gathers its kd input depths into the channels ([N Do, G kd Cg, H, W]) and the
+    weights [O, Cg, kd, kh, kw] become [O, kd Cg, kh, kw] in that order."""
+    g = c.g
+    n, ch, depth, h, wd = x.shape
+    o, cg, kd, kh, kw = w.shape
+    sd, pd, dd = stride[0], padding[0], dilation[0]
+    do = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
+    xt = g.transpose(x, [0, 2, 1, 3, 4])  # [N, D, C, H, W]
+    if pd:
+        xt = g.pad(xt, [0, pd, 0, 0, 0], [0, pd, 0, 0, 0])
+    taps = [g.strided_slice(xt, tg.SliceDesc(begin=[0, t * dd, 0, 0, 0], end=[0, t * dd + (do - 1) * sd + 1, 0, 0, 0],
+                                             strides=[1, sd, 1, 1, 1], begin_mask=0b11101, end_mask=0b11101))
+            for t in range(kd)]
+    cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
+    cols = g.reshape(cols, [n * do, kd, groups, cg, h, wd])
+    cols = g.reshape(g.transpose(cols, [0, 2, 1, 3, 4, 5]), [n * do, groups * kd * cg, h, wd])
+    w2 = g.reshape(g.transpose(w, [0, 2, 1, 3, 4]), [o, kd * cg, kh, kw])
+    d = tg.ConvDesc(stride=list(stride[1:]), dilation=list(dilation[1:]),
+                    explicit_padding=[p for p in padding[1:] for _ in (0, 1)], groups=groups,
+                    data_layout="nchw", weights_layout="oihw")
+    y = g.conv2d(cols, w2, d)  # [N Do, O, Ho, Wo]
+    y = g.reshape(y, [n, do, o, y.shape[2], y.shape[3]])
+    return g.transpose(y, [0, 2, 1, 3, 4])
 
 
 def _affine(c: _Ctx, weight, bias, shape, dtype):
@@ -633,6 +662,224 @@ def _avg_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, ceil_mode, cou
     return c.g.avg_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, (1,), ceil_mode, count_include_pad))
 
 
+def _along_axis(c: _Ctx, x, axis: int, m: np.ndarray):
+    """x with axis `axis` mapped through the [n_in, n_out] matrix m (y[.., j, ..] = sum_i x[.., i, ..]
+    m[i, j]): a gather where every output reads one input with weight 1 (nearest neighbours),
+    else a matmul over that axis."""
+    g = c.g
+    n_in, n_out = m.shape
+    if n_in == n_out and np.array_equal(m, np.eye(n_in)):
+        return x
+    if np.all((m == 0) | (m == 1)) and np.all(m.sum(0) == 1):
+        idx = g.constant(np.argmax(m, 0).astype(np.int64))
+        return g.gather(x, idx, axis=axis)
+    before = int(np.prod(x.shape[:axis]))
+    after = int(np.prod(x.shape[axis + 1:]))
+    shape = list(x.shape)
+    shape[axis] = n_out
+    if after == 1:
+        y = g.matmul(g.reshape(x, [before, n_in]), g.constant(m.astype(np.float32), dtype=x.dtype))
+    else:
+        y = g.matmul(g.constant(np.ascontiguousarray(m.T).astype(np.float32), dtype=x.dtype),
+                     g.reshape(x, [before, n_in, after]))
+    return g.reshape(y, shape)
+
+
+def _separable(c: _Ctx, x, probe_axis: Callable[[int, int], torch.Tensor]):
+    """x through a linear map that acts on each spatial axis (dims 2..) on its own, as
+    interpolation and adaptive average pooling do: probe_axis(k, n) runs torch's own op on an
+    identity [n, 1, 2.., n, ..2] (axis k carries it, every other axis has size 2 in and out: torch's
+    antialiased kernels mishandle size 1) and gives that axis's matrix, so every mode, scale and
+    corner rule is torch's."""
+    y = c.cast(x, c.out_dtype or x.dtype)
+    nd = x.rank - 2
+    for k in range(nd):
+        n = x.shape[2 + k]
+        m = probe_axis(k, n)[(slice(None), 0) + tuple(slice(None) if j == k else 0 for j in range(nd))]
+        y = _along_axis(c, y, 2 + k, m.reshape(n, -1).double().numpy())
+    return y
+
+
+def _probe_input(k: int, n: int, nd: int) -> torch.Tensor:
+    """The identity along spatial axis k (see _separable): [n, 1, 2.., n, ..2]."""
+    eye = torch.eye(n, dtype=torch.float64).reshape([n, 1] + [n if j == k else 1 for j in range(nd)])
+    return eye.expand([n, 1] + [n if j == k else 2 for j in range(nd)]).contiguous()
+
+
+_INTERPOLATIONS = {  # packet -> spatial dims, whether it takes align_corners
+    "upsample_nearest1d": (1, False), "upsample_nearest2d": (2, False), "upsample_nearest3d": (3, False),
+    "_upsample_nearest_exact1d": (1, False), "_upsample_nearest_exact2d": (2, False),
+    "_upsample_nearest_exact3d": (3, False), "upsample_linear1d": (1, True), "upsample_bilinear2d": (2, True),
+    "upsample_trilinear3d": (3, True), "upsample_bicubic2d": (2, True), "_upsample_bilinear2d_aa": (2, True),
+    "_upsample_bicubic2d_aa": (2, True),
+}
+
+
+def _interpolate(c: _Ctx, x, output_size, *rest):
+    """Every F.interpolate mode (upsample_*, .vec or not): separable, torch's weights per axis."""
+    name = _packet_name(c.node.target)
+    nd, corners = _INTERPOLATIONS[name]
+    align = bool(rest[0]) if corners and rest else False
+    rest = rest[1:] if corners else rest
+    out = list(c.node.meta["val"].shape[2:])
+    if c.node.target._overloadname == "vec":
+        factors = rest[0] if rest else None
+        scales = [factors[k] if factors else None for k in range(nd)]
+    else:
+        scales = list(rest) + [None] * (nd - len(rest))
+    op = getattr(torch.ops.aten, name).default
+
+    def probe(k, n):
+        eye = _probe_input(k, n, nd)
+        o = [out[k] if j == k else 2 for j in range(nd)]
+        s = [scales[k] if j == k else None for j in range(nd)]
+        return op(eye, o, align, *s) if corners else op(eye, o, *s)
+    return _separable(c, x, probe)
+
+
+def _adaptive_avg_pool(c: _Ctx, x, output_size):
+    nd = x.rank - 2
+    op = {1: torch.ops.aten.adaptive_avg_pool1d, 2: torch.ops.aten._adaptive_avg_pool2d,
+          3: torch.ops.aten._adaptive_avg_pool3d}[nd].default
+    out = list(c.node.meta["val"].shape[2:])
+
+    def probe(k, n):
+        return op(_probe_input(k, n, nd), [out[k] if j == k else 2 for j in range(nd)])
+    return _separable(c, x, probe)
+
+
+def _adaptive_max_pool(c: _Ctx, x, output_size):
+    """(max, indices) over torch's adaptive windows [floor(i n / o), ceil((i + 1) n / o)), one
+    axis at a time (a box's maximum is the maximum of its rows' maxima): each axis gathers its
+    windows' taps (short windows repeat their last) and takes their maximum."""
+    if 1 in _used_outputs(c):
+        raise UnsupportedOp("[torch] adaptive max pooling's indices")
+    g = c.g
+    y = x
+    for k, o in enumerate(c.node.meta["val"][0].shape[2:]):
+        a, n = 2 + k, x.shape[2 + k]
+        starts = [(i * n) // o for i in range(o)]
+        ends = [-((-(i + 1) * n) // o) for i in range(o)]
+        taps = max(e - b for b, e in zip(starts, ends))
+        if taps == 1 and o == n:
+            continue
+        idx = np.array([[min(b + t, e - 1) for t in range(taps)] for b, e in zip(starts, ends)], np.int64)
+        v = g.gather(y, g.constant(idx.reshape(-1)), axis=a)
+        shape = list(y.shape[:a]) + [o, taps] + list(y.shape[a + 1:])
+        y = g.reduce_max(g.reshape(v, shape), [a + 1], False)
+    return (y, None)
+
+
+def _pool3d_as_2d(c: _Ctx, x, kernel, stride, padding, dilation, pool2d, ceil_mode, count_include_pad=False):
+    """A 3-D pooling as two 2-D ones (a box's maximum or average is separable, the divisor too):
+    over (H, W) with the depth folded into the channels, then over (D, 1)."""
+    g = c.g
+    three = lambda v, d: [int(e) for e in (list(v) * 3 if len(v) == 1 else list(v))] if v else d  # noqa: E731
+    k = three(kernel, None)
+    s = three(stride, k)
+    p = three(padding, [0, 0, 0])
+    dl = three(dilation, [1, 1, 1])
+    n, ch, d, h, w = x.shape
+    hw = pool2d(g.reshape(x, [n, ch * d, h, w]), _pool_desc(k[1:], s[1:], p[1:], dl[1:], ceil_mode,
+                                                            count_include_pad))
+    ho, wo = hw.shape[2], hw.shape[3]
+    y = pool2d(g.reshape(hw, [n, ch, d, ho * wo]), _pool_desc([k[0], 1], [s[0], 1], [p[0], 0], [dl[0], 1],
+                                                              ceil_mode, count_include_pad))
+    return g.reshape(y, [n, ch, y.shape[2], ho, wo])
+
+
+def _max_pool3d_with_indices(c: _Ctx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    if 1 in _used_outputs(c):
+        raise UnsupportedOp("[torch] max_pool3d's indices")
+    return (_pool3d_as_2d(c, x, kernel, stride, padding, dilation, c.g.max_pool2d, ceil_mode), None)
+
+
+def _avg_pool3d(c: _Ctx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    if divisor_override is not None:
+        raise UnsupportedOp("[torch] avg_pool3d with divisor_override")
+    return _pool3d_as_2d(c, x, kernel, stride, padding, (1,), c.g.avg_pool2d, ceil_mode, count_include_pad)
+
+
+_SCATTER_MODES = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
+
+
+def _scatter(c: _Ctx, x, dim, index, src, reduce=None, include_self=True):
+    """scatter / scatter_add / scatter_reduce: src (or a number) written along dim at index,
+    combined as `reduce` says; torch reads only the part of src that index covers."""
+    g = c.g
+    if reduce is not None and (reduce not in _SCATTER_MODES or not include_self):
+        raise UnsupportedOp(f"[torch] scatter with reduce={reduce!r}, include_self={include_self}")
+    idx_shape = list(index.shape)
+    if isinstance(src, tg.Tensor):
+        src = c.cast(src, x.dtype)
+        if list(src.shape) != idx_shape:
+            src = g.slice(src, [0] * src.rank, idx_shape)
+    else:
+        src = g.broadcast_to(c.tensor(src, x), idx_shape) if idx_shape else c.tensor(src, x)
+    mode = _SCATTER_MODES[reduce] if reduce is not None else "set"
+    return g.scatter_along_axis(x, index, src, dim % max(x.rank, 1), mode=mode)
+
+
+def _index_copy(c: _Ctx, x, dim, index, src):
+    return _index_put(c, x, [None] * (dim % x.rank) + [index], src)
+
+
+def _index_add(c: _Ctx, x, dim, index, src, alpha=1):
+    if alpha != 1:
+        src = c.g.mul(src, c.scalar(alpha, src))
+    return _index_put(c, x, [None] * (dim % x.rank) + [index], src, accumulate=True)
+
+
+def _grid_sampler_2d(c: _Ctx, x, grid, mode, padding_mode, align_corners):
+    """F.grid_sample on [N, C, H, W] with a grid [N, Ho, Wo, 2] (x, y in [-1, 1]): bilinear (0)
+    or nearest (1) sampling, zeros (0) or border (1) padding, as gathers over the flattened image
+    with the taps' weights; reflection padding and bicubic are left to torch."""
+    g = c.g
+    if mode not in (0, 1) or padding_mode not in (0, 1):
+        raise UnsupportedOp(f"[torch] grid_sampler_2d with mode {mode}, padding_mode {padding_mode}")
+    n, ch, h, w = x.shape
+    _, ho, wo, _ = grid.shape
+    gx, gy = [g.reshape(t, [n, 1, ho * wo]) for t in g.split(c.cast(grid, x.dtype), [1, 1], 3)]
+
+    def source(v, size):
+        one, s = c.scalar(1.0, v), float(size)
+        if align_corners:
+            p = g.mul(g.add(v, one), c.scalar((s - 1) / 2, v))
+        else:
+            p = g.mul(g.sub(g.mul(g.add(v, one), c.scalar(s, v)), one), c.scalar(0.5, v))
+        return g.clamp(p, c.scalar(0.0, v), c.scalar(s - 1, v)) if padding_mode == 1 else p
+
+    px, py = source(gx, w), source(gy, h)
+    flat = g.reshape(x, [n, ch, h * w])
+
+    def tap(ix, iy, weight):
+        """weight * x[iy, ix] where (ix, iy) is inside the image, 0 elsewhere (zeros padding)."""
+        inside = g.logical_and(g.logical_and(g.greater_equal(ix, c.scalar(0.0, ix)),
+                                             g.less_equal(ix, c.scalar(w - 1.0, ix))),
+                               g.logical_and(g.greater_equal(iy, c.scalar(0.0, iy)),
+                                             g.less_equal(iy, c.scalar(h - 1.0, iy))))
+        cx = g.clamp(ix, c.scalar(0.0, ix), c.scalar(w - 1.0, ix))
+        cy = g.clamp(iy, c.scalar(0.0, iy), c.scalar(h - 1.0, iy))
+        i = g.cast(g.add(g.mul(cy, c.scalar(float(w), cy)), cx), tg.i64)
+        v = g.gather_along_axis(flat, g.broadcast_to(i, [n, ch, ho * wo]), 2)
+        wgt = g.select(inside, weight, c.scalar(0.0, weight)) if weight is not None else \
+            g.cast(inside, x.dtype)
+        return g.mul(v, wgt)
+
+    if mode == 1:  # nearest: round half to even, as torch's nearbyint
+        y = tap(g.rint(px), g.rint(py), None)
+    else:
+        x0, y0 = g.floor(px), g.floor(py)
+        one = c.scalar(1.0, px)
+        x1, y1 = g.add(x0, one), g.add(y0, one)
+        wx1, wy1 = g.sub(px, x0), g.sub(py, y0)
+        wx0, wy0 = g.sub(one, wx1), g.sub(one, wy1)
+        y = g.add(g.add(tap(x0, y0, g.mul(wx0, wy0)), tap(x1, y0, g.mul(wx1, wy0))),
+                  g.add(tap(x0, y1, g.mul(wx0, wy1)), tap(x1, y1, g.mul(wx1, wy1))))
+    return g.reshape(y, [n, ch, ho, wo])
+
+
 def _no_op(c: _Ctx, *args, **kwargs):
     return None
 
@@ -691,6 +938,13 @@ _CONVERTERS: dict[str, Callable] = {
     "new_empty_strided": lambda c, x, size, stride, **kw: _empty(c, size), "index_put": _index_put,
     "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
     "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
+    **{name: _interpolate for name in _INTERPOLATIONS}, "_adaptive_avg_pool2d": _adaptive_avg_pool,
+    "_adaptive_avg_pool3d": _adaptive_avg_pool, "adaptive_avg_pool1d": _adaptive_avg_pool,
+    "adaptive_max_pool2d": _adaptive_max_pool, "adaptive_max_pool3d": _adaptive_max_pool,
+    "adaptive_max_pool1d": _adaptive_max_pool, "max_pool3d_with_indices": _max_pool3d_with_indices,
+    "avg_pool3d": _avg_pool3d, "scatter": _scatter, "scatter_add": lambda c, x, dim, index, src: _scatter(
+        c, x, dim, index, src, "add"), "scatter_reduce": _scatter, "index_copy": _index_copy,
+    "index_add": _index_add, "grid_sampler_2d": _grid_sampler_2d,
     # shape and indexing
     "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
         x, [d % x.rank for d in dims]) if x.rank else x,
@@ -709,6 +963,21 @@ _CONVERTERS: dict[str, Callable] = {
     "ones_like": lambda c, x, **kw: _full_like(c, x, 1), "zeros": lambda c, shape, **kw: _full(c, shape, 0),
     "ones": lambda c, shape, **kw: _full(c, shape, 1), "scalar_tensor": _scalar_tensor, "arange": _arange,
 }
+
+
+def _at(e: Exception, node: torch.fx.Node) -> Exception:
+    """e, marked with the node it was raised at (the partitioner leaves that node to PyTorch)."""
+    if getattr(e, "tg_node", None) is None:
+        e.tg_node = node.name
+    return e
+
+
+def convertible(node: torch.fx.Node) -> bool:
+    """Whether convert() has a converter for this node (it may still refuse its arguments)."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return True
+    name = _packet_name(node.target)
+    return name in _CONVERTERS or name == "dropout"
 
 
 def _packet_name(target) -> str:
@@ -782,14 +1051,16 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 continue
             name = _packet_name(node.target)
             if name in ("sym_size", "sym_numel"):
-                raise UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are static")
+                raise _at(UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are "
+                                        "static"), node)
             if name == "dropout" and not node.kwargs.get("train", node.args[2] if len(node.args) > 2 else False):
                 env[node.name] = value(node.args[0])  # eval-mode dropout: the identity
                 continue
             fn = _CONVERTERS.get(name)
             if fn is None:
-                raise UnsupportedOp(f"[torch] no converter for {node.target} (node {node.name}); "
-                                    f"{len(_CONVERTERS)} ATen ops are supported: see tgraph.torch._CONVERTERS")
+                raise _at(UnsupportedOp(f"[torch] no converter for {node.target} (node {node.name}); "
+                                        f"{len(_CONVERTERS)} ATen ops are supported: see tgraph.torch._CONVERTERS"),
+                          node)
             args = value(node.args)
             kwargs = {k: value(v) for k, v in node.kwargs.items() if k not in ("device", "layout", "pin_memory",
                                                                                  "memory_format", "non_blocking")}
@@ -800,15 +1071,16 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 kwargs.pop("dtype")
             try:
                 r = fn(c, *args, **kwargs)
-            except tg.Error:
-                raise
+            except tg.Error as e:
+                raise _at(e, node)
             except Exception as e:  # a converter's own mistake or an unhandled argument form
-                raise tg.Error(f"[torch] converting {node.target} (node {node.name}): {type(e).__name__}: {e}") from e
+                raise _at(tg.Error(f"[torch] converting {node.target} (node {node.name}): {type(e).__name__}: {e}"),
+                          node) from e
             v = node.meta.get("val")
             if isinstance(r, tg.Tensor) and isinstance(v, torch.Tensor):
                 if tuple(r.shape) != tuple(v.shape):
-                    raise tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
-                                   f"{tuple(v.shape)}")
+                    raise _at(tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
+                                       f"{tuple(v.shape)}"), node)
                 r = c.cast(r, tg_dtype(v.dtype))
             env[node.name] = r
         elif node.op == "output":

@@ -18,6 +18,9 @@ Tensors stay where they are: CUDA tensors run on the GPU through DLPack without 
 """
 from __future__ import annotations
 
+import operator
+import os
+import sys
 import threading
 from typing import Callable
 
@@ -27,8 +30,9 @@ from torch.utils.dlpack import to_dlpack as _to_capsule
 
 import tgraph as tg
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
-    _CONVERTERS, Converted, UnsupportedOp, _packet_name, convert, tg_dtype,
+    _CONVERTERS, Converted, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
 )
+from tgraph._decomp import decompositions
 
 __all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp"]
 
@@ -172,7 +176,12 @@ class TorchModule(torch.nn.Module):
         if len(tensors) != len(user):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
         types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
-        g, feeds, outs, _, random = convert(ep.graph, user, constants, types)
+        try:
+            g, feeds, outs, _, random = convert(ep.graph, user, constants, types)
+        except tg.Error as e:
+            if getattr(e, "tg_node", None) is None or _strict():
+                raise
+            return self._through_dynamo()  # partitioned there: the ops tgraph cannot take run in torch
         # the export also returns the new values of buffers the module mutates: inference keeps
         # the module's buffers as they are, and returns the user's outputs only
         kinds = [s.kind for s in sig.output_specs]
@@ -197,16 +206,16 @@ def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """A torch.compile backend: torch.compile(model, backend=tgraph.torch.backend) or
-    backend="tgraph". The graph TorchDynamo hands over is lowered to core ATen and compiled for
-    each concrete signature it is called with (dynamic sizes arrive as ints and are specialised:
-    one executable per size, as tgraph.torch.compile does)."""
-    from torch._decomp import core_aten_decompositions
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    def lower(inputs):
-        with torch.no_grad():
-            return make_fx(gm, decomposition_table=core_aten_decompositions())(*inputs)
-    return _per_signature(lower)
+    backend="tgraph", for inference. AOTAutograd functionalises and decomposes the graph
+    TorchDynamo hands over (in-place ops, eval-mode batch norm and torch's fused fast paths
+    arrive as core ATen; mutated buffers are written back by its wrapper), traced without
+    gradients, and tgraph compiles the result for each concrete signature it is called with
+    (dynamic sizes arrive as ints and are specialised, as tgraph.torch.compile does). Ops tgraph
+    cannot take are left to PyTorch (_Partitioned)."""
+    from torch._dynamo.backends.common import aot_autograd
+    compiler = aot_autograd(fw_compiler=_compile_aten, decompositions=decompositions())
+    with torch.no_grad():
+        return compiler(gm, example_inputs)
 
 
 def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False):
@@ -234,24 +243,155 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
     return run, not isinstance(out_struct, (list, tuple))
 
 
-def _per_signature(lower: Callable[[list], torch.fx.GraphModule], boxed_arity: int | None = None,
-                   free_layouts: bool = False) -> Callable:
+def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: bool = False) -> Callable:
     """A callable that compiles lower(inputs)'s ATen graph once per concrete signature (shapes,
-    dtypes, devices, non-tensor values) and runs it. boxed_arity: the graph's input count, so a
-    single list argument (AOTAutograd's boxed convention) is unpacked. free_layouts: see
-    _compile_graph."""
+    dtypes, devices, non-tensor values) and runs it; it takes its inputs as one list
+    (AOTAutograd's boxed convention, `_boxed_call`). free_layouts: see _compile_graph."""
     cache: dict = {}
 
-    def call(*inputs):
-        if boxed_arity is not None and len(inputs) == 1 and isinstance(inputs[0], list) and boxed_arity != 1:
-            inputs = tuple(inputs[0])
+    def call(args: list):
+        inputs = list(args)
         key = _signature(inputs)
-        if key not in cache:
-            cache[key] = _compile_graph(lower(list(inputs)), list(inputs), free_layouts)
-        run, single = cache[key]
-        r = run([t for t in inputs if isinstance(t, torch.Tensor)])
-        return r[0] if single else tuple(r)
+        run = cache.get(key)
+        if run is None:
+            run, out = _first_run(lower(inputs), inputs, free_layouts)
+            cache[key] = run
+            return out
+        return run(inputs)
+    call._boxed_call = True
     return call
+
+
+def _strict() -> bool:
+    """TGRAPH_TORCH_STRICT=1: an op tgraph cannot take is an error instead of running in torch."""
+    return os.environ.get("TGRAPH_TORCH_STRICT", "0") not in ("", "0")
+
+
+def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool) -> Callable:
+    compiled, single = _compile_graph(gm, inputs, free_layouts)
+
+    def run(ins):
+        r = compiled([t for t in ins if isinstance(t, torch.Tensor)])
+        return r[0] if single else tuple(r)
+    return run
+
+
+def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
+    """(run, its first result): the whole graph in one tgraph executable, or, where it has ops
+    tgraph cannot take (no converter, or a converter that refuses its arguments), the graph
+    partitioned around them (_Partitioned). Found by converting: each refusal names its node,
+    which joins the ones left to torch, and the graph is partitioned again."""
+    left = {n.name for n in gm.graph.nodes if not convertible(n)}
+    while True:
+        try:
+            if left and _strict():
+                bad = next(n for n in gm.graph.nodes if n.name in left)
+                raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name}); TGRAPH_TORCH_STRICT "
+                                    "is set")
+            _with_view_sources(gm, left)
+            run = _whole(gm, inputs, free_layouts) if not left else _Partitioned(gm, left)
+            out = run(inputs)
+        except tg.Error as e:
+            node = getattr(e, "tg_node", None)
+            if node is None or node in left or _strict():
+                raise
+            left.add(node)
+            continue
+        if left:
+            _report(gm, left)
+        return run, out
+
+
+_VIEWS = {"t", "transpose", "permute", "expand", "slice", "select", "view", "_unsafe_view", "alias", "diagonal",
+          "unsqueeze", "squeeze", "unfold", "narrow", "detach", "as_strided", "_reshape_alias", "view_as_real",
+          "view_as_complex"}
+
+
+def _with_view_sources(gm: torch.fx.GraphModule, left: set) -> None:
+    """Adds to `left` the chain of views an as_strided left to torch reads through: it reads its
+    input's storage, which is the original's only when torch made the views too (a tensor that
+    comes back from tgraph is contiguous)."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    todo = [nodes[name] for name in left if name in nodes and "as_strided" in str(nodes[name].target)]
+    while todo:
+        src = todo.pop().args[0] if todo[-1].args else None
+        if isinstance(src, torch.fx.Node) and src.op == "call_function" and src.name not in left and \
+                _packet_name(src.target) in _VIEWS:
+            left.add(src.name)
+            todo.append(src)
+
+
+_REPORTED: set = set()
+
+
+def _report(gm: torch.fx.GraphModule, left: set) -> None:
+    """One line per model (per distinct set of ops) naming the ops left to PyTorch."""
+    counts: dict = {}
+    for n in gm.graph.nodes:
+        if n.name in left and n.op == "call_function" and n.target is not operator.getitem:
+            counts[str(n.target)] = counts.get(str(n.target), 0) + 1
+    line = "tgraph: left to PyTorch: " + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in
+                                                   sorted(counts.items()))
+    if line not in _REPORTED:
+        _REPORTED.add(line)
+        print(line, file=sys.stderr)
+
+
+class _Part(torch.nn.Module):
+    """One region of a partitioned graph that runs in tgraph, compiled per signature; a region
+    tgraph fails to compile for a reason no node names runs in torch (and says so)."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__()
+        self.gm = gm
+        self.cache: dict = {}
+
+    def forward(self, *inputs):
+        key = _signature(inputs)
+        run = self.cache.get(key)
+        if run is None:
+            try:
+                run = _whole(self.gm, list(inputs), False)
+            except tg.Error as e:
+                if getattr(e, "tg_node", None) is not None or _strict():
+                    raise  # _first_run partitions again without that node
+                print(f"tgraph: a region of {len(self.gm.graph.nodes)} nodes runs in PyTorch: {e}", file=sys.stderr)
+                run = lambda ins: self.gm(*ins)  # noqa: E731
+            self.cache[key] = run
+        return run(list(inputs))
+
+
+class _Partitioned:
+    """An ATen graph with ops tgraph cannot take (`left`, by node name): torch.fx's
+    CapabilityBasedPartitioner gathers the others into regions that each run as one tgraph
+    executable (_Part), and the graph between them runs in PyTorch."""
+
+    def __init__(self, gm: torch.fx.GraphModule, left: set):
+        from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+        from torch.fx.passes.operator_support import OperatorSupportBase
+
+        graph = torch.fx.Graph()
+        out, _ = graph.graph_copy(gm.graph, {}, return_output_node=True)
+        graph.output(out)
+        copy = torch.fx.GraphModule(gm, graph)
+
+        class Support(OperatorSupportBase):
+            def is_node_supported(self, submodules, node):
+                if node.op != "call_function" or node.name in left:
+                    return False
+                if node.target is operator.getitem:  # of a tuple torch computes: torch reads it
+                    src = node.args[0]
+                    return not (isinstance(src, torch.fx.Node) and src.name in left)
+                return True
+
+        partitioner = CapabilityBasedPartitioner(copy, Support(), allows_single_node_partition=True)
+        self.gm = partitioner.fuse_partitions(partitioner.propose_partitions())
+        for node in self.gm.graph.nodes:
+            if node.op == "call_module":
+                setattr(self.gm, node.target, _Part(getattr(self.gm, node.target)))
+
+    def __call__(self, inputs: list):
+        return self.gm(*inputs)
 
 
 def _torch_precision() -> str:
@@ -262,10 +402,9 @@ def _torch_precision() -> str:
 
 
 def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list, free_layouts: bool = False) -> Callable:
-    """Compiles an ATen graph as AOTAutograd hands it over (forward or backward): every
-    placeholder an input, one executable per concrete signature."""
-    arity = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
-    return _per_signature(lambda inputs: gm, boxed_arity=arity, free_layouts=free_layouts)
+    """Compiles an ATen graph as AOTAutograd hands it over (inference, forward or backward):
+    every placeholder an input, one executable per concrete signature, boxed arguments."""
+    return _per_signature(lambda inputs: gm, free_layouts=free_layouts)
 
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -282,10 +421,8 @@ def _attr(gm: torch.nn.Module, target: str):
 
 
 def _training_backend():
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
-    return aot_autograd(fw_compiler=_compile_forward, bw_compiler=_compile_aten,
-                        decompositions=core_aten_decompositions())
+    return aot_autograd(fw_compiler=_compile_forward, bw_compiler=_compile_aten, decompositions=decompositions())
 
 
 def training_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

@@ -1,0 +1,344 @@
+"""Coverage of the PyTorch frontend: every model in torchvision.models.list_models() and a set of
+transformers architectures from reduced configs, random weights, eval mode, CPU, f32, through
+tgraph.torch.compile ("compile") and torch.compile(backend="tgraph") ("backend"), each against
+eager (max |got - want| <= 1e-4 * max |want|, every floating output). Prints a table:
+
+    model | entry point | pass / partitioned / fail / skip | why | first-call seconds
+
+"partitioned": it ran and matched, with the ops named left to PyTorch. Each model runs in a
+subprocess of its own with a time limit (a model that hangs or crashes fails alone).
+
+    PYTHONPATH=build-py/python python3 bench/torch_coverage.py                 # everything
+    PYTHONPATH=build-py/python python3 bench/torch_coverage.py resnet18 bert   # names containing these
+    ... --family torchvision|transformers --timeout 600 --markdown out.md --jsonl results.jsonl
+
+Not part of `make test`: the whole run takes hours on 2 CPU cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+# Too large for a 2-core CPU run in minutes (random init alone of 300M-650M parameters, and
+# their f32 weights copied into the graph twice): listed, skipped, said so in the table.
+TOO_LARGE = {"vit_h_14", "vit_l_16", "vit_l_32", "regnet_y_128gf", "regnet_y_32gf", "regnet_x_32gf",
+             "regnet_y_16gf", "regnet_x_16gf", "resnext101_64x4d", "efficientnet_b7", "efficientnet_v2_l",
+             "convnext_large", "swin3d_b", "mvit_v1_b", "mvit_v2_s", "vgg19_bn", "vgg19", "vgg16", "vgg16_bn",
+             "wide_resnet101_2", "swin_v2_b", "swin_b"}
+# image size each family needs at least (fixed position embeddings, downsampling depth)
+IMAGE = {"vit_": 224, "maxvit_t": 224, "inception_v3": 75, "googlenet": 64, "swin_v2": 64, "efficientnet_b": 64}
+
+
+# ---- models -----------------------------------------------------------------------------------
+
+def torchvision_models() -> list[str]:
+    import torchvision
+    return torchvision.models.list_models()
+
+
+def build_torchvision(name: str):
+    """(model, args, kwargs) with small inputs where the model allows."""
+    import torch
+    import torchvision
+    tm = torchvision.models
+    fam = ("segmentation" if name in tm.list_models(module=tm.segmentation) else
+           "detection" if name in tm.list_models(module=tm.detection) else
+           "video" if name in tm.list_models(module=tm.video) else
+           "optical_flow" if name in tm.list_models(module=tm.optical_flow) else
+           "quantization" if name in tm.list_models(module=tm.quantization) else "classification")
+    kw = {"weights": None}
+    if fam == "classification":
+        kw["num_classes"] = 10
+        if name in ("googlenet", "inception_v3"):
+            kw["aux_logits"] = False
+            kw["init_weights"] = True
+        size = next((s for p, s in IMAGE.items() if name.startswith(p)), 64)
+        model = tm.get_model(name, **kw)
+        return model, (torch.randn(1, 3, size, size),), {}
+    if fam == "segmentation":
+        model = tm.get_model(name, weights_backbone=None, num_classes=5, **kw)
+        return model, (torch.randn(1, 3, 64, 64),), {}
+    if fam == "detection":
+        extra = {"num_classes": 3, "weights_backbone": None}
+        if name.startswith("keypointrcnn"):
+            extra["num_keypoints"] = 5
+        model = tm.get_model(name, **extra, **kw)
+        return model, ([torch.rand(3, 128, 128)],), {}
+    if fam == "video":
+        model = tm.get_model(name, num_classes=10, **kw)
+        frames, size = (8, 64) if not name.startswith(("mvit", "s3d")) else (16, 224) if name.startswith("mvit") else (8, 112)
+        return model, (torch.randn(1, 3, frames, size, size),), {}
+    if fam == "optical_flow":
+        model = tm.get_model(name, **kw)
+        return model, (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128)), {"num_flow_updates": 2}
+    model = tm.get_model(name, quantize=False, **kw)  # the float model a quantized one starts from
+    size = 75 if "inception" in name else 64
+    return model, (torch.randn(1, 3, size, size),), {}
+
+
+def _hf(cls_name: str, cfg_name: str, inputs: str, **cfg):
+    return {"model": cls_name, "config": cfg_name, "inputs": inputs, "cfg": cfg}
+
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=120,
+             max_position_embeddings=64)
+VISION = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32,
+              patch_size=8, num_channels=3)
+AUDIO = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+             num_conv_pos_embedding_groups=4, vocab_size=32)
+HF = {
+    # encoders
+    "bert": _hf("BertModel", "BertConfig", "ids+mask", **SMALL),
+    "roberta": _hf("RobertaModel", "RobertaConfig", "ids+mask", **SMALL),
+    "distilbert": _hf("DistilBertModel", "DistilBertConfig", "ids+mask", dim=32, n_layers=2, n_heads=4,
+                      hidden_dim=64, vocab_size=120, max_position_embeddings=64),
+    "albert": _hf("AlbertModel", "AlbertConfig", "ids+mask", embedding_size=16, **SMALL),
+    "electra": _hf("ElectraModel", "ElectraConfig", "ids+mask", embedding_size=16, **SMALL),
+    "deberta_v2": _hf("DebertaV2Model", "DebertaV2Config", "ids+mask", **SMALL),
+    "mpnet": _hf("MPNetModel", "MPNetConfig", "ids+mask", **SMALL),
+    # decoders
+    "gpt2": _hf("GPT2Model", "GPT2Config", "ids", n_embd=32, n_layer=2, n_head=4, vocab_size=120, n_positions=64,
+               bos_token_id=0, eos_token_id=0),
+    "llama": _hf("LlamaModel", "LlamaConfig", "ids", num_key_value_heads=2, **SMALL),
+    "mistral": _hf("MistralModel", "MistralConfig", "ids", num_key_value_heads=2, **SMALL),
+    "qwen2": _hf("Qwen2Model", "Qwen2Config", "ids", num_key_value_heads=2, **SMALL),
+    "gemma": _hf("GemmaModel", "GemmaConfig", "ids", num_key_value_heads=2, head_dim=8, **SMALL),
+    "phi": _hf("PhiModel", "PhiConfig", "ids", **SMALL),
+    "gpt_neox": _hf("GPTNeoXModel", "GPTNeoXConfig", "ids", **SMALL),
+    "opt": _hf("OPTModel", "OPTConfig", "ids", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+               ffn_dim=64, vocab_size=120, max_position_embeddings=64, word_embed_proj_dim=32),
+    "bloom": _hf("BloomModel", "BloomConfig", "ids", hidden_size=32, n_layer=2, n_head=4, vocab_size=120),
+    "falcon": _hf("FalconModel", "FalconConfig", "ids", **SMALL),
+    # encoder-decoders
+    "t5": _hf("T5Model", "T5Config", "seq2seq", d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+              vocab_size=120),
+    "bart": _hf("BartModel", "BartConfig", "seq2seq", d_model=32, encoder_layers=2, decoder_layers=2,
+                encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                vocab_size=120, max_position_embeddings=64),
+    "marian": _hf("MarianModel", "MarianConfig", "seq2seq", d_model=32, encoder_layers=2, decoder_layers=2,
+                  encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                  vocab_size=120, max_position_embeddings=64, pad_token_id=0, decoder_start_token_id=0),
+    "pegasus": _hf("PegasusModel", "PegasusConfig", "seq2seq", d_model=32, encoder_layers=2, decoder_layers=2,
+                   encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                   vocab_size=120, max_position_embeddings=64),
+    # vision
+    "vit": _hf("ViTModel", "ViTConfig", "pixels32", **VISION),
+    "deit": _hf("DeiTModel", "DeiTConfig", "pixels32", **VISION),
+    "beit": _hf("BeitModel", "BeitConfig", "pixels32", **VISION),
+    "swin": _hf("SwinModel", "SwinConfig", "pixels32", image_size=32, patch_size=2, embed_dim=16, depths=[1, 1],
+                num_heads=[2, 4], window_size=4),
+    "convnext": _hf("ConvNextModel", "ConvNextConfig", "pixels32", hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1]),
+    "resnet_hf": _hf("ResNetModel", "ResNetConfig", "pixels32", embedding_size=16, hidden_sizes=[16, 32, 64, 128],
+                     depths=[1, 1, 1, 1]),
+    "segformer": _hf("SegformerModel", "SegformerConfig", "pixels32", hidden_sizes=[16, 32, 48, 64],
+                     num_attention_heads=[1, 2, 2, 4], depths=[1, 1, 1, 1], decoder_hidden_size=32),
+    "mobilevit": _hf("MobileViTModel", "MobileViTConfig", "pixels32", image_size=32, hidden_sizes=[16, 24, 32],
+                     neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]),
+    # audio
+    "wav2vec2": _hf("Wav2Vec2Model", "Wav2Vec2Config", "audio", **AUDIO),
+    "hubert": _hf("HubertModel", "HubertConfig", "audio", **AUDIO),
+    "whisper": _hf("WhisperModel", "WhisperConfig", "whisper", d_model=32, encoder_layers=2, decoder_layers=2,
+                   encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                   vocab_size=120, num_mel_bins=16, max_source_positions=32, max_target_positions=32,
+                   pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
+}
+
+
+def build_transformers(name: str):
+    import torch
+    import transformers
+    spec = HF[name]
+    cfg = getattr(transformers, spec["config"])(**spec["cfg"])
+    model = getattr(transformers, spec["model"])(cfg)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 100, (2, 8), generator=g)
+    kind = spec["inputs"]
+    if kind == "ids":
+        return model, (), {"input_ids": ids}
+    if kind == "ids+mask":
+        mask = torch.ones(2, 8, dtype=torch.long)
+        mask[1, 6:] = 0
+        return model, (), {"input_ids": ids, "attention_mask": mask}
+    if kind == "seq2seq":
+        return model, (), {"input_ids": ids, "decoder_input_ids": torch.randint(3, 100, (2, 5), generator=g)}
+    if kind == "pixels32":
+        return model, (), {"pixel_values": torch.randn(2, 3, 32, 32, generator=g)}
+    if kind == "audio":
+        return model, (), {"input_values": torch.randn(2, 800, generator=g)}
+    if kind == "whisper":
+        return model, (), {"input_features": torch.randn(1, 16, 64, generator=g),
+                           "decoder_input_ids": torch.randint(3, 100, (1, 5), generator=g)}
+    raise ValueError(kind)
+
+
+# ---- one model, in a subprocess ----------------------------------------------------------------
+
+def _tensors(out) -> list:
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _compare(got, want) -> str | None:
+    """None when every floating output matches, else why not."""
+    import torch
+    g, w = _tensors(got), _tensors(want)
+    if len(g) != len(w):
+        return f"{len(g)} outputs, eager has {len(w)}"
+    for i, (a, b) in enumerate(zip(g, w)):
+        if a.shape != b.shape:
+            return f"output {i}: shape {tuple(a.shape)}, eager {tuple(b.shape)}"
+        if b.is_floating_point():
+            scale = float(b.abs().max()) if b.numel() else 0.0
+            err = float((a.float() - b.float()).abs().max()) if b.numel() else 0.0
+            if not err <= 1e-4 * scale + 1e-6:
+                return f"output {i}: max error {err:.2e} against max {scale:.2e}"
+        elif not torch.equal(a, b):
+            return f"output {i}: integer values differ"
+    return None
+
+
+def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
+    import torch
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    import tgraph.torch as tgt
+    left: list[str] = []
+    real_report = tgt._report
+
+    def report(gm, names):
+        real_report(gm, names)
+        counts: dict = {}
+        for n in gm.graph.nodes:
+            if n.name in names and n.op == "call_function" and "getitem" not in str(n.target):
+                counts[str(n.target)] = 1
+        left.extend(k for k in counts if k not in left)
+    tgt._report = report
+    torch.manual_seed(0)
+    model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
+    model.eval()
+    with torch.no_grad():
+        want = model(*args, **kwargs)
+    rows = []
+    for entry in entries:
+        left.clear()
+        torch._dynamo.reset()
+        row = {"model": name, "family": family, "entry": entry}
+        try:
+            fast = tgt.compile(model) if entry == "compile" else torch.compile(model, backend="tgraph", dynamic=False)
+            t = time.time()
+            with torch.no_grad():
+                got = fast(*args, **kwargs)
+            row["first_call_s"] = round(time.time() - t, 2)
+            why = _compare(got, want)
+            if why:
+                row.update(status="fail", why="mismatch: " + why)
+            elif left:
+                row.update(status="partitioned", why="left to PyTorch: " + ", ".join(left))
+            else:
+                row.update(status="pass", why="")
+            if entry == "compile" and isinstance(fast, tgt.TorchModule) and any(
+                    spec is None for _, spec in fast._cache.values()):
+                row["why"] = (row["why"] + "; " if row["why"] else "") + "torch.export refused: ran through TorchDynamo"
+        except Exception as e:  # noqa: BLE001  (the table says why)
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            row.update(status="fail", why=f"{type(e).__name__}: {msg}"[:300])
+        rows.append(row)
+    return rows
+
+
+# ---- the driver ----------------------------------------------------------------------------------
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="run only models whose name contains one of these")
+    ap.add_argument("--family", choices=["torchvision", "transformers"])
+    ap.add_argument("--entry", choices=["compile", "backend", "both"], default="both")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per model (both entry points)")
+    ap.add_argument("--jsonl", help="append each result here as it comes")
+    ap.add_argument("--markdown", help="write the table here")
+    ap.add_argument("--include-large", action="store_true", help="also the models in TOO_LARGE")
+    ap.add_argument("--one", nargs=2, metavar=("FAMILY", "NAME"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    entries = ["compile", "backend"] if a.entry == "both" else [a.entry]
+    if a.one:
+        for row in run_one(a.one[0], a.one[1], entries):
+            print("RESULT " + json.dumps(row), flush=True)
+        return
+    todo = []
+    if a.family in (None, "torchvision"):
+        todo += [("torchvision", n) for n in torchvision_models()]
+    if a.family in (None, "transformers"):
+        todo += [("transformers", n) for n in HF]
+    if a.names:
+        todo = [(f, n) for f, n in todo if any(s in n for s in a.names)]
+    rows = []
+    for fam, name in todo:
+        if name in TOO_LARGE and not a.include_large:
+            got = [{"model": name, "family": fam, "entry": e, "status": "skip",
+                    "why": "too large for a 2-core CPU run (--include-large runs it)"} for e in entries]
+        else:
+            t = time.time()
+            try:
+                p = subprocess.run([sys.executable, __file__, "--one", fam, name, "--entry", a.entry],
+                                   capture_output=True, text=True, timeout=a.timeout)
+                got = [json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+                if not got:
+                    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+                    got = [{"model": name, "family": fam, "entry": e, "status": "fail",
+                            "why": f"the run died (exit {p.returncode}): {tail}"[:300]} for e in entries]
+            except subprocess.TimeoutExpired:
+                got = [{"model": name, "family": fam, "entry": e, "status": "fail",
+                        "why": f"over the {a.timeout} s limit"} for e in entries]
+            for r in got:
+                r.setdefault("wall_s", round(time.time() - t, 1))
+        for r in got:
+            print(_line(r), flush=True)
+            if a.jsonl:
+                with open(a.jsonl, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+        rows += got
+    print(summary(rows))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(rows))
+
+
+def _line(r: dict) -> str:
+    t = f"{r['first_call_s']:.1f}" if "first_call_s" in r else "-"
+    return f"{r['model']:<40} {r['entry']:<8} {r['status']:<12} {t:>7}  {r.get('why', '')}"
+
+
+def summary(rows: list[dict]) -> str:
+    out = []
+    for entry in sorted({r["entry"] for r in rows}):
+        rs = [r for r in rows if r["entry"] == entry]
+        counts = {s: sum(r["status"] == s for r in rs) for s in ("pass", "partitioned", "fail", "skip")}
+        ran = len(rs) - counts["skip"]
+        out.append(f"{entry}: {len(rs)} models, " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
+                   (f"; entirely in tgraph: {counts['pass']}/{ran} ({100 * counts['pass'] / ran:.0f}%)" if ran else ""))
+    return "\n".join(out)
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| model | family | entry point | result | first call (s) | why |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        t = f"{r['first_call_s']:.1f}" if "first_call_s" in r else "-"
+        why = r.get("why", "").replace("|", "\\|")
+        lines.append(f"| {r['model']} | {r['family']} | {r['entry']} | {r['status']} | {t} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1031,7 +1031,7 @@ tg::OnnxValueForm sequence_of(size_t n) {
 
 // Split, insert, erase, read back and concatenate: the sequence is a list of values while
 // importing; its length and the positions are constants.
-TEST(OnnxImport, SequenceOpsAreHeldAtImportTime) {
+ModelBuilder sequence_ops_model() {
   ModelBuilder b(17);
   b.input("x", {2, 6});
   b.input("y", {2, 2});
@@ -1048,7 +1048,11 @@ TEST(OnnxImport, SequenceOpsAreHeldAtImportTime) {
   ModelBuilder::attr_i(st, "axis", 0);
   ModelBuilder::attr_i(st, "new_axis", 1);
   for (const char* o : {"len", "last", "cat", "stacked"}) b.output(o);
-  auto m = b.import();
+  return b;
+}
+
+TEST(OnnxImport, SequenceOpsAreHeldAtImportTime) {
+  auto m = sequence_ops_model().import();
   TensorData x = TensorData::from_floats({2, 6}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   TensorData y = TensorData::from_floats({2, 2}, {-1, -2, -3, -4});
   auto r = run(m, {x, y});
@@ -1138,7 +1142,7 @@ TEST(OnnxImport, DynamicSequencePositionsAreClearErrors) {
 }
 
 // Two trees (legacy encoding), SUM with a base value; NaN follows missing_value_tracks_true.
-TEST(OnnxImport, TreeEnsembleRegressorWalksEveryTree) {
+ModelBuilder tree_regressor_model() {
   ModelBuilder b(17);
   b.input("X", {4, 2});
   auto* n = ml_node(b, "TreeEnsembleRegressor", {"X"}, {"Y"});
@@ -1157,13 +1161,17 @@ TEST(OnnxImport, TreeEnsembleRegressorWalksEveryTree) {
   attr_floats(n, "target_weights", {3, 1, 2, 0.5f});
   attr_floats(n, "base_values", {0.25f});
   b.output("Y");
-  auto r = run(b.import(), {TensorData::from_floats({4, 2}, {0, -1, 0, 1, 1, 0, NAN, 5})});
+  return b;
+}
+
+TEST(OnnxImport, TreeEnsembleRegressorWalksEveryTree) {
+  auto r = run(tree_regressor_model().import(), {TensorData::from_floats({4, 2}, {0, -1, 0, 1, 1, 0, NAN, 5})});
   EXPECT_EQ(r[0].shape(), tg::Shape({4, 1}));
   expect_values(r[0], {1.75, 2.75, 3.75, 2.75});
 }
 
 // TreeEnsemble (ai.onnx.ml 5): a set-membership node, leaves in their own list.
-TEST(OnnxImport, TreeEnsembleWithSetMembership) {
+ModelBuilder tree_ensemble_model() {
   ModelBuilder b(21);
   b.input("X", {4, 2});
   auto* n = ml_node(b, "TreeEnsemble", {"X"}, {"Y"}, 5);
@@ -1179,12 +1187,16 @@ TEST(OnnxImport, TreeEnsembleWithSetMembership) {
   ModelBuilder::attr_ints(n, "leaf_targetids", {0, 0, 0});
   attr_tensor(n, "leaf_weights", onnx::TensorProto::FLOAT, {10, 20, 30});
   b.output("Y");
-  auto r = run(b.import(), {TensorData::from_floats({4, 2}, {1, 9, 3, 0, 2, 0, 2, 1})});
+  return b;
+}
+
+TEST(OnnxImport, TreeEnsembleWithSetMembership) {
+  auto r = run(tree_ensemble_model().import(), {TensorData::from_floats({4, 2}, {1, 9, 3, 0, 2, 0, 2, 1})});
   expect_values(r[0], {10, 10, 20, 30});
 }
 
 // LinearClassifier labels and scores; Normalizer; numeric LabelEncoder.
-TEST(OnnxImport, ScikitLearnStyleModels) {
+ModelBuilder sklearn_model() {
   ModelBuilder b(17);
   b.input("X", {3, 2});
   b.input("K", {3}, onnx::TensorProto::INT64);
@@ -1198,12 +1210,48 @@ TEST(OnnxImport, ScikitLearnStyleModels) {
   attr_floats(le, "values_floats", {0.5f, 1.5f});
   ModelBuilder::attr_f(le, "default_float", 9.f);
   for (const char* o : {"label", "scores", "l2", "mapped"}) b.output(o);
-  auto r = run(b.import(), {TensorData::from_floats({3, 2}, {2, 1, 0, 3, 0, 0}),
+  return b;
+}
+
+TEST(OnnxImport, ScikitLearnStyleModels) {
+  auto r = run(sklearn_model().import(), {TensorData::from_floats({3, 2}, {2, 1, 0, 3, 0, 0}),
                             TensorData::from_vector(tg::Shape({3}), tg::DType::i64, {2, 1, 7})});
   expect_values(r[0], {10, 20, 10});  // the last row's scores tie at 0: the first class
   expect_values(r[1], {2, 1, -3, 0, 3, -3, 0, 0, 0});
   expect_values(r[2], {2 / std::sqrt(5.0), 1 / std::sqrt(5.0), 0, 1, 0, 0});
   expect_values(r[3], {1.5, 0.5, 9});
+}
+
+// The sequence and ai.onnx.ml models above with random integer attributes (child and feature
+// ids, target ids, positions, axes...) and random data: an error is fine, a crash is not.
+TEST(OnnxImport, SequenceAndMlModelsWithMutatedAttributesFailCleanly) {
+  std::mt19937 rng(26);
+  int imported = 0, total = 0;
+  for (auto make : {sequence_ops_model, tree_regressor_model, tree_ensemble_model, sklearn_model}) {
+    const std::string bytes = make().bytes();
+    for (int k = 0; k < 60; ++k) {
+      onnx::ModelProto m;
+      ASSERT_TRUE(m.ParseFromString(bytes));
+      for (auto& n : *m.mutable_graph()->mutable_node())
+        for (auto& a : *n.mutable_attribute()) {
+          if (rng() % 3 == 0) a.set_i(static_cast<int64_t>(rng() % 9) - 4);
+          for (int i = 0; i < a.ints_size(); ++i)
+            if (rng() % 3 == 0) a.set_ints(i, static_cast<int64_t>(rng() % 9) - 4);
+          if (a.ints_size() && rng() % 8 == 0) a.mutable_ints()->RemoveLast();
+        }
+      ++total;
+      try {
+        tg::OnnxModel om = tg::import_onnx_bytes(m.SerializeAsString());
+        ++imported;
+        std::vector<TensorData> in;
+        for (const auto& t : om.input_types)
+          in.push_back(TensorData::uniform(t.shape, -3, 3, t.dtype, static_cast<uint64_t>(k)));
+        run(om, in);
+      } catch (const tg::Error&) {
+      }
+    }
+  }
+  std::printf("%d of %d mutated sequence / ai.onnx.ml models imported\n", imported, total);
 }
 
 // Strings: tgraph has no string dtype; the op that needs them is named.

@@ -43,12 +43,12 @@ std::vector<double> doubles_attr(const Ctx& c, const std::string& name, const st
   c.fail(what + " are strings; tgraph has no string dtype, so string labels are not supported");
 }
 
-// A [N, C] view of the features (a 1-D input is one sample), in f64.
-Tensor features(Ctx& c, int i) {
+// A [N, C] view of the features (a 1-D input is one sample), in f64 unless `keep` says its own dtype.
+Tensor features(Ctx& c, int i, bool keep = false) {
   Tensor x = c.in(i);
   require_rank(c, x, 1, 2, "X");
   if (x.rank() == 1) x = c.g.reshape(x, {1, -1});
-  return c.g.cast(x, DType::f64);
+  return keep ? x : c.g.cast(x, DType::f64);
 }
 
 // ONNX-ML post transforms of a score matrix [N, C] (f64).
@@ -303,12 +303,33 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
     if (f.mode[i] != 7 && (f.feature[i] < 0 || (x.shape()[1] >= 0 && f.feature[i] >= x.shape()[1])))
       c.fail("feature id " + std::to_string(f.feature[i]) + " is out of range for X " + x.shape().str());
   const int64_t steps = forest_depth(c, f);
-  std::vector<double> modes(f.mode.begin(), f.mode.end()), nan_yes(f.nan_yes.begin(), f.nan_yes.end());
-  Tensor feat = i64_const(g, f.feature), yes = i64_const(g, f.yes), no = i64_const(g, f.no);
-  Tensor thr = f64_const(g, f.threshold, {n}), mode = f64_const(g, modes, {n});
-  Tensor nan_t = g.cast(f64_const(g, nan_yes, {n}), DType::boolean);
   std::vector<bool> used(8, false);
   for (int64_t m : f.mode) used[static_cast<size_t>(m)] = true;
+  // Compare in f32 when X is f32 and every threshold and set member is a float (no rounding).
+  bool f32 = x.dtype() == DType::f32;
+  for (double t : f.threshold) f32 = f32 && static_cast<double>(static_cast<float>(t)) == t;
+  for (const auto& m : f.members)
+    for (double v : m) f32 = f32 && (std::isnan(v) || static_cast<double>(static_cast<float>(v)) == v);
+  const DType dt = f32 ? DType::f32 : DType::f64;
+  x = g.cast(x, dt);
+  auto table = [&](const std::vector<double>& v, std::vector<int64_t> dims, DType d) {
+    return g.cast(f64_const(g, v, std::move(dims)), d);
+  };
+  if (n >= (int64_t{1} << 31)) c.fail("the ensemble has too many nodes");
+  // The walk keeps each sample's node per tree as a float (exact: f32 below 2^24 nodes), so
+  // that choosing the child is fused float arithmetic; gathers take it cast to i32.
+  const DType ft = n < (int64_t{1} << 24) ? DType::f32 : DType::f64;
+  auto as_doubles = [](const std::vector<int64_t>& v) { return std::vector<double>(v.begin(), v.end()); };
+  // x[sample, feature] is a plain gather from X flattened at sample * F + feature, computed in
+  // floats (exact: f32 when the batch is static and N * F < 2^24, else f64).
+  const int64_t nf = x.shape()[1], rows = x.shape()[0];
+  const DType ot = rows >= 0 && nf >= 0 && rows * nf < (int64_t{1} << 24) ? DType::f32 : DType::f64;
+  Tensor feat = table(as_doubles(f.feature), {n}, DType::i32), feat_f = table(as_doubles(f.feature), {n}, ot);
+  Tensor yes = table(as_doubles(f.yes), {n}, ft), no = table(as_doubles(f.no), {n}, ft);
+  Tensor thr = table(f.threshold, {n}, dt);
+  std::vector<double> modes(f.mode.begin(), f.mode.end()), nan_yes(f.nan_yes.begin(), f.nan_yes.end());
+  bool any_nan_yes = false;
+  for (uint8_t v : f.nan_yes) any_nan_yes = any_nan_yes || v;
   size_t set_size = used[6] ? 1 : 0;  // an empty set holds one NaN, which equals nothing
   for (const auto& m : f.members) set_size = std::max(set_size, m.size());
   Tensor sets;
@@ -318,35 +339,50 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
       flat.insert(flat.end(), m.begin(), m.end());
       flat.insert(flat.end(), set_size - m.size(), kNaN);  // NaN equals nothing
     }
-    sets = f64_const(g, flat, {n, static_cast<int64_t>(set_size)});
+    sets = table(flat, {n, static_cast<int64_t>(set_size)}, dt);
   }
-  // One step: each sample's node in every tree moves to its true or false child.
-  Tensor idx = i64_const(g, f.roots);  // [T] at first, then [N, T]
-  for (int64_t s = 0; s < steps; ++s) {
-    Tensor v = s == 0 ? g.gather(x, g.gather(feat, idx, 0), 1) : g.gather_along_axis(x, g.gather(feat, idx, 0), 1);
-    Tensor t = g.gather(thr, idx, 0), m = g.gather(mode, idx, 0);
-    const std::function<Tensor(int64_t, Tensor, Tensor)> cmp = [&](int64_t k, Tensor a, Tensor b) -> Tensor {
-      switch (k) {
-        case 0: return g.less_equal(a, b);
-        case 1: return g.less(a, b);
-        case 2: return g.greater_equal(a, b);
-        case 3: return g.greater(a, b);
-        case 4: return g.equal(a, b);
-        default: return g.not_equal(a, b);
-      }
-    };
-    std::optional<Tensor> cond;
+  int used_modes = 0;
+  for (int64_t k = 0; k < 7; ++k) used_modes += used[static_cast<size_t>(k)];
+  const auto cmp = [&](int64_t k, Tensor a, Tensor b) -> Tensor {
+    switch (k) {
+      case 0: return g.less_equal(a, b);
+      case 1: return g.less(a, b);
+      case 2: return g.greater_equal(a, b);
+      case 3: return g.greater(a, b);
+      case 4: return g.equal(a, b);
+      default: return g.not_equal(a, b);
+    }
+  };
+  Tensor x_flat, row_start;
+  if (nf >= 0) {
+    x_flat = g.reshape(x, {-1});
+    Tensor ones = g.broadcast_like(g.scalar(1, ot), g.slice(x, {0, 0}, {-1, 1}));
+    row_start = g.mul(g.sub(g.cumsum(ones, 0), g.scalar(1, ot)), g.scalar(static_cast<double>(nf), ot));
+  }
+  // One step: each sample's node in every tree moves to its true or false child (leaves stay).
+  Tensor idx = table(as_doubles(f.roots), {trees}, DType::i32);  // [T] at first, then [N, T]
+  for (int64_t s = 0; s < steps && used_modes; ++s) {
+    Tensor v = s == 0  ? g.gather(x, g.gather(feat, idx, 0), 1)
+               : nf >= 0 ? g.gather(x_flat, g.cast(g.add(row_start, g.gather(feat_f, idx, 0)), ot == DType::f32 ? DType::i32 : DType::i64), 0)
+                         : g.gather_along_axis(x, g.gather(feat, idx, 0), 1);
+    Tensor t = g.gather(thr, idx, 0);
+    std::optional<Tensor> m, go;
+    if (used_modes > 1) m = g.gather(table(modes, {n}, ft), idx, 0);
     for (int64_t k = 0; k < 7; ++k) {
       if (!used[static_cast<size_t>(k)]) continue;
       Tensor ck = k == 6 ? g.reduce_any(g.equal(g.expand_dims(v, {-1}), g.gather(sets, idx, 0)), {-1}) : cmp(k, v, t);
-      cond = cond ? g.select(g.equal(m, g.scalar(static_cast<double>(k), DType::f64)), ck, *cond) : ck;
+      Tensor ckf = g.cast(ck, ft);
+      go = go ? g.select(g.equal(*m, g.scalar(static_cast<double>(k), ft)), ckf, *go) : ckf;
     }
-    if (!cond) break;  // only leaves
-    Tensor go = g.select(g.is_nan(v), g.gather(nan_t, idx, 0), *cond);
-    idx = g.select(go, g.gather(yes, idx, 0), g.gather(no, idx, 0));
+    // A NaN compares false, so it goes to the false child unless told otherwise (or != says true).
+    if (any_nan_yes || used[5]) go = g.select(g.is_nan(v), g.gather(table(nan_yes, {n}, ft), idx, 0), *go);
+    Tensor y = g.gather(yes, idx, 0), nn = g.gather(no, idx, 0);
+    Tensor next = g.add(nn, g.mul(*go, g.sub(y, nn)));
+    if (next.rank() == 1) next = g.broadcast_like(next, v);  // every tree's first step ends on a leaf
+    idx = g.cast(next, DType::i32);
   }
   if (idx.rank() == 1)  // every root a leaf: [T] -> [N, T]
-    idx = g.broadcast_like(idx, g.gather(x, i64_const(g, std::vector<int64_t>(f.roots.size(), 0)), 1));
+    idx = g.broadcast_like(idx, g.gather(x, table(std::vector<double>(f.roots.size(), 0), {trees}, DType::i32), 1));
   // The leaves' votes: [nodes, targets] weights and whether a node votes for the target.
   std::vector<double> w(static_cast<size_t>(n * targets), 0.0), has(static_cast<size_t>(n * targets), 0.0);
   for (int64_t i = 0; i < n; ++i)
@@ -358,8 +394,10 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
   Tensor vals = g.gather(f64_const(g, w, {n, targets}), idx, 0);  // [N, T, targets]
   if (!base.empty() && base.size() != static_cast<size_t>(targets)) c.fail("base_values must number " + std::to_string(targets));
   auto plus_base = [&](Tensor r) { return base.empty() ? r : g.add(r, f64_const(g, base, {targets})); };
-  if (aggregate == "SUM") return plus_base(g.reduce_sum(vals, {1}));
-  if (aggregate == "AVERAGE") return plus_base(g.div(g.reduce_sum(vals, {1}), g.scalar(static_cast<double>(trees), DType::f64)));
+  // One target: a sum along the last axis (the CPU backend's fast reduction).
+  Tensor sum = targets == 1 ? g.reduce_sum(g.squeeze(vals, {2}), {1}, true) : g.reduce_sum(vals, {1});
+  if (aggregate == "SUM") return plus_base(sum);
+  if (aggregate == "AVERAGE") return plus_base(g.div(sum, g.scalar(static_cast<double>(trees), DType::f64)));
   if (aggregate != "MIN" && aggregate != "MAX") c.fail("aggregate_function '" + aggregate + "' is not one of SUM, AVERAGE, MIN, MAX");
   // MIN / MAX over the trees whose leaf votes for the target; 0 (no base) where none does, as
   // onnxruntime.
@@ -428,7 +466,7 @@ void tree_ensemble_regressor(Ctx& c) {
   const int64_t targets = c.attr_i("n_targets", 1);
   if (targets <= 0) c.fail("n_targets must be positive");
   Forest f = legacy_forest(c, "target");
-  Tensor s = forest_scores(c, f, features(c, 0), targets, c.attr_s("aggregate_function", "SUM"),
+  Tensor s = forest_scores(c, f, features(c, 0, true), targets, c.attr_s("aggregate_function", "SUM"),
                            doubles_attr(c, "base_values", "base_values_as_tensor"));
   s = post_transform(c, s, c.attr_s("post_transform", "NONE"));
   c.out(0, c.g.cast(s, DType::f32));
@@ -441,7 +479,7 @@ void tree_ensemble_classifier(Ctx& c) {
   if (labels.size() < 2) c.fail("classlabels_int64s must name two classes or more");
   const int64_t classes = static_cast<int64_t>(labels.size());
   Forest f = legacy_forest(c, "class");
-  Tensor s = forest_scores(c, f, features(c, 0), classes, "SUM", doubles_attr(c, "base_values", "base_values_as_tensor"));
+  Tensor s = forest_scores(c, f, features(c, 0, true), classes, "SUM", doubles_attr(c, "base_values", "base_values_as_tensor"));
   auto ids = c.attr_ints("class_ids");
   bool binary = classes == 2 && !ids.empty();
   for (int64_t id : ids) binary = binary && id == ids[0];
@@ -503,7 +541,7 @@ void tree_ensemble(Ctx& c) {
   const int64_t targets = c.attr_i("n_targets", 1);
   if (targets <= 0) c.fail("n_targets must be positive");
   Tensor x = c.in(0);
-  Tensor s = forest_scores(c, f, features(c, 0), targets, aggregates[agg], {});
+  Tensor s = forest_scores(c, f, features(c, 0, true), targets, aggregates[agg], {});
   s = post_transform(c, s, post_transform_name(c.attr_i("post_transform", 0)));
   c.out(0, c.g.cast(s, x.dtype()));
 }

@@ -1254,6 +1254,31 @@ TEST(OnnxImport, SequenceAndMlModelsWithMutatedAttributesFailCleanly) {
   std::printf("%d of %d mutated sequence / ai.onnx.ml models imported\n", imported, total);
 }
 
+// Imputer replaces NaN per feature; OneHotEncoder marks categories; ZipMap (maps) is refused
+// with a hint.
+TEST(OnnxImport, ImputerOneHotEncoderAndZipMap) {
+  ModelBuilder b(17);
+  b.input("X", {2, 2});
+  b.input("K", {3}, onnx::TensorProto::INT64);
+  auto* im = ml_node(b, "Imputer", {"X"}, {"filled"});
+  attr_floats(im, "imputed_value_floats", {7, 8});
+  ModelBuilder::attr_f(im, "replaced_value_float", NAN);
+  auto* oh = ml_node(b, "OneHotEncoder", {"K"}, {"hot"});
+  ModelBuilder::attr_ints(oh, "cats_int64s", {4, 2});
+  b.output("filled");
+  b.output("hot");
+  auto r = run(b.import(), {TensorData::from_floats({2, 2}, {NAN, 1, 2, NAN}),
+                            TensorData::from_vector(tg::Shape({3}), tg::DType::i64, {2, 4, 5})});
+  expect_values(r[0], {7, 1, 2, 8});
+  EXPECT_EQ(r[1].shape(), tg::Shape({3, 2}));
+  expect_values(r[1], {0, 1, 1, 0, 0, 0});
+  ModelBuilder z(17);
+  z.input("S", {2, 3});
+  ModelBuilder::attr_ints(ml_node(z, "ZipMap", {"S"}, {"maps"}), "classlabels_int64s", {0, 1, 2});
+  z.output("maps");
+  EXPECT_NE(error_of([&] { z.import(); }).find("(ZipMap, opset 3): ZipMap returns a sequence of maps"), std::string::npos);
+}
+
 // Strings: tgraph has no string dtype; the op that needs them is named.
 TEST(OnnxImport, StringsAreRefusedNamingTheOp) {
   ModelBuilder b(17);

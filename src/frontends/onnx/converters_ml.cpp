@@ -1,5 +1,6 @@
 // Converters of the ai.onnx.ml domain that scikit-learn exports use: linear models, scalers,
-// normalizers, binarizers, feature extraction, numeric LabelEncoder and the tree ensembles.
+// normalizers, binarizers, imputers, one-hot encoding, feature extraction and concatenation,
+// numeric LabelEncoder and the tree ensembles.
 // Tree ensembles run as a fixed number of gather steps: every tree's current node per sample,
 // moved to the true or false child by one vectorised comparison a step (leaves point to
 // themselves), as many steps as the deepest tree; then the leaves' values are gathered and
@@ -242,6 +243,57 @@ void label_encoder(Ctx& c) {
   Tensor at = g.argmax(g.cast(match, DType::i32), x.rank());
   Tensor v = g.gather(f64_const(g, *values, {k}), at, 0);
   c.out(0, g.cast(g.select(found, v, g.scalar(def, DType::f64)), out_dtype));
+}
+
+void imputer(Ctx& c) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  const bool ints = !is_float(x.dtype());
+  std::vector<double> imputed = ints ? [&] {
+    auto v = c.attr_ints("imputed_value_int64s");
+    return std::vector<double>(v.begin(), v.end());
+  }() : doubles_attr(c, "imputed_value_floats");
+  if (imputed.empty()) c.fail(std::string("imputed_value_") + (ints ? "int64s" : "floats") + " must be given");
+  const double replaced = ints ? static_cast<double>(c.attr_i("replaced_value_int64", 0)) : c.attr_f("replaced_value_float", 0.f);
+  Tensor value = imputed.size() == 1 ? scalar_like(g, imputed[0], x)
+                                     : g.cast(f64_const(g, imputed, {static_cast<int64_t>(imputed.size())}), x.dtype());
+  Tensor hit = std::isnan(replaced) ? g.is_nan(x) : g.equal(x, scalar_like(g, replaced, x));
+  c.out(0, g.select(hit, value, x));
+}
+
+void one_hot_encoder(Ctx& c) {
+  Graph& g = c.g;
+  if (c.has_attr("cats_strings")) refuse_strings(c, "cats_strings");
+  auto cats = c.attr_ints("cats_int64s");
+  if (cats.empty()) c.fail("cats_int64s must be given");
+  Tensor x = c.in(0);
+  Tensor xi = is_float(x.dtype()) ? g.trunc(g.cast(x, DType::f64)) : g.cast(x, DType::f64);
+  std::vector<double> cd(cats.begin(), cats.end());
+  Tensor hot = g.equal(g.expand_dims(xi, {x.rank()}), f64_const(g, cd, {static_cast<int64_t>(cats.size())}));
+  c.out(0, g.cast(hot, DType::f32));  // a value in no category gives zeros (zeros=0 would fail at run time)
+}
+
+void feature_vectorizer(Ctx& c) {
+  Graph& g = c.g;
+  auto dims = c.attr_ints("inputdimensions");
+  if (dims.size() != static_cast<size_t>(c.num_inputs())) c.fail("inputdimensions must give each input's size");
+  std::vector<Tensor> parts;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    Tensor x = c.in(i);
+    require_rank(c, x, 1, 2, "an input");
+    if (x.rank() == 1) x = g.reshape(x, {1, -1});
+    const int64_t have = x.shape()[1], want = dims[static_cast<size_t>(i)];
+    if (have < 0 || want < 0) c.fail("the inputs' sizes must be static");
+    if (have > want) x = g.slice(x, {0, 0}, {-1, want});  // longer inputs are cut, shorter padded with 0
+    if (have < want) x = g.pad(g.cast(x, DType::f32), {0, 0}, {0, want - have});
+    parts.push_back(g.cast(x, DType::f32));
+  }
+  c.out(0, g.concat(parts, 1));
+}
+
+void zip_map(Ctx& c) {
+  c.fail("ZipMap returns a sequence of maps and tgraph has no map type: use the scores tensor it reads "
+         "(skl2onnx: convert with options={'zipmap': False})");
 }
 
 void string_normalizer(Ctx& c) {
@@ -560,6 +612,10 @@ const std::vector<Converter>& ml_converters() {
       {"TreeEnsembleRegressor", 1, kNewestMlOpset, tree_ensemble_regressor, "ai.onnx.ml"},
       {"TreeEnsembleClassifier", 1, kNewestMlOpset, tree_ensemble_classifier, "ai.onnx.ml"},
       {"TreeEnsemble", 5, kNewestMlOpset, tree_ensemble, "ai.onnx.ml"},
+      {"Imputer", 1, kNewestMlOpset, imputer, "ai.onnx.ml"},
+      {"OneHotEncoder", 1, kNewestMlOpset, one_hot_encoder, "ai.onnx.ml"},
+      {"FeatureVectorizer", 1, kNewestMlOpset, feature_vectorizer, "ai.onnx.ml"},
+      {"ZipMap", 1, kNewestMlOpset, zip_map, "ai.onnx.ml"},
       {"StringNormalizer", 10, kNewestOpset, string_normalizer},
   };
   return t;

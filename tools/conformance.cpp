@@ -107,7 +107,8 @@ int conformance_one(const std::string& dir, const std::string& device) {
       if (kind != OnnxValueForm::Kind::tensor) opt.input_forms[info.inputs[i].first] = form;
       for (size_t k = first; k < inputs.size(); ++k) {
         elements += inputs[k].num_elements();
-        declared.push_back(kind == OnnxValueForm::Kind::tensor ? info.input_types[i].dtype : inputs[k].dtype());
+        declared.push_back(kind == OnnxValueForm::Kind::tensor ? info.input_types[i].dtype
+                                                               : inputs[k].dtype());
       }
     }
     const auto output_files = list_dir(data, "output_");
@@ -121,7 +122,8 @@ int conformance_one(const std::string& dir, const std::string& device) {
       return 0;
     }
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].dtype() == DType::i32 && declared[i] == DType::bf16) inputs[i] = bf16_from_bits(inputs[i]);
+      if (inputs[i].dtype() == DType::i32 && declared[i] == DType::bf16)
+        inputs[i] = bf16_from_bits(inputs[i]);
     // The test's inputs fix the shapes of the graph's inputs (symbolic dims included).
     for (const auto& t : inputs) opt.input_shapes_in_order.push_back(t.shape());
     OnnxModel m;

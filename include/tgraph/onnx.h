@@ -92,7 +92,8 @@ OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxImportOptions& o
 TensorData read_onnx_tensor(const std::string& path, std::string* name = nullptr);
 /// Reads a serialized TensorProto, SequenceProto or OptionalProto file (`kind` says which),
 /// appending the tensors it holds to `tensors`; returns its form.
-OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind, std::vector<TensorData>& tensors);
+OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind,
+                              std::vector<TensorData>& tensors);
 /// Highest opset of the default domain the importer knows.
 int64_t onnx_max_opset();
 

@@ -1007,19 +1007,25 @@ void attr_tensor(onnx::NodeProto* n, const std::string& name, int type, const st
   t->set_data_type(type);
   t->add_dims(static_cast<int64_t>(v.size()));
   for (double x : v) {
-    if (type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(x));
-    else t->add_int32_data(static_cast<int32_t>(x));  // UINT8 codes
+    if (type == onnx::TensorProto::FLOAT)
+      t->add_float_data(static_cast<float>(x));
+    else
+      t->add_int32_data(static_cast<int32_t>(x));  // UINT8 codes
   }
 }
 
 // A graph input or output of type sequence(tensor(float)), optional(sequence(...)) or
 // optional(tensor(float)).
-void seq_value(onnx::ValueInfoProto* v, const std::string& name, bool optional = false, bool of_tensor = false) {
+void seq_value(onnx::ValueInfoProto* v, const std::string& name, bool optional = false,
+               bool of_tensor = false) {
   v->set_name(name);
   onnx::TypeProto* t = v->mutable_type();
   if (optional) t = t->mutable_optional_type()->mutable_elem_type();
-  if (of_tensor) t->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  else t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  if (of_tensor)
+    t->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  else
+    t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+        onnx::TensorProto::FLOAT);
 }
 
 tg::OnnxValueForm sequence_of(size_t n) {
@@ -1072,7 +1078,8 @@ TEST(OnnxImport, SequenceInputsAndOutputsCrossTheApiAsTheirTensors) {
   seq_value(b.g->add_output(), "ys");
   b.node("SequenceLength", {"xs"}, {"n"});
   b.output("n");
-  EXPECT_NE(error_of([&] { b.import(); }).find("input 'xs' is a sequence; give what it holds"), std::string::npos);
+  EXPECT_NE(error_of([&] { b.import(); }).find("input 'xs' is a sequence; give what it holds"),
+            std::string::npos);
   tg::OnnxImportOptions o;
   o.input_forms["xs"] = sequence_of(2);
   o.input_shapes_in_order = {tg::Shape({2}), tg::Shape({1})};
@@ -1113,7 +1120,8 @@ TEST(OnnxImport, OptionalInputIsEmptyOrHoldsATensor) {
   EXPECT_EQ(full.input_names, (std::vector<std::string>{"opt"}));
   expect_values(run(full, {TensorData::from_floats({2}, {1, 2})})[0], {1});
   o.input_forms["opt"] = sequence_of(1);
-  EXPECT_NE(error_of([&] { b.import(o); }).find("input 'opt' is a optional, given as a sequence"), std::string::npos);
+  EXPECT_NE(error_of([&] { b.import(o); }).find("input 'opt' is a optional, given as a sequence"),
+            std::string::npos);
 }
 
 // Whatever would make a sequence's length depend on run-time data is refused clearly.
@@ -1124,7 +1132,9 @@ TEST(OnnxImport, DynamicSequencePositionsAreClearErrors) {
   b.node("SplitToSequence", {"x"}, {"s"});
   b.node("SequenceAt", {"s", "pos"}, {"y"});
   b.output("y");
-  EXPECT_NE(error_of([&] { b.import(); }).find("(SequenceAt, opset 17): input 1 ('pos') must be known at import time"),
+  EXPECT_NE(error_of([&] {
+              b.import();
+            }).find("(SequenceAt, opset 17): input 1 ('pos') must be known at import time"),
             std::string::npos);
   ModelBuilder c(17);
   c.input("x", {4});
@@ -1132,13 +1142,15 @@ TEST(OnnxImport, DynamicSequencePositionsAreClearErrors) {
   c.node("SplitToSequence", {"x"}, {"s"});
   c.node("SequenceAt", {"s", "pos"}, {"y"});
   c.output("y");
-  EXPECT_NE(error_of([&] { c.import(); }).find("position 7 is out of range for a sequence of 4"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.import(); }).find("position 7 is out of range for a sequence of 4"),
+            std::string::npos);
   ModelBuilder d(17);
   d.input("x", {4});
   d.node("SplitToSequence", {"x"}, {"s"});
   d.node("Relu", {"s"}, {"y"});
   d.output("y");
-  EXPECT_NE(error_of([&] { d.import(); }).find("input 0 ('s') is a sequence; the op takes a tensor"), std::string::npos);
+  EXPECT_NE(error_of([&] { d.import(); }).find("input 0 ('s') is a sequence; the op takes a tensor"),
+            std::string::npos);
 }
 
 // Two trees (legacy encoding), SUM with a base value; NaN follows missing_value_tracks_true.
@@ -1165,7 +1177,8 @@ ModelBuilder tree_regressor_model() {
 }
 
 TEST(OnnxImport, TreeEnsembleRegressorWalksEveryTree) {
-  auto r = run(tree_regressor_model().import(), {TensorData::from_floats({4, 2}, {0, -1, 0, 1, 1, 0, NAN, 5})});
+  auto r =
+      run(tree_regressor_model().import(), {TensorData::from_floats({4, 2}, {0, -1, 0, 1, 1, 0, NAN, 5})});
   EXPECT_EQ(r[0].shape(), tg::Shape({4, 1}));
   expect_values(r[0], {1.75, 2.75, 3.75, 2.75});
 }
@@ -1214,8 +1227,9 @@ ModelBuilder sklearn_model() {
 }
 
 TEST(OnnxImport, ScikitLearnStyleModels) {
-  auto r = run(sklearn_model().import(), {TensorData::from_floats({3, 2}, {2, 1, 0, 3, 0, 0}),
-                            TensorData::from_vector(tg::Shape({3}), tg::DType::i64, {2, 1, 7})});
+  auto r =
+      run(sklearn_model().import(), {TensorData::from_floats({3, 2}, {2, 1, 0, 3, 0, 0}),
+                                     TensorData::from_vector(tg::Shape({3}), tg::DType::i64, {2, 1, 7})});
   expect_values(r[0], {10, 20, 10});  // the last row's scores tie at 0: the first class
   expect_values(r[1], {2, 1, -3, 0, 3, -3, 0, 0, 0});
   expect_values(r[2], {2 / std::sqrt(5.0), 1 / std::sqrt(5.0), 0, 1, 0, 0});
@@ -1276,7 +1290,8 @@ TEST(OnnxImport, ImputerOneHotEncoderAndZipMap) {
   z.input("S", {2, 3});
   ModelBuilder::attr_ints(ml_node(z, "ZipMap", {"S"}, {"maps"}), "classlabels_int64s", {0, 1, 2});
   z.output("maps");
-  EXPECT_NE(error_of([&] { z.import(); }).find("(ZipMap, opset 3): ZipMap returns a sequence of maps"), std::string::npos);
+  EXPECT_NE(error_of([&] { z.import(); }).find("(ZipMap, opset 3): ZipMap returns a sequence of maps"),
+            std::string::npos);
 }
 
 // Strings: tgraph has no string dtype; the op that needs them is named.
@@ -1287,7 +1302,9 @@ TEST(OnnxImport, StringsAreRefusedNamingTheOp) {
   attr_strings(n, "keys_strings", {"a", "b"});
   ModelBuilder::attr_ints(n, "values_int64s", {1, 2});
   b.output("y");
-  EXPECT_NE(error_of([&] { b.import(); }).find("(LabelEncoder): input 's' is a string tensor; tgraph has no string dtype"),
+  EXPECT_NE(error_of([&] {
+              b.import();
+            }).find("(LabelEncoder): input 's' is a string tensor; tgraph has no string dtype"),
             std::string::npos);
   ModelBuilder c(17);
   c.input("k", {3}, onnx::TensorProto::INT64);
@@ -1295,8 +1312,9 @@ TEST(OnnxImport, StringsAreRefusedNamingTheOp) {
   ModelBuilder::attr_ints(m, "keys_int64s", {1, 2});
   attr_strings(m, "values_strings", {"a", "b"});
   c.output("y");
-  EXPECT_NE(error_of([&] { c.import(); }).find("(LabelEncoder, opset 2): the LabelEncoder's values are strings"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { c.import(); }).find("(LabelEncoder, opset 2): the LabelEncoder's values are strings"),
+      std::string::npos);
 }
 
 }  // namespace

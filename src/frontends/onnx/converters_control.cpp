@@ -23,6 +23,8 @@ TensorData i64_scalar(int64_t v) {
 
 // The value of v now, or nullopt when it depends on the graph's inputs.
 std::optional<TensorData> fold(Ctx& c, const Value& v, const std::vector<std::pair<Tensor, TensorData>>& feeds) {
+  if (v.kind != Value::Kind::tensor)
+    c.fail(std::string("a ") + kind_name(v.kind) + " where a tensor was expected");
   if (v.constant) return v.constant;
   if (!v.const_derived) return std::nullopt;
   return c.g.run(feeds, {v.t})[0];
@@ -48,7 +50,8 @@ void if_(Ctx& c) {
   if (a.size() != b.size()) c.fail("the branches give different numbers of outputs");
   Tensor p = g.reshape(c.in(0), {});
   // Tensors are selected; sequences and optionals of the same make-up element by element.
-  std::function<Value(const Value&, const Value&, size_t)> pick = [&](const Value& x, const Value& y, size_t i) {
+  std::function<Value(const Value&, const Value&, size_t)> pick = [&](const Value& x, const Value& y,
+                                                                      size_t i) {
     const std::string differ = known + "the branches give different types for output " + std::to_string(i);
     if (x.kind != y.kind || x.elems.size() != y.elems.size())
       c.fail(differ + " (a " + kind_name(x.kind) + " of " + std::to_string(x.elems.size()) + " vs a " +
@@ -56,7 +59,8 @@ void if_(Ctx& c) {
     Value r;
     r.kind = x.kind;
     if (x.kind == Value::Kind::tensor) {
-      if (!(x.t.type() == y.t.type())) c.fail(differ + " (" + x.t.type().str() + " vs " + y.t.type().str() + ")");
+      if (!(x.t.type() == y.t.type()))
+        c.fail(differ + " (" + x.t.type().str() + " vs " + y.t.type().str() + ")");
       r.t = g.select(p, x.t, y.t);
     }
     for (size_t k = 0; k < x.elems.size(); ++k) r.elems.push_back(pick(x.elems[k], y.elems[k], i));
@@ -91,13 +95,16 @@ void loop(Ctx& c) {
     scans.resize(outs.size() - 1 - n_carried);
     for (size_t k = 0; k < scans.size(); ++k) {
       const Value& s = outs[1 + n_carried + k];
-      if (s.kind != Value::Kind::tensor) c.fail("scan outputs must be tensors, got a " + std::string(kind_name(s.kind)));
+      if (s.kind != Value::Kind::tensor)
+        c.fail("scan outputs must be tensors, got a " + std::string(kind_name(s.kind)));
       scans[k].push_back(s.t);
     }
   }
   for (size_t k = 0; k < n_carried; ++k) {  // a sequence keeps its elements' records
-    if (carried[k].kind == Value::Kind::tensor) c.out(static_cast<int>(k), carried[k].t);
-    else c.out_value(static_cast<int>(k), carried[k]);
+    if (carried[k].kind == Value::Kind::tensor)
+      c.out(static_cast<int>(k), carried[k].t);
+    else
+      c.out_value(static_cast<int>(k), carried[k]);
   }
   int n_scan = c.num_outputs() - static_cast<int>(n_carried);
   for (int k = 0; k < n_scan; ++k) {
@@ -138,6 +145,9 @@ std::vector<Tensor> scan_core(Ctx& c, std::vector<Value> states, const std::vect
       ins.push_back(Value{g.squeeze(g.slice(xs[i], b, e), {axes[i]}), std::nullopt, false});
     }
     auto outs = c.inline_subgraph(body, ins);
+    if (outs.size() < states.size()) c.fail("the body gives too few outputs");
+    for (const auto& o : outs)
+      if (o.kind != Value::Kind::tensor) c.fail("Scan's states and outputs must be tensors");
     for (size_t k = 0; k < states.size(); ++k) states[k] = outs[k];
     outs_seq.resize(outs.size() - states.size());
     for (size_t k = 0; k < outs_seq.size(); ++k) outs_seq[k].push_back(outs[states.size() + k].t);
@@ -164,7 +174,10 @@ void scan(Ctx& c) {
   if (n_states < 0) c.fail("has " + std::to_string(n) + " inputs but " + std::to_string(m) + " scan inputs");
   std::vector<Value> states;
   std::vector<Tensor> xs;
-  for (int i = 0; i < n_states; ++i) states.push_back(c.value_in(first + i));
+  for (int i = 0; i < n_states; ++i) {
+    c.in(first + i);  // a tensor
+    states.push_back(c.value_in(first + i));
+  }
   for (int i = n_states; i < n; ++i) xs.push_back(c.in(first + i));
   if (c.opset >= 9) {
     auto r = scan_core(c, states, xs);

@@ -64,9 +64,11 @@ Tensor post_transform(Ctx& c, Tensor s, const std::string& how) {
     Tensor e = g.select(nonzero, g.exp(g.sub(s, m)), g.mul(s, g.exp(g.neg(m))));
     Tensor sum = g.reduce_sum(e, {-1}, true);
     Tensor zero = g.equal(sum, g.scalar(0, DType::f64));
-    return g.select(zero, g.broadcast_like(g.scalar(0.5, DType::f64), e), g.div(e, g.select(zero, g.scalar(1, DType::f64), sum)));
+    return g.select(zero, g.broadcast_like(g.scalar(0.5, DType::f64), e),
+                    g.div(e, g.select(zero, g.scalar(1, DType::f64), sum)));
   }
-  if (how == "PROBIT") {  // sqrt(2) erfinv(2p - 1), erfinv by Winitzki's approximation (a = 0.147) as ONNX-ML's runtimes
+  if (how == "PROBIT") {  // sqrt(2) erfinv(2p - 1), erfinv by Winitzki's approximation (a = 0.147) as
+                          // ONNX-ML's runtimes
     const double a = 0.147, pi = 3.14159265358979323846;
     Tensor y = g.sub(g.mul(s, g.scalar(2, DType::f64)), g.scalar(1, DType::f64));
     Tensor ln = g.log(g.mul(g.sub(g.scalar(1, DType::f64), y), g.add(g.scalar(1, DType::f64), y)));
@@ -114,10 +116,14 @@ void normalizer(Ctx& c) {
   Tensor x = features(c, 0);
   const std::string norm = c.attr_s("norm", "MAX");
   Tensor d;
-  if (norm == "MAX") d = g.reduce_max(x, {1}, true);
-  else if (norm == "L1") d = g.reduce_sum(g.abs(x), {1}, true);
-  else if (norm == "L2") d = g.sqrt(g.reduce_sum(g.mul(x, x), {1}, true));
-  else c.fail("norm '" + norm + "' is not one of MAX, L1, L2");
+  if (norm == "MAX")
+    d = g.reduce_max(x, {1}, true);
+  else if (norm == "L1")
+    d = g.reduce_sum(g.abs(x), {1}, true);
+  else if (norm == "L2")
+    d = g.sqrt(g.reduce_sum(g.mul(x, x), {1}, true));
+  else
+    c.fail("norm '" + norm + "' is not one of MAX, L1, L2");
   Tensor zero = g.equal(d, g.scalar(0, DType::f64));  // a zero divisor leaves X as it is
   Tensor y = g.div(x, g.select(zero, g.scalar(1, DType::f64), d));
   if (c.in(0).rank() == 1) y = g.reshape(y, {-1});
@@ -138,7 +144,8 @@ Tensor linear_scores(Ctx& c, Tensor x, int64_t rows) {
   auto coef = doubles_attr(c, "coefficients");
   auto b = doubles_attr(c, "intercepts");
   if (rows <= 0 || coef.empty() || coef.size() % static_cast<size_t>(rows) != 0)
-    c.fail("coefficients (" + std::to_string(coef.size()) + ") do not split into " + std::to_string(rows) + " rows");
+    c.fail("coefficients (" + std::to_string(coef.size()) + ") do not split into " + std::to_string(rows) +
+           " rows");
   const int64_t f = static_cast<int64_t>(coef.size()) / rows;
   if (x.shape()[1] >= 0 && x.shape()[1] != f)
     c.fail("X has " + std::to_string(x.shape()[1]) + " features, the coefficients " + std::to_string(f));
@@ -170,17 +177,20 @@ void linear_classifier(Ctx& c) {
   Tensor raw = binary ? g.concat({g.neg(s), s}, 1) : s;  // binary: [-score, score]
   // Labels come from the scores before the transform, as onnxruntime's; a binary model's
   // untransformed scores are [1 - score, score] there.
-  s = binary && how == "NONE" ? g.concat({g.sub(g.scalar(1, DType::f64), s), s}, 1) : post_transform(c, raw, how);
+  s = binary && how == "NONE" ? g.concat({g.sub(g.scalar(1, DType::f64), s), s}, 1)
+                              : post_transform(c, raw, how);
   Tensor y;
   if (raw.shape()[1] > 1) {
     if (labels.empty()) {
       y = g.argmax(raw, 1);
     } else {
-      if (labels.size() != static_cast<size_t>(raw.shape()[1])) c.fail("classlabels_ints must number the score columns");
+      if (labels.size() != static_cast<size_t>(raw.shape()[1]))
+        c.fail("classlabels_ints must number the score columns");
       y = labels_of(c, raw, labels);
     }
   } else {  // one score column: the first label when the score passes the threshold, else 0
-    Tensor pass = g.reshape(g.greater_equal(s, g.scalar(how == "NONE" ? 0 : 0.5, DType::f64)), {-1});  // transformed
+    Tensor pass =
+        g.reshape(g.greater_equal(s, g.scalar(how == "NONE" ? 0 : 0.5, DType::f64)), {-1});  // transformed
     Tensor one = g.scalar(labels.empty() ? 1 : static_cast<double>(labels[0]), DType::i64);
     y = g.select(pass, one, g.scalar(0, DType::i64));
   }
@@ -253,10 +263,13 @@ void imputer(Ctx& c) {
     auto v = c.attr_ints("imputed_value_int64s");
     return std::vector<double>(v.begin(), v.end());
   }() : doubles_attr(c, "imputed_value_floats");
-  if (imputed.empty()) c.fail(std::string("imputed_value_") + (ints ? "int64s" : "floats") + " must be given");
-  const double replaced = ints ? static_cast<double>(c.attr_i("replaced_value_int64", 0)) : c.attr_f("replaced_value_float", 0.f);
-  Tensor value = imputed.size() == 1 ? scalar_like(g, imputed[0], x)
-                                     : g.cast(f64_const(g, imputed, {static_cast<int64_t>(imputed.size())}), x.dtype());
+  if (imputed.empty())
+    c.fail(std::string("imputed_value_") + (ints ? "int64s" : "floats") + " must be given");
+  const double replaced =
+      ints ? static_cast<double>(c.attr_i("replaced_value_int64", 0)) : c.attr_f("replaced_value_float", 0.f);
+  Tensor value = imputed.size() == 1
+                     ? scalar_like(g, imputed[0], x)
+                     : g.cast(f64_const(g, imputed, {static_cast<int64_t>(imputed.size())}), x.dtype());
   Tensor hit = std::isnan(replaced) ? g.is_nan(x) : g.equal(x, scalar_like(g, replaced, x));
   c.out(0, g.select(hit, value, x));
 }
@@ -276,7 +289,8 @@ void one_hot_encoder(Ctx& c) {
 void feature_vectorizer(Ctx& c) {
   Graph& g = c.g;
   auto dims = c.attr_ints("inputdimensions");
-  if (dims.size() != static_cast<size_t>(c.num_inputs())) c.fail("inputdimensions must give each input's size");
+  if (dims.size() != static_cast<size_t>(c.num_inputs()))
+    c.fail("inputdimensions must give each input's size");
   std::vector<Tensor> parts;
   for (int i = 0; i < c.num_inputs(); ++i) {
     Tensor x = c.in(i);
@@ -292,8 +306,9 @@ void feature_vectorizer(Ctx& c) {
 }
 
 void zip_map(Ctx& c) {
-  c.fail("ZipMap returns a sequence of maps and tgraph has no map type: use the scores tensor it reads "
-         "(skl2onnx: convert with options={'zipmap': False})");
+  c.fail(
+      "ZipMap returns a sequence of maps and tgraph has no map type: use the scores tensor it reads "
+      "(skl2onnx: convert with options={'zipmap': False})");
 }
 
 void string_normalizer(Ctx& c) {
@@ -308,8 +323,8 @@ struct Forest {
   std::vector<int64_t> feature, mode, yes, no, roots;
   std::vector<double> threshold;
   std::vector<uint8_t> nan_yes;
-  std::vector<std::vector<double>> members;       // BRANCH_MEMBER sets, by node
-  std::vector<std::map<int64_t, double>> votes;   // per node: target -> weight (leaves)
+  std::vector<std::vector<double>> members;      // BRANCH_MEMBER sets, by node
+  std::vector<std::map<int64_t, double>> votes;  // per node: target -> weight (leaves)
   size_t add(int64_t m) {
     feature.push_back(0), mode.push_back(m), yes.push_back(0), no.push_back(0), threshold.push_back(0);
     nan_yes.push_back(0), members.emplace_back(), votes.emplace_back();
@@ -318,7 +333,8 @@ struct Forest {
 };
 
 int64_t mode_code(const Ctx& c, const std::string& m) {
-  static const char* names[] = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER", "LEAF"};
+  static const char* names[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE",    "BRANCH_GT",
+                                "BRANCH_EQ",  "BRANCH_NEQ", "BRANCH_MEMBER", "LEAF"};
   for (int64_t i = 0; i < 8; ++i)
     if (m == names[i]) return i;
   c.fail("node mode '" + m + "' is not known");
@@ -414,15 +430,19 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
   // One step: each sample's node in every tree moves to its true or false child (leaves stay).
   Tensor idx = table(as_doubles(f.roots), {trees}, DType::i32);  // [T] at first, then [N, T]
   for (int64_t s = 0; s < steps && used_modes; ++s) {
-    Tensor v = s == 0  ? g.gather(x, g.gather(feat, idx, 0), 1)
-               : nf >= 0 ? g.gather(x_flat, g.cast(g.add(row_start, g.gather(feat_f, idx, 0)), ot == DType::f32 ? DType::i32 : DType::i64), 0)
+    Tensor v = s == 0    ? g.gather(x, g.gather(feat, idx, 0), 1)
+               : nf >= 0 ? g.gather(x_flat,
+                                    g.cast(g.add(row_start, g.gather(feat_f, idx, 0)),
+                                           ot == DType::f32 ? DType::i32 : DType::i64),
+                                    0)
                          : g.gather_along_axis(x, g.gather(feat, idx, 0), 1);
     Tensor t = g.gather(thr, idx, 0);
     std::optional<Tensor> m, go;
     if (used_modes > 1) m = g.gather(table(modes, {n}, ft), idx, 0);
     for (int64_t k = 0; k < 7; ++k) {
       if (!used[static_cast<size_t>(k)]) continue;
-      Tensor ck = k == 6 ? g.reduce_any(g.equal(g.expand_dims(v, {-1}), g.gather(sets, idx, 0)), {-1}) : cmp(k, v, t);
+      Tensor ck =
+          k == 6 ? g.reduce_any(g.equal(g.expand_dims(v, {-1}), g.gather(sets, idx, 0)), {-1}) : cmp(k, v, t);
       Tensor ckf = g.cast(ck, ft);
       go = go ? g.select(g.equal(*m, g.scalar(static_cast<double>(k), ft)), ckf, *go) : ckf;
     }
@@ -434,28 +454,34 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
     idx = g.cast(next, DType::i32);
   }
   if (idx.rank() == 1)  // every root a leaf: [T] -> [N, T]
-    idx = g.broadcast_like(idx, g.gather(x, table(std::vector<double>(f.roots.size(), 0), {trees}, DType::i32), 1));
+    idx = g.broadcast_like(
+        idx, g.gather(x, table(std::vector<double>(f.roots.size(), 0), {trees}, DType::i32), 1));
   // The leaves' votes: [nodes, targets] weights and whether a node votes for the target.
   std::vector<double> w(static_cast<size_t>(n * targets), 0.0), has(static_cast<size_t>(n * targets), 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (const auto& [tg, wt] : f.votes[static_cast<size_t>(i)]) {
-      if (tg < 0 || tg >= targets) c.fail("target id " + std::to_string(tg) + " is out of range for " + std::to_string(targets) + " targets");
+      if (tg < 0 || tg >= targets)
+        c.fail("target id " + std::to_string(tg) + " is out of range for " + std::to_string(targets) +
+               " targets");
       w[static_cast<size_t>(i * targets + tg)] += wt;
       has[static_cast<size_t>(i * targets + tg)] = 1;
     }
   Tensor vals = g.gather(f64_const(g, w, {n, targets}), idx, 0);  // [N, T, targets]
-  if (!base.empty() && base.size() != static_cast<size_t>(targets)) c.fail("base_values must number " + std::to_string(targets));
+  if (!base.empty() && base.size() != static_cast<size_t>(targets))
+    c.fail("base_values must number " + std::to_string(targets));
   auto plus_base = [&](Tensor r) { return base.empty() ? r : g.add(r, f64_const(g, base, {targets})); };
   // One target: a sum along the last axis (the CPU backend's fast reduction).
   Tensor sum = targets == 1 ? g.reduce_sum(g.squeeze(vals, {2}), {1}, true) : g.reduce_sum(vals, {1});
   if (aggregate == "SUM") return plus_base(sum);
   if (aggregate == "AVERAGE") return plus_base(g.div(sum, g.scalar(static_cast<double>(trees), DType::f64)));
-  if (aggregate != "MIN" && aggregate != "MAX") c.fail("aggregate_function '" + aggregate + "' is not one of SUM, AVERAGE, MIN, MAX");
+  if (aggregate != "MIN" && aggregate != "MAX")
+    c.fail("aggregate_function '" + aggregate + "' is not one of SUM, AVERAGE, MIN, MAX");
   // MIN / MAX over the trees whose leaf votes for the target; 0 (no base) where none does, as
   // onnxruntime.
   Tensor voted = g.cast(g.gather(f64_const(g, has, {n, targets}), idx, 0), DType::boolean);
   const bool mn = aggregate == "MIN";
-  Tensor fill = g.scalar(mn ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity(), DType::f64);
+  Tensor fill = g.scalar(
+      mn ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity(), DType::f64);
   Tensor masked = g.select(voted, vals, fill);
   Tensor r = mn ? g.reduce_min(masked, {1}) : g.reduce_max(masked, {1});
   return g.select(g.reduce_any(voted, {1}), plus_base(r), g.scalar(0, DType::f64));
@@ -466,7 +492,8 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
 // _weights (prefix "target" or "class").
 Forest legacy_forest(const Ctx& c, const std::string& prefix) {
   Forest f;
-  auto tree = c.attr_ints("nodes_treeids"), node = c.attr_ints("nodes_nodeids"), feat = c.attr_ints("nodes_featureids");
+  auto tree = c.attr_ints("nodes_treeids"), node = c.attr_ints("nodes_nodeids"),
+       feat = c.attr_ints("nodes_featureids");
   auto yes = c.attr_ints("nodes_truenodeids"), no = c.attr_ints("nodes_falsenodeids");
   auto nan_yes = c.attr_ints("nodes_missing_value_tracks_true");
   auto thr = doubles_attr(c, "nodes_values", "nodes_values_as_tensor");
@@ -488,7 +515,8 @@ Forest legacy_forest(const Ctx& c, const std::string& prefix) {
   }
   auto child = [&](size_t i, int64_t id) {
     auto it = at.find({tree[i], id});
-    if (it == at.end()) c.fail("node " + std::to_string(id) + " of tree " + std::to_string(tree[i]) + " does not exist");
+    if (it == at.end())
+      c.fail("node " + std::to_string(id) + " of tree " + std::to_string(tree[i]) + " does not exist");
     return it->second;
   };
   std::map<int64_t, int64_t> root;  // tree id -> its node 0 (else its first node)
@@ -502,13 +530,16 @@ Forest legacy_forest(const Ctx& c, const std::string& prefix) {
     if (!root.count(tree[i]) || node[i] == 0) root[tree[i]] = static_cast<int64_t>(i);
   }
   for (const auto& [t, r] : root) f.roots.push_back(r);
-  auto vt = c.attr_ints(prefix + "_treeids"), vn = c.attr_ints(prefix + "_nodeids"), vi = c.attr_ints(prefix + "_ids");
+  auto vt = c.attr_ints(prefix + "_treeids"), vn = c.attr_ints(prefix + "_nodeids"),
+       vi = c.attr_ints(prefix + "_ids");
   auto vw = doubles_attr(c, prefix + "_weights", prefix + "_weights_as_tensor");
   if (vn.size() != vt.size() || vi.size() != vt.size() || vw.size() != vt.size())
     c.fail("the " + prefix + "_* attributes differ in length");
   for (size_t k = 0; k < vt.size(); ++k) {
     auto it = at.find({vt[k], vn[k]});
-    if (it == at.end()) c.fail("a " + prefix + " weight names node " + std::to_string(vn[k]) + " of tree " + std::to_string(vt[k]) + ", which does not exist");
+    if (it == at.end())
+      c.fail("a " + prefix + " weight names node " + std::to_string(vn[k]) + " of tree " +
+             std::to_string(vt[k]) + ", which does not exist");
     f.votes[static_cast<size_t>(it->second)][vi[k]] += vw[k];
   }
   return f;
@@ -531,7 +562,8 @@ void tree_ensemble_classifier(Ctx& c) {
   if (labels.size() < 2) c.fail("classlabels_int64s must name two classes or more");
   const int64_t classes = static_cast<int64_t>(labels.size());
   Forest f = legacy_forest(c, "class");
-  Tensor s = forest_scores(c, f, features(c, 0, true), classes, "SUM", doubles_attr(c, "base_values", "base_values_as_tensor"));
+  Tensor s = forest_scores(c, f, features(c, 0, true), classes, "SUM",
+                           doubles_attr(c, "base_values", "base_values_as_tensor"));
   auto ids = c.attr_ints("class_ids");
   bool binary = classes == 2 && !ids.empty();
   for (int64_t id : ids) binary = binary && id == ids[0];
@@ -546,7 +578,8 @@ void tree_ensemble_classifier(Ctx& c) {
 // TreeEnsemble (ai.onnx.ml 5): interior nodes nodes_*, leaves leaf_* in their own lists.
 void tree_ensemble(Ctx& c) {
   Forest f;
-  auto feat = c.attr_ints("nodes_featureids"), yes = c.attr_ints("nodes_truenodeids"), no = c.attr_ints("nodes_falsenodeids");
+  auto feat = c.attr_ints("nodes_featureids"), yes = c.attr_ints("nodes_truenodeids"),
+       no = c.attr_ints("nodes_falsenodeids");
   auto yes_leaf = c.attr_ints("nodes_trueleafs"), no_leaf = c.attr_ints("nodes_falseleafs");
   auto nan_yes = c.attr_ints("nodes_missing_value_tracks_true");
   auto modes_t = c.attr_t("nodes_modes");
@@ -569,13 +602,15 @@ void tree_ensemble(Ctx& c) {
     f.threshold[i] = i < splits.size() ? splits[i] : 0;
     f.nan_yes[i] = i < nan_yes.size() && nan_yes[i] != 0;
     auto target = [&](int64_t id, int64_t leaf) {
-      if (id < 0 || id >= (leaf ? leaves : static_cast<int64_t>(n))) c.fail("child index " + std::to_string(id) + " is out of range");
+      if (id < 0 || id >= (leaf ? leaves : static_cast<int64_t>(n)))
+        c.fail("child index " + std::to_string(id) + " is out of range");
       return leaf ? static_cast<int64_t>(n) + id : id;
     };
     f.yes[i] = target(yes[i], yes_leaf[i]);
     f.no[i] = target(no[i], no_leaf[i]);
     if (m == 6) {  // the next NaN-delimited set of membership_values
-      while (next_set < members.size() && !std::isnan(members[next_set])) f.members[i].push_back(members[next_set++]);
+      while (next_set < members.size() && !std::isnan(members[next_set]))
+        f.members[i].push_back(members[next_set++]);
       ++next_set;
     }
   }

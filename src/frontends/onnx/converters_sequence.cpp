@@ -93,7 +93,8 @@ void split_to_sequence(Ctx& c) {
         if (s < 0) c.fail("split sizes must not be negative");
         sum += s;
       }
-      if (sum != len) c.fail("split sizes add up to " + std::to_string(sum) + ", the axis has " + std::to_string(len));
+      if (sum != len)
+        c.fail("split sizes add up to " + std::to_string(sum) + ", the axis has " + std::to_string(len));
       sizes = v;
     }
   } else {

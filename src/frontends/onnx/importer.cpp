@@ -65,14 +65,16 @@ void Ctx::fail(const std::string& msg) const { throw Error(where() + ": " + msg)
 Tensor Ctx::in(int i) const {
   Value v = value_in(i);
   if (v.kind != Value::Kind::tensor)
-    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) + "; the op takes a tensor");
+    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) +
+         "; the op takes a tensor");
   return v.t;
 }
 
 std::vector<Value> Ctx::seq_in(int i) const {
   Value v = value_in(i);
   if (v.kind != Value::Kind::sequence)
-    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) + ", not a sequence");
+    fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a " + kind_name(v.kind) +
+         ", not a sequence");
   return v.elems;
 }
 
@@ -239,8 +241,8 @@ constexpr int32_t kString = 8;
 }
 
 // The type of a tensor feed named `name`, the pos-th tensor fed.
-TensorType tensor_feed_type(const onnx::TypeProto_Tensor& tt, const std::string& name, const OnnxImportOptions& opt,
-                            size_t pos) {
+TensorType tensor_feed_type(const onnx::TypeProto_Tensor& tt, const std::string& name,
+                            const OnnxImportOptions& opt, size_t pos) {
   DType dt = dtype_from_onnx(tt.elem_type());
   if (pos < opt.input_shapes_in_order.size()) return {opt.input_shapes_in_order[pos], dt};
   auto it = opt.input_shapes.find(name);
@@ -259,7 +261,9 @@ OnnxValueForm::Kind form_kind(const onnx::TypeProto& t) {
 }
 
 const char* form_name(OnnxValueForm::Kind k) {
-  return k == OnnxValueForm::Kind::sequence ? "sequence" : k == OnnxValueForm::Kind::optional ? "optional" : "tensor";
+  return k == OnnxValueForm::Kind::sequence   ? "sequence"
+         : k == OnnxValueForm::Kind::optional ? "optional"
+                                              : "tensor";
 }
 
 // Binds a graph input of ONNX type `type` held in `form`: one placeholder per tensor it holds,
@@ -272,15 +276,17 @@ Value bind_input(Graph& g, const onnx::GraphProto& gp, const onnx::TypeProto& ty
   Value v;
   if (form.kind == OnnxValueForm::Kind::sequence || form.kind == OnnxValueForm::Kind::optional) {
     const bool seq = form.kind == OnnxValueForm::Kind::sequence;
-    if (!seq && form.elements.size() > 1) throw Error("[onnx] input '" + name + "': an optional holds one value at most");
+    if (!seq && form.elements.size() > 1)
+      throw Error("[onnx] input '" + name + "': an optional holds one value at most");
     const onnx::TypeProto& elem = seq ? type.sequence_type().elem_type() : type.optional_type().elem_type();
     v.kind = seq ? Value::Kind::sequence : Value::Kind::optional;
     for (size_t i = 0; i < form.elements.size(); ++i)
-      v.elems.push_back(bind_input(g, gp, elem, form.elements[i], seq ? name + "[" + std::to_string(i) + "]" : name,
-                                   opt, r, env));
+      v.elems.push_back(bind_input(g, gp, elem, form.elements[i],
+                                   seq ? name + "[" + std::to_string(i) + "]" : name, opt, r, env));
     return v;
   }
-  if (!type.has_tensor_type()) throw Error("[onnx] input '" + name + "' is not a tensor, a sequence or an optional");
+  if (!type.has_tensor_type())
+    throw Error("[onnx] input '" + name + "' is not a tensor, a sequence or an optional");
   const int32_t elem = type.tensor_type().elem_type();
   if (elem == kString) refuse_string_input(gp, name);
   TensorType t = tensor_feed_type(type.tensor_type(), name, opt, r.inputs.size());
@@ -383,7 +389,8 @@ OnnxModel import_model(const onnx::ModelProto& m, const OnnxImportOptions& opt, 
     if (init_names.count(vi.name())) continue;  // an initializer listed as an input (IR < 4)
     OnnxValueForm form;
     auto fit = opt.input_forms.find(vi.name());
-    if (fit != opt.input_forms.end()) form = fit->second;
+    if (fit != opt.input_forms.end())
+      form = fit->second;
     else if (form_kind(vi.type()) != OnnxValueForm::Kind::tensor)
       throw Error("[onnx] input '" + vi.name() + "' is a " + form_name(form_kind(vi.type())) +
                   "; give what it holds in OnnxImportOptions::input_forms");

@@ -1,9 +1,9 @@
 // TensorProto <-> TensorData: raw and typed storage, external data files.
+#include <onnx/onnx-data_pb.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
-
-#include <onnx/onnx-data_pb.h>
 
 #include "core/read_file.h"
 #include "frontends/onnx/importer.h"
@@ -232,9 +232,11 @@ namespace {
 // SequenceProto / OptionalProto elem_type codes.
 constexpr int32_t kElemTensor = 1, kElemSequence = 3, kElemOptional = 5;
 
-OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir, std::vector<TensorData>& out);
+OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir,
+                            std::vector<TensorData>& out);
 
-OnnxValueForm optional_form(const onnx::OptionalProto& o, const std::string& dir, std::vector<TensorData>& out) {
+OnnxValueForm optional_form(const onnx::OptionalProto& o, const std::string& dir,
+                            std::vector<TensorData>& out) {
   OnnxValueForm f;
   f.kind = OnnxValueForm::Kind::optional;
   if (o.has_tensor_value()) {
@@ -244,14 +246,15 @@ OnnxValueForm optional_form(const onnx::OptionalProto& o, const std::string& dir
     f.elements.push_back(sequence_form(o.sequence_value(), dir, out));
   } else if (o.has_optional_value()) {
     f.elements.push_back(optional_form(o.optional_value(), dir, out));
-  } else if (o.elem_type() != kElemTensor && o.elem_type() != kElemSequence && o.elem_type() != kElemOptional &&
-             o.elem_type() != 0) {
+  } else if (o.elem_type() != kElemTensor && o.elem_type() != kElemSequence &&
+             o.elem_type() != kElemOptional && o.elem_type() != 0) {
     throw Error("[onnx] optionals of element type " + std::to_string(o.elem_type()) + " are not supported");
   }
   return f;
 }
 
-OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir, std::vector<TensorData>& out) {
+OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir,
+                            std::vector<TensorData>& out) {
   OnnxValueForm f;
   f.kind = OnnxValueForm::Kind::sequence;
   if (s.sparse_tensor_values_size() || s.map_values_size())
@@ -266,7 +269,8 @@ OnnxValueForm sequence_form(const onnx::SequenceProto& s, const std::string& dir
 }
 }  // namespace
 
-OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind, std::vector<TensorData>& tensors) {
+OnnxValueForm read_onnx_value(const std::string& path, OnnxValueForm::Kind kind,
+                              std::vector<TensorData>& tensors) {
   if (kind == OnnxValueForm::Kind::tensor) {
     tensors.push_back(read_onnx_tensor(path));
     return {};

@@ -94,4 +94,50 @@ save("ml_imputer_nan", [h.make_node("Imputer", ["X"], ["Y"], domain="ai.onnx.ml"
 save("ml_imputer_int", [h.make_node("Imputer", ["X"], ["Y"], domain="ai.onnx.ml", imputed_value_int64s=[9], replaced_value_int64=3)], [vi("X", T.INT64, [3, 4])], [vi("Y", T.INT64, None)], [Xi])
 save("ml_one_hot_encoder", [h.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml", cats_int64s=[1, 3, 5, 0], zeros=1)], [vi("X", T.INT64, [3, 4])], [vi("Y", T.FLOAT, None)], [Xi])
 save("ml_feature_vectorizer", [h.make_node("FeatureVectorizer", ["X", "K"], ["Y"], domain="ai.onnx.ml", inputdimensions=[4, 2])], [vi("X", T.FLOAT, [3, 4]), vi("K", T.FLOAT, [3, 2])], [vi("Y", T.FLOAT, None)], [X[:3], X[:3, :2]])
+
+
+# TreeEnsemble (ai.onnx.ml 5): random trees with every comparison mode, NaN tracking, leaves in
+# their own list; each aggregate. (Post transforms are left out: onnxruntime 1.32 reads the
+# integer codes in its own order, 1 as LOGISTIC where the operator says SOFTMAX.)
+def random_v5(n_trees, n_feat, depth, n_targets):
+    nodes = dict(modes=[], feat=[], split=[], true_id=[], true_leaf=[], false_id=[], false_leaf=[], miss=[])
+    leaves = dict(target=[], weight=[])
+    roots = []
+
+    def build(d):
+        if d == depth or (d > 1 and rng.random() < 0.3):
+            leaves["target"].append(int(rng.integers(n_targets)))
+            leaves["weight"].append(float(np.float32(rng.normal())))
+            return len(leaves["target"]) - 1, 1
+        i = len(nodes["modes"])
+        for k in nodes:
+            nodes[k].append(0)
+        nodes["modes"][i] = int(rng.integers(6))
+        nodes["feat"][i] = int(rng.integers(n_feat))
+        nodes["split"][i] = float(np.float32(np.round(rng.normal(), 1)))
+        nodes["miss"][i] = int(rng.integers(2))
+        nodes["true_id"][i], nodes["true_leaf"][i] = build(d + 1)
+        nodes["false_id"][i], nodes["false_leaf"][i] = build(d + 1)
+        return i, 0
+
+    for _ in range(n_trees):
+        r, is_leaf = build(0)
+        roots.append(r)
+    return dict(tree_roots=roots, nodes_modes=nh.from_array(np.array(nodes["modes"], np.uint8)),
+                nodes_featureids=nodes["feat"], nodes_splits=nh.from_array(np.array(nodes["split"], np.float32)),
+                nodes_truenodeids=nodes["true_id"], nodes_trueleafs=nodes["true_leaf"],
+                nodes_falsenodeids=nodes["false_id"], nodes_falseleafs=nodes["false_leaf"],
+                nodes_missing_value_tracks_true=nodes["miss"], leaf_targetids=leaves["target"],
+                leaf_weights=nh.from_array(np.array(leaves["weight"], np.float32)))
+
+
+Xv = np.round(rng.normal(size=(40, 4)), 1).astype(np.float32)  # ties with the splits, for == and !=
+Xv[2, 1] = np.nan
+Xv[9, :] = np.nan
+for agg, pt in [(1, 0), (0, 0), (2, 0), (3, 0)]:
+    a = random_v5(4, 4, 4, 2)
+    save(f"ml_tree_ensemble_v5_agg{agg}_post{pt}",
+         [h.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=2, aggregate_function=agg,
+                      post_transform=pt, **a)],
+         [vi("X", T.FLOAT, [40, 4])], [vi("Y", T.FLOAT, None)], [Xv], ml=5, opset=21)
 print(f"wrote {len(os.listdir(OUT))} tests to {OUT}")

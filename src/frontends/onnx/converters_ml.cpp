@@ -446,8 +446,8 @@ Tensor forest_scores(Ctx& c, const Forest& f, Tensor x, int64_t targets, const s
       Tensor ckf = g.cast(ck, ft);
       go = go ? g.select(g.equal(*m, g.scalar(static_cast<double>(k), ft)), ckf, *go) : ckf;
     }
-    // A NaN compares false, so it goes to the false child unless told otherwise (or != says true).
-    if (any_nan_yes || used[5]) go = g.select(g.is_nan(v), g.gather(table(nan_yes, {n}, ft), idx, 0), *go);
+    // The comparison, or NaN where missing values track the true branch (NaN != t is true).
+    if (any_nan_yes) go = g.maximum(*go, g.mul(g.gather(table(nan_yes, {n}, ft), idx, 0), g.cast(g.is_nan(v), ft)));
     Tensor y = g.gather(yes, idx, 0), nn = g.gather(no, idx, 0);
     Tensor next = g.add(nn, g.mul(*go, g.sub(y, nn)));
     if (next.rank() == 1) next = g.broadcast_like(next, v);  // every tree's first step ends on a leaf

@@ -245,3 +245,31 @@ def test_stream_ordered_inputs_read_in_place_follow_their_memory():
     s = exe.run_stats
     assert s["replays"] >= 3 and s["captures"] <= 3, s
     assert s["uncaptured"] <= 2, s
+
+
+def test_small_outputs_share_one_copy():
+    """Outputs too small to lend (under 1 MiB) come back through one allocation and one copy
+    kernel (launch_copy_many): every one with its own values, dtype and odd byte count, each
+    living on when the others are dropped, on every call (the op-by-op run, the capture's
+    replays)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    g = tg.Graph()
+    x = g.placeholder([7, 13], tg.f32, "x")
+    outs = [x * 2.0, g.cast(x * 3.0, tg.f16), g.reduce_sum(x, [1]), g.cast(g.greater(x, g.scalar(0.0)), tg.i32),
+            g.exp(x) + 1.0, g.cast(x, tg.bf16), g.reduce_max(x, [0, 1])]
+    exe = g.compile([x], outs, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    for step in range(4):
+        xt = torch.randn(7, 13, device="cuda", generator=gen)
+        caps = [tg.from_dlpack(torch.utils.dlpack.to_dlpack(xt))]
+        got = [torch.utils.dlpack.from_dlpack(o.__dlpack__(stream=-1)) for o in exe.run_device(caps, stream=stream)]
+        want = [xt * 2.0, (xt * 3.0).half(), xt.sum(1), (xt > 0).int(), xt.exp() + 1.0, xt.bfloat16(), xt.max()]
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert a.dtype == b.dtype, (step, i)
+            torch.testing.assert_close(a.float(), b.float(), rtol=1e-3, atol=1e-3, msg=f"step {step} output {i}")
+        keep = got[2]
+        del got
+        torch.testing.assert_close(keep, xt.sum(1), rtol=1e-5, atol=1e-5)  # still its own values

@@ -247,6 +247,55 @@ cudaError_t launch_strided_copy(const void* in, void* out, const StridedCopy& sr
                : launch_generic<long long>(in, out, c, n, elem_size, stream);
 }
 
+// ---- many small copies ----
+
+namespace {
+
+struct CopyPiece {
+  const void* src;
+  unsigned long long off, bytes;
+};
+struct CopyMany {
+  char* dst;
+  int n;
+  CopyPiece p[kCopyManyPieces];
+};
+
+__global__ void __launch_bounds__(256) copy_many_kernel(const CopyMany a) {
+  for (int k = blockIdx.x; k < a.n; k += gridDim.x) {
+    const char* s = static_cast<const char*>(a.p[k].src);
+    char* d = a.dst + a.p[k].off;
+    const unsigned long long n = a.p[k].bytes;
+    unsigned long long done = 0;
+    if ((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) % 16 == 0) {
+      const unsigned long long words = n / 16;
+      for (unsigned long long i = threadIdx.x; i < words; i += blockDim.x)
+        reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
+      done = words * 16;
+    }
+    for (unsigned long long i = done + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_copy_many(void* dst, const void* const* srcs, const size_t* offsets, const size_t* bytes, int n,
+                             cudaStream_t stream) {
+  if (n < 0 || (n > 0 && (!dst || !srcs || !offsets || !bytes))) return cudaErrorInvalidValue;
+  for (int k0 = 0; k0 < n; k0 += kCopyManyPieces) {
+    CopyMany a{};
+    a.dst = static_cast<char*>(dst);
+    a.n = n - k0 < kCopyManyPieces ? n - k0 : kCopyManyPieces;
+    for (int k = 0; k < a.n; ++k) {
+      if (!srcs[k0 + k] && bytes[k0 + k]) return cudaErrorInvalidValue;
+      a.p[k] = CopyPiece{srcs[k0 + k], offsets[k0 + k], bytes[k0 + k]};
+    }
+    copy_many_kernel<<<a.n, 256, 0, stream>>>(a);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 // ---- pad ----
 
 namespace {

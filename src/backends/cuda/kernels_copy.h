@@ -32,6 +32,12 @@ struct StridedCopy {
 cudaError_t launch_strided_copy(const void* in, void* out, const StridedCopy& c, int elem_size,
                                 cudaStream_t stream);
 
+/// Copies n pieces, piece k's bytes[k] bytes from srcs[k] to dst + offsets[k], in one launch per
+/// kCopyManyPieces pieces (a block per piece, 16-byte words where both ends allow): the small
+/// outputs of a run handed to the caller, which were a copy and an allocation each.
+constexpr int kCopyManyPieces = 160;  // 24 bytes a piece: the launch's parameters stay under 4 KB
+cudaError_t launch_copy_many(void* dst, const void* const* srcs, const size_t* offsets, const size_t* bytes, int n,
+                             cudaStream_t stream);
 /// Pad modes as the kernel takes them (same order as tg::PadMode).
 enum class PadKind : int { constant = 0, reflect = 1, symmetric = 2, edge = 3 };
 /// out (dims out_dims, dense) = pad(in (dims in_dims, dense)) with `before[d]` elements before

@@ -1,0 +1,60 @@
+"""Smoke check of the TGRAPH PluggableDevice (issue 24), not yet part of `make test`.
+
+    TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/tmp/tgtf-build/libtgraph_tensorflow.so python3 python/tensorflow/smoke.py
+
+Checks that TensorFlow lists the device, and that a Keras MLP trained by model.fit (code
+unchanged, run once under /TGRAPH:0 and once by TensorFlow alone in a child process without the
+plugin) ends with the same losses and weights. Load the plugin through the variable, not from
+site-packages/tensorflow-plugins/: from there the child would load it too and not be
+TensorFlow alone. No op has a tgraph kernel yet: the math still
+runs on TensorFlow's CPU kernels, the variables live on TGRAPH (DEVICE_DEFAULT kernels) and the
+plugin's optimizer sees every function graph.
+"""
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def train(device):
+    import numpy as np
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.RandomState(0)
+    x = rng.randn(256, 8).astype("float32")
+    y = (x.sum(1, keepdims=True) > 0).astype("float32")
+    with tf.device(device):
+        m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1, activation="sigmoid")])
+        m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
+        h = m.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+    return {"loss": h.history["loss"], "weights": [w.tolist() for w in m.get_weights()],
+            "var_device": m.layers[0].kernel.value.device}
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
+    print(json.dumps(train("/CPU:0")))
+    sys.exit(0)
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+devices = tf.config.list_physical_devices("TGRAPH")
+print("TGRAPH devices:", devices)
+if not devices:
+    sys.exit("no TGRAPH device: set TF_PLUGGABLE_DEVICE_LIBRARY_PATH to libtgraph_tensorflow.so")
+ours = train("/TGRAPH:0")
+env = {k: v for k, v in os.environ.items() if k != "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"}
+ref = json.loads(subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
+                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
+dl = max(abs(a - b) for a, b in zip(ours["loss"], ref["loss"]))
+dw = max(float(np.max(np.abs(np.array(a) - np.array(b)))) for a, b in zip(ours["weights"], ref["weights"]))
+print("variables on:", ours["var_device"])
+print("losses TGRAPH:", ours["loss"])
+print("losses TF    :", ref["loss"])
+print(f"max |loss diff| {dl:.3g}, max |weight diff| {dw:.3g}")
+sys.exit(0 if dl <= 1e-4 and dw <= 1e-4 and "TGRAPH" in ours["var_device"] else 1)

@@ -36,8 +36,13 @@ IMAGE = {"vit_": 224, "maxvit_t": 224, "inception_v3": 75, "googlenet": 64, "swi
 # ---- models -----------------------------------------------------------------------------------
 
 def torchvision_models() -> list[str]:
+    """Every model in torchvision.models.list_models(): classification, segmentation, video,
+    optical flow, the float models behind the quantized ones, and detection last (slowest)."""
     import torchvision
-    return torchvision.models.list_models()
+    tm = torchvision.models
+    order = [tm, tm.segmentation, tm.video, tm.optical_flow, tm.quantization, tm.detection]
+    names = [n for mod in order for n in tm.list_models(module=mod)]
+    return names + [n for n in tm.list_models() if n not in names]
 
 
 def build_torchvision(name: str):
@@ -70,7 +75,7 @@ def build_torchvision(name: str):
         return model, ([torch.rand(3, 128, 128)],), {}
     if fam == "video":
         model = tm.get_model(name, num_classes=10, **kw)
-        frames, size = (8, 64) if not name.startswith(("mvit", "s3d")) else (16, 224) if name.startswith("mvit") else (8, 112)
+        frames, size = (16, 224) if name.startswith(("mvit", "s3d")) else (8, 64)  # s3d's last pool is 2x7x7
         return model, (torch.randn(1, 3, frames, size, size),), {}
     if fam == "optical_flow":
         model = tm.get_model(name, **kw)
@@ -225,6 +230,13 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
                 counts[str(n.target)] = 1
         left.extend(k for k in counts if k not in left)
     tgt._report = report
+    real_line = tgt._report_line
+
+    def report_line(line):
+        real_line(line)
+        if "empty input" in line and "graphs with an empty input" not in left:
+            left.append("graphs with an empty input")
+    tgt._report_line = report_line
     torch.manual_seed(0)
     model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
     model.eval()
@@ -250,7 +262,8 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
                 row.update(status="pass", why="")
             if entry == "compile" and isinstance(fast, tgt.TorchModule) and any(
                     spec is None for _, spec in fast._cache.values()):
-                row["why"] = (row["why"] + "; " if row["why"] else "") + "torch.export refused: ran through TorchDynamo"
+                why = getattr(fast, "dynamo_reason", None) or "torch.export refused"
+                row["why"] = (row["why"] + "; " if row["why"] else "") + f"via TorchDynamo ({why})"
         except Exception as e:  # noqa: BLE001  (the table says why)
             msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
             row.update(status="fail", why=f"{type(e).__name__}: {msg}"[:300])

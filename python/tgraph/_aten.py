@@ -288,6 +288,19 @@ def _layer_norm(c: _Ctx, x, normalized_shape, weight, bias, eps):
     return (y, mean, rstd)
 
 
+def _group_norm(c: _Ctx, x, weight, bias, n, ch, hw, groups, eps):
+    """(y, mean, rstd) of aten.native_group_norm; the statistics [N, groups] only when read."""
+    g = c.g
+    gamma, beta = _affine(c, weight, bias, [ch], x.dtype)
+    y = g.group_norm(x, gamma, beta, groups, axis=1, epsilon=eps)
+    if not _used_outputs(c) & {1, 2}:
+        return (y, None, None)
+    flat = g.reshape(x, [n, groups, -1])
+    mean = g.reduce_mean(flat, [2], False)
+    rstd = g.rsqrt(g.add(g.reduce_variance(flat, [2], False), c.scalar(eps, x)))
+    return (y, mean, rstd)
+
+
 def _pool_desc(kernel, stride, padding, dilation, ceil_mode, count_include_pad=False):
     kernel = list(kernel) * (2 if len(kernel) == 1 else 1)
     stride = list(stride or kernel) * (2 if stride and len(stride) == 1 else 1)
@@ -929,6 +942,7 @@ _CONVERTERS: dict[str, Callable] = {
     "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
     "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
     "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
+    "native_group_norm": _group_norm,
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
     "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
     "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,

@@ -134,6 +134,7 @@ class TorchModule(torch.nn.Module):
         self._device = device
         self._precision = precision
         self._cache: dict = {}
+        self.dynamo_reason = None  # why the last signature built went through TorchDynamo, if it did
 
     def recompile(self) -> None:
         """Forgets the compiled executables (after the module's weights changed)."""
@@ -163,6 +164,8 @@ class TorchModule(torch.nn.Module):
         except Exception as e:  # noqa: BLE001  (torch.export refuses some models; tracing may not)
             if isinstance(e, tg.Error):
                 raise
+            first = (str(e).strip().splitlines() or [""])[0]
+            self.dynamo_reason = f"torch.export failed: {type(e).__name__}: {first[:120]}"
             return self._through_dynamo()
         sig = ep.graph_signature
         user = [s.arg.name for s in sig.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
@@ -173,14 +176,19 @@ class TorchModule(torch.nn.Module):
                 constants[s.arg.name] = state[s.target]
         flat, _ = pytree.tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        py_values = {}
+        if len(flat) == len(user) and len(tensors) != len(user):  # Python numbers among the inputs
+            py_values = {u: a for u, a in zip(user, flat) if not isinstance(a, torch.Tensor)}
+            user = [u for u in user if u not in py_values]
         if len(tensors) != len(user):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
         types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
         try:
-            g, feeds, outs, _, random = convert(ep.graph, user, constants, types)
+            g, feeds, outs, _, random = convert(ep.graph, user, constants, types, py_values)
         except tg.Error as e:
             if getattr(e, "tg_node", None) is None or _strict():
                 raise
+            self.dynamo_reason = f"the export's graph has {e.tg_node}, which tgraph cannot take"
             return self._through_dynamo()  # partitioned there: the ops tgraph cannot take run in torch
         # the export also returns the new values of buffers the module mutates: inference keeps
         # the module's buffers as they are, and returns the user's outputs only
@@ -281,6 +289,12 @@ def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
     tgraph cannot take (no converter, or a converter that refuses its arguments), the graph
     partitioned around them (_Partitioned). Found by converting: each refusal names its node,
     which joins the ones left to torch, and the graph is partitioned again."""
+    if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in inputs) and not _strict():
+        # tgraph's executables take no empty feeds (a detector's zero boxes): this signature's
+        # graph runs in torch
+        _report_line("tgraph: a graph with an empty input runs in PyTorch")
+        run = lambda ins: gm(*ins)  # noqa: E731
+        return run, run(inputs)
     left = {n.name for n in gm.graph.nodes if not convertible(n)}
     while True:
         try:
@@ -332,6 +346,10 @@ def _report(gm: torch.fx.GraphModule, left: set) -> None:
             counts[str(n.target)] = counts.get(str(n.target), 0) + 1
     line = "tgraph: left to PyTorch: " + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in
                                                    sorted(counts.items()))
+    _report_line(line)
+
+
+def _report_line(line: str) -> None:
     if line not in _REPORTED:
         _REPORTED.add(line)
         print(line, file=sys.stderr)

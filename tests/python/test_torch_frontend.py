@@ -769,3 +769,29 @@ def test_training_backend_takes_boxed_arguments(recwarn):
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
     torch.compile(model, backend="tgraph_train", dynamic=False)(torch.randn(3, 4)).sum().backward()
     assert not [w for w in recwarn if "boxed" in str(w.message)]
+
+
+def test_group_norm():
+    torch.manual_seed(0)
+    _through_both(nn.Sequential(nn.Conv1d(4, 8, 3), nn.GroupNorm(2, 8), nn.GELU()), torch.randn(2, 4, 9))
+    _through_both(nn.GroupNorm(4, 8, affine=False), torch.randn(2, 8, 5, 6))
+
+
+def test_python_numbers_among_the_inputs():
+    class Scaled(nn.Module):
+        def forward(self, x, n=2, scale=1.0):
+            return x * n + scale
+
+    x = torch.randn(3)
+    fast = tgt.compile(Scaled())
+    torch.testing.assert_close(fast(x, n=3, scale=0.5), x * 3 + 0.5)
+    torch.testing.assert_close(fast(x, n=4), x * 4 + 1.0)  # a new value: a new executable
+    assert fast.dynamo_reason is None  # through torch.export, not the fallback
+
+
+def test_graph_with_an_empty_input_runs_in_torch():
+    model = _Fn(lambda boxes, x: (boxes * 2).sum() + x)
+    x = torch.randn(3)
+    with torch.no_grad():
+        got = torch.compile(model, backend="tgraph", dynamic=False)(torch.zeros(0, 4), x)
+    torch.testing.assert_close(got, x)

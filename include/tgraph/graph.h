@@ -2,6 +2,7 @@
 // The graph builder: every op of tgraph is a method here. Builders check and infer types at
 // the call, so a mistake is reported at the line that made it.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,10 @@ struct CompileOptions {
   /// then that layout's tensor, and Executable::output_permutations() says how to view it as
   /// the value asked for (a frontend hands it on as a strided view: PyTorch's channels_last).
   bool free_output_layouts = false;
+  /// Debugging switches for this executable only, by their environment names
+  /// ({{"TGRAPH_NO_FUSION", "1"}}; docs/switches.md lists which): its compile and its runs see
+  /// these values before the environment's. An unknown name is an error.
+  std::map<std::string, std::string> switches;
 };
 
 class Graph;

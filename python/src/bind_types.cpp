@@ -1,6 +1,7 @@
 // Element types, enums, devices, tensor types, compile options and the op descriptors.
 // Descriptors are bound from their TG_FIELDS reflection: every field is a keyword of the
 // constructor and a property, so a field added in C++ appears in Python with no edit here.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -180,7 +181,9 @@ void bind_types(nb::module_& m) {
       .def_rw("disable_type_inference", &tg::CompileOptions::disable_type_inference)
       .def_rw("precision", &tg::CompileOptions::precision)
       .def_rw("optimize", &tg::CompileOptions::optimize)
-      .def_rw("free_output_layouts", &tg::CompileOptions::free_output_layouts);
+      .def_rw("free_output_layouts", &tg::CompileOptions::free_output_layouts)
+      .def_rw("switches", &tg::CompileOptions::switches,
+              "Debugging switches for this executable only, by environment name (docs/switches.md).");
 
   bind_desc<tg::ConvDesc>(m, "ConvDesc");
   bind_desc<tg::PoolDesc>(m, "PoolDesc");

@@ -30,7 +30,7 @@ struct Dumper {
   std::string dir;
   int step = 0;
   Dumper() {
-    if (const char* d = std::getenv("TGRAPH_DUMP")) {
+    if (const char* d = env_value("TGRAPH_DUMP")) {
       dir = d;
       std::filesystem::create_directories(dir);
     }

@@ -94,9 +94,12 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
     throw Error("[compile] device " + options.device.str() + ": this build of tgraph has no CUDA backend");
 #endif
   }
+  for (const auto& [name, value] : options.switches) check_switch_name(name);
   auto impl = std::make_shared<ExecutableImpl>();
   impl->device = options.device;
   impl->precision = options.precision;
+  impl->switches = options.switches;
+  const SwitchScope switches(impl->switches);  // the passes see them
   impl->store = variable_store_of(*impl_);
   Module& m = impl->module;
   impl->output_perms = prepare_module(m, *impl_, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);

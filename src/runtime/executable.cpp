@@ -11,6 +11,7 @@
 #ifdef TGRAPH_HAVE_CUDA
 #include "runtime/cuda_run_device.h"
 #endif
+#include "core/env.h"
 #include "runtime/executable_impl.h"
 #include "runtime/run_limits.h"
 #include "tgraph/error.h"
@@ -30,13 +31,17 @@ ExecutableImpl& checked(const std::shared_ptr<ExecutableImpl>& p) {
 }  // namespace
 
 std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs) const {
-  return checked(impl_).run(inputs);
+  const ExecutableImpl& e = checked(impl_);
+  const SwitchScope switches(e.switches);
+  return e.run(inputs);
 }
 
 std::vector<TensorData> Executable::run(const std::vector<TensorData>& inputs, const RunOptions& options) const {
   if (options.timeout_s < 0) throw Error("[run] timeout_s must be >= 0, got " + std::to_string(options.timeout_s));
   detail::RunLimits::Scope scope(options);
-  return checked(impl_).run(inputs);
+  const ExecutableImpl& e = checked(impl_);
+  const SwitchScope switches(e.switches);
+  return e.run(inputs);
 }
 
 void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) const {
@@ -69,6 +74,7 @@ RunStats Executable::run_stats() const {
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const {
 #ifdef TGRAPH_HAVE_CUDA
   ExecutableImpl& e = checked(impl_);
+  const SwitchScope switches(e.switches);
   if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs, cuda_stream);
 #endif
   (void)cuda_stream;
@@ -77,6 +83,7 @@ std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>
 
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs) const {
   ExecutableImpl& e = checked(impl_);
+  const SwitchScope switches(e.switches);
 #ifdef TGRAPH_HAVE_CUDA
   if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs);
 #endif
@@ -94,7 +101,10 @@ std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorDat
                                                            void* /*stream*/) const {
   auto impl = impl_;
   checked(impl).check_inputs(inputs);  // bad inputs fail at the call, not at get()
-  return std::async(std::launch::async, [impl, in = std::move(inputs)] { return impl->run(in); });
+  return std::async(std::launch::async, [impl, in = std::move(inputs)] {
+    const SwitchScope switches(impl->switches);
+    return impl->run(in);
+  });
 }
 
 std::vector<TensorType> Executable::output_types(const std::vector<TensorType>& input_types) const {

@@ -18,6 +18,7 @@ struct ExecutableImpl {
   Module module;
   Device device;
   Precision precision = Precision::f32;
+  std::map<std::string, std::string> switches;  // CompileOptions::switches, seen by every run (SwitchScope)
   std::vector<std::string> feed_names;
   std::vector<TensorType> feed_types;
   std::vector<std::vector<int64_t>> output_perms;  // per target (CompileOptions::free_output_layouts)

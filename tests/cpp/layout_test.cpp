@@ -163,11 +163,11 @@ TEST(PassChannelsLast, SameNumbersAsWithoutThePass) {
   TensorData xv = TensorData::uniform({2, 3, 16, 16}, -1, 1, f32, 9);
   std::vector<TensorData> out[2];
   for (int off = 0; off < 2; ++off) {
-    if (off) setenv("TGRAPH_NO_LAYOUT", "1", 1);
     Graph g;
     Tensor x = g.placeholder({2, 3, 16, 16}, f32);
-    out[off] = g.compile({{x, x.type()}}, {net(g, x)}, {}, {.device = Device::cpu()}).run({xv});
-    unsetenv("TGRAPH_NO_LAYOUT");
+    CompileOptions o{.device = Device::cpu()};
+    if (off) o.switches = {{"TGRAPH_NO_LAYOUT", "1"}};  // for this executable only (docs/switches.md)
+    out[off] = g.compile({{x, x.type()}}, {net(g, x)}, {}, o).run({xv});
   }
   ASSERT_EQ(out[0][0].shape(), out[1][0].shape());
   for (int64_t i = 0; i < out[0][0].num_elements(); ++i)

@@ -335,7 +335,7 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
   const CpuPlan* plan = fuse ? static_cast<const CpuPlan*>(cpu_plan.get()) : nullptr;
   RunState st{*this, g, plan, std::vector<TensorData>(g.values.size()), {}, {}, {}, {}, {}, {}};
   // One arena per run: every planned intermediate lives at its offset in it.
-  static const bool no_arena = env_flag("TGRAPH_NO_ARENA");
+  const bool no_arena = env_flag("TGRAPH_NO_ARENA");
   const int64_t bytes = plan ? plan->arena_bytes : arena_bytes;
   if (bytes > 0 && !no_arena) st.arena = ArenaPool::get().take(static_cast<size_t>(bytes));
   {

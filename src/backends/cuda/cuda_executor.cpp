@@ -398,7 +398,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
   // (their device copies are shared with other runs). Likewise for reading the caller's
   // memory in place (a variable assigned from a feed must not alias it).
   const bool may_lend = caller.has_value() && exe.variables.empty();
-  static const bool no_borrow = env_flag("TGRAPH_NO_BORROW");  // to compare, or to rule it out
+  const bool no_borrow = env_flag("TGRAPH_NO_BORROW");  // to compare, or to rule it out
   io.borrow = may_lend && !no_borrow;
   io.defer_capture = caller.has_value();
   // A stream-ordered run: the runs' stream first waits for what the caller queued (the

@@ -255,7 +255,7 @@ void Run::captured_if(const Node& n) {
 InPlace Run::in_place_for(const std::vector<int32_t>& blocks, size_t first_param, size_t first_result,
                           const std::vector<DevTensor>& state, bool assigns, cudaGraphConditionalHandle h) {
   InPlace ip;
-  static const bool off = env_flag("TGRAPH_NO_LOOP_IN_PLACE");
+  const bool off = env_flag("TGRAPH_NO_LOOP_IN_PLACE");
   if (off) return ip;
   bool plain = !assigns;
   std::vector<const FusionPlan*> plans;

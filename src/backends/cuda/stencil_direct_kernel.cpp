@@ -14,6 +14,7 @@
 
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/stencil_codegen.h"
+#include "core/env.h"
 
 namespace tg::detail::stencil_codegen {
 
@@ -32,7 +33,7 @@ bool choose_direct(Config& c, const int64_t o[4], int64_t taps) {
   // TGRAPH_STENCIL_CONFIG overrides ("v=4,r=8,tx=32,mb=3", any reduction) or picks the
   // shared-memory tile kernel ("tile").
   int64_t V = 4, R = 4, TX = 32, sd = -1, bd = -1, mb = 4, budget = 512;
-  if (const char* e = std::getenv("TGRAPH_STENCIL_CONFIG")) {
+  if (const char* e = env_value("TGRAPH_STENCIL_CONFIG")) {
     const std::string cfg = e;
     if (cfg == "tile") return false;
     budget = 4096;

@@ -893,6 +893,21 @@ def _grid_sampler_2d(c: _Ctx, x, grid, mode, padding_mode, align_corners):
     return g.reshape(y, [n, ch, ho, wo])
 
 
+def _max_min(op: str):
+    """max / min: of all elements (x), (values, indices) along dim, or elementwise (x, other)."""
+    def conv(c: _Ctx, x, dim=None, keepdim=False):
+        g = c.g
+        if isinstance(dim, tg.Tensor):
+            return _binary("maximum_nan" if op == "max" else "minimum_nan")(c, x, dim)
+        if dim is None:
+            return getattr(g, "reduce_" + op)(x, list(range(x.rank)), False)
+        d = dim % x.rank
+        v = getattr(g, "reduce_" + op)(x, [d], keepdim)
+        i = c.cast(getattr(g, "arg" + op)(x, d, keepdim), tg.i64) if 1 in _used_outputs(c) else None
+        return (v, i)
+    return conv
+
+
 def _no_op(c: _Ctx, *args, **kwargs):
     return None
 
@@ -935,7 +950,7 @@ _CONVERTERS: dict[str, Callable] = {
     "any": lambda c, x, dim=None, keepdim=False: c.g.reduce_any(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
     "all": lambda c, x, dim=None, keepdim=False: c.g.reduce_all(c.cast(x, tg.bool_), _axes(dim, x.rank), keepdim),
     "logsumexp": lambda c, x, dim, keepdim=False: c.g.reduce_logsumexp(x, _axes(dim, x.rank), keepdim),
-    "var": _var, "argmax": _argminmax("argmax"), "argmin": _argminmax("argmin"), "topk": _topk, "sort": _sort,
+    "max": _max_min("max"), "min": _max_min("min"), "var": _var, "argmax": _argminmax("argmax"), "argmin": _argminmax("argmin"), "topk": _topk, "sort": _sort,
     "cumsum": _cumsum, "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
     # linear algebra, convolution, pooling, normalisation

@@ -795,3 +795,8 @@ def test_graph_with_an_empty_input_runs_in_torch():
     with torch.no_grad():
         got = torch.compile(model, backend="tgraph", dynamic=False)(torch.zeros(0, 4), x)
     torch.testing.assert_close(got, x)
+
+
+def test_max_and_min_in_every_form():
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    _through_both(_Fn(lambda x, y: (x.max(), x.min(), *x.max(1), *x.min(0, keepdim=True), torch.max(x, y))), x, y)

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "ops/op_def.h"
 
@@ -32,16 +30,22 @@ uint64_t bytes_hash(const void* data, size_t n) {
   return h;
 }
 
-// A commutative op's two operands in a canonical order, so add(a, b) and add(b, a) merge.
-std::vector<int32_t> operands(const Node& n) {
-  std::vector<int32_t> in = n.inputs;
-  if (in.size() == 2 && op_def(n.kind).has(kCommutative) && in[1] < in[0]) std::swap(in[0], in[1]);
-  return in;
+// Operand i of n, a commutative op's two in a canonical order, so add(a, b) and add(b, a) merge.
+int32_t operand(const Node& n, size_t i) {
+  const bool swap = n.inputs.size() == 2 && n.inputs[1] < n.inputs[0] && op_def(n.kind).has(kCommutative);
+  return n.inputs[swap ? 1 - i : i];
+}
+
+bool same_operands(const Node& a, const Node& b) {
+  if (a.inputs.size() != b.inputs.size()) return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (operand(a, i) != operand(b, i)) return false;
+  return true;
 }
 
 uint64_t key_of(const GraphImpl& g, const Node& n) {
   uint64_t h = static_cast<uint64_t>(n.kind) * 1000003u;
-  for (int32_t v : operands(n)) hash_mix(h, static_cast<uint64_t>(v));
+  for (size_t i = 0; i < n.inputs.size(); ++i) hash_mix(h, static_cast<uint64_t>(operand(n, i)));
   for (int32_t d : n.control_deps) hash_mix(h, static_cast<uint64_t>(d) + 77);
   hash_mix(h, attr_hash(n.attr));
   if (n.kind == OpKind::Constant) {
@@ -53,7 +57,7 @@ uint64_t key_of(const GraphImpl& g, const Node& n) {
 }
 
 bool same(const Node& a, const Node& b) {
-  if (a.kind != b.kind || operands(a) != operands(b) || a.control_deps != b.control_deps || !(a.attr == b.attr))
+  if (a.kind != b.kind || !same_operands(a, b) || a.control_deps != b.control_deps || !(a.attr == b.attr))
     return false;
   if (a.kind == OpKind::Constant)
     return a.data.type() == b.data.type() && std::memcmp(a.data.data(), b.data.data(), a.data.nbytes()) == 0;

@@ -629,7 +629,6 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     if (col_blocks > 2147483647LL) return std::nullopt;
     l.grid_x = static_cast<unsigned>(col_blocks);
     l.grid_y = static_cast<unsigned>(a.split);
-    l.final_x = static_cast<unsigned>((a.outer + 7) / 8);
   } else {
     l.threads_per_output = a.inner >= 2048 ? 256 : 32;
     const long long per_block = 256 / l.threads_per_output;
@@ -640,7 +639,6 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
     const long long target = std::max(1, sm_count) * 8LL;
     if (l.threads_per_output == 256 && a.outer < target && a.outer <= 2147483647LL) {
       l.row_split = std::clamp<long long>((target + a.outer - 1) / a.outer, 1, std::min<long long>(65535, a.inner / 2048));
-      l.final_x = static_cast<unsigned>((a.outer + 7) / 8);
     }
   }
   l.source =

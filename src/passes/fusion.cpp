@@ -426,6 +426,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     // value it did not gain by recomputing before (no fewer bytes): now its write goes away.
     recompute_producers(m, block, plan);
     absorb_consumers(m, block, plan);
+    narrow_widened_outputs(m, block, plan);
     drop_unread_outputs(m, block, plan);
   }
   return plan;

@@ -121,6 +121,10 @@ std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan
 /// operand is ready there (passes/fusion_absorb.cpp): the values it read from that group stay
 /// in registers.
 void absorb_consumers(const Module& m, int32_t block, FusionPlan& plan);
+/// Lets a group whose output is a widening cast of a value it has at hand write that narrower
+/// value instead, each reader (elementwise groups, stitched reductions) casting it itself
+/// (passes/fusion_narrow.cpp).
+void narrow_widened_outputs(const Module& m, int32_t block, FusionPlan& plan);
 /// Drops group outputs that no step and nothing outside the block reads, and groups left
 /// with none.
 void drop_unread_outputs(const Module& m, int32_t block, FusionPlan& plan);

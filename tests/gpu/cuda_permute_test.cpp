@@ -73,5 +73,6 @@ TEST(CudaPermute, MatchesTheHost) {
     check({3, 40, 5, 36}, {3, 1, 0, 2}, esize);   // tiled, the rest not in input order
     check({17}, {0}, esize);
     check({6, 7}, {0, 1}, esize);                 // identity
+    check({40, 35, 1, 1}, {0, 2, 3, 1}, esize);   // only size-1 dims move: a copy
   }
 }

@@ -167,3 +167,22 @@ TEST(CudaReduceStitch, SumToLikeOnBothPaths) {
     compare(shape.str(), build, in, 2e-5);
   }
 }
+
+// The autocast form of a batch norm's backward (bf16 activations, f32 arithmetic): the
+// gradient's f32 view is cast where it is read (passes/fusion_narrow.cpp) by the two sums and
+// the dx group, against the CPU.
+TEST(CudaReduceStitch, NarrowedGradientMatchesTheCpu) {
+  const Shape s{8, 6, 10, 48};
+  uint64_t seed = 990;
+  std::vector<TensorData> in = {TensorData::uniform(s, -1, 1, bf16, seed++), TensorData::uniform(s, -1, 1, bf16, seed++),
+                                TensorData::uniform(s, -1, 1, bf16, seed++), TensorData::uniform(s, -1, 3, bf16, seed++),
+                                TensorData::uniform({48}, 0.5, 1.5, f32, seed++)};
+  auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+    Tensor d = g.select(g.less_equal(p[0], g.scalar(0.0, bf16)), g.scalar(0.0, bf16), g.add(p[1], p[2]));
+    Tensor df = g.cast(d, f32), xf = g.cast(p[3], f32);
+    Tensor s1 = g.reduce_sum(df, {0, 1, 2}), s2 = g.reduce_sum(g.mul(df, xf), {0, 1, 2});
+    Tensor dx = g.cast(g.mul(g.sub(g.mul(df, p[4]), g.mul(s1, g.scalar(1.0 / 480))), g.sub(xf, g.mul(s2, g.scalar(1e-3)))), bf16);
+    return std::vector{dx, s1, s2};
+  };
+  EXPECT_GE(compare("narrowed", build, in, 6e-2), 1);
+}

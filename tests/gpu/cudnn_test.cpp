@@ -130,6 +130,9 @@ std::vector<ConvCase> conv_cases() {
       {"nhwc hwio pad 1", {2, 9, 11, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
       {"nchw oihw valid", {2, 6, 9, 11}, {8, 6, 3, 3}, desc(L::nchw, L::oihw)},
       {"nhwc oihw", {2, 9, 11, 6}, {8, 6, 3, 2}, desc(L::nhwc, L::oihw, {}, {}, P::explicit_, {1, 1, 0, 0})},
+      // A 1x1 oihw filter is already in cuDNN's KRSC order for NHWC data: read and written in place.
+      {"nhwc oihw 1x1", {2, 9, 11, 16}, {8, 16, 1, 1}, desc(L::nhwc, L::oihw)},
+      {"nhwc oihw 1x1 stride 2", {2, 9, 11, 16}, {24, 16, 1, 1}, desc(L::nhwc, L::oihw, {2, 2})},
       {"nchw hwio", {2, 6, 9, 11}, {2, 3, 6, 8}, desc(L::nchw, L::hwio, {}, {}, P::explicit_, {0, 0, 1, 1})},
       {"groups 2 nhwc", {2, 9, 11, 6}, {3, 3, 3, 8}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
       {"groups 2 nchw", {2, 6, 9, 11}, {8, 3, 3, 3}, desc(L::nchw, L::oihw, {}, {}, P::valid, {}, 2)},

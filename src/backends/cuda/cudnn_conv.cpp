@@ -265,6 +265,18 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   const size_t wbytes = static_cast<size_t>(tw.shape.num_elements()) * esize;
   // Weights in cuDNN's filter layout: the op's own buffer, or a permuted copy.
   std::vector<int> perm = filter_perm(sfirst, last, nsp);
+  // A permutation that only moves dims of size 1 (OIHW -> OHWI of a 1x1 filter) keeps every
+  // element where it is: cuDNN reads (or writes) the weights' own buffer.
+  if (!perm.empty() && cpad == 0) {
+    int prev = -1;
+    bool same_order = true;
+    for (int p : perm)
+      if (wdims[static_cast<size_t>(p)] != 1) {
+        same_order &= p > prev;
+        prev = p;
+      }
+    if (same_order) perm.clear();
+  }
   DeviceBuffer wtmp, wpad;
   if (!perm.empty() && !(cpad > 0 && dir == Dir::filter)) wtmp = op_workspace(wbytes, stream, device);
   // The filter's dims (cuDNN's layout) and, with channel padding, its padded copy.

@@ -130,6 +130,8 @@ cudaError_t launch_permute(const void* in, void* out, int rank, const long long*
     }
     last = p;
   }
+  // Every element stays where it is (only dims of size 1 move): a copy.
+  if (ng <= 1) return cudaMemcpyAsync(out, in, static_cast<size_t>(n) * static_cast<size_t>(elem_size), cudaMemcpyDeviceToDevice, stream);
   // The input's innermost group moves: tiles through shared memory (a batched 2-D transpose,
   // or any permutation that moves it). Otherwise each output run is an input run: the gather.
   int ia = 0;

@@ -122,6 +122,38 @@ TEST(CudaExecutor, FusionOffGivesTheSameNumbers) {
     ASSERT_NEAR(fused[0].at(i), unfused[0].at(i), 4e-7 * (1 + std::abs(unfused[0].at(i)))) << i;
 }
 
+// A bf16 chain in one kernel keeps float between its ops (docs/decisions.md: excess
+// precision), so it lands nearer the exact result than the same ops rounded one by one;
+// TGRAPH_ROUND_HALF_OPS=1 gives the unfused ops' bits exactly.
+TEST(CudaExecutor, HalfChainsKeepFloatInsideAKernel) {
+  const int64_t n = 4096;
+  std::vector<TensorData> in{rnd({n}, bf16, 31), rnd({n}, bf16, 32), rnd({n}, bf16, 33)};
+  Graph g;
+  Tensor x = g.placeholder({n}, bf16), y = g.placeholder({n}, bf16), z = g.placeholder({n}, bf16);
+  Tensor out = g.sub(g.mul(g.add(g.mul(x, y), z), x), g.mul(y, z));
+  const std::vector<std::pair<Tensor, TensorType>> feeds{{x, x.type()}, {y, y.type()}, {z, z.type()}};
+  CompileOptions rounded = gpu();
+  rounded.switches = {{"TGRAPH_ROUND_HALF_OPS", "1"}};
+  CompileOptions unfused = gpu();
+  unfused.switches = {{"TGRAPH_NO_FUSION", "1"}};
+  TensorData fast = g.compile(feeds, {out}, {}, gpu()).run(in)[0];
+  TensorData per_op = g.compile(feeds, {out}, {}, rounded).run(in)[0];
+  TensorData plain = g.compile(feeds, {out}, {}, unfused).run(in)[0];
+  double err_fast = 0, err_plain = 0;
+  int differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(per_op.at(i), plain.at(i)) << i;
+    const double a = in[0].at(i), b = in[1].at(i), c = in[2].at(i);
+    const double exact = (a * b + c) * a - b * c;
+    err_fast += std::abs(fast.at(i) - exact);
+    err_plain += std::abs(plain.at(i) - exact);
+    differ += fast.at(i) != plain.at(i);
+    ASSERT_NEAR(fast.at(i), exact, 1e-2 * (1 + std::abs(exact))) << i;
+  }
+  EXPECT_GT(differ, 0);
+  EXPECT_LT(err_fast, err_plain);
+}
+
 TEST(CudaExecutor, MatmulThroughCublasLt) {
   for (DType t : {f32, f16, bf16}) {
     double tol = t == f32 ? 1e-4 : t == f16 ? 5e-3 : 3e-2;

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -269,6 +270,8 @@ std::string codegen_store(DType t, const std::string& v) { return store(t, v); }
 std::string codegen_from_storage(DType t, const std::string& p) { return from_storage(t, p); }
 std::string codegen_round_to(DType t, const std::string& e) { return round_to(t, e); }
 
+bool round_half_ops() { return env_flag("TGRAPH_ROUND_HALF_OPS"); }
+
 std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
                                 std::unordered_map<int32_t, std::string>& names, const std::string& indent) {
   std::ostringstream os;
@@ -280,8 +283,14 @@ std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
     if (e.empty()) throw Error(std::string("[cuda] no generated kernel for op ") + op_name(n.kind));
     int32_t v = n.outputs[0];
     std::string nm = "v" + std::to_string(v);
-    os << indent << "const " << compute_type(g.type(v).dtype) << " " << nm << " = "
-       << round_to(g.type(v).dtype, e) << ";\n";
+    // f16 / bf16 intermediates stay in float between the ops of a kernel (excess precision,
+    // as XLA and inductor compute fused half-precision chains): each is rounded where it is
+    // stored, and at an explicit cast. Rounding after every op made a batch norm + ReLU
+    // kernel of an autocast graph bound by conversions, at half the bandwidth of the same
+    // kernel on f32 operands (docs/decisions.md). TGRAPH_ROUND_HALF_OPS=1 rounds every op.
+    const DType t = g.type(v).dtype;
+    const bool excess = (t == DType::f16 || t == DType::bf16) && n.kind != OpKind::Cast && !round_half_ops();
+    os << indent << "const " << compute_type(t) << " " << nm << " = " << (excess ? e : round_to(t, e)) << ";\n";
     names[v] = nm;
   }
   return os.str();

@@ -101,10 +101,14 @@ bool elementwise_supported(const GraphImpl& g, const FusionGroup& group);
 /// The includes and helper functions the generated expressions call.
 std::string elementwise_prelude();
 /// Statements `const <type> v<id> = ...;` computing every member of `group` in order, reading
-/// the group's inputs by the expressions in `names`, which gains the members' names. Each
-/// member is rounded to its dtype, so it holds what the unfused op would have stored.
+/// the group's inputs by the expressions in `names`, which gains the members' names. Members
+/// of integer dtypes wrap to them; f16 / bf16 members stay in float (rounded where stored and
+/// at explicit casts) unless round_half_ops().
 std::string elementwise_members(const GraphImpl& g, const FusionGroup& group,
                                 std::unordered_map<int32_t, std::string>& names, const std::string& indent);
+/// TGRAPH_ROUND_HALF_OPS=1: every f16 / bf16 member of a generated kernel is rounded to its
+/// dtype, as the unfused op would store it (to tell excess precision from a real difference).
+bool round_half_ops();
 /// The C type values of dtype t are computed in (float for f16 / bf16 / f32).
 const char* codegen_compute_type(DType t);
 /// The C type dtype t is stored as.

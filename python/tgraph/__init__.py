@@ -278,7 +278,8 @@ def _feed_list(feeds) -> list:
     return out
 
 
-def _options(device_, precision, disable_type_inference, optimize, free_output_layouts=False) -> CompileOptions:
+def _options(device_, precision, disable_type_inference, optimize, free_output_layouts=False,
+             switches=None) -> CompileOptions:
     o = CompileOptions()
     o.device = device(device_)
     if isinstance(precision, Precision):
@@ -290,12 +291,15 @@ def _options(device_, precision, disable_type_inference, optimize, free_output_l
     o.disable_type_inference = bool(disable_type_inference)
     o.optimize = bool(optimize)
     o.free_output_layouts = bool(free_output_layouts)
+    if switches:
+        # {"TGRAPH_NO_FUSION": "1"} or {"TGRAPH_NO_FUSION": True}: an unknown name is an error at compile
+        o.switches = {str(k): ("1" if v is True else "0" if v is False else str(v)) for k, v in dict(switches).items()}
     return o
 
 
 def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops: Iterable[Operation] = (),
              *, device=None, precision="f32", disable_type_inference=False, optimize=True,
-             free_output_layouts=False) -> Executable:
+             free_output_layouts=False, switches=None) -> Executable:
     """Compiles the part of the graph that computes targets (and runs target_ops).
 
     feeds: the placeholders in input order (their declared types), or a dict placeholder ->
@@ -303,11 +307,14 @@ def _compile(self: Graph, feeds, targets: Sequence[Tensor] | Tensor, target_ops:
     present). precision: "f32", "tf32", "bf16" or "f16" for matmul and convolution.
     free_output_layouts: rank-4 outputs may come back channels-last (no transpose at the end);
     Executable.output_permutations says how to view each as the value asked for.
+    switches: debugging switches for this executable only, by their environment names
+    ({"TGRAPH_NO_FUSION": "1"}; docs/switches.md lists which may be set this way).
     """
     if isinstance(targets, Tensor):
         targets = [targets]
     return self._compile(_feed_list(feeds), list(targets), list(target_ops),
-                         _options(device, precision, disable_type_inference, optimize, free_output_layouts))
+                         _options(device, precision, disable_type_inference, optimize, free_output_layouts,
+                                  switches))
 
 
 def _feed(v, t: DType, what: str, cast: bool = False) -> _np.ndarray:
@@ -430,7 +437,8 @@ def _load_onnx(path: str, input_shapes: dict | Sequence | None = None):
 if onnx.available:
     onnx.load = _load_onnx
     onnx.OnnxModel.compile = lambda self, *, device=None, precision="f32", disable_type_inference=False, \
-        optimize=True: self._compile(_options(device, precision, disable_type_inference, optimize))
+        optimize=True, switches=None: self._compile(_options(device, precision, disable_type_inference, optimize,
+                                                             switches=switches))
 
 
 

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/fused_plan.h"
 #include "runtime/executable_impl.h"
+#include "test_util.h"
 #include "tgraph/optim.h"
 #include "tgraph/tgraph.h"
 
@@ -35,11 +36,9 @@ TensorData mask(tg::Shape s, uint64_t seed) {
 // Runs exe fused and unfused on the same inputs.
 std::pair<std::vector<TensorData>, std::vector<TensorData>> run_both(const tg::Executable& exe,
                                                                      const std::vector<TensorData>& in) {
-  unsetenv("TGRAPH_NO_FUSION");
   std::vector<TensorData> fused = exe.run(in);
-  setenv("TGRAPH_NO_FUSION", "1", 1);
+  WithSwitches off({{"TGRAPH_NO_FUSION", "1"}});
   std::vector<TensorData> plain = exe.run(in);
-  unsetenv("TGRAPH_NO_FUSION");
   return {fused, plain};
 }
 
@@ -187,10 +186,12 @@ TEST(CpuFusion, TrainingStepsMatchUnfused) {
     build(g, x, loss, ops, params);
     tg::Executable exe = g.compile({{x, x.type()}}, {loss}, ops, {.device = tg::Device::cpu()});
     if (mode == 0) EXPECT_GE(kernels_with(plan_of(exe), 8), 2u);
-    if (mode == 1) setenv("TGRAPH_NO_FUSION", "1", 1);
-    for (int step = 0; step < 3; ++step)
-      losses[mode].push_back(exe.run({rnd({8, 6, 6, 4}, 20 + step)})[0].at(0));
-    unsetenv("TGRAPH_NO_FUSION");
+    {
+      WithSwitches off(mode == 1 ? std::map<std::string, std::string>{{"TGRAPH_NO_FUSION", "1"}}
+                                 : std::map<std::string, std::string>{});
+      for (int step = 0; step < 3; ++step)
+        losses[mode].push_back(exe.run({rnd({8, 6, 6, 4}, 20 + step)})[0].at(0));
+    }
     for (const char* name : {"w", "gamma", "beta"}) finals[mode].push_back(exe.variable(name));
   }
   for (size_t i = 0; i < losses[0].size(); ++i)
@@ -240,13 +241,14 @@ TEST(CpuFusion, RegionsAssignsAndControlDeps) {
   for (bool pred : {true, false}) {
     std::vector<TensorData> in{rnd({16, 24}, 41), TensorData::scalar(pred, tg::boolean)};
     TensorData v0 = exe.variable("v");
-    unsetenv("TGRAPH_NO_FUSION");
     std::vector<TensorData> fused = exe.run(in);
     TensorData v_fused = exe.variable("v");
     exe.set_variable("v", v0);
-    setenv("TGRAPH_NO_FUSION", "1", 1);
-    std::vector<TensorData> plain = exe.run(in);
-    unsetenv("TGRAPH_NO_FUSION");
+    std::vector<TensorData> plain;
+    {
+      WithSwitches off({{"TGRAPH_NO_FUSION", "1"}});
+      plain = exe.run(in);
+    }
     expect_same(fused[0], plain[0], "t");
     expect_close(fused[1], plain[1], 1e-6, "row");
     expect_close(fused[2], plain[2], 1e-6, "tail");

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/matmul_epilogue.h"
 #include "passes/pipeline.h"
+#include "test_util.h"
 #include "tgraph/nn.h"
 #include "tgraph/tgraph.h"
 
@@ -104,14 +105,17 @@ TEST(CudaMatmulEpilogueMatch, BiasAndActivationsFold) {
                       return std::vector{g.gelu_tanh(fc.forward(g, x[0]))};
                     }),
             std::vector<E>{E::gelu_tanh_bias});
-  setenv("TGRAPH_NO_FUSION", "1", 1);
-  auto unfused = matches(kLinear, f32,
-                         [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1]), x[2]))}; });
-  unsetenv("TGRAPH_NO_FUSION");
+  std::vector<E> unfused, off;
+  {
+    WithSwitches s({{"TGRAPH_NO_FUSION", "1"}});
+    unfused = matches(kLinear, f32,
+                      [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1]), x[2]))}; });
+  }
   EXPECT_EQ(unfused, std::vector<E>{E::relu_bias});
-  setenv("TGRAPH_NO_EPILOGUE", "1", 1);
-  auto off = matches(kLinear, f32, [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; });
-  unsetenv("TGRAPH_NO_EPILOGUE");
+  {
+    WithSwitches s({{"TGRAPH_NO_EPILOGUE", "1"}});
+    off = matches(kLinear, f32, [](Graph& g, auto& x) { return std::vector{g.add(g.matmul(x[0], x[1]), x[2])}; });
+  }
   EXPECT_TRUE(off.empty());
 }
 
@@ -231,7 +235,8 @@ TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
   const std::vector<E> relu_fold{E::relu_bias, E::bias_grad, E::bias_grad};
   EXPECT_EQ(MlpPlan(48, f32, true).sorted_kinds(), relu_fold);
   EXPECT_EQ(MlpPlan(128, f32, true).sorted_kinds(), relu_fold);
-  setenv("TGRAPH_DRELU", "1", 1);
+  {
+  WithSwitches drelu({{"TGRAPH_DRELU", "1"}});
   EXPECT_EQ(MlpPlan(48, f32, true).sorted_kinds(), relu_fold);
   for (DType t : {f32, bf16}) {
     MlpPlan p(128, t, /*relu=*/true);
@@ -244,12 +249,11 @@ TEST(CudaMatmulEpilogueMatch, GeluGradientFoldsWithTheForwardsAuxMatrix) {
     EXPECT_EQ(stored, read);  // the mask of the same relu result
     EXPECT_EQ(p.m.graph.producer(stored)->kind, OpKind::Relu);
   }
-  unsetenv("TGRAPH_DRELU");
+  }
   // A hidden size cuBLASLt's aux matrix cannot take (not a multiple of 8): the gelu stays a kernel.
   EXPECT_EQ(MlpPlan(44, f32, false).sorted_kinds(), (std::vector<E>{E::bias_grad, E::bias_grad}));
-  setenv("TGRAPH_NO_EPILOGUE", "1", 1);
+  WithSwitches no_epilogue({{"TGRAPH_NO_EPILOGUE", "1"}});
   MlpPlan off(48, f32, false);
-  unsetenv("TGRAPH_NO_EPILOGUE");
   EXPECT_TRUE(off.kinds.empty());
   for (const Step& s : off.plan.steps) EXPECT_FALSE(s.pinned);
 }

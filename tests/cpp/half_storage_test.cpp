@@ -47,12 +47,16 @@ void build(Net& n) {
   n.ops.push_back(optim::sgd(g, n.params, g.gradients(n.loss, n.params), g.scalar(0.1), {.momentum = 0.9}));
 }
 
+std::map<std::string, std::string> f32_activations(bool half_storage) {
+  if (half_storage) return {};
+  return {{"TGRAPH_F32_ACTIVATIONS", "1"}};
+}
+
 Module pipeline(const Net& n, bool half_storage) {
-  if (!half_storage) setenv("TGRAPH_F32_ACTIVATIONS", "1", 1);
+  WithSwitches s(f32_activations(half_storage));
   Module m = passtest::module_of(n.g, {n.loss}, n.ops);
   m.feeds = {n.x.id(), n.y.id()};
   run_pipeline(m, /*optimize=*/true, /*decompose_composites=*/true, Precision::bf16);
-  unsetenv("TGRAPH_F32_ACTIVATIONS");
   return m;
 }
 
@@ -96,10 +100,8 @@ TEST(PassHalfStorage, ActivationsLeaveKernelsInHalf) {
 }
 
 std::vector<double> losses(Net& n, bool half_storage, int steps, Precision p = Precision::bf16) {
-  if (!half_storage) setenv("TGRAPH_F32_ACTIVATIONS", "1", 1);
   Executable e = n.g.compile({{n.x, n.x.type()}, {n.y, n.y.type()}}, {n.loss}, n.ops,
-                             {.device = Device::cpu(), .precision = p});
-  unsetenv("TGRAPH_F32_ACTIVATIONS");
+                             {.device = Device::cpu(), .precision = p, .switches = f32_activations(half_storage)});
   TensorData xs = TensorData::randn(n.x.type().shape, f32, 9);
   std::vector<double> labels(20, 0.0);
   for (int i = 0; i < 4; ++i) labels[static_cast<size_t>(i * 5 + (3 * i + 1) % 5)] = 1.0;

@@ -21,6 +21,7 @@
 #include "module_util.h"
 #include "ops/op_def.h"
 #include "passes/pipeline.h"
+#include "test_util.h"
 #include "tgraph/tgraph.h"
 
 using namespace tg;
@@ -180,14 +181,14 @@ TEST(PassChannelsLast, NegativeAxesAndUserTransposes) {
              bv = TensorData::uniform({2, 4, 5, 3}, -1, 1, f32, 4);
   std::vector<TensorData> out[2];
   for (int off = 0; off < 2; ++off) {
-    if (off) setenv("TGRAPH_NO_LAYOUT", "1", 1);
+    WithSwitches s(off ? std::map<std::string, std::string>{{"TGRAPH_NO_LAYOUT", "1"}}
+                       : std::map<std::string, std::string>{});
     Graph g;
     Tensor x = g.placeholder({2, 3, 4, 5}, f32), b = g.placeholder({2, 4, 5, 3}, f32);
     Tensor t = g.transpose(x, {0, -2, -1, 1});  // [2,4,5,3]
     Tensor y =
         g.reduce_max(g.add(g.relu(t), g.transpose(g.transpose(b, {0, 3, 1, 2}), {0, 2, 3, 1})), {1, 2}, true);
     out[off] = g.compile({{x, x.type()}, {b, b.type()}}, {y}, {}, {.device = Device::cpu()}).run({xv, bv});
-    unsetenv("TGRAPH_NO_LAYOUT");
   }
   ASSERT_EQ(out[0][0].shape(), out[1][0].shape());
   for (int64_t i = 0; i < out[0][0].num_elements(); ++i) EXPECT_EQ(out[0][0].at(i), out[1][0].at(i)) << i;
@@ -199,14 +200,14 @@ TEST(PassChannelsLast, TrainingGraphSameLossAndGradients) {
   TensorData xv = TensorData::uniform({2, 3, 8, 8}, -1, 1, f32, 20);
   std::vector<TensorData> out[2];
   for (int off = 0; off < 2; ++off) {
-    if (off) setenv("TGRAPH_NO_LAYOUT", "1", 1);
+    WithSwitches s(off ? std::map<std::string, std::string>{{"TGRAPH_NO_LAYOUT", "1"}}
+                       : std::map<std::string, std::string>{});
     Graph g;
     TrainNet t = train_net(g);
     Executable e = g.compile({{t.x, t.x.type()}}, t.targets, {}, {.device = Device::cpu()});
     // the pass did run (or not): the two programs compared are different
     EXPECT_EQ(e.str().find("data_layout=nhwc") != std::string::npos, off == 0) << e.str();
     out[off] = e.run({xv});
-    unsetenv("TGRAPH_NO_LAYOUT");
   }
   const char* names[] = {"loss", "dw1", "dw2", "dgamma", "dbeta", "dx"};
   ASSERT_EQ(out[0].size(), 6u);

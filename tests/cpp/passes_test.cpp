@@ -346,14 +346,13 @@ TEST(PassSimplify, MatmulReadsTransposedOperandsItself) {
 TEST(PassPipeline, DumpWritesEveryPass) {
   auto dir = std::filesystem::temp_directory_path() / "tgraph_dump_test";
   std::filesystem::remove_all(dir);
-  setenv("TGRAPH_DUMP", dir.c_str(), 1);
+  WithSwitches dump({{"TGRAPH_DUMP", dir.string()}});
   Graph g;
   Tensor x = g.placeholder({2}, f32, "x");
   Tensor y = g.add(g.exp(x), g.exp(x));
   g.log(x);
   Module m = module_of(g, {y});
   run_pipeline(m, true);
-  unsetenv("TGRAPH_DUMP");
   EXPECT_TRUE(std::filesystem::exists(dir / "00-input.txt"));
   EXPECT_TRUE(std::filesystem::exists(dir / "01-dce.txt"));
   EXPECT_TRUE(std::filesystem::exists(dir / "01-dce.dot"));

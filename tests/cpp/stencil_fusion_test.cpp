@@ -7,6 +7,7 @@
 
 #include "module_util.h"
 #include "passes/fusion.h"
+#include "test_util.h"
 #include "tgraph/tgraph.h"
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/cuda_stencil.h"
@@ -47,9 +48,8 @@ TEST(StencilFusion, PrologueAndEpilogueAreStitched) {
   for (const Step& s : p.steps)
     EXPECT_TRUE(s.stitch ||
                 (!s.fused() && g.impl().nodes[static_cast<size_t>(s.node)].kind == OpKind::Placeholder));
-  setenv("TGRAPH_NO_FUSION", "1", 1);
+  WithSwitches off({{"TGRAPH_NO_FUSION", "1"}});
   EXPECT_TRUE(stitches(plan_fusion(m, 0, {.stitch_stencils = true})).empty());
-  unsetenv("TGRAPH_NO_FUSION");
 }
 
 TEST(StencilFusion, ChainsSplitAtBroadcastsAreJoined) {
@@ -179,7 +179,8 @@ TEST(StencilFusion, DirectKernelShapes) {
                         {{1, 1, 64, 129}, {1, 1, 3, 3}, Reduction::sum, false, false},
                         {{1, 1, 64, 128}, {1, 1, 3, 3}, Reduction::argmax, true, false}};
   for (const char* cfg : {"", "v=4,r=4,tx=32", "v=8,r=2,tx=16,mb=2", "v=1,r=3,tx=64,sd=2", "tile"}) {
-    if (*cfg) setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
+    WithSwitches config(*cfg ? std::map<std::string, std::string>{{"TGRAPH_STENCIL_CONFIG", cfg}}
+                             : std::map<std::string, std::string>{});
     for (const Case& c : cases) {
       Graph g;
       Tensor x = g.placeholder(c.src, f32);
@@ -200,7 +201,6 @@ TEST(StencilFusion, DirectKernelShapes) {
       EXPECT_EQ(plan->args.vec_out != 0, !tile && !v1 && c.vout) << cfg << " " << c.src.str();
       EXPECT_FALSE(nvrtc_compile(plan->source, 9, 0).empty()) << cfg << " " << c.src.str();
     }
-    unsetenv("TGRAPH_STENCIL_CONFIG");
   }
 }
 #endif

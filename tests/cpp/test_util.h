@@ -4,9 +4,29 @@
 
 #include <bit>
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <string>
+#include <utility>
 
+#include "core/env.h"
 #include "tgraph/error.h"
+
+/// Debugging switches (docs/switches.md) for the calling thread while in scope, in place of
+/// setenv / unsetenv: nothing process-wide changes, and a failed assertion cannot leave a switch
+/// set for the tests after it. The switches read once per process are not seen.
+class WithSwitches {
+ public:
+  explicit WithSwitches(std::map<std::string, std::string> s) : switches_(std::move(s)), scope_(switches_) {}
+  WithSwitches(std::initializer_list<std::pair<const std::string, std::string>> s)
+      : WithSwitches(std::map<std::string, std::string>(s)) {}
+  WithSwitches(const WithSwitches&) = delete;
+  WithSwitches& operator=(const WithSwitches&) = delete;
+
+ private:
+  std::map<std::string, std::string> switches_;
+  tg::detail::SwitchScope scope_;
+};
 
 /// Expects `stmt` to throw tg::Error whose message contains every fragment given.
 #define EXPECT_TG_ERROR(stmt, ...)                                              \

@@ -114,9 +114,9 @@ TEST(CudaExecutor, FusionOffGivesTheSameNumbers) {
   std::vector<Tensor> ab{a, b};
   Tensor y = build(g, ab)[0];
   auto fused = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, gpu()).run(in);
-  setenv("TGRAPH_NO_FUSION", "1", 1);
-  auto unfused = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, gpu()).run(in);
-  unsetenv("TGRAPH_NO_FUSION");
+  CompileOptions no_fusion = gpu();
+  no_fusion.switches = {{"TGRAPH_NO_FUSION", "1"}};
+  auto unfused = g.compile({{a, a.type()}, {b, b.type()}}, {y}, {}, no_fusion).run(in);
   // Equal up to FMA contraction inside the fused kernel (a few ulp).
   for (int64_t i = 0; i < 4096; ++i)
     ASSERT_NEAR(fused[0].at(i), unfused[0].at(i), 4e-7 * (1 + std::abs(unfused[0].at(i)))) << i;
@@ -251,12 +251,12 @@ TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
   for (size_t i = 0; i < got.size(); ++i)
     for (int64_t j = 0; j < got[i].num_elements(); ++j) EXPECT_NEAR(got[i].at(j), want[i].at(j), 1e-4 * std::abs(want[i].at(j)) + 1e-5);
   // Turned off, the same kind of graph (new constants) compiles at each launch only.
-  setenv("TGRAPH_NO_KERNEL_PREFETCH", "1", 1);
+  CompileOptions no_prefetch = gpu();
+  no_prefetch.switches = {{"TGRAPH_NO_KERNEL_PREFETCH", "1"}};
   Graph g2;
   Tensor x2 = g2.placeholder({64, 32}, f32, "x");
   Tensor y2 = g2.reduce_sum(g2.exp(g2.mul(x2, g2.scalar(0.5 + salt))), {1});
-  auto off = g2.compile({{x2, x2.type()}}, {y2}, {}, gpu()).run({xv});
-  unsetenv("TGRAPH_NO_KERNEL_PREFETCH");
+  auto off = g2.compile({{x2, x2.type()}}, {y2}, {}, no_prefetch).run({xv});
   auto s2 = detail::nvrtc_stats();
   EXPECT_EQ(s2.prefetched, s1.prefetched);
   EXPECT_GE(s2.compiled, s1.compiled + 1);
@@ -301,13 +301,13 @@ TEST(CudaExecutor, CapturedGraphReplaysWithNewInputs) {
   TensorData in = rnd({64, 32}, f32, 7);
   expect_close(gpu_exe.run({in})[0], cpu_exe.run({in})[0], 1e-5, "after set_variable");
   // A graph of 1,000 unfused tiny ops is captured too.
-  setenv("TGRAPH_NO_FUSION", "1", 1);
+  CompileOptions unfused = gpu();
+  unfused.switches = {{"TGRAPH_NO_FUSION", "1"}};
   Graph h;
   Tensor a = h.placeholder({4}, f32);
   Tensor b = a;
   for (int i = 0; i < 1000; ++i) b = (i % 2) ? h.add(b, a) : h.mul(b, h.scalar(0.999));
-  Executable e = h.compile({{a, a.type()}}, {b}, {}, gpu());
-  unsetenv("TGRAPH_NO_FUSION");
+  Executable e = h.compile({{a, a.type()}}, {b}, {}, unfused);
   for (int i = 0; i < 3; ++i) e.run({rnd({4}, f32, 3)});
   auto s2 = detail::cuda_graph_stats(e.impl());
   EXPECT_EQ(s2.replays, 2) << s2.error;

@@ -12,6 +12,7 @@
 #include "runtime/executable_impl.h"
 #include "tgraph/nn.h"
 #include "tgraph/tgraph.h"
+#include "cpp/test_util.h"
 #include "gpu/gpu_test_util.h"
 
 using namespace tg;
@@ -37,10 +38,13 @@ Outcome run(const Build& build, const std::vector<TensorData>& inputs, Device de
   std::vector<Tensor> outs = build(g, ph);
   Executable e = g.compile(feeds, outs, {}, CompileOptions{.device = device});
   // The executor matches epilogues when it first walks a block (the first run).
-  if (no_epilogue) setenv("TGRAPH_NO_EPILOGUE", "1", 1);
   long long before = detail::matmul_epilogue_launches();
-  Outcome o{e.run(inputs), 0};
-  unsetenv("TGRAPH_NO_EPILOGUE");
+  Outcome o{{}, 0};
+  {
+    WithSwitches s(no_epilogue ? std::map<std::string, std::string>{{"TGRAPH_NO_EPILOGUE", "1"}}
+                               : std::map<std::string, std::string>{});
+    o.out = e.run(inputs);
+  }
   o.epilogues = detail::matmul_epilogue_launches() - before;
   std::vector<TensorData> again = e.run(inputs);
   if (device.kind == Device::Kind::cuda) {
@@ -101,11 +105,12 @@ TEST(CudaMatmulEpilogue, BiasReluGeluTanhAllFloatTypes) {
 
 TEST(CudaMatmulEpilogue, UnfusedStepsAndShapes) {
   // Fusion off: the add and the relu are separate steps and still fold.
-  setenv("TGRAPH_NO_FUSION", "1", 1);
+  {
+  WithSwitches off({{"TGRAPH_NO_FUSION", "1"}});
   check("relu, fusion off",
         [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1]), x[2]))}; },
         {rnd({37, 64}, f32, 4), rnd({64, 48}, f32, 5), rnd({48}, f32, 6)}, 1);
-  unsetenv("TGRAPH_NO_FUSION");
+  }
   check("bias [1,N], transposed w",
         [](Graph& g, auto& x) { return std::vector{g.relu(g.add(g.matmul(x[0], x[1], false, true), x[2]))}; },
         {rnd({37, 64}, f16, 7), rnd({48, 64}, f16, 8), rnd({1, 48}, f16, 9)}, 1);
@@ -195,9 +200,8 @@ TEST(CudaMatmulEpilogue, GeluTanhTrainingFoldsTheForwardAuxAndTheBackwardDgelu) 
 // relu_grad folds into its matmul (DRELU, reading it).
 TEST(CudaMatmulEpilogue, ReluTrainingFoldsTheForwardMaskAndTheBackwardDrelu) {
   using E = detail::MatmulShape::Epilogue;
-  setenv("TGRAPH_DRELU", "1", 1);
+  WithSwitches drelu({{"TGRAPH_DRELU", "1"}});
   check_training("relu MLP gradients", true, 128, E::relu_aux_bias, E::drelu);
-  unsetenv("TGRAPH_DRELU");
 }
 
 // A gelu layer with two heads: its gradient is a sum, the gelu_tanh_grad joins a group that

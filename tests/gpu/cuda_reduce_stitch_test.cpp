@@ -30,12 +30,11 @@ int compare(const std::string& what, Build build, const std::vector<TensorData>&
   auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   std::vector<Tensor> outs = build(g, ph);
   std::vector<TensorData> want = g.compile(feeds, outs, {}, {.device = Device::cpu()}).run(inputs);
-  if (unstitched) setenv("TGRAPH_NO_REDUCE_FUSION", "1", 1);
   CompileOptions opts{.device = Device::cuda(0)};
-  if (round_half) opts.switches = {{"TGRAPH_ROUND_HALF_OPS", "1"}};
+  if (unstitched) opts.switches["TGRAPH_NO_REDUCE_FUSION"] = "1";
+  if (round_half) opts.switches["TGRAPH_ROUND_HALF_OPS"] = "1";
   Executable e = g.compile(feeds, outs, {}, opts);
   std::vector<TensorData> got = e.run(inputs), again = e.run(inputs);
-  unsetenv("TGRAPH_NO_REDUCE_FUSION");
   for (size_t i = 0; i < outs.size(); ++i) {
     expect_close(got[i], want[i], tolerance, what + " output " + std::to_string(i));
     expect_close(again[i], got[i], 0, what + " replay output " + std::to_string(i));

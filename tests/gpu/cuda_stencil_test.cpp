@@ -13,6 +13,7 @@
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
+#include "cpp/test_util.h"
 #include "gpu/gpu_test_util.h"
 
 using namespace tg;
@@ -295,11 +296,11 @@ void fused_vs_unfused(const std::string& what, const Build& build, const std::ve
   Executable fused = b->g.compile(b->feeds, b->outs, {}, gpu());
   EXPECT_EQ(stitched_steps(fused), stitched) << what;
   auto got = fused.run(inputs);
-  setenv("TGRAPH_NO_FUSION", "1", 1);
-  Executable plain = b->g.compile(b->feeds, b->outs, {}, gpu());
+  CompileOptions no_fusion = gpu();
+  no_fusion.switches = {{"TGRAPH_NO_FUSION", "1"}};
+  Executable plain = b->g.compile(b->feeds, b->outs, {}, no_fusion);
   EXPECT_EQ(stitched_steps(plain), 0) << what;
   auto want = plain.run(inputs);
-  unsetenv("TGRAPH_NO_FUSION");
   // Equal up to FMA contraction inside the fused prologue / epilogue (a few ulp).
   for (size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], tol, what + " fused vs unfused");
 }
@@ -383,7 +384,8 @@ TEST(CudaStencil, DirectKernelShapes) {
   bad3.set(12 * 24 * 64 + 5 * 64 + 33, NAN);
   uint64_t seed = 600;
   for (const char* cfg : {"", "tile", "v=4,r=8,tx=32", "v=8,r=2,tx=16", "v=2,r=3,tx=64,mb=3"}) {
-    if (*cfg) setenv("TGRAPH_STENCIL_CONFIG", cfg, 1);
+    WithSwitches config(*cfg ? std::map<std::string, std::string>{{"TGRAPH_STENCIL_CONFIG", cfg}}
+                             : std::map<std::string, std::string>{});
     const std::string c = std::string(" [") + cfg + "]";
     for (int64_t w : {260, 257, 62})
       for (Boundary b : {Boundary::zero, Boundary::anti_periodic}) {
@@ -428,6 +430,5 @@ TEST(CudaStencil, DirectKernelShapes) {
          rnd({1, 1, 3, 3}, f32, seed + 3)},
         4e-3, 1);
     seed += 4;
-    unsetenv("TGRAPH_STENCIL_CONFIG");
   }
 }

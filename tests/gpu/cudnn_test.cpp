@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_context.h"
 #include "ir/graph_impl.h"
+#include "cpp/test_util.h"
 #include "gpu/direct_op_util.h"
 #include "gpu/gpu_test_util.h"
 #include "tgraph/tgraph.h"
@@ -220,11 +221,12 @@ TEST(Cudnn, StemChannelsPaddedToEight) {
       ASSERT_TRUE(run_direct(OpKind::Conv2d, Attr{d}, fw, TensorType{run_graph(conv, fw, cpu()).shape(), t}, padded_fw));
       ASSERT_TRUE(run_direct(OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}}, wg, TensorType{ws, t},
                              padded_wg));
-      setenv("TGRAPH_CUDNN_NO_CHANNEL_PAD", "1", 1);
+      {
+      WithSwitches no_pad({{"TGRAPH_CUDNN_NO_CHANNEL_PAD", "1"}});
       ASSERT_TRUE(run_direct(OpKind::Conv2d, Attr{d}, fw, padded_fw.type(), plain_fw));
       ASSERT_TRUE(run_direct(OpKind::Conv2dWeightGrad, Attr{ConvGradDesc{d, ws.dims()}}, wg, padded_wg.type(),
                              plain_wg));
-      unsetenv("TGRAPH_CUDNN_NO_CHANNEL_PAD");
+      }
       expect_close(padded_fw, plain_fw, tolerance(t), "stem conv2d padded vs plain" + tn);
       expect_close(padded_wg, plain_wg, tolerance(t), "stem weight grad padded vs plain" + tn);
     }

@@ -377,3 +377,23 @@ def test_cuda_plan_traffic_counts_a_fused_kernel_bytes():
     assert total.split()[1:3] == ["1", "kernels"], report
     assert "read     0.07 GB" in total and "written     0.07 GB" in total, report
     assert "exp" in report
+
+
+def test_compile_switches_for_one_executable(tmp_path):
+    """compile(switches=...) sets debugging switches for that executable only (docs/switches.md):
+    TGRAPH_DUMP writes its passes where it says, the next executable writes nothing, and an
+    unknown name is an error naming the ones that may be set."""
+    g = tg.Graph()
+    x = g.placeholder([4], tg.f32)
+    y = g.add(g.exp(x), g.exp(x))
+    dump = tmp_path / "dump"
+    e = g.compile([x], [y], device="cpu", switches={"TGRAPH_DUMP": str(dump), "TGRAPH_NO_FUSION": True})
+    assert (dump / "00-input.txt").exists()
+    v = np.array([0, 0.5, 1, -1], np.float32)
+    np.testing.assert_allclose(e.run([v])[0], 2 * np.exp(v), rtol=1e-6)
+    import shutil
+    shutil.rmtree(dump)
+    g.compile([x], [y], device="cpu")
+    assert not dump.exists()  # the switch belonged to the first executable only
+    with pytest.raises(tg.Error, match="TGRAPH_NO_FUSION"):
+        g.compile([x], [y], device="cpu", switches={"TGRAPH_NOT_A_SWITCH": "1"})

@@ -72,7 +72,9 @@ TEST(FastCpu, MatmulTransposes) {
 TEST(FastCpu, MatmulBatchBroadcast) {
   check_matmul({2, 1, 3, 4}, {3, 4, 5}, false, false, 20);  // ranks differ, size-1 stretches
   check_matmul({4, 5}, {3, 5, 6}, false, false, 21);        // a shared by every batch
-  check_matmul({2, 3, 4, 5}, {5, 6}, false, false, 22);     // b shared
+  check_matmul({2, 3, 4, 5}, {5, 6}, false, false, 22);     // b shared: a's batch folds into its rows
+  check_matmul({2, 3, 4, 5}, {6, 5}, false, true, 24);      // the same, b transposed
+  check_matmul({2, 3, 5, 4}, {5, 6}, true, false, 25);      // a transposed: batched, no fold
   check_matmul({2, 1, 5, 4}, {1, 3, 6, 5}, true, true, 23); // both stretch, transposed
 }
 

@@ -893,6 +893,74 @@ def _grid_sampler_2d(c: _Ctx, x, grid, mode, padding_mode, align_corners):
     return g.reshape(y, [n, ch, ho, wo])
 
 
+def _roi_align(c: _Ctx, x, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    """torchvision.ops.roi_align (Faster / Mask R-CNN's MultiScaleRoIAlign): x [N, C, H, W], rois
+    [K, 5] rows (image, x1, y1, x2, y2) -> [K, C, ph, pw], each bin the mean of sr x sr bilinear
+    samples. The samples' coordinates are separable (rows [K, ph*sr], columns [K, pw*sr]), so the
+    four taps of every sample are four gathers from the image as [N*H*W, C] rows, weighted by
+    products of per-row and per-column weights. A sample outside [-1, H] x [-1, W] counts 0 and a
+    tap past the last row or column clamps to it, as torchvision's kernel. The adaptive sampling
+    ratio (<= 0: taps per bin from each box's size) depends on the data and is left to torch."""
+    g = c.g
+    if int(sampling_ratio) <= 0:
+        raise UnsupportedOp("[torch] roi_align with an adaptive sampling ratio (taps per bin from each box's size)")
+    n, ch, h, w = x.shape
+    k = rois.shape[0]
+    ph, pw, sr = int(pooled_height), int(pooled_width), int(sampling_ratio)
+    f32 = tg.f32
+    r = c.cast(rois, f32)
+    b, x1, y1, x2, y2 = g.split(r, [1, 1, 1, 1, 1], 1)  # each [K, 1]
+    off = c.scalar(0.5 if aligned else 0.0, r)
+    scale = c.scalar(float(spatial_scale), r)
+    start_w, start_h = g.sub(g.mul(x1, scale), off), g.sub(g.mul(y1, scale), off)
+    roi_w = g.sub(g.sub(g.mul(x2, scale), off), start_w)
+    roi_h = g.sub(g.sub(g.mul(y2, scale), off), start_h)
+    if not aligned:  # boxes at least one pixel wide and tall
+        roi_w, roi_h = g.maximum(roi_w, c.scalar(1.0, r)), g.maximum(roi_h, c.scalar(1.0, r))
+    bin_w, bin_h = g.div(roi_w, c.scalar(float(pw), r)), g.div(roi_h, c.scalar(float(ph), r))
+
+    def coords(start, size_bin, bins):
+        """[K, bins*sr]: start + bin * (p + (i + 0.5) / sr) for bin p, sample i."""
+        at = np.array([p + (i + 0.5) / sr for p in range(bins) for i in range(sr)], np.float32)
+        return g.add(start, g.mul(size_bin, g.constant(at.reshape(1, -1))))
+
+    def axis(v, size):
+        """Per sample along one axis: inside [-1, size], the low / high tap and their weights."""
+        inside = g.logical_and(g.greater_equal(v, c.scalar(-1.0, v)), g.less_equal(v, c.scalar(float(size), v)))
+        v = g.maximum(v, c.scalar(0.0, v))
+        low = g.floor(v)
+        last = c.scalar(float(size - 1), v)
+        edge = g.greater_equal(low, last)
+        low = g.select(edge, last, low)
+        high = g.select(edge, last, g.add(low, c.scalar(1.0, v)))
+        frac = g.sub(g.select(edge, low, v), low)
+        return inside, g.cast(low, tg.i64), g.cast(high, tg.i64), g.sub(c.scalar(1.0, frac), frac), frac
+
+    hs, ws = ph * sr, pw * sr
+    in_y, y_lo, y_hi, wy_lo, wy_hi = axis(coords(start_h, bin_h, ph), h)  # [K, hs]
+    in_x, x_lo, x_hi, wx_lo, wx_hi = axis(coords(start_w, bin_w, pw), w)  # [K, ws]
+    rows = g.reshape(g.transpose(x, [0, 2, 3, 1]), [n * h * w, ch])
+    base = g.mul(g.cast(b, tg.i64), c.tensor(h, dtype=tg.i64))  # [K, 1]: the image's first row
+
+    def col(t):  # [K, s] -> [K, s, 1]
+        return g.reshape(t, [k, t.shape[1], 1])
+
+    def row(t):  # [K, s] -> [K, 1, s]
+        return g.reshape(t, [k, 1, t.shape[1]])
+
+    acc = None
+    for yi, wy in ((y_lo, wy_lo), (y_hi, wy_hi)):
+        line = g.mul(col(g.add(base, yi)), c.tensor(w, dtype=tg.i64))  # [K, hs, 1]
+        for xi, wx in ((x_lo, wx_lo), (x_hi, wx_hi)):
+            v = c.cast(g.gather(rows, g.add(line, row(xi)), 0), f32)  # [K, hs, ws, C]
+            term = g.mul(v, g.reshape(g.mul(col(wy), row(wx)), [k, hs, ws, 1]))
+            acc = term if acc is None else g.add(acc, term)
+    inside = g.reshape(g.cast(g.logical_and(col(in_y), row(in_x)), f32), [k, hs, ws, 1])
+    acc = g.mul(acc, inside)
+    pooled = g.reduce_mean(g.reshape(acc, [k, ph, sr, pw, sr, ch]), [2, 4])  # [K, ph, pw, C]
+    return c.cast(g.transpose(pooled, [0, 3, 1, 2]), x.dtype)
+
+
 def _max_min(op: str):
     """max / min: of all elements (x), (values, indices) along dim, or elementwise (x, other)."""
     def conv(c: _Ctx, x, dim=None, keepdim=False):
@@ -973,7 +1041,7 @@ _CONVERTERS: dict[str, Callable] = {
     "adaptive_max_pool1d": _adaptive_max_pool, "max_pool3d_with_indices": _max_pool3d_with_indices,
     "avg_pool3d": _avg_pool3d, "scatter": _scatter, "scatter_add": lambda c, x, dim, index, src: _scatter(
         c, x, dim, index, src, "add"), "scatter_reduce": _scatter, "index_copy": _index_copy,
-    "index_add": _index_add, "grid_sampler_2d": _grid_sampler_2d,
+    "index_add": _index_add, "grid_sampler_2d": _grid_sampler_2d, "roi_align": _roi_align,
     # shape and indexing
     "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
         x, [d % x.rank for d in dims]) if x.rank else x,

@@ -800,3 +800,33 @@ def test_graph_with_an_empty_input_runs_in_torch():
 def test_max_and_min_in_every_form():
     x, y = torch.randn(3, 5), torch.randn(3, 5)
     _through_both(_Fn(lambda x, y: (x.max(), x.min(), *x.max(1), *x.min(0, keepdim=True), torch.max(x, y))), x, y)
+
+
+def test_roi_align_matches_torchvision(monkeypatch):
+    """torchvision.ops.roi_align converted (not left to torch): aligned and not, boxes on two
+    images, partly or wholly outside the image, thinner than a pixel and past its last row, a
+    spatial scale, against torchvision's own kernel."""
+    torchvision = pytest.importorskip("torchvision")
+    monkeypatch.setenv("TGRAPH_TORCH_STRICT", "1")
+
+    class Pool(nn.Module):
+        def __init__(self, aligned, ratio):
+            super().__init__()
+            self.aligned, self.ratio = aligned, ratio
+
+        def forward(self, x, boxes):
+            return torchvision.ops.roi_align(x, boxes, (5, 4), spatial_scale=0.5, sampling_ratio=self.ratio,
+                                             aligned=self.aligned)
+
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 11, 9)
+    boxes = torch.tensor([[0, 1.0, 2.0, 9.0, 15.0], [1, -4.0, -6.0, 5.0, 3.0], [1, 10.0, 14.0, 30.0, 40.0],
+                          [0, 3.0, 3.0, 3.2, 3.1], [1, 0.0, 0.0, 17.9, 21.9], [0, 16.5, 20.5, 40.0, 50.0]])
+    for aligned in (False, True):
+        for ratio in (1, 2, 3):
+            torch._dynamo.reset()
+            model = Pool(aligned, ratio)
+            got = tgt.compile(model)(x, boxes)
+            torch.testing.assert_close(got, model(x, boxes), rtol=1e-5, atol=1e-5)
+    with pytest.raises(tg.Error, match="adaptive sampling ratio"):
+        tgt.compile(Pool(True, 0))(x, boxes)

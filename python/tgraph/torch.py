@@ -289,9 +289,10 @@ def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
     tgraph cannot take (no converter, or a converter that refuses its arguments), the graph
     partitioned around them (_Partitioned). Found by converting: each refusal names its node,
     which joins the ones left to torch, and the graph is partitioned again."""
-    if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in inputs) and not _strict():
-        # tgraph's executables take no empty feeds (a detector's zero boxes): this signature's
-        # graph runs in torch
+    if any(isinstance(t, torch.Tensor) and t.numel() == 0 and t.device.type != "cpu" for t in inputs) \
+            and not _strict():
+        # a device tensor of no elements has no storage to lend tgraph (a detector's zero boxes
+        # on the GPU): this signature's graph runs in torch. On the CPU empty feeds run in tgraph.
         _report_line("tgraph: a graph with an empty input runs in PyTorch")
         run = lambda ins: gm(*ins)  # noqa: E731
         return run, run(inputs)

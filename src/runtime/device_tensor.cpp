@@ -101,6 +101,9 @@ DeviceTensor DeviceTensor::from_host(const TensorData& host, Device device) {
 TensorData DeviceTensor::to_host() const {
   const Storage& s = checked(s_);
   if (s.device.kind == Device::Kind::cpu) {
+    // No elements: a producer may hand over a null pointer (torch's empty tensors do), which a
+    // wrapped TensorData would take for no tensor at all.
+    if (s.type.shape.num_elements() == 0) return TensorData(s.type.shape, s.type.dtype);
     auto keep = s_;
     return TensorData::wrap(s.type.shape, s.type.dtype,
                             std::shared_ptr<std::byte>(keep, static_cast<std::byte*>(s.data)));

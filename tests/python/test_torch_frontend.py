@@ -830,3 +830,21 @@ def test_roi_align_matches_torchvision(monkeypatch):
             torch.testing.assert_close(got, model(x, boxes), rtol=1e-5, atol=1e-5)
     with pytest.raises(tg.Error, match="adaptive sampling ratio"):
         tgt.compile(Pool(True, 0))(x, boxes)
+
+
+def test_empty_inputs_run_in_tgraph_on_the_cpu(monkeypatch):
+    """A signature with a zero-size input (a detector's boxes when nothing was found) runs in
+    tgraph like any other on the CPU: reductions of nothing, concatenation, top-k of nothing."""
+    monkeypatch.setenv("TGRAPH_TORCH_STRICT", "1")
+
+    class Boxes(nn.Module):
+        def forward(self, boxes, scores):
+            b = boxes * 2 + 1
+            area = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(1)
+            return b.sum(0), torch.cat([b, boxes]), area, scores.topk(min(2, scores.numel()))[0], area.max(0, True)[0] if area.numel() else area
+
+    model = Boxes()
+    for n in (0, 3, 0):
+        bx, sc = torch.rand(n, 4), torch.rand(n)
+        for got, want in zip(tgt.compile(model)(bx, sc), model(bx, sc)):
+            torch.testing.assert_close(got, want)

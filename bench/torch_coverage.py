@@ -229,15 +229,19 @@ def _train_step(model, args, kwargs, backend: str | None):
 
 def _train_mode(model):
     """Training mode with every dropout probability 0 (nn.Dropout*, torchvision's StochasticDepth,
-    the float `*dropout*` attributes Hugging Face modules pass to F.dropout), so that both sides
-    compute the same function."""
+    the float `*dropout*` / `*layerdrop*` attributes of Hugging Face modules and configs), so that
+    both sides compute the same function."""
     model.train()
     for m in model.modules():
         if type(m).__name__.startswith(("Dropout", "StochasticDepth", "AlphaDropout")) and hasattr(m, "p"):
             m.p = 0.0
         for k, v in list(vars(m).items()):
-            if "dropout" in k and isinstance(v, float):
+            if ("dropout" in k or "layerdrop" in k) and isinstance(v, float):
                 setattr(m, k, 0.0)
+    cfg = getattr(model, "config", None)  # Hugging Face layers read some from the config (layerdrop)
+    for k, v in (vars(cfg).items() if cfg is not None else ()):
+        if ("dropout" in k or "layerdrop" in k) and isinstance(v, float):
+            setattr(cfg, k, 0.0)
     return model
 
 

@@ -646,6 +646,27 @@ def _randn(c: _Ctx, shape, *args, **kwargs):
     return c.cast(z, c.out_dtype or tg.f32)
 
 
+def _uniform(c: _Ctx, x, low=0.0, high=1.0, generator=None):
+    """uniform (the functional form of Tensor.uniform_): values in [low, high) of x's shape and
+    type from the run's random stream."""
+    g = c.g
+    u = c.random_uniform(x.shape)
+    if (low, high) != (0.0, 1.0):
+        u = g.add(g.mul(u, c.tensor(float(high) - float(low), dtype=tg.f32)), c.tensor(float(low), dtype=tg.f32))
+    return c.cast(u, x.dtype)
+
+
+def _weight_norm_backward(c: _Ctx, grad_w, v, g_, norms, dim):
+    """_weight_norm_interface_backward: the gradients of w = g * v / ||v|| (norms over every
+    dim but `dim`, kept as size 1) -> (grad_v, grad_g): grad_g = sum(grad_w * v) / ||v|| over
+    those dims, grad_v = g / ||v|| * (grad_w - v * grad_g / ||v||)."""
+    g = c.g
+    axes = [d for d in range(v.rank) if d != dim % v.rank]
+    grad_g = g.div(g.reduce_sum(g.mul(grad_w, v), axes, True), norms)
+    grad_v = g.mul(g.div(g_, norms), g.sub(grad_w, g.div(g.mul(v, grad_g), norms)))
+    return grad_v, c.cast(grad_g, g_.dtype)
+
+
 def _empty(c: _Ctx, shape, *args, **kwargs):
     """Uninitialised memory in torch; zeros here (a value every reader must overwrite anyway)."""
     return _full(c, shape, 0)
@@ -1029,7 +1050,8 @@ _CONVERTERS: dict[str, Callable] = {
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
     "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
     "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,
-    "rand": _rand, "rand_like": lambda c, x, **kw: _rand(c, x.shape), "randn": _randn,
+    "rand": _rand, "rand_like": lambda c, x, **kw: _rand(c, x.shape), "randn": _randn, "uniform": _uniform,
+    "_weight_norm_interface_backward": _weight_norm_backward,
     "randn_like": lambda c, x, **kw: _randn(c, x.shape),
     "_native_batch_norm_legit": lambda c, x, w, b, *rest: _batch_norm_no_stats(c, x, w, b, *rest),
     "new_empty_strided": lambda c, x, size, stride, **kw: _empty(c, size), "index_put": _index_put,

@@ -848,3 +848,21 @@ def test_empty_inputs_run_in_tgraph_on_the_cpu(monkeypatch):
         bx, sc = torch.rand(n, 4), torch.rand(n)
         for got, want in zip(tgt.compile(model)(bx, sc), model(bx, sc)):
             torch.testing.assert_close(got, want)
+
+
+def test_weight_norm_gradients_and_uniform(monkeypatch):
+    """Weight-normalised convolutions train in tgraph (aten._weight_norm_interface_backward, over
+    dim 0 and the last dim), and Tensor.uniform_ draws in [low, high) from the run's stream."""
+    monkeypatch.setenv("TGRAPH_TORCH_STRICT", "1")
+    torch.manual_seed(0)
+    for dim in (0, 2):
+        conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 6, 3), dim=dim)
+        _grads_match(nn.Sequential(conv, nn.Tanh()).train(), torch.randn(2, 4, 9))
+
+    class Uniform(nn.Module):
+        def forward(self, x):
+            return x + torch.empty(4000).uniform_(-2.0, 3.0)
+
+    torch._dynamo.reset()
+    u = torch.compile(Uniform(), backend="tgraph_train", dynamic=False)(torch.zeros(4000))
+    assert -2.0 <= float(u.min()) and float(u.max()) < 3.0 and abs(float(u.mean()) - 0.5) < 0.1

@@ -245,6 +245,40 @@ def _train_mode(model):
     return model
 
 
+def _track_left(tgt) -> list[str]:
+    """The ops (and "graphs with an empty input") this process leaves to PyTorch, as tgraph.torch
+    reports them: a list that fills as the model runs (clear it between entry points)."""
+    left: list[str] = []
+    real_report, real_line = tgt._report, tgt._report_line
+
+    def report(gm, names):
+        real_report(gm, names)
+        left.extend(str(n.target) for n in gm.graph.nodes if n.name in names and n.op == "call_function"
+                    and "getitem" not in str(n.target) and str(n.target) not in left)
+
+    def report_line(line):
+        real_line(line)
+        if "empty input" in line and "graphs with an empty input" not in left:
+            left.append("graphs with an empty input")
+    tgt._report, tgt._report_line = report, report_line
+    return left
+
+
+def _verdict(row: dict, why: str | None, left: list[str]) -> None:
+    """The row's status: fail on a mismatch, else partitioned when ops were left to PyTorch."""
+    if why:
+        row.update(status="fail", why="mismatch: " + why)
+    elif left:
+        row.update(status="partitioned", why="left to PyTorch: " + ", ".join(left))
+    else:
+        row.update(status="pass", why="")
+
+
+def _failed(row: dict, e: Exception) -> None:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    row.update(status="fail", why=f"{type(e).__name__}: {msg}"[:300])
+
+
 def _doubled(args, kwargs):
     import torch
     f = lambda v: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v  # noqa: E731
@@ -261,14 +295,7 @@ def run_train(family: str, name: str) -> dict:
     import copy
     import torch
     import tgraph.torch as tgt
-    left: list[str] = []
-    real_report = tgt._report
-
-    def report(gm, names):
-        real_report(gm, names)
-        left.extend(str(n.target) for n in gm.graph.nodes if n.name in names and n.op == "call_function"
-                    and "getitem" not in str(n.target) and str(n.target) not in left)
-    tgt._report = report
+    left = _track_left(tgt)
     torch.manual_seed(0)
     model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
     if args and isinstance(args[0], torch.Tensor) and args[0].shape[0] == 1:  # batch statistics need two
@@ -298,15 +325,9 @@ def run_train(family: str, name: str) -> dict:
                 err, ref = float((g.double() - x).abs().max()), float((w.double() - x).abs().max())
                 if not err <= 2 * ref + 1e-3 * scale + 1e-5:
                     why = f"gradient of {n}: max error {err:.2e} against f64 (eager f32: {ref:.2e}, max {scale:.2e})"
-        if why:
-            row.update(status="fail", why="mismatch: " + why)
-        elif left:
-            row.update(status="partitioned", why="left to PyTorch: " + ", ".join(left))
-        else:
-            row.update(status="pass", why="")
+        _verdict(row, why, left)
     except Exception as e:  # noqa: BLE001  (the table says why)
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        row.update(status="fail", why=f"{type(e).__name__}: {msg}"[:300])
+        _failed(row, e)
     return row
 
 
@@ -316,24 +337,7 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
     import torch
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     import tgraph.torch as tgt
-    left: list[str] = []
-    real_report = tgt._report
-
-    def report(gm, names):
-        real_report(gm, names)
-        counts: dict = {}
-        for n in gm.graph.nodes:
-            if n.name in names and n.op == "call_function" and "getitem" not in str(n.target):
-                counts[str(n.target)] = 1
-        left.extend(k for k in counts if k not in left)
-    tgt._report = report
-    real_line = tgt._report_line
-
-    def report_line(line):
-        real_line(line)
-        if "empty input" in line and "graphs with an empty input" not in left:
-            left.append("graphs with an empty input")
-    tgt._report_line = report_line
+    left = _track_left(tgt)
     torch.manual_seed(0)
     model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
     model.eval()
@@ -350,20 +354,13 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
             with torch.no_grad():
                 got = fast(*args, **kwargs)
             row["first_call_s"] = round(time.time() - t, 2)
-            why = _compare(got, want)
-            if why:
-                row.update(status="fail", why="mismatch: " + why)
-            elif left:
-                row.update(status="partitioned", why="left to PyTorch: " + ", ".join(left))
-            else:
-                row.update(status="pass", why="")
+            _verdict(row, _compare(got, want), left)
             if entry == "compile" and isinstance(fast, tgt.TorchModule) and any(
                     spec is None for _, spec in fast._cache.values()):
                 why = getattr(fast, "dynamo_reason", None) or "torch.export refused"
                 row["why"] = (row["why"] + "; " if row["why"] else "") + f"via TorchDynamo ({why})"
         except Exception as e:  # noqa: BLE001  (the table says why)
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            row.update(status="fail", why=f"{type(e).__name__}: {msg}"[:300])
+            _failed(row, e)
         rows.append(row)
     return rows
 

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "ir/attr.h"
+#include "core/env.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
@@ -66,6 +67,7 @@ std::unique_ptr<Built> build_graph(const Build& build, const std::vector<TensorD
 
 // Number of stitched stencil steps the CUDA executor plans for the executable's top block.
 int stitched_steps(const Executable& e) {
+  const detail::SwitchScope scope(e.impl().switches);  // the plan sees the executable's switches
   int n = 0;
   for (const detail::Step& s : detail::plan_fusion(e.impl().module, 0, {.stitch_stencils = true}).steps)
     n += s.stitch != nullptr;

@@ -273,3 +273,39 @@ def test_small_outputs_share_one_copy():
         keep = got[2]
         del got
         torch.testing.assert_close(keep, xt.sum(1), rtol=1e-5, atol=1e-5)  # still its own values
+
+
+def test_first_run_hands_over_its_own_outputs():
+    """A stream-ordered caller's first (uncaptured) run reads its device inputs in place and
+    hands over the outputs it computed in its own pool memory without copying them: a training
+    backward's first run had cloned every saved activation (bench/RESULTS.md, session 16). An
+    output that is an input, or the same buffer twice, is still a copy of its own."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dev = tg.Device.cuda(0)
+    mib = 1 << 20
+    g = tg.Graph()
+    x = g.placeholder([1024, 1024], tg.f32, "x")  # 4 MiB
+    y = g.exp(x) * 2.0
+    exe = g.compile([x], [y, g.sin(x) + 1.0, x, y], device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    xt = torch.randn(1024, 1024, device="cuda", generator=torch.Generator(device="cuda").manual_seed(5))
+    torch.cuda.synchronize()
+    dev.reset_peak_memory()
+    base = dev.memory()[0]
+    caps = [tg.from_dlpack(torch.utils.dlpack.to_dlpack(xt))]
+    got = [torch.utils.dlpack.from_dlpack(o.__dlpack__(stream=-1)) for o in exe.run_device(caps, stream=stream)]
+    torch.cuda.synchronize()
+    peak = dev.memory()[1] - base
+    # y and sin(x)+1 where computed, the copies of x and of y's second appearance: 16 MiB.
+    # Cloning the input and copying every output had been 4 + 8 + 16 = 28 MiB.
+    assert peak <= 17 * mib, peak / mib
+    want = [xt.exp() * 2.0, xt.sin() + 1.0, xt.clone(), xt.exp() * 2.0]
+    ptrs = [t.data_ptr() for t in got]
+    assert len(set(ptrs)) == 4 and xt.data_ptr() not in ptrs
+    xt.add_(100.0)  # the caller's input changes: the outputs do not
+    got[0].mul_(0.0)  # nor does one output through another
+    torch.cuda.synchronize()
+    for i in (1, 2, 3):
+        torch.testing.assert_close(got[i], want[i], rtol=1e-5, atol=1e-5, msg=f"output {i}")

@@ -163,9 +163,23 @@ struct Run {
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
   InPlace* in_place = nullptr;  // the loop body being captured, if any
 
+  // Pool buffers this uncaptured run allocated, by address: the run's own memory, which an
+  // output may be handed over in without a copy (run_cuda_device) — unlike inputs read in
+  // place, variables and constants, which the executable or the caller keeps using.
+  std::unordered_map<const void*, std::weak_ptr<std::byte>> fresh;
+  // True when t is in such a buffer, still the one allocated (not a later one at its address).
+  bool is_fresh(const DevTensor& t) const {
+    auto it = fresh.find(t.buf.get());
+    return it != fresh.end() && !it->second.expired() && !it->second.owner_before(t.buf) &&
+           !t.buf.owner_before(it->second);
+  }
+
   bool capturing() const { return fixed != nullptr; }
   DeviceBuffer buffer(size_t n) {
-    return capturing() ? fixed->take(n) : ctx.allocate(n, stream);
+    if (capturing()) return fixed->take(n);
+    DeviceBuffer b = ctx.allocate(n, stream);
+    fresh[b.get()] = b;
+    return b;
   }
   DevTensor alloc(TensorType t) {
     size_t n = static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);

@@ -298,9 +298,10 @@ def test_first_run_hands_over_its_own_outputs():
     got = [torch.utils.dlpack.from_dlpack(o.__dlpack__(stream=-1)) for o in exe.run_device(caps, stream=stream)]
     torch.cuda.synchronize()
     peak = dev.memory()[1] - base
-    # y and sin(x)+1 where computed, the copies of x and of y's second appearance: 16 MiB.
-    # Cloning the input and copying every output had been 4 + 8 + 16 = 28 MiB.
-    assert peak <= 17 * mib, peak / mib
+    # y and sin(x)+1 where computed, the copies of x and of y's second appearance: 16 MiB, and
+    # the executable's own first 2 MiB chunk (index-error flags). Cloning the input and copying
+    # every output had been 4 + 8 + 16 = 28 MiB.
+    assert peak <= 22 * mib, peak / mib
     want = [xt.exp() * 2.0, xt.sin() + 1.0, xt.clone(), xt.exp() * 2.0]
     ptrs = [t.data_ptr() for t in got]
     assert len(set(ptrs)) == 4 and xt.data_ptr() not in ptrs

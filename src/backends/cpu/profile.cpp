@@ -59,6 +59,14 @@ bool profiling_shapes() {
   return on;
 }
 
+bool profiling_first_runs() {
+  static const bool on = [] {
+    const char* v = std::getenv("TGRAPH_PROFILE");
+    return v && std::string(v) == "first";
+  }();
+  return on;
+}
+
 void cpu_profile_add(const std::string& what, double seconds) {
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);

@@ -11,6 +11,9 @@ namespace tg::detail {
 bool cpu_profiling();
 /// True when TGRAPH_PROFILE=2: profile rows name a lone op's operand shapes too.
 bool profiling_shapes();
+/// True when TGRAPH_PROFILE=first: the CUDA executor times each step's first run instead (its
+/// kernel generation, library plans and heuristics: where a cold first step goes).
+bool profiling_first_runs();
 /// Adds `seconds` spent in one step of kind `what` (printed at exit).
 void cpu_profile_add(const std::string& what, double seconds);
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -338,6 +339,8 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     st.prefetched = true;
     // Only a head start: whatever it cannot prepare compiles at its launch, as without it.
     if (!env_flag("TGRAPH_NO_KERNEL_PREFETCH")) try {
+        std::optional<CpuProfileScope> timed;
+        if (profiling_first_runs()) timed.emplace("cuda first run: kernel sources generated and queued");
         r.prefetch_kernels(0);
       } catch (const std::exception&) {
         cudaGetLastError();

@@ -38,14 +38,24 @@ TensorType concrete_type(const GraphImpl& g, const Node& n, const std::vector<Te
 // device, from stream synchronisations around it, under its kind and output shape. (Runs are
 // not captured while profiling, so every run is timed step by step.) A step's first run is left
 // out: it includes compiling its kernels. A matmul that absorbs the steps after it is counted
-// as the matmul's step.
+// as the matmul's step. TGRAPH_PROFILE=first times only the first runs, by kind: host time
+// included (kernel generation and compiles waited for, cuDNN / cuBLASLt heuristics).
 class CudaStepTimer {
  public:
   CudaStepTimer(Run& r, const Step& s)
-      : r_(r), on_(cpu_profiling() && !r.capturing() && !r.st.profiled.insert(&s).second) {
+      : r_(r), on_(cpu_profiling() && !r.capturing() && r.st.profiled.insert(&s).second == profiling_first_runs()) {
     if (!on_) return;
     const std::vector<int32_t> ids = step_nodes(s);
     const Node& last = r.g.nodes[static_cast<size_t>(ids.back())];
+    if (profiling_first_runs()) {
+      what_ = std::string("first run: ") + (s.stitch    ? "stitched stencils"
+                                            : s.reduce  ? "stitched reductions"
+                                            : s.fused() ? "generated elementwise kernels"
+                                                        : op_name(last.kind));
+      TG_CUDA(cudaStreamSynchronize(r.stream));
+      t0_ = std::chrono::steady_clock::now();
+      return;
+    }
     if (s.stitch) what_ = "stencil (stitched, " + std::to_string(ids.size()) + " ops)";
     else if (s.reduce) what_ = "reductions (stitched, " + std::to_string(ids.size()) + " ops)";
     else if (s.fused()) what_ = "fused(" + std::to_string(ids.size()) + " ops, last " + op_name(last.kind) + ")";

@@ -56,19 +56,22 @@ def measure_torch(path, base, x, y, prec, iters, curve):
     if path == "tgraph_train":
         import tgraph
         tgraph.Device.cuda(0).reset_peak_memory()
+    def peaks():  # torch's, and tgraph's own (its pool and captured graphs, which torch does not see)
+        import tgraph
+        t = torch.cuda.max_memory_allocated() / 2**30
+        return (t, tgraph.Device.cuda(0).memory()[1] / 2**30) if path == "tgraph_train" else (t, 0.0)
+
     t0 = time.perf_counter()
     losses = [float(step().detach())]
     first_s = time.perf_counter() - t0
+    first_peaks = peaks()
     losses += [float(step().detach()) for _ in range(max(curve, 1) - 1)]
     ms = median_seconds(step, iters, 3, torch.cuda.synchronize) * 1e3
-    peak = torch.cuda.max_memory_allocated() / 2**30
-    if path == "tgraph_train":
-        # tgraph's activations live in its own pool and captured graphs, which torch's counter
-        # does not see: its peak is added (the two peaks need not coincide, so an upper bound)
-        import tgraph
-        peak += tgraph.Device.cuda(0).memory()[1] / 2**30
+    all_peaks = peaks()
+    # the two peaks need not coincide: their sum is an upper bound
     return {"step_ms": ms, "images_per_s": x.shape[0] / ms * 1e3, "first_step_s": first_s,
-            "peak_gib": peak, "loss": losses[:curve]}
+            "peak_gib": sum(all_peaks), "peak_first_step_gib": sum(first_peaks),
+            "peak_torch_tgraph_gib": all_peaks, "loss": losses[:curve]}
 
 
 def measure_cpp(binary, batch, prec, iters, curve):

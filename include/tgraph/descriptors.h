@@ -152,7 +152,13 @@ struct AttentionDesc {
   bool causal = false;
   TG_FIELDS(scale, causal)
 };
-/// reshape / broadcast_to target shape (reshape allows one -1).
+/// A target dim of reshape / broadcast_to that is dim j of the op's shape sources (their
+/// shapes concatenated), known when they are: how a graph with dynamic dims says "batch x seq"
+/// (a dim a PyTorch graph names as a symbol) without fixing it.
+inline constexpr int64_t kDimFromSource = -2;
+constexpr int64_t dim_from_source(int64_t j) { return kDimFromSource - j; }
+/// reshape / broadcast_to target shape (reshape allows one -1; dim_from_source(j) codes take
+/// dims of the shape sources).
 struct ShapeDesc {
   std::vector<int64_t> shape;
   TG_FIELDS(shape)

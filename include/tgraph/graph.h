@@ -246,8 +246,14 @@ class Graph {
 
   // ---- shape ops -----------------------------------------------------------------------------
   Tensor reshape(Tensor x, std::vector<int64_t> shape);
+  /// reshape whose target may take dims of `sources` (dim_from_source(j): dim j of their shapes
+  /// concatenated), resolved at run time where those are dynamic: x of [B*S, 768] back to
+  /// [B, S, 768] given a tensor of [B, S]. The sources are read for their shapes only.
+  Tensor reshape(Tensor x, std::vector<int64_t> shape, const std::vector<Tensor>& sources);
   Tensor transpose(Tensor x, std::vector<int64_t> perm);
   Tensor broadcast_to(Tensor x, std::vector<int64_t> shape);
+  /// broadcast_to whose target may take dims of `sources`, as reshape's.
+  Tensor broadcast_to(Tensor x, std::vector<int64_t> shape, const std::vector<Tensor>& sources);
   /// x broadcast to the shape of `like` (resolved at run time for dynamic dims).
   Tensor broadcast_like(Tensor x, Tensor like);
   /// Sums x down to the shape of `like` (the inverse of broadcasting; for gradients).

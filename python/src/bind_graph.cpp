@@ -334,9 +334,13 @@ void bind_graph(nb::module_& m) {
         "v"_a, "mask"_a = nb::none(), "desc"_a = tg::AttentionDesc{});
 
   // shape ops
-  c.def("reshape", method(&Graph::reshape), "x"_a, "shape"_a);
+  // sources: tensors whose dims the target takes (tg.dim_from_source(j)), for dynamic shapes
+  using ShapeOp = Tensor (Graph::*)(Tensor, std::vector<int64_t>, const std::vector<Tensor>&);
+  c.def("reshape", method(static_cast<ShapeOp>(&Graph::reshape)), "x"_a, "shape"_a,
+        "sources"_a = std::vector<PyTensor>{});
   c.def("transpose", method(&Graph::transpose), "x"_a, "perm"_a);
-  c.def("broadcast_to", method(&Graph::broadcast_to), "x"_a, "shape"_a);
+  c.def("broadcast_to", method(static_cast<ShapeOp>(&Graph::broadcast_to)), "x"_a, "shape"_a,
+        "sources"_a = std::vector<PyTensor>{});
   c.def("broadcast_like", method(&Graph::broadcast_like), "x"_a, "like"_a);
   c.def("sum_to_like", method(&Graph::sum_to_like), "x"_a, "like"_a);
   c.def("expand_dims", method(&Graph::expand_dims), "x"_a, "axes"_a);

@@ -42,7 +42,7 @@ from ._tgraph import (  # noqa: E402,F401  (re-exported)
     AttentionDesc, Boundary, CompileOptions, ConvDesc, CoordinateMode, Device, DeviceTensor,
     Distribution, DType, Error, Executable, Graph, Layout, LossReduction, NearestRounding,
     Operation, PaddingStyle, PadMode, PoolDesc, Precision, RandomDesc, Reduction, ResizeDesc,
-    ResizeMode, ScatterMode, SliceDesc, StencilDesc, Tensor, TensorType, dtype, dtype_size,
+    ResizeMode, ScatterMode, SliceDesc, StencilDesc, Tensor, TensorType, dim_from_source, dtype, dtype_size,
     from_dlpack, onnx, optim, promote_types, to_device,
 )
 

@@ -9,11 +9,21 @@ using namespace detail;
 Tensor Graph::reshape(Tensor x, std::vector<int64_t> shape) {
   return make(*this, OpKind::Reshape, {x}, ShapeDesc{std::move(shape)});
 }
+Tensor Graph::reshape(Tensor x, std::vector<int64_t> shape, const std::vector<Tensor>& sources) {
+  std::vector<Tensor> in{x};
+  in.insert(in.end(), sources.begin(), sources.end());
+  return make(*this, OpKind::Reshape, in, ShapeDesc{std::move(shape)});
+}
 Tensor Graph::transpose(Tensor x, std::vector<int64_t> perm) {
   return make(*this, OpKind::Transpose, {x}, AxesDesc{std::move(perm)});
 }
 Tensor Graph::broadcast_to(Tensor x, std::vector<int64_t> shape) {
   return make(*this, OpKind::BroadcastTo, {x}, ShapeDesc{std::move(shape)});
+}
+Tensor Graph::broadcast_to(Tensor x, std::vector<int64_t> shape, const std::vector<Tensor>& sources) {
+  std::vector<Tensor> in{x};
+  in.insert(in.end(), sources.begin(), sources.end());
+  return make(*this, OpKind::BroadcastTo, in, ShapeDesc{std::move(shape)});
 }
 Tensor Graph::broadcast_like(Tensor x, Tensor like) { return make(*this, OpKind::BroadcastLike, {x, like}); }
 Tensor Graph::sum_to_like(Tensor x, Tensor like) { return make(*this, OpKind::SumToLike, {x, like}); }

@@ -19,6 +19,12 @@ std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 /// "a is [2,3], b is [4]" style list of the inputs.
 std::string describe_inputs(const InferContext& c, std::initializer_list<const char*> names);
+/// The target dims of reshape / broadcast_to with their shape sources resolved: a dim
+/// kDimFromSource - j (j >= 0) is the j-th dim of the sources (inputs 1.., their shapes
+/// concatenated), -1 where that dim is not known until run time; `from_source[i]` marks those.
+/// False (with `err` set) when a code points past the sources' dims.
+bool resolve_dim_sources(const InferContext& c, std::vector<int64_t>& dims, std::vector<bool>& from_source,
+                         InferResult& err);
 /// Requires exactly n inputs.
 bool arity_ok(const InferContext& c, size_t n, InferResult& err);
 

@@ -48,6 +48,28 @@ std::string describe_inputs(const InferContext& c, std::initializer_list<const c
   return os.str();
 }
 
+bool resolve_dim_sources(const InferContext& c, std::vector<int64_t>& dims, std::vector<bool>& from_source,
+                         InferResult& err) {
+  std::vector<int64_t> known;  // the sources' dims, in order
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].shape.ranked()) return true;  // unranked source: the rule decides
+    for (int64_t d : c.inputs[i].shape.dims()) known.push_back(d);
+  }
+  from_source.assign(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] > kDimFromSource) continue;
+    const int64_t j = kDimFromSource - dims[i];
+    if (j >= static_cast<int64_t>(known.size())) {
+      err = op_error(c, "target dim " + std::to_string(i) + " takes dim " + std::to_string(j) +
+                            " of its shape sources, which have " + std::to_string(known.size()) + " dims");
+      return false;
+    }
+    dims[i] = known[static_cast<size_t>(j)] < 0 ? -1 : known[static_cast<size_t>(j)];
+    from_source[i] = true;
+  }
+  return true;
+}
+
 bool arity_ok(const InferContext& c, size_t n, InferResult& err) {
   if (c.inputs.size() == n) return true;
   err = op_error(c, "expects " + std::to_string(n) + " inputs, got " +

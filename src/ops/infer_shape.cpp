@@ -9,12 +9,17 @@ namespace tg::detail {
 
 InferResult infer_reshape(const InferContext& c) {
   InferResult r;
-  if (!arity_ok(c, 1, r)) return r;
+  if (c.inputs.empty()) return op_error(c, "expects an input");
   std::vector<int64_t> dims = std::get<ShapeDesc>(c.attr).shape;
+  std::vector<bool> from_source;
+  if (!resolve_dim_sources(c, dims, from_source, r)) return r;
   const Shape& in = c.inputs[0].shape;
   int64_t known = 1, infer_at = -1;
+  bool unknown = false;  // a dim taken from a source that is dynamic until run time
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == -1) {
+    if (from_source[i] && dims[i] < 0) {
+      unknown = true;
+    } else if (dims[i] == -1) {
       if (infer_at >= 0) return op_error(c, "more than one -1 in target " + Shape(dims).str());
       infer_at = static_cast<int64_t>(i);
     } else if (dims[i] < 0) {
@@ -22,6 +27,10 @@ InferResult infer_reshape(const InferContext& c) {
     } else if (__builtin_mul_overflow(known, dims[i], &known)) {
       return op_error(c, "target " + Shape(dims).str() + " has more elements than fit in 64 bits");
     }
+  }
+  if (unknown) {  // resolved at run time, when the sources' dims are known
+    if (infer_at >= 0) dims[static_cast<size_t>(infer_at)] = -1;
+    return {{TensorType(Shape(dims), c.inputs[0].dtype)}, {}};
   }
   int64_t n = in.num_elements();
   if (n >= 0) {
@@ -61,8 +70,13 @@ InferResult infer_transpose(const InferContext& c) {
 
 InferResult infer_broadcast_to(const InferContext& c) {
   InferResult r;
-  if (!arity_ok(c, 1, r)) return r;
-  Shape target(std::get<ShapeDesc>(c.attr).shape);
+  if (c.inputs.empty()) return op_error(c, "expects an input");
+  std::vector<int64_t> dims = std::get<ShapeDesc>(c.attr).shape;
+  std::vector<bool> from_source;
+  if (!resolve_dim_sources(c, dims, from_source, r)) return r;
+  for (int64_t d : dims)
+    if (d < -1) return op_error(c, "negative dimension in target " + Shape(dims).str());
+  Shape target(dims);
   const Shape& in = c.inputs[0].shape;
   auto b = broadcast_shapes(in, target);
   if (!b || b->rank() != target.rank())

@@ -7,19 +7,25 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-// Reshapes a gradient back to x's shape (x may have at most one dynamic dim).
+// Reshapes a gradient back to x's shape; with more than one dynamic dim, every dim is taken
+// from x itself at run time (a shape source).
 Tensor reshape_back(VjpContext& c, Tensor grad, Tensor x) {
+  if (grad.shape() == x.shape() && x.shape().is_static()) return grad;
   std::vector<int64_t> dims = x.shape().dims();
   int dyn = 0;
   for (int64_t d : dims) dyn += d < 0;
-  if (dyn > 1)
-    throw Error(std::string("[gradients] ") + op_name(c.node.kind) + ": input " + x.shape().str() +
-                " has more than one dynamic dim; its gradient cannot be reshaped back");
-  return grad.shape() == x.shape() ? grad : c.g.reshape(grad, dims);
+  if (dyn <= 1) return c.g.reshape(grad, dims);
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = dim_from_source(static_cast<int64_t>(i));
+  return c.g.reshape(grad, dims, {x});
 }
 
 V none_vjp(VjpContext&) { return {Tensor()}; }
-V reshape_vjp(VjpContext& c) { return {reshape_back(c, c.dout[0], c.in[0])}; }
+// Shape sources (inputs 1..) get no gradient: only their shapes are read.
+V reshape_vjp(VjpContext& c) {
+  V g(c.in.size());
+  g[0] = reshape_back(c, c.dout[0], c.in[0]);
+  return g;
+}
 V transpose_vjp(VjpContext& c) {
   const auto& perm = c.attr<AxesDesc>().axes;
   std::vector<int64_t> inv(perm.size());
@@ -27,7 +33,11 @@ V transpose_vjp(VjpContext& c) {
   for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i] < 0 ? perm[i] + r : perm[i])] = static_cast<int64_t>(i);
   return {c.g.transpose(c.dout[0], inv)};
 }
-V broadcast_vjp(VjpContext& c) { return {unbroadcast(c.g, c.dout[0], c.in[0])}; }
+V broadcast_vjp(VjpContext& c) {
+  V g(c.in.size());
+  g[0] = unbroadcast(c.g, c.dout[0], c.in[0]);
+  return g;
+}
 V broadcast_like_vjp(VjpContext& c) { return {unbroadcast(c.g, c.dout[0], c.in[0]), Tensor()}; }
 V sum_to_like_vjp(VjpContext& c) { return {c.g.broadcast_like(c.dout[0], c.in[0]), Tensor()}; }
 V concat_vjp(VjpContext& c) {

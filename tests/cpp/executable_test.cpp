@@ -36,6 +36,38 @@ TEST(Executable, DynamicBatchWithoutRecompiling) {
   }
 }
 
+// Two dynamic dims in one target (batch x sequence, as a PyTorch graph with symbolic sizes
+// has them): the target takes them from a shape source, and the gradient reshapes back the same
+// way; one executable serves every size.
+TEST(Executable, ReshapeAndBroadcastTakeDimsFromSources) {
+  Graph g;
+  Tensor ids = g.placeholder({-1, -1}, i64, "ids");
+  Tensor x = g.placeholder({-1, 6}, f32, "x");  // [B * S, 6]
+  Tensor y = g.reshape(x, {dim_from_source(0), dim_from_source(1), 3, -1}, {ids});
+  Tensor row = g.constant(TensorData::from_floats({1, 1, 2}, {5, 7}));
+  Tensor z = g.broadcast_to(row, {dim_from_source(0), dim_from_source(1), 2}, {ids});
+  EXPECT_EQ(y.shape(), (Shape{-1, -1, 3, -1}));
+  Tensor loss = g.reduce_sum(g.mul(g.mul(y, y), g.reshape(g.arange(1, 7), {3, 2})), {0, 1, 2, 3});
+  Tensor dx = g.gradients(loss, {x}).at(x);
+  Executable exe = g.compile({{ids, ids.type()}, {x, x.type()}}, {y, z, dx}, {}, cpu_opts(true));
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 3}, {1, 5}, {4, 1}}) {
+    TensorData xv = TensorData::randn({b * s, 6}, f32, static_cast<uint64_t>(b * 10 + s));
+    auto out = exe.run({TensorData::zeros({b, s}, i64), xv});
+    ASSERT_EQ(out[0].shape(), (Shape{b, s, 3, 2}));
+    ASSERT_EQ(out[1].shape(), (Shape{b, s, 2}));
+    ASSERT_EQ(out[2].shape(), (Shape{b * s, 6}));
+    for (int64_t i = 0; i < b * s * 6; ++i) {
+      EXPECT_EQ(out[0].at(i), xv.at(i));
+      EXPECT_FLOAT_EQ(out[2].at(i), static_cast<float>(2 * xv.at(i) * static_cast<double>(i % 6 + 1)));
+    }
+    for (int64_t i = 0; i < b * s * 2; ++i) EXPECT_EQ(out[1].at(i), i % 2 ? 7 : 5);
+  }
+  // sizes that do not agree are an error naming the op and the shapes
+  EXPECT_TG_ERROR(exe.run({TensorData::zeros({2, 2}, i64), TensorData::randn({5, 6})}), "[reshape]", "[5,6]");
+  EXPECT_TG_ERROR(g.reshape(x, {dim_from_source(2)}, {ids}), "[reshape]", "dim 2 of its shape sources",
+                  "which have 2 dims");
+}
+
 TEST(Executable, BadInputsAreRefusedWithNames) {
   Graph g;
   Tensor x = g.placeholder({-1, 3}, f32, "images");

@@ -118,7 +118,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
   TensorData y;
   switch (n.kind) {
     case OpKind::Reshape: {
-      if (in.size() != 1 || !out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;
+      if (!out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;  // inputs 1..: shape sources
       if (t.shape.num_elements() != in[0].num_elements()) return false;
       y = cpu_output(0, t.shape, t.dtype);
       const size_t bytes = in[0].nbytes();
@@ -133,7 +133,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       break;
     }
     case OpKind::BroadcastTo: case OpKind::BroadcastLike: {
-      if (in.size() != (n.kind == OpKind::BroadcastTo ? 1u : 2u) || !out_type(g, n, in, t)) return false;
+      if ((n.kind == OpKind::BroadcastLike && in.size() != 2u) || !out_type(g, n, in, t)) return false;
       bool ok;
       y = copy_broadcast(in[0], t, ok);
       if (!ok) return false;

@@ -33,6 +33,37 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 
 # ---- the converters: one function per ATen op (overloads share it) ----------------------------
 
+class Sym:
+    """A size torch keeps symbolic (dynamic shapes): its sympy expression over the input sizes.
+    Converters pass it to _Ctx.dims, which names it by the fed tensor dim it equals; used where
+    tgraph needs a number, it refuses (the graph then compiles per size: torch.py)."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def __int__(self):
+        raise tg.Error(f"[torch] the dynamic size {self.expr} is used where tgraph needs a fixed number")
+
+    __index__ = __int__
+
+    def __repr__(self):
+        return f"Sym({self.expr})"
+
+
+def _sym_expr(v):
+    """The sympy expression of a SymInt / Sym, an int for a concrete size."""
+    if isinstance(v, Sym):
+        return v.expr
+    if isinstance(v, torch.SymInt):
+        return v.node.expr
+    return v
+
+
+def _is_dynamic(v) -> bool:
+    e = _sym_expr(v)
+    return not isinstance(e, int) and not getattr(e, "is_Integer", False)
+
+
 class _Ctx:
     """What a converter sees: the graph, the node being converted, and helpers."""
 
@@ -41,6 +72,36 @@ class _Ctx:
         self.node = None
         self.rng_feed = None  # a Philox state fed per run, made when a random op needs it
         self.rng = None       # the state threaded from one random op to the next
+        self.sym_sources = {}  # sympy symbol -> (fed tensor, dim) whose size it is (dynamic shapes)
+
+    def dims(self, shape, like: tg.Tensor | None = None):
+        """A size list as a reshape / broadcast_to target: (codes, sources). Fixed sizes stay
+        numbers; a symbolic size that is a fed tensor's dim becomes tg.dim_from_source of that
+        tensor; -1 (torch's "this dim of `like`", as expand has it) takes like's dim; any other
+        symbolic size (a product) is None, for the caller to infer or refuse."""
+        codes, sources, offset = [], [], {}
+
+        def source(t, d):
+            if id(t) not in offset:
+                offset[id(t)] = sum(x.rank for x in sources)
+                sources.append(t)
+            return tg.dim_from_source(offset[id(t)] + d)
+
+        lead = len(shape) - like.rank if like is not None else 0
+        for i, s in enumerate(shape):
+            e = _sym_expr(s)
+            if isinstance(e, int) or getattr(e, "is_Integer", False):
+                e = int(e)
+                if e == -1 and like is not None and i >= lead:
+                    d = like.shape[i - lead]
+                    codes.append(d if d >= 0 else source(like, i - lead))
+                else:
+                    codes.append(e)
+            elif e in self.sym_sources:
+                codes.append(source(*self.sym_sources[e]))
+            else:
+                codes.append(None)
+        return codes, sources
 
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
@@ -336,15 +397,25 @@ def _addmm(c: _Ctx, bias, a, b, beta=1, alpha=1):
     return g.add(y, bias if beta == 1 else g.mul(bias, c.scalar(beta, bias)))
 
 
+def _traced_shape(c: _Ctx, shape):
+    """The node's result shape as torch traced it (its -1 resolved), else `shape`."""
+    v = c.node.meta.get("val") if c.node is not None else None
+    return list(v.shape) if isinstance(v, torch.Tensor) and len(v.shape) == len(shape) else list(shape)
+
+
 def _view(c: _Ctx, x, shape):
-    return c.g.reshape(x, [int(s) for s in shape])
+    codes, sources = c.dims(_traced_shape(c, shape))
+    if codes.count(None) + codes.count(-1) > 1:
+        raise tg.Error(f"[torch] view to {list(shape)}: more than one size tgraph cannot name")
+    codes = [-1 if d is None else d for d in codes]
+    return c.g.reshape(x, codes, sources)
 
 
 def _expand(c: _Ctx, x, shape, implicit=False):
-    shape = list(shape)
-    lead = len(shape) - x.rank
-    full = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
-    return c.g.broadcast_to(x, full)
+    codes, sources = c.dims(list(shape), like=x)
+    if None in codes:
+        raise tg.Error(f"[torch] expand to {list(shape)}: a size tgraph cannot name")
+    return c.g.broadcast_to(x, codes, sources)
 
 
 def _squeeze(c: _Ctx, x, dims=None):
@@ -354,6 +425,8 @@ def _squeeze(c: _Ctx, x, dims=None):
 
 def _select(c: _Ctx, x, dim, index):
     dim %= x.rank
+    if x.shape[dim] < 0 and int(index) < 0:
+        raise tg.Error("[torch] select from the end of a dynamic dim")
     index = index % x.shape[dim] if x.shape[dim] > 0 else index
     begin = [0] * x.rank
     end = [0] * x.rank
@@ -364,12 +437,30 @@ def _select(c: _Ctx, x, dim, index):
 
 
 def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
-    return c.g.strided_slice(x, _slice_desc(x, dim % x.rank, start, end, step))
+    dim %= x.rank
+    if _is_dynamic(end) and (start in (None, 0)) and step == 1:
+        (code,), sources = c.dims([end])
+        if code is None:
+            raise tg.Error(f"[torch] slice to {end}: a size tgraph cannot name")
+        if x.shape[dim] < 0 and sources and c.sym_sources.get(_sym_expr(end), (None,))[0] is x:
+            return x  # the whole dynamic dim
+        # x[..., :n, ...] with n known at run time: the first n along dim, gathered
+        ones = c.g.broadcast_to(c.g.constant(np.array(1, np.int64)), [code], sources)
+        return c.g.gather(x, c.g.sub(c.g.cumsum(ones, 0), c.g.constant(np.array(1, np.int64))), dim)
+    return c.g.strided_slice(x, _slice_desc(x, dim, start, end, step))
 
 
 def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
     """torch's x[..., start:end:step, ...] on dim, clamped as torch clamps."""
     n = x.shape[dim]
+    if n < 0:  # a dynamic dim: from a non-negative start to its end (masks), else refused
+        start = int(0 if start is None else start)
+        if start < 0 or (end is not None and int(end) < 2 ** 62) or step != 1:
+            raise tg.Error(f"[torch] slice {start}:{end}:{step} of a dynamic dim")
+        b, e, s = [0] * x.rank, [0] * x.rank, [1] * x.rank
+        b[dim] = start
+        mask = ((1 << x.rank) - 1) & ~(1 << dim)
+        return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask | (1 << dim))
     start = 0 if start is None else start
     end = n if end is None else end
     start = max(0, min(n, start + n if start < 0 else start))
@@ -497,13 +588,20 @@ def _broadcast_like(c: _Ctx, x: tg.Tensor, like: tg.Tensor) -> tg.Tensor:
 
 def _full(c: _Ctx, shape, value, **kw):
     t = c.out_dtype or tg.f32
-    return c.g.broadcast_to(c.g.scalar(float(value), t), [int(s) for s in shape]) if len(shape) else \
-        c.g.scalar(float(value), t)
+    if not len(shape):
+        return c.g.scalar(float(value), t)
+    codes, sources = c.dims(list(shape))
+    if None in codes:
+        raise tg.Error(f"[torch] a tensor of size {list(shape)}: a size tgraph cannot name")
+    return c.g.broadcast_to(c.g.scalar(float(value), t), codes, sources)
 
 
 def _full_like(c: _Ctx, x, value, **kw):
     t = c.out_dtype or x.dtype
-    return c.g.broadcast_to(c.g.scalar(float(value), t), list(x.shape)) if x.rank else c.g.scalar(float(value), t)
+    if not x.rank:
+        return c.g.scalar(float(value), t)
+    v = c.g.scalar(float(value), t)
+    return c.g.broadcast_to(v, list(x.shape)) if min(x.shape) >= 0 else c.g.broadcast_like(v, x)
 
 
 def _where(c: _Ctx, cond, a, b):
@@ -1096,6 +1194,11 @@ def convertible(node: torch.fx.Node) -> bool:
     if node.op != "call_function" or node.target is operator.getitem:
         return True
     name = _packet_name(node.target)
+    v = node.meta.get("val")
+    if name in ("sym_size", "sym_numel") or (
+            isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and
+            not any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in node.args)):
+        return True  # size arithmetic (_size_value)
     return name in _CONVERTERS or name == "dropout"
 
 
@@ -1155,10 +1258,17 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 else:
                     fed = env[node.name] = g.placeholder(list(t.shape), t.dtype, node.name)
                 feeds.append(fed)
+                v = node.meta.get("val")
+                if isinstance(v, torch.Tensor):  # its symbolic dims name the sizes they are
+                    for d, size in enumerate(v.shape):
+                        e = _sym_expr(size)
+                        if _is_dynamic(size) and getattr(e, "is_Symbol", False) and e not in c.sym_sources:
+                            c.sym_sources[e] = (env[node.name], d)
             elif node.name in constants:
                 env[node.name] = _constant(g, constants[node.name], node.name)
             elif node.name in py_values:
-                env[node.name] = py_values[node.name]
+                v = py_values[node.name]
+                env[node.name] = Sym(_sym_expr(v)) if _is_dynamic(v) else v
             else:
                 raise tg.Error(f"[torch] input {node.name} is neither fed nor a known constant")
         elif node.op == "get_attr":
@@ -1168,10 +1278,14 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 seq, i = value(node.args[0]), node.args[1]
                 env[node.name] = seq[i]
                 continue
+            v = node.meta.get("val")
             name = _packet_name(node.target)
-            if name in ("sym_size", "sym_numel"):
-                raise _at(UnsupportedOp(f"[torch] dynamic shapes ({node.target}) are not supported: shapes are "
-                                        "static"), node)
+            if name in ("sym_size", "sym_numel") or (
+                    isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and
+                    not any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
+                            for a in node.args)):
+                env[node.name] = _size_value(name, node, value(node.args), v)
+                continue
             if name == "dropout" and not node.kwargs.get("train", node.args[2] if len(node.args) > 2 else False):
                 env[node.name] = value(node.args[0])  # eval-mode dropout: the identity
                 continue
@@ -1197,7 +1311,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                           node) from e
             v = node.meta.get("val")
             if isinstance(r, tg.Tensor) and isinstance(v, torch.Tensor):
-                if tuple(r.shape) != tuple(v.shape):
+                if not _same_shape(r.shape, v.shape):
                     raise _at(tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
                                        f"{tuple(v.shape)}"), node)
                 r = c.cast(r, tg_dtype(v.dtype))
@@ -1211,6 +1325,26 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
     if c.rng_feed is not None:
         feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
     return Converted(g, feeds, outs, out_struct, c.rng_feed is not None)
+
+
+def _size_value(name: str, node: torch.fx.Node, args, traced):
+    """A size computed in the graph (sym_size, size arithmetic such as operator.mul): a number
+    where tgraph's shapes fix it, else a Sym of torch's expression."""
+    if name in ("sym_size", "sym_numel"):
+        x = args[0]
+        dims = [x.shape[args[1] % x.rank]] if name == "sym_size" else list(x.shape)
+        if min(dims, default=0) >= 0:
+            return int(np.prod(dims, dtype=np.int64))
+    elif not any(isinstance(a, Sym) for a in args):
+        return node.target(*args)  # operator.mul / floordiv / ... of numbers
+    return Sym(_sym_expr(traced)) if _is_dynamic(traced) else int(_sym_expr(traced))
+
+
+def _same_shape(ours, theirs) -> bool:
+    """tgraph's shape against torch's: equal, a symbolic size of torch's dynamic (-1) in ours."""
+    if len(ours) != len(theirs):
+        return False
+    return all((a < 0) if _is_dynamic(b) else a == int(_sym_expr(b)) for a, b in zip(ours, theirs))
 
 
 def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:

@@ -58,6 +58,26 @@ def _signature(values) -> tuple:
     return tuple(out)
 
 
+def _loose_signature(values) -> tuple:
+    """What a graph with symbolic sizes is specialised on: each tensor's dtype, rank, device and
+    channels-last storage (its sizes are the graph's to take at run time), not the sizes."""
+    return tuple((v.dtype, v.dim(), v.device, _channels_last(v)) if isinstance(v, torch.Tensor) else "py"
+                 for v in values)
+
+
+def _symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether TorchDynamo / export traced `gm` with symbolic sizes (dynamic=True, mark_dynamic,
+    dynamic_shapes): a size placeholder, or a tensor placeholder with a symbolic dim."""
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        sizes = v.shape if isinstance(v, torch.Tensor) else [v] if isinstance(v, torch.SymInt) else []
+        if any(isinstance(d, torch.SymInt) and not d.node.expr.is_Integer for d in sizes):
+            return True
+    return False
+
+
 def _device_of(args) -> tg.Device:
     for a in args:
         if isinstance(a, torch.Tensor) and a.is_cuda:
@@ -234,17 +254,24 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
     rank-4 outputs come back as tgraph keeps them (channels-last views where convolutions made
     them so): an AOTAutograd forward hands the activations it saves to its backward without a
     transpose on either side."""
-    placeholders = [n.name for n in aten.graph.nodes if n.op == "placeholder"]
+    placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
+    symbolic = _symbolic(aten)  # the sizes torch keeps symbolic stay dynamic (-1) in tgraph's graph
     names, types, py_values, perms, nhwc = [], [], {}, {}, []
-    for name, v in zip(placeholders, inputs):
+    for node, v in zip(placeholders, inputs):
+        name = node.name
+        traced = node.meta.get("val")
         if isinstance(v, torch.Tensor):
             if _channels_last(v):
                 perms[name] = (0, 2, 3, 1)
                 nhwc.append(len(names))
             names.append(name)
-            types.append(tg.TensorType(list(v.shape), tg_dtype(v.dtype)))
+            shape = list(v.shape)
+            if symbolic and isinstance(traced, torch.Tensor):
+                shape = [-1 if isinstance(d, torch.SymInt) and not d.node.expr.is_Integer else int(d)
+                         for d in traced.shape]
+            types.append(tg.TensorType(shape, tg_dtype(v.dtype)))
         else:
-            py_values[name] = v
+            py_values[name] = traced if symbolic and isinstance(traced, torch.SymInt) else v
     constants = {n.target: _attr(aten, n.target) for n in aten.graph.nodes if n.op == "get_attr"}
     g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values, perms)
     run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision(), free_layouts, nhwc)
@@ -256,18 +283,42 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: 
     dtypes, devices, non-tensor values) and runs it; it takes its inputs as one list
     (AOTAutograd's boxed convention, `_boxed_call`). free_layouts: see _compile_graph."""
     cache: dict = {}
+    symbolic = []  # [bool] once known: the graph keeps torch's symbolic sizes, one executable for all
 
     def call(args: list):
         inputs = list(args)
-        key = _signature(inputs)
+        loose = bool(symbolic) and symbolic[0]
+        key = _loose_signature(inputs) if loose else _signature(inputs)
         run = cache.get(key)
         if run is None:
-            run, out = _first_run(lower(inputs), inputs, free_layouts)
+            gm = lower(inputs)
+            if not symbolic:
+                symbolic.append(_symbolic(gm))
+                if symbolic[0]:
+                    try:  # one executable for every size, or (an op it cannot take so) one per size
+                        run, out = _dynamic_first_run(gm, inputs, free_layouts)
+                        cache[_loose_signature(inputs)] = run
+                        return out
+                    except tg.Error as e:
+                        symbolic[0] = False
+                        _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {str(e).splitlines()[0]}")
+                        key = _signature(inputs)
+            run, out = _first_run(gm, inputs, free_layouts)
             cache[key] = run
             return out
         return run(inputs)
     call._boxed_call = True
     return call
+
+
+def _dynamic_first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
+    """(run, its first result) for a graph with symbolic sizes: the whole graph in one tgraph
+    executable whose dynamic dims take every size (no partitioning: a refusal raises)."""
+    if any(not convertible(n) for n in gm.graph.nodes):
+        bad = next(n for n in gm.graph.nodes if not convertible(n))
+        raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name})")
+    run = _whole(gm, inputs, free_layouts)
+    return run, run(inputs)
 
 
 def _strict() -> bool:

@@ -50,6 +50,16 @@ class Sym:
         return f"Sym({self.expr})"
 
 
+class SizeOut(NamedTuple):
+    """A size among a graph's outputs (a training forward saves sizes for its backward): torch's
+    expression, evaluated at each run from the fed tensors' dims (symbol -> (feed, dim))."""
+    expr: Any
+    dims: dict
+
+    def value(self, inputs: list) -> int:
+        return int(self.expr.subs({s: int(inputs[i].shape[d]) for s, (i, d) in self.dims.items()}))
+
+
 def _sym_expr(v):
     """The sympy expression of a SymInt / Sym, an int for a concrete size."""
     if isinstance(v, Sym):
@@ -445,8 +455,7 @@ def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
         if x.shape[dim] < 0 and sources and c.sym_sources.get(_sym_expr(end), (None,))[0] is x:
             return x  # the whole dynamic dim
         # x[..., :n, ...] with n known at run time: the first n along dim, gathered
-        ones = c.g.broadcast_to(c.g.constant(np.array(1, np.int64)), [code], sources)
-        return c.g.gather(x, c.g.sub(c.g.cumsum(ones, 0), c.g.constant(np.array(1, np.int64))), dim)
+        return c.g.gather(x, _iota(c, code, sources), dim)
     return c.g.strided_slice(x, _slice_desc(x, dim, start, end, step))
 
 
@@ -455,10 +464,10 @@ def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
     n = x.shape[dim]
     if n < 0:  # a dynamic dim: from a non-negative start to its end (masks), else refused
         start = int(0 if start is None else start)
-        if start < 0 or (end is not None and int(end) < 2 ** 62) or step != 1:
+        if start < 0 or (end is not None and int(end) < 2 ** 62) or step < 1:
             raise tg.Error(f"[torch] slice {start}:{end}:{step} of a dynamic dim")
         b, e, s = [0] * x.rank, [0] * x.rank, [1] * x.rank
-        b[dim] = start
+        b[dim], s[dim] = start, step
         mask = ((1 << x.rank) - 1) & ~(1 << dim)
         return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask | (1 << dim))
     start = 0 if start is None else start
@@ -472,6 +481,16 @@ def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
 
 
 def _slice_scatter(c: _Ctx, x, src, dim=0, start=None, end=None, step=1):
+    dim %= x.rank
+    if _is_dynamic(end) and start in (None, 0) and step == 1 and x.shape[dim] >= 0:
+        # x with its first n rows along dim from src, n known at run time: each row picks
+        g, n = c.g, x.shape[dim]
+        i64 = lambda v: c.tensor(v, dtype=tg.i64)  # noqa: E731
+        rows = g.arange(0.0, float(n), 1.0, tg.i64)
+        count = g.gather(g.shape_of(src), i64(dim))
+        taken = g.gather(c.cast(src, x.dtype), g.minimum(rows, g.maximum(g.sub(count, i64(1)), i64(0))), dim)
+        keep = g.reshape(g.less(rows, count), [n if d == dim else 1 for d in range(x.rank)])
+        return g.select(keep, taken, x)
     return c.g.slice_update(x, c.cast(src, x.dtype), _slice_desc(x, dim % x.rank, start, end, step))
 
 
@@ -496,12 +515,21 @@ def _advanced_index(c: _Ctx, x, indices, what: str) -> _AdvancedIndex:
         raise UnsupportedOp(f"[torch] {what} without an index tensor")
     if any(indices[d].dtype == tg.bool_ for d in adv):
         raise UnsupportedOp(f"[torch] {what} with a boolean mask (its size is data-dependent)")
-    shape = list(np.broadcast_shapes(*[tuple(indices[d].shape) for d in adv]))
+    dynamic = any(min(indices[d].shape, default=0) < 0 for d in adv) or min(x.shape, default=0) < 0
+    if dynamic:  # sizes known at run time: broadcast by tgraph's own rules, wrap by x's run-time dims
+        zero = None
+        for d in adv:
+            z = g.mul(c.cast(indices[d], tg.i64), c.tensor(0, dtype=tg.i64))
+            zero = z if zero is None else g.add(zero, z)
+        shape = list(zero.shape)
+    else:
+        shape = list(np.broadcast_shapes(*[tuple(indices[d].shape) for d in adv]))
     cols = []
     for d in adv:
         i = c.cast(indices[d], tg.i64)
-        i = g.select(g.less(i, c.tensor(0, i)), g.add(i, c.tensor(x.shape[d], i)), i)
-        cols.append(g.broadcast_to(i, shape) if list(i.shape) != shape else i)
+        n = g.gather(g.shape_of(x), c.tensor(d, dtype=tg.i64)) if x.shape[d] < 0 else c.tensor(x.shape[d], i)
+        i = g.select(g.less(i, c.tensor(0, i)), g.add(i, n), i)
+        cols.append(g.add(i, zero) if dynamic else g.broadcast_to(i, shape) if list(i.shape) != shape else i)
     rest = [d for d in range(x.rank) if d not in adv]
     perm = adv + rest
     xt = g.transpose(x, perm) if perm != list(range(x.rank)) else x
@@ -703,7 +731,20 @@ def _scalar_tensor(c: _Ctx, v, **kw):
 def _arange(c: _Ctx, start, end=None, step=1, **kw):
     if end is None:
         start, end = 0, start
-    return c.g.arange(float(start), float(end), float(step), c.out_dtype or tg.i64)
+    t = c.out_dtype or tg.i64
+    if any(_is_dynamic(v) for v in (start, end, step)):
+        # a length known at run time: start + step * (0, 1, ..., n - 1), n as torch traced it
+        (code,), sources = c.dims(_traced_shape(c, [end]))
+        if code is None or _is_dynamic(start) or _is_dynamic(step):
+            raise tg.Error(f"[torch] arange({start}, {end}, {step}): a size tgraph cannot name")
+        return c.g.add(c.g.mul(c.cast(_iota(c, code, sources), t), c.tensor(step, dtype=t)), c.tensor(start, dtype=t))
+    return c.g.arange(float(start), float(end), float(step), t)
+
+
+def _iota(c: _Ctx, code: int, sources: list) -> tg.Tensor:
+    """0, 1, ..., n - 1 (i64) for a length n that is dim code of the sources (_Ctx.dims)."""
+    one = c.g.constant(np.array(1, np.int64))
+    return c.g.sub(c.g.cumsum(c.g.broadcast_to(one, [code], sources), 0), one)
 
 
 def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
@@ -1246,6 +1287,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
         return a
 
     out_struct = None
+    sym_feeds = {}  # symbol -> (feed index, dim) whose size it is
     for node in graph.nodes:
         c.node = node
         if node.op == "placeholder":
@@ -1264,6 +1306,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                         e = _sym_expr(size)
                         if _is_dynamic(size) and getattr(e, "is_Symbol", False) and e not in c.sym_sources:
                             c.sym_sources[e] = (env[node.name], d)
+                            sym_feeds[e] = (len(feeds) - 1, d)
             elif node.name in constants:
                 env[node.name] = _constant(g, constants[node.name], node.name)
             elif node.name in py_values:
@@ -1322,6 +1365,12 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
             raise UnsupportedOp(f"[torch] FX node kind {node.op} ({node.target})")
     flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
     outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+    for i, o in enumerate(outs):
+        if isinstance(o, Sym):
+            free = {s: sym_feeds[s] for s in o.expr.free_symbols if s in sym_feeds}
+            if len(free) != len(o.expr.free_symbols):
+                raise tg.Error(f"[torch] the size output {o.expr} is not a function of the fed tensors' dims")
+            outs[i] = SizeOut(o.expr, free)
     if c.rng_feed is not None:
         feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
     return Converted(g, feeds, outs, out_struct, c.rng_feed is not None)

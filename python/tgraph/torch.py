@@ -30,11 +30,11 @@ from torch.utils.dlpack import to_dlpack as _to_capsule
 
 import tgraph as tg
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
-    _CONVERTERS, Converted, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
+    _CONVERTERS, Converted, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
 )
 from tgraph._decomp import decompositions
 
-__all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp"]
+__all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp", "stats"]
 
 
 def _channels_last(t: torch.Tensor) -> bool:
@@ -56,6 +56,11 @@ def _signature(values) -> tuple:
         else:
             out.append(("py", v))
     return tuple(out)
+
+
+def _traced_dims(v) -> list:
+    """A traced tensor's dims, -1 where torch keeps them symbolic."""
+    return [-1 if isinstance(d, torch.SymInt) and not d.node.expr.is_Integer else int(d) for d in v.shape]
 
 
 def _loose_signature(values) -> tuple:
@@ -87,6 +92,8 @@ def _device_of(args) -> tg.Device:
 
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
+
+    symbolic = False  # its graph keeps torch's symbolic sizes: it serves every size
 
     def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=()):
         self.exe = exe
@@ -128,13 +135,23 @@ class _Compiled:
                 r = _from_capsule(r.__dlpack__(stream=-1)) if cuda else torch.from_dlpack(r)
                 out.append(r.permute(*perm) if perm else r)  # channels-last storage, NCHW view
             else:
-                out.append(o)
+                out.append(o.value(flat_inputs) if isinstance(o, SizeOut) else o)
         return out
+
+
+_STATS = {"executables": 0}
+
+
+def stats() -> dict:
+    """Counters of this process's tgraph.torch work: "executables", how many tgraph executables
+    it has compiled (one per graph and input signature; a dynamic graph's one serves every size)."""
+    return dict(_STATS)
 
 
 def _executable(g: tg.Graph, feeds: list, outs: list, random: bool, device, precision: str,
                 free_layouts: bool = False, nhwc_inputs=()) -> _Compiled:
     """Compiles a converted graph for its tensor outputs."""
+    _STATS["executables"] += 1
     exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=device, precision=precision,
                     free_output_layouts=free_layouts)
     return _Compiled(exe, outs, random, nhwc_inputs)
@@ -148,11 +165,12 @@ _EXPORT_LOCK = threading.Lock()
 class TorchModule(torch.nn.Module):
     """An nn.Module that runs `module` through tgraph (what tgraph.torch.compile returns)."""
 
-    def __init__(self, module: torch.nn.Module, device=None, precision: str = "f32"):
+    def __init__(self, module: torch.nn.Module, device=None, precision: str = "f32", dynamic: bool = False):
         super().__init__()
         self._module = module
         self._device = device
         self._precision = precision
+        self._dynamic = dynamic
         self._cache: dict = {}
         self.dynamo_reason = None  # why the last signature built went through TorchDynamo, if it did
 
@@ -164,12 +182,15 @@ class TorchModule(torch.nn.Module):
         from torch.utils import _pytree as pytree
         flat, _ = pytree.tree_flatten((args, kwargs))
         key = (self._module.training,) + _signature(flat)
-        entry = self._cache.get(key)
+        # dynamic: one executable for every size of the same dtypes and ranks, where it could be made
+        loose = (self._module.training, "dynamic") + _loose_signature(flat) if self._dynamic else None
+        entry = self._cache.get(key) or (self._cache.get(loose) if loose else None)
         if entry is None:
             with _EXPORT_LOCK:  # the first call of each signature compiles once, whatever the threads
-                entry = self._cache.get(key)
+                entry = self._cache.get(key) or (self._cache.get(loose) if loose else None)
                 if entry is None:
-                    entry = self._cache[key] = self._build(args, kwargs)
+                    entry = self._build(args, kwargs)
+                    self._cache[loose if getattr(entry[0], "symbolic", False) else key] = entry
         compiled, spec = entry
         if spec is None:  # the TorchDynamo route (_through_dynamo)
             return compiled(*args, **kwargs)
@@ -177,14 +198,31 @@ class TorchModule(torch.nn.Module):
         return pytree.tree_unflatten(compiled(tensors), spec)
 
     def _build(self, args, kwargs):
+        if self._dynamic:
+            try:
+                return self._build_from(args, kwargs, dynamic=True)
+            except tg.Error as e:
+                _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {str(e).splitlines()[0]}")
+        return self._build_from(args, kwargs, dynamic=False)
+
+    def _build_from(self, args, kwargs, dynamic: bool):
         from torch.utils import _pytree as pytree
+        shapes = None
+        if dynamic:  # every dim of every tensor input may vary (torch specialises what must not)
+            auto = lambda t: {d: torch.export.Dim.AUTO for d in range(t.dim())} if isinstance(t, torch.Tensor) \
+                else None  # noqa: E731
+            shapes = tuple(pytree.tree_map(auto, a) for a in args) + tuple(pytree.tree_map(auto, v)
+                                                                           for v in (kwargs or {}).values())
         try:
             with torch.no_grad():
-                ep = torch.export.export(self._module, tuple(args), kwargs or None).run_decompositions()
+                ep = torch.export.export(self._module, tuple(args), kwargs or None,
+                                         dynamic_shapes=shapes).run_decompositions()
         except Exception as e:  # noqa: BLE001  (torch.export refuses some models; tracing may not)
             if isinstance(e, tg.Error):
                 raise
             first = (str(e).strip().splitlines() or [""])[0]
+            if dynamic:
+                raise tg.Error(f"[torch] torch.export with dynamic sizes failed: {type(e).__name__}: {first[:120]}")
             self.dynamo_reason = f"torch.export failed: {type(e).__name__}: {first[:120]}"
             return self._through_dynamo()
         sig = ep.graph_signature
@@ -202,11 +240,14 @@ class TorchModule(torch.nn.Module):
             user = [u for u in user if u not in py_values]
         if len(tensors) != len(user):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
-        types = [tg.TensorType(list(t.shape), tg_dtype(t.dtype)) for t in tensors]
+        symbolic = dynamic and _symbolic(ep.graph_module)
+        traced = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
+        types = [tg.TensorType(_traced_dims(traced.get(u)) if symbolic else list(t.shape), tg_dtype(t.dtype))
+                 for u, t in zip(user, tensors)]
         try:
             g, feeds, outs, _, random = convert(ep.graph, user, constants, types, py_values)
         except tg.Error as e:
-            if getattr(e, "tg_node", None) is None or _strict():
+            if symbolic or getattr(e, "tg_node", None) is None or _strict():
                 raise
             self.dynamo_reason = f"the export's graph has {e.tg_node}, which tgraph cannot take"
             return self._through_dynamo()  # partitioned there: the ops tgraph cannot take run in torch
@@ -215,7 +256,9 @@ class TorchModule(torch.nn.Module):
         kinds = [s.kind for s in sig.output_specs]
         outs = [o for o, k in zip(outs, kinds) if k == torch.export.graph_signature.OutputKind.USER_OUTPUT]
         device = tg.device(self._device) if self._device is not None else _device_of(tensors)
-        return _executable(g, feeds, outs, random, device, self._precision), ep.call_spec.out_spec
+        compiled = _executable(g, feeds, outs, random, device, self._precision)
+        compiled.symbolic = symbolic
+        return compiled, ep.call_spec.out_spec
 
     def _through_dynamo(self):
         """Where torch.export fails (a model it cannot handle, or a bug of the installed torch:
@@ -225,11 +268,15 @@ class TorchModule(torch.nn.Module):
         return torch.compile(self._module, backend=backend, dynamic=False), None
 
 
-def compile(module: torch.nn.Module, *, device=None, precision: str = "f32") -> TorchModule:  # noqa: A001
+def compile(module: torch.nn.Module, *, device=None, precision: str = "f32",  # noqa: A001
+            dynamic: bool = False) -> TorchModule:
     """An nn.Module that runs `module` through tgraph, unchanged: compiled at the first call for
     each input signature. device: where to run (default: where the inputs are); precision:
-    "f32", "tf32", "bf16" or "f16" for matmul and convolution."""
-    return TorchModule(module, device=device, precision=precision)
+    "f32", "tf32", "bf16" or "f16" for matmul and convolution. dynamic: export with every input
+    dim free (torch.export's Dim.AUTO), so one executable serves every batch size and sequence
+    length torch lets vary (where a model fixes a size, or tgraph cannot keep it symbolic, one
+    executable per size, with a line saying why)."""
+    return TorchModule(module, device=device, precision=precision, dynamic=dynamic)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -265,10 +312,7 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
                 perms[name] = (0, 2, 3, 1)
                 nhwc.append(len(names))
             names.append(name)
-            shape = list(v.shape)
-            if symbolic and isinstance(traced, torch.Tensor):
-                shape = [-1 if isinstance(d, torch.SymInt) and not d.node.expr.is_Integer else int(d)
-                         for d in traced.shape]
+            shape = _traced_dims(traced) if symbolic and isinstance(traced, torch.Tensor) else list(v.shape)
             types.append(tg.TensorType(shape, tg_dtype(v.dtype)))
         else:
             py_values[name] = traced if symbolic and isinstance(traced, torch.SymInt) else v

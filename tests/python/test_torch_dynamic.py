@@ -1,0 +1,137 @@
+"""tgraph.torch with dynamic sizes (issue 22): graphs torch traces with symbolic sizes compile
+into one tgraph executable that runs at every size, against eager PyTorch on random inputs;
+tgraph.torch.stats()["executables"] counts the compiles."""
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+import tgraph.torch as tgt  # noqa: E402
+
+
+def compiles():
+    return tgt.stats()["executables"]
+
+
+class ConvNet(nn.Module):
+    """Convolutions, batch norm, pooling and a flatten whose batch (and image size) vary."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.body(x), 1))
+
+
+class Attention(nn.Module):
+    """Batch x sequence folded into one dim and back, heads split from the features, a
+    position table sliced to the sequence length, a mask broadcast over heads."""
+
+    def __init__(self, d=32, heads=4, max_len=64):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.pos = nn.Parameter(torch.randn(max_len, d) * 0.1)
+
+    def forward(self, x, mask):
+        b, s, d = x.shape
+        x = x + self.pos[:s]
+        q, k, v = self.qkv(x.reshape(b * s, d)).reshape(b, s, 3, self.heads, d // self.heads).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        bias = torch.zeros(b, 1, 1, s).masked_fill(mask[:, None, None, :] == 0, -1e9)
+        y = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5 + bias, -1) @ v
+        return self.out(y.transpose(1, 2).reshape(b, s, d)) + torch.arange(s).float()[None, :, None] * 0.01
+
+
+def attention_inputs(b, s, gen):
+    mask = torch.ones(b, s, dtype=torch.long)
+    mask[0, s // 2:] = 0
+    return torch.randn(b, s, 32, generator=gen), mask
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_one_executable_for_every_size(entry):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    for model, sizes, inputs in [
+            (ConvNet().eval(), [(2, 16), (3, 16), (5, 24), (4, 20)], lambda b, hw: (torch.randn(b, 3, hw, hw, generator=gen),)),
+            (Attention().eval(), [(2, 8), (3, 5), (4, 11), (2, 16)], lambda b, s: attention_inputs(b, s, gen))]:
+        fast = tgt.compile(model, dynamic=True) if entry == "export" else \
+            torch.compile(model, backend="tgraph", dynamic=True)
+        before = compiles()
+        with torch.no_grad():
+            for size in sizes:
+                args = inputs(*size)
+                torch.testing.assert_close(fast(*args), model(*args), rtol=1e-4, atol=1e-4,
+                                           msg=f"{type(model).__name__} at {size}")
+        assert compiles() - before == 1, f"{type(model).__name__}: {compiles() - before} executables for {len(sizes)} sizes"
+
+
+def test_mark_dynamic_keeps_one_dim_symbolic():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    fast = torch.compile(model, backend="tgraph")
+    gen = torch.Generator().manual_seed(2)
+    before = compiles()
+    with torch.no_grad():
+        for b in (2, 3, 6):
+            x, mask = attention_inputs(b, 7, gen)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(mask, 0)
+            torch.testing.assert_close(fast(x, mask), model(x, mask), rtol=1e-4, atol=1e-4)
+    assert compiles() - before == 1
+
+
+def test_static_compile_still_specialises():
+    """Without dynamic=True nothing changes: one executable per input size."""
+    model = ConvNet().eval()
+    fast = tgt.compile(model)
+    before = compiles()
+    with torch.no_grad():
+        for b in (2, 3):
+            x = torch.randn(b, 3, 16, 16)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    assert compiles() - before == 2
+
+
+class SizeAsNumber(nn.Module):
+    """Uses a size as an arbitrary number (a range of n - 1 values): tgraph cannot keep it
+    symbolic, so this model compiles per size, with a line that says why."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return x[1:] * torch.arange(1, n, dtype=x.dtype)[:, None]
+
+
+def test_a_size_tgraph_cannot_name_compiles_per_size(capsys):
+    model = SizeAsNumber()
+    fast = tgt.compile(model, dynamic=True)
+    with torch.no_grad():
+        for n in (4, 6):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(fast(x), model(x))
+    assert "dynamic sizes not kept, compiling per size" in capsys.readouterr().err
+
+
+def test_gradients_through_a_dynamic_training_graph():
+    """tgraph_train with dynamic=True: forward and backward keep the batch symbolic; gradients
+    match eager's at every batch size."""
+    torch.manual_seed(0)
+    model = Attention()
+    ref = Attention()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(3)
+    before = compiles()
+    for b, s in [(2, 6), (3, 9), (5, 4)]:
+        x, mask = attention_inputs(b, s, gen)
+        model.zero_grad()
+        ref.zero_grad()
+        fast(x, mask).square().mean().backward()
+        ref(x, mask).square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
+    assert compiles() - before == 2  # the forward and the backward, once each

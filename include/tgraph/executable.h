@@ -32,7 +32,8 @@ struct RunStats {
   int captures = 0;    // CUDA graphs captured (a second instance, or a recapture, counts again)
   int replays = 0;     // runs that replayed a captured graph
   int uncaptured = 0;  // runs that went op by op (the first of each signature, and fallbacks)
-  int instances = 0;   // captured graphs held now (two when callers keep outputs across runs)
+  int instances = 0;   // captured graphs held now (two when callers keep outputs across runs; one or two per
+                       // input size a graph with dynamic dims was run at, up to 9 sizes)
   int input_moves = 0; // recaptures because an input read in place came at another address
   std::string capture_error;  // why capture was given up, if it was
 };

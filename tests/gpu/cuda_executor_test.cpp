@@ -313,6 +313,33 @@ TEST(CudaExecutor, CapturedGraphReplaysWithNewInputs) {
   EXPECT_EQ(s2.replays, 2) << s2.error;
 }
 
+// A graph with dynamic dims (batch and sequence, one of them through a reshape's shape
+// source) is captured once per size and each size's instance replays when that size comes back.
+TEST(CudaExecutor, DynamicShapesCapturePerSize) {
+  Graph g;
+  Tensor x = g.placeholder({-1, -1, 16}, f32, "x");  // [B, S, 16]
+  Tensor w = g.constant(TensorData::uniform({16, 16}, -0.5, 0.5, f32, 3));
+  Tensor flat = g.reshape(x, {-1, 16});
+  Tensor h = g.gelu(g.matmul(flat, w));
+  Tensor back = g.reshape(h, {dim_from_source(0), dim_from_source(1), 16}, {x});
+  Tensor y = g.softmax(g.add(back, x));
+  Executable gpu_exe = g.compile({{x, x.type()}}, {y}, {}, gpu(true));
+  Executable cpu_exe = g.compile({{x, x.type()}}, {y}, {}, cpu(true));
+  const std::vector<std::pair<int64_t, int64_t>> sizes{{2, 8}, {3, 5}, {2, 8}, {3, 5}, {4, 7}, {2, 8}, {3, 5}, {4, 7}};
+  uint64_t seed = 1;
+  for (auto [b, s] : sizes) {
+    TensorData in = rnd({b, s, 16}, f32, seed++);
+    auto got = gpu_exe.run({in});
+    ASSERT_EQ(got[0].shape(), (Shape{b, s, 16}));
+    expect_close(got[0], cpu_exe.run({in})[0], 1e-5, "size " + std::to_string(b) + "x" + std::to_string(s));
+  }
+  auto st = detail::cuda_graph_stats(gpu_exe.impl());
+  EXPECT_EQ(st.uncaptured, 3) << st.error;  // each size's first run, op by op
+  EXPECT_EQ(st.captures, 3) << st.error;    // each size once
+  EXPECT_EQ(st.replays, 5) << st.error;     // every later run of a size seen before
+  EXPECT_EQ(st.instances, 3) << st.error;
+}
+
 #include "tgraph/nn.h"
 #include "tgraph/optim.h"
 

@@ -81,11 +81,27 @@ std::map<std::string, uint64_t> var_versions(const ExecutableImpl& exe) {
 // Whole-run capture needs static shapes and no host round trips (checked on the recording
 // run). Variable writes are captured as copies into the variables' device buffers at the
 // end of the run. TGRAPH_NO_CUDA_GRAPH=1 turns capture off.
+// A graph with dynamic dims is captured per concrete input types (its op-by-op run at those
+// types fixed every shape), and up to kMaxParkedSizes such instances are kept (swap_in).
 bool capturable(const ExecutableImpl& exe, const CudaState& st) {
-  if (st.capture_failed || env_flag("TGRAPH_NO_CUDA_GRAPH")) return false;
-  for (const TensorType& t : exe.feed_types)
-    if (!t.shape.is_static()) return false;
-  return true;
+  return !st.capture_failed && !env_flag("TGRAPH_NO_CUDA_GRAPH");
+}
+
+// Makes the instances captured at `types` (if any were) the current ones, parking the current
+// ones under their own types; the least recently used beyond kMaxParkedSizes are dropped (their
+// graph memory with them, once no caller holds their outputs).
+void swap_in(CudaState& st, const std::vector<TensorType>& types) {
+  if (st.captured && st.captured->input_types == types) return;
+  std::shared_ptr<Captured> cur = std::move(st.captured), spare = std::move(st.spare);
+  for (auto it = st.parked.begin(); it != st.parked.end(); ++it)
+    if (it->types == types) {
+      st.captured = std::move(it->captured);
+      st.spare = std::move(it->spare);
+      st.parked.erase(it);
+      break;
+    }
+  if (cur) st.parked.push_front({cur->input_types, std::move(cur), std::move(spare)});
+  while (st.parked.size() > cuda_run::kMaxParkedSizes) st.parked.pop_back();
 }
 
 // Publishes device-side variable writes: new versions, and a host copy fetched on demand.
@@ -269,6 +285,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   }
   std::vector<TensorType> in_types;
   for (size_t i = 0; i < inputs.size(); ++i) in_types.push_back(inputs.type(i));
+  if (!st.parked.empty() || (st.captured && st.captured->input_types != in_types)) swap_in(st, in_types);
   const std::map<std::string, uint64_t> versions = var_versions(exe);
   // The types fit, but an input read in place is elsewhere now, or one the graph copies could
   // be read in place (the forward's first, uncaptured, run lent nothing to the backward's
@@ -320,7 +337,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     st.spare.reset();
   }
   const bool try_capture = capturable(exe, st) && !cpu_profiling();  // profiles time steps (cuda_run_ops.cpp)
-  if (try_capture && st.warm && !all_lent) {  // kernels and plans made: capture, then replay
+  if (try_capture && st.is_warm(in_types) && !all_lent) {  // kernels and plans made: capture, then replay
     capture(exe, st, inputs);
     if (st.captured) return replay_current();
   }
@@ -357,7 +374,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     TG_CUDA(cudaStreamSynchronize(r.stream));
     publish(exe, st, r.pending);  // the new values stay on the device until read
   }
-  st.warm = st.warm || !synced;
+  if (!synced && !st.is_warm(in_types)) st.warm.push_back(in_types);
   if (try_capture && !synced && !all_lent && !inputs.defer_capture) capture(exe, st, inputs);
 }
 
@@ -529,6 +546,7 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   s.uncaptured = st.uncaptured;
   s.bind_misses = st.bind_misses;
   s.instances = (st.captured != nullptr) + (st.spare != nullptr);
+  for (const CudaState::Parked& p : st.parked) s.instances += (p.captured != nullptr) + (p.spare != nullptr);
   s.error = st.capture_error;
   for (const auto& [step, launch] : st.reduce_stitches) s.stitched_reductions += launch.has_value();
   return s;

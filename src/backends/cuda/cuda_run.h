@@ -7,7 +7,9 @@
 // capture, replay, publish) in cuda_executor.cpp.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +82,7 @@ struct Captured {
 };
 
 inline constexpr int kMaxBorrowMisses = 4;
+inline constexpr size_t kMaxParkedSizes = 8;  // captured sizes kept beside the current one
 
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
@@ -94,6 +97,14 @@ struct CudaState {
   std::map<const FusionGroup*, GroupInfo> groups;
   std::shared_ptr<Captured> captured;
   std::shared_ptr<Captured> spare;  // a second instance, for callers that keep outputs across runs
+  // A graph with dynamic dims run at several sizes: the instances captured at the other input
+  // types wait here, most recently used first, kMaxParkedSizes at most; a run at one of those
+  // types takes its pair back instead of running op by op and capturing again.
+  struct Parked {
+    std::vector<TensorType> types;
+    std::shared_ptr<Captured> captured, spare;
+  };
+  std::list<Parked> parked;
   int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
   // Per input: the caller's memory came at another address than the capture read in place
   // (never read in place again); borrow_misses counts such recaptures (kMaxBorrowMisses).
@@ -103,7 +114,8 @@ struct CudaState {
   // An op-by-op run without host round trips has compiled every kernel and made every library
   // plan: a run that finds no instance to replay captures one and replays it at once, instead of
   // another op-by-op run whose memory would sit beside the new graph's (cuda_executor.cpp).
-  bool warm = false;
+  std::vector<std::vector<TensorType>> warm;  // per input types (one entry for a static graph)
+  bool is_warm(const std::vector<TensorType>& t) const { return std::find(warm.begin(), warm.end(), t) != warm.end(); }
   bool capture_failed = false;
   std::string capture_error;  // why capture was given up (for tests and TGRAPH_DUMP)
   int captures = 0, replays = 0, uncaptured = 0;

@@ -4,7 +4,7 @@ lengths, against an executable specialised to each size (tgraph.torch.compile wi
 and eager PyTorch, in one process. Per size: the dynamic executable's first call there (its
 op-by-op run: kernels for the new shapes, library plans) and its steady call (median, CUDA
 graph per size), the specialised one's steady call, and how many executables were compiled.
-On the GPU machine:  python3 bench/dynamic_sizes.py [--batches 1,16] [--seqs 16,64,128,512]"""
+On the GPU machine:  python3 bench/dynamic_sizes.py [--batches 16,1,64] [--seqs 16,64,128,512]"""
 import argparse
 import time
 
@@ -30,7 +30,7 @@ def median_ms(fn, iters=20):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batches", default="1,16")
+    ap.add_argument("--batches", default="16,1,64")
     ap.add_argument("--seqs", default="16,64,128,512")
     a = ap.parse_args()
     torch.manual_seed(0)

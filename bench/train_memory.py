@@ -17,6 +17,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--unsynced", type=int, default=0,
+                    help="then N more steps queued without synchronising (as train_models' warm-up), "
+                         "and the peak over them")
     a = ap.parse_args()
     made = []
     inner = tt._executable
@@ -49,6 +52,22 @@ def main():
               f"(peak {torch.cuda.max_memory_allocated() * gib:.2f})  tgraph {used * gib:.2f} GiB (peak {peak * gib:.2f})")
         for i, c in enumerate(made):
             st = c.exe.run_stats  # a dict: captures, replays, uncaptured, instances, input_moves, ...
+            print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
+    if a.unsynced:
+        dev.reset_peak_memory()
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(a.unsynced):
+            with torch.autocast("cuda", torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(run(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        used, peak = dev.memory()
+        print(f"{a.unsynced} unsynced steps: torch peak {torch.cuda.max_memory_allocated() * gib:.2f} GiB, "
+              f"tgraph {used * gib:.2f} GiB (peak {peak * gib:.2f})")
+        for i, c in enumerate(made):
+            st = c.exe.run_stats
             print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
 
 

@@ -63,6 +63,13 @@ def _traced_dims(v) -> list:
     return [-1 if isinstance(d, torch.SymInt) and not d.node.expr.is_Integer else int(d) for d in v.shape]
 
 
+def _accepts(compiled, tensors: list) -> bool:
+    """Whether a symbolic executable takes these tensors: every dim it fixed has their size."""
+    types = compiled.exe.input_types
+    return all(len(t.shape) == len(x.shape) and all(d < 0 or d == n for d, n in zip(t.shape, x.shape))
+               for t, x in zip(types, tensors))
+
+
 def _loose_signature(values) -> tuple:
     """What a graph with symbolic sizes is specialised on: each tensor's dtype, rank, device and
     channels-last storage (its sizes are the graph's to take at run time), not the sizes."""
@@ -183,18 +190,28 @@ class TorchModule(torch.nn.Module):
         flat, _ = pytree.tree_flatten((args, kwargs))
         key = (self._module.training,) + _signature(flat)
         # dynamic: one executable for every size of the same dtypes and ranks, where it could be made
+        # (torch fixes a dim whose example size is 0 or 1, so an executable may take only some sizes)
         loose = (self._module.training, "dynamic") + _loose_signature(flat) if self._dynamic else None
-        entry = self._cache.get(key) or (self._cache.get(loose) if loose else None)
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+
+        def lookup():
+            e = self._cache.get(key)
+            if e is None and loose:
+                e = next((c for c in self._cache.get(loose, []) if _accepts(c[0], tensors)), None)
+            return e
+        entry = lookup()
         if entry is None:
             with _EXPORT_LOCK:  # the first call of each signature compiles once, whatever the threads
-                entry = self._cache.get(key) or (self._cache.get(loose) if loose else None)
+                entry = lookup()
                 if entry is None:
                     entry = self._build(args, kwargs)
-                    self._cache[loose if getattr(entry[0], "symbolic", False) else key] = entry
+                    if getattr(entry[0], "symbolic", False):
+                        self._cache.setdefault(loose, []).append(entry)
+                    else:
+                        self._cache[key] = entry
         compiled, spec = entry
         if spec is None:  # the TorchDynamo route (_through_dynamo)
             return compiled(*args, **kwargs)
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         return pytree.tree_unflatten(compiled(tensors), spec)
 
     def _build(self, args, kwargs):

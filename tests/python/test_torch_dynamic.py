@@ -135,3 +135,18 @@ def test_gradients_through_a_dynamic_training_graph():
         for (name, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
     assert compiles() - before == 2  # the forward and the backward, once each
+
+
+def test_a_first_call_of_size_one_does_not_fix_the_rest():
+    """torch.export fixes a dim whose example size is 1: that executable takes batch 1 only, and
+    a later batch of 4 gets its own symbolic one (not an error), which serves batch 6 too."""
+    torch.manual_seed(0)
+    model = Attention().eval()
+    fast = tgt.compile(model, dynamic=True)
+    gen = torch.Generator().manual_seed(4)
+    before = compiles()
+    with torch.no_grad():
+        for b, s in [(1, 6), (4, 6), (6, 9), (1, 3)]:
+            x, mask = attention_inputs(b, s, gen)
+            torch.testing.assert_close(fast(x, mask), model(x, mask), rtol=1e-4, atol=1e-4, msg=f"{b}x{s}")
+    assert compiles() - before == 2

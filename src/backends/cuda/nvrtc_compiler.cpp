@@ -47,7 +47,7 @@ void nvrtc_check(nvrtcResult r, const char* what) {
 
 }  // namespace
 
-std::vector<char> nvrtc_compile(const std::string& source, int major, int minor) {
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor, bool use_pch) {
   nvrtcProgram prog;
   nvrtc_check(nvrtcCreateProgram(&prog, source.c_str(), "tgraph_kernel.cu", 0, nullptr, nullptr), "create");
   std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
@@ -56,11 +56,15 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
   // on: it costs nothing in accuracy and 20% of speed on erf-heavy kernels when off; fused and
   // unfused results may then differ in the last bit (docs/decisions.md).
   // --pch (NVRTC 12.8+): the cuda_fp16.h / cuda_bf16.h every kernel includes are parsed once
-  // per process, not per kernel: 40% less compile time, byte-identical cubins (measured).
-  static const bool pch = [] {
+  // per process, not per kernel: 40% less compile time, byte-identical cubins (measured). But
+  // compiles running at once serialise on it: measured on 2 cores, 27.8 ms a kernel with it on
+  // one thread, 33.3 on two; without it 40.8 on one, 24.2 on two. The prefetch pool, one
+  // thread per core, compiles without it (ResNet-50's cold first step was 9 s of PCH compiles).
+  static const bool have_pch = [] {
     int major = 0, minor = 0;
     return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 8));
   }();
+  const bool pch = have_pch && use_pch;
   const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device", inc.c_str(), "--pch"};
   nvrtcResult r = nvrtcCompileProgram(prog, pch ? 5 : 4, opts);
   if (r != NVRTC_SUCCESS) {
@@ -164,7 +168,7 @@ void nvrtc_prefetch(const std::string& source, int device) {
   }
   if (std::filesystem::exists(disk_path(key))) return;  // loading it later is cheap
   auto job = std::make_shared<std::packaged_task<std::vector<char>()>>([source, key, major = major, minor = minor] {
-    std::vector<char> cubin = nvrtc_compile(source, major, minor);
+    std::vector<char> cubin = nvrtc_compile(source, major, minor, /*pch=*/std::thread::hardware_concurrency() < 2);
     write_cached(key, cubin);
     return cubin;
   });

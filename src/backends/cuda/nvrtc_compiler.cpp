@@ -56,10 +56,12 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor,
   // on: it costs nothing in accuracy and 20% of speed on erf-heavy kernels when off; fused and
   // unfused results may then differ in the last bit (docs/decisions.md).
   // --pch (NVRTC 12.8+): the cuda_fp16.h / cuda_bf16.h every kernel includes are parsed once
-  // per process, not per kernel: 40% less compile time, byte-identical cubins (measured). But
-  // compiles running at once serialise on it: measured on 2 cores, 27.8 ms a kernel with it on
-  // one thread, 33.3 on two; without it 40.8 on one, 24.2 on two. The prefetch pool, one
-  // thread per core, compiles without it (ResNet-50's cold first step was 9 s of PCH compiles).
+  // per process, not per kernel: 40% less compile time, byte-identical cubins (measured).
+  // Parallel compiles do not scale with or without it: on this project's 2-core machine a tiny
+  // kernel took 27.8 ms with it on one thread, 33.3 on two, and 40.8 / 24.2 without it; on the
+  // H200 machine (16 cores) ResNet-50's cold first run, ~370 kernels through the prefetch pool,
+  // took 9.0 s with it and 14.8 s without (TGRAPH_PROFILE=first, session 16). So it stays on
+  // everywhere; fewer, larger NVRTC programs are the next lever (bench/RESULTS.md).
   static const bool have_pch = [] {
     int major = 0, minor = 0;
     return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 8));
@@ -168,7 +170,7 @@ void nvrtc_prefetch(const std::string& source, int device) {
   }
   if (std::filesystem::exists(disk_path(key))) return;  // loading it later is cheap
   auto job = std::make_shared<std::packaged_task<std::vector<char>()>>([source, key, major = major, minor = minor] {
-    std::vector<char> cubin = nvrtc_compile(source, major, minor, /*pch=*/std::thread::hardware_concurrency() < 2);
+    std::vector<char> cubin = nvrtc_compile(source, major, minor);
     write_cached(key, cubin);
     return cubin;
   });

@@ -30,9 +30,8 @@ void nvrtc_prefetch(const std::string& source, int device);
 
 /// Compiles source to a cubin for sm_<major><minor> (no device needed); throws tg::Error
 /// with NVRTC's log on failure.
-/// `pch`: NVRTC's automatic precompiled header (the fp16/bf16 headers parsed once per process),
-/// for compiles made one at a time; compiles made in parallel go without it, as they contend on
-/// it (bench/RESULTS.md, session 16: 2 threads with it were slower than 1).
+/// `pch`: NVRTC's automatic precompiled header (the fp16/bf16 headers parsed once per process;
+/// nvrtc_compiler.cpp says what it was measured to cost and save).
 std::vector<char> nvrtc_compile(const std::string& source, int major, int minor, bool pch = true);
 
 /// Statistics for tests: compiles done, disk hits, memory hits.

@@ -47,6 +47,72 @@ TEST(OnnxImport, SymbolicDimsBecomeDynamic) {
   EXPECT_EQ(b.import(o).input_types[0].shape, tg::Shape({3, 4}));
 }
 
+// A model exported with dynamic axes computes its shape operands from Shape(x) at run time
+// (Gather, Unsqueeze, Concat, Mul, Equal / Where on the shape, as PyTorch's exporter writes
+// them): imported once, it runs at every size (issue 22; sym_shape.cpp).
+TEST(OnnxImport, ShapeOperandsFromDynamicDimsImportOnce) {
+  ModelBuilder b(17);
+  b.value(b.g->add_input(), "x", onnx::TensorProto::FLOAT, {-1, -1, 4}, "");
+  auto* dims = b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_param("B");
+  dims->mutable_dim(1)->set_dim_param("S");
+  std::vector<float> table(16);
+  for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = static_cast<float>(i);
+  b.init_f("pos", {1, 16}, table);
+  b.init_i64("zero", {0});
+  b.init_i64("one", {1});
+  b.init_i64("four", {4});
+  b.init_i64("minus1", {-1});
+  auto* s0 = b.g->add_initializer();  // scalar indices and Range bounds
+  s0->set_name("i0");
+  s0->set_data_type(onnx::TensorProto::INT64);
+  s0->add_int64_data(0);
+  auto* s1 = b.g->add_initializer();
+  s1->set_name("i1");
+  s1->set_data_type(onnx::TensorProto::INT64);
+  s1->add_int64_data(1);
+  b.node("Shape", {"x"}, {"shp"});
+  b.node("Gather", {"shp", "i0"}, {"b"});
+  b.node("Gather", {"shp", "i1"}, {"s"});
+  b.node("Unsqueeze", {"b", "zero"}, {"bu"});
+  b.node("Unsqueeze", {"s", "zero"}, {"su"});
+  b.node("Mul", {"b", "s"}, {"bs"});
+  b.node("Unsqueeze", {"bs", "zero"}, {"bsu"});
+  ModelBuilder::attr_i(b.node("Concat", {"bsu", "four"}, {"flat_shape"}), "axis", 0);
+  b.node("Reshape", {"x", "flat_shape"}, {"flat"});
+  ModelBuilder::attr_i(b.node("Concat", {"bu", "su", "four"}, {"back_shape"}), "axis", 0);
+  b.node("Reshape", {"flat", "back_shape"}, {"y"});
+  b.node("Slice", {"pos", "zero", "su", "one"}, {"pos_s"});
+  ModelBuilder::attr_i(b.node("Concat", {"bu", "su"}, {"bs_shape"}), "axis", 0);
+  b.node("Equal", {"bs_shape", "minus1"}, {"is_any"});
+  b.node("Where", {"is_any", "one", "bs_shape"}, {"target"});
+  b.node("Expand", {"pos_s", "target"}, {"pe"});
+  b.node("Range", {"i0", "s", "i1"}, {"r"});
+  auto* cs = b.node("ConstantOfShape", {"bs_shape"}, {"cz"});
+  auto* v = cs->add_attribute();
+  v->set_name("value");
+  v->set_type(onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  v->mutable_t()->add_dims(1);
+  v->mutable_t()->add_float_data(2.0f);
+  for (const char* o : {"y", "pe", "r", "cz"}) b.output(o);
+  auto m = b.import();
+  EXPECT_EQ(m.outputs[0].shape(), tg::Shape({-1, -1, 4}));
+  tg::Executable exe = m.compile({.device = tg::Device::cpu()});
+  for (auto [bn, sn] : {std::pair<int64_t, int64_t>{2, 3}, {3, 5}, {1, 7}}) {
+    TensorData x = TensorData::randn({bn, sn, 4}, tg::f32, static_cast<uint64_t>(bn * 10 + sn));
+    auto out = exe.run({x});
+    ASSERT_EQ(out[0].shape(), tg::Shape({bn, sn, 4}));
+    for (int64_t i = 0; i < x.num_elements(); ++i) EXPECT_EQ(out[0].at(i), x.at(i));
+    ASSERT_EQ(out[1].shape(), tg::Shape({bn, sn}));
+    for (int64_t i = 0; i < bn * sn; ++i) EXPECT_EQ(out[1].at(i), static_cast<double>(i % sn));
+    ASSERT_EQ(out[2].shape(), tg::Shape({sn}));
+    for (int64_t i = 0; i < sn; ++i) EXPECT_EQ(out[2].at(i), static_cast<double>(i));
+    ASSERT_EQ(out[3].shape(), tg::Shape({bn, sn}));
+    for (int64_t i = 0; i < bn * sn; ++i) EXPECT_EQ(out[3].at(i), 2.0);
+  }
+}
+
 TEST(OnnxImport, FlattenKeepsADynamicBatch) {
   ModelBuilder b(13);
   b.input("x", {-1, 2, 3});

@@ -16,8 +16,52 @@ TensorData i64_tensor(const std::vector<int64_t>& v) {
   return t;
 }
 
+// A shape operand that depends on dynamic dims (sym_shape.cpp): its dims as reshape /
+// broadcast_to codes; ONNX's 0 ("copy the input's dim", Reshape without allowzero) and 1 under
+// Expand's broadcasting take x's dim, as a number or as x itself for a source.
+struct DynTarget {
+  std::vector<int64_t> codes;
+  std::vector<Tensor> sources;
+};
+std::optional<DynTarget> dyn_target(Ctx& c, int i, Tensor x, bool zero_copies, bool one_broadcasts) {
+  if (c.is_const(i)) return std::nullopt;
+  auto t = sym_target(c, i);
+  if (!t) return std::nullopt;
+  DynTarget r{t->codes, t->sources};
+  const int64_t lead = static_cast<int64_t>(r.codes.size()) - x.rank();
+  for (size_t k = 0; k < r.codes.size(); ++k) {
+    const int64_t xi = static_cast<int64_t>(k) - (one_broadcasts ? lead : 0);
+    const bool take_x = (zero_copies && r.codes[k] == 0) || (one_broadcasts && r.codes[k] == 1);
+    if (!take_x || xi < 0 || xi >= x.rank()) continue;
+    if (one_broadcasts && x.shape()[xi] == 1) continue;
+    if (x.shape()[xi] >= 0) {
+      r.codes[k] = x.shape()[xi];
+      continue;
+    }
+    int64_t offset = 0;
+    size_t s = 0;
+    for (; s < r.sources.size() && !(r.sources[s] == x); ++s) offset += r.sources[s].rank();
+    if (s == r.sources.size()) r.sources.push_back(x);
+    r.codes[k] = dim_from_source(offset + xi);
+  }
+  return r;
+}
+
+// 0, 1, ..., n - 1 (i64) for a length n that is target code `code` of `sources`.
+Tensor iota(Graph& g, int64_t code, const std::vector<Tensor>& sources) {
+  Tensor one = g.constant(TensorData::from_vector(Shape{}, DType::i64, {1.0}));
+  return g.sub(g.cumsum(g.broadcast_to(one, {code}, sources), 0), one);
+}
+
 void reshape(Ctx& c) {
   Tensor x = c.in(0);
+  if (c.opset >= 5) {
+    if (auto t = dyn_target(c, 1, x, c.attr_i("allowzero", 0) == 0, false)) {
+      if (std::count(t->codes.begin(), t->codes.end(), -1) > 1)
+        c.fail("the shape has more than one size the importer cannot name (products of dynamic dims)");
+      return c.out(0, c.g.reshape(x, t->codes, t->sources));
+    }
+  }
   std::vector<int64_t> shape = c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1);
   bool allowzero = c.attr_i("allowzero", 0) != 0;
   Shape xs = x.shape();
@@ -98,6 +142,23 @@ void split(Ctx& c) {
 void slice(Ctx& c) {
   Tensor x = c.in(0);
   std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset >= 10 && !c.is_const(2) && c.is_const(1) && (!c.has_input(3) || c.is_const(3)) &&
+      (!c.has_input(4) || c.is_const(4))) {
+    // x[..., 0:n, ...] with n a dynamic dim: all of an axis that is that dim, else the first n
+    // rows gathered (a position table cut to the sequence length)
+    auto t = sym_target(c, 2);
+    starts = c.ints_in(1);
+    axes = c.has_input(3) ? c.ints_in(3) : std::vector<int64_t>{0};
+    steps = c.has_input(4) ? c.ints_in(4) : std::vector<int64_t>{1};
+    if (!t || t->codes.size() != 1 || starts.size() != 1 || axes.size() != 1 || steps.size() != 1 || starts[0] != 0 ||
+        steps[0] != 1 || t->codes[0] > kDimFromSource)
+      c.fail("ends that depend on the inputs are supported as one dynamic dim, from 0, step 1");
+    const int64_t a = norm_axis(c, axes[0], x.rank());
+    auto e = c.sym_in(2);
+    const SymDim& d = (*e)[0];
+    if (d.source == x && d.dim == a) return c.alias(0, 0);
+    return c.out(0, c.g.gather(x, iota(c.g, t->codes[0], t->sources), a));
+  }
   if (c.opset < 10) {
     starts = c.attr_ints("starts");
     ends = c.attr_ints("ends");
@@ -197,6 +258,12 @@ void reverse_sequence(Ctx& c) {
 
 void expand(Ctx& c) {
   Tensor x = c.in(0);
+  if (auto t = dyn_target(c, 1, x, false, true)) {
+    if (std::count(t->codes.begin(), t->codes.end(), -1) > 0)
+      c.fail("the shape has a size the importer cannot name (a product of dynamic dims)");
+    if (static_cast<int64_t>(t->codes.size()) < x.rank()) c.fail("the shape has fewer dims than the input");
+    return c.out(0, c.g.broadcast_to(x, t->codes, t->sources));
+  }
   std::vector<int64_t> shape = c.ints_in(1);
   std::vector<int64_t> xd = x.shape().dims();
   size_t r = std::max(shape.size(), xd.size());
@@ -311,6 +378,15 @@ void constant(Ctx& c) {
 }
 
 void constant_of_shape(Ctx& c) {
+  if (!c.is_const(0)) {
+    if (auto t = sym_target(c, 0)) {
+      if (t->unknown) c.fail("the shape has a size the importer cannot name (a product of dynamic dims)");
+      auto v = c.attr_t("value");
+      TensorData one = v && v->num_elements() ? *v : TensorData::full(Shape{1}, 0.0, DType::f32);
+      Tensor scalar = c.g.reshape(c.g.constant(one), {});
+      return c.out(0, t->codes.empty() ? scalar : c.g.broadcast_to(scalar, t->codes, t->sources));
+    }
+  }
   std::vector<int64_t> shape = c.ints_in(0);
   double total = 1;
   for (int64_t d : shape) total *= static_cast<double>(d);
@@ -325,6 +401,13 @@ void constant_of_shape(Ctx& c) {
 }
 
 void range(Ctx& c) {
+  if (!c.is_const(1) && c.is_const(0) && c.is_const(2)) {
+    // Range(0, n, 1) with n a dynamic dim (position ids up to a sequence length)
+    auto t = sym_target(c, 1);
+    TensorData s0 = c.const_in(0), d0 = c.const_in(2);
+    if (t && t->codes.size() == 1 && t->codes[0] <= kDimFromSource && s0.at(0) == 0 && d0.at(0) == 1)
+      return c.out(0, c.g.cast(iota(c.g, t->codes[0], t->sources), s0.dtype()));
+  }
   TensorData s = c.const_in(0), l = c.const_in(1), d = c.const_in(2);
   // Its length, ceil((limit - start) / delta), within the importer's size limit: a folded
   // constant of a hostile limit had asked for 2^53 bytes (fuzz_onnx_import).

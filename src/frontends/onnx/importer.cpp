@@ -351,6 +351,7 @@ void convert_nodes(Graph& g, const onnx::GraphProto& gp, std::map<std::string, V
     }
     try {
       conv->fn(c);
+      follow_sym(c);
     } catch (const Error& e) {
       std::string msg = e.what();
       if (msg.rfind("[onnx] node", 0) == 0) throw;

@@ -14,6 +14,21 @@
 
 namespace tg::onnx_import {
 
+/// One element of a shape-like integer vector that depends on dynamic input dims (what Shape
+/// of a tensor with symbolic dims gives, and what Gather / Concat / Unsqueeze / arithmetic make
+/// of it): a number, dim `dim` of tensor `source` (known at run time), or unknown (a product of
+/// dims, say). Reshape, Expand, ConstantOfShape, Range and Slice take such vectors as their
+/// shape operands (sym_shape.cpp): how a model exported with dynamic axes imports once.
+struct SymDim {
+  enum class Kind { known, dim, unknown };
+  Kind kind = Kind::unknown;
+  int64_t value = 0;
+  Tensor source;
+  int64_t dim = 0;
+  static SymDim number(int64_t v) { return {Kind::known, v, Tensor(), 0}; }
+  bool same(const SymDim& o) const;  // provably equal (the same number, or the same dim)
+};
+
 /// An ONNX value: its tensor, and its value when known at import time. Sequences and optionals
 /// have no tensor of their own: the importer holds their elements, which it knows while importing
 /// (sequences of a static length, optionals known to be empty or not).
@@ -26,6 +41,7 @@ struct Value {
   int32_t unsigned_type = 0;           // kUint16 / kUint32 / kUint64 when t holds one widened, else 0
   Kind kind = Kind::tensor;
   std::vector<Value> elems = {};  // a sequence's elements; an optional's value (none when empty)
+  std::optional<std::vector<SymDim>> sym = {};  // its elements, followed symbolically (SymDim)
 };
 
 /// "tensor", "sequence" or "optional".
@@ -84,6 +100,13 @@ class Ctx {
   TensorData const_in(int i) const;
   std::vector<int64_t> ints_in(int i) const;
   bool is_const(int i) const;
+  /// Input i's elements as SymDims: followed symbolically, or a small known integer input's
+  /// numbers; nullopt when neither (sym_shape.cpp).
+  std::optional<std::vector<SymDim>> sym_in(int i) const;
+  /// Output i's elements, followed symbolically.
+  void set_sym(int i, std::vector<SymDim> s);
+  /// The value record output i has been given.
+  Value value_out(int i) const { return values_.at(node.output(i)); }
 
   bool has_attr(const std::string& name) const { return find(name) != nullptr; }
   int64_t attr_i(const std::string& name, int64_t def) const;
@@ -125,6 +148,18 @@ class Ctx {
   std::map<std::string, Value>& values_;
   const Env& env_;
 };
+
+/// After a node converted: follows its integer outputs symbolically where its inputs are
+/// (Shape of dynamic dims, Gather, Concat, Unsqueeze, arithmetic ...; sym_shape.cpp).
+void follow_sym(Ctx& c);
+/// A shape operand as a reshape / broadcast_to target: numbers, dim_from_source codes into
+/// `sources`, -1 for unknown elements; nullopt when input i cannot be followed.
+struct SymTarget {
+  std::vector<int64_t> codes;
+  std::vector<Tensor> sources;
+  int unknown = 0;  // elements given -1
+};
+std::optional<SymTarget> sym_target(const Ctx& c, int i);
 
 /// The newest opset of the ai.onnx.ml domain the converters know (ONNX 1.22).
 constexpr int kNewestMlOpset = 5;

@@ -150,3 +150,30 @@ def test_a_first_call_of_size_one_does_not_fix_the_rest():
             x, mask = attention_inputs(b, s, gen)
             torch.testing.assert_close(fast(x, mask), model(x, mask), rtol=1e-4, atol=1e-4, msg=f"{b}x{s}")
     assert compiles() - before == 2
+
+
+class PositionTable(nn.Module):
+    """A learned position table of 12 rows: torch.export bounds the sequence by it."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(12, 8)
+
+    def forward(self, x):
+        return x + self.pos(torch.arange(x.shape[1]))[None]
+
+
+def test_sizes_outside_what_export_assumed_are_not_run_by_that_executable():
+    """torch.export's assumptions (sizes >= 2, a sequence within a 12-row table) are checked at
+    each call: batch 1 gets an executable of its own, and a sequence past the table raises
+    torch's error instead of reading past it."""
+    model = PositionTable().eval()
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for b, s in [(2, 5), (3, 12), (1, 4)]:
+            x = torch.randn(b, s, 8)
+            torch.testing.assert_close(fast(x), model(x))
+        assert compiles() - before == 2  # batch 1 outside [2, ...]: its own
+        with pytest.raises(Exception):
+            fast(torch.randn(2, 13, 8))

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
                  {.device = tg::Device::cuda(0), .precision = p});
   std::printf("%s training step, batch %lld, %s: generated kernels of the CUDA plan\n%s", model.c_str(),
               static_cast<long long>(batch), precision.c_str(), cuda_plan_traffic(m, top).c_str());
+  std::printf("memory of the plan:\n%s", cuda_plan_memory(m).c_str());
   if (!compile) return 0;
   const std::vector<std::string> errors = cuda_plan_compile_errors(m);
   for (const std::string& e : errors) std::printf("compile error: %s\n", e.c_str());

@@ -103,6 +103,74 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
   return out;
 }
 
+std::string cuda_plan_memory(const Module& m, int top) {
+  const FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
+  const GraphImpl& g = m.graph;
+  // Each value's buffer: a view's output shares its operand's (the kView ops alias, as the
+  // executor does); a buffer dies after the last step that reads any value in it.
+  std::vector<int32_t> root(g.values.size());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int32_t>(v);
+  for (const Step& s : plan.steps)
+    for (int32_t id : step_nodes(s)) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (op_def(n.kind).has(kView) && !n.inputs.empty() && n.outputs.size() == 1)
+        root[static_cast<size_t>(n.outputs[0])] = root[static_cast<size_t>(n.inputs[0])];
+    }
+  std::vector<int64_t> born(g.values.size(), -1), last(g.values.size(), -1);
+  std::vector<std::string> maker(g.values.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    std::vector<int32_t> outs = s.reduce ? s.reduce->outputs : s.stitch ? s.stitch->outputs
+                                : s.is_group() ? s.group.outputs : g.nodes[static_cast<size_t>(s.node)].outputs;
+    const std::string kind = s.reduce ? "stitched reduction" : s.stitch ? "stitched stencil"
+                             : s.is_group() ? "fused group" : op_name(g.nodes[static_cast<size_t>(s.node)].kind);
+    for (int32_t v : outs) {
+      const int32_t r = root[static_cast<size_t>(v)];
+      if (r == v && born[static_cast<size_t>(v)] < 0) {
+        born[static_cast<size_t>(v)] = static_cast<int64_t>(i);
+        maker[static_cast<size_t>(v)] = kind;
+      }
+      last[static_cast<size_t>(r)] = std::max(last[static_cast<size_t>(r)], static_cast<int64_t>(i));
+    }
+    for (int32_t v : step_inputs(g, s)) {
+      const int32_t r = root[static_cast<size_t>(v)];
+      last[static_cast<size_t>(r)] = std::max(last[static_cast<size_t>(r)], static_cast<int64_t>(i));
+    }
+  }
+  for (int32_t v : m.targets) last[static_cast<size_t>(root[static_cast<size_t>(v)])] = static_cast<int64_t>(plan.steps.size());
+  std::vector<int64_t> delta(plan.steps.size() + 2, 0);
+  for (size_t v = 0; v < born.size(); ++v) {
+    if (born[v] < 0) continue;  // inputs, variables and constants: counted apart
+    delta[static_cast<size_t>(born[v])] += bytes_of(g, static_cast<int32_t>(v));
+    delta[static_cast<size_t>(std::max(last[v], born[v])) + 1] -= bytes_of(g, static_cast<int32_t>(v));
+  }
+  int64_t live = 0, peak = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    live += delta[i];
+    if (live > peak) peak = live, at = i;
+  }
+  std::map<std::string, int64_t> by_maker;
+  for (size_t v = 0; v < born.size(); ++v)
+    if (born[v] >= 0 && static_cast<size_t>(born[v]) <= at && static_cast<size_t>(std::max(last[v], born[v])) >= at)
+      by_maker[maker[v] + " " + dtype_name(g.type(static_cast<int32_t>(v)).dtype)] += bytes_of(g, static_cast<int32_t>(v));
+  int64_t sources = 0;
+  for (const Node& n : g.nodes)
+    if (n.kind == OpKind::Placeholder || n.kind == OpKind::Variable || n.kind == OpKind::Constant)
+      for (int32_t v : n.outputs) sources += bytes_of(g, v);
+  std::vector<std::pair<int64_t, std::string>> rows;
+  for (const auto& [k, b] : by_maker) rows.emplace_back(b, k);
+  std::sort(rows.rbegin(), rows.rend());
+  std::string out = line("  live values at most %.2f GiB (at step %zu of %zu), beside %.2f GiB of inputs, variables "
+                         "and constants; live at the peak, by what made them:\n",
+                         static_cast<double>(peak) / (1 << 30), at, plan.steps.size(),
+                         static_cast<double>(sources) / (1 << 30));
+  for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i)
+    out += line("  %8.2f GiB  %s\n", static_cast<double>(rows[static_cast<size_t>(i)].first) / (1 << 30),
+                rows[static_cast<size_t>(i)].second.c_str());
+  return out;
+}
+
 std::vector<std::string> cuda_plan_compile_errors(const Module& m) {
   const FusionPlan plan = plan_fusion(m, 0, cuda_fusion_options());
   const GraphImpl& g = m.graph;

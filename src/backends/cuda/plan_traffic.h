@@ -16,6 +16,11 @@ namespace tg::detail {
 /// kernels moving the most bytes with their ops.
 std::string cuda_plan_traffic(const Module& m, int top = 15, double copy_gbps = 4260);
 
+/// The most bytes the values of the plan's steps hold at once when each buffer dies after its
+/// last reader (as the executor frees them; views share their operand's buffer), where in the
+/// step that is, and what made the values live there (the `top` largest kinds).
+std::string cuda_plan_memory(const Module& m, int top = 12);
+
 /// Compiles (NVRTC, for sm_90; no GPU needed) the kernel of every stitched reduction of the
 /// CUDA plan of m's top-level block; returns one line per kernel that fails, with NVRTC's log.
 std::vector<std::string> cuda_plan_compile_errors(const Module& m);

@@ -29,6 +29,7 @@ from torch.utils.dlpack import from_dlpack as _from_capsule
 from torch.utils.dlpack import to_dlpack as _to_capsule
 
 import tgraph as tg
+from tgraph import _torch_cache
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
     _CONVERTERS, Converted, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
 )
@@ -132,6 +133,13 @@ def _device_of(args) -> tg.Device:
     return tg.Device.cpu()
 
 
+class _TensorOut:
+    """Marks a tensor output among a cached executable's outputs (tgraph/_torch_cache.py)."""
+
+
+_TENSOR_OUT = _TensorOut()
+
+
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
@@ -171,7 +179,7 @@ class _Compiled:
         it = iter(zip(results, self.perms))
         out = []
         for o in self.outs:
-            if isinstance(o, tg.Tensor):
+            if isinstance(o, tg.Tensor) or o is _TENSOR_OUT:
                 r, perm = next(it)
                 # the run already ordered torch's stream after it: no event per output
                 r = _from_capsule(r.__dlpack__(stream=-1)) if cuda else torch.from_dlpack(r)
@@ -181,12 +189,14 @@ class _Compiled:
         return out
 
 
-_STATS = {"executables": 0}
+_STATS = {"executables": 0, "cache_hits": 0}
 
 
 def stats() -> dict:
     """Counters of this process's tgraph.torch work: "executables", how many tgraph executables
-    it has compiled (one per graph and input signature; a dynamic graph's one serves every size)."""
+    it has compiled (one per graph and input signature; a dynamic graph's one serves every size);
+    "cache_hits", how many tgraph.torch.compile took from the disk cache instead
+    (tgraph/_torch_cache.py)."""
     return dict(_STATS)
 
 
@@ -250,6 +260,46 @@ class TorchModule(torch.nn.Module):
         return pytree.tree_unflatten(compiled(tensors), spec)
 
     def _build(self, args, kwargs):
+        from torch.utils import _pytree as pytree
+        flat, _ = pytree.tree_flatten((args, kwargs))
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        sig = _loose_signature(flat) if self._dynamic else _signature(flat)
+        py = tuple(repr(a) for a in flat if not isinstance(a, torch.Tensor))
+        k = _torch_cache.key(self._module, (sig, py), (self._device, self._precision, self._dynamic))
+        if k is not None:
+            hit = self._from_cache(k, tensors)
+            if hit is not None:
+                return hit
+        entry = self._build_uncached(args, kwargs)
+        compiled, spec = entry
+        if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms):
+            _torch_cache.store(k, compiled.exe, {
+                "outs": ["tensor" if isinstance(o, tg.Tensor) else {"py": o} for o in compiled.outs],
+                "random": compiled.random, "symbolic": compiled.symbolic,
+                "guards": [list(g) for g in getattr(compiled, "guards", ())],
+                "spec": pytree.treespec_dumps(spec)})
+        return entry
+
+    def _from_cache(self, k: str, tensors: list):
+        from torch.utils import _pytree as pytree
+        got = _torch_cache.load(k)
+        if got is None:
+            return None
+        exe, meta = got
+        try:
+            outs = [_TENSOR_OUT if o == "tensor" else o["py"] for o in meta["outs"]]
+            compiled = _Compiled(exe, outs, meta["random"])
+            compiled.symbolic = meta["symbolic"]
+            compiled.guards = [tuple(g) for g in meta["guards"]]
+            spec = pytree.treespec_loads(meta["spec"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if compiled.symbolic and not _accepts(compiled, tensors):
+            return None
+        _STATS["cache_hits"] += 1
+        return compiled, spec
+
+    def _build_uncached(self, args, kwargs):
         if self._dynamic:
             try:
                 return self._build_from(args, kwargs, dynamic=True)

@@ -1,0 +1,130 @@
+"""tgraph.torch.compile's disk cache (issue 22): a model seen before starts without torch.export.
+
+An entry is the compiled executable (Executable.save, a checksummed .tgx holding the graph and
+its weights) and how its outputs map back to torch (JSON), under a key that hashes what the
+export would depend on: tgraph's and torch's versions; every submodule's class, its source,
+its training flag and its plain attributes (sizes, flags, a Hugging Face config's repr); every
+parameter and buffer's name, shape, dtype and bytes; the input signature; device, precision and
+whether sizes are dynamic. Changed weights or code give another key, so a stale entry is never
+used (hashing BERT-base's 440 MB of weights takes a fraction of a second).
+
+Where: $TGRAPH_CACHE_DIR/torch (default ~/.cache/tgraph/torch); TGRAPH_NO_COMPILE_CACHE=1
+turns it off; TGRAPH_COMPILE_CACHE_MB bounds it (default 4096: the least recently used
+entries go first). Two processes may write one entry at once: each writes its own temporary
+files and renames them into place, the JSON last, so a reader sees a whole entry or none; an
+entry that does not load (truncated, another tgraph) is dropped and rebuilt.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import pathlib
+
+import torch
+
+import tgraph as tg
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def directory() -> pathlib.Path | None:
+    if os.environ.get("TGRAPH_NO_COMPILE_CACHE", "0") not in ("", "0"):
+        return None
+    base = os.environ.get("TGRAPH_CACHE_DIR")
+    return (pathlib.Path(base) if base else pathlib.Path.home() / ".cache" / "tgraph") / "torch"
+
+
+def _plain(v) -> bool:
+    return isinstance(v, _PLAIN) or (isinstance(v, (tuple, list)) and all(isinstance(x, _PLAIN) for x in v))
+
+
+def key(module: torch.nn.Module, signature, options) -> str | None:
+    """The entry's name, or None where the module cannot be hashed (a tensor subclass, say)."""
+    try:
+        return _key(module, signature, options)
+    except Exception:  # noqa: BLE001  (no cache rather than no model)
+        return None
+
+
+def _key(module: torch.nn.Module, signature, options) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"tgraph {tg.__version__} torch {torch.__version__} {options!r} {signature!r}".encode())
+    sources = {}
+    for name, m in module.named_modules():
+        cls = type(m)
+        if cls not in sources:
+            try:
+                sources[cls] = inspect.getsource(cls)
+            except (OSError, TypeError):
+                sources[cls] = ""
+            h.update(sources[cls].encode())
+        attrs = sorted((k, repr(v)) for k, v in vars(m).items() if not k.startswith("_") and _plain(v))
+        h.update(f"{name}:{cls.__module__}.{cls.__qualname__}:{m.training}:{attrs}".encode())
+        config = getattr(m, "config", None)
+        if config is not None and not isinstance(config, torch.nn.Module):
+            h.update(repr(config).encode())
+    for name, t in module.state_dict().items():
+        t = t.detach()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        h.update(memoryview(t.contiguous().view(-1).view(torch.uint8).cpu().numpy()))
+    return h.hexdigest()
+
+
+def load(k: str):
+    """(executable, metadata) of entry k, or None."""
+    d = directory()
+    if d is None:
+        return None
+    meta_path, exe_path = d / f"{k}.json", d / f"{k}.tgx"
+    try:
+        meta = json.loads(meta_path.read_text())
+        exe = tg.Executable.load(str(exe_path))
+    except FileNotFoundError:
+        return None
+    except (tg.Error, ValueError, OSError):  # truncated, corrupt or another version's: rebuilt
+        for p in (meta_path, exe_path):
+            p.unlink(missing_ok=True)
+        return None
+    for p in (meta_path, exe_path):  # recently used
+        try:
+            os.utime(p)
+        except OSError:
+            pass
+    return exe, meta
+
+
+def store(k: str, exe: tg.Executable, meta: dict) -> None:
+    d = directory()
+    if d is None:
+        return
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = f".{os.getpid()}.{id(exe)}.tmp"
+        exe.save(str(d / f"{k}.tgx{tmp}"))
+        os.replace(d / f"{k}.tgx{tmp}", d / f"{k}.tgx")
+        (d / f"{k}.json{tmp}").write_text(json.dumps(meta))
+        os.replace(d / f"{k}.json{tmp}", d / f"{k}.json")
+        _bound(d)
+    except (OSError, tg.Error, TypeError, ValueError):
+        pass  # a cache that cannot be written is no cache, not an error
+
+
+def _bound(d: pathlib.Path) -> None:
+    limit = int(os.environ.get("TGRAPH_COMPILE_CACHE_MB", "4096")) << 20
+    entries = []
+    for meta in d.glob("*.json"):
+        exe = meta.with_suffix(".tgx")
+        try:
+            size = meta.stat().st_size + (exe.stat().st_size if exe.exists() else 0)
+            entries.append((meta.stat().st_mtime, size, meta, exe))
+        except OSError:
+            continue
+    total = sum(e[1] for e in entries)
+    for _, size, meta, exe in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        meta.unlink(missing_ok=True)
+        exe.unlink(missing_ok=True)
+        total -= size

@@ -1,0 +1,100 @@
+"""tgraph.torch.compile's disk cache (issue 22): a model seen before starts from its cached
+executable, without torch.export; changed weights or code miss; two processes writing one
+entry at once leave a whole entry; a broken entry is rebuilt."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+import tgraph.torch as tgt  # noqa: E402
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TGRAPH_NO_COMPILE_CACHE", raising=False)
+    return tmp_path / "torch"
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3)).eval()
+
+
+def counts():
+    s = tgt.stats()
+    return s["executables"], s["cache_hits"]
+
+
+def test_second_compile_comes_from_the_cache(cache):
+    x = torch.randn(4, 6)
+    model = make_model()
+    with torch.no_grad():
+        want = model(x)
+        e0, h0 = counts()
+        torch.testing.assert_close(tgt.compile(model)(x), want)
+        assert counts() == (e0 + 1, h0)  # compiled, and stored
+        assert len(list(cache.glob("*.tgx"))) == 1 and len(list(cache.glob("*.json"))) == 1
+        torch.testing.assert_close(tgt.compile(make_model())(x), want)  # same code and weights
+        assert counts() == (e0 + 1, h0 + 1)
+        other = make_model(seed=1)  # other weights: another entry
+        torch.testing.assert_close(tgt.compile(other)(x), other(x))
+        assert counts() == (e0 + 2, h0 + 1)
+        tgt.compile(model)(torch.randn(5, 6))  # another input size: another entry
+        assert counts() == (e0 + 3, h0 + 1)
+        model.train()  # another mode: another entry
+        tgt.compile(model)(x)
+        assert counts() == (e0 + 4, h0 + 1)
+
+
+def test_a_broken_entry_is_rebuilt(cache):
+    x = torch.randn(2, 6)
+    model = make_model()
+    with torch.no_grad():
+        tgt.compile(model)(x)
+        (tgx,) = cache.glob("*.tgx")
+        tgx.write_bytes(tgx.read_bytes()[: tgx.stat().st_size // 2])  # truncated
+        e0, h0 = counts()
+        torch.testing.assert_close(tgt.compile(model)(x), model(x))
+        assert counts() == (e0 + 1, h0)
+        torch.testing.assert_close(tgt.compile(model)(x), model(x))
+        assert counts() == (e0 + 1, h0 + 1)
+
+
+def test_two_processes_writing_one_entry(cache):
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_torch_cache import make_model
+        import tgraph.torch as tgt
+        x = torch.randn(3, 6, generator=torch.Generator().manual_seed(7))
+        m = make_model()
+        with torch.no_grad():
+            torch.testing.assert_close(tgt.compile(m)(x), m(x))
+        print(tgt.stats()["executables"] + tgt.stats()["cache_hits"])
+    """)
+    env = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        assert out.strip().endswith("1")
+    assert len(list(cache.glob("*.tgx"))) == 1 and len(list(cache.glob("*.json"))) == 1
+    assert not list(cache.glob("*.tmp"))
+    e0, h0 = counts()
+    with torch.no_grad():
+        tgt.compile(make_model())(torch.randn(3, 6))
+    assert counts() == (e0, h0 + 1)  # the entry they left loads
+
+
+def test_size_bound_drops_the_least_recently_used(cache, monkeypatch):
+    monkeypatch.setenv("TGRAPH_COMPILE_CACHE_MB", "0")  # nothing fits: each new entry evicts the rest
+    with torch.no_grad():
+        for n in (2, 3):
+            tgt.compile(make_model())(torch.randn(n, 6))
+    assert len(list(cache.glob("*.json"))) <= 1

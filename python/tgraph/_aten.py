@@ -1390,10 +1390,11 @@ def _size_value(name: str, node: torch.fx.Node, args, traced):
 
 
 def _same_shape(ours, theirs) -> bool:
-    """tgraph's shape against torch's: equal, a symbolic size of torch's dynamic (-1) in ours."""
+    """tgraph's shape against torch's: equal where torch's size is a number; a symbolic size
+    of torch's is dynamic (-1) in ours, or this graph's own size where it was specialised."""
     if len(ours) != len(theirs):
         return False
-    return all((a < 0) if _is_dynamic(b) else a == int(_sym_expr(b)) for a, b in zip(ours, theirs))
+    return all(_is_dynamic(b) or a == int(_sym_expr(b)) for a, b in zip(ours, theirs))
 
 
 def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:

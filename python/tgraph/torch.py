@@ -397,7 +397,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return compiler(gm, example_inputs)
 
 
-def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False):
+def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False, symbolic: bool = False):
     """Compiles an ATen graph whose placeholders take `inputs` (tensors are fed; other values,
     such as sizes, are constants of this compile). Returns (run, single output).
 
@@ -406,7 +406,9 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
     them so): an AOTAutograd forward hands the activations it saves to its backward without a
     transpose on either side."""
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
-    symbolic = _symbolic(aten)  # the sizes torch keeps symbolic stay dynamic (-1) in tgraph's graph
+    # symbolic: the sizes torch keeps symbolic stay dynamic (-1) in tgraph's graph; else the
+    # graph is specialised to these inputs' sizes (the per-size fallback of a symbolic graph too)
+    symbolic = symbolic and _symbolic(aten)
     names, types, py_values, perms, nhwc = [], [], {}, {}, []
     for node, v in zip(placeholders, inputs):
         name = node.name
@@ -465,7 +467,7 @@ def _dynamic_first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: boo
     if any(not convertible(n) for n in gm.graph.nodes):
         bad = next(n for n in gm.graph.nodes if not convertible(n))
         raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name})")
-    run = _whole(gm, inputs, free_layouts)
+    run = _whole(gm, inputs, free_layouts, symbolic=True)
     return run, run(inputs)
 
 
@@ -474,8 +476,8 @@ def _strict() -> bool:
     return os.environ.get("TGRAPH_TORCH_STRICT", "0") not in ("", "0")
 
 
-def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool) -> Callable:
-    compiled, single = _compile_graph(gm, inputs, free_layouts)
+def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, symbolic: bool = False) -> Callable:
+    compiled, single = _compile_graph(gm, inputs, free_layouts, symbolic)
 
     def run(ins):
         r = compiled([t for t in ins if isinstance(t, torch.Tensor)])

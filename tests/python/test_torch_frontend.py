@@ -553,8 +553,8 @@ def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
     built = []
     real = tgt._compile_graph
 
-    def recording(aten, inputs, free_layouts=False):
-        run, single = real(aten, inputs, free_layouts)
+    def recording(aten, inputs, free_layouts=False, symbolic=False):
+        run, single = real(aten, inputs, free_layouts, symbolic)
         built.append((run, free_layouts))
         return run, single
 

@@ -111,6 +111,7 @@ class Executable {
   int64_t naive_intermediate_bytes() const;
 
   detail::ExecutableImpl& impl() const { return *impl_; }
+  const std::shared_ptr<detail::ExecutableImpl>& impl_ptr() const { return impl_; }
 
  private:
   std::shared_ptr<detail::ExecutableImpl> impl_;

@@ -84,6 +84,14 @@ std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
 Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feeds,
                           const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
                           const CompileOptions& options) {
+  return detail::compile_graph(*impl_, feeds, targets, target_ops, options);
+}
+
+namespace detail {
+
+Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, TensorType>>& feeds,
+                         const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
+                         const CompileOptions& options) {
   if (options.device.kind == Device::Kind::cuda) {
 #ifdef TGRAPH_HAVE_CUDA
     if (options.device.index >= Device::cuda_device_count())
@@ -100,9 +108,23 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   impl->precision = options.precision;
   impl->switches = options.switches;
   const SwitchScope switches(impl->switches);  // the passes see them
-  impl->store = variable_store_of(*impl_);
+  impl->store = variable_store_of(source);
   Module& m = impl->module;
-  impl->output_perms = prepare_module(m, *impl_, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
+  impl->output_perms = prepare_module(m, source, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
+  // Dynamic feed dims: keep the graph and how it was compiled, to compile it again for each
+  // concrete size the executable meets (specialize.cpp), unless TGRAPH_NO_SPECIALIZE.
+  bool dynamic = false;
+  for (const TensorType& t : impl->feed_types) dynamic |= !t.shape.is_static();
+  if (dynamic && !env_flag("TGRAPH_NO_SPECIALIZE")) {
+    auto spec = std::make_shared<SpecializeSource>();
+    spec->graph = source;  // a copy: the caller may go on building (constants share their bytes)
+    spec->graph.variable_store = impl->store;
+    for (const auto& [t, type] : feeds) spec->feeds.emplace_back(t.id(), type);
+    for (const Tensor& t : targets) spec->targets.push_back(t.id());
+    for (const Operation& op : target_ops) spec->ops.push_back(op.id());
+    spec->options = options;
+    impl->specialize = std::move(spec);
+  }
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];
@@ -118,6 +140,8 @@ Executable Graph::compile(const std::vector<std::pair<Tensor, TensorType>>& feed
   impl->naive_bytes = plan.naive_bytes;
   return Executable(impl);
 }
+
+}  // namespace detail
 
 namespace {
 struct RunCache {

@@ -1,5 +1,6 @@
 #pragma once
 // The compiled form of a graph and its CPU executor.
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,15 @@
 #include "tgraph/tensor_data.h"
 
 namespace tg::detail {
+
+/// What an executable with dynamic feed dims keeps to be compiled again for one concrete size
+/// (specialize.cpp): its source graph (a copy), feeds, targets, target ops and options.
+struct SpecializeSource {
+  GraphImpl graph;
+  std::vector<std::pair<int32_t, TensorType>> feeds;
+  std::vector<int32_t> targets, ops;
+  CompileOptions options;
+};
 
 struct ExecutableImpl {
   Module module;
@@ -45,7 +55,23 @@ struct ExecutableImpl {
   /// (src/backends/cpu/executor.cpp).
   mutable std::shared_ptr<const void> cpu_plan;
   mutable std::once_flag cpu_plan_once;
+
+  /// Set when feed dims are dynamic: each concrete size the executable meets is compiled again
+  /// with those sizes (every static-shape pass and plan applies: stitched reductions, layouts,
+  /// fused loops), kept up to kMaxSpecialized, least recently used out, and runs in its place.
+  std::shared_ptr<const SpecializeSource> specialize;
+  mutable std::mutex specialized_mu;
+  mutable std::list<std::pair<std::vector<TensorType>, std::shared_ptr<ExecutableImpl>>> specialized;
+  /// The executable made for inputs of these types (null: run this one, dynamic).
+  std::shared_ptr<ExecutableImpl> specialized_for(const std::vector<TensorType>& types) const;
 };
+
+inline constexpr size_t kMaxSpecialized = 8;
+
+/// Graph::compile on a GraphImpl (the executable's specialisations compile their source again).
+Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, TensorType>>& feeds,
+                         const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
+                         const CompileOptions& options);
 
 /// Fresh CUDA executor state for an executable (defined in the CUDA backend).
 std::shared_ptr<void> make_cuda_state();

@@ -1,6 +1,7 @@
 // Compiling and running on the CPU: results, dynamic shapes, variables, errors, threads.
 #include <thread>
 
+#include "runtime/executable_impl.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
 
@@ -66,6 +67,46 @@ TEST(Executable, ReshapeAndBroadcastTakeDimsFromSources) {
   EXPECT_TG_ERROR(exe.run({TensorData::zeros({2, 2}, i64), TensorData::randn({5, 6})}), "[reshape]", "[5,6]");
   EXPECT_TG_ERROR(g.reshape(x, {dim_from_source(2)}, {ids}), "[reshape]", "dim 2 of its shape sources",
                   "which have 2 dims");
+}
+
+// Dynamic feed dims, run at concrete sizes: each size runs a copy compiled for it (so every
+// static-shape pass applies), kept per size; variables are shared; the switch keeps it dynamic.
+TEST(Executable, DynamicExecutableRunsACopyCompiledPerSize) {
+  for (bool specialise : {true, false}) {
+    Graph g;
+    Tensor x = g.placeholder({-1, -1, 8}, f32, "x");
+    Tensor w = g.variable(TensorData::uniform({8, 8}, -0.5, 0.5, f32, 3), "w");
+    Tensor h0 = g.gelu(g.matmul(x, w));
+    Tensor h = g.sub(h0, g.reduce_mean(h0, {2}, true));  // a stitched reduction on CUDA
+    Tensor y = g.softmax(g.add(h, x), -1);
+    Tensor loss = g.reduce_mean(g.mul(y, y), {0, 1, 2});
+    Operation step = g.assign(w, g.sub(w, g.mul(g.scalar(0.1), g.gradients(loss, {w}).at(w))));
+    CompileOptions dyn = cpu_opts(true);
+    if (!specialise) dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
+    Executable exe = g.compile({{x, x.type()}}, {y}, {step}, dyn);
+    for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 3}, {3, 5}, {2, 3}}) {
+      TensorData in = TensorData::randn({b, s, 8}, f32, static_cast<uint64_t>(b * 7 + s));
+      const TensorData w_before = exe.variable("w");
+      Graph ref_graph;  // the same step compiled statically for this size, from the same weights
+      Tensor rx = ref_graph.placeholder({b, s, 8}, f32, "x");
+      Tensor rw = ref_graph.variable(w_before, "w");
+      Tensor rh0 = ref_graph.gelu(ref_graph.matmul(rx, rw));
+      Tensor rh = ref_graph.sub(rh0, ref_graph.reduce_mean(rh0, {2}, true));
+      Tensor ry = ref_graph.softmax(ref_graph.add(rh, rx), -1);
+      Tensor rl = ref_graph.reduce_mean(ref_graph.mul(ry, ry), {0, 1, 2});
+      Operation rs = ref_graph.assign(
+          rw, ref_graph.sub(rw, ref_graph.mul(ref_graph.scalar(0.1), ref_graph.gradients(rl, {rw}).at(rw))));
+      Executable ref = ref_graph.compile({{rx, rx.type()}}, {ry}, {rs}, cpu_opts());
+      auto want = ref.run({in});
+      auto got = exe.run({in});
+      ASSERT_EQ(got[0].shape(), (Shape{b, s, 8}));
+      for (int64_t i = 0; i < want[0].num_elements(); ++i) EXPECT_NEAR(got[0].at(i), want[0].at(i), 1e-5);
+      const TensorData w_after = exe.variable("w"), w_want = ref.variable("w");
+      for (int64_t i = 0; i < 64; ++i) EXPECT_NEAR(w_after.at(i), w_want.at(i), 1e-6) << "weights after " << b << "x" << s;
+    }
+    std::lock_guard<std::mutex> lock(exe.impl().specialized_mu);
+    EXPECT_EQ(exe.impl().specialized.size(), specialise ? 2u : 0u);
+  }
 }
 
 TEST(Executable, BadInputsAreRefusedWithNames) {

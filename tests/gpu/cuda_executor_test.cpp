@@ -314,7 +314,8 @@ TEST(CudaExecutor, CapturedGraphReplaysWithNewInputs) {
 }
 
 // A graph with dynamic dims (batch and sequence, one of them through a reshape's shape
-// source) is captured once per size and each size's instance replays when that size comes back.
+// source) run dynamic (TGRAPH_NO_SPECIALIZE) is captured once per size and each size's instance
+// replays when that size comes back; by default each size runs a copy compiled for it.
 TEST(CudaExecutor, DynamicShapesCapturePerSize) {
   Graph g;
   Tensor x = g.placeholder({-1, -1, 16}, f32, "x");  // [B, S, 16]
@@ -323,15 +324,25 @@ TEST(CudaExecutor, DynamicShapesCapturePerSize) {
   Tensor h = g.gelu(g.matmul(flat, w));
   Tensor back = g.reshape(h, {dim_from_source(0), dim_from_source(1), 16}, {x});
   Tensor y = g.softmax(g.add(back, x));
-  Executable gpu_exe = g.compile({{x, x.type()}}, {y}, {}, gpu(true));
+  CompileOptions dynamic = gpu(true);
+  dynamic.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
+  Executable gpu_exe = g.compile({{x, x.type()}}, {y}, {}, dynamic);
+  Executable per_size = g.compile({{x, x.type()}}, {y}, {}, gpu(true));
   Executable cpu_exe = g.compile({{x, x.type()}}, {y}, {}, cpu(true));
   const std::vector<std::pair<int64_t, int64_t>> sizes{{2, 8}, {3, 5}, {2, 8}, {3, 5}, {4, 7}, {2, 8}, {3, 5}, {4, 7}};
   uint64_t seed = 1;
   for (auto [b, s] : sizes) {
     TensorData in = rnd({b, s, 16}, f32, seed++);
+    const TensorData want = cpu_exe.run({in})[0];
+    const std::string what = "size " + std::to_string(b) + "x" + std::to_string(s);
     auto got = gpu_exe.run({in});
     ASSERT_EQ(got[0].shape(), (Shape{b, s, 16}));
-    expect_close(got[0], cpu_exe.run({in})[0], 1e-5, "size " + std::to_string(b) + "x" + std::to_string(s));
+    expect_close(got[0], want, 1e-5, what);
+    expect_close(per_size.run({in})[0], want, 1e-5, what + ", compiled for the size");
+  }
+  {
+    std::lock_guard<std::mutex> lock(per_size.impl().specialized_mu);
+    EXPECT_EQ(per_size.impl().specialized.size(), 3u);
   }
   auto st = detail::cuda_graph_stats(gpu_exe.impl());
   EXPECT_EQ(st.uncaptured, 3) << st.error;  // each size's first run, op by op

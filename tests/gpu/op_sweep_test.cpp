@@ -16,7 +16,8 @@
 //
 // TG_SWEEP_DYNAMIC=1 (the CPU binary tgraph_sweep_cpu, ctest op_sweep_dynamic, issue 22): each
 // case built again with every input dim dynamic (-1) and compiled once without type inference
-// (disable_type_inference) must give the static build's results on the CPU. A case whose
+// (disable_type_inference) must give the static build's results on the CPU, run dynamic
+// (TGRAPH_NO_SPECIALIZE) and as the copy it compiles for the run's sizes (specialize.cpp). A case whose
 // builder or compile refuses dynamic dims (an op that needs a static size) is listed, not
 // failed; a dynamic build that compiles and then fails or differs fails.
 #include <gtest/gtest.h>
@@ -1342,20 +1343,25 @@ void run_case(const Case& c) {
       Executable cpu = compile(pc, Device::cpu());
       std::vector<TensorData> want0 = cpu.run(in), want1 = cpu.run(in);
       if (dynamic_mode()) {
-        std::optional<Executable> dyn;
-        Prepared pd;
+        // Run dynamic (TGRAPH_NO_SPECIALIZE) and as the copy compiled for the run's sizes.
+        std::optional<Executable> dyn, spec;
+        Prepared pd, ps;
         try {
-          pd = prepare(c, t, in, true);
           CompileOptions o;
           o.device = Device::cpu();
           o.optimize = false;
           o.disable_type_inference = true;
+          ps = prepare(c, t, in, true);
+          spec = ps.g.compile(ps.feeds, ps.targets.tensors, ps.targets.ops, o);
+          pd = prepare(c, t, in, true);
+          o.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
           dyn = pd.g.compile(pd.feeds, pd.targets.tensors, pd.targets.ops, o);
         } catch (const Error& e) {
           summary().static_only[c.label].insert(std::string(e.what()).substr(0, 120));
           continue;
         }
         compare_all(dyn->run(in), want0, c, what + ", dynamic dims vs static");
+        compare_all(spec->run(in), want0, c, what + ", compiled for the run's sizes vs static");
         ++summary().runs;
         continue;
       }

@@ -414,6 +414,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     types.push_back(inputs[i].type());
   }
   exe.check_input_types(types);
+  if (auto s = exe.specialized_for(types)) return run_cuda_device(*s, inputs, caller);  // specialize.cpp
   RunInputs io;
   for (size_t i = 0; i < inputs.size(); ++i) {
     // Tensors elsewhere (host memory, another GPU) are copied to this device first.

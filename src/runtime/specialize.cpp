@@ -1,0 +1,52 @@
+// An executable compiled with dynamic feed dims, run at a concrete size, runs a copy of itself
+// compiled for that size (issue 22). With -1 dims the passes that decide by shape — stitched
+// reductions, producer recomputation, fused loops, layouts — cannot tell which sizes are equal,
+// so a dynamic BERT ran 6-8x slower on the CPU than a static one and 1.6-1.8x on the GPU
+// (bench/RESULTS.md, session 16). The user still holds one executable and compiles nothing; the
+// first run at a new size pays one compile (milliseconds on the CPU; on CUDA also the kernels
+// that size needs, from the disk cache when seen before), later runs at that size none.
+// TGRAPH_NO_SPECIALIZE=1 at compile time keeps the executable dynamic.
+#include <algorithm>
+
+#include "runtime/executable_impl.h"
+#include "tgraph/error.h"
+#include "tgraph/executable.h"
+
+namespace tg::detail {
+
+std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vector<TensorType>& types) const {
+  if (!specialize) return nullptr;
+  for (const TensorType& t : types)
+    if (!t.shape.is_static()) return nullptr;
+  std::lock_guard<std::mutex> lock(specialized_mu);
+  for (auto it = specialized.begin(); it != specialized.end(); ++it)
+    if (it->first == types) {
+      specialized.splice(specialized.begin(), specialized, it);  // most recently used first
+      return it->second;
+    }
+  const SpecializeSource& src = *specialize;
+  auto& g = const_cast<GraphImpl&>(src.graph);  // compile reads it (its variable store is set)
+  std::vector<std::pair<Tensor, TensorType>> feeds;
+  for (size_t i = 0; i < src.feeds.size() && i < types.size(); ++i) feeds.emplace_back(Tensor(&g, src.feeds[i].first), types[i]);
+  std::vector<Tensor> targets;
+  for (int32_t v : src.targets) targets.emplace_back(&g, v);
+  std::vector<Operation> ops;
+  for (int32_t n : src.ops) ops.emplace_back(&g, n);
+  CompileOptions o = src.options;
+  o.disable_type_inference = false;
+  std::shared_ptr<ExecutableImpl> made;
+  try {
+    made = compile_graph(g, feeds, targets, ops, o).impl_ptr();
+  } catch (const Error&) {
+    made = nullptr;  // a size the graph refuses statically: the dynamic run says why
+  }
+  // The caller reads outputs by this executable's layouts: a specialisation that chose other
+  // ones is not used.
+  if (made && made->output_perms != output_perms) made = nullptr;
+  if (made) made->specialize = nullptr;
+  specialized.emplace_front(types, made);
+  while (specialized.size() > kMaxSpecialized) specialized.pop_back();
+  return made;
+}
+
+}  // namespace tg::detail

@@ -4,7 +4,8 @@ lengths, against an executable specialised to each size (tgraph.torch.compile wi
 and eager PyTorch, in one process. Per size: the dynamic executable's first call there (its
 op-by-op run: kernels for the new shapes, library plans) and its steady call (median, CUDA
 graph per size), the specialised one's steady call, and how many executables were compiled.
-On the GPU machine:  python3 bench/dynamic_sizes.py [--batches 16,1,64] [--seqs 16,64,128,512]"""
+On the GPU machine:  python3 bench/dynamic_sizes.py [--batches 16,1,64] [--seqs 16,64,128,512]
+                     python3 bench/dynamic_sizes.py --model resnet50 --batches 1,32,256 --seqs 224"""
 import argparse
 import time
 
@@ -31,26 +32,35 @@ def median_ms(fn, iters=20):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="16,1,64")
-    ap.add_argument("--seqs", default="16,64,128,512")
+    ap.add_argument("--seqs", default="16,64,128,512", help="sequence lengths (BERT) or image sizes (ResNet-50)")
+    ap.add_argument("--model", default="bert", choices=["bert", "resnet50"])
     a = ap.parse_args()
     torch.manual_seed(0)
-    model = transformers.BertModel(transformers.BertConfig()).eval().cuda().half()
+    if a.model == "bert":
+        model = transformers.BertModel(transformers.BertConfig()).eval().cuda().half()
+        make = lambda b, s: torch.randint(0, 30000, (b, s), device="cuda")  # noqa: E731
+    else:
+        import torchvision
+        model = torchvision.models.resnet50().eval().cuda().to(memory_format=torch.channels_last).half()
+        make = lambda b, s: torch.randn(b, 3, s, s, device="cuda", dtype=torch.half).contiguous(  # noqa: E731
+            memory_format=torch.channels_last)
+    first_out = (lambda o: o.last_hidden_state) if a.model == "bert" else (lambda o: o)
     dynamic = tt.compile(model, dynamic=True)
     rows = []
     with torch.no_grad():
         for b in map(int, a.batches.split(",")):
             for s in map(int, a.seqs.split(",")):
-                ids = torch.randint(0, 30000, (b, s), device="cuda")
+                ids = make(b, s)
                 n0 = tt.stats()["executables"]
                 torch.cuda.synchronize()
                 t = time.perf_counter()
-                got = dynamic(ids).last_hidden_state
+                got = first_out(dynamic(ids))
                 torch.cuda.synchronize()
                 first = (time.perf_counter() - t) * 1e3
                 made = tt.stats()["executables"] - n0
                 dyn = median_ms(lambda: dynamic(ids))
                 static = tt.compile(model)
-                want = static(ids).last_hidden_state
+                want = first_out(static(ids))
                 err = float((got.float() - want.float()).abs().max())
                 fixed = median_ms(lambda: static(ids))
                 eager = median_ms(lambda: model(ids))

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/executable_impl.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
 
@@ -95,5 +96,32 @@ TEST(Serialize, WeightsAreWrittenOnce) {
   Executable l = Executable::load(path);
   EXPECT_EQ(l.variable("w").to_vector(), e.variable("w").to_vector());
   EXPECT_EQ(l.run({in})[0].to_vector(), e.run({in})[0].to_vector());
+  std::filesystem::remove(path);
+}
+
+// A loaded executable with dynamic feed dims runs each size as a copy compiled from the loaded
+// graph (specialize.cpp), giving the saved executable's results and sharing its variables.
+TEST(Serialize, LoadedDynamicExecutableRunsACopyPerSize) {
+  Graph g;
+  Tensor x = g.placeholder({-1, -1, 8}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({8, 8}, f32, 3), "w");
+  Tensor h = g.gelu(g.matmul(x, w));
+  Tensor y = g.softmax(g.sub(h, g.reduce_mean(h, {2}, true)));
+  Operation up = g.assign(w, g.mul(w, g.scalar(0.5)));
+  CompileOptions dyn{.device = Device::cpu(), .disable_type_inference = true};
+  dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};  // the saved one stays dynamic: the reference
+  Executable e = g.compile({{x, x.type()}}, {y}, {up}, dyn);
+  std::string path = tmp("tgraph_dynamic.tgx");
+  e.save(path);
+  Executable l = Executable::load(path);
+  for (auto [b, s] : {std::pair<int64_t, int64_t>{2, 3}, {4, 5}, {2, 3}}) {
+    TensorData in = TensorData::randn({b, s, 8}, f32, static_cast<uint64_t>(b + s));
+    auto want = e.run({in}), got = l.run({in});
+    ASSERT_EQ(got[0].shape(), (Shape{b, s, 8}));
+    for (int64_t i = 0; i < want[0].num_elements(); ++i) EXPECT_NEAR(got[0].at(i), want[0].at(i), 1e-6);
+    EXPECT_EQ(l.variable("w").to_vector(), e.variable("w").to_vector());  // both halved each run
+  }
+  EXPECT_EQ(e.impl().specialized.size(), 0u);
+  EXPECT_EQ(l.impl().specialized.size(), 2u);
   std::filesystem::remove(path);
 }

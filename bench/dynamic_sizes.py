@@ -13,20 +13,7 @@ import torch
 import transformers
 
 import tgraph.torch as tt
-
-
-def median_ms(fn, iters=20):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+from wall_timing import cuda_event_ms
 
 
 def main():
@@ -58,12 +45,12 @@ def main():
                 torch.cuda.synchronize()
                 first = (time.perf_counter() - t) * 1e3
                 made = tt.stats()["executables"] - n0
-                dyn = median_ms(lambda: dynamic(ids))
+                dyn = cuda_event_ms(lambda: dynamic(ids), iters=20, warmup=1)
                 static = tt.compile(model)
                 want = first_out(static(ids))
                 err = float((got.float() - want.float()).abs().max())
-                fixed = median_ms(lambda: static(ids))
-                eager = median_ms(lambda: model(ids))
+                fixed = cuda_event_ms(lambda: static(ids), iters=20, warmup=1)
+                eager = cuda_event_ms(lambda: model(ids), iters=20, warmup=1)
                 rows.append((b, s, first, made, dyn, fixed, eager, err))
                 print(f"batch {b} seq {s}: dynamic first call {first:.0f} ms ({made} compiled), "
                       f"steady {dyn:.3f} ms; specialised {fixed:.3f} ms; eager {eager:.3f} ms; max diff {err:.3g}",

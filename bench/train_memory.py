@@ -37,39 +37,40 @@ def main():
     run = torch.compile(model, backend="tgraph_train", dynamic=False)
     dev = tgraph.Device.cuda(0)
     gib = 2 ** -30
-    for s in range(a.steps):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        dev.reset_peak_memory()
+
+    def step():
         with torch.autocast("cuda", torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(run(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        return loss
+
+    def executables():
+        for i, c in enumerate(made):
+            st = c.exe.run_stats  # a dict: captures, replays, uncaptured, instances, input_moves, ...
+            print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
+
+    for s in range(a.steps):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        dev.reset_peak_memory()
+        loss = step()
         torch.cuda.synchronize()
         used, peak = dev.memory()
         print(f"step {s}: loss {float(loss.detach()):.4f}  torch {torch.cuda.memory_allocated() * gib:.2f} GiB "
               f"(peak {torch.cuda.max_memory_allocated() * gib:.2f})  tgraph {used * gib:.2f} GiB (peak {peak * gib:.2f})")
-        for i, c in enumerate(made):
-            st = c.exe.run_stats  # a dict: captures, replays, uncaptured, instances, input_moves, ...
-            print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
+        executables()
     if a.unsynced:
         dev.reset_peak_memory()
         torch.cuda.reset_peak_memory_stats()
         for _ in range(a.unsynced):
-            with torch.autocast("cuda", torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(run(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            step()
         torch.cuda.synchronize()
         used, peak = dev.memory()
         print(f"{a.unsynced} unsynced steps: torch peak {torch.cuda.max_memory_allocated() * gib:.2f} GiB, "
               f"tgraph {used * gib:.2f} GiB (peak {peak * gib:.2f})")
-        for i, c in enumerate(made):
-            st = c.exe.run_stats
-            print(f"    executable {i}: " + " ".join(f"{k} {v}" for k, v in st.items() if v not in ("", None)))
-
+        executables()
 
 if __name__ == "__main__":
     main()

@@ -78,6 +78,26 @@ TEST(FastCpu, MatmulBatchBroadcast) {
   check_matmul({2, 1, 5, 4}, {1, 3, 6, 5}, true, true, 23); // both stretch, transposed
 }
 
+// A constant 2-D B (a layer's weights) is packed into the primitive's layout once and kept:
+// the same values as the reference, on the first call (packing) and later ones (the kept
+// copy), transposed or not, under a batched A; and a placeholder B of the same shape (never
+// packed) agrees too. Two constants with the same shape keep separate copies.
+TEST(FastCpu, ConstantWeightsArePackedOnce) {
+  for (bool tb : {false, true}) {
+    tg::Graph g;
+    auto a = g.placeholder({2, 48, 96}, tg::f32);
+    TensorData wv = rnd(tb ? tg::Shape{80, 96} : tg::Shape{96, 80}, 40 + tb), wv2 = rnd(wv.shape(), 50 + tb);
+    auto w = g.constant(wv), w2 = g.constant(wv2), wp = g.placeholder(wv.shape(), tg::f32);
+    auto y = g.matmul(a, w, false, tb), y2 = g.matmul(a, w2, false, tb), yp = g.matmul(a, wp, false, tb);
+    for (uint64_t seed : {41, 42}) {
+      std::vector<TensorData> in{rnd({2, 48, 96}, seed), wv}, in2{in[0], wv2}, inp{in[0], wv};
+      expect_close(fast(g, y, in), ref(g, y, in), 1e-4);
+      expect_close(fast(g, y2, in2), ref(g, y2, in2), 1e-4);
+      expect_close(fast(g, yp, inp), ref(g, y, in), 1e-4);
+    }
+  }
+}
+
 TEST(FastCpu, MatmulConcurrentRunsAgree) {
   tg::Graph g;
   auto a = g.placeholder({2, 33, 47}, tg::f32), b = g.placeholder({47, 29}, tg::f32);

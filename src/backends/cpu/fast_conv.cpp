@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "backends/cpu/fast_kernels.h"
+#include "backends/cpu/packed_weights.h"
 #include "backends/cpu/kernels.h"
 
 namespace tg::detail::fast {
@@ -42,43 +43,6 @@ bool plain_env() {
     return v && *v && *v != '0';
   }();
   return plain;
-}
-
-// Weights that are graph constants, reordered into a primitive's layout once and kept (a
-// ResNet-50 in NCHW otherwise reorders its 100 MB of weights on every run). Keyed by the
-// primitive and the constant's bytes; the entry holds a reference to those bytes, so their
-// address cannot be reused for other data while it is cached, and constants are never written.
-struct PackedWeights {
-  TensorData keep;
-  memory mem;
-};
-std::mutex packed_mu;
-std::map<std::pair<const ConvEntry*, const void*>, PackedWeights> packed;
-size_t packed_bytes = 0;
-constexpr size_t kPackedBudget = size_t(2) << 30;  // past this, reorder per call as before
-
-// True when input i of n is the data of the constant node that produces it.
-bool constant_input(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, size_t i) {
-  if (i >= n.inputs.size()) return false;
-  const Node* p = g.producer(n.inputs[i]);
-  return p && p->kind == OpKind::Constant && !p->data.empty() && p->data.data() == in[i].data();
-}
-
-// The packed weights of constant `w` for entry e, made (reordered on stream s) on first use;
-// nullptr when the budget is spent.
-const memory* packed_weights(const ConvEntry* e, const TensorData& w, dnnl::stream& s) {
-  std::lock_guard<std::mutex> lock(packed_mu);
-  auto key = std::make_pair(e, w.data());
-  auto it = packed.find(key);
-  if (it != packed.end()) return &it->second.mem;
-  const size_t bytes = e->wei.get_size();
-  if (packed_bytes + bytes > kPackedBudget) return nullptr;
-  memory m(e->wei, dnnl_cpu_engine());
-  memory user(e->user_wei, dnnl_cpu_engine(), const_cast<void*>(w.data()));
-  e->wei_in->execute(s, user, m);
-  s.wait();
-  packed_bytes += bytes;
-  return &packed.emplace(key, PackedWeights{w, m}).first->second.mem;
 }
 
 }  // namespace
@@ -234,7 +198,8 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       e->src_in->execute(s, usrc, src);
     }
     if (e->wei_in) {
-      const memory* p = g && constant_input(*g, n, in, 1) ? packed_weights(e.get(), in[1], s) : nullptr;
+      const memory* p = g && constant_input(*g, n, in, 1) ? packed_weights(e.get(), in[1], e->user_wei, e->wei, s)
+                                                             : nullptr;
       if (p) {
         wei = *p;
       } else {

@@ -65,7 +65,9 @@ bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<Tenso
   using Kernel = bool (*)(const Node&, const std::vector<TensorData>&, std::vector<TensorData>&);
   Kernel kernel = nullptr;
   switch (n.kind) {
-    case OpKind::MatMul: kernel = matmul; break;
+    case OpKind::MatMul:  // widened copies too
+      kernel = [](const Node& c, const std::vector<TensorData>& i, std::vector<TensorData>& o) { return matmul(c, i, o); };
+      break;
     case OpKind::Conv2d:  // widened copies: never a graph constant's bytes, so no packing
       kernel = [](const Node& c, const std::vector<TensorData>& i, std::vector<TensorData>& o) { return conv2d(c, i, o); };
       break;

@@ -12,7 +12,7 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
   if (fast::half_op(n, in, out)) return true;  // autocast's bf16 / f16 matmul, conv and casts
   switch (n.kind) {
     case OpKind::MatMul:
-      return fast::matmul(n, in, out);
+      return fast::matmul(n, in, out, &g);
     case OpKind::Conv2d:
       return fast::conv2d(n, in, out, &g);
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:

@@ -37,7 +37,8 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
 
 namespace fast {
 /// oneDNN matmul (batched, transposes, batch broadcast) for f32.
-bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
+            const GraphImpl* g = nullptr);
 /// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights).
 /// With the graph `g`, weights that are its constants are reordered into the primitive's layout
 /// once and kept across calls.

@@ -1,10 +1,12 @@
 // Fast f32 matmul through oneDNN's matmul primitive: batch dims are right-aligned and
 // broadcast (a size-1 dim stretches), transposes are strides on the operand's memory
-// descriptor, so no operand is copied. One primitive per problem, cached.
+// descriptor, so no operand is copied; a constant 2-D B is packed once into the primitive's
+// own layout (packed_weights.h). One primitive per problem, cached.
 #include <algorithm>
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/packed_weights.h"
 
 namespace tg::detail::fast {
 namespace {
@@ -14,6 +16,7 @@ using dnnl::memory;
 struct MatmulEntry {
   dnnl::matmul prim;
   memory::desc a, b, c;
+  memory::desc b_user;  // B as stored, when the primitive takes it packed (b: its layout)
   memory::desc scratch;  // per-execution scratchpad: runs from several threads share nothing
 };
 
@@ -43,7 +46,7 @@ memory::desc operand_md(const memory::dims& stored, bool t) {
 
 }  // namespace
 
-bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out) {
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g) {
   if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
   const auto* d = std::get_if<MatmulDesc>(&n.attr);
   if (!d) return false;
@@ -80,18 +83,27 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   cs[r - 2] = m;
   cs[r - 1] = nn;
 
-  std::vector<int64_t> key{ta, tb, static_cast<int64_t>(r)};
+  // A constant 2-D B (a layer's weights) lets the primitive choose B's layout: it is packed
+  // once (packed_weights.h) instead of per call.
+  const bool pack_b = g && bd.size() == 2 && constant_input(*g, n, in, 1);
+  std::vector<int64_t> key{ta, tb, static_cast<int64_t>(r), pack_b};
   key.insert(key.end(), as.begin(), as.end());
   key.insert(key.end(), bs.begin(), bs.end());
   auto e = cache().get(key, [&] {
     auto entry = std::make_shared<MatmulEntry>();
     entry->a = operand_md(as, ta);
     entry->b = operand_md(bs, tb);
+    if (pack_b) entry->b_user = entry->b;
     entry->c = memory::desc(cs, memory::data_type::f32, strides_of(cs));
-    dnnl::matmul::desc md(entry->a, entry->b, entry->c);
+    const memory::desc b_any(entry->b.dims(), memory::data_type::f32, memory::format_tag::any);
+    dnnl::matmul::desc md(entry->a, pack_b ? b_any : entry->b, entry->c);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc pd(md, attr, dnnl_cpu_engine());
+    if (pack_b) {
+      entry->b = pd.weights_desc();
+      if (entry->b == entry->b_user) entry->b_user = memory::desc();  // its own layout: nothing to pack
+    }
     entry->scratch = pd.scratchpad_desc();
     entry->prim = dnnl::matmul(pd);
     return std::shared_ptr<const MatmulEntry>(entry);
@@ -107,10 +119,20 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   TensorData c = cpu_output(0, Shape(std::move(out_dims)), DType::f32);
   auto& eng = dnnl_cpu_engine();
   memory ma(e->a, eng, const_cast<void*>(in[0].data()));
-  memory mb(e->b, eng, const_cast<void*>(in[1].data()));
+  memory mb(e->b_user.is_zero() ? e->b : e->b_user, eng, const_cast<void*>(in[1].data()));
   memory mc(e->c, eng, c.data());
   try {
     auto& s = dnnl_thread_stream();
+    if (!e->b_user.is_zero()) {  // packed B: the kept copy, else one for this call
+      const memory* p = packed_weights(e.get(), in[1], e->b_user, e->b, s);
+      if (p) {
+        mb = *p;
+      } else {
+        memory user(e->b_user, eng, const_cast<void*>(in[1].data()));
+        mb = dnnl_thread_memory(e->b, 2);
+        dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->b_user, eng, e->b)).execute(s, user, mb);
+      }
+    }
     memory scratch = dnnl_thread_memory(e->scratch, 0);
     e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}});
     s.wait();

@@ -97,16 +97,12 @@ std::optional<Syms> follow(Ctx& c) {
     return s;
   }
   if (op == "Size") return std::nullopt;
-  std::vector<std::optional<Syms>> in;
   bool some = false;
-  for (int i = 0; i < c.num_inputs(); ++i) {
-    in.push_back(c.sym_in(i));
-    if (c.has_input(i)) {
-      auto v = c.value_in(i);
-      some = some || v.sym.has_value();
-    }
-  }
+  for (int i = 0; i < c.num_inputs() && !some; ++i) some = c.has_input(i) && c.value_in(i).sym.has_value();
   if (!some) return std::nullopt;  // nothing symbolic came in: the constant machinery has it
+  // (checked first: reading the other inputs' numbers may fold them, which only this needs)
+  std::vector<std::optional<Syms>> in;
+  for (int i = 0; i < c.num_inputs(); ++i) in.push_back(c.sym_in(i));
   auto all = [&](std::initializer_list<int> idx) {
     for (int i : idx)
       if (i >= static_cast<int>(in.size()) || !in[static_cast<size_t>(i)]) return false;

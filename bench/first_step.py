@@ -8,9 +8,9 @@ import argparse
 import time
 
 import torch
-import torchvision
 
 import tgraph.torch as tt
+from resnet_train_setup import tgraph_train_resnet50
 
 
 def main():
@@ -38,12 +38,7 @@ def main():
         return r
     tt._executable, tt._Compiled.__call__ = timed_executable, timed_call
 
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().cuda()
-    x = torch.randn(a.batch, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (a.batch,), device="cuda")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    run = torch.compile(model, backend="tgraph_train", dynamic=False)
+    _, x, y, opt, run, step = tgraph_train_resnet50(a.batch)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.autocast("cuda", torch.bfloat16):
@@ -59,15 +54,11 @@ def main():
     print(f"first step {total:.2f} s (forward call {t_fwd:.2f} s): tgraph compile {spent['tgraph compile']:.2f} s, "
           f"first runs (kernels, plans, op by op) {spent['first runs']:.2f} s, "
           f"TorchDynamo + AOTAutograd + the rest {rest:.2f} s")
-    for step in range(2):  # the capture, then a replay
+    for i in range(2):  # the capture, then a replay
         t = time.perf_counter()
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(run(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        step()
         torch.cuda.synchronize()
-        print(f"step {step + 1}: {time.perf_counter() - t:.2f} s")
+        print(f"step {i + 1}: {time.perf_counter() - t:.2f} s")
 
 
 if __name__ == "__main__":

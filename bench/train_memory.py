@@ -7,10 +7,10 @@ ResNet-50, bf16 autocast, SGD momentum, random data, as bench/train_models.py.""
 import argparse
 
 import torch
-import torchvision
 
 import tgraph
 import tgraph.torch as tt
+from resnet_train_setup import tgraph_train_resnet50
 
 
 def main():
@@ -29,22 +29,9 @@ def main():
         made.append(c)
         return c
     tt._executable = recording
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().cuda()
-    x = torch.randn(a.batch, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (a.batch,), device="cuda")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    run = torch.compile(model, backend="tgraph_train", dynamic=False)
+    step = tgraph_train_resnet50(a.batch)[-1]
     dev = tgraph.Device.cuda(0)
     gib = 2 ** -30
-
-    def step():
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(run(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
 
     def executables():
         for i, c in enumerate(made):

@@ -1235,10 +1235,7 @@ def convertible(node: torch.fx.Node) -> bool:
     if node.op != "call_function" or node.target is operator.getitem:
         return True
     name = _packet_name(node.target)
-    v = node.meta.get("val")
-    if name in ("sym_size", "sym_numel") or (
-            isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and
-            not any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in node.args)):
+    if _is_size_node(node):
         return True  # size arithmetic (_size_value)
     return name in _CONVERTERS or name == "dropout"
 
@@ -1321,13 +1318,9 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                 seq, i = value(node.args[0]), node.args[1]
                 env[node.name] = seq[i]
                 continue
-            v = node.meta.get("val")
             name = _packet_name(node.target)
-            if name in ("sym_size", "sym_numel") or (
-                    isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and
-                    not any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
-                            for a in node.args)):
-                env[node.name] = _size_value(name, node, value(node.args), v)
+            if _is_size_node(node):
+                env[node.name] = _size_value(name, node, value(node.args), node.meta.get("val"))
                 continue
             if name == "dropout" and not node.kwargs.get("train", node.args[2] if len(node.args) > 2 else False):
                 env[node.name] = value(node.args[0])  # eval-mode dropout: the identity
@@ -1374,6 +1367,15 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
     if c.rng_feed is not None:
         feeds.append(c.rng_feed)  # the last feed: _Compiled gives it a fresh state every run
     return Converted(g, feeds, outs, out_struct, c.rng_feed is not None)
+
+
+def _is_size_node(node: torch.fx.Node) -> bool:
+    """A node that computes a size (sym_size, operator.mul of sizes, ...), not a tensor."""
+    if _packet_name(node.target) in ("sym_size", "sym_numel"):
+        return True
+    v = node.meta.get("val")
+    return isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and not any(
+        isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in node.args)
 
 
 def _size_value(name: str, node: torch.fx.Node, args, traced):

@@ -111,20 +111,12 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   impl->store = variable_store_of(source);
   Module& m = impl->module;
   impl->output_perms = prepare_module(m, source, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
-  // Dynamic feed dims: keep the graph and how it was compiled, to compile it again for each
-  // concrete size the executable meets (specialize.cpp), unless TGRAPH_NO_SPECIALIZE.
-  bool dynamic = false;
-  for (const TensorType& t : impl->feed_types) dynamic |= !t.shape.is_static();
-  if (dynamic && !env_flag("TGRAPH_NO_SPECIALIZE")) {
-    auto spec = std::make_shared<SpecializeSource>();
-    spec->graph = source;  // a copy: the caller may go on building (constants share their bytes)
-    spec->graph.variable_store = impl->store;
-    for (const auto& [t, type] : feeds) spec->feeds.emplace_back(t.id(), type);
-    for (const Tensor& t : targets) spec->targets.push_back(t.id());
-    for (const Operation& op : target_ops) spec->ops.push_back(op.id());
-    spec->options = options;
-    impl->specialize = std::move(spec);
-  }
+  // Dynamic feed dims: the graph and how it was compiled, to compile it for each size met.
+  std::vector<int32_t> feed_ids, target_ids, op_ids;
+  for (const auto& [t, type] : feeds) feed_ids.push_back(t.id());
+  for (const Tensor& t : targets) target_ids.push_back(t.id());
+  for (const Operation& op : target_ops) op_ids.push_back(op.id());
+  impl->specialize = specialize_source(*impl, source, feed_ids, target_ids, op_ids, options);
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

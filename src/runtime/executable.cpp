@@ -197,21 +197,13 @@ Executable Executable::load(const std::string& path) {
     throw Error("[load] " + path + " was compiled for " + impl->device.str() + "; this build has no CUDA backend");
 #endif
   }
-  // Dynamic feed dims: each size it meets runs a copy compiled from the loaded graph (the
-  // passes take their own output again; specialize.cpp).
-  bool dynamic = false;
-  for (const TensorType& t : impl->feed_types) dynamic |= !t.shape.is_static();
-  if (dynamic && !env_flag("TGRAPH_NO_SPECIALIZE")) {
-    auto spec = std::make_shared<SpecializeSource>();
-    spec->graph = impl->module.graph;
-    spec->graph.variable_store = impl->store;
-    for (size_t i = 0; i < impl->module.feeds.size(); ++i) spec->feeds.emplace_back(impl->module.feeds[i], impl->feed_types[i]);
-    spec->targets = impl->module.targets;
-    spec->ops = impl->module.target_ops;
-    spec->options.device = impl->device;
-    spec->options.precision = impl->precision;
-    impl->specialize = std::move(spec);
-  }
+  // Dynamic feed dims: each size met runs a copy compiled from the loaded graph (the passes
+  // take their own output again).
+  CompileOptions options;
+  options.device = impl->device;
+  options.precision = impl->precision;
+  impl->specialize = specialize_source(*impl, impl->module.graph, impl->module.feeds, impl->module.targets,
+                                       impl->module.target_ops, options);
   return Executable(impl);
 }
 

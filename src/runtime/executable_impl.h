@@ -19,8 +19,7 @@ namespace tg::detail {
 /// (specialize.cpp): its source graph (a copy), feeds, targets, target ops and options.
 struct SpecializeSource {
   GraphImpl graph;
-  std::vector<std::pair<int32_t, TensorType>> feeds;
-  std::vector<int32_t> targets, ops;
+  std::vector<int32_t> feeds, targets, ops;  // value / node ids in `graph`
   CompileOptions options;
 };
 
@@ -67,6 +66,12 @@ struct ExecutableImpl {
 };
 
 inline constexpr size_t kMaxSpecialized = 8;
+
+/// What exe (compiled from `graph` with these feeds, targets, target ops and options) keeps to
+/// compile copies per size: null when its feed types are static or TGRAPH_NO_SPECIALIZE is set.
+std::shared_ptr<const SpecializeSource> specialize_source(const ExecutableImpl& exe, const GraphImpl& graph,
+                                                          std::vector<int32_t> feeds, std::vector<int32_t> targets,
+                                                          std::vector<int32_t> ops, const CompileOptions& options);
 
 /// Graph::compile on a GraphImpl (the executable's specialisations compile their source again).
 Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, TensorType>>& feeds,

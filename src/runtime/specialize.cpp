@@ -8,11 +8,28 @@
 // TGRAPH_NO_SPECIALIZE=1 at compile time keeps the executable dynamic.
 #include <algorithm>
 
+#include "core/env.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
 
 namespace tg::detail {
+
+std::shared_ptr<const SpecializeSource> specialize_source(const ExecutableImpl& exe, const GraphImpl& graph,
+                                                          std::vector<int32_t> feeds, std::vector<int32_t> targets,
+                                                          std::vector<int32_t> ops, const CompileOptions& options) {
+  bool dynamic = false;
+  for (const TensorType& t : exe.feed_types) dynamic |= !t.shape.is_static();
+  if (!dynamic || env_flag("TGRAPH_NO_SPECIALIZE")) return nullptr;
+  auto src = std::make_shared<SpecializeSource>();
+  src->graph = graph;  // a copy: the caller may go on building (constants share their bytes)
+  src->graph.variable_store = exe.store;
+  src->feeds = std::move(feeds);
+  src->targets = std::move(targets);
+  src->ops = std::move(ops);
+  src->options = options;
+  return src;
+}
 
 std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vector<TensorType>& types) const {
   if (!specialize) return nullptr;
@@ -27,7 +44,7 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   const SpecializeSource& src = *specialize;
   auto& g = const_cast<GraphImpl&>(src.graph);  // compile reads it (its variable store is set)
   std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < src.feeds.size() && i < types.size(); ++i) feeds.emplace_back(Tensor(&g, src.feeds[i].first), types[i]);
+  for (size_t i = 0; i < src.feeds.size() && i < types.size(); ++i) feeds.emplace_back(Tensor(&g, src.feeds[i]), types[i]);
   std::vector<Tensor> targets;
   for (int32_t v : src.targets) targets.emplace_back(&g, v);
   std::vector<Operation> ops;

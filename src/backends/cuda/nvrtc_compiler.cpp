@@ -47,7 +47,7 @@ void nvrtc_check(nvrtcResult r, const char* what) {
 
 }  // namespace
 
-std::vector<char> nvrtc_compile(const std::string& source, int major, int minor, bool use_pch) {
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor) {
   nvrtcProgram prog;
   nvrtc_check(nvrtcCreateProgram(&prog, source.c_str(), "tgraph_kernel.cu", 0, nullptr, nullptr), "create");
   std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
@@ -62,11 +62,10 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor,
   // H200 machine (16 cores) ResNet-50's cold first run, ~370 kernels through the prefetch pool,
   // took 9.0 s with it and 14.8 s without (TGRAPH_PROFILE=first, session 16). So it stays on
   // everywhere; fewer, larger NVRTC programs are the next lever (bench/RESULTS.md).
-  static const bool have_pch = [] {
+  static const bool pch = [] {
     int major = 0, minor = 0;
     return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 8));
   }();
-  const bool pch = have_pch && use_pch;
   const char* opts[] = {arch.c_str(), "--std=c++17", "-default-device", inc.c_str(), "--pch"};
   nvrtcResult r = nvrtcCompileProgram(prog, pch ? 5 : 4, opts);
   if (r != NVRTC_SUCCESS) {

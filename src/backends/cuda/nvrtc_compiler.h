@@ -30,9 +30,7 @@ void nvrtc_prefetch(const std::string& source, int device);
 
 /// Compiles source to a cubin for sm_<major><minor> (no device needed); throws tg::Error
 /// with NVRTC's log on failure.
-/// `pch`: NVRTC's automatic precompiled header (the fp16/bf16 headers parsed once per process;
-/// nvrtc_compiler.cpp says what it was measured to cost and save).
-std::vector<char> nvrtc_compile(const std::string& source, int major, int minor, bool pch = true);
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
 
 /// Statistics for tests: compiles done, disk hits, memory hits.
 struct NvrtcStats {

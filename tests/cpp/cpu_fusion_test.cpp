@@ -293,3 +293,72 @@ TEST(CpuFusion, ReductionOfALeafReadsItBeforeAnOutputTakesItsBytes) {
     EXPECT_NEAR(fused[0].at(j), s, 1e-4);
   }
 }
+
+// Elementwise chains after f32 convolutions run as oneDNN post-ops (conv_post_plan.cpp): bias
+// and activation, a per-channel operand fed at run time, a scalar, a residual (the block's
+// input; a later convolution's result), and chains that must stop (a value read twice, a
+// target). Values against the unfused run, in both data layouts; the plan's chains checked.
+TEST(CpuFusion, ConvolutionsTakeTheirChainsAsPostOps) {
+  for (bool nhwc : {true, false}) {
+    WithSwitches keep_layout({{"TGRAPH_NO_LAYOUT", nhwc ? "0" : "1"}});
+    const int64_t N = 2, C = 8, H = 9;
+    tg::ConvDesc d;
+    d.padding = tg::PaddingStyle::same;
+    d.data_layout = nhwc ? tg::Layout::nhwc : tg::Layout::nchw;
+    d.weights_layout = nhwc ? tg::Layout::hwio : tg::Layout::oihw;
+    const tg::Shape xs = nhwc ? tg::Shape{N, H, H, C} : tg::Shape{N, C, H, H};
+    const tg::Shape w3s = nhwc ? tg::Shape{3, 3, C, C} : tg::Shape{C, C, 3, 3};
+    const tg::Shape w1s = nhwc ? tg::Shape{1, 1, C, C} : tg::Shape{C, C, 1, 1};
+    const tg::Shape per_channel = nhwc ? tg::Shape{C} : tg::Shape{C, 1, 1};
+    Graph g;
+    Tensor x = g.placeholder(xs, tg::f32, "x"), scale = g.placeholder(per_channel, tg::f32, "scale");
+    Tensor w3 = g.constant(rnd(w3s, 11, tg::f32, -0.3, 0.3)), w1 = g.constant(rnd(w1s, 12, tg::f32, -0.3, 0.3));
+    Tensor b1 = g.constant(rnd(per_channel, 13)), b2 = g.constant(rnd(per_channel, 14));
+    Tensor y1 = g.relu(g.add(g.conv2d(x, w3, d), b1));                                  // bias, relu
+    Tensor y2 = g.leaky_relu(g.add(g.sub(g.mul(g.conv2d(y1, w1, d), scale), g.scalar(0.5)), x), 0.1);
+    Tensor c3 = g.conv2d(y2, w3, d);                                                     // added to c4:
+    Tensor y3 = g.sigmoid(g.add(c3, g.add(g.conv2d(y2, w1, d), b2)));                   // the later one
+    Tensor t = g.div(g.conv2d(y3, w1, d), b1);                                           // a target:
+    Tensor y4 = g.gelu(t);                                                               // the chain stops
+    Tensor c5 = g.conv2d(y4, w3, d);                                                     // read twice
+    Tensor y5 = g.add(g.silu(c5), g.elu(g.add(c5, b2), 0.7));
+    tg::Executable exe = g.compile({{x, x.type()}, {scale, scale.type()}}, {y2, y3, t, y4, y5}, {},
+                                   {.device = tg::Device::cpu()});
+    const std::string layout = nhwc ? "nhwc" : "nchw";
+    auto [fused, plain] = run_both(exe, {rnd(xs, 1), rnd(per_channel, 2)});
+    for (size_t i = 0; i < fused.size(); ++i) expect_close(fused[i], plain[i], 1e-5, layout + " output " + std::to_string(i));
+
+    // y1: add relu; y2: mul sub add leaky_relu; y3's pair: add(bias) add(c3) sigmoid on c4;
+    // t: div. c3 and c5 (read twice) take none.
+    tg::detail::CpuPlan p = plan_of(exe);
+    std::vector<size_t> chains;
+    for (const auto& post : p.posts) chains.push_back(post.ops.size());
+    std::sort(chains.begin(), chains.end());
+    EXPECT_EQ(chains, (std::vector<size_t>{1, 2, 3, 4})) << layout;
+    int sums = 0;
+    for (const auto& post : p.posts) sums += post.sum >= 0;
+    EXPECT_EQ(sums, 2) << layout;  // x into y2, c3 into c4's chain
+
+    WithSwitches off({{"TGRAPH_NO_CONV_POST_OPS", "1"}});
+    EXPECT_TRUE(plan_of(exe).posts.empty());
+  }
+}
+
+// When oneDNN declines a convolution (padding wider than its 1x1 kernel), its step runs the
+// convolution and the chain one op at a time, the shared broadcast included.
+TEST(CpuFusion, ConvolutionPostOpsFallBackOpByOp) {
+  const int64_t C = 4;
+  tg::ConvDesc d;
+  d.explicit_padding = {1, 1, 1, 1};
+  Graph g;
+  Tensor x = g.placeholder({2, 5, 5, C}, tg::f32, "x");
+  Tensor w = g.constant(rnd({1, 1, C, C}, 3)), b = g.constant(rnd({C}, 4));
+  Tensor c = g.conv2d(x, w, d);
+  Tensor y = g.relu(g.add(c, b));
+  Tensor z = g.mul(g.conv2d(y, w, d), b);  // the same broadcast of b, read through its source
+  tg::Executable exe = g.compile({{x, x.type()}}, {y, z}, {}, {.device = tg::Device::cpu()});
+  ASSERT_EQ(plan_of(exe).posts.size(), 2u);  // (add, relu), ending at the target y; (mul)
+  auto [fused, plain] = run_both(exe, {rnd({2, 5, 5, C}, 1)});
+  expect_close(fused[0], plain[0], 1e-6, "y");
+  expect_close(fused[1], plain[1], 1e-6, "z");
+}

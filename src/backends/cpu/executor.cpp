@@ -114,6 +114,7 @@ struct RunState {
       for (const CpuStep& s : plan->steps) {
         limits.check();
         if (s.stats) stats(g.nodes[static_cast<size_t>(s.node)]);
+        else if (s.post >= 0) conv_post(g.nodes[static_cast<size_t>(s.node)], plan->posts[static_cast<size_t>(s.post)]);
         else if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
         else kernel(plan->kernels[static_cast<size_t>(s.kernel)]);
       }
@@ -193,6 +194,44 @@ struct RunState {
       if (t.empty() || !(t.type() == s.type())) continue;
       std::memcpy(t.data(), s.data(), t.nbytes());
       s = std::move(t);
+    }
+  }
+
+  // A convolution with its chain of elementwise ops as oneDNN post-ops, writing the chain's
+  // last value; when oneDNN declines, the convolution and the chain run one op at a time.
+  void conv_post(const Node& conv, const CpuConvPost& p) {
+    std::vector<TensorData> ins;
+    for (int32_t v : conv.inputs) ins.push_back(in(v));
+    std::vector<fast::ConvPostOp> ops;
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      const Node& u = g.nodes[static_cast<size_t>(p.ops[i])];
+      fast::ConvPostOp op;
+      op.kind = u.kind;
+      if (const auto* d = std::get_if<ScalarDesc>(&u.attr)) op.alpha = d->alpha;
+      if (p.operands[i] >= 0) op.operand = &in(p.operands[i]);
+      ops.push_back(op);
+    }
+    std::vector<TensorData> planned{arena_view(p.end)};
+    {
+      CpuProfileScope prof(cpu_profiling() ? "conv2d + " + std::to_string(ops.size()) + " post-ops" : std::string());
+      PlannedOutputs scope(planned[0].empty() ? nullptr : &planned);
+      std::vector<TensorData> out;
+      if (fast::conv2d(conv, ins, out, &g, &ops)) {
+        slots[static_cast<size_t>(p.end)] = std::move(out[0]);
+        return;
+      }
+    }
+    unfused(conv);
+    for (size_t i = 0; i < p.ops.size(); ++i) {  // broadcasts read through their sources, once
+      const int32_t b = p.through[i];
+      if (b >= 0 && slots[static_cast<size_t>(b)].empty())
+        unfused(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(b)].node)]);
+    }
+    for (int32_t id : p.absorbed) unfused(g.nodes[static_cast<size_t>(id)]);
+    TensorData& s = slots[static_cast<size_t>(p.end)];
+    if (!planned[0].empty() && planned[0].type() == s.type()) {
+      std::memcpy(planned[0].data(), s.data(), s.nbytes());
+      s = planned[0];
     }
   }
 

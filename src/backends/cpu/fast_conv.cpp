@@ -6,7 +6,9 @@
 // before (same_lower).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <unordered_map>
 #include <mutex>
 #include <optional>
 
@@ -23,9 +25,11 @@ struct ConvEntry {
   dnnl::convolution_forward prim;
   memory::desc user_src, user_wei, user_dst;  // the tensors as tgraph stores them
   memory::desc src, wei, dst;                 // what the primitive wants
-  std::optional<dnnl::reorder> src_in, wei_in, dst_out;
+  std::optional<dnnl::reorder> src_in, wei_in, dst_out, dst_in;  // dst_in: a sum's operand
   memory::dims dst_shape;                     // tgraph's output dims
   memory::desc scratch;                       // per-execution scratchpad (thread safety)
+  std::vector<memory::desc> post_src1;        // per post-op: a binary op's operand, else empty
+  int sum = -1;                               // the post-op that is oneDNN's sum, if any
 };
 
 PrimitiveCache<ConvEntry>& cache() {
@@ -45,9 +49,54 @@ bool plain_env() {
   return plain;
 }
 
+// oneDNN's algorithm for a post-op kind; the second is false for binary ops.
+std::pair<dnnl::algorithm, bool> post_algorithm(OpKind k) {
+  using A = dnnl::algorithm;
+  switch (k) {
+    case OpKind::Relu: case OpKind::LeakyRelu: return {A::eltwise_relu, true};
+    case OpKind::Elu: return {A::eltwise_elu, true};
+    case OpKind::Sigmoid: return {A::eltwise_logistic, true};
+    case OpKind::Tanh: return {A::eltwise_tanh, true};
+    case OpKind::Gelu: return {A::eltwise_gelu_erf, true};
+    case OpKind::Silu: return {A::eltwise_swish, true};
+    case OpKind::Add: return {A::binary_add, false};
+    case OpKind::Sub: return {A::binary_sub, false};
+    case OpKind::Mul: return {A::binary_mul, false};
+    case OpKind::Div: return {A::binary_div, false};
+    default: return {A::undef, false};
+  }
+}
+
+// The operand of a binary post-op as oneDNN's logical (N, C, H, W) dims over its own dense
+// memory: rank <= 4, right-aligned to the result, a scalar, per channel or the result's own
+// dims (for a sum); nullopt otherwise.
+std::optional<memory::desc> operand_desc(const TensorData& t, const memory::dims& dst_dims, bool last) {
+  if (t.dtype() != DType::f32 || t.shape().rank() > 4) return std::nullopt;
+  std::vector<int64_t> d(4, 1);
+  const auto& td = t.shape().dims();
+  std::copy(td.begin(), td.end(), d.begin() + static_cast<long>(4 - td.size()));
+  std::vector<int64_t> st(4, 1);  // row-major strides in tgraph's order
+  for (int i = 2; i >= 0; --i) st[static_cast<size_t>(i)] = st[static_cast<size_t>(i) + 1] * d[static_cast<size_t>(i) + 1];
+  // tgraph order -> oneDNN's N, C, H, W
+  const int map[4] = {0, last ? 3 : 1, last ? 1 : 2, last ? 2 : 3};
+  memory::dims dims(4), strides(4);
+  for (int i = 0; i < 4; ++i) {
+    dims[static_cast<size_t>(i)] = d[static_cast<size_t>(map[i])];
+    strides[static_cast<size_t>(i)] = st[static_cast<size_t>(map[i])];
+    if (dims[static_cast<size_t>(i)] != 1 && dims[static_cast<size_t>(i)] != dst_dims[static_cast<size_t>(i)])
+      return std::nullopt;
+  }
+  const bool scalar_or_channel = dims[0] == 1 && dims[2] == 1 && dims[3] == 1;
+  if (!scalar_or_channel && dims != dst_dims) return std::nullopt;
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
 }  // namespace
 
-bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g) {
+bool conv_post_supports(OpKind k) { return post_algorithm(k).first != dnnl::algorithm::undef; }
+
+bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g,
+            const std::vector<ConvPostOp>* post) {
   if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
   const auto* d = std::get_if<ConvDesc>(&n.attr);
   if (!d) return false;
@@ -129,6 +178,28 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   const bool plain = plain_env() || (!last && pointwise);
   std::vector<int64_t> key{last, sfirst, G, N, C, sp[0], sp[1], O, k[0], k[1], stride[0], stride[1],
                            dil[0], dil[1], pl[0], pl[1], pr[0], pr[1], plain};
+  // Post-ops: each one's kind, parameter and operand dims are part of the key.
+  const memory::dims dst_dims{N, O, os[0], os[1]};
+  std::vector<std::optional<memory::desc>> operands;
+  int sum = -1;
+  for (const ConvPostOp& p : post ? *post : std::vector<ConvPostOp>{}) {
+    if (!conv_post_supports(p.kind)) return false;
+    const bool unary = post_algorithm(p.kind).second;
+    if (unary == (p.operand != nullptr)) return false;
+    operands.push_back(unary ? std::nullopt : operand_desc(*p.operand, dst_dims, last));
+    if (!unary && !operands.back()) return false;
+    if (!unary && operands.back()->dims() == dst_dims) {
+      if (p.kind != OpKind::Add || sum >= 0) return false;
+      sum = static_cast<int>(operands.size()) - 1;
+    }
+    key.push_back(static_cast<int64_t>(p.kind));
+    double alpha = p.kind == OpKind::Silu ? 1.0 : p.alpha;
+    int64_t bits;
+    std::memcpy(&bits, &alpha, sizeof bits);
+    key.push_back(bits);
+    if (!unary)
+      for (int64_t v : operands.back()->dims()) key.push_back(v);
+  }
   auto e = cache().get(key, [&] {
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
@@ -169,6 +240,25 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     // were seen to hang (see fast_conv_grad.cpp).
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (post) {
+      dnnl::post_ops po;
+      for (size_t i = 0; i < post->size(); ++i) {
+        const ConvPostOp& p = (*post)[i];
+        const auto [alg, unary] = post_algorithm(p.kind);
+        if (unary) {
+          po.append_eltwise(1.f, alg, static_cast<float>(p.kind == OpKind::Silu ? 1.0 : p.alpha), 0.f);
+          entry->post_src1.emplace_back();
+        } else if (static_cast<int>(i) == sum) {
+          po.append_sum(1.f);
+          entry->post_src1.emplace_back();
+          entry->sum = sum;
+        } else {
+          po.append_binary(alg, *operands[i]);
+          entry->post_src1.push_back(*operands[i]);
+        }
+      }
+      attr.set_post_ops(po);
+    }
     dnnl::convolution_forward::primitive_desc pd(cd, attr, eng);
     entry->scratch = pd.scratchpad_desc();
     entry->src = pd.src_desc();
@@ -179,13 +269,17 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       entry->src_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->user_src, eng, entry->src));
     if (entry->wei != entry->user_wei)
       entry->wei_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->user_wei, eng, entry->wei));
-    if (entry->dst != entry->user_dst)
+    if (entry->dst != entry->user_dst) {
       entry->dst_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->dst, eng, entry->user_dst));
+      if (sum >= 0)
+        entry->dst_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, entry->user_dst, eng, entry->dst));
+    }
     return std::shared_ptr<const ConvEntry>(entry);
   });
   if (!e) return false;
 
   TensorData y = cpu_output(0, Shape(std::vector<int64_t>(e->dst_shape.begin(), e->dst_shape.end())), DType::f32);
+  if (y.data() == in[0].data() || y.data() == in[1].data()) return false;  // never planned so; be sure
   auto& eng = dnnl_cpu_engine();
   auto& s = dnnl_thread_stream();
   memory usrc(e->user_src, eng, const_cast<void*>(in[0].data()));
@@ -208,8 +302,23 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       }
     }
     if (e->dst_out) dst = dnnl_thread_memory(e->dst, 3);
+    if (e->sum >= 0) {  // the sum accumulates into the output: the operand goes there first
+      const TensorData& r = *(*post)[static_cast<size_t>(e->sum)].operand;
+      if (e->dst_in) {
+        memory ur(e->user_dst, eng, const_cast<void*>(r.data()));
+        e->dst_in->execute(s, ur, dst);
+      } else if (r.data() != y.data()) {
+        std::memcpy(y.data(), r.data(), y.nbytes());
+      }
+    }
     memory scratch = dnnl_thread_memory(e->scratch, 0);
-    e->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratch}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    for (size_t i = 0; i < e->post_src1.size(); ++i)
+      if ((*post)[i].operand && static_cast<int>(i) != e->sum)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                     memory(e->post_src1[i], eng, const_cast<void*>((*post)[i].operand->data())));
+    e->prim.execute(s, args);
     if (e->dst_out) e->dst_out->execute(s, dst, udst);
     s.wait();
   } catch (const dnnl::error&) {

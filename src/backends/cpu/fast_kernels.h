@@ -39,11 +39,27 @@ namespace fast {
 /// oneDNN matmul (batched, transposes, batch broadcast) for f32.
 bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
             const GraphImpl* g = nullptr);
-/// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights).
+/// One elementwise op applied to a convolution's result inside the primitive (a oneDNN
+/// post-op), so the result is written once instead of being read back by a separate loop.
+struct ConvPostOp {
+  OpKind kind = OpKind::Relu;           // conv_post_supports(kind)
+  double alpha = 0.0;                   // leaky_relu's slope, elu's alpha
+  const TensorData* operand = nullptr;  // binary ops: the other operand (f32, rank <= 4), each
+                                        // dim 1 (broadcast) or the result's, in its layout
+};
+/// The ops a convolution can apply as post-ops: relu, leaky_relu, elu, sigmoid, tanh, gelu,
+/// silu (unary), add and mul (either operand), sub and div (the convolution's result first).
+/// A binary op's operand is a scalar or per channel, except for one add of a tensor of the
+/// result's shape (a residual): oneDNN's sum post-op, which accumulates into the output, so
+/// the operand is copied there first unless it already lies there (oneDNN's jit convolutions
+/// take no other full-size operand; with one they fell back to a GEMM one 10x slower).
+bool conv_post_supports(OpKind k);
+/// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights), with `post` ops
+/// applied to its result in order (the output is then the last op's result).
 /// With the graph `g`, weights that are its constants are reordered into the primitive's layout
 /// once and kept across calls.
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
-            const GraphImpl* g = nullptr);
+            const GraphImpl* g = nullptr, const std::vector<ConvPostOp>* post = nullptr);
 /// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
 /// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).
 bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);

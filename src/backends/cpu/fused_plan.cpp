@@ -12,8 +12,9 @@ namespace tg::detail {
 namespace {
 
 // ew: elementwise, computed in loops; red: a reduction folded into a loop; bn: a
-// batch_norm_training whose step computes statistics and whose output loops compute.
-enum class Role : uint8_t { other, ew, red, bn };
+// batch_norm_training whose step computes statistics and whose output loops compute; post:
+// computed by a convolution's step as a post-op (conv_post_plan.cpp).
+enum class Role : uint8_t { other, ew, red, bn, post };
 
 constexpr int32_t kMergeWindow = 256;  // most nodes between a kernel and one merged into it
 constexpr int64_t kSmall = 1 << 16;    // kernels this small merge even when they share nothing
@@ -101,6 +102,9 @@ struct Planner {
   std::vector<char> external;               // per value: a target or a region result
   std::vector<Draft> drafts;
   std::vector<int32_t> kernel_of;  // per node: the draft computing it as a root, or -1
+  std::vector<CpuConvPost> posts;
+  std::vector<int32_t> post_of;    // per node: the convolution's entry in posts, or -1
+  std::set<std::pair<int32_t, int32_t>> through;  // (post-op, broadcast value it reads as its source)
 
   explicit Planner(const Module& mod) : m(mod), g(mod.graph), order(run_order(mod.graph)) {
     const size_t nn = g.nodes.size(), nv = g.values.size();
@@ -141,6 +145,17 @@ struct Planner {
         period[static_cast<size_t>(id)] = p;
       }
     }
+    // Chains after convolutions leave the loops: their operands stay in memory for the step.
+    post_of.assign(nn, -1);
+    std::vector<char> ew(nn, 0);
+    for (size_t i = 0; i < nn; ++i) ew[i] = role[i] == Role::ew;
+    for (auto& [conv, post] : plan_conv_posts(g, pos, users, external, ew)) {
+      for (int32_t id : post.absorbed) role[static_cast<size_t>(id)] = Role::post;
+      for (size_t i = 0; i < post.ops.size(); ++i)
+        if (post.through[i] >= 0) through.insert({post.ops[i], post.through[i]});
+      post_of[static_cast<size_t>(conv)] = static_cast<int32_t>(posts.size());
+      posts.push_back(std::move(post));
+    }
   }
 
   const Shape& shape(int32_t v) const { return g.type(v).shape; }
@@ -176,6 +191,7 @@ struct Planner {
     switch (role[static_cast<size_t>(user)]) {
       case Role::ew: return shape(u.outputs[0]) == shape(v);
       case Role::red: return true;
+      case Role::post: return through.count({user, v}) != 0;  // reads the broadcast's source
       default: return false;
     }
   }
@@ -271,7 +287,7 @@ struct Planner {
     for (int32_t id : order) {
       Role r = role[static_cast<size_t>(id)];
       const Node& n = g.nodes[static_cast<size_t>(id)];
-      if (r == Role::other || (r == Role::ew && !mat[static_cast<size_t>(n.outputs[0])])) continue;
+      if (r == Role::other || r == Role::post || (r == Role::ew && !mat[static_cast<size_t>(n.outputs[0])])) continue;
       if (r == Role::bn) continue;  // its output is computed by the loops that read it
       Draft d;
       d.anchor = pos[static_cast<size_t>(id)];
@@ -341,11 +357,13 @@ struct Planner {
 
   CpuPlan emit() {
     CpuPlan plan;
+    plan.posts = posts;
     std::vector<int32_t> index(drafts.size(), -1);
     for (int32_t id : order) {
       Role r = role[static_cast<size_t>(id)];
+      if (r == Role::post) continue;  // computed by its convolution's step
       if (r == Role::other || r == Role::bn) {
-        plan.steps.push_back(CpuStep{id, -1, r == Role::bn});
+        plan.steps.push_back(CpuStep{id, -1, r == Role::bn, post_of[static_cast<size_t>(id)]});
         continue;
       }
       int32_t ki = kernel_of[static_cast<size_t>(id)];
@@ -402,6 +420,9 @@ void plan_arena(const Module& m, CpuPlan& plan) {
     const CpuStep& st = plan.steps[static_cast<size_t>(s)];
     if (st.node >= 0) {
       for (int32_t v : g.nodes[static_cast<size_t>(st.node)].inputs) use(v, s);
+      if (st.post >= 0)
+        for (int32_t v : plan.posts[static_cast<size_t>(st.post)].operands)
+          if (v >= 0) use(v, s);
     } else {
       for (int32_t v : plan.kernels[static_cast<size_t>(st.kernel)].leaves) use(v, s);
     }
@@ -454,7 +475,12 @@ void plan_arena(const Module& m, CpuPlan& plan) {
   };
   for (int32_t s = 0; s < nsteps; ++s) {
     const CpuStep& st = plan.steps[static_cast<size_t>(s)];
-    if (st.node >= 0) {
+    if (st.post >= 0) {  // the chain's last value only; it may take a dying residual's bytes
+      const CpuConvPost& p = plan.posts[static_cast<size_t>(st.post)];
+      const std::vector<int32_t>& conv_in = g.nodes[static_cast<size_t>(st.node)].inputs;
+      const bool own = p.sum >= 0 && std::find(conv_in.begin(), conv_in.end(), p.sum) == conv_in.end();
+      if (planned(p.end) && !(own && take_dying(p.end, {p.sum}, s))) place(p.end);
+    } else if (st.node >= 0) {
       const Node& n = g.nodes[static_cast<size_t>(st.node)];
       const bool ew = op_def(n.kind).has(kElementwise) && n.outputs.size() == 1;
       for (int32_t v : n.outputs) {

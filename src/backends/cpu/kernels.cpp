@@ -45,13 +45,14 @@ TensorData cpu_output(size_t i, Shape shape, DType dtype) {
   return TensorData(std::move(shape), dtype);
 }
 
+PlannedOutputs::PlannedOutputs(const std::vector<TensorData>* planned) : saved_(current_planned) {
+  current_planned = planned;
+}
+PlannedOutputs::~PlannedOutputs() { current_planned = saved_; }
+
 std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::vector<TensorData>& inputs,
                                  const std::vector<TensorData>* planned) {
-  struct Scope {
-    const std::vector<TensorData>* saved = current_planned;
-    ~Scope() { current_planned = saved; }
-  } scope;
-  current_planned = planned;
+  PlannedOutputs scope(planned);
   std::vector<TensorData> out;
   // Empty results need no kernel: a softmax of [2^40, 0] would otherwise walk 2^40 empty rows
   // (found by fuzz_graph_build). Ops with state, effects or regions always run.

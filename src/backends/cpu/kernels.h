@@ -18,4 +18,17 @@ std::vector<TensorData> cpu_eval(const GraphImpl& g, const Node& n, const std::v
 /// evaluated when its type matches, else a fresh allocation.
 TensorData cpu_output(size_t i, Shape shape, DType dtype);
 
+/// While alive, cpu_output() on this thread hands out `planned` (as cpu_eval does for its node;
+/// for a fast kernel called directly).
+class PlannedOutputs {
+ public:
+  explicit PlannedOutputs(const std::vector<TensorData>* planned);
+  ~PlannedOutputs();
+  PlannedOutputs(const PlannedOutputs&) = delete;
+  PlannedOutputs& operator=(const PlannedOutputs&) = delete;
+
+ private:
+  const std::vector<TensorData>* saved_;
+};
+
 }  // namespace tg::detail

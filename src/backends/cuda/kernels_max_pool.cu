@@ -6,6 +6,9 @@
 // graph's max_pool2d_grad takes x, not indices), 16 bits per output: ResNet-50's pooling at
 // batch 256 moved 0.2 GB of i32 indices twice with flat ones. Index math in int where the
 // tensors allow (64-bit division made the kernels 4x their bytes' time, bench/RESULTS.md).
+// A 3x3 window (every ResNet's) is a compile-time size, K = 3: the tap loops unroll and every
+// tap's load is in flight at once; with the size read at run time each load waited for the
+// one before (both kernels ran at a quarter of their bytes' time on the H200).
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -83,12 +86,12 @@ __device__ __forceinline__ void split(const PoolGeometry& g, I f, I hh, I ww, I&
 // One thread per output element, or per V neighbouring channels of one in NHWC. Writes the
 // maxima (y), the flat index h * iw + w of each (idx: max_pool2d_with_indices) and / or the
 // window tap kh * kw_count + kw of each (taps: 16 bits, for the gradient), whichever is given.
-template <class T, int V, class I>
+template <class T, int V, class I, int K>
 __global__ void __launch_bounds__(256)
     max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ idx,
                     uint16_t* __restrict__ taps, const PoolGeometry g, T lowest, I total) {
   const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
-  const int KH = static_cast<int>(g.kh), KW = static_cast<int>(g.kw);
+  const int KH = K ? K : static_cast<int>(g.kh), KW = K ? K : static_cast<int>(g.kw);
   for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
     I n, c, oh, ow;
     split<I, V>(g, f, oh_, ow_, n, c, oh, ow);
@@ -98,9 +101,11 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int j = 0; j < V; ++j) best[j] = -1, bv[j] = 0, bx[j] = lowest;
     const I h0 = oh * static_cast<I>(g.sh) - static_cast<I>(g.ph), w0 = ow * static_cast<I>(g.sw) - static_cast<I>(g.pw);
+#pragma unroll
     for (int kh = 0; kh < KH; ++kh) {
       const I h = h0 + kh * static_cast<I>(g.dh);
       if (h < 0 || h >= ih) continue;
+#pragma unroll
       for (int kw = 0; kw < KW; ++kw) {
         const I w = w0 + kw * static_cast<I>(g.dw);
         if (w < 0 || w >= iw) continue;
@@ -139,29 +144,31 @@ __global__ void __launch_bounds__(256)
 // Each element (h, w) of x is tap (kh, kw) of the windows oh * sh + kh * dh - ph == h (and
 // likewise along W): walking kh downwards visits those windows in ascending oh, the
 // reference's order of summation. A window gives its dy where its winning tap is this one.
-template <class T, int V, class I>
+template <class T, int V, class I, int K>
 __global__ void __launch_bounds__(256)
     max_pool_grad_kernel(const T* __restrict__ dy, const uint16_t* __restrict__ taps, T* __restrict__ dx,
                          const PoolGeometry g, I total) {
   const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
   const I sh = static_cast<I>(g.sh), sw = static_cast<I>(g.sw);
-  const int KH = static_cast<int>(g.kh), KW = static_cast<int>(g.kw);
+  const int KH = K ? K : static_cast<int>(g.kh), KW = K ? K : static_cast<int>(g.kw);
   for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
     I n, c, h, w;
     split<I, V>(g, f, ih, iw, n, c, h, w);
     Acc<T> s[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) s[j] = 0;
+#pragma unroll
     for (int kh = KH - 1; kh >= 0; --kh) {
       const I th = h + static_cast<I>(g.ph) - kh * static_cast<I>(g.dh);
       if (th < 0 || th % sh) continue;
       const I oh = th / sh;
-      if (oh >= oh_) break;
+      if (oh >= oh_) continue;  // (larger for every smaller kh: nothing more along H)
+#pragma unroll
       for (int kw = KW - 1; kw >= 0; --kw) {
         const I tw = w + static_cast<I>(g.pw) - kw * static_cast<I>(g.dw);
         if (tw < 0 || tw % sw) continue;
         const I ow = tw / sw;
-        if (ow >= ow_) break;
+        if (ow >= ow_) continue;
         const I at = at_of<I>(g, n, c, oh, ow, oh_, ow_);
         Vec<uint16_t, V> t = *reinterpret_cast<const Vec<uint16_t, V>*>(taps + at);
         const uint16_t me = static_cast<uint16_t>(kh * KW + kw);
@@ -221,11 +228,13 @@ cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, uint16_t* taps
     T* yt = static_cast<T*>(y);
     auto go = [&](auto vtag, long long threads) {
       constexpr int V = decltype(vtag)::value;
-      if (fits_int(g))
-        max_pool_kernel<T, V, int><<<dev::grid_for(threads), 256, 0, stream>>>(xt, yt, idx, taps, g, low,
-                                                                               static_cast<int>(threads));
+      const unsigned grid = dev::grid_for(threads);
+      if (fits_int(g) && g.kh == 3 && g.kw == 3)
+        max_pool_kernel<T, V, int, 3><<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, static_cast<int>(threads));
+      else if (fits_int(g))
+        max_pool_kernel<T, V, int, 0><<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, static_cast<int>(threads));
       else
-        max_pool_kernel<T, V, long long><<<dev::grid_for(threads), 256, 0, stream>>>(xt, yt, idx, taps, g, low, threads);
+        max_pool_kernel<T, V, long long, 0><<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, threads);
     };
     if constexpr (v > 1) {
       if (lanes<T>(g, {x, y, idx}) == v && reinterpret_cast<uintptr_t>(taps) % (2 * v) == 0) {
@@ -253,11 +262,13 @@ cudaError_t launch_max_pool_grad(const void* dy, const uint16_t* taps, void* dx,
       T* dxt = static_cast<T*>(dx);
       auto go = [&](auto vtag, long long threads) {
         constexpr int V = decltype(vtag)::value;
-        if (fits_int(g))
-          max_pool_grad_kernel<T, V, int><<<dev::grid_for(threads), 256, 0, stream>>>(dyt, taps, dxt, g,
-                                                                                      static_cast<int>(threads));
+        const unsigned grid = dev::grid_for(threads);
+        if (fits_int(g) && g.kh == 3 && g.kw == 3)
+          max_pool_grad_kernel<T, V, int, 3><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
+        else if (fits_int(g))
+          max_pool_grad_kernel<T, V, int, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
         else
-          max_pool_grad_kernel<T, V, long long><<<dev::grid_for(threads), 256, 0, stream>>>(dyt, taps, dxt, g, threads);
+          max_pool_grad_kernel<T, V, long long, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, threads);
       };
       if (lanes<T>(g, {dy, dx}) == v && reinterpret_cast<uintptr_t>(taps) % (2 * v) == 0)
         go(std::integral_constant<int, v>{}, total / v);

@@ -59,6 +59,7 @@ fuzz: deps
 	mkdir -p build-fuzz/corpus-onnx build-fuzz/corpus-tgx build-fuzz/corpus-npy build-fuzz/corpus-graph
 	for d in /usr/share/libonnx-testdata/data/node/test_*; do cp $$d/model.onnx build-fuzz/corpus-onnx/$$(basename $$d).onnx; done
 	cp tests/conformance/*.npy build-fuzz/corpus-npy/
+	cp tests/fuzz/seeds/tgx_*.bin build-fuzz/corpus-tgx/
 	cd build-fuzz && ./tests/fuzz/fuzz_onnx_import $(FUZZ_LIMIT) corpus-onnx
 	cd build-fuzz && ./tests/fuzz/fuzz_tgx_load $(FUZZ_LIMIT) corpus-tgx
 	cd build-fuzz && ./tests/fuzz/fuzz_npy_read $(FUZZ_LIMIT) corpus-npy

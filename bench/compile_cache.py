@@ -1,7 +1,10 @@
 """tgraph.torch.compile of a model seen before (issue 22): the first call in a fresh process
 with an empty disk cache (torch.export, conversion, compile, first run), then in a second
-process with the cache that left (the executable loaded instead). Hugging Face BERT-base
-(random weights, eval), batch 1 x 128, on the CPU or `--device cuda`:
+process with the cache that left (the executable loaded instead), then in a third with the
+generated kernels' cache deleted (the .tgx carries their cubins), and last the cached .tgx
+alone: Executable.load and its first run, timed, in a fresh process without a kernel cache.
+Hugging Face BERT-base (random weights, eval), batch 1 x 128, or torchvision ResNet-50, batch
+1, on the CPU or `--device cuda`:
   python3 bench/compile_cache.py [--device cpu] [--model bert|resnet50]"""
 import argparse
 import os
@@ -37,6 +40,23 @@ print(f"model built {{t1 - t0:.2f}} s; compile + first call {{t2 - t1:.2f}} s "
       f"(compiled {{s['executables']}}, from the cache {{s['cache_hits']}})")
 """
 
+LOAD = """
+import glob, json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import tgraph as tg
+t1 = time.perf_counter()
+path = sorted(glob.glob(sys.argv[1] + "/torch/*.tgx"))[0]
+exe = tg.Executable.load(path)
+ins = [np.zeros([d if d > 0 else 1 for d in t.shape], dtype=tg.numpy_dtype(t.dtype)) for t in exe.input_types]
+t2 = time.perf_counter()
+exe.run(ins)
+t3 = time.perf_counter()
+s = exe.run_stats
+print(f"import {{t1 - t0:.2f}} s; load {{(t2 - t1) * 1e3:.0f}} ms, first run {{(t3 - t2) * 1e3:.0f}} ms "
+      f"(kernels compiled {{s['kernels_compiled']}}, from the file {{s['kernels_from_file']}})")
+"""
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -46,12 +66,22 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, TGRAPH_CACHE_DIR=d)
         env.pop("TGRAPH_NO_COMPILE_CACHE", None)
-        for label in ("empty cache", "second process"):
+        for label in ("empty cache", "second process", "no kernel cache"):
+            if label == "no kernel cache":
+                for f in os.listdir(d):
+                    if f.endswith(".cubin"):
+                        os.remove(os.path.join(d, f))
             t = time.perf_counter()
             r = subprocess.run([sys.executable, "-c", CHILD.format(device=a.device, model=a.model)], env=env,
                                capture_output=True, text=True)
             line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
             print(f"{a.model} on {a.device}, {label}: {line} (process {time.perf_counter() - t:.1f} s)", flush=True)
+        for f in os.listdir(d):
+            if f.endswith(".cubin"):
+                os.remove(os.path.join(d, f))
+        r = subprocess.run([sys.executable, "-c", LOAD.format(), d], env=env, capture_output=True, text=True)
+        line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
+        print(f"{a.model} on {a.device}, the cached .tgx alone: {line}", flush=True)
 
 
 if __name__ == "__main__":

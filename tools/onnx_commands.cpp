@@ -73,7 +73,8 @@ const char* command_help(const std::string& cmd) {
            "  prints the compile time, the median latency and the throughput\n";
   if (cmd == "compile")
     return "usage: tgraph compile MODEL.onnx -o MODEL.tgx [--device cpu|cuda]\n"
-           "  compiles the model and saves the executable (graph, device, weights) to a .tgx file\n";
+           "  compiles the model and saves the executable (graph, device, weights) to a .tgx file; for cuda,\n"
+           "  after one run on zeros, with the generated kernels' cubins (a load runs without compiling)\n";
   if (cmd == "conformance")
     return "usage: tgraph conformance DIR [--device cpu|cuda] [--expected FILE] [--write-expected FILE]\n"
            "                         [--timeout SECONDS] [-j JOBS] [--filter SUBSTRING]\n"
@@ -418,8 +419,24 @@ int cmd_compile(const std::vector<std::string>& args) {
   CompileOptions co;
   co.device = parse_device(device);
   Executable exe = import_onnx(model).compile(co);
+  // On a GPU, one run on zeros (inputs of static shapes) builds the generated kernels, and the
+  // file then carries their cubins: a load elsewhere runs without compiling them.
+  std::string built;
+  if (co.device.kind == Device::Kind::cuda) {
+    std::vector<TensorData> zeros;
+    for (const TensorType& t : exe.input_types())
+      if (t.shape.is_static()) zeros.emplace_back(t.shape, t.dtype);
+    if (zeros.size() == exe.input_types().size()) {
+      try {
+        exe.run(zeros);
+        built = ", with its kernels";
+      } catch (const Error& e) {  // still a valid file: its kernels compile where it is loaded
+        std::fprintf(stderr, "[compile] a run on zeros failed, the file holds no kernels: %s\n", e.what());
+      }
+    }
+  }
   exe.save(out);
-  std::printf("%s -> %s (%s)\n", model.c_str(), out.c_str(), co.device.str().c_str());
+  std::printf("%s -> %s (%s%s)\n", model.c_str(), out.c_str(), co.device.str().c_str(), built.c_str());
   return 0;
 }
 

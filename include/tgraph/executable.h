@@ -36,6 +36,9 @@ struct RunStats {
                        // input size a graph with dynamic dims was run at, up to 9 sizes)
   int input_moves = 0; // recaptures because an input read in place came at another address
   std::string capture_error;  // why capture was given up, if it was
+  int kernels_compiled = 0;   // generated kernels NVRTC compiled for its runs (0: all came from a
+                              // file, the disk cache or this process's earlier compiles)
+  int kernels_from_file = 0;  // generated kernels whose cubins came from the file it was loaded from
 };
 
 /// Stops every run of this process that is in progress, as a cancel would ("interrupted"):

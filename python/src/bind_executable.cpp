@@ -128,11 +128,15 @@ void bind_executable(nb::module_& m) {
                      d["instances"] = s.instances;
                      d["input_moves"] = s.input_moves;
                      d["capture_error"] = s.capture_error;
+                     d["kernels_compiled"] = s.kernels_compiled;
+                     d["kernels_from_file"] = s.kernels_from_file;
                      return d;
                    },
                    "How the runs went where they are captured into CUDA graphs (all zero on the CPU): "
                    "captures, replays, uncaptured (op-by-op) runs, instances held, input_moves "
-                   "(recaptures because an input read in place moved) and capture_error.")
+                   "(recaptures because an input read in place moved) and capture_error; and the generated "
+                   "kernels NVRTC compiled for them (kernels_compiled) or that came from the file the "
+                   "executable was loaded from (kernels_from_file).")
       .def("__repr__", [](const tg::Executable& e) {
         return "Executable(" + std::to_string(e.input_types().size()) + " inputs, " +
                std::to_string(e.declared_output_types().size()) + " outputs, " + e.device().str() + ")";

@@ -144,6 +144,7 @@ class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
     symbolic = False  # its graph keeps torch's symbolic sizes: it serves every size
+    pending_store = None  # (key, meta) to write to the compile cache after its first run
 
     def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=()):
         self.exe = exe
@@ -257,7 +258,12 @@ class TorchModule(torch.nn.Module):
         compiled, spec = entry
         if spec is None:  # the TorchDynamo route (_through_dynamo)
             return compiled(*args, **kwargs)
-        return pytree.tree_unflatten(compiled(tensors), spec)
+        out = compiled(tensors)
+        pending = getattr(compiled, "pending_store", None)
+        if pending is not None:  # cached after its first run: the file then holds the kernels it used
+            compiled.pending_store = None
+            _torch_cache.store(pending[0], compiled.exe, pending[1])
+        return pytree.tree_unflatten(out, spec)
 
     def _build(self, args, kwargs):
         from torch.utils import _pytree as pytree
@@ -273,7 +279,7 @@ class TorchModule(torch.nn.Module):
         entry = self._build_uncached(args, kwargs)
         compiled, spec = entry
         if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms):
-            _torch_cache.store(k, compiled.exe, {
+            compiled.pending_store = (k, {
                 "outs": ["tensor" if isinstance(o, tg.Tensor) else {"py": o} for o in compiled.outs],
                 "random": compiled.random, "symbolic": compiled.symbolic,
                 "guards": [list(g) for g in getattr(compiled, "guards", ())],

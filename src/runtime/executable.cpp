@@ -10,6 +10,7 @@
 #include "runtime/serialize.h"
 #ifdef TGRAPH_HAVE_CUDA
 #include "runtime/cuda_run_device.h"
+#include "backends/cuda/nvrtc_compiler.h"
 #endif
 #include "core/env.h"
 #include "runtime/executable_impl.h"
@@ -68,6 +69,9 @@ RunStats Executable::run_stats() const {
     s.capture_error = c.error;
   }
 #endif
+  std::lock_guard<std::mutex> lock(e.device_code->mu);
+  s.kernels_compiled = e.device_code->compiled;
+  s.kernels_from_file = e.device_code->from_file;
   return s;
 }
 
@@ -184,6 +188,32 @@ void Executable::save(const std::string& path) const {
   f.commit();
 }
 
+#ifdef TGRAPH_HAVE_CUDA
+namespace {
+// Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
+// another architecture are left out with one notice (their kernels compile on first use).
+void provide_device_code(const ExecutableImpl& exe, const std::string& path) {
+  const auto [major, minor] = nvrtc_arch(exe.device.index);
+  int other = 0, other_major = 0, other_minor = 0;
+  std::lock_guard<std::mutex> lock(exe.device_code->mu);
+  for (const auto& [key, k] : exe.device_code->kernels) {
+    if (k.major == major && k.minor == minor) {
+      nvrtc_provide(k.major, k.minor, k.source, k.cubin);
+    } else {
+      ++other;
+      other_major = k.major;
+      other_minor = k.minor;
+    }
+  }
+  if (other > 0)
+    std::fprintf(stderr,
+                 "[tgraph] %s: %d generated kernels were compiled for sm_%d%d, this GPU is sm_%d%d: they compile "
+                 "again on first use\n",
+                 path.c_str(), other, other_major, other_minor, major, minor);
+}
+}  // namespace
+#endif
+
 Executable Executable::load(const std::string& path) {
   detail::remove_stale_temps(path);
   const std::string file = detail::read_file(path, "load");
@@ -193,6 +223,7 @@ Executable Executable::load(const std::string& path) {
     if (impl->device.index >= Device::cuda_device_count())
       throw Error("[load] " + path + " was compiled for " + impl->device.str() + ", which is not available here");
     impl->backend_state = make_cuda_state();
+    provide_device_code(*impl, path);
 #else
     throw Error("[load] " + path + " was compiled for " + impl->device.str() + "; this build has no CUDA backend");
 #endif

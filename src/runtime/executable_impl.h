@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "passes/module.h"
+#include "runtime/device_code.h"
 #include "runtime/variable_store.h"
 #include "tgraph/device.h"
 #include "tgraph/graph.h"
@@ -50,6 +51,9 @@ struct ExecutableImpl {
   std::vector<TensorData> run_cuda(const std::vector<TensorData>& inputs) const;
   /// Backend state made at compile time (CUDA: fusion plan, kernels, device copies).
   std::shared_ptr<void> backend_state;
+  /// The generated kernels its runs used (and, once saved or loaded, their cubins): written
+  /// with the executable so a load runs without compiling (device_code.h).
+  std::shared_ptr<DeviceCode> device_code = std::make_shared<DeviceCode>();
   /// The CPU executor's fused schedule and its arena plan, made on the first run
   /// (src/backends/cpu/executor.cpp).
   mutable std::shared_ptr<const void> cpu_plan;

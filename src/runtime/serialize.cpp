@@ -1,6 +1,7 @@
 #include "runtime/serialize.h"
 
 #include <array>
+#include <map>
 
 #include <cstring>
 #include <type_traits>
@@ -10,14 +11,18 @@
 #include "ops/infer.h"
 #include "runtime/buffer_plan.h"
 #include "tgraph/error.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
 
 namespace tg::detail {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
 // Version 2: a variable's value is written once (version 1 also wrote its initial value with
-// the Variable node: files twice the weights). Both are read.
-constexpr uint32_t kVersion = 2;
+// the Variable node: files twice the weights). Version 3: the device code section last
+// (generated kernels: architecture, source, cubin). All three are read.
+constexpr uint32_t kVersion = 3;
 constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
 
 constexpr uint64_t kFnvStart = 1469598103934665603ULL;
@@ -193,6 +198,41 @@ Attr default_attr(OpKind k) {
 
 namespace {
 
+// The generated kernels the executable's runs used (and its copies per size), each with its
+// cubin: read from a loaded file, the NVRTC caches, or compiled now. None without CUDA.
+void write_device_code(Writer& w, const ExecutableImpl& exe) {
+  std::map<std::string, DeviceCode::Kernel> all;
+  auto gather = [&](const ExecutableImpl& e) {
+    std::lock_guard<std::mutex> lock(e.device_code->mu);
+    for (const auto& [key, k] : e.device_code->kernels) all.try_emplace(key, k);
+  };
+  gather(exe);
+  {
+    std::lock_guard<std::mutex> lock(exe.specialized_mu);
+    for (const auto& [types, copy] : exe.specialized) gather(*copy);
+  }
+  std::vector<const DeviceCode::Kernel*> out;
+#ifdef TGRAPH_HAVE_CUDA
+  for (auto& [key, k] : all) {
+    if (k.cubin.empty()) {
+      try {
+        k.cubin = nvrtc_cubin(k.source, k.major, k.minor);
+      } catch (const Error&) {
+        continue;  // it failed to compile when run, too: a load compiles (and reports) it again
+      }
+    }
+    out.push_back(&k);
+  }
+#endif
+  w.i64(static_cast<int64_t>(out.size()));
+  for (const DeviceCode::Kernel* k : out) {
+    w.i64(k->major);
+    w.i64(k->minor);
+    w.str(k->source);
+    w.str(std::string(k->cubin.begin(), k->cubin.end()));
+  }
+}
+
 // The payload: graph, plan inputs, feeds and the variables at their current values.
 void write_payload(Writer& w, const ExecutableImpl& exe) {
   const GraphImpl& g = exe.module.graph;
@@ -239,13 +279,15 @@ void write_payload(Writer& w, const ExecutableImpl& exe) {
     w.str(exe.feed_names[i]);
     w.type(exe.feed_types[i]);
   }
-  // Variables at their current values (a trained model saves its weights).
-  std::lock_guard<std::mutex> lock(exe.store->mu);
-  w.i64(static_cast<int64_t>(exe.variables.size()));
-  for (const auto& [name, id] : exe.variables) {
-    w.str(name);
-    w.data(exe.store->value(name));
+  {  // Variables at their current values (a trained model saves its weights).
+    std::lock_guard<std::mutex> lock(exe.store->mu);
+    w.i64(static_cast<int64_t>(exe.variables.size()));
+    for (const auto& [name, id] : exe.variables) {
+      w.str(name);
+      w.data(exe.store->value(name));
+    }
   }
+  write_device_code(w, exe);
 }
 
 std::array<char, 32> header(size_t payload, uint64_t hash) {
@@ -275,17 +317,17 @@ std::shared_ptr<ExecutableImpl> deserialize_executable(const std::string& bytes)
   Reader head{bytes.data(), bytes.size(), 8};
   int64_t version = head.i64(), size = head.i64();
   uint64_t sum = static_cast<uint64_t>(head.i64());
-  if (version != kVersion && version != 1)
+  if (version < 1 || version > kVersion)
     throw Error("[load] executable file version " + std::to_string(version) + " is not supported (this tgraph reads " +
                 std::to_string(kVersion) + ")");
   if (size < 0 || static_cast<size_t>(size) != bytes.size() - 32)
     throw Error("[load] executable file is truncated or padded: payload " + std::to_string(bytes.size() - 32) +
                 " bytes, header says " + std::to_string(size));
   if (fnv1a(bytes.data() + 32, static_cast<size_t>(size)) != sum) throw Error("[load] executable file checksum mismatch");
-  return deserialize_payload(bytes.data() + 32, static_cast<size_t>(size));
+  return deserialize_payload(bytes.data() + 32, static_cast<size_t>(size), version);
 }
 
-std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size) {
+std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size, int64_t version) {
   Reader r{data, size};
   auto exe = std::make_shared<ExecutableImpl>();
   int64_t kind = r.i64();
@@ -373,6 +415,22 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
     TensorData d = r.data();
     if (d.empty()) r.fail("variable without a value");
     exe->store->values[name] = d;
+  }
+  if (version >= 3) {  // device code: kept with the executable, handed to NVRTC's cache on load
+    const int64_t nk = r.count(max_items);
+    for (int64_t i = 0; i < nk; ++i) {
+      DeviceCode::Kernel k;
+      const int64_t major = r.i64(), minor = r.i64();
+      if (major < 1 || major > 99 || minor < 0 || minor > 9) r.fail("bad architecture");
+      k.major = static_cast<int>(major);
+      k.minor = static_cast<int>(minor);
+      k.source = r.str();
+      const std::string cubin = r.str();
+      if (k.source.empty() || cubin.empty()) r.fail("empty kernel");
+      k.cubin.assign(cubin.begin(), cubin.end());
+      const std::string key = std::to_string(k.major) + std::to_string(k.minor) + ":" + k.source;
+      exe->device_code->kernels.emplace(key, std::move(k));
+    }
   }
   if (r.at != r.n) r.fail("trailing bytes");
   for (const Block& b : g.blocks)

@@ -1,8 +1,9 @@
 #pragma once
 // Executable files (.tgx): a versioned, checksummed snapshot of a compiled executable — the
 // optimized graph, feeds and targets, device and precision, and the variables' values.
-// Loading re-plans buffers and re-verifies the graph; generated CUDA kernels come from the
-// on-disk NVRTC cache when present.
+// Loading re-plans buffers and re-verifies the graph. Since version 3 a CUDA executable's file
+// also holds the generated kernels its runs used, as source and cubin (device_code.h), so a
+// load in a fresh process runs without compiling them.
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ void write_executable(const ExecutableImpl& exe, AtomicFile& f);
 /// Rebuilds an executable; throws tg::Error("[load] ...") on a corrupt, truncated or
 /// incompatible file, before anything is created.
 std::shared_ptr<ExecutableImpl> deserialize_executable(const std::string& bytes);
-/// The part after the header checks (exposed for the fuzzer, which cannot forge checksums).
-std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size);
+/// The part after the header checks (exposed for the fuzzer, which cannot forge checksums);
+/// `version` says which sections the payload has.
+std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t size, int64_t version = 3);
 
 }  // namespace tg::detail

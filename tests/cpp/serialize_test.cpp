@@ -1,9 +1,16 @@
 // Executable files: save, load, run the same; corrupt files refused; state preserved.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/executable_impl.h"
+#include "runtime/serialize.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
 #include "test_util.h"
 #include "tgraph/tgraph.h"
 
@@ -124,4 +131,93 @@ TEST(Serialize, LoadedDynamicExecutableRunsACopyPerSize) {
   EXPECT_EQ(e.impl().specialized.size(), 0u);
   EXPECT_EQ(l.impl().specialized.size(), 2u);
   std::filesystem::remove(path);
+}
+
+// Files of version 2 (before the device code section) still load and run.
+TEST(Serialize, VersionTwoFilesLoad) {
+  Graph g;
+  Tensor x = g.placeholder({3}, f32, "x");
+  Executable e = g.compile({{x, x.type()}}, {g.exp(x)}, {}, {.device = Device::cpu()});
+  const std::string path = tmp("tgraph_v2.tgx");
+  e.save(path);
+  std::vector<char> b = bytes_of(path);
+  // A CPU executable's device code section is its count, 0: drop it, then rewrite the header's
+  // version, payload size and checksum (FNV-1a over the payload).
+  ASSERT_GE(b.size(), 40u);
+  b.resize(b.size() - 8);
+  const int64_t version = 2, size = static_cast<int64_t>(b.size() - 32);
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 32; i < b.size(); ++i) h = (h ^ static_cast<unsigned char>(b[i])) * 1099511628211ULL;
+  std::memcpy(b.data() + 8, &version, 8);
+  std::memcpy(b.data() + 16, &size, 8);
+  std::memcpy(b.data() + 24, &h, 8);
+  write(path, b);
+  Executable l = Executable::load(path);
+  TensorData in = TensorData::randn({3}, f32, 1);
+  EXPECT_EQ(l.run({in})[0].to_vector(), e.run({in})[0].to_vector());
+  std::filesystem::remove(path);
+}
+
+#ifdef TGRAPH_HAVE_CUDA
+// The generated kernels an executable's runs used travel in its file with their cubins. No GPU
+// needed: a CPU executable is given one kernel by hand (NVRTC compiles without a device), saved
+// with a fresh kernel cache that is then deleted, so the cubin the load returns can only have
+// come from the file; a second save of the loaded executable compiles nothing.
+TEST(Serialize, DeviceCodeTravelsWithTheFile) {
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() / "tgraph_device_code_cache";
+  std::filesystem::remove_all(cache);
+  const char* old = std::getenv("TGRAPH_CACHE_DIR");
+  const std::string saved_env = old ? old : "";
+  setenv("TGRAPH_CACHE_DIR", cache.c_str(), 1);
+  // Unique per run of the test binary: the process's own caches must not know it.
+  const std::string source = "extern \"C\" __global__ void tg_test_twice(float* p) { p[threadIdx.x] *= 2.f; }\n// " +
+                             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "\n";
+  Graph g;
+  Tensor x = g.placeholder({3}, f32, "x");
+  Executable e = g.compile({{x, x.type()}}, {g.exp(x)}, {}, {.device = Device::cpu()});
+  e.impl().device_code->record(9, 0, source, detail::DeviceCode::Origin::compiled);
+  const std::string path = tmp("tgraph_device_code.tgx"), again = tmp("tgraph_device_code2.tgx");
+  e.save(path);
+  std::filesystem::remove_all(cache);
+
+  Executable l = Executable::load(path);
+  const auto& kernels = l.impl().device_code->kernels;
+  ASSERT_EQ(kernels.size(), 1u);
+  const detail::DeviceCode::Kernel& k = kernels.begin()->second;
+  EXPECT_EQ(k.source, source);
+  EXPECT_EQ(k.major, 9);
+  EXPECT_EQ(k.minor, 0);
+  ASSERT_GT(k.cubin.size(), 4u);
+  EXPECT_EQ(std::string(k.cubin.data() + 1, 3), "ELF");  // a cubin is an ELF image
+  const int compiled = detail::nvrtc_stats().compiled;
+  l.save(again);  // its cubin is held: nothing compiles, and the kernel is in the new file
+  EXPECT_EQ(detail::nvrtc_stats().compiled, compiled);
+  EXPECT_EQ(Executable::load(again).impl().device_code->kernels.begin()->second.cubin, k.cubin);
+  // Handed to NVRTC's cache as a load for this architecture does: asked for, nothing compiles.
+  detail::nvrtc_provide(9, 0, source, k.cubin);
+  EXPECT_EQ(detail::nvrtc_cubin(source, 9, 0), k.cubin);
+  EXPECT_EQ(detail::nvrtc_stats().compiled, compiled);
+
+  // A bit flipped inside the cubin is refused by the file's checksum.
+  std::vector<char> b = bytes_of(path);
+  b[b.size() - k.cubin.size() / 2] ^= 0x10;
+  write(path, b);
+  EXPECT_TG_ERROR(Executable::load(path), "[load]", "checksum");
+  std::filesystem::remove(path);
+  std::filesystem::remove(again);
+  std::filesystem::remove_all(cache);
+  if (old) setenv("TGRAPH_CACHE_DIR", saved_env.c_str(), 1);
+  else unsetenv("TGRAPH_CACHE_DIR");
+}
+#endif
+
+// The fuzz target's seed with a device code section (tests/fuzz/seeds) parses, and every
+// truncation of it fails cleanly.
+TEST(Serialize, DeviceCodeSectionSeedParses) {
+  const std::vector<char> b = bytes_of(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/seeds/tgx_device_code.bin");
+  ASSERT_FALSE(b.empty());
+  auto exe = detail::deserialize_payload(b.data(), b.size());
+  ASSERT_EQ(exe->device_code->kernels.size(), 1u);
+  EXPECT_EQ(exe->device_code->kernels.begin()->second.major, 9);
+  for (size_t n = 0; n < b.size(); n += 5) EXPECT_THROW(detail::deserialize_payload(b.data(), n), Error) << n;
 }

@@ -310,3 +310,41 @@ def test_first_run_hands_over_its_own_outputs():
     torch.cuda.synchronize()
     for i in (1, 2, 3):
         torch.testing.assert_close(got[i], want[i], rtol=1e-5, atol=1e-5, msg=f"output {i}")
+
+
+_LOAD_AND_RUN = r"""
+import json, sys
+import numpy as np
+import tgraph as tg
+exe = tg.Executable.load(sys.argv[1])
+a = np.load(sys.argv[2])
+y = exe.run([a])[0]
+np.save(sys.argv[3], y)
+print(json.dumps(exe.run_stats))
+"""
+
+
+def test_saved_executable_runs_in_a_fresh_process_without_compiling(rng, tmp_path):
+    """Executable.save writes the generated kernels its runs used (cubins); a fresh process with
+    an empty kernel cache loads the file and runs it without NVRTC compiling anything."""
+    import json
+    import os
+    import subprocess
+    import sys
+    g = tg.Graph()
+    x, y = build(g)
+    z = g.reduce_sum(y * y + 0.5, [1])  # a reduction beside the fused elementwise kernels
+    exe = g.compile([x], [y, z], device="cuda")
+    a = rng.standard_normal((37, 64)).astype(np.float32)
+    want = exe.run([a])[0]
+    path = tmp_path / "model.tgx"
+    exe.save(str(path))
+    np.save(tmp_path / "a.npy", a)
+    env = dict(os.environ, TGRAPH_CACHE_DIR=str(tmp_path / "empty-cache"))
+    out = subprocess.run([sys.executable, "-c", _LOAD_AND_RUN, str(path), str(tmp_path / "a.npy"),
+                          str(tmp_path / "y.npy")], env=env, capture_output=True, text=True, check=True)
+    stats = json.loads(out.stdout.strip().splitlines()[-1])
+    assert stats["kernels_compiled"] == 0, (stats, out.stderr)
+    assert stats["kernels_from_file"] >= 2, stats
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())

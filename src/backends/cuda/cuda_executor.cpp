@@ -261,6 +261,7 @@ using Take = std::function<void(Run&, const std::vector<DevTensor>&, const std::
 // is captured for such callers (a loop that keeps the last step's outputs while it runs the
 // next); with both lent, the run goes op by op into fresh memory.
 void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& take) {
+  const DeviceCodeScope recording(exe.device_code.get());  // the kernels it uses, for save()
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);

@@ -21,13 +21,24 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "runtime/device_code.h"
 
 namespace tg::detail {
 namespace {
 
 std::mutex mu;
 std::map<std::string, cudaLibrary_t> libraries;  // key -> loaded library
+std::map<std::string, std::vector<char>> provided;  // key -> cubin from an executable's file
 NvrtcStats stats;
+
+// The key of a source on an architecture: "<major><minor>:<source>".
+std::string key_of(int major, int minor, const std::string& source) {
+  return std::to_string(major) + std::to_string(minor) + ":" + source;
+}
+
+void note(int major, int minor, const std::string& source, DeviceCode::Origin origin) {
+  if (DeviceCode* c = current_device_code()) c->record(major, minor, source, origin);
+}
 
 std::string cache_dir() {
   if (const char* d = std::getenv("TGRAPH_CACHE_DIR")) return d;
@@ -86,8 +97,10 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
 
 namespace {
 
+}  // namespace
+
 // The device's architecture (cached per thread).
-std::pair<int, int> arch_of(int device) {
+std::pair<int, int> nvrtc_arch(int device) {
   static thread_local int cached_device = -1, major = 0, minor = 0;
   if (cached_device != device) {
     cudaDeviceProp prop{};
@@ -98,6 +111,8 @@ std::pair<int, int> arch_of(int device) {
   }
   return {major, minor};
 }
+
+namespace {
 
 std::string disk_path(const std::string& key) { return cache_dir() + "/" + hex(std::hash<std::string>()(key)) + ".cubin"; }
 
@@ -161,13 +176,14 @@ CompilePool& compile_pool() {
 }  // namespace
 
 void nvrtc_prefetch(const std::string& source, int device) {
-  const auto [major, minor] = arch_of(device);
-  std::string key = std::to_string(major) + std::to_string(minor) + ":" + source;
+  const auto [major, minor] = nvrtc_arch(device);
+  std::string key = key_of(major, minor, source);
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (libraries.count(key) || pending.count(key)) return;
+    if (libraries.count(key) || pending.count(key) || provided.count(key)) return;  // recorded when loaded
   }
   if (std::filesystem::exists(disk_path(key))) return;  // loading it later is cheap
+  note(major, minor, source, DeviceCode::Origin::compiled);
   auto job = std::make_shared<std::packaged_task<std::vector<char>()>>([source, key, major = major, minor = minor] {
     std::vector<char> cubin = nvrtc_compile(source, major, minor);
     write_cached(key, cubin);
@@ -193,8 +209,8 @@ static void dump_source(const std::string& source, const std::string& name) {
 }
 
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
-  const auto [major, minor] = arch_of(device);
-  std::string key = std::to_string(major) + std::to_string(minor) + ":" + source;
+  const auto [major, minor] = nvrtc_arch(device);
+  std::string key = key_of(major, minor, source);
   std::unique_lock<std::mutex> lock(mu);
   auto it = libraries.find(key);
   if (it == libraries.end()) {
@@ -202,7 +218,12 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
     // Compiled outside the lock: other threads' kernels (and prefetched ones) go on meanwhile.
     std::vector<char> cubin;
     auto p = pending.find(key);
-    if (p != pending.end()) {
+    auto f = provided.find(key);
+    if (f != provided.end()) {
+      cubin = f->second;
+      ++stats.provided;
+      note(major, minor, source, DeviceCode::Origin::file);
+    } else if (p != pending.end()) {
       std::shared_future<std::vector<char>> f = p->second;
       lock.unlock();
       cubin = f.get();  // a compile error is thrown here, with NVRTC's log
@@ -217,6 +238,7 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
       }
       lock.lock();
       ++(hit ? stats.disk_hits : stats.compiled);
+      note(major, minor, source, hit ? DeviceCode::Origin::disk_cache : DeviceCode::Origin::compiled);
     }
     pending.erase(key);
     it = libraries.find(key);  // another thread may have loaded it meanwhile
@@ -227,10 +249,40 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
     }
   } else {
     ++stats.memory_hits;
+    lock.unlock();
+    note(major, minor, source, DeviceCode::Origin::memory);
   }
   CompiledKernel k;
   TG_CUDA(cudaLibraryGetKernel(&k.kernel, it->second, name.c_str()));
   return k;
+}
+
+std::vector<char> nvrtc_cubin(const std::string& source, int major, int minor) {
+  const std::string key = key_of(major, minor, source);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto f = provided.find(key); f != provided.end()) return f->second;
+  }
+  std::vector<char> cubin = read_cached(key);
+  if (cubin.empty()) {
+    cubin = nvrtc_compile(source, major, minor);
+    write_cached(key, cubin);
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.compiled;
+  }
+  return cubin;
+}
+
+void nvrtc_provide(int major, int minor, const std::string& source, std::vector<char> cubin) {
+  if (cubin.empty()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  provided.try_emplace(key_of(major, minor, source), std::move(cubin));
+}
+
+void nvrtc_note_use(const std::string& source, int device) {
+  if (!current_device_code()) return;
+  const auto [major, minor] = nvrtc_arch(device);
+  note(major, minor, source, DeviceCode::Origin::memory);
 }
 
 NvrtcStats nvrtc_stats() {

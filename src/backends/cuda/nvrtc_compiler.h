@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tg::detail {
@@ -32,10 +33,27 @@ void nvrtc_prefetch(const std::string& source, int device);
 /// with NVRTC's log on failure.
 std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
 
-/// Statistics for tests: compiles done, disk hits, memory hits.
+/// The cubin of `source` for sm_<major><minor> (no device needed): one an executable's file
+/// provided, the disk cache's, or compiled now (and cached on disk).
+std::vector<char> nvrtc_cubin(const std::string& source, int major, int minor);
+
+/// Makes `cubin` the compiled form of `source` for sm_<major><minor> in this process (device
+/// code read from an executable's file): nvrtc_kernel and nvrtc_prefetch then compile nothing
+/// for it. The first file's cubin for a source stays.
+void nvrtc_provide(int major, int minor, const std::string& source, std::vector<char> cubin);
+
+/// The device's architecture (major, minor).
+std::pair<int, int> nvrtc_arch(int device);
+
+/// Records in the run's DeviceCode (runtime/device_code.h) that it uses `source`, for callers
+/// that keep compiled kernels in caches of their own and so skip nvrtc_kernel on a hit.
+void nvrtc_note_use(const std::string& source, int device);
+
+/// Statistics for tests: compiles done, disk hits, memory hits, kernels from files.
 struct NvrtcStats {
   int compiled = 0, disk_hits = 0, memory_hits = 0;
   int prefetched = 0;  // compiles started by nvrtc_prefetch (counted in `compiled` too)
+  int provided = 0;    // kernels loaded from cubins an executable's file provided
 };
 NvrtcStats nvrtc_stats();
 

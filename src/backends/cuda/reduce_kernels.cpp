@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "runtime/device_code.h"
 #include "ops/infer.h"
 #include "tgraph/error.h"
 
@@ -328,6 +329,8 @@ bool column_reduce(OpKind k, DType dt, DType ot, const ReduceArgs& a, const Shap
       it = cache.emplace(key, std::make_pair(nvrtc_kernel(src, "tg_col_partial", device),
                                              nvrtc_kernel(src, "tg_col_final", device)))
                .first;
+    } else if (current_device_code()) {  // an executable records the device code it uses
+      nvrtc_note_use(column_source(k, dt, ot), device);
     }
     kern = it->second;
   }
@@ -413,7 +416,10 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
     std::lock_guard<std::mutex> lock(mu);
     auto key = std::make_tuple(static_cast<int>(k), static_cast<int>(dt), static_cast<int>(ot), block, device);
     auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, nvrtc_kernel(reduce_source(k, dt, ot, block), "tg_reduce", device)).first;
+    if (it == cache.end())
+      it = cache.emplace(key, nvrtc_kernel(reduce_source(k, dt, ot, block), "tg_reduce", device)).first;
+    else if (current_device_code())
+      nvrtc_note_use(reduce_source(k, dt, ot, block), device);
     kern = it->second;
   }
   long long per_block = block ? 1 : 8;

@@ -1,0 +1,25 @@
+#include "runtime/device_code.h"
+
+namespace tg::detail {
+namespace {
+thread_local DeviceCode* current = nullptr;
+}  // namespace
+
+void DeviceCode::record(int major, int minor, const std::string& source, Origin origin) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = kernels.try_emplace(std::to_string(major) + std::to_string(minor) + ":" + source);
+  if (fresh) {
+    it->second.major = major;
+    it->second.minor = minor;
+    it->second.source = source;
+  }
+  if (origin == Origin::compiled) ++compiled;
+  if (origin == Origin::file) ++from_file;
+}
+
+DeviceCodeScope::DeviceCodeScope(DeviceCode* code) : saved_(current) { current = code; }
+DeviceCodeScope::~DeviceCodeScope() { current = saved_; }
+
+DeviceCode* current_device_code() { return current; }
+
+}  // namespace tg::detail

@@ -1,0 +1,46 @@
+#pragma once
+// The generated device code an executable has used: the architecture and source of each NVRTC
+// kernel its runs compiled or loaded. Executable::save writes them with their cubins, and a load
+// hands the cubins back (nvrtc_provide), so a saved executable runs in a fresh process without
+// compiling (issue 22). Kept apart from the CUDA backend so a build without CUDA reads and
+// writes the same files.
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tg::detail {
+
+struct DeviceCode {
+  struct Kernel {
+    int major = 0, minor = 0;  // sm_<major><minor>
+    std::string source;
+    std::vector<char> cubin;   // filled when written to or read from a file
+  };
+  /// Where a kernel came from when a run asked for it.
+  enum class Origin { compiled, disk_cache, file, memory };
+
+  std::mutex mu;
+  std::map<std::string, Kernel> kernels;  // by "<major><minor>:<source>"
+  int compiled = 0;                       // kernels NVRTC compiled for this executable's runs
+  int from_file = 0;                      // kernels whose cubin came from the executable's file
+
+  void record(int major, int minor, const std::string& source, Origin origin);
+};
+
+/// While alive, the kernels this thread compiles or loads are recorded in `code` (null: none).
+class DeviceCodeScope {
+ public:
+  explicit DeviceCodeScope(DeviceCode* code);
+  ~DeviceCodeScope();
+  DeviceCodeScope(const DeviceCodeScope&) = delete;
+  DeviceCodeScope& operator=(const DeviceCodeScope&) = delete;
+
+ private:
+  DeviceCode* saved_;
+};
+
+/// The DeviceCode of the run in progress on this thread, or null.
+DeviceCode* current_device_code();
+
+}  // namespace tg::detail

@@ -57,8 +57,8 @@ void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) con
 
 RunStats Executable::run_stats() const {
   RunStats s;
-#ifdef TGRAPH_HAVE_CUDA
   ExecutableImpl& e = checked(impl_);
+#ifdef TGRAPH_HAVE_CUDA
   if (e.device.kind == Device::Kind::cuda && e.backend_state) {
     const CudaGraphStats c = cuda_graph_stats(e);
     s.captures = c.captures;
@@ -69,9 +69,15 @@ RunStats Executable::run_stats() const {
     s.capture_error = c.error;
   }
 #endif
-  std::lock_guard<std::mutex> lock(e.device_code->mu);
-  s.kernels_compiled = e.device_code->compiled;
-  s.kernels_from_file = e.device_code->from_file;
+  // Kernels of its copies per size (dynamic feed dims: the runs happen there) count too.
+  auto add = [&s](const ExecutableImpl& x) {
+    std::lock_guard<std::mutex> lock(x.device_code->mu);
+    s.kernels_compiled += x.device_code->compiled;
+    s.kernels_from_file += x.device_code->from_file;
+  };
+  add(e);
+  std::lock_guard<std::mutex> lock(e.specialized_mu);
+  for (const auto& [types, copy] : e.specialized) add(*copy);
   return s;
 }
 

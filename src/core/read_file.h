@@ -3,6 +3,8 @@
 // them through istreambuf_iterator goes a character at a time).
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <new>
 #include <string>
 
 #include "tgraph/error.h"
@@ -24,6 +26,25 @@ inline std::string read_file(const std::string& path, const char* op) {
     if (!f.read(bytes.data(), size)) throw Error(std::string("[") + op + "] cannot read " + path);
   }
   return bytes;
+}
+
+/// The bytes of `path` in a 64-byte aligned buffer, not zero-filled first (an executable's
+/// tensors may then point into it); `n` is set to their count.
+inline std::shared_ptr<std::byte> read_file_aligned(const std::string& path, const char* op, size_t& n) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(std::string("[") + op + "] " + path + " is a directory, not a file");
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw Error(std::string("[") + op + "] cannot open " + path);
+  const std::streamoff size = f.tellg();
+  n = size > 0 ? static_cast<size_t>(size) : 0;
+  std::shared_ptr<std::byte> buf(new (std::align_val_t(64)) std::byte[n > 0 ? n : 1],
+                                 [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
+  if (n > 0) {
+    f.seekg(0);
+    if (!f.read(reinterpret_cast<char*>(buf.get()), size)) throw Error(std::string("[") + op + "] cannot read " + path);
+  }
+  return buf;
 }
 
 }  // namespace tg::detail

@@ -222,8 +222,9 @@ void provide_device_code(const ExecutableImpl& exe, const std::string& path) {
 
 Executable Executable::load(const std::string& path) {
   detail::remove_stale_temps(path);
-  const std::string file = detail::read_file(path, "load");
-  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(file);
+  size_t n = 0;
+  std::shared_ptr<std::byte> file = detail::read_file_aligned(path, "load", n);
+  std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
   if (impl->device.kind == Device::Kind::cuda) {
 #ifdef TGRAPH_HAVE_CUDA
     if (impl->device.index >= Device::cuda_device_count())

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fast_test_util.h"
+#include "test_util.h"
 
 #include <cmath>
 #include <thread>
@@ -353,5 +354,50 @@ TEST(FastCpu, ConstantConvWeightsPackedOnce) {
     auto x2 = g2.placeholder(xs, tg::f32);
     auto y2 = g2.conv2d(g2.conv2d(x2, g2.constant(w2), d), g2.constant(w1), d);
     expect_close(g2.compile({{x2, x2.type()}}, {y2}).run({xv})[0], ep.run({xv, w2, w1})[0], 1e-5);
+  }
+}
+
+// 3x3 stride-1 convolutions with enough channels run oneDNN's Winograd algorithm (with the
+// bias and a ReLU as post-ops): within f32 tolerance of the reference, and not bit-for-bit the
+// direct algorithm's result (TGRAPH_CPU_NO_WINOGRAD=1), which shows Winograd ran.
+TEST(FastCpu, Conv2dThreeByThreeWinograd) {
+  using tg::Layout;
+  for (bool nhwc : {true, false}) {
+    const int64_t C = 32, H = 10;
+    tg::ConvDesc d = nhwc ? conv(Layout::nhwc, Layout::hwio) : conv(Layout::nchw, Layout::oihw);
+    d.padding = tg::PaddingStyle::same;
+    const tg::Shape sx = nhwc ? tg::Shape{1, H, H, C} : tg::Shape{1, C, H, H};
+    const tg::Shape sw = nhwc ? tg::Shape{3, 3, C, C} : tg::Shape{C, C, 3, 3};
+    tg::Graph g;
+    auto x = g.placeholder(sx, tg::f32), w = g.placeholder(sw, tg::f32);
+    auto y = g.conv2d(x, w, d);
+    std::vector<TensorData> in{rnd(sx, 60), rnd(sw, 61)};
+    TensorData want = ref(g, y, in);
+    TensorData wino = fast(g, y, in);
+    expect_close(wino, want, 1e-5);
+    TensorData direct;
+    {
+      WithSwitches off({{"TGRAPH_CPU_NO_WINOGRAD", "1"}});
+      direct = fast(g, y, in);
+    }
+    expect_close(direct, want, 1e-5);
+    bool differ = false;
+    for (int64_t i = 0; i < want.num_elements() && !differ; ++i) differ = wino.at(i) != direct.at(i);
+    EXPECT_TRUE(differ) << (nhwc ? "nhwc" : "nchw") << ": the same bits as direct; Winograd did not run?";
+
+    // With the bias (the primitive's own) and a ReLU as post-ops.
+    TensorData bias = rnd(nhwc ? tg::Shape{C} : tg::Shape{C, 1, 1}, 62);  // one per channel
+    std::vector<tg::detail::fast::ConvPostOp> post(2);
+    post[0].kind = tg::detail::OpKind::Add;
+    post[0].operand = &bias;
+    post[1].kind = tg::detail::OpKind::Relu;
+    std::vector<TensorData> out;
+    ASSERT_TRUE(tg::detail::fast::conv2d(node_of(g, y), in, out, &g.impl(), &post));
+    TensorData expect = want.clone();
+    for (int64_t i = 0; i < expect.num_elements(); ++i) {
+      const int64_t c = nhwc ? i % C : (i / (H * H)) % C;
+      expect.set(i, std::max(0.0, want.at(i) + bias.at(c)));
+    }
+    expect_close(out.at(0), expect, 1e-5);
   }
 }

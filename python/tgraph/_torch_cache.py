@@ -48,18 +48,36 @@ def key(module: torch.nn.Module, signature, options) -> str | None:
         return None
 
 
+def _source_of(cls, files: dict) -> bytes:
+    """The bytes of the file defining cls (any edit there changes the key: reading whole files
+    cost a tenth of what inspect.getsource's parsing of each class did), or its qualified name."""
+    try:
+        path = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        path = None
+    if not path:
+        return cls.__qualname__.encode()
+    if path not in files:
+        try:
+            with open(path, "rb") as f:
+                files[path] = f.read()
+        except OSError:
+            files[path] = b""
+    return path.encode() + files[path]
+
+
 def _key(module: torch.nn.Module, signature, options) -> str:
-    h = hashlib.blake2b(digest_size=20)
+    # SHA-1 for speed (hardware-accelerated: 0.27 s for BERT-base's 440 MB of weights, blake2b
+    # 0.47 s); the key names an entry, it defends against no one.
+    h = hashlib.sha1()
     h.update(f"tgraph {tg.__version__} torch {torch.__version__} {options!r} {signature!r}".encode())
-    sources = {}
+    sources, files = set(), {}
     for name, m in module.named_modules():
         cls = type(m)
         if cls not in sources:
-            try:
-                sources[cls] = inspect.getsource(cls)
-            except (OSError, TypeError):
-                sources[cls] = ""
-            h.update(sources[cls].encode())
+            sources.add(cls)
+            h.update(cls.__qualname__.encode())
+            h.update(_source_of(cls, files))
         attrs = sorted((k, repr(v)) for k, v in vars(m).items() if not k.startswith("_") and _plain(v))
         h.update(f"{name}:{cls.__module__}.{cls.__qualname__}:{m.training}:{attrs}".encode())
         config = getattr(m, "config", None)

@@ -4,13 +4,17 @@
 //
 // Usage: bench_train_resnet [--batch 256] [--precision bf16|tf32|f32] [--iters 20]
 //                           [--warmup 3] [--size 224] [--curve N] [--model resnet50|resnet18]
+//                           [--save PATH | --load PATH]
 //
 // Figures: first step = compile() + the first run (kernel generation, library heuristics,
 // capture); step = median wall time of a synchronised run_device call after warm-up (the
 // captured CUDA graph replayed, variables updated in place); device = median of CUDA events
 // around replays of the captured step; peak = the most tgraph held at once (tg::device_memory:
 // pool allocations plus captured graphs' memory). --curve N prints the loss of the first N steps on fixed
-// data (the figure the issue compares with eager's curve).
+// data (the figure the issue compares with eager's curve). --save PATH writes the trained
+// executable (.tgx, with the generated kernels its runs used) at the end; --load PATH takes it
+// instead of building and compiling the graph, so "compile" is then Executable::load (run in a
+// fresh process with an empty TGRAPH_CACHE_DIR: the first step of an executable that loads ready).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +44,7 @@ struct Args {
   int64_t batch = 256, size = 224;
   std::string precision = "bf16", model = "resnet50";
   int iters = 20, warmup = 3, curve = 0;
+  std::string save, load;
 };
 
 Args parse(int argc, char** argv) {
@@ -53,6 +58,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--iters") a.iters = std::stoi(v);
     else if (k == "--warmup") a.warmup = std::stoi(v);
     else if (k == "--curve") a.curve = std::stoi(v);
+    else if (k == "--save") a.save = v;
+    else if (k == "--load") a.load = v;
     else {
       std::fprintf(stderr, "bench_train_resnet: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -80,20 +87,26 @@ size_t peak_bytes() { return tg::device_memory(tg::Device::cuda(0)).peak; }
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const auto t_start = Clock::now();
-  tg::Graph g;
-  tg::Tensor x = g.placeholder({a.batch, a.size, a.size, 3}, tg::f32, "images");
-  tg::Tensor labels = g.placeholder({a.batch, 1000}, tg::f32, "labels");
-  tg::nn::ResNetConfig cfg;
-  auto net = a.model == "resnet18" ? tg::nn::resnet18(g, cfg) : tg::nn::resnet50(g, cfg);
-  net->train();  // batch statistics, and running statistics updated as PyTorch's train() does
-  tg::Tensor loss = g.softmax_cross_entropy(net->forward(g, x), labels);
-  std::vector<tg::Tensor> params = net->parameters();
-  tg::optim::GradMap grads = g.gradients(loss, params);
-  std::vector<tg::Operation> targets = net->updates();
-  targets.push_back(tg::optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9}));
-  const auto t_compile = Clock::now();
-  tg::Executable exe = g.compile({{x, x.type()}, {labels, labels.type()}}, {loss}, targets,
-                                 {.device = tg::Device::cuda(0), .precision = precision_of(a.precision)});
+  auto t_compile = Clock::now();
+  tg::Executable exe;
+  if (!a.load.empty()) {
+    exe = tg::Executable::load(a.load);
+  } else {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder({a.batch, a.size, a.size, 3}, tg::f32, "images");
+    tg::Tensor labels = g.placeholder({a.batch, 1000}, tg::f32, "labels");
+    tg::nn::ResNetConfig cfg;
+    auto net = a.model == "resnet18" ? tg::nn::resnet18(g, cfg) : tg::nn::resnet50(g, cfg);
+    net->train();  // batch statistics, and running statistics updated as PyTorch's train() does
+    tg::Tensor loss = g.softmax_cross_entropy(net->forward(g, x), labels);
+    std::vector<tg::Tensor> params = net->parameters();
+    tg::optim::GradMap grads = g.gradients(loss, params);
+    std::vector<tg::Operation> targets = net->updates();
+    targets.push_back(tg::optim::sgd(g, params, grads, g.scalar(0.01), {.momentum = 0.9}));
+    t_compile = Clock::now();
+    exe = g.compile({{x, x.type()}, {labels, labels.type()}}, {loss}, targets,
+                    {.device = tg::Device::cuda(0), .precision = precision_of(a.precision)});
+  }
   const double compile_s = seconds_since(t_compile);
 
   // Random images, one-hot labels of random classes; uploaded once.
@@ -134,6 +147,9 @@ int main(int argc, char** argv) {
               a.batch / step_ms * 1e3, first_step_s, compile_s, first_run_s,
               std::chrono::duration<double>(t_compile - t_start).count(), peak_bytes() / 1073741824.0);
   for (size_t i = 0; i < curve.size(); ++i) std::printf("%s%.5f", i ? ", " : "", curve[i]);
-  std::printf("]}\n");
+  const tg::RunStats rs = exe.run_stats();
+  std::printf("], \"kernels_compiled\": %d, \"kernels_from_file\": %d}\n", rs.kernels_compiled,
+              rs.kernels_from_file);
+  if (!a.save.empty()) exe.save(a.save);
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "core/atomic_file.h"
 #include "core/read_file.h"
@@ -201,8 +202,12 @@ namespace {
 void provide_device_code(const ExecutableImpl& exe, const std::string& path) {
   const auto [major, minor] = nvrtc_arch(exe.device.index);
   int other = 0, other_major = 0, other_minor = 0;
-  std::lock_guard<std::mutex> lock(exe.device_code->mu);
-  for (const auto& [key, k] : exe.device_code->kernels) {
+  std::map<std::string, DeviceCode::Kernel> kernels;  // copied out: NVRTC's lock is never taken under ours
+  {
+    std::lock_guard<std::mutex> lock(exe.device_code->mu);
+    kernels = exe.device_code->kernels;
+  }
+  for (const auto& [key, k] : kernels) {
     if (k.major == major && k.minor == minor) {
       nvrtc_provide(k.major, k.minor, k.source, k.cubin);
     } else {

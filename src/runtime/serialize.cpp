@@ -460,6 +460,9 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   for (int64_t i = 0; i < nb; ++i) {
     const Block& b = g.blocks[static_cast<size_t>(i)];
     if (i == 0 ? b.parent_block != -1 : (b.parent_block < 0 || b.parent_block >= i)) r.fail("bad block nesting");
+    for (const std::vector<int32_t>* ids : {&b.nodes, &b.params, &b.results})  // ids() lets -1 through
+      for (int32_t id : *ids)
+        if (id < 0) r.fail("bad block member");
   }
   for (const Value& v : g.values)
     if (v.node < -1 || v.node >= nn || v.block < 0 || v.block >= nb) r.fail("bad value");
@@ -471,6 +474,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
         r.fail("bad region");
     for (int32_t v : n.inputs)
       if (v < 0) r.fail("bad input");
+    for (int32_t d : n.control_deps)
+      if (d < 0) r.fail("bad control dependency");
     for (int32_t v : n.outputs)
       if (v < 0) r.fail("bad output");
   }

@@ -252,3 +252,18 @@ TEST(Serialize, TensorsAreReadInPlaceFromTheFile) {
   EXPECT_EQ(e.run({in})[0].to_vector(), a[0].to_vector());
   std::filesystem::remove(path);
 }
+
+// Inputs of fuzz_tgx_load that crashed (tests/fuzz/regressions/tgx_crash_*.bin, payloads past
+// the checksum) must fail with tg::Error: tgx_crash_1 listed node -1 in a block.
+TEST(Serialize, LoaderFuzzRegressions) {
+  for (int i = 1;; ++i) {
+    const std::string path =
+        std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/regressions/tgx_crash_" + std::to_string(i) + ".bin";
+    if (!std::filesystem::exists(path)) {
+      EXPECT_GT(i, 1) << "no regression inputs found";
+      break;
+    }
+    const std::vector<char> b = bytes_of(path);
+    EXPECT_THROW(detail::deserialize_payload(b.data(), b.size()), Error) << path;
+  }
+}

@@ -14,7 +14,7 @@
 
 #include "test_util.h"
 
-#include "backends/cpu/scalar_math.h"
+#include "ops/elementwise_formulas.h"
 
 namespace {
 

@@ -64,13 +64,13 @@ namespace tg::detail::fast {
   return std::copysign(t < 0.125 ? small : large, x);
 }
 
-/// gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): scalar_math.h's formula.
+/// gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): ops/elementwise_formulas.h's formula.
 [[gnu::always_inline]] inline double gelu_tanh_fast(double x) {
   const double k = 0.7978845608028654;  // sqrt(2 / pi), as the reference's std::sqrt gives it
   return x * sigmoid_fast(2.0 * (k * (x + 0.044715 * x * x * x)));
 }
 
-/// dy * d/dx gelu_tanh(x): scalar_math.h's gelu_tanh_derivative with sigmoid_fast.
+/// dy * d/dx gelu_tanh(x): ops/elementwise_formulas.h's gelu_tanh_derivative with sigmoid_fast.
 [[gnu::always_inline]] inline double gelu_tanh_grad_fast(double dy, double x) {
   const double k = 0.7978845608028654, c = 0.044715;
   const double u = k * (x + c * x * x * x);

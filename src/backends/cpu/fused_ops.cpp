@@ -11,7 +11,7 @@
 #include "backends/cpu/fast_erf.h"
 #include "backends/cpu/fast_exp.h"
 #include "backends/cpu/fast_kernels.h"
-#include "backends/cpu/scalar_math.h"
+#include "ops/elementwise_formulas.h"
 #include "core/half.h"
 
 namespace tg::detail::fused {
@@ -28,70 +28,45 @@ void dloop2(float* __restrict d, const float* __restrict a, const float* __restr
     d[j] = static_cast<float>(f(static_cast<double>(a[j]), static_cast<double>(b[j])));
 }
 
-// The reference's double formulas (ref_elementwise.cpp), rounded once to f32.
+void unary_formula_loop(OpKind k, float* d, const float* a, int n, double al, double be);
+
+// The reference's double formulas (ops/elementwise_formulas.h), rounded once to f32; a few
+// through the fast f32 kernels the unfused path uses for them.
 void unary_double(const Instr& in, float* d, const float* a, int n) {
   const double al = in.alpha, be = in.beta;
   switch (in.kind) {
     case OpKind::Exp: fast::exp_f32(a, d, n); break;  // fast_exp.h: the reference's bits but for rare 1-ulp
-    case OpKind::Exp2: dloop1(d, a, n, [](double x) { return std::exp2(x); }); break;
-    case OpKind::Log: dloop1(d, a, n, [](double x) { return std::log(x); }); break;
-    case OpKind::Log2: dloop1(d, a, n, [](double x) { return std::log2(x); }); break;
-    case OpKind::Log1p: dloop1(d, a, n, [](double x) { return std::log1p(x); }); break;
-    case OpKind::Expm1: dloop1(d, a, n, [](double x) { return std::expm1(x); }); break;
-    case OpKind::Rsqrt: dloop1(d, a, n, [](double x) { return 1.0 / std::sqrt(x); }); break;
-    case OpKind::Reciprocal: dloop1(d, a, n, [](double x) { return 1.0 / x; }); break;
-    case OpKind::Sin: dloop1(d, a, n, [](double x) { return std::sin(x); }); break;
-    case OpKind::Cos: dloop1(d, a, n, [](double x) { return std::cos(x); }); break;
-    case OpKind::Tan: dloop1(d, a, n, [](double x) { return std::tan(x); }); break;
-    case OpKind::Sinh: dloop1(d, a, n, [](double x) { return std::sinh(x); }); break;
-    case OpKind::Cosh: dloop1(d, a, n, [](double x) { return std::cosh(x); }); break;
     case OpKind::Tanh: fast::tanh_f32(a, d, n); break;
-    case OpKind::Asin: dloop1(d, a, n, [](double x) { return std::asin(x); }); break;
-    case OpKind::Acos: dloop1(d, a, n, [](double x) { return std::acos(x); }); break;
-    case OpKind::Atan: dloop1(d, a, n, [](double x) { return std::atan(x); }); break;
-    case OpKind::Asinh: dloop1(d, a, n, [](double x) { return std::asinh(x); }); break;
-    case OpKind::Acosh: dloop1(d, a, n, [](double x) { return std::acosh(x); }); break;
-    case OpKind::Atanh: dloop1(d, a, n, [](double x) { return std::atanh(x); }); break;
     case OpKind::Erf: fast::erf_f32(a, d, n); break;  // as the unfused kernel (fast_erf.h)
-    case OpKind::Floor: dloop1(d, a, n, [](double x) { return std::floor(x); }); break;
-    case OpKind::Ceil: dloop1(d, a, n, [](double x) { return std::ceil(x); }); break;
-    case OpKind::Round: dloop1(d, a, n, [](double x) { return std::round(x); }); break;
-    case OpKind::Rint: dloop1(d, a, n, [](double x) { return std::nearbyint(x); }); break;
-    case OpKind::Trunc: dloop1(d, a, n, [](double x) { return std::trunc(x); }); break;
     case OpKind::Sigmoid: fast::sigmoid_f32(a, d, n); break;
-    case OpKind::LeakyRelu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * x : x; }); break;
-    case OpKind::Elu: dloop1(d, a, n, [al](double x) { return x < 0 ? al * std::expm1(x) : x; }); break;
     case OpKind::Gelu: fast::gelu_f32(a, d, n); break;
     case OpKind::GeluTanh: fast::gelu_tanh_f32(a, d, n); break;
     case OpKind::Silu: fast::silu_f32(a, d, n); break;
-    case OpKind::Softplus:
-      dloop1(d, a, n, [](double x) {
-        return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-      });
-      break;
-    case OpKind::HardSigmoid:
-      dloop1(d, a, n, [al, be](double x) {
-        double v = al * x + be;
-        return std::isnan(v) ? v : std::max(0.0, std::min(1.0, v));
-      });
-      break;
-    default: break;  // compile_fused only emits the ops above
+    default: unary_formula_loop(in.kind, d, a, n, al, be);
+  }
+}
+
+void unary_formula_loop(OpKind k, float* d, const float* a, int n, double al, double be) {
+  switch (k) {
+#define TG_X(kind, expr)                                                                     \
+  case OpKind::kind:                                                                         \
+    dloop1(d, a, n, [al, be](double x) { return unary_formula<OpKind::kind>(x, al, be); }); \
+    break;
+    TG_UNARY_FLOAT_FORMULAS(TG_X)
+#undef TG_X
+    default: break;  // compile_fused only emits float ops
   }
 }
 
 void binary_double(const Instr& in, float* d, const float* a, const float* b, int n) {
+  if (in.kind == OpKind::GeluTanhGrad) return fast::gelu_tanh_grad_f32(a, b, d, n);
   switch (in.kind) {
-    case OpKind::Mod: dloop2(d, a, b, n, [](double x, double y) { return std::fmod(x, y); }); break;
-    case OpKind::FloorMod:
-      dloop2(d, a, b, n, [](double x, double y) {
-        double r = std::fmod(x, y);
-        if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        return r == 0 ? std::copysign(0.0, y) : r;
-      });
-      break;
-    case OpKind::Pow: dloop2(d, a, b, n, [](double x, double y) { return std::pow(x, y); }); break;
-    case OpKind::Atan2: dloop2(d, a, b, n, [](double x, double y) { return std::atan2(x, y); }); break;
-    case OpKind::GeluTanhGrad: fast::gelu_tanh_grad_f32(a, b, d, n); break;
+#define TG_X(kind, expr)                                                                         \
+  case OpKind::kind:                                                                             \
+    dloop2(d, a, b, n, [](double x, double y) { return binary_formula<OpKind::kind>(x, y); }); \
+    break;
+    TG_BINARY_FLOAT_FORMULAS(TG_X)
+#undef TG_X
     default: break;
   }
 }

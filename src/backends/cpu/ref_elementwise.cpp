@@ -6,62 +6,19 @@
 #include <limits>
 
 #include "backends/cpu/ref_util.h"
-#include "backends/cpu/scalar_math.h"
+#include "ops/elementwise_formulas.h"
 
 namespace tg::detail::ref {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// Float ops in double: ops/elementwise_formulas.h, the one definition.
 double unary_f(const Ctx& c, double x) {
-  switch (c.kind()) {
-    case OpKind::Identity: case OpKind::StopGradient: return x;
-    case OpKind::Neg: return -x;
-    case OpKind::Abs: return std::fabs(x);
-    case OpKind::Sign: return std::isnan(x) ? x : (x > 0) - (x < 0);
-    case OpKind::Square: return x * x;
-    case OpKind::Relu: return x < 0 ? 0.0 : x;  // NaN stays NaN
-    case OpKind::Exp: return std::exp(x);
-    case OpKind::Exp2: return std::exp2(x);
-    case OpKind::Log: return std::log(x);
-    case OpKind::Log2: return std::log2(x);
-    case OpKind::Log1p: return std::log1p(x);
-    case OpKind::Expm1: return std::expm1(x);
-    case OpKind::Sqrt: return std::sqrt(x);
-    case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
-    case OpKind::Reciprocal: return 1.0 / x;
-    case OpKind::Sin: return std::sin(x);
-    case OpKind::Cos: return std::cos(x);
-    case OpKind::Tan: return std::tan(x);
-    case OpKind::Sinh: return std::sinh(x);
-    case OpKind::Cosh: return std::cosh(x);
-    case OpKind::Tanh: return std::tanh(x);
-    case OpKind::Asin: return std::asin(x);
-    case OpKind::Acos: return std::acos(x);
-    case OpKind::Atan: return std::atan(x);
-    case OpKind::Asinh: return std::asinh(x);
-    case OpKind::Acosh: return std::acosh(x);
-    case OpKind::Atanh: return std::atanh(x);
-    case OpKind::Erf: return std::erf(x);
-    case OpKind::Floor: return std::floor(x);
-    case OpKind::Ceil: return std::ceil(x);
-    case OpKind::Round: return std::round(x);      // half away from zero
-    case OpKind::Rint: return std::nearbyint(x);   // default mode: half to even
-    case OpKind::Trunc: return std::trunc(x);
-    case OpKind::Sigmoid: return sigmoid(x);
-    case OpKind::LeakyRelu: return x < 0 ? c.attr<ScalarDesc>().alpha * x : x;
-    case OpKind::Elu: return x < 0 ? c.attr<ScalarDesc>().alpha * std::expm1(x) : x;
-    case OpKind::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case OpKind::GeluTanh: return gelu_tanh(x);
-    case OpKind::Silu: return x * sigmoid(x);
-    case OpKind::Softplus: return std::isnan(x) ? x : std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-    case OpKind::HardSigmoid: {
-      const auto& d = c.attr<ScalarDesc>();
-      double v = d.alpha * x + d.beta;
-      return std::isnan(v) ? v : std::max(0.0, std::min(1.0, v));
-    }
-    default: c.fail("is not a unary float op");
-  }
+  const auto* d = std::get_if<ScalarDesc>(&c.n.attr);
+  double r;
+  if (!unary_formula(c.kind(), x, d ? d->alpha : 0.0, d ? d->beta : 0.0, r)) c.fail("is not a unary float op");
+  return r;
 }
 
 int64_t unary_i(const Ctx& c, int64_t x, DType t) {
@@ -106,28 +63,9 @@ int64_t shift(bool left, int64_t a, int64_t b, DType t) {
 }
 
 double binary_f(const Ctx& c, double a, double b) {
-  switch (c.kind()) {
-    case OpKind::Add: return a + b;
-    case OpKind::Sub: return a - b;
-    case OpKind::Mul: return a * b;
-    case OpKind::Div: return a / b;
-    case OpKind::DivNoNan: return b == 0 ? 0.0 : a / b;
-    case OpKind::Mod: return std::fmod(a, b);
-    case OpKind::FloorMod: {
-      double r = std::fmod(a, b);
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return r == 0 ? std::copysign(0.0, b) : r;
-    }
-    case OpKind::Pow: return std::pow(a, b);
-    case OpKind::Minimum: return std::fmin(a, b);
-    case OpKind::Maximum: return std::fmax(a, b);
-    case OpKind::MinimumNan: return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
-    case OpKind::MaximumNan: return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
-    case OpKind::Atan2: return std::atan2(a, b);
-    case OpKind::GeluTanhGrad: return a * gelu_tanh_derivative(b);
-    case OpKind::ReluGrad: return b > 0 ? a : 0.0;
-    default: c.fail("is not a binary float op");
-  }
+  double r;
+  if (!binary_formula(c.kind(), a, b, r)) c.fail("is not a binary float op");
+  return r;
 }
 
 int64_t binary_i(const Ctx& c, int64_t a, int64_t b, DType t) {

@@ -18,6 +18,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/half_storage.h"
 #include "passes/layout.h"
 #include "passes/sink_broadcasts.h"
@@ -65,6 +66,11 @@ void run_pipeline(Module& m, const PipelineOptions& o) {
   Dumper dumper;
   verify_or_throw(m.graph);
   dumper.dump(m, "input");
+  // Before decomposition, which would take inference batch norms apart first.
+  if (optimize && FoldBatchNorm().run(m)) {
+    dumper.dump(m, "fold_batch_norm");
+    if (verify_each_pass()) verify_or_throw(m.graph, "fold_batch_norm");
+  }
   if (decompose_composites && DecomposeComposites().run(m)) {
     dumper.dump(m, "decompose");
     if (verify_each_pass()) verify_or_throw(m.graph, "decompose");

@@ -1,4 +1,5 @@
 // Each pass on a small graph, checked structurally before and after.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -454,4 +455,53 @@ TEST(PassDecompose, LeavesOtherOpsAlone) {
   EXPECT_FALSE(DecomposeComposites().run(m));
   EXPECT_EQ(count(m, OpKind::Assign), 1);
   EXPECT_EQ(count(m, OpKind::Exp), 1);
+}
+
+// Inference batch norm folded into the convolution before it (fold_batch_norm.cpp): the same
+// values as the graph compiled without optimisation, in both layouts and with groups; the
+// batch norm gone from the optimized module. Not folded: a convolution result read twice, or
+// filters that are not constants.
+TEST(PassFoldBatchNorm, FoldsIntoConstantFiltersAndKeepsValues) {
+  for (bool nhwc : {true, false}) {
+    const int64_t C = 6, G = 2;
+    ConvDesc d;
+    d.padding = PaddingStyle::same;
+    d.groups = G;
+    d.data_layout = nhwc ? Layout::nhwc : Layout::nchw;
+    d.weights_layout = nhwc ? Layout::hwio : Layout::oihw;
+    const Shape xs = nhwc ? Shape{2, 5, 5, 4} : Shape{2, 4, 5, 5};
+    const Shape ws = nhwc ? Shape{3, 3, 2, C} : Shape{C, 2, 3, 3};
+    auto stat = [&](uint64_t seed, double lo, double hi) { return TensorData::uniform({C}, lo, hi, f32, seed); };
+    Graph g;
+    Tensor x = g.placeholder(xs, f32, "x");
+    Tensor conv = g.conv2d(x, g.constant(TensorData::uniform(ws, -1, 1, f32, 3)), d);
+    Tensor y = g.relu(g.batch_norm(conv, g.constant(stat(4, -0.5, 0.5)), g.constant(stat(5, 0.5, 2.0)),
+                                   g.constant(stat(6, 0.5, 1.5)), g.constant(stat(7, -0.5, 0.5)), nhwc ? 3 : 1, 1e-3));
+    TensorData in = TensorData::uniform(xs, -2, 2, f32, 8);
+    std::vector<TensorData> folded, plain;
+    {
+      Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+      EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 0) << (nhwc ? "nhwc" : "nchw");
+      folded = e.run({in});
+    }
+    {
+      Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .optimize = false});
+      EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 1);
+      plain = e.run({in});
+    }
+    ASSERT_EQ(folded[0].shape(), plain[0].shape());
+    for (int64_t i = 0; i < plain[0].num_elements(); ++i)
+      EXPECT_NEAR(folded[0].at(i), plain[0].at(i), 1e-5 * std::max(1.0, std::fabs(plain[0].at(i)))) << i;
+  }
+  // Read twice (the convolution's own result is a target too), or filters fed: kept.
+  Graph g;
+  Tensor x = g.placeholder({1, 4, 4, 3}, f32, "x"), wf = g.placeholder({1, 1, 3, 3}, f32, "w");
+  ConvDesc d;
+  auto c3 = [&](uint64_t s) { return g.constant(TensorData::uniform({3}, 0.5, 1.5, f32, s)); };
+  Tensor a = g.conv2d(x, g.constant(TensorData::uniform({1, 1, 3, 3}, -1, 1, f32, 1)), d);
+  Tensor bn_a = g.batch_norm(a, c3(2), c3(3), c3(4), c3(5), 3);
+  Tensor b = g.conv2d(x, wf, d);
+  Tensor bn_b = g.batch_norm(b, c3(6), c3(7), c3(8), c3(9), 3);
+  Executable e = g.compile({{x, x.type()}, {wf, wf.type()}}, {a, bn_a, bn_b}, {}, {.device = Device::cpu()});
+  EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 2);
 }

@@ -1,0 +1,93 @@
+#include "passes/fold_batch_norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "passes/rewrite.h"
+
+namespace tg::detail {
+namespace {
+
+// The constant data of value v, or null.
+const TensorData* constant_of(const GraphImpl& g, int32_t v) {
+  const int32_t p = g.values[static_cast<size_t>(v)].node;
+  if (p < 0) return nullptr;
+  const Node& n = g.nodes[static_cast<size_t>(p)];
+  return n.kind == OpKind::Constant && !n.data.empty() ? &n.data : nullptr;
+}
+
+}  // namespace
+
+bool FoldBatchNorm::run(Module& m) {
+  GraphImpl& gi = m.graph;
+  // Readers of each value (any block) and the targets: the convolution's result must have the
+  // batch norm as its only reader.
+  std::vector<int> reads(gi.values.size(), 0);
+  for (const Node& n : gi.nodes)
+    for (int32_t v : n.inputs) ++reads[static_cast<size_t>(v)];
+  for (const Block& b : gi.blocks)
+    for (int32_t v : b.results) ++reads[static_cast<size_t>(v)];
+  for (int32_t v : m.targets) ++reads[static_cast<size_t>(v)];
+
+  std::vector<int32_t> blocks(gi.blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
+  return rewrite_nodes(m, blocks, [&](Graph& g, const Node& bn, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    const GraphImpl& G = g.impl();
+    if (bn.kind != OpKind::BatchNorm || in.size() != 5 || bn.outputs.size() != 1) return {};
+    const int32_t y = bn.inputs[0];
+    const int32_t cp = G.values[static_cast<size_t>(y)].node;
+    if (cp < 0 || y >= static_cast<int32_t>(reads.size()) || reads[static_cast<size_t>(y)] != 1) return {};
+    const Node& conv = G.nodes[static_cast<size_t>(cp)];
+    if (conv.kind != OpKind::Conv2d || conv.inputs.size() != 2 || !conv.control_deps.empty()) return {};
+    const auto& cd = std::get<ConvDesc>(conv.attr);
+    const auto& nd = std::get<NormDesc>(bn.attr);
+    const TensorType& yt = G.type(y);
+    if (!yt.shape.ranked() || yt.shape.rank() != 4) return {};
+    int64_t channel;
+    if (cd.data_layout == Layout::nchw) channel = 1;
+    else if (cd.data_layout == Layout::nhwc) channel = 3;
+    else return {};
+    if ((nd.axis < 0 ? nd.axis + 4 : nd.axis) != channel) return {};
+    int64_t o_axis;
+    if (cd.weights_layout == Layout::oihw) o_axis = 0;
+    else if (cd.weights_layout == Layout::hwio) o_axis = 3;
+    else return {};
+    const TensorData* w = constant_of(G, conv.inputs[1]);
+    const TensorData *mean = constant_of(G, bn.inputs[1]), *var = constant_of(G, bn.inputs[2]),
+                     *gamma = constant_of(G, bn.inputs[3]), *beta = constant_of(G, bn.inputs[4]);
+    if (!w || !mean || !var || !gamma || !beta) return {};
+    const DType dt = w->dtype();
+    if (dt != DType::f32 && dt != DType::f64) return {};  // half filters would round the product
+    const int64_t C = w->shape().dims()[static_cast<size_t>(o_axis)];
+    for (const TensorData* t : {mean, var, gamma, beta})
+      if (t->num_elements() != C || t->dtype() != dt) return {};
+    if (G.type(bn.outputs[0]).dtype != dt || G.type(conv.inputs[0]).dtype != dt) return {};
+
+    std::vector<double> s(static_cast<size_t>(C)), bias(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      s[static_cast<size_t>(c)] = gamma->at(c) / std::sqrt(var->at(c) + nd.epsilon);
+      bias[static_cast<size_t>(c)] = beta->at(c) - mean->at(c) * s[static_cast<size_t>(c)];
+    }
+    // Filters scaled along their output-channel axis (stride: the product of the dims after it).
+    const auto& wd = w->shape().dims();
+    int64_t inner = 1;
+    for (size_t i = static_cast<size_t>(o_axis) + 1; i < wd.size(); ++i) inner *= wd[i];
+    TensorData w2 = w->clone();
+    for (int64_t i = 0; i < w2.num_elements(); ++i) w2.set(i, w->at(i) * s[static_cast<size_t>((i / inner) % C)]);
+    TensorData b(Shape{C}, dt);
+    for (int64_t c = 0; c < C; ++c) b.set(c, bias[static_cast<size_t>(c)]);
+
+    // Copies first: adding nodes may move the graph's node storage (conv, cd point into it).
+    const ConvDesc desc = cd;
+    const Tensor x(&g.impl(), conv.inputs[0]);
+    Tensor filters = g.constant(w2);
+    Tensor folded = g.conv2d(x, filters, desc);
+    // NCHW: the bias as ONNX importers write it, a [1, C, 1, 1] view of [C] (the channels-last
+    // pass moves such a view past its transposes; a [C, 1, 1] constant it would not).
+    Tensor bias_t = g.constant(b);
+    if (channel == 1) bias_t = g.reshape(bias_t, {1, C, 1, 1});
+    return {g.add(folded, bias_t)};
+  });
+}
+
+}  // namespace tg::detail

@@ -362,3 +362,34 @@ TEST(CpuFusion, ConvolutionPostOpsFallBackOpByOp) {
   expect_close(fused[0], plain[0], 1e-6, "y");
   expect_close(fused[1], plain[1], 1e-6, "z");
 }
+
+// A reshape's result takes its input's arena bytes (no copy), and those bytes stay reserved
+// until the reshape's (or a reshape of it's) last reader: values computed in between, which
+// would otherwise reuse them, must not clobber it.
+TEST(CpuFusion, ReshapesShareTheirInputsBytes) {
+  Graph g;
+  Tensor x = g.placeholder({64, 48}, tg::f32, "x"), w = g.placeholder({48, 48}, tg::f32, "w");
+  Tensor w2 = g.placeholder({48, 48}, tg::f32, "w2");
+  Tensor a = g.matmul(x, w);                             // in the arena
+  Tensor r = g.reshape(g.reshape(a, {48, 64}), {3072});  // views of a's bytes
+  Tensor b = g.matmul(g.matmul(x, w2), w2);              // allocations of a's size after its last direct reader
+  Tensor c = g.add(g.exp(g.reshape(b, {3072})), r);
+  tg::Executable exe = g.compile({{x, x.type()}, {w, w.type()}, {w2, w2.type()}}, {c}, {},
+                                 {.device = tg::Device::cpu()});
+  tg::detail::CpuPlan p = plan_of(exe);
+  const auto& G = exe.impl().module.graph;
+  int shared = 0;
+  for (size_t v = 0; v < G.values.size(); ++v) {
+    const int32_t producer = G.values[v].node;
+    if (producer < 0 || G.nodes[static_cast<size_t>(producer)].kind != tg::detail::OpKind::Reshape) continue;
+    const int32_t in = G.nodes[static_cast<size_t>(producer)].inputs[0];
+    shared += p.offset[v] >= 0 && p.offset[v] == p.offset[static_cast<size_t>(in)];
+  }
+  EXPECT_GE(shared, 2);
+  TensorData xv = rnd({64, 48}, 1, tg::f32, -0.5, 0.5), wv = rnd({48, 48}, 2, tg::f32, -0.5, 0.5);
+  TensorData w2v = rnd({48, 48}, 3, tg::f32, -0.5, 0.5);
+  auto [fused, plain] = run_both(exe, {xv, wv, w2v});
+  expect_close(fused[0], plain[0], 1e-6, "c");
+  auto again = exe.run({xv, wv, w2v});  // a second run over the same (reused) arena
+  expect_close(again[0], plain[0], 1e-6, "c, second run");
+}

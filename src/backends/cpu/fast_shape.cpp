@@ -121,6 +121,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       if (!out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;  // inputs 1..: shape sources
       if (t.shape.num_elements() != in[0].num_elements()) return false;
       y = cpu_output(0, t.shape, t.dtype);
+      if (y.data() == in[0].data()) break;  // planned as the input's own bytes: nothing to copy
       const size_t bytes = in[0].nbytes();
       const auto* p = static_cast<const std::byte*>(in[0].data());
       auto* q = static_cast<std::byte*>(y.data());

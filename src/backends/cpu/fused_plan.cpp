@@ -454,6 +454,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
 
   ArenaAllocator arena;
   std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step)
+  std::vector<int32_t> alias_root(nv, -1);        // per value: the value whose bytes it views
   auto place = [&](int32_t v) {
     plan.offset[static_cast<size_t>(v)] = arena.place(size_of(v));
     live.emplace_back(v, last_use[static_cast<size_t>(v)]);
@@ -483,6 +484,20 @@ void plan_arena(const Module& m, CpuPlan& plan) {
     } else if (st.node >= 0) {
       const Node& n = g.nodes[static_cast<size_t>(st.node)];
       const bool ew = op_def(n.kind).has(kElementwise) && n.outputs.size() == 1;
+      // A reshape's result is its input's bytes (the kernel then copies nothing): the same
+      // offset, and the input (or the value it views) kept until the result's last reader.
+      if (n.kind == OpKind::Reshape && n.outputs.size() == 1 && planned(n.outputs[0])) {
+        const int32_t out = n.outputs[0], in = n.inputs[0];
+        const int32_t root = alias_root[static_cast<size_t>(in)] >= 0 ? alias_root[static_cast<size_t>(in)] : in;
+        auto it = std::find_if(live.begin(), live.end(), [&](auto& e) { return e.first == root; });
+        if (it != live.end() && size_of(out) == size_of(root)) {
+          plan.offset[static_cast<size_t>(out)] = plan.offset[static_cast<size_t>(root)];
+          alias_root[static_cast<size_t>(out)] = root;
+          it->second = std::max(it->second, last_use[static_cast<size_t>(out)]);
+          arena.release_dead(live, s, plan.offset, size_of);
+          continue;
+        }
+      }
       for (int32_t v : n.outputs) {
         if (!planned(v) || (st.stats && v == n.outputs[0])) continue;
         if (ew && take_dying(v, n.inputs, s)) continue;

@@ -393,3 +393,26 @@ TEST(CpuFusion, ReshapesShareTheirInputsBytes) {
   auto again = exe.run({xv, wv, w2v});  // a second run over the same (reused) arena
   expect_close(again[0], plain[0], 1e-6, "c, second run");
 }
+
+// Matmuls take bias and activation as oneDNN post-ops too, also across a reshape of the result
+// (BERT's intermediate layer: matmul, bias, reshape, GELU); a residual add stays a loop.
+TEST(CpuFusion, MatmulsTakeBiasAndActivationAsPostOps) {
+  Graph g;
+  Tensor x = g.placeholder({2, 16, 24}, tg::f32, "x"), w = g.constant(rnd({32, 24}, 2, tg::f32, -0.3, 0.3));
+  Tensor b = g.constant(rnd({32}, 3));
+  Tensor flat = g.reshape(x, {32, 24});
+  Tensor h = g.gelu(g.reshape(g.add(g.matmul(flat, w, false, true), b), {2, 16, 32}));  // bias, reshape, gelu
+  Tensor w2 = g.constant(rnd({32, 32}, 4, tg::f32, -0.3, 0.3));
+  Tensor r = g.add(g.matmul(h, w2), h);                                                  // a residual: a loop
+  Tensor w3 = g.constant(rnd({32, 8}, 5, tg::f32, -0.3, 0.3));
+  Tensor t = g.tanh(g.mul(g.matmul(h, w3), g.scalar(0.5)));                              // scalar, activation
+  tg::Executable exe = g.compile({{x, x.type()}}, {r, t}, {}, {.device = tg::Device::cpu()});
+  tg::detail::CpuPlan p = plan_of(exe);
+  std::vector<size_t> chains;
+  for (const auto& post : p.posts) chains.push_back(post.ops.size());
+  std::sort(chains.begin(), chains.end());
+  EXPECT_EQ(chains, (std::vector<size_t>{2, 2}));  // (add, gelu) across the reshape; (mul, tanh)
+  auto [fused, plain] = run_both(exe, {rnd({2, 16, 24}, 1)});
+  expect_close(fused[0], plain[0], 1e-5, "residual");
+  expect_close(fused[1], plain[1], 1e-5, "tanh");
+}

@@ -1,5 +1,7 @@
-// Which elementwise chains after f32 convolutions the convolution applies itself, as oneDNN
-// post-ops (fused_plan.h's CpuConvPost). An inference ResNet's bias add, residual add and ReLU
+// Which elementwise chains after f32 convolutions and matmuls the primitive applies itself, as
+// oneDNN post-ops (fused_plan.h's CpuConvPost). Matmuls take activations and per-column or
+// scalar operands (a linear layer's bias, then GELU: BERT's intermediate layers), also across a
+// reshape of the result (after which only activations follow). An inference ResNet's bias add, residual add and ReLU
 // then cost no pass over memory of their own: as fused loops they read the convolution's
 // result back and write it again, about 6% of ResNet-50's time at batch 1 on two cores.
 //
@@ -26,14 +28,17 @@ bool f32_static(const GraphImpl& g, int32_t v) {
   return t.dtype == DType::f32 && t.shape.is_static();
 }
 
-// A convolution oneDNN runs (fast_conv.cpp): f32 data and filters, 2-D, plain layouts.
-bool conv_candidate(const GraphImpl& g, const Node& n) {
-  if (n.kind != OpKind::Conv2d || n.inputs.size() != 2 || n.outputs.size() != 1 || !n.control_deps.empty())
+// A convolution oneDNN runs (fast_conv.cpp: f32 data and filters, 2-D, plain layouts) or an
+// f32 matmul (fast_matmul.cpp).
+bool producer_candidate(const GraphImpl& g, const Node& n) {
+  if ((n.kind != OpKind::Conv2d && n.kind != OpKind::MatMul) || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+      !n.control_deps.empty())
     return false;
-  const auto* d = std::get_if<ConvDesc>(&n.attr);
-  if (!d || (d->data_layout != Layout::nhwc && d->data_layout != Layout::nchw)) return false;
   for (int32_t v : {n.inputs[0], n.inputs[1], n.outputs[0]})
     if (!f32_static(g, v)) return false;
+  if (n.kind == OpKind::MatMul) return g.type(n.outputs[0]).shape.rank() >= 2;
+  const auto* d = std::get_if<ConvDesc>(&n.attr);
+  if (!d || (d->data_layout != Layout::nhwc && d->data_layout != Layout::nchw)) return false;
   return g.type(n.outputs[0]).shape.rank() == 4;
 }
 
@@ -59,7 +64,7 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
   if (env_flag("TGRAPH_NO_CONV_POST_OPS")) return out;
   std::vector<int32_t> convs;
   for (size_t id = 0; id < g.nodes.size(); ++id)
-    if (pos[id] >= 0 && conv_candidate(g, g.nodes[id])) convs.push_back(static_cast<int32_t>(id));
+    if (pos[id] >= 0 && producer_candidate(g, g.nodes[id])) convs.push_back(static_cast<int32_t>(id));
   std::sort(convs.begin(), convs.end(), [&](int32_t a, int32_t b) {
     return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)];
   });
@@ -81,20 +86,34 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
   for (int32_t c : convs) {
     const Node& conv = g.nodes[static_cast<size_t>(c)];
     const int32_t at = pos[static_cast<size_t>(c)];
-    const Shape& ys = g.type(conv.outputs[0]).shape;
-    const int64_t channel = std::get<ConvDesc>(conv.attr).data_layout == Layout::nhwc ? 3 : 1;
+    const bool mm = conv.kind == OpKind::MatMul;
+    Shape ys = g.type(conv.outputs[0]).shape;
+    // The axis a per-channel operand runs along: a convolution's channels, a matmul's columns.
+    const int64_t channel = mm ? ys.rank() - 1 : std::get<ConvDesc>(conv.attr).data_layout == Layout::nhwc ? 3 : 1;
+    bool reshaped = false;  // past a reshape only activations follow (the channel axis moved)
     CpuConvPost post;
     int32_t v = conv.outputs[0];
     while (post.ops.size() < kMaxPostOps) {
       const int32_t u = sole_reader(v);
-      if (u < 0 || !elementwise[static_cast<size_t>(u)] || taken[static_cast<size_t>(u)]) break;
+      if (u < 0 || taken[static_cast<size_t>(u)] || pos[static_cast<size_t>(u)] < 0) break;
       const Node& un = g.nodes[static_cast<size_t>(u)];
+      if (un.kind == OpKind::Reshape) {  // the same bytes under another shape: read through
+        if (un.inputs.size() != 1 || un.outputs.size() != 1 || !un.control_deps.empty() ||
+            !f32_static(g, un.outputs[0]))
+          break;
+        post.absorbed.push_back(u);
+        v = un.outputs[0];
+        ys = g.type(v).shape;
+        reshaped = true;
+        continue;
+      }
+      if (!elementwise[static_cast<size_t>(u)]) break;
       if (!fast::conv_post_supports(un.kind) || un.outputs.size() != 1) break;
       const int32_t r = un.outputs[0];
       if (!f32_static(g, r) || !(g.type(r).shape == ys)) break;
       int32_t operand = -1, broadcast = -1, via = -1;
       if (un.inputs.size() == 2) {
-        if (un.inputs[0] == un.inputs[1]) break;
+        if (un.inputs[0] == un.inputs[1] || reshaped) break;
         const bool first = un.inputs[0] == v;
         if (!first && (un.kind == OpKind::Sub || un.kind == OpKind::Div)) break;
         int32_t w = first ? un.inputs[1] : un.inputs[0];
@@ -109,7 +128,7 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
         if (!f32_static(g, w) || !in_memory_before(w, at)) break;
         const Shape& ws = g.type(w).shape;
         if (ws == ys && through < 0) {  // a residual: oneDNN's sum, one per convolution
-          if (un.kind != OpKind::Add || post.sum >= 0) break;
+          if (un.kind != OpKind::Add || post.sum >= 0 || mm) break;
           post.sum = w;
         } else if (!per_channel(ws, ys, channel)) {
           break;
@@ -125,6 +144,11 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
       if (broadcast >= 0) post.absorbed.push_back(broadcast);
       post.absorbed.push_back(u);
       v = r;
+    }
+    // Reshapes after the last op stay out (nothing gained, and they are plain views anyway).
+    while (!post.absorbed.empty() && g.nodes[static_cast<size_t>(post.absorbed.back())].kind == OpKind::Reshape) {
+      v = g.nodes[static_cast<size_t>(post.absorbed.back())].inputs[0];
+      post.absorbed.pop_back();
     }
     if (post.ops.empty()) continue;
     for (int32_t id : post.absorbed) {

@@ -211,16 +211,25 @@ struct RunState {
       if (p.operands[i] >= 0) op.operand = &in(p.operands[i]);
       ops.push_back(op);
     }
+    // The chain may pass a reshape: the result's bytes are the end's, under the producer's shape.
+    const Shape& made = g.type(conv.outputs[0]).shape;
+    const Shape& end_shape = g.type(p.end).shape;
     std::vector<TensorData> planned{arena_view(p.end)};
+    if (!planned[0].empty() && !(planned[0].shape() == made)) planned[0] = planned[0].reshaped(made);
     {
-      CpuProfileScope prof(cpu_profiling() ? "conv2d + " + std::to_string(ops.size()) + " post-ops" : std::string());
+      CpuProfileScope prof(cpu_profiling() ? std::string(op_name(conv.kind)) + " + " + std::to_string(ops.size()) +
+                                                 " post-ops"
+                                           : std::string());
       PlannedOutputs scope(planned[0].empty() ? nullptr : &planned);
       std::vector<TensorData> out;
-      if (fast::conv2d(conv, ins, out, &g, &ops)) {
-        slots[static_cast<size_t>(p.end)] = std::move(out[0]);
+      const bool ok = conv.kind == OpKind::MatMul ? fast::matmul(conv, ins, out, &g, &ops)
+                                                  : fast::conv2d(conv, ins, out, &g, &ops);
+      if (ok) {
+        slots[static_cast<size_t>(p.end)] = out[0].shape() == end_shape ? std::move(out[0]) : out[0].reshaped(end_shape);
         return;
       }
     }
+    if (!planned[0].empty()) planned[0] = planned[0].reshaped(end_shape);
     unfused(conv);
     for (size_t i = 0; i < p.ops.size(); ++i) {  // broadcasts read through their sources, once
       const int32_t b = p.through[i];

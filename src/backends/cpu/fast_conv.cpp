@@ -96,6 +96,9 @@ std::optional<memory::desc> operand_desc(const TensorData& t, const memory::dims
 }  // namespace
 
 bool conv_post_supports(OpKind k) { return post_algorithm(k).first != dnnl::algorithm::undef; }
+bool post_is_unary(OpKind k) { return post_algorithm(k).second; }
+dnnl::algorithm post_eltwise(OpKind k) { return post_algorithm(k).first; }
+dnnl::algorithm post_binary(OpKind k) { return post_algorithm(k).first; }
 
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g,
             const std::vector<ConvPostOp>* post) {

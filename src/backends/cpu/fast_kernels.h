@@ -36,9 +36,6 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
                    std::vector<TensorData>& out);
 
 namespace fast {
-/// oneDNN matmul (batched, transposes, batch broadcast) for f32.
-bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
-            const GraphImpl* g = nullptr);
 /// One elementwise op applied to a convolution's result inside the primitive (a oneDNN
 /// post-op), so the result is written once instead of being read back by a separate loop.
 struct ConvPostOp {
@@ -54,11 +51,19 @@ struct ConvPostOp {
 /// the operand is copied there first unless it already lies there (oneDNN's jit convolutions
 /// take no other full-size operand; with one they fell back to a GEMM one 10x slower).
 bool conv_post_supports(OpKind k);
+/// Whether post-op kind k takes no operand, and oneDNN's algorithm for it (fast_conv.cpp).
+bool post_is_unary(OpKind k);
+dnnl::algorithm post_eltwise(OpKind k);
+dnnl::algorithm post_binary(OpKind k);
 /// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights), with `post` ops
 /// applied to its result in order (the output is then the last op's result).
 /// With the graph `g`, weights that are its constants are reordered into the primitive's layout
 /// once and kept across calls.
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
+            const GraphImpl* g = nullptr, const std::vector<ConvPostOp>* post = nullptr);
+/// oneDNN matmul (batched, transposes, batch broadcast) for f32, with `post` ops applied to
+/// its result (activations; binary ops with a scalar or one value per column only).
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
             const GraphImpl* g = nullptr, const std::vector<ConvPostOp>* post = nullptr);
 /// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
 /// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).

@@ -3,6 +3,8 @@
 // descriptor, so no operand is copied; a constant 2-D B is packed once into the primitive's
 // own layout (packed_weights.h). One primitive per problem, cached.
 #include <algorithm>
+#include <cstring>
+#include <unordered_map>
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
@@ -18,6 +20,7 @@ struct MatmulEntry {
   memory::desc a, b, c;
   memory::desc b_user;  // B as stored, when the primitive takes it packed (b: its layout)
   memory::desc scratch;  // per-execution scratchpad: runs from several threads share nothing
+  std::vector<memory::desc> post_src1;  // per post-op: a binary op's operand, else empty
 };
 
 PrimitiveCache<MatmulEntry>& cache() {
@@ -46,7 +49,8 @@ memory::desc operand_md(const memory::dims& stored, bool t) {
 
 }  // namespace
 
-bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g) {
+bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g,
+            const std::vector<ConvPostOp>* post) {
   if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
   const auto* d = std::get_if<MatmulDesc>(&n.attr);
   if (!d) return false;
@@ -89,6 +93,28 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   std::vector<int64_t> key{ta, tb, static_cast<int64_t>(r), pack_b};
   key.insert(key.end(), as.begin(), as.end());
   key.insert(key.end(), bs.begin(), bs.end());
+  // Post-ops (fast_kernels.h): activations, and binary ops with a scalar or one value per
+  // column (a bias); their kinds, parameters and operand dims are part of the key.
+  std::vector<memory::desc> operands;
+  for (const ConvPostOp& p : post ? *post : std::vector<ConvPostOp>{}) {
+    if (!conv_post_supports(p.kind) || (post_is_unary(p.kind) != (p.operand == nullptr))) return false;
+    memory::dims od(r, 1);
+    if (p.operand) {
+      const auto& td = p.operand->shape().dims();
+      if (p.operand->dtype() != DType::f32 || td.size() > r) return false;
+      std::copy(td.begin(), td.end(), od.begin() + static_cast<long>(r - td.size()));
+      for (size_t i = 0; i + 1 < r; ++i)
+        if (od[i] != 1) return false;
+      if (od[r - 1] != 1 && od[r - 1] != nn) return false;
+    }
+    operands.push_back(p.operand ? memory::desc(od, memory::data_type::f32, strides_of(od)) : memory::desc());
+    key.push_back(static_cast<int64_t>(p.kind));
+    double alpha = p.kind == OpKind::Silu ? 1.0 : p.alpha;
+    int64_t bits;
+    std::memcpy(&bits, &alpha, sizeof bits);
+    key.push_back(bits);
+    key.push_back(p.operand ? od[r - 1] : -1);
+  }
   auto e = cache().get(key, [&] {
     auto entry = std::make_shared<MatmulEntry>();
     entry->a = operand_md(as, ta);
@@ -99,6 +125,18 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     dnnl::matmul::desc md(entry->a, pack_b ? b_any : entry->b, entry->c);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (post && !post->empty()) {
+      dnnl::post_ops po;
+      for (size_t i = 0; i < post->size(); ++i) {
+        const ConvPostOp& p = (*post)[i];
+        if (post_is_unary(p.kind))
+          po.append_eltwise(1.f, post_eltwise(p.kind), static_cast<float>(p.kind == OpKind::Silu ? 1.0 : p.alpha), 0.f);
+        else
+          po.append_binary(post_binary(p.kind), operands[i]);
+      }
+      attr.set_post_ops(po);
+      entry->post_src1 = operands;
+    }
     dnnl::matmul::primitive_desc pd(md, attr, dnnl_cpu_engine());
     if (pack_b) {
       entry->b = pd.weights_desc();
@@ -134,7 +172,13 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       }
     }
     memory scratch = dnnl_thread_memory(e->scratch, 0);
-    e->prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    for (size_t i = 0; i < e->post_src1.size(); ++i)
+      if ((*post)[i].operand)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                     memory(e->post_src1[i], eng, const_cast<void*>((*post)[i].operand->data())));
+    e->prim.execute(s, args);
     s.wait();
   } catch (const dnnl::error&) {
     return false;  // e.g. out of scratch memory: the reference still gives the answer

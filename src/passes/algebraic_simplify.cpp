@@ -1,6 +1,8 @@
 #include "passes/algebraic_simplify.h"
 
+#include <cmath>
 #include <optional>
+#include <vector>
 
 namespace tg::detail {
 namespace {
@@ -22,6 +24,46 @@ std::optional<double> splat(const GraphImpl& g, int32_t v) {
   return first;
 }
 
+// x * 0.5 * (1 + erf(x / sqrt 2)) in any order of its factors and terms (x / sqrt 2 also as
+// x * (1 / sqrt 2)): the exact GELU as exporters spell it (torch.onnx's opset-17 BERT, Hugging
+// Face's own gelu). Returns x, or -1. As one op it is computed exactly, not in five roundings,
+// and backends fuse it (oneDNN's gelu_erf post-op, CUDA's fused kernels).
+int32_t gelu_operand(const GraphImpl& g, const Node& n) {
+  if (n.kind != OpKind::Mul || n.inputs.size() != 2) return -1;
+  std::vector<int32_t> f;  // the product's factors, one level of nested mul expanded
+  for (int32_t v : n.inputs) {
+    const Node* p = g.producer(v);
+    if (p && p->kind == OpKind::Mul && p->inputs.size() == 2 && p->control_deps.empty())
+      f.insert(f.end(), p->inputs.begin(), p->inputs.end());
+    else
+      f.push_back(v);
+  }
+  if (f.size() != 3) return -1;
+  auto near = [](std::optional<double> s, double c) { return s && std::fabs(*s - c) <= 1e-6 * c; };
+  int half = -1;
+  for (int i = 0; i < 3; ++i)
+    if (near(splat(g, f[static_cast<size_t>(i)]), 0.5)) half = i;
+  if (half < 0) return -1;
+  for (int i = 0; i < 3; ++i) {
+    if (i == half) continue;
+    const int32_t x = f[static_cast<size_t>(i)], a = f[static_cast<size_t>(3 - half - i)];
+    const Node* add = g.producer(a);
+    if (!add || add->kind != OpKind::Add || add->inputs.size() != 2) continue;
+    for (int k = 0; k < 2; ++k) {
+      if (!near(splat(g, add->inputs[static_cast<size_t>(1 - k)]), 1.0)) continue;
+      const Node* erf = g.producer(add->inputs[static_cast<size_t>(k)]);
+      if (!erf || erf->kind != OpKind::Erf) continue;
+      const Node* d = g.producer(erf->inputs[0]);
+      if (!d || d->inputs.size() != 2) continue;
+      const bool div = d->kind == OpKind::Div && d->inputs[0] == x && near(splat(g, d->inputs[1]), std::sqrt(2.0));
+      const bool mul = d->kind == OpKind::Mul && (d->inputs[0] == x || d->inputs[1] == x) &&
+                       near(splat(g, d->inputs[d->inputs[0] == x ? 1 : 0]), std::sqrt(0.5));
+      if (div || mul) return x;
+    }
+  }
+  return -1;
+}
+
 // The value that node n can be replaced by, or -1.
 int32_t simplify(Module& m, Node& n) {
   GraphImpl& g = m.graph;
@@ -32,10 +74,16 @@ int32_t simplify(Module& m, Node& n) {
   switch (n.kind) {
     case OpKind::Identity:
       return same_type(n.inputs[0]);
-    case OpKind::Mul:
+    case OpKind::Mul: {
       if (is(n.inputs[1], 1.0)) return same_type(n.inputs[0]);
       if (is(n.inputs[0], 1.0)) return same_type(n.inputs[1]);
-      return -1;
+      const int32_t x = gelu_operand(g, n);
+      if (x < 0 || !(g.type(x) == out) || !is_float(out.dtype)) return -1;
+      n.kind = OpKind::Gelu;  // in place: the erf arithmetic is left to dead-code elimination
+      n.inputs = {x};
+      n.attr = NoDesc{};
+      return -2;
+    }
     case OpKind::Div:
       return is(n.inputs[1], 1.0) ? same_type(n.inputs[0]) : -1;
     case OpKind::Add:

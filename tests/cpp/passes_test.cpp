@@ -505,3 +505,22 @@ TEST(PassFoldBatchNorm, FoldsIntoConstantFiltersAndKeepsValues) {
   Executable e = g.compile({{x, x.type()}, {wf, wf.type()}}, {a, bn_a, bn_b}, {}, {.device = Device::cpu()});
   EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 2);
 }
+
+// The exact GELU spelled in arithmetic (torch.onnx's x * (1 + erf(x / sqrt 2)) * 0.5, Hugging
+// Face's x * 0.5 * (1 + erf(x * (1 / sqrt 2)))) becomes one gelu op, with the same values; a
+// near miss (another constant) stays arithmetic.
+TEST(PassAlgebraicSimplify, ErfArithmeticIsGelu) {
+  Graph g;
+  Tensor x = g.placeholder({4, 33}, f32, "x");
+  Tensor onnx = g.mul(g.mul(x, g.add(g.erf(g.div(x, g.scalar(1.4142135381698608))), g.scalar(1.0))), g.scalar(0.5));
+  Tensor hf = g.mul(g.mul(x, g.scalar(0.5)), g.add(g.scalar(1.0), g.erf(g.mul(x, g.scalar(0.7071067811865476)))));
+  Tensor miss = g.mul(g.mul(x, g.scalar(0.5)), g.add(g.scalar(1.0), g.erf(g.div(x, g.scalar(1.5)))));
+  TensorData in = TensorData::uniform({4, 33}, -4, 4, f32, 3);
+  Executable e = g.compile({{x, x.type()}}, {onnx, hf, miss}, {}, {.device = Device::cpu()});
+  EXPECT_EQ(count(e.impl().module, OpKind::Gelu), 1);  // both spellings: gelu(x), then one by CSE
+  EXPECT_EQ(count(e.impl().module, OpKind::Erf), 1);
+  Executable plain = g.compile({{x, x.type()}}, {onnx, hf, miss}, {}, {.device = Device::cpu(), .optimize = false});
+  auto a = e.run({in}), b = plain.run({in});
+  for (size_t o = 0; o < 3; ++o)
+    for (int64_t i = 0; i < in.num_elements(); ++i) EXPECT_NEAR(a[o].at(i), b[o].at(i), 1e-6) << o << " " << i;
+}

@@ -31,21 +31,21 @@ struct CpuKernel {
   std::shared_ptr<const FusedProgram> program;  // null: run the members one by one
 };
 
-/// Elementwise ops that an f32 convolution applies to its result as oneDNN post-ops
+/// Elementwise ops that an f32 convolution or matmul applies to its result as oneDNN post-ops
 /// (conv_post_plan.cpp): bias, residual add, activation, without a pass over memory each.
 struct CpuConvPost {
   std::vector<int32_t> ops;       // the chain in order; the first reads the convolution's result
   std::vector<int32_t> operands;  // per op: the other operand's value (a broadcast's source), or -1
   std::vector<int32_t> through;   // per op: the broadcast it reads through its source, or -1
-  std::vector<int32_t> absorbed;  // every node the step computes (chain and broadcasts), run order
+  std::vector<int32_t> absorbed;  // every node the step computes (chain, broadcasts, reshapes), run order
   int32_t end = -1;               // the value the step writes
   int32_t sum = -1;               // the operand of the result's shape (a residual add), or -1
 };
 
 /// One step of the schedule: a single op (node >= 0) or a fused kernel. A
 /// batch_norm_training whose normalised output is only read inside kernels computes just its
-/// statistics (`stats`); the kernels apply them as they read x. A convolution step with
-/// `post` >= 0 also computes plan.posts[post].
+/// statistics (`stats`); the kernels apply them as they read x. A convolution or matmul step
+/// with `post` >= 0 also computes plan.posts[post].
 struct CpuStep {
   int32_t node = -1;
   int32_t kernel = -1;
@@ -64,7 +64,7 @@ struct CpuPlan {
 /// Plans block 0 of the module for the fused CPU executor.
 CpuPlan plan_cpu_fusion(const Module& m);
 
-/// The convolutions of block 0 that take chains of elementwise ops as post-ops, given each
+/// The convolutions and matmuls of block 0 that take chains of elementwise ops as post-ops, given each
 /// node's position in run order (-1: not in block 0), each value's readers, the values that
 /// must stay in memory (targets, region results) and the nodes the loops could compute
 /// (`elementwise`). Chains stop where a value has another reader, an op is not a post-op, or

@@ -58,6 +58,13 @@ print(f"import {{t1 - t0:.2f}} s; load {{(t2 - t1) * 1e3:.0f}} ms, first run {{(
 """
 
 
+def drop_kernel_cache(d):
+    """Deletes the generated kernels' cubins of cache dir d (the compile cache under d/torch stays)."""
+    for f in os.listdir(d):
+        if f.endswith(".cubin"):
+            os.remove(os.path.join(d, f))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -68,17 +75,13 @@ def main():
         env.pop("TGRAPH_NO_COMPILE_CACHE", None)
         for label in ("empty cache", "second process", "no kernel cache"):
             if label == "no kernel cache":
-                for f in os.listdir(d):
-                    if f.endswith(".cubin"):
-                        os.remove(os.path.join(d, f))
+                drop_kernel_cache(d)
             t = time.perf_counter()
             r = subprocess.run([sys.executable, "-c", CHILD.format(device=a.device, model=a.model)], env=env,
                                capture_output=True, text=True)
             line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
             print(f"{a.model} on {a.device}, {label}: {line} (process {time.perf_counter() - t:.1f} s)", flush=True)
-        for f in os.listdir(d):
-            if f.endswith(".cubin"):
-                os.remove(os.path.join(d, f))
+        drop_kernel_cache(d)
         r = subprocess.run([sys.executable, "-c", LOAD.format(), d], env=env, capture_output=True, text=True)
         line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
         print(f"{a.model} on {a.device}, the cached .tgx alone: {line}", flush=True)

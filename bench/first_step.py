@@ -10,7 +10,7 @@ import time
 import torch
 
 import tgraph.torch as tt
-from resnet_train_setup import tgraph_train_resnet50
+from resnet_train_setup import resnet50_training
 
 
 def main():
@@ -38,7 +38,7 @@ def main():
         return r
     tt._executable, tt._Compiled.__call__ = timed_executable, timed_call
 
-    _, x, y, opt, run, step = tgraph_train_resnet50(a.batch)
+    _, x, y, opt, run, step = resnet50_training(a.batch)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.autocast("cuda", torch.bfloat16):

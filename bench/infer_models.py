@@ -26,6 +26,8 @@ import torch
 
 import tgraph as tg
 import tgraph.torch  # noqa: F401  (tg.torch.compile)
+from onnx_real_models import trained_batch_norm
+from wall_timing import cuda_event_ms, median_seconds
 
 GPU_ROWS = [  # name, model, batch, seq (BERT) / image size, dtype
     ("resnet50-b1-bf16", "resnet50", 1, 224, "bf16"),
@@ -37,26 +39,11 @@ GPU_ROWS = [  # name, model, batch, seq (BERT) / image size, dtype
 TORCH_DTYPE = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
-def trained_bn(model):
-    """Batch-norm statistics and affine terms as a trained network has them (default ones make
-    every folded convolution bias exactly 0)."""
-    g = torch.Generator().manual_seed(2)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                c = m.num_features
-                m.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
-                m.running_var.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
-                m.weight.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
-                m.bias.copy_(torch.randn(c, generator=g) * 0.1)
-    return model
-
-
 def build(kind):
     torch.manual_seed(0)
     if kind == "resnet50":
         import torchvision
-        return trained_bn(torchvision.models.resnet50(weights=None)).eval()
+        return trained_batch_norm(torchvision.models.resnet50(weights=None)).eval()
     import transformers
     cfg = transformers.BertConfig()
     try:
@@ -82,18 +69,6 @@ def inputs(kind, batch, size, device):
     if kind == "resnet50":
         return torch.randn(batch, 3, size, size, generator=g).to(device)
     return torch.randint(0, 30000, (batch, size), generator=g).to(device)
-
-
-def cuda_ms(fn, iters):
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
 
 
 def gpu_row(name, kind, batch, size, dtype, iters):
@@ -141,7 +116,7 @@ def gpu_row(name, kind, batch, size, dtype, iters):
         rounds = {k: [] for k in paths}
         for _ in range(3):  # interleaved rounds: the three paths see the same clocks
             for k, fn in paths.items():
-                rounds[k].append(cuda_ms(fn, max(5, iters // 3)))
+                rounds[k].append(cuda_event_ms(fn, iters=max(5, iters // 3), warmup=0))
     ms = {k: statistics.median(v) for k, v in rounds.items()}
     err = float((out["tgraph"] - out["eager"]).abs().max() / out["eager"].abs().max())
     return dict(name=name, ms=ms, first=first, peak=peak, err=err, batch=batch)
@@ -171,14 +146,7 @@ def cpu_rows(iters):
             first = time.perf_counter() - t
 
             def timed(fn):
-                for _ in range(3):
-                    fn()
-                ts = []
-                for _ in range(iters):
-                    t0 = time.perf_counter()
-                    fn()
-                    ts.append(time.perf_counter() - t0)
-                return statistics.median(ts) * 1e3
+                return median_seconds(fn, iters, 3) * 1e3
 
             with torch.no_grad():
                 t_tg = timed(lambda: exe.run([feed]))

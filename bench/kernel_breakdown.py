@@ -124,25 +124,8 @@ def from_ncu(path, steps):
 def torch_step(path, batch):
     """A warmed-up ResNet-50 training step of `path` (see the module's docstring)."""
     import torch
-    import torchvision
-    model = torchvision.models.resnet50().cuda()
-    x = torch.randn(batch, 3, 224, 224, device="cuda")
-    if path == "tgraph_train":
-        import tgraph.torch  # noqa: F401  (registers the backend)
-        run = torch.compile(model, backend="tgraph_train", dynamic=False)
-    else:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-        run = torch.compile(model) if path == "inductor" else model
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    y = torch.randint(0, 1000, (batch,), device="cuda")
-
-    def step():
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(run(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    from resnet_train_setup import resnet50_training
+    step = resnet50_training(batch, path)[-1]
     for _ in range(3):
         step()
     torch.cuda.synchronize()

@@ -43,22 +43,26 @@ def export(model, args, path, input_names, output_names):
     raise RuntimeError("torch.onnx.export failed:\n" + "\n".join(errors))
 
 
+def trained_batch_norm(model):
+    """Batch norm statistics and affine terms as a trained network has them (returns model): with
+    the defaults (mean 0, variance 1, beta 0) an exporter folds every convolution's bias to
+    exactly 0 and the bias adds vanish from the graph, which no real model allows."""
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                c = mod.num_features
+                mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
+                mod.running_var.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
+                mod.weight.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
+                mod.bias.copy_(torch.randn(c, generator=g) * 0.1)
+    return model
+
+
 def build_resnet50():
     import torchvision
     torch.manual_seed(0)
-    m = torchvision.models.resnet50(weights=None).eval()
-    # Batch norm statistics and affine terms as a trained network has them: with the defaults
-    # (mean 0, variance 1, beta 0) the exporter folds every convolution's bias to exactly 0 and
-    # the bias adds vanish from the graph, which no real model allows.
-    gb = torch.Generator().manual_seed(2)
-    with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                c = mod.num_features
-                mod.running_mean.copy_(torch.randn(c, generator=gb) * 0.1)
-                mod.running_var.copy_(torch.rand(c, generator=gb) * 0.5 + 0.75)
-                mod.weight.copy_(torch.rand(c, generator=gb) * 0.5 + 0.75)
-                mod.bias.copy_(torch.randn(c, generator=gb) * 0.1)
+    m = trained_batch_norm(torchvision.models.resnet50(weights=None).eval())
     g = torch.Generator().manual_seed(1)
     x = torch.randn(1, 3, 224, 224, generator=g)
     inputs = {"input": x.numpy()}

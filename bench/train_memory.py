@@ -10,7 +10,7 @@ import torch
 
 import tgraph
 import tgraph.torch as tt
-from resnet_train_setup import tgraph_train_resnet50
+from resnet_train_setup import resnet50_training
 
 
 def main():
@@ -29,7 +29,7 @@ def main():
         made.append(c)
         return c
     tt._executable = recording
-    step = tgraph_train_resnet50(a.batch)[-1]
+    step = resnet50_training(a.batch)[-1]
     dev = tgraph.Device.cuda(0)
     gib = 2 ** -30
 

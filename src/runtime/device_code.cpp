@@ -5,9 +5,13 @@ namespace {
 thread_local DeviceCode* current = nullptr;
 }  // namespace
 
+std::string device_code_key(int major, int minor, const std::string& source) {
+  return std::to_string(major) + std::to_string(minor) + ":" + source;
+}
+
 void DeviceCode::record(int major, int minor, const std::string& source, Origin origin) {
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = kernels.try_emplace(std::to_string(major) + std::to_string(minor) + ":" + source);
+  auto [it, fresh] = kernels.try_emplace(device_code_key(major, minor, source));
   if (fresh) {
     it->second.major = major;
     it->second.minor = minor;

@@ -21,12 +21,15 @@ struct DeviceCode {
   enum class Origin { compiled, disk_cache, file, memory };
 
   std::mutex mu;
-  std::map<std::string, Kernel> kernels;  // by "<major><minor>:<source>"
+  std::map<std::string, Kernel> kernels;  // by device_code_key
   int compiled = 0;                       // kernels NVRTC compiled for this executable's runs
   int from_file = 0;                      // kernels whose cubin came from the executable's file
 
   void record(int major, int minor, const std::string& source, Origin origin);
 };
+
+/// The key of a kernel: "<major><minor>:<source>" (NVRTC's caches use the same).
+std::string device_code_key(int major, int minor, const std::string& source);
 
 /// While alive, the kernels this thread compiles or loads are recorded in `code` (null: none).
 class DeviceCodeScope {

@@ -513,7 +513,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       const std::string cubin = r.str();
       if (k.source.empty() || cubin.empty()) r.fail("empty kernel");
       k.cubin.assign(cubin.begin(), cubin.end());
-      const std::string key = std::to_string(k.major) + std::to_string(k.minor) + ":" + k.source;
+      const std::string key = device_code_key(k.major, k.minor, k.source);
       exe->device_code->kernels.emplace(key, std::move(k));
     }
   }

@@ -294,7 +294,7 @@ TEST(CpuFusion, ReductionOfALeafReadsItBeforeAnOutputTakesItsBytes) {
   }
 }
 
-// Elementwise chains after f32 convolutions run as oneDNN post-ops (conv_post_plan.cpp): bias
+// Elementwise chains after f32 convolutions run as oneDNN post-ops (post_op_plan.cpp): bias
 // and activation, a per-channel operand fed at run time, a scalar, a residual (the block's
 // input; a later convolution's result), and chains that must stop (a value read twice, a
 // target). Values against the unfused run, in both data layouts; the plan's chains checked.

@@ -387,7 +387,7 @@ TEST(FastCpu, Conv2dThreeByThreeWinograd) {
 
     // With the bias (the primitive's own) and a ReLU as post-ops.
     TensorData bias = rnd(nhwc ? tg::Shape{C} : tg::Shape{C, 1, 1}, 62);  // one per channel
-    std::vector<tg::detail::fast::ConvPostOp> post(2);
+    std::vector<tg::detail::fast::PostOp> post(2);
     post[0].kind = tg::detail::OpKind::Add;
     post[0].operand = &bias;
     post[1].kind = tg::detail::OpKind::Relu;

@@ -114,7 +114,7 @@ struct RunState {
       for (const CpuStep& s : plan->steps) {
         limits.check();
         if (s.stats) stats(g.nodes[static_cast<size_t>(s.node)]);
-        else if (s.post >= 0) conv_post(g.nodes[static_cast<size_t>(s.node)], plan->posts[static_cast<size_t>(s.post)]);
+        else if (s.post >= 0) post_op_step(g.nodes[static_cast<size_t>(s.node)], plan->posts[static_cast<size_t>(s.post)]);
         else if (s.node >= 0) node(g.nodes[static_cast<size_t>(s.node)]);
         else kernel(plan->kernels[static_cast<size_t>(s.kernel)]);
       }
@@ -199,13 +199,13 @@ struct RunState {
 
   // A convolution with its chain of elementwise ops as oneDNN post-ops, writing the chain's
   // last value; when oneDNN declines, the convolution and the chain run one op at a time.
-  void conv_post(const Node& conv, const CpuConvPost& p) {
+  void post_op_step(const Node& conv, const CpuPostOps& p) {
     std::vector<TensorData> ins;
     for (int32_t v : conv.inputs) ins.push_back(in(v));
-    std::vector<fast::ConvPostOp> ops;
+    std::vector<fast::PostOp> ops;
     for (size_t i = 0; i < p.ops.size(); ++i) {
       const Node& u = g.nodes[static_cast<size_t>(p.ops[i])];
-      fast::ConvPostOp op;
+      fast::PostOp op;
       op.kind = u.kind;
       if (const auto* d = std::get_if<ScalarDesc>(&u.attr)) op.alpha = d->alpha;
       if (p.operands[i] >= 0) op.operand = &in(p.operands[i]);
@@ -231,12 +231,17 @@ struct RunState {
     }
     if (!planned[0].empty()) planned[0] = planned[0].reshaped(end_shape);
     unfused(conv);
-    for (size_t i = 0; i < p.ops.size(); ++i) {  // broadcasts read through their sources, once
+    // The absorbed nodes in order, and the broadcasts the chain reads through their sources
+    // (those other readers compute in loops), each once.
+    for (size_t i = 0; i < p.ops.size(); ++i) {
       const int32_t b = p.through[i];
       if (b >= 0 && slots[static_cast<size_t>(b)].empty())
         unfused(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(b)].node)]);
     }
-    for (int32_t id : p.absorbed) unfused(g.nodes[static_cast<size_t>(id)]);
+    for (int32_t id : p.absorbed) {
+      const Node& a = g.nodes[static_cast<size_t>(id)];
+      if (slots[static_cast<size_t>(a.outputs[0])].empty()) unfused(a);
+    }
     TensorData& s = slots[static_cast<size_t>(p.end)];
     if (!planned[0].empty() && planned[0].type() == s.type()) {
       std::memcpy(planned[0].data(), s.data(), s.nbytes());

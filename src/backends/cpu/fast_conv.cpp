@@ -51,24 +51,6 @@ bool plain_env() {
   return plain;
 }
 
-// oneDNN's algorithm for a post-op kind; the second is false for binary ops.
-std::pair<dnnl::algorithm, bool> post_algorithm(OpKind k) {
-  using A = dnnl::algorithm;
-  switch (k) {
-    case OpKind::Relu: case OpKind::LeakyRelu: return {A::eltwise_relu, true};
-    case OpKind::Elu: return {A::eltwise_elu, true};
-    case OpKind::Sigmoid: return {A::eltwise_logistic, true};
-    case OpKind::Tanh: return {A::eltwise_tanh, true};
-    case OpKind::Gelu: return {A::eltwise_gelu_erf, true};
-    case OpKind::Silu: return {A::eltwise_swish, true};
-    case OpKind::Add: return {A::binary_add, false};
-    case OpKind::Sub: return {A::binary_sub, false};
-    case OpKind::Mul: return {A::binary_mul, false};
-    case OpKind::Div: return {A::binary_div, false};
-    default: return {A::undef, false};
-  }
-}
-
 // The operand of a binary post-op as oneDNN's logical (N, C, H, W) dims over its own dense
 // memory: rank <= 4, right-aligned to the result, a scalar, per channel or the result's own
 // dims (for a sum); nullopt otherwise.
@@ -95,13 +77,9 @@ std::optional<memory::desc> operand_desc(const TensorData& t, const memory::dims
 
 }  // namespace
 
-bool conv_post_supports(OpKind k) { return post_algorithm(k).first != dnnl::algorithm::undef; }
-bool post_is_unary(OpKind k) { return post_algorithm(k).second; }
-dnnl::algorithm post_eltwise(OpKind k) { return post_algorithm(k).first; }
-dnnl::algorithm post_binary(OpKind k) { return post_algorithm(k).first; }
 
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g,
-            const std::vector<ConvPostOp>* post) {
+            const std::vector<PostOp>* post) {
   if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
   const auto* d = std::get_if<ConvDesc>(&n.attr);
   if (!d) return false;
@@ -187,9 +165,9 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   const memory::dims dst_dims{N, O, os[0], os[1]};
   std::vector<std::optional<memory::desc>> operands;
   int sum = -1;
-  for (const ConvPostOp& p : post ? *post : std::vector<ConvPostOp>{}) {
-    if (!conv_post_supports(p.kind)) return false;
-    const bool unary = post_algorithm(p.kind).second;
+  for (const PostOp& p : post ? *post : std::vector<PostOp>{}) {
+    if (!post_op_supported(p.kind)) return false;
+    const bool unary = post_is_unary(p.kind);
     if (unary == (p.operand != nullptr)) return false;
     operands.push_back(unary ? std::nullopt : operand_desc(*p.operand, dst_dims, last));
     if (!unary && !operands.back()) return false;
@@ -206,12 +184,7 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   const bool no_winograd = env_flag("TGRAPH_CPU_NO_WINOGRAD");
   key.push_back(no_winograd);
   for (size_t i = 0; post && i < post->size(); ++i) {
-    const ConvPostOp& p = (*post)[i];
-    key.push_back(static_cast<int64_t>(p.kind));
-    double alpha = p.kind == OpKind::Silu ? 1.0 : p.alpha;
-    int64_t bits;
-    std::memcpy(&bits, &alpha, sizeof bits);
-    key.push_back(bits);
+    post_key(key, (*post)[i]);
     if (operands[i])
       for (int64_t v : operands[i]->dims()) key.push_back(v);
   }
@@ -263,18 +236,13 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       entry->bias = bias;
       if (bias) entry->post_src1.emplace_back();
       for (size_t i = bias ? 1 : 0; i < post->size(); ++i) {
-        const ConvPostOp& p = (*post)[i];
-        const auto [alg, unary] = post_algorithm(p.kind);
-        if (unary) {
-          po.append_eltwise(1.f, alg, static_cast<float>(p.kind == OpKind::Silu ? 1.0 : p.alpha), 0.f);
-          entry->post_src1.emplace_back();
-        } else if (static_cast<int>(i) == sum) {
+        if (static_cast<int>(i) == sum) {
           po.append_sum(1.f);
           entry->post_src1.emplace_back();
           entry->sum = sum;
         } else {
-          po.append_binary(alg, *operands[i]);
-          entry->post_src1.push_back(*operands[i]);
+          entry->post_src1.push_back(operands[i] ? *operands[i] : memory::desc());
+          append_post_op(po, (*post)[i], entry->post_src1.back());
         }
       }
       attr.set_post_ops(po);
@@ -351,10 +319,7 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     if (e->bias)
       args.emplace(DNNL_ARG_BIAS, memory(memory::desc({O}, memory::data_type::f32, memory::format_tag::a), eng,
                                          const_cast<void*>((*post)[0].operand->data())));
-    for (size_t i = static_cast<size_t>(first); i < e->post_src1.size(); ++i)
-      if ((*post)[i].operand && static_cast<int>(i) != e->sum)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i) - first) | DNNL_ARG_SRC_1,
-                     memory(e->post_src1[i], eng, const_cast<void*>((*post)[i].operand->data())));
+    add_post_operands(args, *post, e->post_src1, static_cast<size_t>(first));
     e->prim.execute(s, args);
     if (e->dst_out) e->dst_out->execute(s, dst, udst);
     s.wait();

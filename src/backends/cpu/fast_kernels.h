@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph_impl.h"
@@ -38,8 +39,8 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
 namespace fast {
 /// One elementwise op applied to a convolution's result inside the primitive (a oneDNN
 /// post-op), so the result is written once instead of being read back by a separate loop.
-struct ConvPostOp {
-  OpKind kind = OpKind::Relu;           // conv_post_supports(kind)
+struct PostOp {
+  OpKind kind = OpKind::Relu;           // post_op_supported(kind)
   double alpha = 0.0;                   // leaky_relu's slope, elu's alpha
   const TensorData* operand = nullptr;  // binary ops: the other operand (f32, rank <= 4), each
                                         // dim 1 (broadcast) or the result's, in its layout
@@ -50,21 +51,28 @@ struct ConvPostOp {
 /// result's shape (a residual): oneDNN's sum post-op, which accumulates into the output, so
 /// the operand is copied there first unless it already lies there (oneDNN's jit convolutions
 /// take no other full-size operand; with one they fell back to a GEMM one 10x slower).
-bool conv_post_supports(OpKind k);
-/// Whether post-op kind k takes no operand, and oneDNN's algorithm for it (fast_conv.cpp).
+bool post_op_supported(OpKind k);
+/// Whether post-op kind k takes no operand (an activation). (post_ops.cpp, as the three below)
 bool post_is_unary(OpKind k);
-dnnl::algorithm post_eltwise(OpKind k);
-dnnl::algorithm post_binary(OpKind k);
+/// Appends what tells post-op p apart in a primitive cache key (its operand's dims aside).
+void post_key(std::vector<int64_t>& key, const PostOp& p);
+/// Appends p to `po`: oneDNN's eltwise op, or its binary op on an operand described by `operand`.
+void append_post_op(dnnl::post_ops& po, const PostOp& p, const dnnl::memory::desc& operand);
+/// Adds the execution arguments of the binary post-ops: post[i]'s operand where descs[i] is not
+/// empty, post[i] being the primitive's post-op i - first (post-ops before `first` are folded
+/// into the primitive otherwise: a convolution's bias).
+void add_post_operands(std::unordered_map<int, dnnl::memory>& args, const std::vector<PostOp>& post,
+                       const std::vector<dnnl::memory::desc>& descs, size_t first);
 /// oneDNN convolution for f32 conv2d (nhwc/nchw data, hwio/oihw weights), with `post` ops
 /// applied to its result in order (the output is then the last op's result).
 /// With the graph `g`, weights that are its constants are reordered into the primitive's layout
 /// once and kept across calls.
 bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
-            const GraphImpl* g = nullptr, const std::vector<ConvPostOp>* post = nullptr);
+            const GraphImpl* g = nullptr, const std::vector<PostOp>* post = nullptr);
 /// oneDNN matmul (batched, transposes, batch broadcast) for f32, with `post` ops applied to
 /// its result (activations; binary ops with a scalar or one value per column only).
 bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out,
-            const GraphImpl* g = nullptr, const std::vector<ConvPostOp>* post = nullptr);
+            const GraphImpl* g = nullptr, const std::vector<PostOp>* post = nullptr);
 /// bf16 / f16 matmul, conv2d and its gradients through the f32 kernels (operands widened,
 /// f32 accumulation, result rounded once), and f32 <-> bf16 / f16 casts (fast_half.cpp).
 bool half_op(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);

@@ -3,7 +3,6 @@
 // descriptor, so no operand is copied; a constant 2-D B is packed once into the primitive's
 // own layout (packed_weights.h). One primitive per problem, cached.
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 
 #include "backends/cpu/fast_kernels.h"
@@ -50,7 +49,7 @@ memory::desc operand_md(const memory::dims& stored, bool t) {
 }  // namespace
 
 bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out, const GraphImpl* g,
-            const std::vector<ConvPostOp>* post) {
+            const std::vector<PostOp>* post) {
   if (in.size() != 2 || in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return false;
   const auto* d = std::get_if<MatmulDesc>(&n.attr);
   if (!d) return false;
@@ -96,8 +95,8 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   // Post-ops (fast_kernels.h): activations, and binary ops with a scalar or one value per
   // column (a bias); their kinds, parameters and operand dims are part of the key.
   std::vector<memory::desc> operands;
-  for (const ConvPostOp& p : post ? *post : std::vector<ConvPostOp>{}) {
-    if (!conv_post_supports(p.kind) || (post_is_unary(p.kind) != (p.operand == nullptr))) return false;
+  for (const PostOp& p : post ? *post : std::vector<PostOp>{}) {
+    if (!post_op_supported(p.kind) || (post_is_unary(p.kind) != (p.operand == nullptr))) return false;
     memory::dims od(r, 1);
     if (p.operand) {
       const auto& td = p.operand->shape().dims();
@@ -108,11 +107,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       if (od[r - 1] != 1 && od[r - 1] != nn) return false;
     }
     operands.push_back(p.operand ? memory::desc(od, memory::data_type::f32, strides_of(od)) : memory::desc());
-    key.push_back(static_cast<int64_t>(p.kind));
-    double alpha = p.kind == OpKind::Silu ? 1.0 : p.alpha;
-    int64_t bits;
-    std::memcpy(&bits, &alpha, sizeof bits);
-    key.push_back(bits);
+    post_key(key, p);
     key.push_back(p.operand ? od[r - 1] : -1);
   }
   auto e = cache().get(key, [&] {
@@ -127,13 +122,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (post && !post->empty()) {
       dnnl::post_ops po;
-      for (size_t i = 0; i < post->size(); ++i) {
-        const ConvPostOp& p = (*post)[i];
-        if (post_is_unary(p.kind))
-          po.append_eltwise(1.f, post_eltwise(p.kind), static_cast<float>(p.kind == OpKind::Silu ? 1.0 : p.alpha), 0.f);
-        else
-          po.append_binary(post_binary(p.kind), operands[i]);
-      }
+      for (size_t i = 0; i < post->size(); ++i) append_post_op(po, (*post)[i], operands[i]);
       attr.set_post_ops(po);
       entry->post_src1 = operands;
     }
@@ -174,10 +163,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
     memory scratch = dnnl_thread_memory(e->scratch, 0);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}};
-    for (size_t i = 0; i < e->post_src1.size(); ++i)
-      if ((*post)[i].operand)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-                     memory(e->post_src1[i], eng, const_cast<void*>((*post)[i].operand->data())));
+    if (post) add_post_operands(args, *post, e->post_src1, 0);
     e->prim.execute(s, args);
     s.wait();
   } catch (const dnnl::error&) {

@@ -13,7 +13,7 @@ namespace {
 
 // ew: elementwise, computed in loops; red: a reduction folded into a loop; bn: a
 // batch_norm_training whose step computes statistics and whose output loops compute; post:
-// computed by a convolution's step as a post-op (conv_post_plan.cpp).
+// computed by a convolution's step as a post-op (post_op_plan.cpp).
 enum class Role : uint8_t { other, ew, red, bn, post };
 
 constexpr int32_t kMergeWindow = 256;  // most nodes between a kernel and one merged into it
@@ -102,7 +102,7 @@ struct Planner {
   std::vector<char> external;               // per value: a target or a region result
   std::vector<Draft> drafts;
   std::vector<int32_t> kernel_of;  // per node: the draft computing it as a root, or -1
-  std::vector<CpuConvPost> posts;
+  std::vector<CpuPostOps> posts;
   std::vector<int32_t> post_of;    // per node: the convolution's entry in posts, or -1
   std::set<std::pair<int32_t, int32_t>> through;  // (post-op, broadcast value it reads as its source)
 
@@ -149,7 +149,7 @@ struct Planner {
     post_of.assign(nn, -1);
     std::vector<char> ew(nn, 0);
     for (size_t i = 0; i < nn; ++i) ew[i] = role[i] == Role::ew;
-    for (auto& [conv, post] : plan_conv_posts(g, pos, users, external, ew)) {
+    for (auto& [conv, post] : plan_post_ops(g, pos, users, external, ew)) {
       for (int32_t id : post.absorbed) role[static_cast<size_t>(id)] = Role::post;
       for (size_t i = 0; i < post.ops.size(); ++i)
         if (post.through[i] >= 0) through.insert({post.ops[i], post.through[i]});
@@ -477,7 +477,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
   for (int32_t s = 0; s < nsteps; ++s) {
     const CpuStep& st = plan.steps[static_cast<size_t>(s)];
     if (st.post >= 0) {  // the chain's last value only; it may take a dying residual's bytes
-      const CpuConvPost& p = plan.posts[static_cast<size_t>(st.post)];
+      const CpuPostOps& p = plan.posts[static_cast<size_t>(st.post)];
       const std::vector<int32_t>& conv_in = g.nodes[static_cast<size_t>(st.node)].inputs;
       const bool own = p.sum >= 0 && std::find(conv_in.begin(), conv_in.end(), p.sum) == conv_in.end();
       if (planned(p.end) && !(own && take_dying(p.end, {p.sum}, s))) place(p.end);

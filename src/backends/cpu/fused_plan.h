@@ -32,8 +32,8 @@ struct CpuKernel {
 };
 
 /// Elementwise ops that an f32 convolution or matmul applies to its result as oneDNN post-ops
-/// (conv_post_plan.cpp): bias, residual add, activation, without a pass over memory each.
-struct CpuConvPost {
+/// (post_op_plan.cpp): bias, residual add, activation, without a pass over memory each.
+struct CpuPostOps {
   std::vector<int32_t> ops;       // the chain in order; the first reads the convolution's result
   std::vector<int32_t> operands;  // per op: the other operand's value (a broadcast's source), or -1
   std::vector<int32_t> through;   // per op: the broadcast it reads through its source, or -1
@@ -56,7 +56,7 @@ struct CpuStep {
 struct CpuPlan {
   std::vector<CpuStep> steps;
   std::vector<CpuKernel> kernels;
-  std::vector<CpuConvPost> posts;
+  std::vector<CpuPostOps> posts;
   std::vector<int64_t> offset;  // per value id: byte offset in the run's arena, or -1
   int64_t arena_bytes = 0;
 };
@@ -69,7 +69,7 @@ CpuPlan plan_cpu_fusion(const Module& m);
 /// must stay in memory (targets, region results) and the nodes the loops could compute
 /// (`elementwise`). Chains stop where a value has another reader, an op is not a post-op, or
 /// an operand is not in memory before the convolution runs. TGRAPH_NO_CONV_POST_OPS=1: none.
-std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g, const std::vector<int32_t>& pos,
+std::vector<std::pair<int32_t, CpuPostOps>> plan_post_ops(const GraphImpl& g, const std::vector<int32_t>& pos,
                                                               const std::vector<std::vector<int32_t>>& users,
                                                               const std::vector<char>& external,
                                                               const std::vector<char>& elementwise);

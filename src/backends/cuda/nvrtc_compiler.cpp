@@ -31,11 +31,6 @@ std::map<std::string, cudaLibrary_t> libraries;  // key -> loaded library
 std::map<std::string, std::vector<char>> provided;  // key -> cubin from an executable's file
 NvrtcStats stats;
 
-// The key of a source on an architecture: "<major><minor>:<source>".
-std::string key_of(int major, int minor, const std::string& source) {
-  return std::to_string(major) + std::to_string(minor) + ":" + source;
-}
-
 void note(int major, int minor, const std::string& source, DeviceCode::Origin origin) {
   if (DeviceCode* c = current_device_code()) c->record(major, minor, source, origin);
 }
@@ -135,6 +130,17 @@ void write_cached(const std::string& key, const std::vector<char>& cubin) {
   }
 }
 
+// The cubin of `source` from the disk cache (hit), or compiled now and cached there.
+std::vector<char> disk_or_compile(const std::string& key, const std::string& source, int major, int minor, bool& hit) {
+  std::vector<char> cubin = read_cached(key);
+  hit = !cubin.empty();
+  if (!hit) {
+    cubin = nvrtc_compile(source, major, minor);
+    write_cached(key, cubin);
+  }
+  return cubin;
+}
+
 // Compiles in flight or done, by key; taken by the nvrtc_kernel that loads them.
 std::map<std::string, std::shared_future<std::vector<char>>> pending;
 
@@ -177,7 +183,7 @@ CompilePool& compile_pool() {
 
 void nvrtc_prefetch(const std::string& source, int device) {
   const auto [major, minor] = nvrtc_arch(device);
-  std::string key = key_of(major, minor, source);
+  std::string key = device_code_key(major, minor, source);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (libraries.count(key) || pending.count(key) || provided.count(key)) return;  // recorded when loaded
@@ -210,7 +216,7 @@ static void dump_source(const std::string& source, const std::string& name) {
 
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {
   const auto [major, minor] = nvrtc_arch(device);
-  std::string key = key_of(major, minor, source);
+  std::string key = device_code_key(major, minor, source);
   std::unique_lock<std::mutex> lock(mu);
   auto it = libraries.find(key);
   if (it == libraries.end()) {
@@ -218,9 +224,9 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
     // Compiled outside the lock: other threads' kernels (and prefetched ones) go on meanwhile.
     std::vector<char> cubin;
     auto p = pending.find(key);
-    auto f = provided.find(key);
-    if (f != provided.end()) {
-      cubin = f->second;
+    auto from_file = provided.find(key);
+    if (from_file != provided.end()) {
+      cubin = from_file->second;
       ++stats.provided;
       note(major, minor, source, DeviceCode::Origin::file);
     } else if (p != pending.end()) {
@@ -230,12 +236,8 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
       lock.lock();
     } else {
       lock.unlock();
-      cubin = read_cached(key);
-      const bool hit = !cubin.empty();
-      if (!hit) {
-        cubin = nvrtc_compile(source, major, minor);
-        write_cached(key, cubin);
-      }
+      bool hit;
+      cubin = disk_or_compile(key, source, major, minor, hit);
       lock.lock();
       ++(hit ? stats.disk_hits : stats.compiled);
       note(major, minor, source, hit ? DeviceCode::Origin::disk_cache : DeviceCode::Origin::compiled);
@@ -258,25 +260,22 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
 }
 
 std::vector<char> nvrtc_cubin(const std::string& source, int major, int minor) {
-  const std::string key = key_of(major, minor, source);
+  const std::string key = device_code_key(major, minor, source);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto f = provided.find(key); f != provided.end()) return f->second;
   }
-  std::vector<char> cubin = read_cached(key);
-  if (cubin.empty()) {
-    cubin = nvrtc_compile(source, major, minor);
-    write_cached(key, cubin);
-    std::lock_guard<std::mutex> lock(mu);
-    ++stats.compiled;
-  }
+  bool hit;
+  std::vector<char> cubin = disk_or_compile(key, source, major, minor, hit);
+  std::lock_guard<std::mutex> lock(mu);
+  ++(hit ? stats.disk_hits : stats.compiled);
   return cubin;
 }
 
 void nvrtc_provide(int major, int minor, const std::string& source, std::vector<char> cubin) {
   if (cubin.empty()) return;
   std::lock_guard<std::mutex> lock(mu);
-  provided.try_emplace(key_of(major, minor, source), std::move(cubin));
+  provided.try_emplace(device_code_key(major, minor, source), std::move(cubin));
 }
 
 void nvrtc_note_use(const std::string& source, int device) {

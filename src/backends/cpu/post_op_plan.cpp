@@ -1,12 +1,12 @@
 // Which elementwise chains after f32 convolutions and matmuls the primitive applies itself, as
-// oneDNN post-ops (fused_plan.h's CpuConvPost). Matmuls take activations and per-column or
+// oneDNN post-ops (fused_plan.h's CpuPostOps). Matmuls take activations and per-column or
 // scalar operands (a linear layer's bias, then GELU: BERT's intermediate layers), also across a
 // reshape of the result (after which only activations follow). An inference ResNet's bias add, residual add and ReLU
 // then cost no pass over memory of their own: as fused loops they read the convolution's
 // result back and write it again, about 6% of ResNet-50's time at batch 1 on two cores.
 //
 // A chain grows from the convolution's result while each value has exactly one reader, that
-// reader is an elementwise op oneDNN can apply (fast::conv_post_supports) of the result's
+// reader is an elementwise op oneDNN can apply (fast::post_op_supported) of the result's
 // shape, and its other operand, if any, is in memory before the convolution runs: one tensor
 // of the result's shape computed earlier (a residual add, oneDNN's sum post-op), or a scalar
 // or per-channel tensor, possibly the source of a broadcast only this op reads (a bias). A
@@ -56,11 +56,11 @@ bool per_channel(const Shape& src, const Shape& to, int64_t channel) {
 
 }  // namespace
 
-std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g, const std::vector<int32_t>& pos,
+std::vector<std::pair<int32_t, CpuPostOps>> plan_post_ops(const GraphImpl& g, const std::vector<int32_t>& pos,
                                                               const std::vector<std::vector<int32_t>>& users,
                                                               const std::vector<char>& external,
                                                               const std::vector<char>& elementwise) {
-  std::vector<std::pair<int32_t, CpuConvPost>> out;
+  std::vector<std::pair<int32_t, CpuPostOps>> out;
   if (env_flag("TGRAPH_NO_CONV_POST_OPS")) return out;
   std::vector<int32_t> convs;
   for (size_t id = 0; id < g.nodes.size(); ++id)
@@ -91,7 +91,7 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
     // The axis a per-channel operand runs along: a convolution's channels, a matmul's columns.
     const int64_t channel = mm ? ys.rank() - 1 : std::get<ConvDesc>(conv.attr).data_layout == Layout::nhwc ? 3 : 1;
     bool reshaped = false;  // past a reshape only activations follow (the channel axis moved)
-    CpuConvPost post;
+    CpuPostOps post;
     int32_t v = conv.outputs[0];
     while (post.ops.size() < kMaxPostOps) {
       const int32_t u = sole_reader(v);
@@ -108,7 +108,7 @@ std::vector<std::pair<int32_t, CpuConvPost>> plan_conv_posts(const GraphImpl& g,
         continue;
       }
       if (!elementwise[static_cast<size_t>(u)]) break;
-      if (!fast::conv_post_supports(un.kind) || un.outputs.size() != 1) break;
+      if (!fast::post_op_supported(un.kind) || un.outputs.size() != 1) break;
       const int32_t r = un.outputs[0];
       if (!f32_static(g, r) || !(g.type(r).shape == ys)) break;
       int32_t operand = -1, broadcast = -1, via = -1;

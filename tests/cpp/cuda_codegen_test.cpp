@@ -10,6 +10,7 @@
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernels_max_pool.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/reduce_stitch_kernel.h"
 #include "passes/fusion.h"
 #include "tgraph/tgraph.h"
 
@@ -230,6 +231,49 @@ TEST(CudaCodegen, ColumnReductionKernelsCompile) {
 // The pooling kernels' layout arithmetic (PoolGeometry::coords / index, shared by the max-pool
 // and avg-pool kernels): every element's coordinates map back to its index, row-major in
 // (n, h, w, c) for nhwc and (n, c, h, w) for nchw.
+// The stitched reductions of a batch norm in training, NHWC bf16 (reduce_stitch_kernel.cpp):
+// the forward statistics (one operand) and the backward's two sums (two operands, x recomputed
+// to x-hat) plan the vector column kernel at every rows-in-flight count, and compile.
+TEST(CudaCodegen, StitchedBatchNormReductionsCompile) {
+  for (bool backward : {false, true}) {
+    Graph g;
+    Tensor x = g.placeholder({8, 14, 14, 64}, bf16), dy = g.placeholder({8, 14, 14, 64}, bf16);
+    Tensor mean = g.placeholder({64}, f32), rstd = g.placeholder({64}, f32);
+    Module m;
+    m.graph = g.impl();
+    if (backward) {
+      Tensor gr = g.mul(g.cast(dy, f32), g.cast(g.greater(x, g.scalar(0.0, bf16)), f32));
+      Tensor xhat = g.mul(g.sub(g.cast(x, f32), mean), rstd);
+      m.targets = {g.reduce_sum(gr, {0, 1, 2}).id(), g.reduce_sum(g.mul(gr, xhat), {0, 1, 2}).id()};
+    } else {
+      m.targets = {g.reduce_variance(g.cast(x, f32), {0, 1, 2}).id()};
+    }
+    m.graph = g.impl();
+    FusionOptions opt;
+    opt.stitch_reductions = true;
+    const FusionPlan plan = plan_fusion(m, 0, opt);
+    int steps = 0;
+    for (const Step& s : plan.steps) {
+      if (!s.reduce) continue;
+      ++steps;
+      EXPECT_GE(s.reduce->inputs.size(), backward ? 4u : 1u);  // dy, x, mean, rstd (and constants)
+      std::vector<TensorType> types;
+      for (int32_t v : s.reduce->inputs) types.push_back(m.graph.type(v));
+      for (const char* rows : {"1", "2", "4", "8"}) {
+        setenv("TGRAPH_RS_VROWS", rows, 1);
+        const auto l = prepare_reduce_stitch(m.graph, *s.reduce, types, 132);
+        unsetenv("TGRAPH_RS_VROWS");
+        ASSERT_TRUE(l.has_value());
+        EXPECT_EQ(l->vec, 8);
+        EXPECT_EQ(l->vrows, std::atoi(rows));
+        EXPECT_NE(l->source.find("tg_rs_vpartial"), std::string::npos);
+        EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty()) << rows << " rows\n" << l->source;
+      }
+    }
+    EXPECT_EQ(steps, 1) << (backward ? "backward" : "forward");
+  }
+}
+
 TEST(CudaCodegen, PoolGeometryCoordinatesRoundTrip) {
   for (bool last : {true, false}) {
     PoolGeometry g{};

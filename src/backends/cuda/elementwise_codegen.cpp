@@ -1,10 +1,12 @@
 #include "backends/cuda/elementwise_codegen.h"
 
+#include <cctype>
 #include <cstdint>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/env.h"
+#include "ops/elementwise_formulas.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -91,6 +93,61 @@ std::string num(double v) {
   return s;
 }
 
+// The float formulas' text (ops/elementwise_formulas.h), as the compiler spelled it.
+struct FormulaText {
+  OpKind kind;
+  const char* text;
+};
+#define TG_TEXT(kind, expr) FormulaText{OpKind::kind, #expr},
+constexpr FormulaText kUnaryText[] = {TG_UNARY_FLOAT_FORMULAS(TG_TEXT)};
+constexpr FormulaText kBinaryText[] = {TG_BINARY_FLOAT_FORMULAS(TG_TEXT)};
+#undef TG_TEXT
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `text` with each whole identifier found in `with` replaced (numbers, 1e-5 included, kept).
+std::string substitute(const char* text, const std::unordered_map<std::string, std::string>& with) {
+  std::string out;
+  for (const char* p = text; *p;) {
+    if (!ident_char(*p)) {
+      out += *p++;
+      continue;
+    }
+    const char* q = p;
+    const bool number = std::isdigit(static_cast<unsigned char>(*p));
+    while (*q && (ident_char(*q) || (number && (*q == '.' || ((*q == '-' || *q == '+') && (q[-1] == 'e' || q[-1] == 'E'))))))
+      ++q;
+    const std::string tok(p, q);
+    const auto it = number ? with.end() : with.find(tok);
+    out += it == with.end() ? tok : it->second;
+    p = q;
+  }
+  return out;
+}
+
+// Float op n written from its formula in compute type T with operands x; "" when not a
+// formula op.
+std::string formula_expression(const Node& n, const std::vector<std::string>& x, const std::string& T) {
+  const ScalarDesc* d = std::get_if<ScalarDesc>(&n.attr);
+  std::unordered_map<std::string, std::string> with{{"T", T}};
+  if (d) {
+    with["a"] = num(d->alpha);
+    with["b"] = num(d->beta);
+  }
+  for (const FormulaText& f : kUnaryText)
+    if (f.kind == n.kind && x.size() == 1) {
+      with["x"] = "(" + x[0] + ")";
+      return "(" + T + ")(" + substitute(f.text, with) + ")";
+    }
+  for (const FormulaText& f : kBinaryText)
+    if (f.kind == n.kind && x.size() == 2) {
+      with["x"] = "(" + x[0] + ")";
+      with["y"] = "(" + x[1] + ")";
+      return "(" + T + ")(" + substitute(f.text, with) + ")";
+    }
+  return "";
+}
+
 // The expression computing node n from its operand names a, b, c; "" when unsupported.
 std::string expression(const GraphImpl& g, const Node& n, const std::vector<std::string>& x) {
   const DType in = g.type(n.inputs[0]).dtype;
@@ -99,54 +156,18 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
   const bool fl = is_float(in);
   auto a = x.size() > 0 ? x[0] : "", b = x.size() > 1 ? x[1] : "", c = x.size() > 2 ? x[2] : "";
   auto f = [&](const char* fn) { return std::string(fn) + "(" + a + ")"; };
+  if (fl && n.kind != OpKind::Cast) {
+    if (std::string e = formula_expression(n, x, T); !e.empty()) return e;
+  }
+  // Integer and boolean operands, and the ops that are not formulas.
   switch (n.kind) {
     case OpKind::Identity: case OpKind::StopGradient: case OpKind::BroadcastTo: case OpKind::BroadcastLike:
       return a;
     case OpKind::Neg: return "(" + T + ")(-" + a + ")";
-    case OpKind::Abs: return fl ? f("fabs") : "(" + a + " < 0 ? -" + a + " : " + a + ")";
+    case OpKind::Abs: return "(" + a + " < 0 ? -" + a + " : " + a + ")";
     case OpKind::Sign: return "tg_sign(" + a + ")";
     case OpKind::Square: return "(" + a + " * " + a + ")";
     case OpKind::Relu: return "(" + a + " < (" + T + ")0 ? (" + T + ")0 : " + a + ")";
-    case OpKind::Exp: return f("exp");
-    case OpKind::Exp2: return f("exp2");
-    case OpKind::Log: return f("log");
-    case OpKind::Log2: return f("log2");
-    case OpKind::Log1p: return f("log1p");
-    case OpKind::Expm1: return f("expm1");
-    case OpKind::Sqrt: return f("sqrt");
-    case OpKind::Rsqrt: return "((" + T + ")1 / sqrt(" + a + "))";
-    case OpKind::Reciprocal: return "((" + T + ")1 / " + a + ")";
-    case OpKind::Sin: return f("sin");
-    case OpKind::Cos: return f("cos");
-    case OpKind::Tan: return f("tan");
-    case OpKind::Sinh: return f("sinh");
-    case OpKind::Cosh: return f("cosh");
-    case OpKind::Tanh: return f("tanh");
-    case OpKind::Asin: return f("asin");
-    case OpKind::Acos: return f("acos");
-    case OpKind::Atan: return f("atan");
-    case OpKind::Asinh: return f("asinh");
-    case OpKind::Acosh: return f("acosh");
-    case OpKind::Atanh: return f("atanh");
-    case OpKind::Erf: return f("erf");
-    case OpKind::Floor: return f("floor");
-    case OpKind::Ceil: return f("ceil");
-    case OpKind::Round: return f("round");
-    case OpKind::Rint: return f("rint");
-    case OpKind::Trunc: return f("trunc");
-    case OpKind::Sigmoid: return "tg_sigmoid(" + a + ")";
-    case OpKind::Silu: return "(" + a + " * tg_sigmoid(" + a + "))";
-    case OpKind::Gelu: return "((" + T + ")0.5 * " + a + " * ((" + T + ")1 + erf(" + a + " * (" + T + ")0.70710678118654752440)))";
-    case OpKind::GeluTanh:
-      return "((" + T + ")0.5 * " + a + " * ((" + T + ")1 + tanh((" + T + ")0.79788456080286535588 * (" + a +
-             " + (" + T + ")0.044715 * " + a + " * " + a + " * " + a + "))))";
-    case OpKind::Softplus: return "((" + a + " > (" + T + ")0 ? " + a + " : (" + T + ")0) + log1p(exp(-fabs(" + a + "))))";
-    case OpKind::LeakyRelu: return "(" + a + " < (" + T + ")0 ? (" + T + ")" + num(std::get<ScalarDesc>(n.attr).alpha) + " * " + a + " : " + a + ")";
-    case OpKind::Elu: return "(" + a + " < (" + T + ")0 ? (" + T + ")" + num(std::get<ScalarDesc>(n.attr).alpha) + " * expm1(" + a + ") : " + a + ")";
-    case OpKind::HardSigmoid: {
-      const auto& d = std::get<ScalarDesc>(n.attr);
-      return "fmax((" + T + ")0, fmin((" + T + ")1, (" + T + ")" + num(d.alpha) + " * " + a + " + (" + T + ")" + num(d.beta) + "))";
-    }
     case OpKind::LogicalNot: return "(!" + a + ")";
     case OpKind::BitwiseNot: return in == DType::boolean ? "(!" + a + ")" : "(~" + a + ")";
     case OpKind::IsNan: return f("isnan");
@@ -159,18 +180,15 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
     case OpKind::Add: return "(" + T + ")(" + a + " + " + b + ")";
     case OpKind::Sub: return "(" + T + ")(" + a + " - " + b + ")";
     case OpKind::Mul: return "(" + T + ")(" + a + " * " + b + ")";
-    case OpKind::Div: return fl ? "(" + a + " / " + b + ")" : "tg_idiv(" + a + ", " + b + ")";
-    case OpKind::DivNoNan: return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")(" + (fl ? a + " / " + b : "tg_idiv(" + a + ", " + b + ")") + "))";
-    case OpKind::Mod: return fl ? "fmod(" + a + ", " + b + ")" : "tg_imod(" + a + ", " + b + ")";
-    case OpKind::FloorMod: return fl ? "tg_ffloormod(" + a + ", " + b + ")" : "tg_ifloormod(" + a + ", " + b + ")";
-    case OpKind::Pow: return fl ? "pow(" + a + ", " + b + ")" : "(" + T + ")tg_ipow((long long)" + a + ", (long long)" + b + ")";
-    case OpKind::Minimum: return fl ? "fmin(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-    case OpKind::Maximum: return fl ? "fmax(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-    case OpKind::MinimumNan: return fl ? "tg_min_nan(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-    case OpKind::MaximumNan: return fl ? "tg_max_nan(" + a + ", " + b + ")" : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-    case OpKind::Atan2: return "atan2(" + a + ", " + b + ")";
-    case OpKind::GeluTanhGrad: return "tg_gelu_tanh_grad(" + a + ", " + b + ")";
-    case OpKind::ReluGrad: return "(" + b + " > (" + T + ")0 ? " + a + " : (" + T + ")0)";
+    case OpKind::Div: return "tg_idiv(" + a + ", " + b + ")";
+    case OpKind::DivNoNan: return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")tg_idiv(" + a + ", " + b + "))";
+    case OpKind::Mod: return "tg_imod(" + a + ", " + b + ")";
+    case OpKind::FloorMod: return "tg_ifloormod(" + a + ", " + b + ")";
+    case OpKind::Pow: return "(" + T + ")tg_ipow((long long)" + a + ", (long long)" + b + ")";
+    case OpKind::Minimum: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case OpKind::Maximum: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+    case OpKind::MinimumNan: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case OpKind::MaximumNan: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
     case OpKind::Equal: return "(" + a + " == " + b + ")";
     case OpKind::NotEqual: return "(" + a + " != " + b + ")";
     case OpKind::Less: return "(" + a + " < " + b + ")";
@@ -200,16 +218,6 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
 const char* kPrelude = R"(
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-template <class T> __device__ __forceinline__ T tg_sign(T a) { return a != a ? a : (T)((a > (T)0) - (a < (T)0)); }
-__device__ __forceinline__ float tg_sigmoid(float a) { return a >= 0.f ? 1.f / (1.f + expf(-a)) : expf(a) / (1.f + expf(a)); }
-__device__ __forceinline__ double tg_sigmoid(double a) { return a >= 0.0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)); }
-// dy * gelu_tanh'(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u), u = k (x + c x^3).
-// Where tanh has saturated the second term is 0 (for huge |x| it would be 0 * inf).
-template <class T> __device__ __forceinline__ T tg_gelu_tanh_grad(T dy, T x) {
-  const T k = (T)0.79788456080286535588, c = (T)0.044715;
-  const T t = tanh(k * (x + c * x * x * x)), s = (T)1 - t * t;
-  return dy * ((T)0.5 * ((T)1 + t) + (s == (T)0 ? (T)0 : (T)0.5 * x * s * k * ((T)1 + (T)3 * c * x * x)));
-}
 __device__ __forceinline__ long long tg_f2i(double v, double lo, double hi) {
   if (v != v) return 0;
   if (v <= lo) return (long long)lo;
@@ -227,13 +235,6 @@ __device__ __forceinline__ long long tg_ifloormod(long long a, long long b) {
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-template <class T> __device__ __forceinline__ T tg_ffloormod(T a, T b) {
-  T r = fmod(a, b);
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r == 0 ? copysign((T)0, b) : r;
-}
-template <class T> __device__ __forceinline__ T tg_min_nan(T a, T b) { return (a != a || b != b) ? a + b : fmin(a, b); }
-template <class T> __device__ __forceinline__ T tg_max_nan(T a, T b) { return (a != a || b != b) ? a + b : fmax(a, b); }
 __device__ __forceinline__ long long tg_shl(long long a, long long b, int w) {
   return (b < 0 || b >= w) ? 0 : (long long)((unsigned long long)a << b);
 }
@@ -260,7 +261,16 @@ __device__ __forceinline__ long long tg_iclamp(long long x, long long lo, long l
 
 }  // namespace
 
-std::string elementwise_prelude() { return kPrelude; }
+// The formulas' helpers (ops/elementwise_formulas.h) compiled for the device.
+#define TG_FN __device__ __forceinline__
+#define TG_STRING(...) #__VA_ARGS__
+#define TG_EXPANDED_STRING(...) TG_STRING(__VA_ARGS__)
+static const char* const kFormulaHelpers = TG_EXPANDED_STRING(TG_FORMULA_HELPERS);
+#undef TG_EXPANDED_STRING
+#undef TG_STRING
+#undef TG_FN
+
+std::string elementwise_prelude() { return std::string(kPrelude) + kFormulaHelpers + "\n"; }
 const char* codegen_compute_type(DType t) { return compute_type(t); }
 const char* codegen_storage_type(DType t) { return storage_type(t); }
 std::string codegen_load(DType t, const std::string& ptr, const std::string& off) {
@@ -499,7 +509,7 @@ std::string elementwise_kernel_name(const GraphImpl& g, const FusionGroup& group
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition,
                                const StridePattern* pattern, int vec) {
   std::ostringstream os;
-  os << kPrelude;
+  os << elementwise_prelude();
   os << "struct Args { const void* in[" << kMaxOperands << "]; void* out[" << kMaxOperands
      << "]; long long n; int rank; long long dims[" << kMaxRank << "]; long long strides[" << kMaxOperands << "]["
      << kMaxRank << "]; unsigned long long handle; unsigned div_mul[" << kMaxRank << "], div_shift[" << kMaxRank

@@ -8,7 +8,9 @@
 // tensors allow (64-bit division made the kernels 4x their bytes' time, bench/RESULTS.md).
 // A 3x3 window (every ResNet's) is a compile-time size, K = 3: the tap loops unroll and every
 // tap's load is in flight at once; with the size read at run time each load waited for the
-// one before (both kernels ran at a quarter of their bytes' time on the H200).
+// one before (both kernels ran at a quarter of their bytes' time on the H200). f32 / f16 / bf16
+// with that window take max_pool_float_kernel (fewer instructions a tap), and a stride of 2 is
+// a compile-time size in the gradient.
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -141,15 +143,107 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+template <class T>
+__device__ __forceinline__ T from_float(float v) {
+  if constexpr (std::is_same_v<T, dev::BF16>)
+    return dev::BF16{dev::float_to_bf16(v)};
+  else if constexpr (std::is_same_v<T, dev::F16>)
+    return dev::F16{dev::float_to_half(v)};
+  else
+    return v;
+}
+
+// The same for f32 / f16 / bf16 in two phases, with far fewer instructions a tap (the kernel
+// above is bound by its per-lane compare-and-select chains: 82% of the H100's issue rate at 29%
+// of its memory bandwidth on ResNet-50's pooling): the window's maximum of each lane with fmaxf
+// and a NaN flag, then (Taps: the gradient's taps, or the flat indices) the first tap equal to
+// it, or the first NaN where a NaN was seen, walking the loaded taps backwards. The reference's
+// rule gives the same taps: the first maximum, a NaN before everything.
+template <class T, int V, class I, int K, bool Taps>
+__global__ void __launch_bounds__(256)
+    max_pool_float_kernel(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ idx,
+                          uint16_t* __restrict__ taps, const PoolGeometry g, T lowest, I total) {
+  const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
+  constexpr int KK = K * K;
+  for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
+    I n, c, oh, ow;
+    split<I, V>(g, f, oh_, ow_, n, c, oh, ow);
+    float m[V];
+    bool nan[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) m[j] = -__int_as_float(0x7f800000), nan[j] = false;
+    Vec<T, V> v[Taps ? KK : 1];
+    bool valid[KK];
+    bool any = false;
+    const I h0 = oh * static_cast<I>(g.sh) - static_cast<I>(g.ph), w0 = ow * static_cast<I>(g.sw) - static_cast<I>(g.pw);
+#pragma unroll
+    for (int kh = 0; kh < K; ++kh) {
+      const I h = h0 + kh * static_cast<I>(g.dh);
+#pragma unroll
+      for (int kw = 0; kw < K; ++kw) {
+        const I w = w0 + kw * static_cast<I>(g.dw);
+        const int t = kh * K + kw;
+        valid[t] = h >= 0 && h < ih && w >= 0 && w < iw;
+        if (!valid[t]) continue;
+        any = true;
+        const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(x + at_of<I>(g, n, c, h, w, ih, iw));
+        if constexpr (Taps) v[t] = a;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float e = cmp_value(a.v[j]);
+          m[j] = fmaxf(m[j], e);
+          nan[j] |= e != e;
+        }
+      }
+    }
+    const I out = f * V;
+    if (y) {
+      Vec<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) o.v[j] = !any ? lowest : from_float<T>(nan[j] ? __int_as_float(0x7fffffff) : m[j]);
+      *reinterpret_cast<Vec<T, V>*>(y + out) = o;
+    }
+    if constexpr (Taps) {
+      int best[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) best[j] = -1;
+#pragma unroll
+      for (int t = KK - 1; t >= 0; --t) {
+        if (!valid[t]) continue;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float e = cmp_value(v[t].v[j]);
+          if (nan[j] ? e != e : e == m[j]) best[j] = t;
+        }
+      }
+      if (idx) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          idx[out + j] = best[j] < 0 ? -1
+                                     : static_cast<int32_t>((h0 + (best[j] / K) * static_cast<I>(g.dh)) * iw + w0 +
+                                                            (best[j] % K) * static_cast<I>(g.dw));
+      }
+      if (taps) {
+        Vec<uint16_t, V> tv;
+#pragma unroll
+        for (int j = 0; j < V; ++j) tv.v[j] = static_cast<uint16_t>(best[j] < 0 ? 65535 : best[j]);
+        *reinterpret_cast<Vec<uint16_t, V>*>(taps + out) = tv;
+      }
+    }
+  }
+}
+
 // Each element (h, w) of x is tap (kh, kw) of the windows oh * sh + kh * dh - ph == h (and
 // likewise along W): walking kh downwards visits those windows in ascending oh, the
 // reference's order of summation. A window gives its dy where its winning tap is this one.
-template <class T, int V, class I, int K>
+// S: the strides as a compile-time size too (2, every ResNet's pooling), else 0: the window
+// tests divide by them, and a division by a run-time value costs a few dozen instructions.
+template <class T, int V, class I, int K, int S>
 __global__ void __launch_bounds__(256)
     max_pool_grad_kernel(const T* __restrict__ dy, const uint16_t* __restrict__ taps, T* __restrict__ dx,
                          const PoolGeometry g, I total) {
   const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
-  const I sh = static_cast<I>(g.sh), sw = static_cast<I>(g.sw);
+  const I sh = S ? S : static_cast<I>(g.sh), sw = S ? S : static_cast<I>(g.sw);
   const int KH = K ? K : static_cast<int>(g.kh), KW = K ? K : static_cast<int>(g.kw);
   for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
     I n, c, h, w;
@@ -229,6 +323,17 @@ cudaError_t launch_max_pool(const void* x, void* y, int32_t* idx, uint16_t* taps
     auto go = [&](auto vtag, long long threads) {
       constexpr int V = decltype(vtag)::value;
       const unsigned grid = dev::grid_for(threads);
+      if constexpr (is_float_storage<T> && !std::is_same_v<T, double>) {
+        if (fits_int(g) && g.kh == 3 && g.kw == 3) {
+          if (idx || taps)
+            max_pool_float_kernel<T, V, int, 3, true>
+                <<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, static_cast<int>(threads));
+          else
+            max_pool_float_kernel<T, V, int, 3, false>
+                <<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, static_cast<int>(threads));
+          return;
+        }
+      }
       if (fits_int(g) && g.kh == 3 && g.kw == 3)
         max_pool_kernel<T, V, int, 3><<<grid, 256, 0, stream>>>(xt, yt, idx, taps, g, low, static_cast<int>(threads));
       else if (fits_int(g))
@@ -263,12 +368,14 @@ cudaError_t launch_max_pool_grad(const void* dy, const uint16_t* taps, void* dx,
       auto go = [&](auto vtag, long long threads) {
         constexpr int V = decltype(vtag)::value;
         const unsigned grid = dev::grid_for(threads);
-        if (fits_int(g) && g.kh == 3 && g.kw == 3)
-          max_pool_grad_kernel<T, V, int, 3><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
+        if (fits_int(g) && g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2)
+          max_pool_grad_kernel<T, V, int, 3, 2><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
+        else if (fits_int(g) && g.kh == 3 && g.kw == 3)
+          max_pool_grad_kernel<T, V, int, 3, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
         else if (fits_int(g))
-          max_pool_grad_kernel<T, V, int, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
+          max_pool_grad_kernel<T, V, int, 0, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, static_cast<int>(threads));
         else
-          max_pool_grad_kernel<T, V, long long, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, threads);
+          max_pool_grad_kernel<T, V, long long, 0, 0><<<grid, 256, 0, stream>>>(dyt, taps, dxt, g, threads);
       };
       if (lanes<T>(g, {dy, dx}) == v && reinterpret_cast<uintptr_t>(taps) % (2 * v) == 0)
         go(std::integral_constant<int, v>{}, total / v);

@@ -12,13 +12,13 @@
 namespace tg::detail {
 namespace {
 
-constexpr std::array<const char*, 21> kPerExecutable{
+constexpr std::array<const char*, 22> kPerExecutable{
     "TGRAPH_DUMP",          "TGRAPH_VERIFY",           "TGRAPH_NO_FUSION",        "TGRAPH_NO_REDUCE_FUSION",
     "TGRAPH_NO_LAYOUT",     "TGRAPH_NO_SPACE_TO_DEPTH", "TGRAPH_F32_ACTIVATIONS", "TGRAPH_NO_ARENA",
     "TGRAPH_NO_CUDA_GRAPH", "TGRAPH_NO_BORROW",        "TGRAPH_NO_KERNEL_PREFETCH", "TGRAPH_NO_LOOP_IN_PLACE",
     "TGRAPH_NO_EPILOGUE",   "TGRAPH_DRELU",            "TGRAPH_CUDNN_FIND",       "TGRAPH_CUDNN_NO_CHANNEL_PAD",
     "TGRAPH_STENCIL_CONFIG", "TGRAPH_ROUND_HALF_OPS",  "TGRAPH_NO_SPECIALIZE",
-    "TGRAPH_NO_CONV_POST_OPS", "TGRAPH_CPU_NO_WINOGRAD"};
+    "TGRAPH_NO_CONV_POST_OPS", "TGRAPH_CPU_NO_WINOGRAD", "TGRAPH_RS_STAGES"};
 
 }  // namespace
 

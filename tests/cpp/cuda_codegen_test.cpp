@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels_max_pool.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
+#include "test_util.h"
 #include "passes/fusion.h"
 #include "tgraph/tgraph.h"
 
@@ -259,16 +260,18 @@ TEST(CudaCodegen, StitchedBatchNormReductionsCompile) {
       EXPECT_GE(s.reduce->inputs.size(), backward ? 4u : 1u);  // dy, x, mean, rstd (and constants)
       std::vector<TensorType> types;
       for (int32_t v : s.reduce->inputs) types.push_back(m.graph.type(v));
-      for (const char* rows : {"1", "2", "4", "8"}) {
-        setenv("TGRAPH_RS_VROWS", rows, 1);
-        const auto l = prepare_reduce_stitch(m.graph, *s.reduce, types, 132);
-        unsetenv("TGRAPH_RS_VROWS");
+      for (const char* stages : {"", "0", "2", "3"}) {
+        WithSwitches sw({{"TGRAPH_RS_STAGES", stages}});
+        const auto l = prepare_reduce_stitch(m.graph, *s.reduce, types, 132, 9);
         ASSERT_TRUE(l.has_value());
         EXPECT_EQ(l->vec, 8);
-        EXPECT_EQ(l->vrows, std::atoi(rows));
+        const int want = *stages ? std::atoi(stages) : 4;  // 4 rows of 16 or 32 bytes a thread: 16 or 32 KB
+        EXPECT_EQ(l->stages, want);
+        EXPECT_EQ(l->source.find("cp.async") != std::string::npos, want > 0);
         EXPECT_NE(l->source.find("tg_rs_vpartial"), std::string::npos);
-        EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty()) << rows << " rows\n" << l->source;
+        EXPECT_FALSE(nvrtc_compile(l->source, 9, 0).empty()) << stages << " stages\n" << l->source;
       }
+      EXPECT_EQ(prepare_reduce_stitch(m.graph, *s.reduce, types, 132, 7)->stages, 0) << "no cp.async before sm_80";
     }
     EXPECT_EQ(steps, 1) << (backward ? "backward" : "forward");
   }

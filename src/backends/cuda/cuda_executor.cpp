@@ -267,8 +267,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   std::lock_guard<std::mutex> lock(st.mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
-  if (st.sm_count == 0)
+  if (st.sm_count == 0) {
     TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
+  }
   IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
@@ -561,7 +563,10 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   std::lock_guard<std::mutex> lock(st.mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
-  if (st.sm_count == 0) TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+  if (st.sm_count == 0) {
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
+  }
   const GraphImpl& g = exe.module.graph;
   Run proto{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   std::vector<DevTensor> dev_in;

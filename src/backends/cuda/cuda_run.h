@@ -126,6 +126,7 @@ struct CudaState {
   std::map<int32_t, DevTensor> constants;  // in own_memory()
   std::map<std::string, CachedVar> vars;
   int sm_count = 0;
+  int sm_major = 0;  // compute capability (set with sm_count)
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
   // The executable's constants and index-error record: memory that captured graphs read, so
   // GraphMemory rather than the pool, as the graphs' own (cuda_control_flow.h).

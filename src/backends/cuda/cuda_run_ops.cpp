@@ -205,7 +205,7 @@ void Run::reduce_stitched(const ReduceStitch& rs) {
   const std::vector<const void*> ins = step_operands(rs.inputs, types);
   auto it = st.reduce_stitches.find(&rs);
   if (it == st.reduce_stitches.end())
-    it = st.reduce_stitches.emplace(&rs, prepare_reduce_stitch(g, rs, types, st.sm_count)).first;
+    it = st.reduce_stitches.emplace(&rs, prepare_reduce_stitch(g, rs, types, st.sm_count, st.sm_major)).first;
   bool planned_types = true;  // the launch was prepared for the graph's (static) types
   for (size_t k = 0; k < rs.inputs.size(); ++k) planned_types &= types[k] == g.type(rs.inputs[k]);
   if (!it->second || !planned_types) return pieces(rs.pieces);
@@ -311,7 +311,7 @@ void Run::prefetch_kernels(int32_t b) {
       if (!known) continue;
       auto it = st.reduce_stitches.find(s.reduce.get());
       if (it == st.reduce_stitches.end())
-        it = st.reduce_stitches.emplace(s.reduce.get(), prepare_reduce_stitch(g, *s.reduce, types, st.sm_count)).first;
+        it = st.reduce_stitches.emplace(s.reduce.get(), prepare_reduce_stitch(g, *s.reduce, types, st.sm_count, st.sm_major)).first;
       if (it->second) nvrtc_prefetch(it->second->source, ctx.index());
       continue;
     }

@@ -153,46 +153,51 @@ __device__ __forceinline__ T from_float(float v) {
     return v;
 }
 
-// The same for f32 / f16 / bf16 in two phases, with far fewer instructions a tap (the kernel
-// above is bound by its per-lane compare-and-select chains: 82% of the H100's issue rate at 29%
-// of its memory bandwidth on ResNet-50's pooling): the window's maximum of each lane with fmaxf
-// and a NaN flag, then (Taps: the gradient's taps, or the flat indices) the first tap equal to
-// it, or the first NaN where a NaN was seen, walking the loaded taps backwards. The reference's
-// rule gives the same taps: the first maximum, a NaN before everything.
+// The same for f32 / f16 / bf16 in far fewer instructions a tap (the kernel above is bound by
+// its per-lane compare-and-select chains: 82% of the H100's issue rate at 29% of its memory
+// bandwidth on ResNet-50's pooling): each lane's maximum with fmaxf and a NaN flag and, where
+// the taps or indices are asked for (Taps), the tap of the first strictly greater value or of
+// the first NaN, the first valid tap where none was greater than -inf. The reference's rule
+// gives the same taps: the first maximum, a NaN before everything. (Keeping the window's loads
+// for a second pass that finds the first tap equal to the maximum took 123 registers and ran
+// slower than this.)
 template <class T, int V, class I, int K, bool Taps>
 __global__ void __launch_bounds__(256)
     max_pool_float_kernel(const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ idx,
                           uint16_t* __restrict__ taps, const PoolGeometry g, T lowest, I total) {
   const I ih = static_cast<I>(g.ih), iw = static_cast<I>(g.iw), oh_ = static_cast<I>(g.oh), ow_ = static_cast<I>(g.ow);
-  constexpr int KK = K * K;
   for (I f = static_cast<I>(blockIdx.x) * 256 + threadIdx.x; f < total; f += static_cast<I>(gridDim.x) * 256) {
     I n, c, oh, ow;
     split<I, V>(g, f, oh_, ow_, n, c, oh, ow);
     float m[V];
     bool nan[V];
+    int best[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) m[j] = -__int_as_float(0x7f800000), nan[j] = false;
-    Vec<T, V> v[Taps ? KK : 1];
-    bool valid[KK];
-    bool any = false;
+    for (int j = 0; j < V; ++j) m[j] = -__int_as_float(0x7f800000), nan[j] = false, best[j] = -1;
+    int first = -1;  // the first valid tap (the same for every lane)
     const I h0 = oh * static_cast<I>(g.sh) - static_cast<I>(g.ph), w0 = ow * static_cast<I>(g.sw) - static_cast<I>(g.pw);
 #pragma unroll
     for (int kh = 0; kh < K; ++kh) {
       const I h = h0 + kh * static_cast<I>(g.dh);
+      if (h < 0 || h >= ih) continue;
 #pragma unroll
       for (int kw = 0; kw < K; ++kw) {
         const I w = w0 + kw * static_cast<I>(g.dw);
+        if (w < 0 || w >= iw) continue;
         const int t = kh * K + kw;
-        valid[t] = h >= 0 && h < ih && w >= 0 && w < iw;
-        if (!valid[t]) continue;
-        any = true;
+        if (first < 0) first = t;
         const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(x + at_of<I>(g, n, c, h, w, ih, iw));
-        if constexpr (Taps) v[t] = a;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float e = cmp_value(a.v[j]);
+          if constexpr (Taps) {
+            const bool isnan_ = e != e;
+            if ((e > m[j] && !nan[j]) || (isnan_ && !nan[j])) best[j] = t;
+            nan[j] |= isnan_;
+          } else {
+            nan[j] |= e != e;
+          }
           m[j] = fmaxf(m[j], e);
-          nan[j] |= e != e;
         }
       }
     }
@@ -200,22 +205,13 @@ __global__ void __launch_bounds__(256)
     if (y) {
       Vec<T, V> o;
 #pragma unroll
-      for (int j = 0; j < V; ++j) o.v[j] = !any ? lowest : from_float<T>(nan[j] ? __int_as_float(0x7fffffff) : m[j]);
+      for (int j = 0; j < V; ++j) o.v[j] = first < 0 ? lowest : from_float<T>(nan[j] ? __int_as_float(0x7fffffff) : m[j]);
       *reinterpret_cast<Vec<T, V>*>(y + out) = o;
     }
     if constexpr (Taps) {
-      int best[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) best[j] = -1;
-#pragma unroll
-      for (int t = KK - 1; t >= 0; --t) {
-        if (!valid[t]) continue;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float e = cmp_value(v[t].v[j]);
-          if (nan[j] ? e != e : e == m[j]) best[j] = t;
-        }
-      }
+      for (int j = 0; j < V; ++j)
+        if (best[j] < 0) best[j] = first;
       if (idx) {
 #pragma unroll
         for (int j = 0; j < V; ++j)

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "core/env.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -90,9 +91,9 @@ class Writer {
   Writer(const GraphImpl& g, const ReduceStitch& s, const std::vector<bool>& loaded, const std::vector<Access>& access,
          const std::vector<TensorType>& types,
          const std::vector<Red>& reds, size_t planes, bool column, bool general, bool runs, bool row_split, int T,
-         int vec, int tx, int vrows)
+         int vec, int tx, int vrows, int stages, size_t stage_bytes)
       : g_(g), s_(s), loaded_(loaded), access_(access), types_(types), reds_(reds), planes_(planes), column_(column),
-        general_(general), runs_(runs), row_split_(row_split), T_(T), vec_(vec), tx_(tx), vrows_(vrows) {
+        general_(general), runs_(runs), row_split_(row_split), T_(T), vec_(vec), tx_(tx), vrows_(vrows), stages_(stages), stage_bytes_(stage_bytes) {
     // What each accumulator plane combines with: a variance's two planes are sums.
     plane_kinds_.assign(planes, OpKind::ReduceSum);
     for (const Red& r : reds_)
@@ -197,7 +198,9 @@ class Writer {
         os_ << "  L.s" << K << " = " << codegen_load(t, "a.in[" + K + "]", offset(access_[k], static_cast<int>(k)))
             << ";\n";
     }
-    os_ << "}\n__device__ __forceinline__ void tg_mathv(const tg_rows& L, float (*v)[" << V << "]) {\n  (void)L;\n"
+    os_ << "}\n";
+    if (stages_ > 0) stage_functions(lanes);
+    os_ << "__device__ __forceinline__ void tg_mathv(const tg_rows& L, float (*v)[" << V << "]) {\n  (void)L;\n"
         << "#pragma unroll\n  for (int j = 0; j < " << V << "; ++j) {\n";
     std::unordered_map<int32_t, std::string> names;
     for (size_t k = 0; k < s_.inputs.size(); ++k) {
@@ -216,6 +219,52 @@ class Writer {
     os_ << "  }\n}\n"
         << "__device__ __forceinline__ void tg_evalv(const RSArgs& a, long long i, long long io, long long ir, long long icc, float (*v)["
         << V << "]) {\n  tg_rows L; tg_loadv(a, i, io, ir, icc, L); tg_mathv(L, v);\n}\n";
+  }
+
+  // The staged form of tg_loadv (stages_ > 0): the operands read along the rows are copied into
+  // shared memory by cp.async, `stages_` rows ahead of their use (tg_issue), and read back from
+  // there (tg_fetch); the others load as in tg_loadv. The copies hold no registers, so a thread
+  // has several rows of every operand in flight: with plain loads the compiler placed each row's
+  // loads beside its arithmetic (2 x 16 bytes in flight a thread), and the batch-norm backward's
+  // sums ran at 2.2-2.5 TB/s with the SMs mostly waiting.
+  void stage_functions(const std::vector<bool>& lanes) {
+    const std::string V = std::to_string(vec_);
+    os_ << "__device__ __forceinline__ void tg_cp16(void* dst, const void* src) {\n"
+           "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(src) : \"memory\");\n}\n"
+        << "__device__ __forceinline__ void tg_issue(const RSArgs& a, long long i, unsigned char* sm, int slot) {\n";
+    size_t off = 0;
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k] || !lanes[k] || access_[k] != Access::flat) continue;
+      const DType t = types_[k].dtype;
+      const char* S = codegen_storage_type(t);
+      const size_t bytes = dtype_size(t) * static_cast<size_t>(vec_);
+      for (size_t h = 0; h < bytes; h += 16)
+        os_ << "  tg_cp16(sm + " << off << " + ((size_t)slot * 256 + threadIdx.x) * " << bytes << " + " << h
+            << ", (const char*)((const " << S << "*)a.in[" << k << "] + i) + " << h << ");\n";
+      off += bytes * 256 * static_cast<size_t>(stages_);
+    }
+    os_ << "}\n__device__ __forceinline__ void tg_fetch(const RSArgs& a, long long i, long long io, long long ir, long long icc, const unsigned char* sm, int slot, tg_rows& L) {\n"
+        << "  (void)a; (void)i; (void)io; (void)ir; (void)icc;\n";
+    off = 0;
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k]) continue;
+      const DType t = types_[k].dtype;
+      const char* S = codegen_storage_type(t);
+      const std::string K = std::to_string(k);
+      if (lanes[k] && access_[k] == Access::flat) {
+        const size_t bytes = dtype_size(t) * static_cast<size_t>(vec_);
+        os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)(sm + " << off
+            << " + ((size_t)slot * 256 + threadIdx.x) * " << bytes << ");\n";
+        off += bytes * 256 * static_cast<size_t>(stages_);
+      } else if (lanes[k]) {
+        os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)((const " << S << "*)a.in[" << K
+            << "] + " << offset(access_[k], static_cast<int>(k)) << ");\n";
+      } else {
+        os_ << "  L.s" << K << " = " << codegen_load(t, "a.in[" + K + "]", offset(access_[k], static_cast<int>(k)))
+            << ";\n";
+      }
+    }
+    os_ << "}\n";
   }
 
   // The accumulators, each at its kind's identity.
@@ -330,7 +379,9 @@ class Writer {
   void column_partial_vec() {
     const int TY = 256 / tx_;
     const std::string V = std::to_string(vec_), R = std::to_string(reds_.size());
+    const size_t combine = static_cast<size_t>(TY) * static_cast<size_t>(tx_ * vec_ + 1) * 8;
     os_ << "extern \"C\" __global__ void __launch_bounds__(256) tg_rs_vpartial(const RSArgs a) {\n"
+        << "  __shared__ __align__(16) unsigned char tg_sm[" << std::max(combine, stage_bytes_) << "];\n"
         << "  const int tx = threadIdx.x % " << tx_ << ", ty = threadIdx.x / " << tx_ << ";\n"
         << "  const long long c = ((long long)blockIdx.x * " << tx_ << " + tx) * " << V << ";\n"
         << "  float acc[" << planes_ << "][" << V << "];\n";
@@ -342,22 +393,40 @@ class Writer {
     if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
       os_ << "    tg_evalv(a, base, c, 0, icc, K);\n";
     os_ << "    const long long st = (long long)gridDim.y * " << TY << "; long long r = (long long)blockIdx.y * " << TY
-        << " + ty;\n"
-        << "    for (; r + " << vrows_ - 1 << " * st < a.inner; r += " << vrows_ << " * st) {\n";
-    for (int k = 0; k < vrows_; ++k)
-      os_ << "      tg_rows L" << k << "; tg_loadv(a, base + (r + " << k << " * st) * a.cols, c, r + " << k
-          << " * st, icc, L" << k << ");\n";
-    for (int k = 0; k < vrows_; ++k) {
-      os_ << "      { float v[" << R << "][" << V << "]; tg_mathv(L" << k << ", v);\n";
+        << " + ty;\n";
+    if (stages_ > 0) {
+      const std::string NS = std::to_string(stages_);
+      // Rows r, r + st, ...: row k's copies are issued (NS - 1) rows ahead into slot k % NS, the
+      // slot the row before it was read from; a group of copies per row, empty past the end.
+      os_ << "#pragma unroll\n    for (int s = 0; s < " << NS << " - 1; ++s) {\n"
+          << "      if (r + s * st < a.inner) tg_issue(a, base + (r + s * st) * a.cols, tg_sm, s);\n"
+          << "      asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n    }\n"
+          << "    for (int slot = 0; r < a.inner; r += st, slot = slot == " << stages_ - 1 << " ? 0 : slot + 1) {\n"
+          << "      const long long rn = r + " << stages_ - 1 << " * st;\n"
+          << "      if (rn < a.inner) tg_issue(a, base + rn * a.cols, tg_sm, slot == 0 ? " << stages_ - 1 << " : slot - 1);\n"
+          << "      asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n"
+          << "      asm volatile(\"cp.async.wait_group " << stages_ - 1 << ";\\n\" ::: \"memory\");\n"
+          << "      tg_rows L; tg_fetch(a, base + r * a.cols, c, r, icc, tg_sm, slot, L);\n"
+          << "      float v[" << R << "][" << V << "]; tg_mathv(L, v);\n";
       accumulate_vec("v");
-      os_ << "      }\n";
+      os_ << "    }\n  }\n  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n  __syncthreads();\n";
+    } else {
+      os_ << "    for (; r + " << vrows_ - 1 << " * st < a.inner; r += " << vrows_ << " * st) {\n";
+      for (int k = 0; k < vrows_; ++k)
+        os_ << "      tg_rows L" << k << "; tg_loadv(a, base + (r + " << k << " * st) * a.cols, c, r + " << k
+            << " * st, icc, L" << k << ");\n";
+      for (int k = 0; k < vrows_; ++k) {
+        os_ << "      { float v[" << R << "][" << V << "]; tg_mathv(L" << k << ", v);\n";
+        accumulate_vec("v");
+        os_ << "      }\n";
+      }
+      os_ << "    }\n"
+          << "    for (; r < a.inner; r += st) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
+      accumulate_vec("v0");
+      os_ << "    }\n  }\n";
     }
-    os_ << "    }\n"
-        << "    for (; r < a.inner; r += st) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
-    accumulate_vec("v0");
-    os_ << "    }\n  }\n";
     const int W = tx_ * vec_;  // columns per block
-    os_ << "  __shared__ double sh[" << TY << "][" << W + 1 << "];\n  double* part = (double*)a.part;\n"
+    os_ << "  double (*sh)[" << W + 1 << "] = (double (*)[" << W + 1 << "])tg_sm;\n  double* part = (double*)a.part;\n"
         << "  const long long c0 = (long long)blockIdx.x * " << W << ";\n";
     for (size_t p = 0; p < planes_; ++p) {
       os_ << "  for (int j = 0; j < " << V << "; ++j) sh[ty][tx * " << V << " + j] = (double)acc[" << p << "][j];\n"
@@ -487,7 +556,8 @@ class Writer {
   const std::vector<Red>& reds_;
   const size_t planes_;
   const bool column_, general_, runs_, row_split_;
-  const int T_, vec_, tx_, vrows_;
+  const int T_, vec_, tx_, vrows_, stages_;
+  const size_t stage_bytes_;
   std::vector<OpKind> plane_kinds_;
   std::ostringstream os_;
 };
@@ -497,7 +567,7 @@ class Writer {
 // none 64-bit, the columns of a batch a multiple of the vector.
 void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::vector<TensorType>& types,
                          const std::vector<bool>& loaded, const std::vector<Access>& access, int sm_count,
-                         ReduceStitchLaunch& l) {
+                         int sm_major, ReduceStitchLaunch& l) {
   const ReduceStitchArgs& a = l.args;
   for (int32_t id : s.reductions) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
@@ -525,7 +595,23 @@ void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::v
       if (access[k] == Access::flat) row_bytes += l.vec_align[k];  // the others: a column's, cached
     }
   l.vrows = row_bytes <= 16 ? 4 : 2;
-  if (const char* e = std::getenv("TGRAPH_RS_VROWS"); e && *e) l.vrows = std::clamp(std::atoi(e), 1, 16);  // experiment
+  // Rows staged through shared memory by cp.async (sm_80 and later): every operand read along
+  // the rows a vector of 16 or 32 bytes; 4 rows ahead, fewer where that passes 32 KB a block.
+  bool stage = row_bytes > 0 && sm_major >= 8;
+  for (size_t k = 0; k < types.size(); ++k)
+    if (loaded[k] && access[k] == Access::flat) stage &= l.vec_align[k] == 16 || l.vec_align[k] == 32;
+  l.stages = 0;
+  if (stage) {
+    l.stages = 4;
+    while (l.stages > 2 && row_bytes * 256 * static_cast<size_t>(l.stages) > 32768) --l.stages;
+    if (row_bytes * 256 * static_cast<size_t>(l.stages) > 32768) l.stages = 0;
+  }
+  if (const char* e = env_value("TGRAPH_RS_STAGES"); e && *e && l.stages > 0) {
+    l.stages = std::clamp(std::atoi(e), 0, 8);
+    if (l.stages == 1) l.stages = 2;  // one row ahead is two slots
+    while (l.stages > 2 && row_bytes * 256 * static_cast<size_t>(l.stages) > 40960) --l.stages;
+  }
+  l.stage_bytes = row_bytes * 256 * static_cast<size_t>(l.stages);
   int tx = 1;  // threads across columns: enough for the columns, at most a warp
   while (tx < 32 && static_cast<long long>(tx) * vec < a.outer) tx *= 2;
   const long long ty = 256 / tx, col_blocks = (a.outer + tx * vec - 1) / (tx * vec);
@@ -544,7 +630,8 @@ void plan_vector_columns(const GraphImpl& g, const ReduceStitch& s, const std::v
 }  // namespace
 
 std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, const ReduceStitch& s,
-                                                        const std::vector<TensorType>& types, int sm_count) {
+                                                        const std::vector<TensorType>& types, int sm_count,
+                                                        int sm_major) {
   if (s.reductions.empty() || s.reductions.size() > static_cast<size_t>(kStitchReductions) ||
       s.outputs.size() > static_cast<size_t>(kStitchOutputs) || s.inputs.size() > static_cast<size_t>(kMaxOperands) ||
       types.size() != s.inputs.size())
@@ -645,7 +732,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   for (int32_t v : s.epilogue.outputs) l.output_types.push_back(g.type(v));
   l.planes = planes;
 
-  if (l.column) plan_vector_columns(g, s, types, loaded, access, sm_count, l);
+  if (l.column) plan_vector_columns(g, s, types, loaded, access, sm_count, sm_major, l);
   if (l.column) {
     const long long col_blocks = (a.outer + 31) / 32;
     const long long target = std::max(1, sm_count) * 8LL;  // about one wave of 256-thread blocks
@@ -668,7 +755,7 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   }
   l.source =
       Writer(g, s, loaded, access, types, reds, planes, l.column, l.general, l.runs, l.row_split > 1,
-             l.threads_per_output, l.vec, l.vtx, l.vrows)
+             l.threads_per_output, l.vec, l.vtx, l.vrows, l.stages, l.stage_bytes)
           .source();
   return l;
 }

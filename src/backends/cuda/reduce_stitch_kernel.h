@@ -62,6 +62,8 @@ struct ReduceStitchLaunch {
   // kernel.
   int vec = 1, vtx = 1;            // columns per thread; threads across columns in a block
   int vrows = 2;                   // rows each thread has in flight per step of its loop
+  int stages = 0;                  // or: rows staged ahead through shared memory (cp.async)
+  size_t stage_bytes = 0;          // the staging's shared memory
   int sm_count = 1;                // the device's, to size the grid at the first launch
   bool vgrid_sized = false;        // vgrid_y cut to one wave of resident blocks (first launch)
   std::vector<size_t> vec_align;  // per input: the bytes its pointer must be aligned to (0: any)
@@ -76,10 +78,12 @@ struct ReduceStitchLaunch {
   }
 };
 
-/// Plans the kernel for inputs of types `types` (of s.inputs); nothing when the step's geometry
-/// or members are not covered (the caller runs s.pieces one by one).
+/// Plans the kernel for inputs of types `types` (of s.inputs) on a device of `sm_count` SMs and
+/// compute capability `sm_major`; nothing when the step's geometry or members are not covered
+/// (the caller runs s.pieces one by one).
 std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, const ReduceStitch& s,
-                                                        const std::vector<TensorType>& types, int sm_count);
+                                                        const std::vector<TensorType>& types, int sm_count,
+                                                        int sm_major = 9);
 /// Launches it (compiling its kernels on the first launch): `ins` per s.inputs, `outs` per
 /// s.outputs, `workspace` of workspace_bytes().
 void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>& ins,

@@ -85,6 +85,27 @@ __device__ __forceinline__ void split(const PoolGeometry& g, I f, I hh, I ww, I&
   }
 }
 
+// Writes the winning taps of output element `out`'s V lanes (tap kh * kw_count + kw, -1 for
+// none): as flat image positions (idx, max_pool2d_with_indices) and / or as 16-bit taps for
+// the gradient, whichever is given.
+template <int V, class I>
+__device__ __forceinline__ void store_taps(const int* best, int kw_count, I h0, I w0, I iw, const PoolGeometry& g,
+                                           int32_t* idx, uint16_t* taps, I out) {
+  if (idx) {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      idx[out + j] = best[j] < 0 ? -1
+                                 : static_cast<int32_t>((h0 + (best[j] / kw_count) * static_cast<I>(g.dh)) * iw + w0 +
+                                                        (best[j] % kw_count) * static_cast<I>(g.dw));
+  }
+  if (taps) {
+    Vec<uint16_t, V> t;
+#pragma unroll
+    for (int j = 0; j < V; ++j) t.v[j] = static_cast<uint16_t>(best[j] < 0 ? 65535 : best[j]);
+    *reinterpret_cast<Vec<uint16_t, V>*>(taps + out) = t;
+  }
+}
+
 // One thread per output element, or per V neighbouring channels of one in NHWC. Writes the
 // maxima (y), the flat index h * iw + w of each (idx: max_pool2d_with_indices) and / or the
 // window tap kh * kw_count + kw of each (taps: 16 bits, for the gradient), whichever is given.
@@ -127,19 +148,7 @@ __global__ void __launch_bounds__(256)
       for (int j = 0; j < V; ++j) o.v[j] = bx[j];
       *reinterpret_cast<Vec<T, V>*>(y + out) = o;
     }
-    if (idx) {  // the tap's flat position in the image
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        idx[out + j] = best[j] < 0 ? -1
-                                   : static_cast<int32_t>((h0 + (best[j] / KW) * static_cast<I>(g.dh)) * iw +
-                                                          w0 + (best[j] % KW) * static_cast<I>(g.dw));
-    }
-    if (taps) {
-      Vec<uint16_t, V> t;
-#pragma unroll
-      for (int j = 0; j < V; ++j) t.v[j] = static_cast<uint16_t>(best[j] < 0 ? 65535 : best[j]);
-      *reinterpret_cast<Vec<uint16_t, V>*>(taps + out) = t;
-    }
+    store_taps<V, I>(best, KW, h0, w0, iw, g, idx, taps, out);
   }
 }
 
@@ -190,13 +199,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float e = cmp_value(a.v[j]);
-          if constexpr (Taps) {
-            const bool isnan_ = e != e;
-            if ((e > m[j] && !nan[j]) || (isnan_ && !nan[j])) best[j] = t;
-            nan[j] |= isnan_;
-          } else {
-            nan[j] |= e != e;
-          }
+          if constexpr (Taps)
+            if (!nan[j] && (e > m[j] || e != e)) best[j] = t;
+          nan[j] |= e != e;
           m[j] = fmaxf(m[j], e);
         }
       }
@@ -212,19 +217,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int j = 0; j < V; ++j)
         if (best[j] < 0) best[j] = first;
-      if (idx) {
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          idx[out + j] = best[j] < 0 ? -1
-                                     : static_cast<int32_t>((h0 + (best[j] / K) * static_cast<I>(g.dh)) * iw + w0 +
-                                                            (best[j] % K) * static_cast<I>(g.dw));
-      }
-      if (taps) {
-        Vec<uint16_t, V> tv;
-#pragma unroll
-        for (int j = 0; j < V; ++j) tv.v[j] = static_cast<uint16_t>(best[j] < 0 ? 65535 : best[j]);
-        *reinterpret_cast<Vec<uint16_t, V>*>(taps + out) = tv;
-      }
+      store_taps<V, I>(best, K, h0, w0, iw, g, idx, taps, out);
     }
   }
 }

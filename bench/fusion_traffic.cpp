@@ -6,7 +6,11 @@
 // bytes before any GPU time is spent.
 // Usage: bench_fusion_traffic [--batch 256] [--precision bf16|tf32|f32] [--model resnet50|resnet18] [--top N]
 //                             [--compile 1]   (also NVRTC-compiles every stitched reduction's kernel)
+//                             [--dump DIR]    (writes the generated kernels' sources there, one .cu each,
+//                                              fused groups as flat kernels: to time NVRTC on them)
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,7 +19,11 @@
 #include <tgraph/optim.h>
 #include <tgraph/tgraph.h>
 
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/plan_traffic.h"
+#include "backends/cuda/reduce_stitch_kernel.h"
+#include "passes/fusion.h"
 #include "runtime/executable_impl.h"
 
 using namespace tg::detail;
@@ -25,6 +33,7 @@ int main(int argc, char** argv) {
   std::string precision = "bf16", model = "resnet50";
   int top = 15;
   bool compile = false;
+  std::string dump;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batch = std::atoll(v.c_str());
@@ -32,6 +41,7 @@ int main(int argc, char** argv) {
     else if (k == "--model") model = v;
     else if (k == "--top") top = std::atoi(v.c_str());
     else if (k == "--compile") compile = v == "1";
+    else if (k == "--dump") dump = v;
   }
   tg::Graph g;
   tg::Tensor x = g.placeholder({batch, 224, 224, 3}, tg::f32, "images");
@@ -53,6 +63,23 @@ int main(int argc, char** argv) {
   std::printf("%s training step, batch %lld, %s: generated kernels of the CUDA plan\n%s", model.c_str(),
               static_cast<long long>(batch), precision.c_str(), cuda_plan_traffic(m, top).c_str());
   std::printf("memory of the plan:\n%s", cuda_plan_memory(m).c_str());
+  if (!dump.empty()) {
+    std::filesystem::create_directories(dump);
+    int n = 0;
+    const GraphImpl& gi = m.graph;
+    for (const Step& s : plan_fusion(m, 0, cuda_fusion_options()).steps) {
+      std::string src;
+      if (s.reduce) {
+        std::vector<tg::TensorType> types;
+        for (int32_t v : s.reduce->inputs) types.push_back(gi.type(v));
+        if (auto l = prepare_reduce_stitch(gi, *s.reduce, types, 132, 9)) src = l->source;
+      } else if (s.is_group() && !s.group.nodes.empty() && elementwise_supported(gi, s.group)) {
+        src = elementwise_source(gi, s.group, Indexing::flat, -1, nullptr, 1);
+      }
+      if (!src.empty()) std::ofstream(dump + "/k" + std::to_string(n++) + ".cu") << src;
+    }
+    std::printf("%d kernel sources written to %s\n", n, dump.c_str());
+  }
   if (!compile) return 0;
   const std::vector<std::string> errors = cuda_plan_compile_errors(m);
   for (const std::string& e : errors) std::printf("compile error: %s\n", e.c_str());

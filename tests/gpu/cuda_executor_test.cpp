@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
 
 #include "backends/cuda/nvrtc_compiler.h"
 #include "gpu/gpu_test_util.h"
@@ -227,12 +232,18 @@ TEST(CudaExecutor, KernelsAreCachedOnDisk) {
 // The first run announces its generated kernels before it launches any (Run::prefetch_kernels):
 // they compile on worker threads, each once, and the run's values are those of the CPU.
 TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
-  // constants no earlier run used, so no kernel is on disk yet
-  const double salt = 1e-6 * static_cast<double>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000003);
+  // A kernel cache of its own, empty: no kernel is on disk yet (kernels are named by their
+  // structure, so an earlier run of this test would have left them there).
+  const char* before = std::getenv("TGRAPH_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+      ("tgraph-prefetch-" + std::to_string(::getpid()) + "-" +
+       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  ::setenv("TGRAPH_CACHE_DIR", dir.c_str(), 1);
   auto s0 = detail::nvrtc_stats();
   Graph g;
-  // four kernels at least: four reductions of four different inputs (reductions of one input
-  // would stitch into one kernel)
+  // four kernels at least: four reductions of four different inputs through four different
+  // functions (equal chains would be one kernel; reductions of one input stitch into one)
   std::vector<Tensor> xs, outs;
   std::vector<std::pair<Tensor, TensorType>> feeds;
   std::vector<TensorData> vals;
@@ -240,7 +251,9 @@ TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
     xs.push_back(g.placeholder({64, 32 + 8 * k}, f32, "x" + std::to_string(k)));
     feeds.push_back({xs[k], xs[k].type()});
     vals.push_back(rnd({64, 32 + 8 * k}, f32, 5 + k));
-    outs.push_back(g.reduce_sum(g.mul(g.exp(g.mul(xs[k], g.scalar(0.01 * k + salt))), g.scalar(1.5 + k)), {1}));
+    Tensor t = g.mul(xs[k], g.scalar(0.01 * k + 0.1));
+    Tensor f = k == 0 ? g.exp(t) : k == 1 ? g.tanh(t) : k == 2 ? g.sigmoid(t) : g.abs(t);
+    outs.push_back(g.reduce_sum(g.mul(f, g.scalar(1.5 + k)), {1}));
   }
   auto got = g.compile(feeds, outs, {}, gpu()).run(vals);
   auto want = g.compile(feeds, outs, {}, {.device = Device::cpu()}).run(vals);
@@ -255,11 +268,15 @@ TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
   no_prefetch.switches = {{"TGRAPH_NO_KERNEL_PREFETCH", "1"}};
   Graph g2;
   Tensor x2 = g2.placeholder({64, 32}, f32, "x");
-  Tensor y2 = g2.reduce_sum(g2.exp(g2.mul(x2, g2.scalar(0.5 + salt))), {1});
+  Tensor y2 = g2.reduce_sum(g2.exp(g2.mul(x2, g2.scalar(0.5))), {1});
   auto off = g2.compile({{x2, x2.type()}}, {y2}, {}, no_prefetch).run({xv});
   auto s2 = detail::nvrtc_stats();
   EXPECT_EQ(s2.prefetched, s1.prefetched);
   EXPECT_GE(s2.compiled, s1.compiled + 1);
+  if (before) ::setenv("TGRAPH_CACHE_DIR", saved.c_str(), 1);
+  else ::unsetenv("TGRAPH_CACHE_DIR");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST(CudaExecutor, ReductionsAndSoftmaxOnTheDevice) {

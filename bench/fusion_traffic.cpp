@@ -10,6 +10,8 @@
 //                                              fused groups as flat kernels: to time NVRTC on them)
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <iterator>
 #include <fstream>
 #include <cstdlib>
 #include <string>
@@ -76,9 +78,12 @@ int main(int argc, char** argv) {
       } else if (s.is_group() && !s.group.nodes.empty() && elementwise_supported(gi, s.group)) {
         src = elementwise_source(gi, s.group, Indexing::flat, -1, nullptr, 1);
       }
-      if (!src.empty()) std::ofstream(dump + "/k" + std::to_string(n++) + ".cu") << src;
+      if (src.empty()) continue;
+      ++n;  // equal sources (one kernel, compiled once) land in one file
+      std::ofstream(dump + "/k" + std::to_string(std::hash<std::string>()(src)) + ".cu") << src;
     }
-    std::printf("%d kernel sources written to %s\n", n, dump.c_str());
+    std::printf("%d kernels, %zu distinct sources written to %s\n", n,
+                static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dump), {})), dump.c_str());
   }
   if (!compile) return 0;
   const std::vector<std::string> errors = cuda_plan_compile_errors(m);

@@ -63,11 +63,10 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
   // unfused results may then differ in the last bit (docs/decisions.md).
   // --pch (NVRTC 12.8+): the cuda_fp16.h / cuda_bf16.h every kernel includes are parsed once
   // per process, not per kernel: 40% less compile time, byte-identical cubins (measured).
-  // Parallel compiles do not scale with or without it: on this project's 2-core machine a tiny
-  // kernel took 27.8 ms with it on one thread, 33.3 on two, and 40.8 / 24.2 without it; on the
-  // H200 machine (16 cores) ResNet-50's cold first run, ~370 kernels through the prefetch pool,
-  // took 9.0 s with it and 14.8 s without (TGRAPH_PROFILE=first, session 16). So it stays on
-  // everywhere; fewer, larger NVRTC programs are the next lever (bench/RESULTS.md).
+  // Compiles on parallel threads scale on a machine with the cores (H200 machine, 16 cores: 41
+  // kernels 7.7 s on one thread, 0.74 s on four; bench_nvrtc_parallel). ResNet-50's cold first
+  // step was slow because it compiled 377 sources for 38 distinct kernels (values were named by
+  // graph id; elementwise_codegen.cpp names them by position now), not for want of threads.
   static const bool pch = [] {
     int major = 0, minor = 0;
     return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 8));

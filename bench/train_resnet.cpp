@@ -148,8 +148,10 @@ int main(int argc, char** argv) {
               std::chrono::duration<double>(t_compile - t_start).count(), peak_bytes() / 1073741824.0);
   for (size_t i = 0; i < curve.size(); ++i) std::printf("%s%.5f", i ? ", " : "", curve[i]);
   const tg::RunStats rs = exe.run_stats();
-  std::printf("], \"kernels_compiled\": %d, \"kernels_from_file\": %d}\n", rs.kernels_compiled,
-              rs.kernels_from_file);
+  std::printf("], \"kernels_compiled\": %d, \"kernels_from_file\": %d, \"graph_gib\": %.2f, "
+              "\"graph_live_peak_gib\": %.2f}\n",
+              rs.kernels_compiled, rs.kernels_from_file, rs.graph_bytes / 1073741824.0,
+              rs.graph_live_peak / 1073741824.0);
   if (!a.save.empty()) exe.save(a.save);
   return 0;
 }

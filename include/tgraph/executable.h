@@ -39,6 +39,9 @@ struct RunStats {
   int kernels_compiled = 0;   // generated kernels NVRTC compiled for its runs (0: all came from a
                               // file, the disk cache or this process's earlier compiles)
   int kernels_from_file = 0;  // generated kernels whose cubins came from the file it was loaded from
+  size_t graph_bytes = 0;      // device memory its captured graphs hold now (their buffers and variables)
+  size_t graph_live_peak = 0;  // the most bytes those graphs' buffers held at once while captured: what
+                               // graph_bytes would be with no space lost between buffers
 };
 
 /// Stops every run of this process that is in progress, as a cancel would ("interrupted"):

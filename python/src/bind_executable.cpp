@@ -130,13 +130,16 @@ void bind_executable(nb::module_& m) {
                      d["capture_error"] = s.capture_error;
                      d["kernels_compiled"] = s.kernels_compiled;
                      d["kernels_from_file"] = s.kernels_from_file;
+                     d["graph_bytes"] = s.graph_bytes;
+                     d["graph_live_peak"] = s.graph_live_peak;
                      return d;
                    },
                    "How the runs went where they are captured into CUDA graphs (all zero on the CPU): "
                    "captures, replays, uncaptured (op-by-op) runs, instances held, input_moves "
                    "(recaptures because an input read in place moved) and capture_error; and the generated "
                    "kernels NVRTC compiled for them (kernels_compiled) or that came from the file the "
-                   "executable was loaded from (kernels_from_file).")
+                   "executable was loaded from (kernels_from_file); graph_bytes, the device memory its "
+                   "captured graphs hold, and graph_live_peak, the most of it their buffers used at once.")
       .def("__repr__", [](const tg::Executable& e) {
         return "Executable(" + std::to_string(e.input_types().size()) + " inputs, " +
                std::to_string(e.declared_output_types().size()) + " outputs, " + e.device().str() + ")";

@@ -67,6 +67,8 @@ RunStats Executable::run_stats() const {
     s.uncaptured = c.uncaptured;
     s.instances = c.instances;
     s.input_moves = c.bind_misses;
+    s.graph_bytes = c.graph_bytes;
+    s.graph_live_peak = c.graph_live_peak;
     s.capture_error = c.error;
   }
 #endif

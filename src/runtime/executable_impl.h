@@ -95,6 +95,9 @@ struct CudaGraphStats {
   // Stitched reduction steps (passes/reduce_stitch.h) that ran as one kernel (all blocks; a step
   // whose geometry the kernel does not take runs piece by piece and is not counted).
   int stitched_reductions = 0;
+  // Device memory of the captured instances held now (variables' copies included), and the most
+  // bytes their buffers held at once while each was captured (summed over the instances).
+  size_t graph_bytes = 0, graph_live_peak = 0;
 };
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 

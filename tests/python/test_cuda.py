@@ -245,6 +245,8 @@ def test_stream_ordered_inputs_read_in_place_follow_their_memory():
     s = exe.run_stats
     assert s["replays"] >= 3 and s["captures"] <= 3, s
     assert s["uncaptured"] <= 2, s
+    # the captured graph's memory: at least its [512, 1024] f32 output, never more used than held
+    assert 512 * 1024 * 4 <= s["graph_live_peak"] <= s["graph_bytes"], s
 
 
 def test_small_outputs_share_one_copy():

@@ -101,9 +101,17 @@ size_t graph_memory_bytes(int device) {
 struct GraphMemory::FreeList {
   std::mutex mu;
   std::map<std::byte*, std::pair<size_t, size_t>> pieces;
+  size_t live = 0, live_peak = 0;  // bytes of the pieces handed out, now and at most
 
-  void give(std::byte* p, size_t n, size_t chunk) {
+  void taken(size_t n) {
     std::lock_guard<std::mutex> lock(mu);
+    live += n;
+    live_peak = std::max(live_peak, live);
+  }
+  // `piece`: one handed out comes back (else a chunk's unused end joins the list)
+  void give(std::byte* p, size_t n, size_t chunk, bool piece = true) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (piece) live -= n;
     auto next = pieces.find(p + n);
     if (next != pieces.end() && next->second.second == chunk) {
       n += next->second.first;
@@ -144,12 +152,13 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
   auto piece = [this, n](std::byte* p, size_t c) {
     std::shared_ptr<std::byte> chunk = chunks_[c];
     std::shared_ptr<FreeList> fl = free_;
+    fl->taken(n);
     return DeviceBuffer(p, [fl, chunk, n, c](std::byte* q) { fl->give(q, n, c); });
   };
   size_t reused_chunk = 0;
   if (std::byte* p = free_->take(n, reused_chunk)) return piece(p, reused_chunk);
   if (chunks_.empty() || used_ + n > size_) {
-    if (!chunks_.empty() && used_ < size_) free_->give(chunks_.back().get() + used_, size_ - used_, chunks_.size() - 1);
+    if (!chunks_.empty() && used_ < size_) free_->give(chunks_.back().get() + used_, size_ - used_, chunks_.size() - 1, false);
     // Chunks grow with the graph (few cudaMalloc calls for a large one); a tensor larger than
     // that gets a chunk of its own size.
     size_t chunk = std::clamp(reserved_, kMinChunk, kMaxChunk);
@@ -192,6 +201,11 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
   DeviceBuffer b = piece(chunks_.back().get() + used_, chunks_.size() - 1);
   used_ += n;
   return b;
+}
+
+size_t GraphMemory::live_peak() const {
+  std::lock_guard<std::mutex> lock(free_->mu);
+  return free_->live_peak;
 }
 
 void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes) {

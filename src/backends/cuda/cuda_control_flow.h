@@ -32,6 +32,9 @@ class GraphMemory {
   DeviceBuffer take(size_t bytes);
   /// Bytes of device memory this graph's chunks hold.
   size_t bytes() const { return reserved_; }
+  /// The most bytes its buffers held at once (the rest of bytes() is what taking them one at a
+  /// time in chunks left unused).
+  size_t live_peak() const;
 
  private:
   struct FreeList;  // released pieces by address, with their chunk (cuda_control_flow.cpp)

@@ -549,8 +549,18 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
   s.replays = st.replays;
   s.uncaptured = st.uncaptured;
   s.bind_misses = st.bind_misses;
-  s.instances = (st.captured != nullptr) + (st.spare != nullptr);
-  for (const CudaState::Parked& p : st.parked) s.instances += (p.captured != nullptr) + (p.spare != nullptr);
+  auto count = [&s](const std::shared_ptr<Captured>& c) {
+    if (!c) return;
+    ++s.instances;
+    s.graph_bytes += c->memory.bytes() + c->var_memory.bytes();
+    s.graph_live_peak += c->memory.live_peak() + c->var_memory.live_peak();
+  };
+  count(st.captured);
+  count(st.spare);
+  for (const CudaState::Parked& p : st.parked) {
+    count(p.captured);
+    count(p.spare);
+  }
   s.error = st.capture_error;
   for (const auto& [step, launch] : st.reduce_stitches) s.stitched_reductions += launch.has_value();
   return s;

@@ -8,13 +8,11 @@
 #include "ops/infer.h"
 #include "passes/layout.h"
 #include "passes/pipeline.h"
+#include "runtime/backend.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
-#ifdef TGRAPH_HAVE_CUDA
-#include "backends/cuda/matmul_lt.h"
-#endif
 
 namespace tg {
 using namespace detail;
@@ -71,11 +69,9 @@ std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
   // The feed types flow through inference: static feed dims specialise the graph, -1 dims
   // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
   reinfer(m.graph);
-  // The CUDA backend has no kernels for composite norms and losses: they become primitives.
-  // Convolutions run channels-last on both backends (layout.h; docs/decisions.md).
-  const bool cpu = options.device.kind == Device::Kind::cpu;
-  // Space-to-depth serves cuDNN's tensor-core kernels; oneDNN runs few-channel convs as they are.
-  run_pipeline(m, PipelineOptions{options.optimize, !cpu, options.precision, !detail::layout_pass_disabled(), !cpu});
+  // Each backend asks for its passes (runtime/backend.h): the CUDA one, for instance, has no
+  // kernels for composite norms and losses, which become primitives.
+  run_pipeline(m, backend_for(options.device.kind, "[compile] device " + options.device.str() + ":").pipeline(options));
   return options.free_output_layouts ? free_output_layouts(m) : std::vector<std::vector<int64_t>>{};
 }
 
@@ -92,16 +88,8 @@ namespace detail {
 Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, TensorType>>& feeds,
                          const std::vector<Tensor>& targets, const std::vector<Operation>& target_ops,
                          const CompileOptions& options) {
-  if (options.device.kind == Device::Kind::cuda) {
-#ifdef TGRAPH_HAVE_CUDA
-    if (options.device.index >= Device::cuda_device_count())
-      throw Error("[compile] device " + options.device.str() + " is not available (" +
-                  std::to_string(Device::cuda_device_count()) + " CUDA devices usable)");
-    check_cuda_precision(options.precision, options.device.index);
-#else
-    throw Error("[compile] device " + options.device.str() + ": this build of tgraph has no CUDA backend");
-#endif
-  }
+  const Backend& backend = backend_for(options.device.kind, "[compile] device " + options.device.str() + ":");
+  backend.check_device(options.device, options.precision, "[compile]");
   for (const auto& [name, value] : options.switches) check_switch_name(name);
   auto impl = std::make_shared<ExecutableImpl>();
   impl->device = options.device;
@@ -122,9 +110,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];
       if (n.kind == OpKind::Variable) impl->variables[std::get<NameDesc>(n.attr).name] = id;
     }
-#ifdef TGRAPH_HAVE_CUDA
-  if (options.device.kind == Device::Kind::cuda) impl->backend_state = make_cuda_state();
-#endif
+  impl->backend_state = backend.make_state();
   BufferPlan plan = plan_buffers(m);
   impl->arena_bytes = plan.arena_bytes;
   impl->arena_offset = std::move(plan.offset);

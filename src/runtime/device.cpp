@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "runtime/backend.h"
+
 #ifdef TGRAPH_HAVE_CUDA
 #include "backends/cuda/cuda_info.h"
 #endif
@@ -39,18 +41,12 @@ std::string Device::describe() const {
 
 DeviceMemory device_memory(Device device) {
   DeviceMemory m;
-#ifdef TGRAPH_HAVE_CUDA
-  if (device.kind == Device::Kind::cuda) std::tie(m.in_use, m.peak) = detail::cuda_memory_usage(device.index);
-#endif
-  (void)device;
+  if (const detail::Backend* b = detail::find_backend(device.kind)) std::tie(m.in_use, m.peak) = b->memory(device.index);
   return m;
 }
 
 void reset_peak_memory(Device device) {
-#ifdef TGRAPH_HAVE_CUDA
-  if (device.kind == Device::Kind::cuda) detail::cuda_reset_peak_memory(device.index);
-#endif
-  (void)device;
+  if (const detail::Backend* b = detail::find_backend(device.kind)) b->reset_peak_memory(device.index);
 }
 
 std::string Device::str() const {

@@ -8,15 +8,28 @@
 #include "core/atomic_file.h"
 #include "core/read_file.h"
 #include "ir/printer.h"
+#include "runtime/backend.h"
 #include "runtime/serialize.h"
-#ifdef TGRAPH_HAVE_CUDA
-#include "runtime/cuda_run_device.h"
-#include "backends/cuda/nvrtc_compiler.h"
-#endif
 #include "core/env.h"
 #include "runtime/executable_impl.h"
 #include "runtime/run_limits.h"
 #include "tgraph/error.h"
+
+namespace tg::detail {
+
+// Dynamic feed dims run the copy compiled for these sizes (specialize.cpp); every run goes to
+// its device's backend (backend.h).
+std::vector<TensorData> ExecutableImpl::run(const std::vector<TensorData>& inputs) const {
+  if (specialize) {
+    check_inputs(inputs);
+    std::vector<TensorType> types;
+    for (const TensorData& t : inputs) types.push_back(t.type());
+    if (auto s = specialized_for(types)) return s->run(inputs);
+  }
+  return backend_for(device.kind).run(*this, inputs);
+}
+
+}  // namespace tg::detail
 
 namespace tg {
 using namespace detail;
@@ -59,19 +72,7 @@ void ExecutableImpl::check_input_types(const std::vector<TensorType>& types) con
 RunStats Executable::run_stats() const {
   RunStats s;
   ExecutableImpl& e = checked(impl_);
-#ifdef TGRAPH_HAVE_CUDA
-  if (e.device.kind == Device::Kind::cuda && e.backend_state) {
-    const CudaGraphStats c = cuda_graph_stats(e);
-    s.captures = c.captures;
-    s.replays = c.replays;
-    s.uncaptured = c.uncaptured;
-    s.instances = c.instances;
-    s.input_moves = c.bind_misses;
-    s.graph_bytes = c.graph_bytes;
-    s.graph_live_peak = c.graph_live_peak;
-    s.capture_error = c.error;
-  }
-#endif
+  backend_for(e.device.kind).add_stats(e, s);
   // Kernels of its copies per size (dynamic feed dims: the runs happen there) count too.
   auto add = [&s](const ExecutableImpl& x) {
     std::lock_guard<std::mutex> lock(x.device_code->mu);
@@ -85,29 +86,15 @@ RunStats Executable::run_stats() const {
 }
 
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const {
-#ifdef TGRAPH_HAVE_CUDA
   ExecutableImpl& e = checked(impl_);
   const SwitchScope switches(e.switches);
-  if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs, cuda_stream);
-#endif
-  (void)cuda_stream;
-  return run_device(inputs);
+  return backend_for(e.device.kind).run_device(e, inputs, cuda_stream);
 }
 
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs) const {
   ExecutableImpl& e = checked(impl_);
   const SwitchScope switches(e.switches);
-#ifdef TGRAPH_HAVE_CUDA
-  if (e.device.kind == Device::Kind::cuda) return run_cuda_device(e, inputs);
-#endif
-  std::vector<TensorData> host;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
-    host.push_back(inputs[i].to_host());
-  }
-  std::vector<DeviceTensor> out;
-  for (const TensorData& t : e.run(host)) out.push_back(DeviceTensor::from_host(t, Device::cpu()));
-  return out;
+  return backend_for(e.device.kind).run_device(e, inputs, std::nullopt);
 }
 
 std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorData> inputs,
@@ -197,51 +184,15 @@ void Executable::save(const std::string& path) const {
   f.commit();
 }
 
-#ifdef TGRAPH_HAVE_CUDA
-namespace {
-// Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
-// another architecture are left out with one notice (their kernels compile on first use).
-void provide_device_code(const ExecutableImpl& exe, const std::string& path) {
-  const auto [major, minor] = nvrtc_arch(exe.device.index);
-  int other = 0, other_major = 0, other_minor = 0;
-  std::map<std::string, DeviceCode::Kernel> kernels;  // copied out: NVRTC's lock is never taken under ours
-  {
-    std::lock_guard<std::mutex> lock(exe.device_code->mu);
-    kernels = exe.device_code->kernels;
-  }
-  for (const auto& [key, k] : kernels) {
-    if (k.major == major && k.minor == minor) {
-      nvrtc_provide(k.major, k.minor, k.source, k.cubin);
-    } else {
-      ++other;
-      other_major = k.major;
-      other_minor = k.minor;
-    }
-  }
-  if (other > 0)
-    std::fprintf(stderr,
-                 "[tgraph] %s: %d generated kernels were compiled for sm_%d%d, this GPU is sm_%d%d: they compile "
-                 "again on first use\n",
-                 path.c_str(), other, other_major, other_minor, major, minor);
-}
-}  // namespace
-#endif
-
 Executable Executable::load(const std::string& path) {
   detail::remove_stale_temps(path);
   size_t n = 0;
   std::shared_ptr<std::byte> file = detail::read_file_aligned(path, "load", n);
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
-  if (impl->device.kind == Device::Kind::cuda) {
-#ifdef TGRAPH_HAVE_CUDA
-    if (impl->device.index >= Device::cuda_device_count())
-      throw Error("[load] " + path + " was compiled for " + impl->device.str() + ", which is not available here");
-    impl->backend_state = make_cuda_state();
-    provide_device_code(*impl, path);
-#else
-    throw Error("[load] " + path + " was compiled for " + impl->device.str() + "; this build has no CUDA backend");
-#endif
-  }
+  const Backend& backend = backend_for(impl->device.kind, "[load] " + path + " was compiled for " + impl->device.str() + ";");
+  backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
+  impl->backend_state = backend.make_state();
+  backend.loaded(*impl, path);
   // Dynamic feed dims: each size met runs a copy compiled from the loaded graph (the passes
   // take their own output again).
   CompileOptions options;

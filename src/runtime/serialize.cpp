@@ -13,9 +13,7 @@
 #include "ops/infer.h"
 #include "runtime/buffer_plan.h"
 #include "tgraph/error.h"
-#ifdef TGRAPH_HAVE_CUDA
-#include "backends/cuda/nvrtc_compiler.h"
-#endif
+#include "runtime/backend.h"
 
 namespace tg::detail {
 namespace {
@@ -276,18 +274,10 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
     for (const auto& [types, copy] : exe.specialized) gather(*copy);
   }
   std::vector<const DeviceCode::Kernel*> out;
-#ifdef TGRAPH_HAVE_CUDA
-  for (auto& [key, k] : all) {
-    if (k.cubin.empty()) {
-      try {
-        k.cubin = nvrtc_cubin(k.source, k.major, k.minor);
-      } catch (const Error&) {
-        continue;  // it failed to compile when run, too: a load compiles (and reports) it again
-      }
-    }
-    out.push_back(&k);
-  }
-#endif
+  // The kernels are CUDA's (NVRTC, sm_<major><minor>), whatever device the executable runs on.
+  const Backend* backend = find_backend(Device::Kind::cuda);
+  for (auto& [key, k] : all)
+    if (backend && backend->device_code_ready(k)) out.push_back(&k);
   w.i64(static_cast<int64_t>(out.size()));
   for (const DeviceCode::Kernel* k : out) {
     w.i64(k->major);

@@ -409,25 +409,3 @@ std::vector<TensorData> ExecutableImpl::run_cpu(const std::vector<TensorData>& i
 }
 
 }  // namespace tg::detail
-
-namespace tg::detail {
-
-std::vector<TensorData> ExecutableImpl::run(const std::vector<TensorData>& inputs) const {
-  if (specialize) {  // dynamic feed dims: the copy compiled for these sizes runs (specialize.cpp)
-    check_inputs(inputs);
-    std::vector<TensorType> types;
-    for (const TensorData& t : inputs) types.push_back(t.type());
-    if (auto s = specialized_for(types)) return s->run(inputs);
-  }
-  if (device.kind == Device::Kind::cuda) {
-#ifdef TGRAPH_HAVE_CUDA
-    RunLimits().check();  // one captured graph: its limits are checked before it starts
-    return run_cuda(inputs);
-#else
-    throw Error("[run] this build of tgraph has no CUDA backend");
-#endif
-  }
-  return run_cpu(inputs);
-}
-
-}  // namespace tg::detail

@@ -1,0 +1,41 @@
+// The CPU backend's face to the runtime (runtime/backend.h): oneDNN and the fused loops run
+// through ExecutableImpl::run_cpu (executor.cpp); device tensors are host memory.
+#include "runtime/backend.h"
+#include "runtime/executable_impl.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  void check_device(const Device&, Precision, const std::string&) const override {}
+  // Composite norms and losses stay whole (the CPU has kernels for them); convolutions run
+  // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
+  PipelineOptions pipeline(const CompileOptions& o) const override {
+    return PipelineOptions{o.optimize, false, o.precision, !layout_pass_disabled(), false};
+  }
+  std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const override {
+    return exe.run_cpu(inputs);
+  }
+  std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
+                                       std::optional<void*>) const override {
+    std::vector<TensorData> host;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
+      host.push_back(inputs[i].to_host());
+    }
+    std::vector<DeviceTensor> out;
+    for (const TensorData& t : exe.run(host)) out.push_back(DeviceTensor::from_host(t, Device::cpu()));
+    return out;
+  }
+};
+
+}  // namespace
+
+const Backend* cpu_backend() {
+  static const CpuBackend b;
+  return &b;
+}
+
+}  // namespace tg::detail

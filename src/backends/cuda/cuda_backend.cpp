@@ -1,0 +1,98 @@
+// The CUDA backend's face to the runtime (runtime/backend.h): runs go to cuda_executor.cpp
+// (op by op, then captured CUDA graphs); loads hand the file's cubins to NVRTC's cache.
+#include <cstdio>
+#include <map>
+
+#include "backends/cuda/cuda_info.h"
+#include "backends/cuda/matmul_lt.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "runtime/backend.h"
+#include "runtime/cuda_run_device.h"
+#include "runtime/executable_impl.h"
+#include "runtime/run_limits.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  void check_device(const Device& device, Precision precision, const std::string& what) const override {
+    if (device.index >= Device::cuda_device_count())
+      throw Error(what + " device " + device.str() + " is not available (" + std::to_string(Device::cuda_device_count()) +
+                  " CUDA devices usable)");
+    check_cuda_precision(precision, device.index);
+  }
+  // No kernels for composite norms and losses: they become primitives. Convolutions run
+  // channels-last (layout.h); strided few-channel ones over a space-to-depth view serve
+  // cuDNN's tensor-core kernels.
+  PipelineOptions pipeline(const CompileOptions& o) const override {
+    return PipelineOptions{o.optimize, true, o.precision, !layout_pass_disabled(), true};
+  }
+  std::shared_ptr<void> make_state() const override { return make_cuda_state(); }
+  // Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
+  // another architecture are left out with one notice (their kernels compile on first use).
+  void loaded(const ExecutableImpl& exe, const std::string& path) const override {
+    const auto [major, minor] = nvrtc_arch(exe.device.index);
+    int other = 0, other_major = 0, other_minor = 0;
+    std::map<std::string, DeviceCode::Kernel> kernels;  // copied out: NVRTC's lock is never taken under ours
+    {
+      std::lock_guard<std::mutex> lock(exe.device_code->mu);
+      kernels = exe.device_code->kernels;
+    }
+    for (const auto& [key, k] : kernels) {
+      if (k.major == major && k.minor == minor) {
+        nvrtc_provide(k.major, k.minor, k.source, k.cubin);
+      } else {
+        ++other;
+        other_major = k.major;
+        other_minor = k.minor;
+      }
+    }
+    if (other > 0)
+      std::fprintf(stderr,
+                   "[tgraph] %s: %d generated kernels were compiled for sm_%d%d, this GPU is sm_%d%d: they compile "
+                   "again on first use\n",
+                   path.c_str(), other, other_major, other_minor, major, minor);
+  }
+  bool device_code_ready(DeviceCode::Kernel& k) const override {
+    if (!k.cubin.empty()) return true;
+    try {
+      k.cubin = nvrtc_cubin(k.source, k.major, k.minor);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const override {
+    RunLimits().check();  // one captured graph: its limits are checked before it starts
+    return exe.run_cuda(inputs);
+  }
+  std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
+                                       std::optional<void*> stream) const override {
+    return run_cuda_device(exe, inputs, stream);
+  }
+  void add_stats(const ExecutableImpl& exe, RunStats& s) const override {
+    if (!exe.backend_state) return;
+    const CudaGraphStats c = cuda_graph_stats(exe);
+    s.captures = c.captures;
+    s.replays = c.replays;
+    s.uncaptured = c.uncaptured;
+    s.instances = c.instances;
+    s.input_moves = c.bind_misses;
+    s.capture_error = c.error;
+    s.graph_bytes = c.graph_bytes;
+    s.graph_live_peak = c.graph_live_peak;
+  }
+  std::pair<size_t, size_t> memory(int index) const override { return cuda_memory_usage(index); }
+  void reset_peak_memory(int index) const override { cuda_reset_peak_memory(index); }
+};
+
+}  // namespace
+
+const Backend* cuda_backend() {
+  static const CudaBackend b;
+  return &b;
+}
+
+}  // namespace tg::detail

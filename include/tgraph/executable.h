@@ -111,9 +111,10 @@ class Executable {
   Device device() const;
   /// Counts of captures, replays and op-by-op runs so far (see RunStats).
   RunStats run_stats() const;
-  /// Bytes of the per-run arena (intermediates), as planned for the declared shapes.
+  /// Bytes of the per-run arena (intermediates), as the CPU backend plans it for the declared
+  /// shapes (0 on CUDA, whose captured graphs report theirs in RunStats::graph_bytes).
   int64_t planned_arena_bytes() const;
-  /// Sum of the sizes of all intermediates (what running without reuse would need).
+  /// Sum of the sizes of all intermediates (what running without reuse would need; CPU, as above).
   int64_t naive_intermediate_bytes() const;
 
   detail::ExecutableImpl& impl() const { return *impl_; }

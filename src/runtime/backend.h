@@ -28,8 +28,9 @@ class Backend {
   virtual void check_device(const Device& device, Precision precision, const std::string& what) const = 0;
   /// The pass pipeline's settings for a module this backend will run.
   virtual PipelineOptions pipeline(const CompileOptions& options) const = 0;
-  /// Fresh run state for a compiled or loaded executable (ExecutableImpl::backend_state).
-  virtual std::shared_ptr<void> make_state() const { return nullptr; }
+  /// Once its module is final (compiled, or read from a file): what the runs need made before
+  /// the first (the CPU's buffer arena plan; CUDA's run state, ExecutableImpl::backend_state).
+  virtual void prepare(ExecutableImpl& exe) const = 0;
   /// After a load: takes what the file carries for this backend (generated kernels' cubins).
   virtual void loaded(const ExecutableImpl& exe, const std::string& path) const {}
   /// Before a save: gives `kernel` its compiled form (a cubin from a cache, or compiled now);

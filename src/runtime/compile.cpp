@@ -9,7 +9,6 @@
 #include "passes/layout.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
-#include "runtime/buffer_plan.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
@@ -110,12 +109,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];
       if (n.kind == OpKind::Variable) impl->variables[std::get<NameDesc>(n.attr).name] = id;
     }
-  impl->backend_state = backend.make_state();
-  BufferPlan plan = plan_buffers(m);
-  impl->arena_bytes = plan.arena_bytes;
-  impl->arena_offset = std::move(plan.offset);
-  impl->uses = use_counts(m);
-  impl->naive_bytes = plan.naive_bytes;
+  backend.prepare(*impl);
   return Executable(impl);
 }
 

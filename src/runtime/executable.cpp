@@ -191,7 +191,6 @@ Executable Executable::load(const std::string& path) {
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
   const Backend& backend = backend_for(impl->device.kind, "[load] " + path + " was compiled for " + impl->device.str() + ";");
   backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
-  impl->backend_state = backend.make_state();
   backend.loaded(*impl, path);
   // Dynamic feed dims: each size met runs a copy compiled from the loaded graph (the passes
   // take their own output again).

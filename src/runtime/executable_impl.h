@@ -34,6 +34,7 @@ struct ExecutableImpl {
   std::vector<std::vector<int64_t>> output_perms;  // per target (CompileOptions::free_output_layouts)
   std::shared_ptr<VariableStore> store;
   std::map<std::string, int32_t> variables;  // name -> Variable node id (live ones)
+  // The CPU backend's plan (cpu_backend.cpp: prepare): arena of the unfused path and reads.
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;
   std::vector<int64_t> arena_offset;  // per value id: byte offset in the run's arena, or -1
@@ -49,7 +50,7 @@ struct ExecutableImpl {
   std::vector<TensorData> run_cpu(const std::vector<TensorData>& inputs) const;
   /// Runs on CUDA (src/backends/cuda/cuda_executor.cpp); same contract as run_cpu.
   std::vector<TensorData> run_cuda(const std::vector<TensorData>& inputs) const;
-  /// Backend state made at compile time (CUDA: fusion plan, kernels, device copies).
+  /// Backend state made by Backend::prepare (CUDA: fusion plan, kernels, device copies).
   std::shared_ptr<void> backend_state;
   /// The generated kernels its runs used (and, once saved or loaded, their cubins): written
   /// with the executable so a load runs without compiling (device_code.h).

@@ -11,7 +11,6 @@
 #include "core/atomic_file.h"
 #include "ir/verifier.h"
 #include "ops/infer.h"
-#include "runtime/buffer_plan.h"
 #include "tgraph/error.h"
 #include "runtime/backend.h"
 
@@ -524,11 +523,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   } catch (const Error& e) {
     throw Error(std::string("[load] the executable's graph does not verify: ") + e.what());
   }
-  BufferPlan plan = plan_buffers(exe->module);
-  exe->arena_bytes = plan.arena_bytes;
-  exe->naive_bytes = plan.naive_bytes;
-  exe->arena_offset = std::move(plan.offset);
-  exe->uses = use_counts(exe->module);
+  // Ready for its backend's runs (a build without that backend refuses the file in load()).
+  if (const Backend* b = find_backend(exe->device.kind)) b->prepare(*exe);
   return exe;
 }
 

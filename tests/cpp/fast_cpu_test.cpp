@@ -138,6 +138,41 @@ TEST(FastCpu, Conv2dLayouts) {
   check_conv({2, 5, 7, 6}, {2, 3, 5, 4}, conv(Layout::nchw, Layout::hwio), 43);
 }
 
+// A transposed convolution runs as the data gradient of the convolution it transposes
+// (oneDNN's backward-data); its values are the reference's in every layout, with stride,
+// padding, output padding, groups and dilation; "same" padding is left to the reference.
+TEST(FastCpu, ConvTransposeRunsAsTheDataGradient) {
+  using tg::Layout;
+  auto check = [](tg::Shape sx, tg::Shape sw, const tg::ConvDesc& d, uint64_t seed) {
+    tg::Graph g;
+    auto x = g.placeholder(sx, tg::f32), w = g.placeholder(sw, tg::f32);
+    auto y = g.conv_transpose2d(x, w, d);
+    std::vector<TensorData> in{rnd(sx, seed), rnd(sw, seed + 1)};
+    TensorData want = ref(g, y, in);
+    EXPECT_EQ(want.shape(), y.shape());
+    expect_close(fast(g, y, in), want, 1e-4);
+  };
+  check({2, 5, 4, 6}, {3, 3, 4, 6}, conv(Layout::nhwc, Layout::hwio), 60);  // [kh, kw, C_out, C_in]
+  auto d = conv(Layout::nchw, Layout::oihw);  // Mask R-CNN's mask head: 2x2, stride 2
+  d.stride = {2, 2};
+  check({3, 8, 7, 7}, {8, 6, 2, 2}, d, 61);
+  d.explicit_padding = {1, 0, 1, 0};  // rows: 1 before, 0 after; columns the same
+  d.output_padding = {1, 1};
+  d.stride = {2, 3};
+  check({2, 8, 5, 4}, {8, 6, 3, 3}, d, 62);
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.groups = 2;
+  d.dilation = {2, 1};
+  d.stride = {2, 2};
+  check({1, 5, 6, 4}, {3, 2, 3, 4}, d, 63);
+  d = conv(Layout::nhwc, Layout::hwio);
+  d.padding = tg::PaddingStyle::same;
+  d.stride = {2, 2};
+  tg::Graph g;
+  auto x = g.placeholder({1, 4, 4, 3}, tg::f32), w = g.placeholder({3, 3, 2, 3}, tg::f32);
+  EXPECT_TRUE(declines(g, g.conv_transpose2d(x, w, d), {rnd({1, 4, 4, 3}, 64), rnd({3, 3, 2, 3}, 65)}));
+}
+
 TEST(FastCpu, Conv2dGroupsAndDepthwise) {
   using tg::Layout;
   auto d = conv(Layout::nhwc, Layout::hwio);

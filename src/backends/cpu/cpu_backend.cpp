@@ -1,6 +1,7 @@
 // The CPU backend's face to the runtime (runtime/backend.h): oneDNN and the fused loops run
 // through ExecutableImpl::run_cpu (executor.cpp); device tensors are host memory.
 #include "runtime/backend.h"
+#include "runtime/buffer_plan.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 
@@ -14,6 +15,14 @@ class CpuBackend final : public Backend {
   // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
   PipelineOptions pipeline(const CompileOptions& o) const override {
     return PipelineOptions{o.optimize, false, o.precision, !layout_pass_disabled(), false};
+  }
+  // The arena of the unfused path (buffer_plan.h) and the reads of each value (in-place ops).
+  void prepare(ExecutableImpl& exe) const override {
+    BufferPlan plan = plan_buffers(exe.module);
+    exe.arena_bytes = plan.arena_bytes;
+    exe.naive_bytes = plan.naive_bytes;
+    exe.arena_offset = std::move(plan.offset);
+    exe.uses = use_counts(exe.module);
   }
   std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const override {
     return exe.run_cpu(inputs);

@@ -29,7 +29,7 @@ class CudaBackend final : public Backend {
   PipelineOptions pipeline(const CompileOptions& o) const override {
     return PipelineOptions{o.optimize, true, o.precision, !layout_pass_disabled(), true};
   }
-  std::shared_ptr<void> make_state() const override { return make_cuda_state(); }
+  void prepare(ExecutableImpl& exe) const override { exe.backend_state = make_cuda_state(); }
   // Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
   // another architecture are left out with one notice (their kernels compile on first use).
   void loaded(const ExecutableImpl& exe, const std::string& path) const override {

@@ -205,6 +205,19 @@ def _detections(out) -> list | None:
     return None
 
 
+def _masks_agree(a, b) -> bool:
+    """Pasted instance masks (sigmoid probabilities resampled into the image) agree when they are
+    within 1e-2 everywhere and, thresholded at 0.5 as users do, differ only at pixels whose eager
+    probability is within 1e-2 of the threshold. The mask head's logits reach +-700 with random
+    weights, where eager f32 is itself 1e-4 off f64 before the resampling; torch's own aot_eager
+    backend is 2e-3 off eager there (docs/pytorch-coverage.md)."""
+    a, b = a.float(), b.float()
+    if a.shape != b.shape or float((a - b).abs().max()) > 1e-2:
+        return False
+    flipped = (a > 0.5) != (b > 0.5)
+    return bool(((b - 0.5).abs()[flipped] <= 1e-2).all())
+
+
 def _compare_detections(got: list, want: list) -> str | None:
     """Detections compared as sets: each of eager's rows (box, score, label, mask ...) must have a
     row of tgraph's within the tolerance, in eager's order except among rows whose scores tie
@@ -231,7 +244,10 @@ def _compare_detections(got: list, want: list) -> str | None:
                     return False
                 for key in w:
                     a, b = g[key][j], w[key][i]
-                    if (float((a.float() - b.float()).abs().max()) > tol[key] if b.is_floating_point()
+                    if key == "masks":  # probabilities pasted into the image, thresholded at 0.5 by users
+                        if not _masks_agree(a, b):
+                            return False
+                    elif (float((a.float() - b.float()).abs().max()) > tol[key] if b.is_floating_point()
                             else not torch.equal(a, b)):
                         return False
                 return True

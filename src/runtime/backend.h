@@ -45,6 +45,10 @@ class Backend {
                                                std::optional<void*> stream) const = 0;
   /// Adds what this backend counts to `stats` (captures, graph memory).
   virtual void add_stats(const ExecutableImpl& exe, RunStats& stats) const {}
+  /// How many devices of this kind can run here.
+  virtual int device_count() const = 0;
+  /// A line naming device `index` (model, memory), or "" when it cannot be queried.
+  virtual std::string describe(int index) const { return ""; }
   /// (in use, peak) bytes of this backend's memory on device `index`; zeros where it keeps none.
   virtual std::pair<size_t, size_t> memory(int index) const { return {0, 0}; }
   virtual void reset_peak_memory(int index) const {}

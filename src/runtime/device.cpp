@@ -2,25 +2,16 @@
 
 #include "tgraph/memory.h"
 
-#include <omp.h>
-
 #include <cstdlib>
 #include <tuple>
 
 #include "runtime/backend.h"
 
-#ifdef TGRAPH_HAVE_CUDA
-#include "backends/cuda/cuda_info.h"
-#endif
-
 namespace tg {
 
 int Device::cuda_device_count() {
-#ifdef TGRAPH_HAVE_CUDA
-  return detail::cuda_usable_devices();
-#else
-  return 0;
-#endif
+  const detail::Backend* b = detail::find_backend(Kind::cuda);
+  return b ? b->device_count() : 0;
 }
 
 // The first GPU when one is usable; TGRAPH_DEVICE=cpu forces the CPU.
@@ -31,12 +22,9 @@ Device Device::best() {
 }
 
 std::string Device::describe() const {
-  if (kind == Kind::cpu) return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)";
-#ifdef TGRAPH_HAVE_CUDA
-  std::string d = detail::cuda_device_description(index);
-  if (!d.empty()) return str() + " (" + d + ")";
-#endif
-  return str() + " (unavailable)";
+  const detail::Backend* b = detail::find_backend(kind);
+  const std::string d = b ? b->describe(index) : "";
+  return str() + " (" + (d.empty() ? "unavailable" : d) + ")";
 }
 
 DeviceMemory device_memory(Device device) {

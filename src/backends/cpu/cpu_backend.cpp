@@ -1,5 +1,7 @@
 // The CPU backend's face to the runtime (runtime/backend.h): oneDNN and the fused loops run
 // through ExecutableImpl::run_cpu (executor.cpp); device tensors are host memory.
+#include <omp.h>
+
 #include "runtime/backend.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/executable_impl.h"
@@ -11,6 +13,8 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   void check_device(const Device&, Precision, const std::string&) const override {}
+  int device_count() const override { return 1; }
+  std::string describe(int) const override { return std::to_string(omp_get_max_threads()) + " threads"; }
   // Composite norms and losses stay whole (the CPU has kernels for them); convolutions run
   // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
   PipelineOptions pipeline(const CompileOptions& o) const override {

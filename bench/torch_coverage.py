@@ -218,6 +218,23 @@ def _masks_agree(a, b) -> bool:
     return bool(((b - 0.5).abs()[flipped] <= 1e-2).all())
 
 
+def _same_detection(g: dict, w: dict, i: int, j: int, tol: dict) -> bool:
+    """tgraph's row j is eager's row i, at a place whose eager score ties with i's."""
+    import torch
+    if max(abs(float(g["scores"][j]) - float(w["scores"][i])),
+           abs(float(w["scores"][j]) - float(w["scores"][i]))) > tol["scores"]:
+        return False
+    for key in w:
+        a, b = g[key][j], w[key][i]
+        if key == "masks":  # probabilities pasted into the image, thresholded at 0.5 by users
+            if not _masks_agree(a, b):
+                return False
+        elif (float((a.float() - b.float()).abs().max()) > tol[key] if b.is_floating_point()
+                else not torch.equal(a, b)):
+            return False
+    return True
+
+
 def _compare_detections(got: list, want: list) -> str | None:
     """Detections compared as sets: each of eager's rows (box, score, label, mask ...) must have a
     row of tgraph's within the tolerance, in eager's order except among rows whose scores tie
@@ -225,7 +242,6 @@ def _compare_detections(got: list, want: list) -> str | None:
     final scores 2 ulp apart), and the order of tied rows is rounding (torch's own aot_eager
     backend swaps the same two rows against eager); checked graph by graph, every graph
     TorchDynamo hands over matches eager to 1e-4, integer outputs exactly (docs/pytorch-coverage.md)."""
-    import torch
     if len(got) != len(want):
         return f"{len(got)} images, eager has {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -238,20 +254,7 @@ def _compare_detections(got: list, want: list) -> str | None:
                for key in w if w[key].is_floating_point()}
         free = list(range(n))
         for i in range(n):
-            def same(j):  # tgraph's row j is eager's row i, at a place whose eager score ties with i's
-                if max(abs(float(g["scores"][j]) - float(w["scores"][i])),
-                       abs(float(w["scores"][j]) - float(w["scores"][i]))) > tol["scores"]:
-                    return False
-                for key in w:
-                    a, b = g[key][j], w[key][i]
-                    if key == "masks":  # probabilities pasted into the image, thresholded at 0.5 by users
-                        if not _masks_agree(a, b):
-                            return False
-                    elif (float((a.float() - b.float()).abs().max()) > tol[key] if b.is_floating_point()
-                            else not torch.equal(a, b)):
-                        return False
-                return True
-            j = next((j for j in free if same(j)), None)
+            j = next((j for j in free if _same_detection(g, w, i, j, tol)), None)
             if j is None:
                 return f"image {k}: eager's detection {i} (score {float(w['scores'][i]):.6g}) has no match"
             free.remove(j)

@@ -214,7 +214,8 @@ def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, out
     if transposed:
         if nd == 3:
             raise UnsupportedOp("[torch] conv_transpose3d has no tgraph op")
-        y = _conv_transpose2d(g, x, w, d, stride, padding, dilation, output_padding, groups)
+        d.output_padding = list(output_padding)
+        y = g.conv_transpose2d(x, w, d)
     elif nd == 3:
         y = _conv3d_as_2d(c, x, w, stride, padding, dilation, groups)
     else:
@@ -222,22 +223,6 @@ def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, out
     if bias is not None:
         y = g.add(y, g.reshape(bias, [1, -1] + [1] * (y.rank - 2)))
     return g.squeeze(y, [2]) if nd == 1 else y
-
-
-def _conv_transpose2d(g, x, w, d, stride, padding, dilation, output_padding, groups):
-    """A 2-D transposed convolution as the data gradient of the convolution it transposes (the
-    same function: both backends run the two alike, cuDNN's backward-data; the CPU runs the data
-    gradient through oneDNN but ConvTranspose2d through the reference loop, ~10 s for one
-    256-channel 14x14 image of Mask R-CNN's mask head, 100 per image). The result shape must be
-    known for that, and the forward conv must map it back to x's size (an output padding below
-    the stride); otherwise it stays a ConvTranspose2d."""
-    if any(v < 0 for v in list(x.shape) + list(w.shape)) or any(op >= s for op, s in zip(output_padding, stride)):
-        d.output_padding = list(output_padding)
-        return g.conv_transpose2d(x, w, d)
-    out = [(size - 1) * s - 2 * p + dl * (k - 1) + op + 1
-           for size, s, p, dl, k, op in zip(x.shape[2:], stride, padding, dilation, w.shape[2:], output_padding)]
-    # w is [C_in, C_out / groups, kh, kw]: the oihw weights of the conv from C_out to C_in
-    return g.conv2d_data_grad(x, w, [x.shape[0], w.shape[1] * groups, *out], d)
 
 
 def _conv3d_as_2d(c: _Ctx, x, w, stride, padding, dilation, groups):

@@ -110,11 +110,11 @@ TEST(FastCpu, MatmulConcurrentRunsAgree) {
 
 namespace {
 
-// conv2d of x [sx] by w [sw], fast vs reference.
-void check_conv(tg::Shape sx, tg::Shape sw, const tg::ConvDesc& d, uint64_t seed) {
+// conv2d (or conv_transpose2d) of x [sx] by w [sw], fast vs reference.
+void check_conv(tg::Shape sx, tg::Shape sw, const tg::ConvDesc& d, uint64_t seed, bool transposed = false) {
   tg::Graph g;
   auto x = g.placeholder(sx, tg::f32), w = g.placeholder(sw, tg::f32);
-  auto y = g.conv2d(x, w, d);
+  auto y = transposed ? g.conv_transpose2d(x, w, d) : g.conv2d(x, w, d);
   std::vector<TensorData> in{rnd(sx, seed), rnd(sw, seed + 1)};
   TensorData want = ref(g, y, in);
   EXPECT_EQ(want.shape(), y.shape());
@@ -144,13 +144,7 @@ TEST(FastCpu, Conv2dLayouts) {
 TEST(FastCpu, ConvTransposeRunsAsTheDataGradient) {
   using tg::Layout;
   auto check = [](tg::Shape sx, tg::Shape sw, const tg::ConvDesc& d, uint64_t seed) {
-    tg::Graph g;
-    auto x = g.placeholder(sx, tg::f32), w = g.placeholder(sw, tg::f32);
-    auto y = g.conv_transpose2d(x, w, d);
-    std::vector<TensorData> in{rnd(sx, seed), rnd(sw, seed + 1)};
-    TensorData want = ref(g, y, in);
-    EXPECT_EQ(want.shape(), y.shape());
-    expect_close(fast(g, y, in), want, 1e-4);
+    check_conv(sx, sw, d, seed, /*transposed=*/true);
   };
   check({2, 5, 4, 6}, {3, 3, 4, 6}, conv(Layout::nhwc, Layout::hwio), 60);  // [kh, kw, C_out, C_in]
   auto d = conv(Layout::nchw, Layout::oihw);  // Mask R-CNN's mask head: 2x2, stride 2

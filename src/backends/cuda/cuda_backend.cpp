@@ -20,8 +20,9 @@ class CudaBackend final : public Backend {
   int device_count() const override { return cuda_usable_devices(); }
   std::string describe(int index) const override { return cuda_device_description(index); }
   void check_device(const Device& device, Precision precision, const std::string& what) const override {
-    if (device.index >= Device::cuda_device_count())
-      throw Error(what + " device " + device.str() + " is not available (" + std::to_string(Device::cuda_device_count()) +
+    const int count = device_count();
+    if (device.index >= count)
+      throw Error(what + " device " + device.str() + " is not available (" + std::to_string(count) +
                   " CUDA devices usable)");
     check_cuda_precision(precision, device.index);
   }

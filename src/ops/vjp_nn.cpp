@@ -98,20 +98,31 @@ V batch_norm_training_vjp(VjpContext& c) {
   Tensor x = c.in[0], gamma = c.in[1], dy = c.dout[0];
   int64_t ax = norm_axis(c, d.axis, x.rank());
   std::vector<int64_t> axes = other_axes(x.rank(), ax);
-  Tensor inv = per_channel(g, g.rsqrt(g.add(c.out[2], k(c, d.epsilon))), x, ax);
+  Tensor inv_c = g.rsqrt(g.add(c.out[2], k(c, d.epsilon)));
+  Tensor inv = per_channel(g, inv_c, x, ax);
   Tensor xc = g.sub(x, per_channel(g, c.out[1], x, ax));
   Tensor xhat = g.mul(xc, inv);
-  Tensor dx = normalized_dx(g, g.mul(dy, per_channel(g, gamma, x, ax)), xhat, inv, axes);
+  // gamma is constant over the reduced axes, so normalized_dx's two means of dy * gamma are gamma
+  // times the two sums the parameters' gradients need anyway: two reductions over x's size, not
+  // four (dx = gamma * inv * (dy - mean(dy) - xhat * mean(dy * xhat)), as PyTorch computes it).
+  // (The sums keep their dims, so what is computed from them reads the reductions' results
+  // directly, not through views: a stitched reduction takes those per-channel ops as its epilogue.)
+  auto sum_kept = [&](Tensor t) { return axes.empty() ? t : g.reduce_sum(t, axes, true); };
+  Tensor sum_dy = sum_kept(dy), sum_dy_xhat = sum_kept(g.mul(dy, xhat));
+  Tensor n = count_over(g, x, axes);
+  Tensor mean_dy = g.div(sum_dy, n), mean_dy_xhat = g.div(sum_dy_xhat, n);
+  // (gamma and inv broadcast apart: their product over C alone would be a kernel launch of its own.)
+  Tensor dx = g.mul(g.mul(g.sub(g.sub(dy, mean_dy), g.mul(xhat, mean_dy_xhat)), inv), per_channel(g, gamma, x, ax));
   // mean = sum(x) / N, var = sum((x - mean)^2) / N.
   const bool via_mean = !zero_fill(c.dout[1]), via_var = !zero_fill(c.dout[2]);
   if (via_mean || via_var) {
-    Tensor n = count_over(g, x, axes);
     Tensor from_mean = per_channel(g, c.dout[1], x, ax);
     Tensor from_var = g.mul(per_channel(g, c.dout[2], x, ax), g.mul(xc, k(c, 2.0)));
     Tensor from_stats = via_mean && via_var ? g.add(from_mean, from_var) : via_mean ? from_mean : from_var;
     dx = g.add(dx, g.div(from_stats, n));
   }
-  return {dx, sum_to_channel(g, g.mul(dy, xhat), ax), sum_to_channel(g, dy, ax)};
+  const std::vector<int64_t> c_shape{x.shape().dim(ax)};
+  return {dx, g.reshape(sum_dy_xhat, c_shape), g.reshape(sum_dy, c_shape)};
 }
 
 // layer_norm over dims [axis, rank); gamma and beta broadcast right-aligned.

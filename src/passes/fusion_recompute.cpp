@@ -92,6 +92,28 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
       if (!s.ranked() || !s.is_static() || s.num_elements() != cs.num_elements()) return 0;
       return s.num_elements() * static_cast<int64_t>(dtype_size(t.dtype));
     };
+    // At a tie (recomputing reads as many bytes as reading the values), recomputing pays only
+    // when the values' write goes away: when c is their last reader, or when every other reader
+    // is a later group at c's shape that can take the cone too (each then meets the same tie,
+    // the last of them as the last reader). Two groups reading a batch norm's xhat, the
+    // backward's sum and its dx, each had waited for the other.
+    auto later_readers_recompute = [&](size_t at, const std::vector<int32_t>& want, const std::vector<int32_t>& cone) {
+      for (int32_t v : want) {
+        int32_t found = 0;
+        for (size_t k = at + 1; k < plan.steps.size(); ++k) {
+          const std::vector<int32_t> in = step_inputs(g, plan.steps[k]);
+          if (!contains(in, v)) continue;
+          FusionGroup o;
+          if (!step_group(g, plan.steps[k], o) || !(group_shape(g, o) == cs) ||
+              cone.size() + o.nodes.size() > kMaxGroupMembers ||
+              outside_reads(g, merge_members(cone, o.nodes)).size() > static_cast<size_t>(kMaxFusedOperands))
+            return false;
+          ++found;
+        }
+        if (found + 1 != reads[static_cast<size_t>(v)]) return false;  // read elsewhere too
+      }
+      return true;
+    };
     bool changed = false;
     for (bool grew = true; grew;) {
       grew = false;
@@ -101,7 +123,15 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
         auto it = made.find(v);
         if (it != made.end() && it->second < i && g.type(v).shape == cs) by_producer[it->second].push_back(v);
       }
-      for (const auto& [j, want] : by_producer) {
+      // All of them at once, else each alone (of dy and xhat, one group's outputs, xhat costs a
+      // read of x to recompute, dy three tensors: xhat is recomputed, dy read).
+      std::vector<std::pair<size_t, std::vector<int32_t>>> candidates;
+      for (const auto& [j, all] : by_producer) {
+        candidates.emplace_back(j, all);
+        if (all.size() > 1)
+          for (int32_t v : all) candidates.emplace_back(j, std::vector<int32_t>{v});
+      }
+      for (const auto& [j, want] : candidates) {
         FusionGroup p;
         if (!step_group(g, plan.steps[j], p) || !(group_shape(g, p) == cs)) continue;
         // From p's inputs, or from what p writes anyway (its other outputs: dy in bf16 rather
@@ -130,7 +160,9 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
           last_reader &= reads[static_cast<size_t>(v)] == 1;
           saved += full_bytes(v);
         }
-        if (added > saved || (added == saved && !last_reader) || cone.size() + c.nodes.size() > kMaxGroupMembers) continue;
+        if (added > saved || (added == saved && !last_reader && !later_readers_recompute(i, want, cone)) ||
+            cone.size() + c.nodes.size() > kMaxGroupMembers)
+          continue;
         const std::vector<int32_t> members = merge_members(cone, c.nodes);
         std::vector<int32_t> inputs = outside_reads(g, members);
         if (inputs.size() > static_cast<size_t>(kMaxFusedOperands)) continue;  // no kernel would take it

@@ -93,16 +93,18 @@ class ReductionStitcher {
     return true;
   }
 
-  // A constant or a variable (its value at the start of the run, wherever it is read: writes
-  // are committed at the end) computed later in the plan, which can move before a stitch: it
-  // reads nothing. The optimizer's momentum buffers are variables an epilogue reads.
-  std::optional<size_t> constant_step(int32_t v) const {
+  // A step computed later in the plan that can move before a stitch at `at`: a constant or a
+  // variable (its value at the start of the run, wherever it is read: writes are committed at
+  // the end; the optimizer's momentum buffers are variables an epilogue reads), or a view of a
+  // value ready there (a batch norm's dbeta, the [C] view of a sum an earlier stitch made).
+  std::optional<size_t> movable_step(int32_t v, size_t at) const {
     auto it = made_.find(v);
     if (it == made_.end() || steps_[it->second].fused()) return std::nullopt;
     const Node& n = g_.nodes[static_cast<size_t>(steps_[it->second].node)];
-    if ((n.kind != OpKind::Constant && n.kind != OpKind::Variable) || !n.control_deps.empty() || !n.inputs.empty())
-      return std::nullopt;
-    return it->second;
+    if (!n.control_deps.empty()) return std::nullopt;
+    if ((n.kind == OpKind::Constant || n.kind == OpKind::Variable) && n.inputs.empty()) return it->second;
+    if (is_value_view(n.kind) && n.outputs.size() == 1 && ready_at({n.inputs[0]}, at)) return it->second;
+    return std::nullopt;
   }
 
   // True when no step after o's place and before step i reads a result of o's reductions.
@@ -237,7 +239,7 @@ class ReductionStitcher {
         operands.push_back(v);
         fits &= elements(g_, v) == outer || elements(g_, v) == 1;
         if (ready_at({v}, o.at)) continue;
-        if (auto c = constant_step(v); c && !removed_[*c]) constants.push_back(*c);
+        if (auto c = movable_step(v, o.at); c && !removed_[*c]) constants.push_back(*c);
         else fits = false;
       }
       if (!reads_result || !fits) continue;
@@ -288,7 +290,7 @@ class ReductionStitcher {
   std::vector<int32_t> matmul_operands_;
   std::vector<bool> removed_;
   std::map<size_t, std::shared_ptr<ReduceStitch>> placed_;
-  std::map<size_t, std::vector<size_t>> hoisted_;  // constants an epilogue reads, run right before its stitch
+  std::map<size_t, std::vector<size_t>> hoisted_;  // constants and views an epilogue reads, run right before its stitch
   std::unordered_map<int32_t, size_t> hoisted_at_;   // their values -> that stitch's step
 };
 

@@ -87,18 +87,21 @@ TEST(ReduceStitch, BatchNormBackwardReadsXAndDyTwice) {
   EXPECT_EQ(rs[0]->epilogue.nodes.size(), 3u);
   EXPECT_EQ(rs[0]->views.size(), 2u);
   EXPECT_EQ(rs[0]->outputs.size(), 3u + rs[0]->epilogue.outputs.size());
-  // The backward's means and dgamma's sum: xhat and the products recomputed from x and dy.
+  // The backward's other sum, sum(dy * xhat) (dgamma; the means dx needs are gamma times the
+  // two sums, not reductions of their own): xhat and the product recomputed from x and dy.
   EXPECT_FALSE(rs[1]->prologue.nodes.empty());
-  EXPECT_EQ(rs[1]->reductions.size(), 3u);
+  EXPECT_EQ(rs[1]->reductions.size(), 1u);
   int full_inputs = 0;
   for (int32_t v : rs[1]->inputs) full_inputs += g.type(v).shape.num_elements() == 4 * 6 * 5 * 16;
   EXPECT_EQ(full_inputs, 2);
-  EXPECT_EQ(rs[1]->pieces.size(), 4u);  // the prologue group, then each reduction
+  ASSERT_GE(rs[1]->pieces.size(), 2u);  // the prologue group, the reduction, then the epilogue
+  EXPECT_TRUE(rs[1]->pieces[0].is_group());
+  EXPECT_EQ(rs[1]->pieces[1].node, rs[1]->reductions[0]);
   // dx is the only full-size value written.
   EXPECT_EQ(full_size_writes(g, p, 4 * 6 * 5 * 16), 1);
-  // unstitched: 6 (the gradient no longer adds the zero terms of the unused batch mean and
-  // variance outputs; 7 before)
-  EXPECT_EQ(full_size_writes(g, plan_fusion(bn.m, 0, {.stitch_stencils = true}), 4 * 6 * 5 * 16), 6);
+  // unstitched: 5 (the gradient no longer adds the zero terms of the unused batch mean and
+  // variance outputs: 7 before, 6 with them gone; two sums where there were four: 5)
+  EXPECT_EQ(full_size_writes(g, plan_fusion(bn.m, 0, {.stitch_stencils = true}), 4 * 6 * 5 * 16), 5);
 }
 
 // Every per-channel computation that follows a batch norm's statistics or sums joins the
@@ -223,6 +226,30 @@ TEST(ReduceStitch, AutocastBatchNormBackwardWritesNoFullSizeF32) {
   EXPECT_EQ(rs[0]->reductions.size(), 2u);
   for (int32_t v : rs[0]->inputs)
     if (mg.type(v).shape == s) EXPECT_EQ(mg.type(v).dtype, DType::bf16);
+}
+
+// A group writing two values a later group reads (an autocast batch norm's dy and xhat, read
+// by dx) is not recomputed whole (dy would read three tensors for one), but xhat alone is
+// (x for xhat: a tie in bytes, and its write goes away). A tie where another later group reads
+// the value too recomputes when every reader can (fusion_recompute.cpp).
+TEST(ReduceStitch, OneOfAGroupsOutputsIsRecomputedAlone) {
+  const Shape s{4, 6, 5, 16};
+  Graph g;
+  Tensor x = g.placeholder(s, bf16), y = g.placeholder(s, bf16);
+  Tensor g1 = g.placeholder(s, bf16), g2 = g.placeholder(s, bf16);
+  Tensor mean = g.placeholder({1, 1, 1, 16}, f32), inv = g.placeholder({1, 1, 1, 16}, f32);
+  const std::vector<int64_t> nhw{0, 1, 2};
+  auto f = [&](Tensor t) { return g.cast(t, f32); };
+  // dy from the residual's two gradients and relu's mask, as the step computes it
+  Tensor dy = g.select(g.less_equal(y, g.scalar(0.0, bf16)), g.scalar(0.0, bf16), g.add(g1, g2));
+  Tensor xhat = g.cast(g.mul(g.sub(f(x), mean), inv), bf16);
+  Tensor prod = g.cast(g.mul(f(dy), f(xhat)), bf16);
+  Tensor sum = g.reduce_sum(f(prod), nhw, true);
+  Tensor dx = g.cast(g.mul(g.sub(f(dy), g.mul(f(xhat), sum)), inv), bf16);
+  Module m = module_of(g, {dx, sum});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  EXPECT_EQ(full_size_writes(m.graph, p, s.num_elements()), 2);  // dy (three reads to recompute) and dx; not xhat
+  for (const Step& st : p.steps) EXPECT_FALSE(contains_value(step_inputs(m.graph, st), xhat.id()));
 }
 
 // A group that needs a wide value another group computed from a narrow one it also writes (an

@@ -168,6 +168,7 @@ class Writer {
   // loop issues every row's loads before any row's arithmetic: with the loads and the math in
   // one call per row the two-operand sums of a batch-norm backward had half the bytes in flight
   // of the one-operand statistics (2.5 against 4.1 TB/s). tg_evalv is both, for the shifts.
+  // The operands that do not change from row to row load once, by tg_loadc, before the loop.
   void eval_vec() {
     const std::string V = std::to_string(vec_);
     os_ << "template <class T, int V> struct alignas(sizeof(T) * V) tg_pack { T v[V]; };\n";
@@ -186,18 +187,11 @@ class Writer {
     os_ << "};\n"
         << "__device__ __forceinline__ void tg_loadv(const RSArgs& a, long long i, long long io, long long ir, long long icc, tg_rows& L) {\n"
         << "  (void)a; (void)i; (void)io; (void)ir; (void)icc;\n";
-    for (size_t k = 0; k < s_.inputs.size(); ++k) {
-      if (!loaded_[k]) continue;
-      const DType t = types_[k].dtype;
-      const char* S = codegen_storage_type(t);
-      const std::string K = std::to_string(k);
-      if (lanes[k])
-        os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)((const " << S << "*)a.in[" << K
-            << "] + " << offset(access_[k], static_cast<int>(k)) << ");\n";
-      else
-        os_ << "  L.s" << K << " = " << codegen_load(t, "a.in[" + K + "]", offset(access_[k], static_cast<int>(k)))
-            << ";\n";
-    }
+    load_lanes(lanes, true);
+    os_ << "}\n"
+        << "__device__ __forceinline__ void tg_loadc(const RSArgs& a, long long io, long long icc, tg_rows& L) {\n"
+        << "  (void)a; (void)io; (void)icc; (void)L;\n";
+    load_lanes(lanes, false);
     os_ << "}\n";
     if (stages_ > 0) stage_functions(lanes);
     os_ << "__device__ __forceinline__ void tg_mathv(const tg_rows& L, float (*v)[" << V << "]) {\n  (void)L;\n"
@@ -218,8 +212,28 @@ class Writer {
           << ";\n";
     os_ << "  }\n}\n"
         << "__device__ __forceinline__ void tg_evalv(const RSArgs& a, long long i, long long io, long long ir, long long icc, float (*v)["
-        << V << "]) {\n  tg_rows L; tg_loadv(a, i, io, ir, icc, L); tg_mathv(L, v);\n}\n";
+        << V << "]) {\n  tg_rows L; tg_loadc(a, io, icc, L); tg_loadv(a, i, io, ir, icc, L); tg_mathv(L, v);\n}\n";
   }
+
+  // The loads of tg_loadv (rows: the operands that change from row to row, read along the
+  // columns or once per row) or of tg_loadc (the others: a thread's columns are fixed, so a
+  // per-column or scalar operand is loaded once before the row loop, not with every row).
+  void load_lanes(const std::vector<bool>& lanes, bool rows) {
+    const std::string V = std::to_string(vec_);
+    for (size_t k = 0; k < s_.inputs.size(); ++k) {
+      if (!loaded_[k] || per_row(access_[k]) != rows) continue;
+      const DType t = types_[k].dtype;
+      const char* S = codegen_storage_type(t);
+      const std::string K = std::to_string(k);
+      if (lanes[k])
+        os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)((const " << S << "*)a.in[" << K
+            << "] + " << offset(access_[k], static_cast<int>(k)) << ");\n";
+      else
+        os_ << "  L.s" << K << " = " << codegen_load(t, "a.in[" + K + "]", offset(access_[k], static_cast<int>(k)))
+            << ";\n";
+    }
+  }
+  static bool per_row(Access acc) { return acc == Access::flat || acc == Access::red; }
 
   // The staged form of tg_loadv (stages_ > 0): the operands read along the rows are copied into
   // shared memory by cp.async, `stages_` rows ahead of their use (tg_issue), and read back from
@@ -256,6 +270,8 @@ class Writer {
         os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)(sm + " << off
             << " + ((size_t)slot * 256 + threadIdx.x) * " << bytes << ");\n";
         off += bytes * 256 * static_cast<size_t>(stages_);
+      } else if (!per_row(access_[k])) {
+        continue;  // loaded once, by tg_loadc
       } else if (lanes[k]) {
         os_ << "  L.x" << K << " = *(const tg_pack<" << S << ", " << V << ">*)((const " << S << "*)a.in[" << K
             << "] + " << offset(access_[k], static_cast<int>(k)) << ");\n";
@@ -393,7 +409,8 @@ class Writer {
     if (std::any_of(reds_.begin(), reds_.end(), [](const Red& r) { return is_var(r.kind); }))
       os_ << "    tg_evalv(a, base, c, 0, icc, K);\n";
     os_ << "    const long long st = (long long)gridDim.y * " << TY << "; long long r = (long long)blockIdx.y * " << TY
-        << " + ty;\n";
+        << " + ty;\n"
+        << "    tg_rows C; tg_loadc(a, c, icc, C);\n";
     if (stages_ > 0) {
       const std::string NS = std::to_string(stages_);
       // Rows r, r + st, ...: row k's copies are issued (NS - 1) rows ahead into slot k % NS, the
@@ -406,14 +423,14 @@ class Writer {
           << "      if (rn < a.inner) tg_issue(a, base + rn * a.cols, tg_sm, slot == 0 ? " << stages_ - 1 << " : slot - 1);\n"
           << "      asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n"
           << "      asm volatile(\"cp.async.wait_group " << stages_ - 1 << ";\\n\" ::: \"memory\");\n"
-          << "      tg_rows L; tg_fetch(a, base + r * a.cols, c, r, icc, tg_sm, slot, L);\n"
+          << "      tg_rows L = C; tg_fetch(a, base + r * a.cols, c, r, icc, tg_sm, slot, L);\n"
           << "      float v[" << R << "][" << V << "]; tg_mathv(L, v);\n";
       accumulate_vec("v");
       os_ << "    }\n  }\n  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n  __syncthreads();\n";
     } else {
       os_ << "    for (; r + " << vrows_ - 1 << " * st < a.inner; r += " << vrows_ << " * st) {\n";
       for (int k = 0; k < vrows_; ++k)
-        os_ << "      tg_rows L" << k << "; tg_loadv(a, base + (r + " << k << " * st) * a.cols, c, r + " << k
+        os_ << "      tg_rows L" << k << " = C; tg_loadv(a, base + (r + " << k << " * st) * a.cols, c, r + " << k
             << " * st, icc, L" << k << ");\n";
       for (int k = 0; k < vrows_; ++k) {
         os_ << "      { float v[" << R << "][" << V << "]; tg_mathv(L" << k << ", v);\n";
@@ -421,7 +438,8 @@ class Writer {
         os_ << "      }\n";
       }
       os_ << "    }\n"
-          << "    for (; r < a.inner; r += st) {\n      float v0[" << R << "][" << V << "]; tg_evalv(a, base + r * a.cols, c, r, icc, v0);\n";
+          << "    for (; r < a.inner; r += st) {\n      tg_rows L = C; tg_loadv(a, base + r * a.cols, c, r, icc, L);\n"
+          << "      float v0[" << R << "][" << V << "]; tg_mathv(L, v0);\n";
       accumulate_vec("v0");
       os_ << "    }\n  }\n";
     }

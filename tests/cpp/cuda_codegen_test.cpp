@@ -55,6 +55,16 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
               const std::string src = elementwise_source(m.graph, s.group, ix, -1, &p, vec);
               EXPECT_NE(src.find("tg_pack<"), std::string::npos);
               EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << p.key() << " x" << vec;
+              // With the per-channel inputs loaded once a thread, before the loop.
+              StridePattern h = p;
+              h.hoist_inner = true;
+              EXPECT_NE(h.key(), p.key());
+              const std::string hsrc = elementwise_source(m.graph, s.group, ix, -1, &h, vec);
+              const bool per_channel = std::find(p.moves_along.begin(), p.moves_along.end(), 1u << 2) != p.moves_along.end();
+              const size_t loop = hsrc.find("for (long long t = t0;");
+              ASSERT_NE(loop, std::string::npos);
+              EXPECT_EQ(hsrc.find(" h1 = *(") < loop, per_channel) << hsrc;
+              EXPECT_FALSE(nvrtc_compile(hsrc, 9, 0).empty()) << h.key() << " x" << vec;
             }
       }
       EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::flat, -1, nullptr, 4), 9, 0).empty())

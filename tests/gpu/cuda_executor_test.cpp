@@ -78,6 +78,26 @@ TEST(CudaExecutor, VectorKernelsMatchTheCpu) {
                {TensorData::uniform({40, 16}, -100, 100, i32, 82), TensorData::uniform({16}, -100, 100, i32, 83)}, 0);
 }
 
+// Batch norm's normalisation over NHWC activations large enough that each thread of the
+// vector kernel takes several steps of its grid-stride loop: per-channel operands loaded once a
+// thread where 256 * 8 is a multiple of the channels (StridePattern::hoist_inner: C = 256,
+// 2048), every step where it is not (C = 96), beside a per-pixel operand loaded every step.
+TEST(CudaExecutor, PerChannelOperandsOverManyStepsMatchTheCpu) {
+  uint64_t seed = 90;
+  for (int64_t c : {256, 96, 2048}) {
+    const int64_t pixels = 8 * 56 * 56 * 256 / c;  // ~6.4 M elements, ~3 steps a thread
+    differential("bn apply C=" + std::to_string(c),
+                 [](Graph& g, auto& x) {
+                   Tensor xf = g.cast(x[0], f32);
+                   Tensor y = g.add(g.mul(g.mul(g.sub(xf, x[1]), x[2]), x[3]), x[4]);
+                   return std::vector{g.cast(g.relu(y), bf16), g.cast(g.mul(y, x[5]), bf16)};
+                 },
+                 {rnd({pixels, 1, 1, c}, bf16, seed++), rnd({c}, f32, seed++), rnd({c}, f32, seed++, 0.5, 2),
+                  rnd({c}, f32, seed++), rnd({c}, f32, seed++), rnd({pixels, 1, 1, 1}, f32, seed++)},
+                 tolerance(bf16) * 2);
+  }
+}
+
 TEST(CudaExecutor, EveryGeneratedUnaryOp) {
   using Fn = Tensor (Graph::*)(Tensor);
   const std::pair<const char*, Fn> ops[] = {

@@ -290,6 +290,7 @@ GroupLaunch group_launch(const GraphImpl& g, const FusionGroup& grp, const Shape
     for (int32_t v : grp.inputs) in_types.push_back(g.type(v).dtype);
     for (int32_t v : grp.outputs) out_types.push_back(g.type(v).dtype);
     l.vec = elementwise_vector_width(a, l.ix == Indexing::flat, in_types, out_types);
+    if (l.pattern) l.pattern->hoist_inner = hoistable_inner(a, l.vec);
   }
   return l;
 }

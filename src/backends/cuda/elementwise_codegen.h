@@ -41,6 +41,10 @@ struct StridePattern {
   int rank = 0;
   std::vector<bool> flat;             // per input
   std::vector<uint32_t> moves_along;  // per input: bit d set when its stride along dim d is not 0
+  /// A vector kernel's grid-stride step is a multiple of the innermost dim (hoistable_inner):
+  /// an input moving along that dim alone (batch norm's per-channel operands in NHWC) is at
+  /// the same offset in every step of a thread, so it is loaded once, before the loop.
+  bool hoist_inner = false;
   static StridePattern of(const ElementwiseArgs& a, int inputs);
   /// The most general pattern of a rank: every input moves along every dim.
   static StridePattern general(int rank, int inputs);
@@ -62,6 +66,10 @@ std::string elementwise_kernel_name(const GraphImpl& g, const FusionGroup& group
 /// from one vector load per input (tg::Error with a condition).
 std::string elementwise_source(const GraphImpl& g, const FusionGroup& group, Indexing ix, int32_t condition = -1,
                                const StridePattern* pattern = nullptr, int vec = 1);
+
+/// True when a vector kernel of `vec` lanes over `a` (coalesced, strided) may load its inputs
+/// that move along the innermost dim alone once per thread (StridePattern::hoist_inner).
+bool hoistable_inner(const ElementwiseArgs& a, int vec);
 
 /// How many neighbouring outputs one thread of the kernel for `a` (coalesced unless `flat`)
 /// computes: 8, 4 or 2 when the innermost dim is a multiple of it, every input read along that

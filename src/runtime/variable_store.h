@@ -15,6 +15,10 @@ struct VariableStore {
   std::map<std::string, TensorData> values;
   /// Bumped on every write, so device copies know when they are stale.
   std::map<std::string, uint64_t> versions;
+  /// Bumped with every version: a run that finds it where it left it knows, without looking at
+  /// each variable, that its device copies are current (ResNet-50's 430 variables had cost a
+  /// captured step ~1 ms of map lookups before its graph launched).
+  uint64_t generation = 0;
   /// Variables whose newest value lives only on a device: fetched on first host read, so a
   /// training step on the GPU copies nothing back unless someone looks.
   std::map<std::string, std::function<TensorData()>> device_only;
@@ -33,6 +37,7 @@ struct VariableStore {
     device_only.erase(name);
     values[name] = std::move(v);
     ++versions[name];
+    ++generation;
   }
 };
 

@@ -107,9 +107,11 @@ void swap_in(CudaState& st, const std::vector<TensorType>& types) {
 // Publishes device-side variable writes: new versions, and a host copy fetched on demand.
 void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::string, DevTensor>& written) {
   std::lock_guard<std::mutex> vlock(exe.store->mu);
+  const bool current = st.vars_generation == exe.store->generation;
   for (const auto& [name, value] : written) {
     exe.store->device_only.erase(name);
     uint64_t v = ++exe.store->versions[name];
+    ++exe.store->generation;
     st.vars[name] = CachedVar{v, value};
     int device_index = exe.device.index;
     DevTensor keep = value;
@@ -124,6 +126,13 @@ void publish(const ExecutableImpl& exe, CudaState& st, const std::map<std::strin
       return h;
     };
   }
+  if (current) st.vars_generation = exe.store->generation;  // our own writes: still all current
+}
+
+// The store's generation now.
+uint64_t store_generation(const ExecutableImpl& exe) {
+  std::lock_guard<std::mutex> lock(exe.store->mu);
+  return exe.store->generation;
 }
 
 // Captures the whole run into one CUDA graph. Its inputs and every intermediate (conditional
@@ -205,6 +214,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   for (auto& [name, value] : vars) st.vars[name].value = value;  // same values, same versions
   for (int32_t v : exe.module.targets) cap->targets.push_back(r.in(v));
   cap->var_versions = var_versions(exe);
+  cap->var_generation = store_generation(exe);
   st.captured = std::move(cap);
   ++st.captures;
 }
@@ -240,6 +250,7 @@ const std::vector<DevTensor>& replay(const ExecutableImpl& exe, CudaState& st, C
   if (!cap.assigned.empty()) {
     publish(exe, st, cap.assigned);
     cap.var_versions = var_versions(exe);  // our own writes keep the graph valid
+    cap.var_generation = store_generation(exe);
   }
   return cap.targets;
 }
@@ -274,29 +285,46 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  uint64_t generation = 0;
   {
+    // The device copies of variables written since this executable last looked (by the host,
+    // or by another executable's run); none when the store's generation is where it was.
     std::lock_guard<std::mutex> vlock(exe.store->mu);
-    for (const auto& [name, id] : exe.variables) {
-      CachedVar& cv = st.vars[name];
-      uint64_t version = exe.store->versions[name];
-      if (cv.version != version) {
-        cv.value = r.upload(exe.store->value(name));
-        cv.version = version;
+    generation = exe.store->generation;
+    if (st.vars_generation != generation) {
+      for (const auto& [name, id] : exe.variables) {
+        CachedVar& cv = st.vars[name];
+        uint64_t version = exe.store->versions[name];
+        if (cv.version != version) {
+          cv.value = r.upload(exe.store->value(name));
+          cv.version = version;
+        }
       }
-      r.snapshot[name] = cv.value;
+      st.vars_generation = generation;
     }
   }
+  // What an uncaptured run reads (a replay reads its graph's own copies).
+  auto take_snapshot = [&] {
+    for (const auto& [name, id] : exe.variables) r.snapshot[name] = st.vars[name].value;
+  };
   std::vector<TensorType> in_types;
   for (size_t i = 0; i < inputs.size(); ++i) in_types.push_back(inputs.type(i));
   if (!st.parked.empty() || (st.captured && st.captured->input_types != in_types)) swap_in(st, in_types);
-  const std::map<std::string, uint64_t> versions = var_versions(exe);
+  std::optional<std::map<std::string, uint64_t>> versions;  // looked up only when the generation moved
+  auto same_variables = [&](const Captured& c) {
+    if (c.var_generation == generation) return true;
+    if (!versions) versions = var_versions(exe);
+    if (c.var_versions != *versions) return false;
+    c.var_generation = generation;
+    return true;
+  };
   // The types fit, but an input read in place is elsewhere now, or one the graph copies could
   // be read in place (the forward's first, uncaptured, run lent nothing to the backward's
   // capture): capture again, a few times at most (bind_misses, borrow_misses).
   bool moved_caller = false;
   bool moved = false;
   auto fits = [&](const Captured& c) {
-    if (c.input_types != in_types || c.var_versions != versions) return false;
+    if (c.input_types != in_types || !same_variables(c)) return false;
     bool ok = true;
     for (size_t i = 0; i < c.bound.size(); ++i) {
       const bool lent_now = !inputs.lent.empty() && inputs.lent[i].buf;
@@ -344,6 +372,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     capture(exe, st, inputs);
     if (st.captured) return replay_current();
   }
+  take_snapshot();
   for (size_t i = 0; i < inputs.size(); ++i)
     // Device inputs are copied (a variable assigned from a feed must not alias the caller's
     // memory) unless the caller lets the run read them in place, as its captures do: a

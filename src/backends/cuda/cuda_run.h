@@ -67,6 +67,7 @@ struct Captured {
   std::vector<DevTensor> targets;    // fixed buffers the graph writes
   DeviceBuffer loop_error;            // set by a for_loop whose step is not positive (null: none can be)
   std::map<std::string, uint64_t> var_versions;
+  mutable uint64_t var_generation = ~uint64_t{0};  // the store's generation var_versions was last found equal at
   std::map<std::string, DevTensor> assigned;  // variables the graph writes, and their buffers
   // Outputs of the last replay handed to a stream-ordered caller without a copy
   // (cuda_executor.cpp, "lent outputs"): alive while the caller holds any, and then the graph
@@ -125,6 +126,7 @@ struct CudaState {
   std::map<const StencilStitch*, StencilStepCache> stencils;       // prepared stencil launches per step
   std::map<int32_t, DevTensor> constants;  // in own_memory()
   std::map<std::string, CachedVar> vars;
+  uint64_t vars_generation = ~uint64_t{0};  // the store's generation at which every entry of vars was current
   int sm_count = 0;
   int sm_major = 0;  // compute capability (set with sm_count)
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)

@@ -99,6 +99,7 @@ struct CudaGraphStats {
   // Device memory of the captured instances held now (variables' copies included), and the most
   // bytes their buffers held at once while each was captured (summed over the instances).
   size_t graph_bytes = 0, graph_live_peak = 0;
+  size_t graph_planned = 0;  // buffers the captures laid out by plan (GraphMemory::plan)
 };
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -102,6 +103,79 @@ TEST(GraphMemoryGpu, ReleasedPiecesAreReused) {
   EXPECT_EQ(m.bytes(), reserved);
   detail::DeviceBuffer f = m.take(4096);  // nothing free fits: new bytes, not c's
   EXPECT_NE(f.get(), c.get());
+}
+
+// A plan (GraphMemory::plan) serves takes of the planned sizes in order at their offsets in one
+// chunk; a take that would overlap a planned buffer still alive, or of another size, ends the
+// plan, and it and later takes get chunks as before.
+TEST(GraphMemoryGpu, PlannedTakesLandAtTheirOffsetsUntilOneDoesNotFit) {
+  detail::DeviceContext& ctx = detail::DeviceContext::get(0);
+  detail::GraphMemory m(ctx);
+  // a [0, 1 MiB) and b [1 MiB, 1.5 MiB) alive together; c reuses a's bytes once a is gone;
+  // d is planned over b, which will still be alive.
+  const size_t mib = size_t{1} << 20;
+  m.plan({mib, mib / 2, mib, mib / 2}, {0, mib, 0, mib}, 2 * mib);
+  EXPECT_EQ(m.bytes(), 2 * mib);
+  detail::DeviceBuffer a = m.take(mib), b = m.take(mib / 2);
+  EXPECT_EQ(b.get(), a.get() + mib);
+  std::byte* base = a.get();
+  a.reset();
+  detail::DeviceBuffer c = m.take(mib - 100);  // rounded up to the planned size
+  EXPECT_EQ(c.get(), base);
+  EXPECT_EQ(m.planned_takes(), 3u);
+  detail::DeviceBuffer d = m.take(mib / 2);  // b is alive there: the plan ends
+  EXPECT_TRUE(d.get() < base || d.get() >= base + 2 * mib);
+  EXPECT_EQ(m.planned_takes(), 3u);
+  b.reset();
+  detail::DeviceBuffer e = m.take(mib / 2);  // no plan any more: not into the planned chunk
+  EXPECT_TRUE(e.get() < base || e.get() >= base + 2 * mib);
+  EXPECT_EQ(m.live_peak(), mib + mib / 2 + mib / 2 + mib / 2);
+}
+
+// A captured training step lays its memory out from the uncaptured run before it: every take of
+// the block planned, the graph's memory about the most its buffers held at once (the inputs'
+// and variables' copies, taken apart, in chunks of at least 2 MiB each), and the values still
+// the CPU's.
+TEST(GraphMemoryGpu, ACapturedTrainingStepHoldsItsLivePeak) {
+  Graph g;
+  const int64_t batch = 2048, width = 512;
+  Tensor x = g.placeholder({batch, width}, f32, "x"), t = g.placeholder({batch, width}, f32, "t");
+  std::vector<Tensor> ws;
+  Tensor y = x;
+  for (int l = 0; l < 6; ++l) {
+    ws.push_back(g.variable(TensorData::uniform({width, width}, -0.05, 0.05, f32, 10 + l), "w" + std::to_string(l)));
+    y = g.relu(g.matmul(y, ws.back()));
+  }
+  Tensor loss = g.reduce_mean(g.square(g.sub(y, t)));
+  auto grads = g.gradients(loss, ws);
+  std::vector<Operation> ops;
+  for (Tensor w : ws) ops.push_back(g.assign(w, g.sub(w, g.mul(grads[w], g.scalar(0.1)))));
+  const std::vector<std::pair<Tensor, TensorType>> feeds{{x, x.type()}, {t, t.type()}};
+  TensorData xs = TensorData::uniform({batch, width}, -1, 1, f32, 1), ts = TensorData::uniform({batch, width}, 0, 1, f32, 2);
+  Executable e = g.compile(feeds, {loss}, ops, CompileOptions{.device = Device::cuda(0)});
+  std::vector<float> losses;
+  for (int run = 0; run < 4; ++run) losses.push_back(static_cast<float>(e.run({xs, ts})[0].at(0)));
+  const detail::CudaGraphStats s = detail::cuda_graph_stats(e.impl());
+  ASSERT_EQ(s.captures, 1) << s.error;
+  EXPECT_GT(s.graph_planned, 10u);
+  EXPECT_LE(s.graph_bytes, s.graph_live_peak + (size_t{8} << 20)) << s.graph_bytes << " for a live peak of " << s.graph_live_peak;
+  EXPECT_LT(losses[3], losses[0]);
+  // The same steps on the CPU (its own variables: a second graph).
+  Graph h;
+  Tensor hx = h.placeholder({batch, width}, f32, "x"), ht = h.placeholder({batch, width}, f32, "t");
+  std::vector<Tensor> hw;
+  Tensor hy = hx;
+  for (int l = 0; l < 6; ++l) {
+    hw.push_back(h.variable(TensorData::uniform({width, width}, -0.05, 0.05, f32, 10 + l), "w" + std::to_string(l)));
+    hy = h.relu(h.matmul(hy, hw.back()));
+  }
+  Tensor hl = h.reduce_mean(h.square(h.sub(hy, ht)));
+  auto hg = h.gradients(hl, hw);
+  std::vector<Operation> hops;
+  for (Tensor w : hw) hops.push_back(h.assign(w, h.sub(w, h.mul(hg[w], h.scalar(0.1)))));
+  Executable c = h.compile({{hx, hx.type()}, {ht, ht.type()}}, {hl}, hops, CompileOptions{.device = Device::cpu()});
+  for (int run = 0; run < 4; ++run)
+    EXPECT_NEAR(c.run({xs, ts})[0].at(0), losses[static_cast<size_t>(run)], 1e-3 * std::abs(losses[0])) << "run " << run;
 }
 
 // A captured run of 40 chained matmuls (no two fuse) holds a few of its [512, 512]

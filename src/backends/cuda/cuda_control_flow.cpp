@@ -108,6 +108,11 @@ struct GraphMemory::FreeList {
     live += n;
     live_peak = std::max(live_peak, live);
   }
+  // A planned piece comes back (its bytes stay the plan's).
+  void returned(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    live -= n;
+  }
   // `piece`: one handed out comes back (else a chunk's unused end joins the list)
   void give(std::byte* p, size_t n, size_t chunk, bool piece = true) {
     std::lock_guard<std::mutex> lock(mu);
@@ -143,11 +148,95 @@ struct GraphMemory::FreeList {
   }
 };
 
+struct GraphMemory::Plan {
+  std::mutex mu;
+  std::vector<size_t> sizes, offsets;
+  size_t next = 0, chunk = 0;
+  bool active = true;
+  std::map<size_t, size_t> live;  // offset -> end of the planned buffers alive
+  // Whether [off, off + n) is clear of the planned buffers alive (caller holds mu).
+  bool clear(size_t off, size_t n) const {
+    auto it = live.lower_bound(off);
+    if (it != live.end() && it->first < off + n) return false;
+    return it == live.begin() || std::prev(it)->second <= off;
+  }
+};
+
 GraphMemory::GraphMemory(DeviceContext& ctx) : ctx_(ctx), free_(std::make_shared<FreeList>()) {}
+
+size_t GraphMemory::new_chunk(size_t chunk, size_t request) {
+  void* p = nullptr;
+  const int device = ctx_.index();
+  cudaError_t e = cudaMalloc(&p, chunk);
+  if (e == cudaErrorMemoryAllocation) {  // the pool may hold freed blocks cudaMalloc cannot use
+    cudaGetLastError();
+    ctx_.release_cached();
+    e = cudaMalloc(&p, chunk);
+  }
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw Error("[cuda] out of memory on cuda:" + std::to_string(device) + " capturing a CUDA graph: requested " +
+                std::to_string(request) + " bytes; tgraph holds " + std::to_string(ctx_.bytes_in_use()) +
+                " bytes in its pool and " + std::to_string(graph_memory_bytes(device)) + " in captured graphs");
+  }
+  cuda_check(e, "cudaMalloc (graph memory)");
+  count_graph_bytes(device, chunk, 0, ctx_.bytes_in_use());
+  cudaStream_t main = ctx_.stream();
+  // Freed once no buffer of the chunk is left: after the runs' stream has finished with it
+  // (not while that stream is being captured: a captured run never drops graph memory), on
+  // its own device whichever device the releasing thread is on.
+  chunks_.emplace_back(static_cast<std::byte*>(p), [main, device, chunk](std::byte* q) {
+    int current = -1;
+    const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device;
+    if (switched) cudaSetDevice(device);
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(main, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone)
+      cudaStreamSynchronize(main);
+    cudaFree(q);
+    if (switched) cudaSetDevice(current);
+    count_graph_bytes(device, 0, chunk);
+  });
+  reserved_ += chunk;
+  return chunks_.size() - 1;
+}
+
+void GraphMemory::plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total) {
+  if (sizes.empty() || sizes.size() != offsets.size() || total == 0) return;
+  auto p = std::make_shared<Plan>();
+  p->sizes = std::move(sizes);
+  p->offsets = std::move(offsets);
+  p->chunk = new_chunk(total, total);
+  plan_ = std::move(p);
+}
+
+size_t GraphMemory::planned_takes() const {
+  if (!plan_) return 0;
+  std::lock_guard<std::mutex> lock(plan_->mu);
+  return plan_->next;
+}
 
 DeviceBuffer GraphMemory::take(size_t bytes) {
   constexpr size_t kAlign = 256, kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20;
   const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  if (plan_) {
+    std::shared_ptr<Plan> p = plan_;
+    std::unique_lock<std::mutex> lock(p->mu);
+    if (p->active && p->next < p->sizes.size() && p->sizes[p->next] == n && p->clear(p->offsets[p->next], n)) {
+      const size_t off = p->offsets[p->next++];
+      p->live.emplace(off, off + n);
+      lock.unlock();
+      std::shared_ptr<std::byte> chunk = chunks_[p->chunk];
+      std::shared_ptr<FreeList> fl = free_;
+      fl->taken(n);
+      // Its bytes go back to the plan only (never to the free list: a later planned take owns them).
+      return DeviceBuffer(chunk.get() + off, [fl, chunk, p, off, n](std::byte*) {
+        fl->returned(n);
+        std::lock_guard<std::mutex> l(p->mu);
+        p->live.erase(off);
+      });
+    }
+    p->active = false;  // the capture no longer allocates as the recorded run did
+  }
   // The piece's deleter gives its bytes back and keeps its chunk alive until then.
   auto piece = [this, n](std::byte* p, size_t c) {
     std::shared_ptr<std::byte> chunk = chunks_[c];
@@ -157,48 +246,18 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
   };
   size_t reused_chunk = 0;
   if (std::byte* p = free_->take(n, reused_chunk)) return piece(p, reused_chunk);
-  if (chunks_.empty() || used_ + n > size_) {
-    if (!chunks_.empty() && used_ < size_) free_->give(chunks_.back().get() + used_, size_ - used_, chunks_.size() - 1, false);
+  if (chunks_.empty() || !have_bump_ || used_ + n > size_) {
+    if (have_bump_ && used_ < size_) free_->give(chunks_[bump_].get() + used_, size_ - used_, bump_, false);
     // Chunks grow with the graph (few cudaMalloc calls for a large one); a tensor larger than
     // that gets a chunk of its own size.
     size_t chunk = std::clamp(reserved_, kMinChunk, kMaxChunk);
     chunk = std::max(chunk, (n + kMinChunk - 1) / kMinChunk * kMinChunk);
-    void* p = nullptr;
-    const int device = ctx_.index();
-    cudaError_t e = cudaMalloc(&p, chunk);
-    if (e == cudaErrorMemoryAllocation) {  // the pool may hold freed blocks cudaMalloc cannot use
-      cudaGetLastError();
-      ctx_.release_cached();
-      e = cudaMalloc(&p, chunk);
-    }
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      throw Error("[cuda] out of memory on cuda:" + std::to_string(device) + " capturing a CUDA graph: requested " +
-                  std::to_string(bytes) + " bytes; tgraph holds " + std::to_string(ctx_.bytes_in_use()) +
-                  " bytes in its pool and " + std::to_string(graph_memory_bytes(device)) + " in captured graphs");
-    }
-    cuda_check(e, "cudaMalloc (graph memory)");
-    count_graph_bytes(device, chunk, 0, ctx_.bytes_in_use());
-    cudaStream_t main = ctx_.stream();
-    // Freed once no buffer of the chunk is left: after the runs' stream has finished with it
-    // (not while that stream is being captured: a captured run never drops graph memory), on
-    // its own device whichever device the releasing thread is on.
-    chunks_.emplace_back(static_cast<std::byte*>(p), [main, device, chunk](std::byte* q) {
-      int current = -1;
-      const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device;
-      if (switched) cudaSetDevice(device);
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(main, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone)
-        cudaStreamSynchronize(main);
-      cudaFree(q);
-      if (switched) cudaSetDevice(current);
-      count_graph_bytes(device, 0, chunk);
-    });
+    bump_ = new_chunk(chunk, bytes);
+    have_bump_ = true;
     used_ = 0;
     size_ = chunk;
-    reserved_ += chunk;
   }
-  DeviceBuffer b = piece(chunks_.back().get() + used_, chunks_.size() - 1);
+  DeviceBuffer b = piece(chunks_[bump_].get() + used_, bump_);
   used_ += n;
   return b;
 }

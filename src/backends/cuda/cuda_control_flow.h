@@ -35,13 +35,26 @@ class GraphMemory {
   /// The most bytes its buffers held at once (the rest of bytes() is what taking them one at a
   /// time in chunks left unused).
   size_t live_peak() const;
+  /// Lays the next takes out in one chunk of `total` bytes (allocated now) by a plan made from
+  /// a recorded run's allocations (runtime/lifetime_plan.h): take k gets offsets[k] when it asks
+  /// for sizes[k] bytes and no planned buffer still alive overlaps it there. The first take that
+  /// does not fit ends the plan; it and the later ones get chunks as before. So a capture that
+  /// allocates as the recorded run did holds its live peak, not what online best fit leaves.
+  void plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total);
+  /// Takes the plan served.
+  size_t planned_takes() const;
 
  private:
   struct FreeList;  // released pieces by address, with their chunk (cuda_control_flow.cpp)
+  struct Plan;      // the planned chunk's offsets and its buffers alive (cuda_control_flow.cpp)
+  size_t new_chunk(size_t chunk, size_t request);  // cudaMalloc'ed, counted; its index
   DeviceContext& ctx_;
+  std::shared_ptr<Plan> plan_;
   std::vector<std::shared_ptr<std::byte>> chunks_;
   std::shared_ptr<FreeList> free_;
-  size_t used_ = 0, size_ = 0, reserved_ = 0;  // of the last chunk; of all
+  size_t used_ = 0, size_ = 0, reserved_ = 0;  // of the chunk taken from bump_; of all
+  size_t bump_ = 0;          // the chunk new pieces are cut from (the planned chunk never is)
+  bool have_bump_ = false;
 };
 /// Bytes all captured graphs on `device` hold now.
 size_t graph_memory_bytes(int device);

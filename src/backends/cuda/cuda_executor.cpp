@@ -135,6 +135,27 @@ uint64_t store_generation(const ExecutableImpl& exe) {
   return exe.store->generation;
 }
 
+// The capture's memory laid out from the last uncaptured run of its input types (AllocTrace):
+// every buffer of the block at an offset chosen with all lifetimes known, in one chunk of about
+// the most bytes the run held at once.
+void plan_memory(const CudaState& st, Captured& cap) {
+  if (!st.trace || st.trace_types != cap.input_types || env_flag("TGRAPH_NO_MEMORY_PLAN")) return;
+  constexpr int64_t kAlign = 256;  // GraphMemory's
+  std::vector<Lifetime> blocks;
+  {
+    std::lock_guard<std::mutex> lock(st.trace->mu);
+    blocks = st.trace->blocks;
+  }
+  int64_t total = 0;
+  const std::vector<int64_t> off = place_by_lifetime(blocks, kAlign, total);
+  std::vector<size_t> sizes, offsets;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    sizes.push_back(static_cast<size_t>((std::max<int64_t>(blocks[k].size, 1) + kAlign - 1) / kAlign * kAlign));
+    offsets.push_back(static_cast<size_t>(off[k]));
+  }
+  cap.memory.plan(std::move(sizes), std::move(offsets), static_cast<size_t>(total));
+}
+
 // Captures the whole run into one CUDA graph. Its inputs and every intermediate (conditional
 // bodies' included) get buffers of the graph's own memory (GraphMemory), so the graph holds
 // fixed addresses and no allocation nodes; control flow becomes conditional nodes
@@ -182,6 +203,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     }
     for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
     r.loop_error = &cap->loop_error;
+    plan_memory(st, *cap);
     st.body_stats = CudaGraphStats{};
     TG_CUDA(cudaStreamSynchronize(r.stream));
     // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
@@ -395,7 +417,14 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
         cudaGetLastError();
       }
   }
+  // Traced for the capture that may follow (now, or at the next run of these types).
+  if (try_capture && !all_lent) r.trace = std::make_shared<cuda_run::AllocTrace>();
   r.block(0);
+  if (r.trace) {
+    r.trace->close();
+    st.trace = r.trace;
+    st.trace_types = in_types;
+  }
   const bool synced = r.host_synced;
   std::vector<DevTensor> targets;
   for (int32_t v : exe.module.targets) targets.push_back(r.in(v));
@@ -583,6 +612,7 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
     ++s.instances;
     s.graph_bytes += c->memory.bytes() + c->var_memory.bytes();
     s.graph_live_peak += c->memory.live_peak() + c->var_memory.live_peak();
+    s.graph_planned += c->memory.planned_takes();
   };
   count(st.captured);
   count(st.spare);

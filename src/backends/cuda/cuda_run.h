@@ -28,6 +28,7 @@
 #include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
+#include "runtime/lifetime_plan.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
@@ -83,6 +84,29 @@ struct Captured {
 };
 
 inline constexpr int kMaxBorrowMisses = 4;
+
+// The allocations of an uncaptured run's top-level block, in order, with when each was let go
+// (a clock counting takes and releases; alive past the block: never). A capture of the same
+// inputs allocates in the same order, so GraphMemory::plan lays its buffers out from this.
+struct AllocTrace {
+  std::mutex mu;
+  std::vector<Lifetime> blocks;
+  int64_t clock = 0;
+  bool open = true;
+  size_t take(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    blocks.push_back({static_cast<int64_t>(n), clock++, INT64_MAX});
+    return blocks.size() - 1;
+  }
+  void release(size_t k) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (open) blocks[k].end = clock++;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = false;
+  }
+};
 inline constexpr size_t kMaxParkedSizes = 8;  // captured sizes kept beside the current one
 
 struct CudaState {
@@ -127,6 +151,9 @@ struct CudaState {
   std::map<int32_t, DevTensor> constants;  // in own_memory()
   std::map<std::string, CachedVar> vars;
   uint64_t vars_generation = ~uint64_t{0};  // the store's generation at which every entry of vars was current
+  // The last traced uncaptured run's allocations, and its input types (capture plans from it).
+  std::shared_ptr<AllocTrace> trace;
+  std::vector<TensorType> trace_types;
   int sm_count = 0;
   int sm_major = 0;  // compute capability (set with sm_count)
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
@@ -176,6 +203,7 @@ struct Run {
   DeviceBuffer* loop_error = nullptr;  // the capture's for_loop step flag, made on first need
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
+  std::shared_ptr<AllocTrace> trace;  // records this uncaptured run's allocations when set
   InPlace* in_place = nullptr;  // the loop body being captured, if any
 
   // Pool buffers this uncaptured run allocated, by address: the run's own memory, which an
@@ -190,9 +218,18 @@ struct Run {
   }
 
   bool capturing() const { return fixed != nullptr; }
+  // b as it is, or (while tracing) the same bytes under a deleter that notes when they are let go.
+  DeviceBuffer traced(DeviceBuffer b, size_t n) {
+    if (!trace) return b;
+    const size_t k = trace->take(n);
+    return DeviceBuffer(b.get(), [b, t = trace, k](std::byte*) mutable {
+      t->release(k);
+      b.reset();
+    });
+  }
   DeviceBuffer buffer(size_t n) {
     if (capturing()) return fixed->take(n);
-    DeviceBuffer b = ctx.allocate(n, stream);
+    DeviceBuffer b = traced(ctx.allocate(n, stream), n);
     fresh[b.get()] = b;
     return b;
   }
@@ -211,7 +248,7 @@ struct Run {
   // memory while capturing.
   DevTensor upload(const TensorData& h) {
     if (capturing()) return upload_to(*fixed, h);
-    DevTensor d{h.type(), ctx.allocate(h.nbytes(), stream)};
+    DevTensor d{h.type(), traced(ctx.allocate(h.nbytes(), stream), h.nbytes())};
     copy_to_device(d.buf.get(), h.data(), h.nbytes(), stream);
     return d;
   }

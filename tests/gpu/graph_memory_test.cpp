@@ -105,31 +105,33 @@ TEST(GraphMemoryGpu, ReleasedPiecesAreReused) {
   EXPECT_NE(f.get(), c.get());
 }
 
-// A plan (GraphMemory::plan) serves takes of the planned sizes in order at their offsets in one
-// chunk; a take that would overlap a planned buffer still alive, or of another size, ends the
-// plan, and it and later takes get chunks as before.
-TEST(GraphMemoryGpu, PlannedTakesLandAtTheirOffsetsUntilOneDoesNotFit) {
+// A plan (GraphMemory::plan) serves takes of the planned sizes (or less) in order at their
+// offsets in one chunk; a take that would overlap a planned buffer still alive, or is larger
+// than planned, gets a chunk of its own, and the plan goes on with the next take.
+TEST(GraphMemoryGpu, PlannedTakesLandAtTheirOffsetsWhereTheyFit) {
   detail::DeviceContext& ctx = detail::DeviceContext::get(0);
   detail::GraphMemory m(ctx);
   // a [0, 1 MiB) and b [1 MiB, 1.5 MiB) alive together; c reuses a's bytes once a is gone;
-  // d is planned over b, which will still be alive.
+  // d is planned over b, which will still be alive; e is larger than planned; f fits again.
   const size_t mib = size_t{1} << 20;
-  m.plan({mib, mib / 2, mib, mib / 2}, {0, mib, 0, mib}, 2 * mib);
+  m.plan({mib, mib / 2, mib, mib / 2, mib / 2, mib / 2}, {0, mib, 0, mib, 0, mib / 2}, 2 * mib);
   EXPECT_EQ(m.bytes(), 2 * mib);
   detail::DeviceBuffer a = m.take(mib), b = m.take(mib / 2);
   EXPECT_EQ(b.get(), a.get() + mib);
   std::byte* base = a.get();
   a.reset();
-  detail::DeviceBuffer c = m.take(mib - 100);  // rounded up to the planned size
+  detail::DeviceBuffer c = m.take(mib - 100);  // rounded up: within the planned size
   EXPECT_EQ(c.get(), base);
   EXPECT_EQ(m.planned_takes(), 3u);
-  detail::DeviceBuffer d = m.take(mib / 2);  // b is alive there: the plan ends
-  EXPECT_TRUE(d.get() < base || d.get() >= base + 2 * mib);
-  EXPECT_EQ(m.planned_takes(), 3u);
-  b.reset();
-  detail::DeviceBuffer e = m.take(mib / 2);  // no plan any more: not into the planned chunk
-  EXPECT_TRUE(e.get() < base || e.get() >= base + 2 * mib);
-  EXPECT_EQ(m.live_peak(), mib + mib / 2 + mib / 2 + mib / 2);
+  auto outside = [&](const detail::DeviceBuffer& x) { return x.get() < base || x.get() >= base + 2 * mib; };
+  detail::DeviceBuffer d = m.take(mib / 2);  // b is alive there
+  EXPECT_TRUE(outside(d));
+  c.reset();
+  detail::DeviceBuffer e = m.take(mib);  // more than planned
+  EXPECT_TRUE(outside(e));
+  detail::DeviceBuffer f = m.take(mib / 4);  // planned at mib / 2, clear now that c is gone
+  EXPECT_EQ(f.get(), base + mib / 2);
+  EXPECT_EQ(m.planned_takes(), 4u);
 }
 
 // A captured training step lays its memory out from the uncaptured run before it: every take of

@@ -37,9 +37,9 @@ class GraphMemory {
   size_t live_peak() const;
   /// Lays the next takes out in one chunk of `total` bytes (allocated now) by a plan made from
   /// a recorded run's allocations (runtime/lifetime_plan.h): take k gets offsets[k] when it asks
-  /// for sizes[k] bytes and no planned buffer still alive overlaps it there. The first take that
-  /// does not fit ends the plan; it and the later ones get chunks as before. So a capture that
-  /// allocates as the recorded run did holds its live peak, not what online best fit leaves.
+  /// for sizes[k] bytes or fewer and no planned buffer still alive overlaps it there, else a
+  /// chunk as before (and take k + 1 goes on with the plan). So a capture that allocates as the
+  /// recorded run did holds its live peak, not what online best fit leaves.
   void plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total);
   /// Takes the plan served.
   size_t planned_takes() const;

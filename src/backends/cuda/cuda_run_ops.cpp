@@ -211,6 +211,7 @@ void Run::reduce_stitched(const ReduceStitch& rs) {
   if (!it->second || !planned_types) return pieces(rs.pieces);
   ReduceStitchLaunch& l = *it->second;
   const std::vector<void*> outs = step_results(rs.outputs, l.output_types);
+  ready_reduce_stitch(l, ctx.index());
   DeviceBuffer ws = l.workspace_bytes() ? buffer(l.workspace_bytes()) : DeviceBuffer{};
   launch_reduce_stitch(l, ins, outs, ws.get(), stream, ctx.index());
   for (int32_t v : rs.views) node(g.nodes[static_cast<size_t>(v)]);  // aliases of the results

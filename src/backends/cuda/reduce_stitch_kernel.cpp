@@ -788,35 +788,14 @@ std::optional<ReduceStitchLaunch> prepare_reduce_stitch(const GraphImpl& g, cons
   return l;
 }
 
-void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>& ins,
-                          const std::vector<void*>& outs, void* workspace, cudaStream_t stream, int device) {
-  ReduceStitchArgs a = l.args;
-  for (size_t k = 0; k < ins.size(); ++k) a.in[k] = ins[k];
-  for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
-  a.part = workspace;
-  // Pass 2's shape from the split of pass 1: ~4 partials per phase, 1 to 32 columns a block.
-  auto shape_final = [&] {
-    int f = 1;
-    while (f < 32 && static_cast<long long>(256 / (2 * f)) * 4 >= a.split) f *= 2;
-    a.fcols = f;
-    l.final_x = static_cast<unsigned>((a.outer + f - 1) / f);
-  };
-  void* params[] = {&a};
+void ready_reduce_stitch(ReduceStitchLaunch& l, int device) {
   if (!l.first.kernel) {  // one module: the source compiles once
     l.first = nvrtc_kernel(l.source, l.column ? "tg_rs_partial" : "tg_rs_row", device);
     if (l.column || l.row_split > 1) l.second = nvrtc_kernel(l.source, "tg_rs_final", device);
     if (l.vec > 1) l.vfirst = nvrtc_kernel(l.source, "tg_rs_vpartial", device);
     if (l.row_split > 1) l.vfirst = nvrtc_kernel(l.source, "tg_rs_rpartial", device);
   }
-  if (l.row_split > 1) {
-    a.split = l.row_split;
-    shape_final();
-    TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(static_cast<unsigned>(a.outer), static_cast<unsigned>(l.row_split)),
-                             dim3(256), params, 0, stream));
-    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
-    return;
-  }
-  if (l.vec > 1 && !l.vgrid_sized) {
+  if (l.row_split <= 1 && l.vec > 1 && !l.vgrid_sized) {
     // One wave: as many blocks as stay resident (the plan's count assumed 8 an SM; a kernel
     // with many accumulators fits 2, and 4 waves of short blocks each paid the start-up (the
     // shift's loads) and the block's combine again). Fewer partials for the final pass, too.
@@ -829,6 +808,31 @@ void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>&
     l.vgrid_y = static_cast<unsigned>(
         std::clamp<long long>((wave + l.vgrid_x - 1) / l.vgrid_x, 1, static_cast<long long>(l.vgrid_y)));
     l.vgrid_sized = true;
+  }
+}
+
+void launch_reduce_stitch(ReduceStitchLaunch& l, const std::vector<const void*>& ins,
+                          const std::vector<void*>& outs, void* workspace, cudaStream_t stream, int device) {
+  ready_reduce_stitch(l, device);
+  ReduceStitchArgs a = l.args;
+  for (size_t k = 0; k < ins.size(); ++k) a.in[k] = ins[k];
+  for (size_t k = 0; k < outs.size(); ++k) a.out[k] = outs[k];
+  a.part = workspace;
+  // Pass 2's shape from the split of pass 1: ~4 partials per phase, 1 to 32 columns a block.
+  auto shape_final = [&] {
+    int f = 1;
+    while (f < 32 && static_cast<long long>(256 / (2 * f)) * 4 >= a.split) f *= 2;
+    a.fcols = f;
+    l.final_x = static_cast<unsigned>((a.outer + f - 1) / f);
+  };
+  void* params[] = {&a};
+  if (l.row_split > 1) {
+    a.split = l.row_split;
+    shape_final();
+    TG_CUDA(cudaLaunchKernel(l.vfirst.fn(), dim3(static_cast<unsigned>(a.outer), static_cast<unsigned>(l.row_split)),
+                             dim3(256), params, 0, stream));
+    TG_CUDA(cudaLaunchKernel(l.second.fn(), dim3(l.final_x), dim3(256), params, 0, stream));
+    return;
   }
   bool vec = l.vec > 1;
   for (size_t k = 0; k < ins.size() && vec; ++k)

@@ -78,6 +78,11 @@ struct ReduceStitchLaunch {
   }
 };
 
+/// Compiles l's kernels and sizes its grid for the device (once): workspace_bytes() is final
+/// after it, so every run asks for the same workspace (a capture's memory plan replays the
+/// sizes an earlier run allocated).
+void ready_reduce_stitch(ReduceStitchLaunch& l, int device);
+
 /// Plans the kernel for inputs of types `types` (of s.inputs) on a device of `sm_count` SMs and
 /// compute capability `sm_major`; nothing when the step's geometry or members are not covered
 /// (the caller runs s.pieces one by one).

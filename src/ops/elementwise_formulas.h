@@ -5,7 +5,9 @@
 // bit for bit by construction), and CUDA's generated kernels compute the same text in their
 // compute type: elementwise_codegen.cpp stringifies each X-macro expression (x, y the operands,
 // a, b the op's ScalarDesc alpha and beta, T the compute type) and the helpers below into the
-// NVRTC source. The fast f32 CPU kernels are held to them by tests (fast_cpu_test).
+// NVRTC source. The fast f32 CPU kernels compute the ops exact in f32 with these in float
+// (fast_elementwise.cpp); their transcendental ones (libm-free, vectorised) are held to them by
+// tests (fast_cpu_test).
 //
 // One X-macro line per op: X(kind, expression). The expressions may call the tg_* helpers and
 // the C math functions by their unqualified names (exp, log1p, fabs, ...: std:: overloads on the

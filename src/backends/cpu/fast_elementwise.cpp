@@ -16,6 +16,7 @@
 #include "backends/cpu/fast_exp.h"
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
+#include "ops/elementwise_formulas.h"
 
 namespace tg::detail {
 namespace fast {
@@ -74,10 +75,16 @@ bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<T
   float* o = y.ptr<float>();
   switch (n.kind) {
     // binary
-    case OpKind::Add: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p + q; }); break;
-    case OpKind::Sub: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p - q; }); break;
-    case OpKind::Mul: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p * q; }); break;
-    case OpKind::Div: if (!binary) return false; binary_loop(a, b, o, count, [](float p, float q) { return p / q; }); break;
+    // binary, exact in f32: the formula of ops/elementwise_formulas.h computed in float
+#define TG_EXACT_BINARY(kind)                                                                             \
+  case OpKind::kind:                                                                                     \
+    if (!binary) return false;                                                                           \
+    binary_loop(a, b, o, count, [](float p, float q) { return formula::binary<OpKind::kind, float>(p, q); }); \
+    break;
+    TG_EXACT_BINARY(Add) TG_EXACT_BINARY(Sub) TG_EXACT_BINARY(Mul) TG_EXACT_BINARY(Div)
+#undef TG_EXACT_BINARY
+    // IEEE maxNum / minNum as comparisons (they vectorise; fmaxf / fminf need not): the formula's
+    // fmax / fmin but for which zero of -0 and +0 is returned
     case OpKind::Maximum:
       if (!binary) return false;
       binary_loop(a, b, o, count, [](float p, float q) { return (p >= q || q != q) ? p : q; });
@@ -86,12 +93,14 @@ bool elementwise(const Node& n, const std::vector<TensorData>& in, std::vector<T
       if (!binary) return false;
       binary_loop(a, b, o, count, [](float p, float q) { return (p <= q || q != q) ? p : q; });
       break;
-    // unary, exact in f32
-    case OpKind::Relu: if (binary) return false; unary_loop(a, o, count, [](float v) { return v < 0.0f ? 0.0f : v; }); break;
-    case OpKind::Neg: if (binary) return false; unary_loop(a, o, count, [](float v) { return -v; }); break;
-    case OpKind::Abs: if (binary) return false; unary_loop(a, o, count, [](float v) { return std::fabs(v); }); break;
-    case OpKind::Square: if (binary) return false; unary_loop(a, o, count, [](float v) { return v * v; }); break;
-    case OpKind::Sqrt: if (binary) return false; unary_loop(a, o, count, [](float v) { return std::sqrt(v); }); break;
+    // unary, exact in f32: the formula computed in float
+#define TG_EXACT_UNARY(kind)                                                                             \
+  case OpKind::kind:                                                                                    \
+    if (binary) return false;                                                                           \
+    unary_loop(a, o, count, [](float v) { return formula::unary<OpKind::kind, float>(v, 0, 0); });      \
+    break;
+    TG_EXACT_UNARY(Relu) TG_EXACT_UNARY(Neg) TG_EXACT_UNARY(Abs) TG_EXACT_UNARY(Square) TG_EXACT_UNARY(Sqrt)
+#undef TG_EXACT_UNARY
     // unary, transcendental: double, rounded once
     // e^x, tanh, sigmoid, SiLU, erf, GELU without libm: vectorised, the reference's f32 results
     // but for 1 ulp in ~10^7 (fast_exp.h, fast_erf.h)

@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/reference.h"
 #include "core/element.h"
+#include "ops/elementwise_formulas.h"
 
 namespace tg::detail::fast {
 namespace {
@@ -271,7 +272,8 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       y = cpu_output(0, in[0].shape(), DType::f32);
       const float* p = in[0].ptr<float>();
       float* q = y.ptr<float>();
-      par_for(in[0].num_elements(), [&](int64_t i) { q[i] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p[i]))); });
+      // in double, rounded once: the reference's result (ops/elementwise_formulas.h)
+      par_for(in[0].num_elements(), [&](int64_t i) { q[i] = static_cast<float>(unary_formula<OpKind::Rsqrt>(p[i], 0, 0)); });
       break;
     }
     default:

@@ -93,6 +93,14 @@ class ReductionStitcher {
     return true;
   }
 
+  // Bytes of the values among `vals` with x's element count: what a kernel over x reads of them.
+  int64_t full_bytes(const std::vector<int32_t>& vals, const Shape& xs) const {
+    int64_t b = 0;
+    for (int32_t v : vals)
+      if (elements(g_, v) == xs.num_elements()) b += elements(g_, v) * static_cast<int64_t>(dtype_size(g_.type(v).dtype));
+    return b;
+  }
+
   // A step computed later in the plan that can move before a stitch at `at`: a constant or a
   // variable (its value at the start of the run, wherever it is read: writes are committed at
   // the end; the optimizer's momentum buffers are variables an epilogue reads), or a view of a
@@ -136,6 +144,16 @@ class ReductionStitcher {
                                    step_group(g_, steps_[it->second], grp) && group_shape(g_, grp) == xs) {
         cone = group_cone(g_, grp, {x});
         producer = it->second;
+        // From the group's inputs, or from what the group writes anyway for other readers (a
+        // batch norm's dz, which the residual's gradient reads too, rather than recomputing it
+        // from the two gradients and relu's output), whichever reads fewer bytes.
+        std::vector<int32_t> kept;
+        for (int32_t v : grp.outputs)
+          if (v != x && reads_[static_cast<size_t>(v)] > 0) kept.push_back(v);
+        if (!kept.empty()) {
+          std::vector<int32_t> cut = group_cone_from(g_, grp, {x}, kept);
+          if (full_bytes(outside_reads(g_, cut), xs) < full_bytes(outside_reads(g_, cone), xs)) cone = std::move(cut);
+        }
       }
       // What it reads: its input (or the cone's inputs), and a sum_to_like's `like` (for its shape).
       const std::vector<int32_t> needs =

@@ -228,6 +228,34 @@ TEST(ReduceStitch, AutocastBatchNormBackwardWritesNoFullSizeF32) {
     if (mg.type(v).shape == s) EXPECT_EQ(mg.type(v).dtype, DType::bf16);
 }
 
+// The same backward where dz (relu's gradient of the residual's summed gradients) is also read
+// by the shortcut: the group computing dz writes it anyway, so the stitched sums read dz, not
+// the summed gradient and relu's output to recompute it (which had also made that group write
+// the sum: one write and two reads more of the activations' size per block through tgraph_train).
+TEST(ReduceStitch, SumsReadWhatTheirProducerWritesAnyway) {
+  const Shape s{4, 6, 5, 16};
+  Graph g;
+  Tensor conv = g.placeholder(s, bf16), y = g.placeholder(s, bf16);
+  Tensor g1 = g.placeholder(s, bf16), g2 = g.placeholder(s, bf16), other = g.placeholder(s, bf16);
+  Tensor mean = g.placeholder({1, 1, 1, 16}, f32), k2 = g.placeholder({1, 1, 1, 16}, f32);
+  const std::vector<int64_t> nhw{0, 1, 2};
+  Tensor sum = g.add(g1, g2);
+  Tensor dz = g.select(g.less_equal(y, g.scalar(0, bf16)), g.scalar(0, bf16), sum);
+  Tensor dy = g.cast(dz, f32), xc = g.sub(g.cast(conv, f32), mean);
+  Tensor s1 = g.reduce_sum(dy, nhw, true), s2 = g.reduce_sum(g.mul(dy, xc), nhw, true);
+  Tensor dx = g.cast(g.mul(g.sub(g.sub(dy, s1), g.mul(xc, s2)), k2), bf16);
+  Tensor shortcut = g.add(dz, other);  // the residual's gradient goes on to the block before
+  Module m = module_of(g, {dx, shortcut, s1, s2});
+  FusionPlan p = plan_fusion(m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  auto rs = reduce_steps(p);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_TRUE(contains_value(rs[0]->inputs, dz.id()));
+  EXPECT_FALSE(contains_value(rs[0]->inputs, g1.id()));
+  EXPECT_FALSE(contains_value(rs[0]->inputs, y.id()));
+  for (const Step& st : p.steps)
+    if (st.is_group()) EXPECT_FALSE(contains_value(st.group.outputs, sum.id())) << "the summed gradient is written";
+}
+
 // A group writing two values a later group reads (an autocast batch norm's dy and xhat, read
 // by dx) is not recomputed whole (dy would read three tensors for one), but xhat alone is
 // (x for xhat: a tie in bytes, and its write goes away). A tie where another later group reads

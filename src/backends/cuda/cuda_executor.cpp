@@ -138,8 +138,12 @@ uint64_t store_generation(const ExecutableImpl& exe) {
 // The capture's memory laid out from the last uncaptured run of its input types (AllocTrace):
 // every buffer of the block at an offset chosen with all lifetimes known, in one chunk of about
 // the most bytes the run held at once.
-void plan_memory(const CudaState& st, Captured& cap) {
-  if (!st.trace || st.trace_types != cap.input_types || env_flag("TGRAPH_NO_MEMORY_PLAN")) return;
+// Not for a graph with control flow: its capture (conditional nodes, state buffers of their
+// own) allocates otherwise than the host-driven run before it, and a plan that misses keeps its
+// chunk beside the chunks the capture takes instead.
+void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap) {
+  if (!st.trace || st.trace_types != cap.input_types || g.blocks.size() > 1 || env_flag("TGRAPH_NO_MEMORY_PLAN"))
+    return;
   constexpr int64_t kAlign = 256;  // GraphMemory's
   std::vector<Lifetime> blocks;
   {
@@ -203,7 +207,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     }
     for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
     r.loop_error = &cap->loop_error;
-    plan_memory(st, *cap);
+    plan_memory(st, g, *cap);
     st.body_stats = CudaGraphStats{};
     TG_CUDA(cudaStreamSynchronize(r.stream));
     // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.

@@ -422,7 +422,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
       }
   }
   // Traced for the capture that may follow (now, or at the next run of these types).
-  if (try_capture && !all_lent) r.trace = std::make_shared<cuda_run::AllocTrace>();
+  if (try_capture && !all_lent && g.blocks.size() == 1) r.trace = std::make_shared<cuda_run::AllocTrace>();
   r.block(0);
   if (r.trace) {
     r.trace->close();

@@ -428,6 +428,7 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     absorb_consumers(m, block, plan);
     narrow_widened_outputs(m, block, plan);
     drop_unread_outputs(m, block, plan);
+    batch_source_steps(m, block, plan);
   }
   return plan;
 }

@@ -3,6 +3,8 @@
 // with NVRTC for sm_90 (no GPU needed). GPU behaviour: tests/gpu/cuda_reduce_stitch_test.cpp.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "module_util.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
@@ -256,6 +258,54 @@ TEST(ReduceStitch, SumsReadWhatTheirProducerWritesAnyway) {
     if (st.is_group()) EXPECT_FALSE(contains_value(st.group.outputs, sum.id())) << "the summed gradient is written";
 }
 
+// Small elementwise work on placeholders and constants (a batch norm's per-channel casts of
+// gamma and beta, num_batches_tracked + 1) runs as one group per shape at the first of its
+// steps, not one launch each where its readers sit; every step still reads only what earlier
+// steps made.
+TEST(ReduceStitch, SmallWorkOnSourcesRunsAsOneGroupPerShape) {
+  Graph g;
+  const Shape s{4, 6, 5, 16};
+  const int layers = 5;
+  Tensor x = g.placeholder(s, bf16);
+  std::vector<Tensor> outs, counters;
+  Tensor y = x;
+  for (int l = 0; l < layers; ++l) {
+    Tensor gamma = g.placeholder({16}, f32), beta = g.placeholder({16}, f32), n = g.placeholder({}, i64);
+    Tensor gb = g.cast(gamma, bf16), bb = g.cast(beta, bf16);
+    y = g.relu(g.add(g.mul(g.tanh(y), gb), bb));  // full-size work reading them by broadcast
+    y = g.transpose(g.transpose(y, {0, 2, 1, 3}), {0, 2, 1, 3});  // not elementwise: groups close here
+    counters.push_back(g.add(n, g.scalar(1, i64)));
+  }
+  outs.push_back(y);
+  outs.insert(outs.end(), counters.begin(), counters.end());
+  Module m = module_of(g, outs);
+  FusionPlan p = plan_fusion(m, 0, {.stitch_reductions = true});
+  const GraphImpl& gi = m.graph;
+  int batched_scalars = 0, batched_channels = 0;
+  for (const Step& st : p.steps) {
+    if (!st.is_group()) continue;
+    const Shape& gs = group_shape(gi, st.group);
+    if (gs.rank() == 0) batched_scalars += static_cast<int>(st.group.outputs.size());
+    if (gs == Shape{16}) batched_channels += static_cast<int>(st.group.outputs.size());
+  }
+  EXPECT_EQ(batched_scalars, layers);       // the counters: one group
+  EXPECT_EQ(batched_channels, 2 * layers);  // the casts: one group
+  int scalar_groups = 0;
+  for (const Step& st : p.steps) scalar_groups += st.is_group() && group_shape(gi, st.group).rank() == 0;
+  EXPECT_EQ(scalar_groups, 1);
+  // Run order: every value a step reads is a source or made by an earlier step.
+  std::set<int32_t> made;
+  for (const Step& st : p.steps) {
+    for (int32_t v : step_inputs(gi, st)) {
+      const Node* prod = gi.producer(v);
+      const bool source = prod && (prod->kind == OpKind::Placeholder || prod->kind == OpKind::Constant);
+      EXPECT_TRUE(source || made.count(v)) << "a step reads v" << v << " before it is made";
+    }
+    for (int32_t id : step_nodes(st))
+      for (int32_t v : gi.nodes[static_cast<size_t>(id)].outputs) made.insert(v);
+  }
+}
+
 // A group writing two values a later group reads (an autocast batch norm's dy and xhat, read
 // by dx) is not recomputed whole (dy would read three tensors for one), but xhat alone is
 // (x for xhat: a tie in bytes, and its write goes away). A tie where another later group reads
@@ -306,7 +356,7 @@ TEST(ReduceStitch, RecomputeReadsTheNarrowValueTheProducerWrites) {
 // needed, and their operands: the cast that loaded y for c is not left reading y for nothing.
 TEST(ReduceStitch, DroppedOutputsTakeTheirMembersAlong) {
   Graph g;
-  const Shape s{64, 32};
+  const Shape s{256, 128};  // above what batch_source_steps moves (128 KB): the groups stay apart
   Tensor x = g.placeholder(s, f32), y = g.placeholder(s, bf16), z = g.placeholder(s, f32);
   Tensor a = g.exp(x);
   Tensor yf = g.cast(y, f32);  // a loader: joins a's group

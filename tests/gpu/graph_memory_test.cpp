@@ -139,22 +139,26 @@ TEST(GraphMemoryGpu, PlannedTakesLandAtTheirOffsetsWhereTheyFit) {
 // and variables' copies, taken apart, in chunks of at least 2 MiB each), and the values still
 // the CPU's.
 TEST(GraphMemoryGpu, ACapturedTrainingStepHoldsItsLivePeak) {
-  Graph g;
   const int64_t batch = 2048, width = 512;
-  Tensor x = g.placeholder({batch, width}, f32, "x"), t = g.placeholder({batch, width}, f32, "t");
-  std::vector<Tensor> ws;
-  Tensor y = x;
-  for (int l = 0; l < 6; ++l) {
-    ws.push_back(g.variable(TensorData::uniform({width, width}, -0.05, 0.05, f32, 10 + l), "w" + std::to_string(l)));
-    y = g.relu(g.matmul(y, ws.back()));
-  }
-  Tensor loss = g.reduce_mean(g.square(g.sub(y, t)));
-  auto grads = g.gradients(loss, ws);
-  std::vector<Operation> ops;
-  for (Tensor w : ws) ops.push_back(g.assign(w, g.sub(w, g.mul(grads[w], g.scalar(0.1)))));
-  const std::vector<std::pair<Tensor, TensorType>> feeds{{x, x.type()}, {t, t.type()}};
+  // Six relu(x w) layers, a squared error and SGD on the weights, compiled for `device` (each
+  // graph its own variables).
+  auto step = [&](Graph& g, Device device) {
+    Tensor x = g.placeholder({batch, width}, f32, "x"), t = g.placeholder({batch, width}, f32, "t");
+    std::vector<Tensor> ws;
+    Tensor y = x;
+    for (int l = 0; l < 6; ++l) {
+      ws.push_back(g.variable(TensorData::uniform({width, width}, -0.05, 0.05, f32, 10 + l), "w" + std::to_string(l)));
+      y = g.relu(g.matmul(y, ws.back()));
+    }
+    Tensor loss = g.reduce_mean(g.square(g.sub(y, t)));
+    auto grads = g.gradients(loss, ws);
+    std::vector<Operation> ops;
+    for (Tensor w : ws) ops.push_back(g.assign(w, g.sub(w, g.mul(grads[w], g.scalar(0.1)))));
+    return g.compile({{x, x.type()}, {t, t.type()}}, {loss}, ops, CompileOptions{.device = device});
+  };
   TensorData xs = TensorData::uniform({batch, width}, -1, 1, f32, 1), ts = TensorData::uniform({batch, width}, 0, 1, f32, 2);
-  Executable e = g.compile(feeds, {loss}, ops, CompileOptions{.device = Device::cuda(0)});
+  Graph g, h;
+  Executable e = step(g, Device::cuda(0)), c = step(h, Device::cpu());
   std::vector<float> losses;
   for (int run = 0; run < 4; ++run) losses.push_back(static_cast<float>(e.run({xs, ts})[0].at(0)));
   const detail::CudaGraphStats s = detail::cuda_graph_stats(e.impl());
@@ -162,20 +166,6 @@ TEST(GraphMemoryGpu, ACapturedTrainingStepHoldsItsLivePeak) {
   EXPECT_GT(s.graph_planned, 10u);
   EXPECT_LE(s.graph_bytes, s.graph_live_peak + (size_t{8} << 20)) << s.graph_bytes << " for a live peak of " << s.graph_live_peak;
   EXPECT_LT(losses[3], losses[0]);
-  // The same steps on the CPU (its own variables: a second graph).
-  Graph h;
-  Tensor hx = h.placeholder({batch, width}, f32, "x"), ht = h.placeholder({batch, width}, f32, "t");
-  std::vector<Tensor> hw;
-  Tensor hy = hx;
-  for (int l = 0; l < 6; ++l) {
-    hw.push_back(h.variable(TensorData::uniform({width, width}, -0.05, 0.05, f32, 10 + l), "w" + std::to_string(l)));
-    hy = h.relu(h.matmul(hy, hw.back()));
-  }
-  Tensor hl = h.reduce_mean(h.square(h.sub(hy, ht)));
-  auto hg = h.gradients(hl, hw);
-  std::vector<Operation> hops;
-  for (Tensor w : hw) hops.push_back(h.assign(w, h.sub(w, h.mul(hg[w], h.scalar(0.1)))));
-  Executable c = h.compile({{hx, hx.type()}, {ht, ht.type()}}, {hl}, hops, CompileOptions{.device = Device::cpu()});
   for (int run = 0; run < 4; ++run)
     EXPECT_NEAR(c.run({xs, ts})[0].at(0), losses[static_cast<size_t>(run)], 1e-3 * std::abs(losses[0])) << "run " << run;
 }

@@ -43,6 +43,16 @@ class Backend {
   /// run is ordered on (nullptr: the legacy default stream), or none (complete when it returns).
   virtual std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
                                                std::optional<void*> stream) const = 0;
+  /// Device tensors of this kind (DeviceTensor::allocate, from_host and to_host): memory on
+  /// device `device`, a copy there of `host` (complete when it returns), a host copy of `t`.
+  virtual DeviceTensor allocate(TensorType type, const Device& device) const = 0;
+  virtual DeviceTensor from_host(const TensorData& host, const Device& device) const = 0;
+  virtual TensorData to_host(const DeviceTensor& t) const = 0;
+  /// Before `t` is handed to another framework (DLPack): with no `stream`, the work this
+  /// backend queued that may write it is finished; with one, that stream's later work is
+  /// ordered after it (no host wait); nullptr: nothing (the consumer ordered itself). Host
+  /// memory needs nothing.
+  virtual void before_export(const DeviceTensor& t, std::optional<void*> stream) const {}
   /// Adds what this backend counts to `stats` (captures, graph memory).
   virtual void add_stats(const ExecutableImpl& exe, RunStats& stats) const {}
   /// How many devices of this kind can run here.

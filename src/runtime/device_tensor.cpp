@@ -3,7 +3,7 @@
 
 #include <dlpack/dlpack.h>
 
-#include "runtime/device_tensor_backend.h"
+#include "runtime/backend.h"
 #include "tgraph/error.h"
 
 namespace tg {
@@ -15,12 +15,6 @@ const DeviceTensor::Storage& checked(const std::shared_ptr<DeviceTensor::Storage
   if (!s) throw Error("[device_tensor] empty DeviceTensor");
   return *s;
 }
-
-#ifndef TGRAPH_HAVE_CUDA
-[[noreturn]] void no_cuda(const char* what) {
-  throw Error(std::string("[device_tensor] ") + what + ": tgraph was built without the CUDA backend");
-}
-#endif
 
 // DLPack's bool code (added to the spec after v0.6, which Debian ships).
 constexpr uint8_t kDLBoolCode = 6;
@@ -68,51 +62,17 @@ struct Export {
 DeviceTensor DeviceTensor::allocate(TensorType type, Device device) {
   if (!type.shape.is_static())
     throw Error("[device_tensor] allocate needs a static shape, got " + type.str());
-  if (device.kind == Device::Kind::cpu) {
-    TensorData h(type.shape, type.dtype);
-    return from_host(h, device);
-  }
-#ifdef TGRAPH_HAVE_CUDA
-  return cuda_allocate(std::move(type), device.index);
-#else
-  no_cuda("allocate");
-#endif
+  return backend_for(device.kind, "[device_tensor] allocate:").allocate(std::move(type), device);
 }
 
 DeviceTensor DeviceTensor::from_host(const TensorData& host, Device device) {
   if (host.empty() && host.num_elements() != 0) throw Error("[device_tensor] from_host of an empty TensorData");
-  if (device.kind == Device::Kind::cpu) {
-    auto s = std::make_shared<Storage>();
-    s->type = host.type();
-    s->device = device;
-    s->data = const_cast<void*>(host.data());
-    s->owner = std::make_shared<TensorData>(host);  // shares the host buffer
-    return DeviceTensor(std::move(s));
-  }
-#ifdef TGRAPH_HAVE_CUDA
-  DeviceTensor d = cuda_allocate(host.type(), device.index);
-  cuda_upload(d, host);
-  return d;
-#else
-  no_cuda("from_host");
-#endif
+  return backend_for(device.kind, "[device_tensor] from_host:").from_host(host, device);
 }
 
 TensorData DeviceTensor::to_host() const {
   const Storage& s = checked(s_);
-  if (s.device.kind == Device::Kind::cpu) {
-    // No elements: a producer may hand over a null pointer (torch's empty tensors do), which a
-    // wrapped TensorData would take for no tensor at all.
-    if (s.type.shape.num_elements() == 0) return TensorData(s.type.shape, s.type.dtype);
-    auto keep = s_;
-    return TensorData::wrap(s.type.shape, s.type.dtype,
-                            std::shared_ptr<std::byte>(keep, static_cast<std::byte*>(s.data)));
-  }
-#ifdef TGRAPH_HAVE_CUDA
-  return cuda_download(*this);
-#else
-  no_cuda("to_host");
-#endif
+  return backend_for(s.device.kind, "[device_tensor] to_host:").to_host(*this);
 }
 
 const Shape& DeviceTensor::shape() const { return checked(s_).type.shape; }
@@ -126,19 +86,14 @@ size_t DeviceTensor::nbytes() const {
 }
 
 DLManagedTensor* DeviceTensor::to_dlpack() const {
-#ifdef TGRAPH_HAVE_CUDA
   const Storage& s = checked(s_);
-  if (s.device.kind == Device::Kind::cuda) cuda_sync(s.device.index);  // consumers see finished data
-#endif
+  backend_for(s.device.kind, "[to_dlpack]").before_export(*this, std::nullopt);
   return export_dlpack();
 }
 
 DLManagedTensor* DeviceTensor::to_dlpack(void* cuda_stream) const {
   const Storage& s = checked(s_);
-#ifdef TGRAPH_HAVE_CUDA
-  if (s.device.kind == Device::Kind::cuda && cuda_stream) cuda_order_after(s.device.index, cuda_stream);
-#endif
-  (void)cuda_stream;
+  backend_for(s.device.kind, "[to_dlpack]").before_export(*this, cuda_stream);
   return export_dlpack();
 }
 
@@ -183,10 +138,8 @@ DeviceTensor DeviceTensor::from_dlpack(DLManagedTensor* managed) {
   if (t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost) {
     device = Device::cpu();
   } else if (t.device.device_type == kDLCUDA) {
-#ifndef TGRAPH_HAVE_CUDA
-    no_cuda("from_dlpack of a CUDA tensor");
-#endif
     device = Device::cuda(t.device.device_id);
+    backend_for(device.kind, "[from_dlpack] a CUDA tensor:");
   } else {
     throw Error("[from_dlpack] unsupported DLPack device type " + std::to_string(t.device.device_type));
   }

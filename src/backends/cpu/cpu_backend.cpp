@@ -31,6 +31,24 @@ class CpuBackend final : public Backend {
   std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const override {
     return exe.run_cpu(inputs);
   }
+  DeviceTensor allocate(TensorType type, const Device& device) const override {
+    return from_host(TensorData(type.shape, type.dtype), device);
+  }
+  // Host tensors share the TensorData's buffer (no copy either way).
+  DeviceTensor from_host(const TensorData& host, const Device& device) const override {
+    auto s = std::make_shared<DeviceTensor::Storage>();
+    s->type = host.type();
+    s->device = device;
+    s->data = const_cast<void*>(host.data());
+    s->owner = std::make_shared<TensorData>(host);
+    return DeviceTensor(std::move(s));
+  }
+  TensorData to_host(const DeviceTensor& t) const override {
+    // No elements: a producer may hand over a null pointer (torch's empty tensors do), which a
+    // wrapped TensorData would take for no tensor at all.
+    if (t.shape().num_elements() == 0) return TensorData(t.shape(), t.dtype());
+    return TensorData::wrap(t.shape(), t.dtype(), std::shared_ptr<std::byte>(t.storage(), static_cast<std::byte*>(t.data())));
+  }
   std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
                                        std::optional<void*>) const override {
     std::vector<TensorData> host;

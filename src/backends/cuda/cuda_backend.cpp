@@ -4,6 +4,7 @@
 #include <map>
 
 #include "backends/cuda/cuda_info.h"
+#include "backends/cuda/device_tensor_cuda.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "runtime/backend.h"
@@ -86,6 +87,19 @@ class CudaBackend final : public Backend {
     s.capture_error = c.error;
     s.graph_bytes = c.graph_bytes;
     s.graph_live_peak = c.graph_live_peak;
+  }
+  DeviceTensor allocate(TensorType type, const Device& device) const override {
+    return cuda_allocate(std::move(type), device.index);
+  }
+  DeviceTensor from_host(const TensorData& host, const Device& device) const override {
+    DeviceTensor d = cuda_allocate(host.type(), device.index);
+    cuda_upload(d, host);
+    return d;
+  }
+  TensorData to_host(const DeviceTensor& t) const override { return cuda_download(t); }
+  void before_export(const DeviceTensor& t, std::optional<void*> stream) const override {
+    if (!stream) cuda_sync(t.device().index);  // consumers see finished data
+    else if (*stream) cuda_order_after(t.device().index, *stream);
   }
   std::pair<size_t, size_t> memory(int index) const override { return cuda_memory_usage(index); }
   void reset_peak_memory(int index) const override { cuda_reset_peak_memory(index); }

@@ -1,8 +1,9 @@
-// DeviceTensor on CUDA: pool allocations, pinned-staged copies on the device's stream.
+// DeviceTensor on CUDA (the CUDA backend's allocate, from_host, to_host, before_export):
+// pool allocations, pinned-staged copies on the device's stream.
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_context.h"
+#include "backends/cuda/device_tensor_cuda.h"
 #include "backends/cuda/pinned_staging.h"
-#include "runtime/device_tensor_backend.h"
 
 namespace tg::detail {
 

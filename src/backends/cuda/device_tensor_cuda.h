@@ -1,6 +1,6 @@
 #pragma once
-// The CUDA side of DeviceTensor (src/backends/cuda/device_tensor_cuda.cpp); absent without
-// the CUDA backend, where device_tensor.cpp reports CUDA tensors as unsupported.
+// The CUDA side of DeviceTensor (device_tensor_cuda.cpp), which the CUDA backend offers through
+// runtime/backend.h; a build without it has no CUDA backend, and DeviceTensor says so.
 #include "tgraph/device_tensor.h"
 
 namespace tg::detail {

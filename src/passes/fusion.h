@@ -125,8 +125,9 @@ void absorb_consumers(const Module& m, int32_t block, FusionPlan& plan);
 /// value instead, each reader (elementwise groups, stitched reductions) casting it itself
 /// (passes/fusion_narrow.cpp).
 void narrow_widened_outputs(const Module& m, int32_t block, FusionPlan& plan);
-/// Runs the small elementwise steps that read only placeholders and constants as one group per
-/// shape, at the first of them (passes/fusion_batch_sources.cpp): one launch, not one each.
+/// Runs the small elementwise steps that read only placeholders, constants and variables as one
+/// group per shape, at the first of them (passes/fusion_batch_sources.cpp): one launch, not one
+/// each.
 void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan);
 /// Drops group outputs that no step and nothing outside the block reads, and groups left
 /// with none.

@@ -1,10 +1,11 @@
 // Batching small work on the block's sources (FusionOptions::stitch_reductions, the CUDA
-// backend): elementwise steps that read only placeholders and constants and write little
-// (a batch norm's per-channel casts of gamma and beta, num_batches_tracked + 1 on an i64
-// scalar, the backward's per-channel factors of saved statistics) run wherever their readers
-// sit in the node order, one launch each: 210 launches of 2-5 us in tgraph_train's ResNet-50
-// step. Their inputs exist from the start, so such steps of one shape join one group, run at
-// the first of them: a kernel with several independent members and outputs.
+// backend): elementwise steps that read only placeholders, constants and variables and write
+// little (the casts of weights to bf16, a batch norm's per-channel casts of gamma and beta,
+// num_batches_tracked + 1 on an i64 scalar, the backward's per-channel factors of saved
+// statistics) ran wherever their readers sit in the node order, one launch each: 270 launches
+// of 2-5 us in tgraph_train's ResNet-50 step. Their inputs exist from the start, so such steps
+// of one shape join one group, run at the first of them: a kernel with several independent
+// members and outputs.
 #include <map>
 
 #include "passes/fusion.h"
@@ -12,11 +13,18 @@
 namespace tg::detail {
 namespace {
 
-constexpr int64_t kMaxBatchedBytes = 64 << 10;  // an output this small lives longer for free
+// What may be computed earlier than its readers need it: outputs of at most 8 MB (a weight's
+// bf16 copy: ResNet-50's largest is 4 MB), at most 64 MB of them in a block, since each now
+// lives from its batch to its last reader (an inference graph's casts of its weights would
+// otherwise all be alive at once instead of one at a time).
+constexpr int64_t kMaxBatchedBytes = 8 << 20, kMaxMovedBytes = 64 << 20;
 
+// A value the block has from its start: a placeholder, a constant, or a variable (read as it
+// was when the run began wherever it is read: writes are committed at the end).
 bool is_source(const GraphImpl& g, int32_t v) {
   const Node* p = g.producer(v);
-  return p && p->control_deps.empty() && (p->kind == OpKind::Placeholder || p->kind == OpKind::Constant);
+  return p && p->control_deps.empty() && p->inputs.empty() &&
+         (p->kind == OpKind::Placeholder || p->kind == OpKind::Constant || p->kind == OpKind::Variable);
 }
 
 }  // namespace
@@ -44,6 +52,12 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
     }
     if (ok) by_shape[s.str()].push_back(i);
   }
+  auto out_bytes = [&](const FusionGroup& grp) {
+    int64_t b = 0;
+    for (int32_t v : grp.outputs) b += g.type(v).shape.num_elements() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
+    return b;
+  };
+  int64_t moved = 0;
   std::vector<bool> gone(steps.size(), false);
   for (const auto& [shape, idx] : by_shape) {
     if (idx.size() < 2) continue;
@@ -54,6 +68,7 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
     for (size_t k = 1; k < idx.size(); ++k) {
       FusionGroup next;
       step_group(g, steps[idx[k]], next);
+      if (moved + out_bytes(next) > kMaxMovedBytes) break;  // the rest stay where they are
       const std::vector<int32_t> inputs = merge_members(merged.inputs, next.inputs);
       const std::vector<int32_t> outputs = merge_members(merged.outputs, next.outputs);
       if (inputs.size() > static_cast<size_t>(kMaxFusedOperands) ||
@@ -67,6 +82,7 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
         joined = 0;
         continue;
       }
+      moved += out_bytes(next);
       merged.nodes = merge_members(merged.nodes, next.nodes);
       merged.inputs = inputs;
       merged.outputs = outputs;

@@ -258,8 +258,8 @@ TEST(ReduceStitch, SumsReadWhatTheirProducerWritesAnyway) {
     if (st.is_group()) EXPECT_FALSE(contains_value(st.group.outputs, sum.id())) << "the summed gradient is written";
 }
 
-// Small elementwise work on placeholders and constants (a batch norm's per-channel casts of
-// gamma and beta, num_batches_tracked + 1) runs as one group per shape at the first of its
+// Small elementwise work on placeholders, constants and variables (a batch norm's per-channel
+// casts of gamma and beta, num_batches_tracked + 1) runs as one group per shape at the first of its
 // steps, not one launch each where its readers sit; every step still reads only what earlier
 // steps made.
 TEST(ReduceStitch, SmallWorkOnSourcesRunsAsOneGroupPerShape) {
@@ -270,7 +270,8 @@ TEST(ReduceStitch, SmallWorkOnSourcesRunsAsOneGroupPerShape) {
   std::vector<Tensor> outs, counters;
   Tensor y = x;
   for (int l = 0; l < layers; ++l) {
-    Tensor gamma = g.placeholder({16}, f32), beta = g.placeholder({16}, f32), n = g.placeholder({}, i64);
+    Tensor gamma = g.variable(TensorData::uniform({16}, 0.5, 1.5, f32, 40 + l), "gamma" + std::to_string(l));
+    Tensor beta = g.placeholder({16}, f32), n = g.placeholder({}, i64);
     Tensor gb = g.cast(gamma, bf16), bb = g.cast(beta, bf16);
     y = g.relu(g.add(g.mul(g.tanh(y), gb), bb));  // full-size work reading them by broadcast
     y = g.transpose(g.transpose(y, {0, 2, 1, 3}), {0, 2, 1, 3});  // not elementwise: groups close here
@@ -298,7 +299,8 @@ TEST(ReduceStitch, SmallWorkOnSourcesRunsAsOneGroupPerShape) {
   for (const Step& st : p.steps) {
     for (int32_t v : step_inputs(gi, st)) {
       const Node* prod = gi.producer(v);
-      const bool source = prod && (prod->kind == OpKind::Placeholder || prod->kind == OpKind::Constant);
+      const bool source = prod && (prod->kind == OpKind::Placeholder || prod->kind == OpKind::Constant ||
+                                   prod->kind == OpKind::Variable);
       EXPECT_TRUE(source || made.count(v)) << "a step reads v" << v << " before it is made";
     }
     for (int32_t id : step_nodes(st))

@@ -7,6 +7,7 @@
 // of one shape join one group, run at the first of them: a kernel with several independent
 // members and outputs.
 #include <map>
+#include <unordered_map>
 
 #include "passes/fusion.h"
 
@@ -94,9 +95,26 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
       plan.decisions.push_back("batch of " + std::to_string(joined + 1) + " steps on sources at " + shape);
     }
   }
+  // The sources are steps of their own (a constant's upload, a variable's device copy): those a
+  // batch reads move up to right before it (they read nothing, so any earlier place is right).
+  std::unordered_map<int32_t, size_t> source_step;  // value -> the lone step making it
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].fused()) continue;
+    const Node& n = g.nodes[static_cast<size_t>(steps[i].node)];
+    if (n.outputs.size() == 1 && is_source(g, n.outputs[0])) source_step[n.outputs[0]] = i;
+  }
+  std::vector<bool> emitted(steps.size(), false);
   std::vector<Step> kept;
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (!gone[i]) kept.push_back(std::move(steps[i]));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (gone[i] || emitted[i]) continue;
+    for (int32_t v : step_inputs(g, steps[i]))
+      if (auto it = source_step.find(v); it != source_step.end() && it->second > i && !emitted[it->second]) {
+        kept.push_back(steps[it->second]);
+        emitted[it->second] = true;
+      }
+    kept.push_back(std::move(steps[i]));
+    emitted[i] = true;
+  }
   steps = std::move(kept);
 }
 

@@ -31,7 +31,9 @@ bool is_source(const GraphImpl& g, int32_t v) {
 }  // namespace
 
 void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
-  (void)block;
+  // The top-level block only: a loop body's groups may write its state in place or set its
+  // condition (cuda_run_ops.cpp), which a merged group must not take on.
+  if (block != 0) return;
   const GraphImpl& g = m.graph;
   std::vector<Step>& steps = plan.steps;
   // Candidates by the shape they compute at: a group (or lone elementwise op) whose inputs are

@@ -333,8 +333,9 @@ def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilati
     return (dx, dw, db)
 
 
-def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices):
-    # tgraph recomputes each window's first maximum, the one torch's indices hold
+def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices=None):
+    # tgraph recomputes each window's first maximum, the one torch's indices hold (so
+    # tgraph::max_pool2d_backward_from_input, which has none, converts the same way)
     return c.g.max_pool2d_grad(dy, x, _pool_desc(kernel, stride, padding, dilation, ceil_mode))
 
 
@@ -1188,6 +1189,7 @@ _CONVERTERS: dict[str, Callable] = {
     "native_group_norm": _group_norm,
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
     "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,
+    "max_pool2d_backward_from_input": _max_pool2d_backward,
     "native_dropout": _native_dropout, "bernoulli": _bernoulli, "empty": _empty, "empty_permuted": _empty,
     "rand": _rand, "rand_like": lambda c, x, **kw: _rand(c, x.shape), "randn": _randn, "uniform": _uniform,
     "_weight_norm_interface_backward": _weight_norm_backward,

@@ -62,10 +62,53 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
 
 
+def _define_max_pool2d_backward_from_input():
+    """tgraph::max_pool2d_backward_from_input(grad, x, kernel_size, stride, padding, dilation,
+    ceil_mode): max pooling's gradient from the pooled input alone (tgraph recomputes each
+    window's first maximum, the one torch's indices hold). Traced in place of
+    aten.max_pool2d_with_indices_backward, it leaves the forward's indices unread, so AOTAutograd
+    no longer saves them: ResNet-50's int64 indices were 0.38 GiB at batch 256, kept from the
+    forward to the backward, and an int32 -> int64 cast kernel a step. Run by torch (a graph
+    partitioned around it, or eager), it recomputes the indices and calls torch's gradient."""
+    try:
+        from torch.library import custom_op
+    except ImportError:  # an older torch: the indices are saved as before
+        return None
+
+    def decomposed(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        return torch.ops.tgraph.max_pool2d_backward_from_input(grad, x, list(kernel_size), list(stride),
+                                                               list(padding), list(dilation), bool(ceil_mode))
+    try:  # registered already (this module loaded again)
+        torch.ops.tgraph.max_pool2d_backward_from_input
+        return decomposed
+    except (AttributeError, RuntimeError):
+        pass
+
+    @custom_op("tgraph::max_pool2d_backward_from_input", mutates_args=())
+    def max_pool2d_backward_from_input(grad: torch.Tensor, x: torch.Tensor, kernel_size: list[int],
+                                       stride: list[int], padding: list[int], dilation: list[int],
+                                       ceil_mode: bool) -> torch.Tensor:
+        _, idx = aten.max_pool2d_with_indices.default(x, kernel_size, stride, padding, dilation, ceil_mode)
+        return aten.max_pool2d_with_indices_backward.default(grad, x, kernel_size, stride, padding, dilation,
+                                                             ceil_mode, idx)
+
+    @max_pool2d_backward_from_input.register_fake
+    def _(grad, x, kernel_size, stride, padding, dilation, ceil_mode):
+        return torch.empty_like(x)
+
+    return decomposed
+
+
+_MAX_POOL2D_BACKWARD = _define_max_pool2d_backward_from_input()
+
+
 def decompositions() -> dict:
-    """torch's core ATen decompositions and the fused fast paths above."""
+    """torch's core ATen decompositions, the fused fast paths above, and max pooling's gradient
+    without the forward's indices."""
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     table[aten._native_multi_head_attention.default] = _native_multi_head_attention
     table[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
+    if _MAX_POOL2D_BACKWARD is not None:
+        table[aten.max_pool2d_with_indices_backward.default] = _MAX_POOL2D_BACKWARD
     return table

@@ -922,6 +922,21 @@ def _adaptive_avg_pool(c: _Ctx, x, output_size):
     return _separable(c, x, probe)
 
 
+def _adaptive_avg_pool_backward(c: _Ctx, grad, x):
+    """The gradient of adaptive average pooling: each spatial axis through the transpose of the
+    forward's matrix (torch's own windows, probed as in _adaptive_avg_pool)."""
+    nd = x.rank - 2
+    op = {2: torch.ops.aten._adaptive_avg_pool2d, 3: torch.ops.aten._adaptive_avg_pool3d}[nd].default
+    out = list(grad.shape[2:])
+    y = c.cast(grad, c.out_dtype or grad.dtype)
+    for k in range(nd):
+        n = x.shape[2 + k]
+        m = op(_probe_input(k, n, nd), [out[k] if j == k else 2 for j in range(nd)])
+        m = m[(slice(None), 0) + tuple(slice(None) if j == k else 0 for j in range(nd))]
+        y = _along_axis(c, y, 2 + k, np.ascontiguousarray(m.reshape(n, -1).double().numpy().T))
+    return y
+
+
 def _adaptive_max_pool(c: _Ctx, x, output_size):
     """(max, indices) over torch's adaptive windows [floor(i n / o), ceil((i + 1) n / o)), one
     axis at a time (a box's maximum is the maximum of its rows' maxima): each axis gathers its
@@ -1199,6 +1214,8 @@ _CONVERTERS: dict[str, Callable] = {
     "max_pool2d_with_indices": _max_pool2d_with_indices, "avg_pool2d": _avg_pool2d,
     "scaled_dot_product_attention": _sdpa, "embedding": _embedding,
     **{name: _interpolate for name in _INTERPOLATIONS}, "_adaptive_avg_pool2d": _adaptive_avg_pool,
+    "_adaptive_avg_pool2d_backward": _adaptive_avg_pool_backward,
+    "_adaptive_avg_pool3d_backward": _adaptive_avg_pool_backward,
     "_adaptive_avg_pool3d": _adaptive_avg_pool, "adaptive_avg_pool1d": _adaptive_avg_pool,
     "adaptive_max_pool2d": _adaptive_max_pool, "adaptive_max_pool3d": _adaptive_max_pool,
     "adaptive_max_pool1d": _adaptive_max_pool, "max_pool3d_with_indices": _max_pool3d_with_indices,

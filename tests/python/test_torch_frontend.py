@@ -347,6 +347,23 @@ def test_max_pool_gradient_saves_no_indices():
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("shape,out", [((2, 3, 7, 9), (3, 4)), ((1, 2, 8, 8), (1, 1)), ((2, 2, 5, 6), (5, 6)),
+                                       ((1, 2, 4, 6, 5), (2, 3, 2))])
+def test_adaptive_avg_pool_gradient_is_torchs(shape, out):
+    """aten._adaptive_avg_pool2d/3d_backward (a training step of a model whose adaptive pooling
+    is not global, as quantized GoogLeNet's) against torch's own, windows that do not divide."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    torch.manual_seed(1)
+    x = torch.randn(*shape)
+    g = torch.randn(*(shape[:2] + out))
+    bwd = (torch.ops.aten._adaptive_avg_pool2d_backward if len(out) == 2
+           else torch.ops.aten._adaptive_avg_pool3d_backward).default
+    gm = make_fx(lambda g, x: bwd(g, x))(g, x)
+    got = tgt._compile_aten(gm, [g, x])([g, x])
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    torch.testing.assert_close(got, bwd(g, x), rtol=1e-5, atol=1e-6)
+
+
 def test_copy_broadcasts_its_source():
     """aten.copy(dst, src) as some torch versions export `z[-1] = 0.5`: src broadcast to dst."""
     from torch.fx.experimental.proxy_tensor import make_fx

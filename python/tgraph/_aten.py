@@ -666,8 +666,14 @@ def _constant_pad_nd(c: _Ctx, x, pad, value=0.0):
     after = [0] * x.rank
     for i in range(len(pad) // 2):  # torch pads the last dim first
         before[x.rank - 1 - i], after[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
-    if min(before + after) < 0:
-        raise UnsupportedOp("[torch] constant_pad_nd with negative padding")
+    if min(before + after) < 0:  # negative padding crops (Swin's backward of its window padding)
+        dims = list(x.shape)
+        if any(dims[d] < 0 for d in range(x.rank) if before[d] < 0 or after[d] < 0):
+            raise UnsupportedOp("[torch] constant_pad_nd cropping a dynamic dim")
+        x = c.g.slice(x, [max(0, -b) for b in before], [dims[d] - max(0, -after[d]) for d in range(x.rank)])
+        before, after = [max(0, b) for b in before], [max(0, a) for a in after]
+        if max(before + after) == 0:
+            return x
     return c.g.pad(x, before, after, mode="constant", constant=float(value))
 
 

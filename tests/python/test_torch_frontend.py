@@ -364,6 +364,18 @@ def test_adaptive_avg_pool_gradient_is_torchs(shape, out):
     torch.testing.assert_close(got, bwd(g, x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("pad", [(-1, 2), (1, -2, -1, 0), (-2, -1, -1, -1), (0, 0, 2, -3)])
+def test_negative_padding_crops(pad):
+    """F.pad with negative amounts crops (aten.constant_pad_nd; Swin's backward pads its windows'
+    gradient so), positive ones pad: as torch."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = torch.randn(2, 3, 5, 6)
+    f = lambda x: torch.ops.aten.constant_pad_nd.default(x, list(pad), 0.5)  # noqa: E731
+    got = tgt._compile_aten(make_fx(f)(x), [x])([x])
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    torch.testing.assert_close(got, f(x))
+
+
 def test_copy_broadcasts_its_source():
     """aten.copy(dst, src) as some torch versions export `z[-1] = 0.5`: src broadcast to dst."""
     from torch.fx.experimental.proxy_tensor import make_fx

@@ -874,10 +874,14 @@ def _separable(c: _Ctx, x, probe_axis: Callable[[int, int], torch.Tensor]):
     y = c.cast(x, c.out_dtype or x.dtype)
     nd = x.rank - 2
     for k in range(nd):
-        n = x.shape[2 + k]
-        m = probe_axis(k, n)[(slice(None), 0) + tuple(slice(None) if j == k else 0 for j in range(nd))]
-        y = _along_axis(c, y, 2 + k, m.reshape(n, -1).double().numpy())
+        y = _along_axis(c, y, 2 + k, _axis_matrix(probe_axis, k, x.shape[2 + k], nd))
     return y
+
+
+def _axis_matrix(probe_axis: Callable[[int, int], torch.Tensor], k: int, n: int, nd: int) -> np.ndarray:
+    """The [n_in, n_out] matrix of spatial axis k of a separable map (see _separable)."""
+    m = probe_axis(k, n)[(slice(None), 0) + tuple(slice(None) if j == k else 0 for j in range(nd))]
+    return m.reshape(n, -1).double().numpy()
 
 
 def _probe_input(k: int, n: int, nd: int) -> torch.Tensor:
@@ -917,29 +921,25 @@ def _interpolate(c: _Ctx, x, output_size, *rest):
     return _separable(c, x, probe)
 
 
-def _adaptive_avg_pool(c: _Ctx, x, output_size):
-    nd = x.rank - 2
+def _adaptive_avg_probe(nd: int, out: list) -> Callable[[int, int], torch.Tensor]:
+    """probe_axis (see _separable) of adaptive average pooling to spatial size `out`."""
     op = {1: torch.ops.aten.adaptive_avg_pool1d, 2: torch.ops.aten._adaptive_avg_pool2d,
           3: torch.ops.aten._adaptive_avg_pool3d}[nd].default
-    out = list(c.node.meta["val"].shape[2:])
+    return lambda k, n: op(_probe_input(k, n, nd), [out[k] if j == k else 2 for j in range(nd)])
 
-    def probe(k, n):
-        return op(_probe_input(k, n, nd), [out[k] if j == k else 2 for j in range(nd)])
-    return _separable(c, x, probe)
+
+def _adaptive_avg_pool(c: _Ctx, x, output_size):
+    return _separable(c, x, _adaptive_avg_probe(x.rank - 2, list(c.node.meta["val"].shape[2:])))
 
 
 def _adaptive_avg_pool_backward(c: _Ctx, grad, x):
     """The gradient of adaptive average pooling: each spatial axis through the transpose of the
-    forward's matrix (torch's own windows, probed as in _adaptive_avg_pool)."""
+    forward's matrix (torch's own windows)."""
     nd = x.rank - 2
-    op = {2: torch.ops.aten._adaptive_avg_pool2d, 3: torch.ops.aten._adaptive_avg_pool3d}[nd].default
-    out = list(grad.shape[2:])
+    probe = _adaptive_avg_probe(nd, list(grad.shape[2:]))
     y = c.cast(grad, c.out_dtype or grad.dtype)
     for k in range(nd):
-        n = x.shape[2 + k]
-        m = op(_probe_input(k, n, nd), [out[k] if j == k else 2 for j in range(nd)])
-        m = m[(slice(None), 0) + tuple(slice(None) if j == k else 0 for j in range(nd))]
-        y = _along_axis(c, y, 2 + k, np.ascontiguousarray(m.reshape(n, -1).double().numpy().T))
+        y = _along_axis(c, y, 2 + k, np.ascontiguousarray(_axis_matrix(probe, k, x.shape[2 + k], nd).T))
     return y
 
 

@@ -297,6 +297,11 @@ const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp) {
 
 bool is_value_view(OpKind k) { return k == OpKind::Reshape || k == OpKind::ExpandDims || k == OpKind::Squeeze; }
 
+bool is_start_value(const Node& n) {
+  return n.inputs.empty() && n.control_deps.empty() &&
+         (n.kind == OpKind::Placeholder || n.kind == OpKind::Constant || n.kind == OpKind::Variable);
+}
+
 std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s) {
   if (s.stitch) return s.stitch->inputs;
   if (s.reduce) return s.reduce->inputs;

@@ -99,6 +99,10 @@ const Shape& group_shape(const GraphImpl& g, const FusionGroup& grp);
 /// True for the views that keep a value's dtype and element order (reshape, expand_dims,
 /// squeeze): what planning may look through.
 bool is_value_view(OpKind k);
+/// True for a node whose value the block has from its start, read nothing and ordered after
+/// nothing: a placeholder, a constant, or a variable (read as it was when the run began wherever
+/// it is read: writes are committed at the end). Its step may move anywhere earlier.
+bool is_start_value(const Node& n);
 
 // The passes over a plan that FusionOptions::stitch_reductions adds (passes/fusion_recompute.cpp,
 // passes/reduce_stitch.h), in the order plan_fusion runs them.

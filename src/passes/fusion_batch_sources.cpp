@@ -20,12 +20,15 @@ namespace {
 // otherwise all be alive at once instead of one at a time).
 constexpr int64_t kMaxBatchedBytes = 8 << 20, kMaxMovedBytes = 64 << 20;
 
-// A value the block has from its start: a placeholder, a constant, or a variable (read as it
-// was when the run began wherever it is read: writes are committed at the end).
+// Bytes of v.
+int64_t bytes_of(const GraphImpl& g, int32_t v) {
+  return g.type(v).shape.num_elements() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
+}
+
+// A value the block has from its start (is_start_value).
 bool is_source(const GraphImpl& g, int32_t v) {
   const Node* p = g.producer(v);
-  return p && p->control_deps.empty() && p->inputs.empty() &&
-         (p->kind == OpKind::Placeholder || p->kind == OpKind::Constant || p->kind == OpKind::Variable);
+  return p && is_start_value(*p);
 }
 
 }  // namespace
@@ -48,16 +51,12 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
     for (int32_t v : grp.inputs) ok &= is_source(g, v);
     const Shape& s = group_shape(g, grp);
     ok &= s.ranked() && s.is_static();
-    for (int32_t v : grp.outputs) {
-      const TensorType& t = g.type(v);
-      ok &= t.shape.is_static() && t.shape == s &&
-            t.shape.num_elements() * static_cast<int64_t>(dtype_size(t.dtype)) <= kMaxBatchedBytes;
-    }
+    for (int32_t v : grp.outputs) ok &= g.type(v).shape == s && bytes_of(g, v) <= kMaxBatchedBytes;
     if (ok) by_shape[s.str()].push_back(i);
   }
   auto out_bytes = [&](const FusionGroup& grp) {
     int64_t b = 0;
-    for (int32_t v : grp.outputs) b += g.type(v).shape.num_elements() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
+    for (int32_t v : grp.outputs) b += bytes_of(g, v);
     return b;
   };
   int64_t moved = 0;
@@ -68,6 +67,12 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
     FusionGroup merged;
     step_group(g, steps[at], merged);
     int joined = 0;
+    // The batch so far replaces its first step.
+    auto place = [&] {
+      if (!joined) return;
+      steps[at] = Step{-1, std::move(merged), nullptr, nullptr};
+      plan.decisions.push_back("batch of " + std::to_string(joined + 1) + " steps on sources at " + shape);
+    };
     for (size_t k = 1; k < idx.size(); ++k) {
       FusionGroup next;
       step_group(g, steps[idx[k]], next);
@@ -77,9 +82,7 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
       if (inputs.size() > static_cast<size_t>(kMaxFusedOperands) ||
           outputs.size() > static_cast<size_t>(kMaxFusedOperands) ||
           merged.nodes.size() + next.nodes.size() > kMaxGroupMembers) {
-        // This batch is full: it stays at its first step; the next one starts here.
-        if (joined) steps[at] = Step{-1, std::move(merged), nullptr, nullptr};
-        plan.decisions.push_back("batch of " + std::to_string(joined + 1) + " steps on sources at " + shape);
+        place();  // this batch is full: the next one starts here
         at = idx[k];
         merged = std::move(next);
         joined = 0;
@@ -92,10 +95,7 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
       gone[idx[k]] = true;
       ++joined;
     }
-    if (joined) {
-      steps[at] = Step{-1, std::move(merged), nullptr, nullptr};
-      plan.decisions.push_back("batch of " + std::to_string(joined + 1) + " steps on sources at " + shape);
-    }
+    place();
   }
   // The sources are steps of their own (a constant's upload, a variable's device copy): those a
   // batch reads move up to right before it (they read nothing, so any earlier place is right).

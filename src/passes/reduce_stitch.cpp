@@ -102,16 +102,16 @@ class ReductionStitcher {
   }
 
   // A step computed later in the plan that can move before a stitch at `at`: a constant or a
-  // variable (its value at the start of the run, wherever it is read: writes are committed at
-  // the end; the optimizer's momentum buffers are variables an epilogue reads), or a view of a
-  // value ready there (a batch norm's dbeta, the [C] view of a sum an earlier stitch made).
+  // variable (is_start_value; the optimizer's momentum buffers are variables an epilogue reads),
+  // or a view of a value ready there (a batch norm's dbeta, the [C] view of a sum an earlier
+  // stitch made).
   std::optional<size_t> movable_step(int32_t v, size_t at) const {
     auto it = made_.find(v);
     if (it == made_.end() || steps_[it->second].fused()) return std::nullopt;
     const Node& n = g_.nodes[static_cast<size_t>(steps_[it->second].node)];
-    if (!n.control_deps.empty()) return std::nullopt;
-    if ((n.kind == OpKind::Constant || n.kind == OpKind::Variable) && n.inputs.empty()) return it->second;
-    if (is_value_view(n.kind) && n.outputs.size() == 1 && ready_at({n.inputs[0]}, at)) return it->second;
+    if (is_start_value(n) && n.kind != OpKind::Placeholder) return it->second;  // placeholders: ready_at
+    if (n.control_deps.empty() && is_value_view(n.kind) && n.outputs.size() == 1 && ready_at({n.inputs[0]}, at))
+      return it->second;
     return std::nullopt;
   }
 

@@ -202,6 +202,7 @@ size_t GraphMemory::new_chunk(size_t chunk, size_t request) {
 void GraphMemory::plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total) {
   if (sizes.empty() || sizes.size() != offsets.size() || total == 0) return;
   auto p = std::make_shared<Plan>();
+  for (size_t& n : sizes) n = (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign;
   p->sizes = std::move(sizes);
   p->offsets = std::move(offsets);
   p->chunk = new_chunk(total, total);
@@ -215,7 +216,7 @@ size_t GraphMemory::planned_takes() const {
 }
 
 DeviceBuffer GraphMemory::take(size_t bytes) {
-  constexpr size_t kAlign = 256, kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20, kMaxMisses = 8;
+  constexpr size_t kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20, kMaxMisses = 8;
   const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   if (plan_) {
     std::shared_ptr<Plan> p = plan_;
@@ -252,14 +253,13 @@ DeviceBuffer GraphMemory::take(size_t bytes) {
   };
   size_t reused_chunk = 0;
   if (std::byte* p = free_->take(n, reused_chunk)) return piece(p, reused_chunk);
-  if (chunks_.empty() || !have_bump_ || used_ + n > size_) {
-    if (have_bump_ && used_ < size_) free_->give(chunks_[bump_].get() + used_, size_ - used_, bump_, false);
+  if (used_ + n > size_) {  // no chunk to cut from yet (size_ 0), or too little left of it
+    if (used_ < size_) free_->give(chunks_[bump_].get() + used_, size_ - used_, bump_, false);
     // Chunks grow with the graph (few cudaMalloc calls for a large one); a tensor larger than
     // that gets a chunk of its own size.
     size_t chunk = std::clamp(reserved_, kMinChunk, kMaxChunk);
     chunk = std::max(chunk, (n + kMinChunk - 1) / kMinChunk * kMinChunk);
     bump_ = new_chunk(chunk, bytes);
-    have_bump_ = true;
     used_ = 0;
     size_ = chunk;
   }

@@ -24,6 +24,8 @@ namespace tg::detail {
 /// after every earlier reader (what the stream-ordered pool does for uncaptured runs).
 class GraphMemory {
  public:
+  /// Every piece is a multiple of it, and aligned to it.
+  static constexpr size_t kAlign = 256;
   explicit GraphMemory(DeviceContext& ctx);
   GraphMemory(const GraphMemory&) = delete;
   GraphMemory& operator=(const GraphMemory&) = delete;
@@ -37,7 +39,8 @@ class GraphMemory {
   size_t live_peak() const;
   /// Lays the next takes out in one chunk of `total` bytes (allocated now) by a plan made from
   /// a recorded run's allocations (runtime/lifetime_plan.h): take k gets offsets[k] when it asks
-  /// for sizes[k] bytes or fewer and no planned buffer still alive overlaps it there, else a
+  /// for sizes[k] bytes (rounded up to kAlign) or fewer and no planned buffer still alive
+  /// overlaps it there, else a
   /// chunk as before (and take k + 1 goes on with the plan). So a capture that allocates as the
   /// recorded run did holds its live peak, not what online best fit leaves.
   void plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total);
@@ -52,9 +55,9 @@ class GraphMemory {
   std::shared_ptr<Plan> plan_;
   std::vector<std::shared_ptr<std::byte>> chunks_;
   std::shared_ptr<FreeList> free_;
-  size_t used_ = 0, size_ = 0, reserved_ = 0;  // of the chunk taken from bump_; of all
-  size_t bump_ = 0;          // the chunk new pieces are cut from (the planned chunk never is)
-  bool have_bump_ = false;
+  // The chunk new pieces are cut from (the planned chunk never is), how much of it is cut and
+  // its size (0: none yet); all chunks' bytes.
+  size_t bump_ = 0, used_ = 0, size_ = 0, reserved_ = 0;
 };
 /// Bytes all captured graphs on `device` hold now.
 size_t graph_memory_bytes(int device);

@@ -144,7 +144,6 @@ uint64_t store_generation(const ExecutableImpl& exe) {
 void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap) {
   if (!st.trace || st.trace_types != cap.input_types || g.blocks.size() > 1 || env_flag("TGRAPH_NO_MEMORY_PLAN"))
     return;
-  constexpr int64_t kAlign = 256;  // GraphMemory's
   std::vector<Lifetime> blocks;
   {
     std::lock_guard<std::mutex> lock(st.trace->mu);
@@ -154,10 +153,10 @@ void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap) {
   // project's 2-core machine); past 8,192 the capture takes its buffers as they come.
   if (blocks.empty() || blocks.size() > 8192) return;
   int64_t total = 0;
-  const std::vector<int64_t> off = place_by_lifetime(blocks, kAlign, total);
+  const std::vector<int64_t> off = place_by_lifetime(blocks, static_cast<int64_t>(GraphMemory::kAlign), total);
   std::vector<size_t> sizes, offsets;
   for (size_t k = 0; k < blocks.size(); ++k) {
-    sizes.push_back(static_cast<size_t>((std::max<int64_t>(blocks[k].size, 1) + kAlign - 1) / kAlign * kAlign));
+    sizes.push_back(static_cast<size_t>(blocks[k].size));
     offsets.push_back(static_cast<size_t>(off[k]));
   }
   cap.memory.plan(std::move(sizes), std::move(offsets), static_cast<size_t>(total));

@@ -28,10 +28,10 @@
 #include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
-#include "runtime/lifetime_plan.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
+#include "runtime/lifetime_plan.h"
 
 // A named namespace (not an anonymous one) so the files share these types; nested so that the
 // short names (Run, DevTensor) cannot collide with other types of tg::detail.
@@ -84,6 +84,7 @@ struct Captured {
 };
 
 inline constexpr int kMaxBorrowMisses = 4;
+inline constexpr size_t kMaxParkedSizes = 8;  // captured sizes kept beside the current one
 
 // The allocations of an uncaptured run's top-level block, in order, with when each was let go
 // (a clock counting takes and releases; alive past the block: never). A capture of the same
@@ -107,7 +108,6 @@ struct AllocTrace {
     open = false;
   }
 };
-inline constexpr size_t kMaxParkedSizes = 8;  // captured sizes kept beside the current one
 
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream

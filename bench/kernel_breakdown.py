@@ -14,6 +14,8 @@ Two sources, one table format:
       torch.compile(backend="tgraph_train") (tgraph's kernels run in the same process, so the
       profiler sees them too). Also prints the wall time per step and how much of it the GPU
       was busy (a gap is host work: launches, copies, synchronisation).
+  python3 bench/kernel_breakdown.py mark [--path ...]
+      one warmed-up step in the NVTX range "step", for `ncu --nvtx --nvtx-include "step/"`;
   python3 bench/kernel_breakdown.py host [--path ...] [--batch 256]
       the host side of the same steps: cProfile's most expensive Python and C++ entry points
       per step (what the host does while the GPU waits).
@@ -245,12 +247,46 @@ def from_torch(path, batch):
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    times = [(e.name, e.device_time * 1e-6) for e in prof.events()
-             if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
+    times = [(e.name, e.device_time * 1e-6) for e in kernels]
     busy = sum(t for _, t in times) / steps
     print(f"PyTorch {path}, batch {batch}, bf16 autocast: {wall * 1e3:.1f} ms/step wall (unprofiled), "
           f"GPU busy {busy * 1e3:.1f} ms/step")
     table(times, steps)
+    idle_gaps(kernels, steps)
+
+
+def idle_gaps(kernels, steps):
+    """Where the GPU sat idle between kernels, by the gap's length: a few microseconds between
+    kernels of one captured graph is the launch latency of its nodes; tens of microseconds or
+    more is the host arriving late (or a synchronisation). The largest, with their neighbours."""
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in kernels)
+    gaps, end, prev = [], None, ""
+    for s, e, n in spans:
+        if end is not None and s > end:
+            gaps.append((s - end, prev, n))
+        if end is None or e > end:
+            end, prev = e, n
+    bins = [(0, 3), (3, 10), (10, 50), (50, 1e12)]
+    print("GPU idle between kernels (ms per step, gaps per step):")
+    for lo, hi in bins:
+        g = [d for d, _, _ in gaps if lo <= d < hi]
+        print(f"  gaps {lo:>3} us..{'' if hi > 1e9 else hi}: {sum(g) / steps / 1e3:7.2f} ms  x{len(g) / steps:6.0f}")
+    print("largest gaps (us: kernel before -> kernel after):")
+    for d, a, b in sorted(gaps, reverse=True)[:12]:
+        print(f"  {d:8.1f}: {a[:60]} -> {b[:60]}")
+
+
+def marked_step(path, batch):
+    """One warmed-up step inside the NVTX range "step", for Nsight Compute to profile alone:
+    ncu --nvtx --nvtx-include "step/" ... python3 bench/kernel_breakdown.py mark --path ...
+    (then `kernel_breakdown.py ncu` on its CSV)."""
+    import torch
+    step = torch_step(path, batch)
+    torch.cuda.nvtx.range_push("step")
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
 
 
 def main():
@@ -266,9 +302,14 @@ def main():
     h = sub.add_parser("host")
     h.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="tgraph_train")
     h.add_argument("--batch", type=int, default=256)
+    k = sub.add_parser("mark")
+    k.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="tgraph_train")
+    k.add_argument("--batch", type=int, default=256)
     a = ap.parse_args()
     if a.src == "ncu":
         from_ncu(a.csv, a.steps)
+    elif a.src == "mark":
+        marked_step(a.path, a.batch)
     elif a.src == "host":
         from_host(a.path, a.batch)
     else:

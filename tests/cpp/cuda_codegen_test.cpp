@@ -251,11 +251,11 @@ TEST(CudaCodegen, ReductionKernelsCompile) {
   const OpKind kinds[] = {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceVariance,
                           OpKind::ReduceLogSumExp, OpKind::ArgMax, OpKind::Softmax, OpKind::LogSoftmax};
   for (OpKind k : kinds)
-    for (bool block : {false, true}) {
+    for (int lanes : {1, 32, 256}) {
       DType out = (k == OpKind::ArgMax) ? i32 : bf16;
-      EXPECT_FALSE(nvrtc_compile(reduce_source(k, bf16, out, block), 9, 0).empty()) << op_name(k);
+      EXPECT_FALSE(nvrtc_compile(reduce_source(k, bf16, out, lanes), 9, 0).empty()) << op_name(k) << " " << lanes;
     }
-  EXPECT_FALSE(nvrtc_compile(reduce_source(OpKind::ReduceAny, boolean, boolean, false), 9, 0).empty());
+  EXPECT_FALSE(nvrtc_compile(reduce_source(OpKind::ReduceAny, boolean, boolean, 32), 9, 0).empty());
 }
 
 // The column-reduction kernels (kept dims innermost): every recipe kind and the variance, float
@@ -342,11 +342,11 @@ TEST(CudaCodegen, PoolGeometryCoordinatesRoundTrip) {
 // integers exactly, every integer dtype.
 TEST(CudaCodegen, IntegerReductionKernelsCompile) {
   for (DType t : {i8, i32, i64, u8})
-    for (bool block : {false, true}) {
+    for (int lanes : {1, 32, 256}) {
       for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::SumToLike})
-        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, t, block), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, t, lanes), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
       for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
-        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, i32, block), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
+        EXPECT_FALSE(nvrtc_compile(reduce_source(k, t, i32, lanes), 9, 0).empty()) << op_name(k) << " " << dtype_name(t);
     }
 }
 

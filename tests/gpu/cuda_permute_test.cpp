@@ -69,6 +69,9 @@ TEST(CudaPermute, MatchesTheHost) {
     check({2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}, esize);  // tiled, three other dims
     check({64, 3, 7, 7}, {2, 3, 1, 0}, esize);    // OIHW -> HWIO: the innermost moves, not a swap
     check({40, 35, 3, 3}, {0, 2, 3, 1}, esize);   // OIHW -> KRSC (PyTorch's weights for cuDNN)
+    check({64, 600, 3, 3}, {0, 2, 3, 1}, esize);  // the same, rows of b over three blocks
+    check({9, 300, 16}, {0, 2, 1}, esize);        // the widest short innermost dim
+    check({17, 3}, {1, 0}, esize);                // a short innermost dim, no other dims
     check({3, 2, 33, 2, 34, 4}, {0, 1, 3, 2, 4, 5}, esize);  // space-to-depth: gathered runs
     check({3, 40, 5, 36}, {3, 1, 0, 2}, esize);   // tiled, the rest not in input order
     check({17}, {0}, esize);

@@ -98,6 +98,37 @@ TEST(CudaReduceColumn, IntegersNanAndLargeMean) {
   expect_close(got[0], want[0], 1e-4, "variance, mean 1e4, spread 1");
 }
 
+// Reductions that keep x's innermost dim but not all dims after the reduced ones (a global
+// average pool over H, W of NHWC; softmax and argmax over a middle axis) take a thread per
+// output where there are outputs enough (reduce_kernels.cpp): every kind against the CPU.
+TEST(CudaReduceColumn, InnerKeptMiddleAxesMatchTheCpu) {
+  uint64_t seed = 500;
+  for (DType t : {f32, bf16, f64})
+    for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+                     OpKind::ReduceVariance, OpKind::ReduceProd}) {
+      TensorData x = k == OpKind::ReduceProd ? TensorData::uniform({32, 7, 7, 576}, 0.99, 1.01, t, seed++)
+                                             : TensorData::uniform({32, 7, 7, 576}, -2, 3, t, seed++);
+      for (bool keep : {false, true}) {
+        std::vector<TensorData> want = run(Device::cpu(), k, x, {1, 2}, keep),
+                                got = run(Device::cuda(0), k, x, {1, 2}, keep);
+        const std::string what = std::string(op_name(k)) + " " + dtype_name(t) + (keep ? " keep" : "");
+        expect_close(got[0], want[0], tol(t), what);
+        expect_close(got[1], want[0], tol(t), what + " (replay)");
+      }
+    }
+  TensorData x = TensorData::uniform({8, 50, 2048}, -3, 3, f32, 600);
+  std::vector<TensorData> want, got;
+  for (const Device& d : {Device::cpu(), Device::cuda(0)}) {
+    Graph g;
+    Tensor p = g.placeholder(x.shape(), f32);
+    Executable e = g.compile({{p, p.type()}}, {g.softmax(p, 1), g.log_softmax(p, 1), g.argmax(p, 1)}, {}, {.device = d});
+    (d == Device::cpu() ? want : got) = e.run({x});
+  }
+  expect_close(got[0], want[0], 1e-5, "softmax over axis 1 of [8, 50, 2048]");
+  expect_close(got[1], want[1], 1e-5, "log_softmax over axis 1");
+  expect_close(got[2], want[2], 0, "argmax over axis 1");
+}
+
 namespace {
 
 // Mean and variance of one tensor over the same axes (what batch, layer and group norm

@@ -141,8 +141,9 @@ using DeviceOp = bool (*)(const GraphImpl& g, const Node& n, const std::vector<D
 DeviceOp device_op_for(OpKind k);
 
 /// Source of the generated reduction / softmax kernel (exposed so tests can compile it
-/// without a device).
-std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output);
+/// without a device): `lanes` threads reduce one output (1: a thread per output, 32: a warp,
+/// 256: a block).
+std::string reduce_source(OpKind k, DType in, DType out, int lanes);
 /// Source of the column-reduction kernels (tg_col_partial, tg_col_final): reductions whose kept
 /// dims are the innermost ones (reduce_kernels.cpp).
 std::string column_source(OpKind k, DType in, DType out);

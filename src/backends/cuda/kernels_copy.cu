@@ -261,20 +261,26 @@ struct CopyMany {
   CopyPiece p[kCopyManyPieces];
 };
 
+// Block (x, y) copies the x-th kCopyChunk bytes of piece y: a piece of a megabyte is spread
+// over 32 blocks instead of walked by one (46 us a launch for a training forward's small outputs).
+constexpr unsigned long long kCopyChunk = 32 * 1024;
+
 __global__ void __launch_bounds__(256) copy_many_kernel(const CopyMany a) {
-  for (int k = blockIdx.x; k < a.n; k += gridDim.x) {
-    const char* s = static_cast<const char*>(a.p[k].src);
-    char* d = a.dst + a.p[k].off;
-    const unsigned long long n = a.p[k].bytes;
-    unsigned long long done = 0;
-    if ((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) % 16 == 0) {
-      const unsigned long long words = n / 16;
-      for (unsigned long long i = threadIdx.x; i < words; i += blockDim.x)
-        reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
-      done = words * 16;
-    }
-    for (unsigned long long i = done + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+  const int k = blockIdx.y;
+  const unsigned long long begin = blockIdx.x * kCopyChunk, n = a.p[k].bytes;
+  if (begin >= n) return;
+  const unsigned long long end = n - begin < kCopyChunk ? n : begin + kCopyChunk;
+  const char* s = static_cast<const char*>(a.p[k].src);
+  char* d = a.dst + a.p[k].off;
+  unsigned long long done = begin;
+  if ((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) % 16 == 0) {
+    const unsigned long long words = (end - begin) / 16;
+    const uint4* sw = reinterpret_cast<const uint4*>(s + begin);
+    uint4* dw = reinterpret_cast<uint4*>(d + begin);
+    for (unsigned long long i = threadIdx.x; i < words; i += blockDim.x) dw[i] = sw[i];
+    done = begin + words * 16;
   }
+  for (unsigned long long i = done + threadIdx.x; i < end; i += blockDim.x) d[i] = s[i];
 }
 
 }  // namespace
@@ -286,11 +292,16 @@ cudaError_t launch_copy_many(void* dst, const void* const* srcs, const size_t* o
     CopyMany a{};
     a.dst = static_cast<char*>(dst);
     a.n = n - k0 < kCopyManyPieces ? n - k0 : kCopyManyPieces;
+    unsigned long long most = 0;
     for (int k = 0; k < a.n; ++k) {
       if (!srcs[k0 + k] && bytes[k0 + k]) return cudaErrorInvalidValue;
       a.p[k] = CopyPiece{srcs[k0 + k], offsets[k0 + k], bytes[k0 + k]};
+      most = bytes[k0 + k] > most ? bytes[k0 + k] : most;
     }
-    copy_many_kernel<<<a.n, 256, 0, stream>>>(a);
+    const unsigned long long chunks = (most + kCopyChunk - 1) / kCopyChunk;
+    if (chunks == 0) continue;
+    if (chunks > 2147483647ULL) return cudaErrorInvalidValue;
+    copy_many_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(a.n)), 256, 0, stream>>>(a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -33,7 +33,7 @@ cudaError_t launch_strided_copy(const void* in, void* out, const StridedCopy& c,
                                 cudaStream_t stream);
 
 /// Copies n pieces, piece k's bytes[k] bytes from srcs[k] to dst + offsets[k], in one launch per
-/// kCopyManyPieces pieces (a block per piece, 16-byte words where both ends allow): the small
+/// kCopyManyPieces pieces (a block per 32 KB of a piece, 16-byte words where both ends allow): the small
 /// outputs of a run handed to the caller, which were a copy and an allocation each.
 constexpr int kCopyManyPieces = 160;  // 24 bytes a piece: the launch's parameters stay under 4 KB
 cudaError_t launch_copy_many(void* dst, const void* const* srcs, const size_t* offsets, const size_t* bytes, int n,

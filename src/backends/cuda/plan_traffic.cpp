@@ -53,6 +53,7 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
   const GraphImpl& g = m.graph;
   std::map<std::string, Traffic> by_kind;
   std::vector<std::pair<int64_t, std::string>> kernels;
+  std::map<std::string, std::pair<int, int64_t>> library;  // other launches by op: count, bytes moved
   for (const Step& s : plan.steps) {
     std::string kind;
     std::vector<int32_t> outs;
@@ -67,7 +68,15 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
       outs = s.group.outputs;
     } else {
       const Node& n = g.nodes[static_cast<size_t>(s.node)];
-      if (s.pinned || !fusible_elementwise(g, n)) continue;  // library calls, views, sources
+      if (s.pinned || !fusible_elementwise(g, n)) {  // library calls, layout changes, views, sources
+        if (!op_def(n.kind).has(kView) && !n.inputs.empty()) {
+          auto& [count, bytes] = library[op_name(n.kind)];
+          ++count;
+          for (int32_t v : n.inputs) bytes += bytes_of(g, v);
+          for (int32_t v : n.outputs) bytes += bytes_of(g, v);
+        }
+        continue;
+      }
       kind = "lone elementwise";
       outs = n.outputs;
     }
@@ -96,6 +105,9 @@ std::string cuda_plan_traffic(const Module& m, int top, double copy_gbps) {
   }
   out += line("  %-20s %5d kernels  read %8.2f GB  written %8.2f GB  floor %6.2f ms (at %.0f GB/s)\n", "total",
               all.kernels, all.read / 1e9, all.written / 1e9, (all.read + all.written) / per_ms, copy_gbps);
+  out += "  other steps (library calls, layout changes; launches, GB moved):";
+  for (const auto& [name, cb] : library) out += line(" %s x%d %.2f,", name.c_str(), cb.first, cb.second / 1e9);
+  out += "\n";
   std::sort(kernels.rbegin(), kernels.rend());
   if (top > 0) out += line("the %d kernels moving the most bytes (MB):\n", top);
   for (int i = 0; i < top && i < static_cast<int>(kernels.size()); ++i)

@@ -126,7 +126,8 @@ bool recipe(OpKind k, Recipe& r) {
 
 }  // namespace
 
-std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) {
+std::string reduce_source(OpKind k, DType in, DType out, int lanes) {
+  const bool block_per_output = lanes == 256;
   Recipe r{};
   const bool two_pass = k == OpKind::ReduceVariance || k == OpKind::ReduceLogSumExp;
   const bool softmax = k == OpKind::Softmax || k == OpKind::LogSoftmax;
@@ -139,14 +140,14 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
   os << "struct A { const void* x; void* y; long long outer, inner; int kept_rank, red_rank; long long kept_dims[8], "
         "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; };\n";
   os << "typedef " << (ints ? "long long" : "double") << " V;\n";
-  const int T = block_per_output ? 256 : 32;
+  const int T = lanes == 1 ? 1 : block_per_output ? 256 : 32;
   const std::string elem = "((const " + std::string(storage(in)) + "*)a.x)[off]";
   os << "__device__ __forceinline__ V ld(const A& a, long long off) { return "
      << (ints ? "(long long)(" + elem + ")" : load_expr(in, elem)) << "; }\n";
   os << "__device__ __forceinline__ long long red_off(const A& a, long long j) { long long o = 0; for (int d = a.red_rank - 1; d >= 0; --d) { o += (j % a.red_dims[d]) * a.red_strides[d]; j /= a.red_dims[d]; } return o; }\n";
   // Combine across the T threads of one output: warp shuffles, then shared memory for blocks.
-  os << "template <class W, class F> __device__ __forceinline__ W all_reduce(W v, F f) {\n"
-        "  for (int s = 16; s > 0; s >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, s));\n";
+  os << "template <class W, class F> __device__ __forceinline__ W all_reduce(W v, F f) {\n";
+  if (T > 1) os << "  for (int s = 16; s > 0; s >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, s));\n";
   if (block_per_output)
     os << "  __shared__ W sh[8]; __shared__ W res; int w = threadIdx.x / 32;\n"
           "  if ((threadIdx.x & 31) == 0) sh[w] = v; __syncthreads();\n"
@@ -176,7 +177,7 @@ std::string reduce_source(OpKind k, DType in, DType out, bool block_per_output) 
        << "    for (long long j = lane; j < n; j += T) { V v = ld(a, base + red_off(a, j));\n"
        << "      bool take = bi < 0 || (v != v && bv == bv) || (bv == bv && v " << better << " bv);\n"
        << "      if (take) { bv = v; bi = j; } }\n"
-       << "    for (int s = (T == 32 ? 16 : 16); s > 0; s >>= 1) { V ov = __shfl_xor_sync(0xffffffffu, bv, s); long long oi = __shfl_xor_sync(0xffffffffu, bi, s);\n"
+       << "    for (int s = (T > 1 ? 16 : 0); s > 0; s >>= 1) { V ov = __shfl_xor_sync(0xffffffffu, bv, s); long long oi = __shfl_xor_sync(0xffffffffu, bi, s);\n"
        << "      bool take = oi >= 0 && (bi < 0 || (ov != ov && bv == bv) || (bv == bv && ov " << better << " bv) || ((ov == bv || (ov != ov && bv != bv)) && oi < bi));\n"
        << "      if (take) { bv = ov; bi = oi; } }\n";
     if (block_per_output)
@@ -408,21 +409,27 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
   if (!softmax && k != OpKind::ArgMax && k != OpKind::ArgMin && k != OpKind::ReduceLogSumExp &&
       column_reduce(k, dt, ot, a, s, red, stream, device))
     return true;
-  const bool block = a.inner >= 2048;
+  // Where the innermost dim of x is kept (a global average pool over H, W of NHWC: [N, C] from
+  // [N, H, W, C]) the reduced elements of one output lie a row apart, so a warp per output
+  // reads a sector per element; a thread per output reads them as neighbouring threads read
+  // neighbouring outputs' (coalesced), given outputs enough to fill the GPU. Else a warp per
+  // output, or a block for long reductions.
+  const bool inner_kept = a.kept_rank > 0 && a.kept_strides[a.kept_rank - 1] == 1 && a.kept_dims[a.kept_rank - 1] >= 32;
+  const int lanes = inner_kept && a.outer >= 16384 ? 1 : a.inner >= 2048 ? 256 : 32;
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int, bool, int>, CompiledKernel> cache;
+  static std::map<std::tuple<int, int, int, int, int>, CompiledKernel> cache;
   CompiledKernel kern;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(static_cast<int>(k), static_cast<int>(dt), static_cast<int>(ot), block, device);
+    auto key = std::make_tuple(static_cast<int>(k), static_cast<int>(dt), static_cast<int>(ot), lanes, device);
     auto it = cache.find(key);
     if (it == cache.end())
-      it = cache.emplace(key, nvrtc_kernel(reduce_source(k, dt, ot, block), "tg_reduce", device)).first;
+      it = cache.emplace(key, nvrtc_kernel(reduce_source(k, dt, ot, lanes), "tg_reduce", device)).first;
     else if (current_device_code())
-      nvrtc_note_use(reduce_source(k, dt, ot, block), device);
+      nvrtc_note_use(reduce_source(k, dt, ot, lanes), device);
     kern = it->second;
   }
-  long long per_block = block ? 1 : 8;
+  const long long per_block = 256 / lanes;
   long long blocks = std::min<long long>((a.outer + per_block - 1) / per_block, 65535LL * 8);
   void* params[] = {&a};
   TG_CUDA(cudaLaunchKernel(kern.fn(), dim3(static_cast<unsigned>(blocks)), dim3(256), params, 0, stream));

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -353,6 +354,19 @@ def _doubled(args, kwargs):
     return tuple(f(a) for a in args), {k: f(v) for k, v in kwargs.items()}
 
 
+def _ill_conditioned(ours: list, eagers: list) -> bool:
+    """Whether a step is too ill-conditioned for a per-parameter bound, and tgraph as close to
+    f64 as eager f32 is on the whole. At batch 2 a deep network's batch norms normalise a few
+    values each (ResNet-50's last stages at 64 x 64: 8 and 32 per channel); a channel whose
+    spread is near zero amplifies any rounding, so eager f32 itself is percents off f64 in every
+    parameter and which parameter's error spikes is a matter of chance. There, tgraph passes when
+    its median relative error over the parameters is at most twice eager's and its largest at
+    most four times eager's largest: a wrong gradient is off by its own size, not by rounding."""
+    if not eagers or statistics.median(eagers) <= 1e-3:
+        return False
+    return statistics.median(ours) <= 2 * statistics.median(eagers) and max(ours) <= 4 * max(eagers)
+
+
 def run_train(family: str, name: str) -> dict:
     """The "train" entry: a training step through torch.compile(backend="tgraph_train") against
     eager from the same weights and inputs (batch 2). The truth is eager in f64 where the model
@@ -372,16 +386,22 @@ def run_train(family: str, name: str) -> dict:
     try:
         want_loss, want = _train_step(_train_mode(copy.deepcopy(model)), args, kwargs, None)
         try:
-            _, truth = _train_step(_train_mode(copy.deepcopy(model).double()), *_doubled(args, kwargs), None)
+            true_loss, truth = _train_step(_train_mode(copy.deepcopy(model).double()), *_doubled(args, kwargs), None)
         except Exception:  # noqa: BLE001  (an op without f64: eager f32 is the reference)
-            truth = want
+            true_loss, truth = want_loss, want
         torch._dynamo.reset()
         t = time.time()
         got_loss, got = _train_step(_train_mode(model), args, kwargs, "tgraph_train")
         row["first_call_s"] = round(time.time() - t, 2)
         why = None
-        if not (abs(got_loss - want_loss) <= 1e-4 * abs(want_loss) + 1e-6 or (got_loss != got_loss and want_loss != want_loss)):
-            why = f"loss {got_loss:.6g}, eager {want_loss:.6g}"
+        # Within 1e-4 of eager f32's loss, or (where eager f32 is itself that far off f64: batch
+        # norms over two values) at most twice as far from f64 as eager f32 is.
+        if not (abs(got_loss - want_loss) <= 1e-4 * abs(want_loss) + 1e-6 or (got_loss != got_loss and want_loss != want_loss)
+                or abs(got_loss - true_loss) <= 2 * abs(want_loss - true_loss)):
+            why = f"loss {got_loss:.6g}, eager {want_loss:.6g}, f64 {true_loss:.6g}"
+        elif abs(got_loss - want_loss) > 1e-4 * abs(want_loss) + 1e-6:
+            row["note"] = f"loss {got_loss:.6g}, eager f32 {want_loss:.6g}, f64 {true_loss:.6g}"
+        worst, ours, eagers = None, [], []  # the first parameter over the bound; relative errors
         for (n, g), (_, w), (_, x) in zip(got, want, truth):
             if why:
                 break
@@ -391,9 +411,18 @@ def run_train(family: str, name: str) -> dict:
                 x = x.double()
                 scale = float(x.abs().max())
                 err, ref = float((g.double() - x).abs().max()), float((w.double() - x).abs().max())
-                if not err <= 2 * ref + 1e-3 * scale + 1e-5:
-                    why = f"gradient of {n}: max error {err:.2e} against f64 (eager f32: {ref:.2e}, max {scale:.2e})"
+                ours.append(err / (scale + 1e-30))
+                eagers.append(ref / (scale + 1e-30))
+                if not err <= 2 * ref + 1e-3 * scale + 1e-5 and worst is None:
+                    worst = f"gradient of {n}: max error {err:.2e} against f64 (eager f32: {ref:.2e}, max {scale:.2e})"
+        if not why and worst:
+            why = worst if not _ill_conditioned(ours, eagers) else None
+            if not why:
+                row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + (f"ill-conditioned (eager f32 {statistics.median(eagers):.1e} off f64, median over "
+                               f"parameters; tgraph {statistics.median(ours):.1e}); {worst}")
         _verdict(row, why, left)
+        if row["status"] != "fail" and row.get("note"):
+            row["why"] = (row["why"] + "; " if row["why"] else "") + row.pop("note")
     except Exception as e:  # noqa: BLE001  (the table says why)
         _failed(row, e)
     return row

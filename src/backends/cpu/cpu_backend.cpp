@@ -3,7 +3,7 @@
 #include <omp.h>
 
 #include "runtime/backend.h"
-#include "runtime/buffer_plan.h"
+#include "backends/cpu/buffer_plan.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 

@@ -16,6 +16,7 @@
 #include "ops/op_def.h"
 #include "passes/fusion.h"
 #include "runtime/executable_impl.h"
+#include "runtime/graph_walk.h"
 #include "runtime/run_limits.h"
 #include "tgraph/error.h"
 
@@ -259,79 +260,22 @@ struct RunState {
     for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = std::move(out[i]);
   }
 
+  // ---- the hooks of the shared walk (runtime/graph_walk.h) ----
+  bool has(int32_t v) const { return !slots[static_cast<size_t>(v)].empty(); }
+  static TensorData constant(const Node& n) { return n.data; }
+  static double host_value(const TensorData& t) { return t.at(0); }
+  static TensorData index_value(int64_t i) { return TensorData::scalar(static_cast<double>(i), DType::i32); }
+
   void node(const Node& n) {
-    switch (n.kind) {
-      case OpKind::Placeholder:
-        if (slots[static_cast<size_t>(n.outputs[0])].empty())
-          throw Error("[run] placeholder '" + n.name + "' is needed but was not fed");
-        return;
-      case OpKind::Constant:
-        slots[static_cast<size_t>(n.outputs[0])] = n.data;
-        return;
-      case OpKind::Variable:
-        slots[static_cast<size_t>(n.outputs[0])] = snapshot.at(std::get<NameDesc>(n.attr).name);
-        return;
-      case OpKind::ReadVariable: {
-        const std::string& name = variable_name(n.inputs[0]);
-        auto it = pending.find(name);
-        slots[static_cast<size_t>(n.outputs[0])] = it != pending.end() ? it->second : snapshot.at(name);
-        return;
-      }
-      case OpKind::Assign:
-        pending[variable_name(n.inputs[0])] = in(n.inputs[1]);
-        return;
-      case OpKind::IfElse: {
-        int32_t r = truth(in(n.inputs[0]), "if_else") ? n.regions[0] : n.regions[1];
-        block(r);
-        set_outputs(n, results(r));
-        return;
-      }
-      case OpKind::ForLoop: {
-        int64_t lo = static_cast<int64_t>(in(n.inputs[0]).at(0));
-        int64_t hi = static_cast<int64_t>(in(n.inputs[1]).at(0));
-        int64_t step = static_cast<int64_t>(in(n.inputs[2]).at(0));
-        if (step <= 0) throw Error("[for_loop] step must be positive, got " + std::to_string(step));
-        std::vector<TensorData> args;
-        for (size_t i = 3; i < n.inputs.size(); ++i) args.push_back(in(n.inputs[i]));
-        for (int64_t i = lo; i < hi; i += step) {
-          std::vector<TensorData> params{TensorData::scalar(static_cast<double>(i), DType::i32)};
-          for (TensorData& a : args) params.push_back(std::move(a));
-          bind(n.regions[0], std::move(params));
-          block(n.regions[0]);
-          args = results(n.regions[0]);
-        }
-        set_outputs(n, args);
-        return;
-      }
-      case OpKind::WhileLoop: {
-        std::vector<TensorData> args;
-        for (int32_t v : n.inputs) args.push_back(in(v));
-        for (;;) {
-          bind(n.regions[0], std::move(args));
-          block(n.regions[0]);
-          std::vector<TensorData> r = results(n.regions[0]);
-          bool go = truth(r[0], "while_loop");
-          r.erase(r.begin());
-          if (!go) {
-            set_outputs(n, r);
-            return;
-          }
-          bind(n.regions[1], std::move(r));
-          block(n.regions[1]);
-          args = results(n.regions[1]);
-        }
-      }
-      default: {
-        std::vector<TensorData> ins;
-        ins.reserve(n.inputs.size());
-        for (int32_t v : n.inputs) {  // a region value read here for the last time moves in
-          if (dying(v, n.block)) ins.push_back(std::move(slots[static_cast<size_t>(v)]));
-          else ins.push_back(in(v));
-        }
-        CpuProfileScope prof(cpu_profiling() ? profile_key(n, ins) : std::string());
-        set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
-      }
+    if (walk_state_node(*this, n) || walk_host_control(*this, n)) return;
+    std::vector<TensorData> ins;
+    ins.reserve(n.inputs.size());
+    for (int32_t v : n.inputs) {  // a region value read here for the last time moves in
+      if (dying(v, n.block)) ins.push_back(std::move(slots[static_cast<size_t>(v)]));
+      else ins.push_back(in(v));
     }
+    CpuProfileScope prof(cpu_profiling() ? profile_key(n, ins) : std::string());
+    set_outputs(n, cpu_eval(g, n, ins, planned_outputs(n)));
   }
 
   // Arena views for the node's planned outputs (top level, static shapes), or nullptr.
@@ -354,10 +298,6 @@ struct RunState {
     k += "(";
     for (size_t i = 0; i < ins.size(); ++i) k += (i ? "," : "") + ins[i].shape().str();
     return k + ")";
-  }
-
-  const std::string& variable_name(int32_t v) const {
-    return std::get<NameDesc>(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)].attr).name;
   }
 };
 

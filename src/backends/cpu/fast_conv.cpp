@@ -44,10 +44,7 @@ PrimitiveCache<ConvEntry>& cache() {
 // except for an unpadded 1x1 stride-1 conv, which on nchw is one GEMM per image and is faster
 // in place than after two reorders (measured: bench/RESULTS.md).
 bool plain_env() {
-  static const bool plain = [] {
-    const char* v = std::getenv("TGRAPH_CPU_CONV_PLAIN");
-    return v && *v && *v != '0';
-  }();
+  static const bool plain = env_flag("TGRAPH_CPU_CONV_PLAIN");
   return plain;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "core/env.h"
 #include "backends/cpu/fast_conv_util.h"
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
@@ -31,10 +32,7 @@ struct GradEntry {
 
 // TGRAPH_CPU_CONV_PLAIN=1 (as for the forward conv) keeps activations in the user's layout.
 bool plain_env() {
-  static const bool plain = [] {
-    const char* v = std::getenv("TGRAPH_CPU_CONV_PLAIN");
-    return v && *v && *v != '0';
-  }();
+  static const bool plain = env_flag("TGRAPH_CPU_CONV_PLAIN");
   return plain;
 }
 

@@ -395,7 +395,7 @@ struct Planner {
   }
 };
 
-// The arena for the fused schedule, planned as runtime/buffer_plan.cpp plans it for the node
+// The arena for the fused schedule, planned as buffer_plan.cpp plans it for the node
 // order: best fit among freed blocks, and an elementwise result may take the bytes of an input
 // of its shape that dies at its step (a fused loop stores a tile only after reading it).
 void plan_arena(const Module& m, CpuPlan& plan) {

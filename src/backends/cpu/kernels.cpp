@@ -8,6 +8,7 @@
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/reference.h"
+#include "core/env.h"
 #include "ops/op_def.h"
 
 namespace tg::detail {
@@ -16,10 +17,7 @@ namespace {
 // TGRAPH_LOG_FALLBACK=1 prints to stderr, once per op kind, each op that the fast path declined
 // (so it ran in the double-precision reference interpreter).
 bool log_fallback() {
-  static const bool on = [] {
-    const char* v = std::getenv("TGRAPH_LOG_FALLBACK");
-    return v && *v && *v != '0';
-  }();
+  static const bool on = env_flag("TGRAPH_LOG_FALLBACK");
   return on;
 }
 

@@ -306,6 +306,13 @@ struct Run {
   const std::string& var_name(int32_t v) const;
 
   // ---- control flow (cuda_run_control.cpp) ----
+  // The hooks of the shared walk (runtime/graph_walk.h), with truth, bind, block, results
+  // and set_outputs: a fed input, a constant (uploaded once into the executable's memory), a
+  // scalar read on the host, a loop index on the device.
+  bool has(int32_t v) const { return slots[static_cast<size_t>(v)].buf != nullptr; }
+  DevTensor constant(const Node& n);
+  double host_value(const DevTensor& t) { return fetch(t).at(0); }
+  DevTensor index_value(int64_t i) { return upload(TensorData::scalar(static_cast<double>(i), DType::i32)); }
   bool truth(const DevTensor& t, const char* op);
   void bind(int32_t b, const std::vector<DevTensor>& args);
   std::vector<DevTensor> results(int32_t b);

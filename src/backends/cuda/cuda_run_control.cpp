@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_run.h"
 #include "core/env.h"
 #include "passes/loop_donation.h"
+#include "runtime/graph_walk.h"
 #include "tgraph/error.h"
 
 namespace tg::detail::cuda_run {
@@ -53,42 +54,7 @@ void Run::control(const Node& n) {
     else captured_while(n);
     return;
   }
-  if (n.kind == OpKind::IfElse) {
-    int32_t r = truth(in(n.inputs[0]), "if_else") ? n.regions[0] : n.regions[1];
-    block(r);
-    set_outputs(n, results(r));
-  } else if (n.kind == OpKind::ForLoop) {
-    auto scalar = [&](int32_t v) { return static_cast<int64_t>(fetch(in(v)).at(0)); };
-    int64_t lo = scalar(n.inputs[0]), hi = scalar(n.inputs[1]), step = scalar(n.inputs[2]);
-    if (step <= 0) throw Error("[for_loop] step must be positive, got " + std::to_string(step));
-    std::vector<DevTensor> args;
-    for (size_t i = 3; i < n.inputs.size(); ++i) args.push_back(in(n.inputs[i]));
-    for (int64_t i = lo; i < hi; i += step) {
-      std::vector<DevTensor> p{upload(TensorData::scalar(static_cast<double>(i), DType::i32))};
-      p.insert(p.end(), args.begin(), args.end());
-      bind(n.regions[0], p);
-      block(n.regions[0]);
-      args = results(n.regions[0]);
-    }
-    set_outputs(n, args);
-  } else {
-    std::vector<DevTensor> args;
-    for (int32_t v : n.inputs) args.push_back(in(v));
-    for (;;) {
-      bind(n.regions[0], args);
-      block(n.regions[0]);
-      std::vector<DevTensor> r = results(n.regions[0]);
-      bool go = truth(r[0], "while_loop");
-      r.erase(r.begin());
-      if (!go) {
-        set_outputs(n, r);
-        return;
-      }
-      bind(n.regions[1], r);
-      block(n.regions[1]);
-      args = results(n.regions[1]);
-    }
-  }
+  walk_host_control(*this, n);  // runtime/graph_walk.h: predicates and trip counts read on the host
 }
 
 // ---- control flow captured as conditional nodes ----

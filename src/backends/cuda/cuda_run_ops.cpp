@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_run.h"
+#include "runtime/graph_walk.h"
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernels_copy.h"
@@ -424,31 +425,16 @@ DevTensor Run::group_output(const FusionGroup& grp, int32_t v, const Shape& shap
 }
 
 // ---- ops ----
+DevTensor Run::constant(const Node& n) {
+  auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
+  if (it == st.constants.end())
+    it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload_constant(n.data)).first;
+  return it->second;
+}
+
 void Run::node(const Node& n) {
+  if (walk_state_node(*this, n)) return;  // placeholders, constants, variables, assigns
   switch (n.kind) {
-    case OpKind::Placeholder:
-      if (slots[static_cast<size_t>(n.outputs[0])].buf == nullptr)
-        throw Error("[run] placeholder '" + n.name + "' is needed but was not fed");
-      return;
-    case OpKind::Constant: {
-      auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
-      if (it == st.constants.end())
-        it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload_constant(n.data)).first;
-      slots[static_cast<size_t>(n.outputs[0])] = it->second;
-      return;
-    }
-    case OpKind::Variable:
-      slots[static_cast<size_t>(n.outputs[0])] = snapshot.at(std::get<NameDesc>(n.attr).name);
-      return;
-    case OpKind::ReadVariable: {
-      const std::string& name = var_name(n.inputs[0]);
-      auto it = pending.find(name);
-      slots[static_cast<size_t>(n.outputs[0])] = it != pending.end() ? it->second : snapshot.at(name);
-      return;
-    }
-    case OpKind::Assign:
-      pending[var_name(n.inputs[0])] = in(n.inputs[1]);
-      return;
     case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze:
     case OpKind::Bitcast: {  // the kView ops; bitcast keeps the element size (ops/infer_elementwise.cpp)
       DevTensor v = in(n.inputs[0]);  // same bytes, new shape or dtype: no copy
@@ -620,8 +606,6 @@ void Run::fallback(const Node& n) {
   for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = upload(hout[i]);
 }
 
-const std::string& Run::var_name(int32_t v) const {
-  return std::get<NameDesc>(g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)].attr).name;
-}
+const std::string& Run::var_name(int32_t v) const { return walked_variable(g, v); }
 
 }  // namespace tg::detail::cuda_run

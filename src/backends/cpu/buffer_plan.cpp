@@ -1,4 +1,4 @@
-#include "runtime/buffer_plan.h"
+#include "backends/cpu/buffer_plan.h"
 
 #include <algorithm>
 #include <map>

@@ -13,6 +13,7 @@
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/fused_ops.h"
 #include "core/half.h"
+#include "ops/elementwise_formulas.h"
 
 namespace tg::detail {
 
@@ -68,46 +69,14 @@ bool code_of(OpKind k, Code& c) {
     case OpKind::Select: c = Code::select; return true;
     case OpKind::ReluGrad: c = Code::relu_grad; return true;
     case OpKind::Clamp: c = Code::clamp; return true;
-    case OpKind::Exp:
-    case OpKind::Exp2:
-    case OpKind::Log:
-    case OpKind::Log2:
-    case OpKind::Log1p:
-    case OpKind::Expm1:
-    case OpKind::Rsqrt:
-    case OpKind::Reciprocal:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Sinh:
-    case OpKind::Cosh:
-    case OpKind::Tanh:
-    case OpKind::Asin:
-    case OpKind::Acos:
-    case OpKind::Atan:
-    case OpKind::Asinh:
-    case OpKind::Acosh:
-    case OpKind::Atanh:
-    case OpKind::Erf:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Rint:
-    case OpKind::Trunc:
-    case OpKind::Sigmoid:
-    case OpKind::LeakyRelu:
-    case OpKind::Elu:
-    case OpKind::Gelu:
-    case OpKind::GeluTanh:
-    case OpKind::Silu:
-    case OpKind::Softplus:
-    case OpKind::HardSigmoid: c = Code::unary_double; return true;
-    case OpKind::Mod:
-    case OpKind::FloorMod:
-    case OpKind::Pow:
-    case OpKind::Atan2:
-    case OpKind::GeluTanhGrad: c = Code::binary_double; return true;
-    default: return false;
+    case OpKind::Identity:
+    case OpKind::StopGradient: return false;  // no code: a loop passes the operand through (below)
+    default:
+      // Every other float op with a formula (ops/elementwise_formulas.h) computes it in double.
+      if (has_unary_formula(k)) c = Code::unary_double;
+      else if (has_binary_formula(k)) c = Code::binary_double;
+      else return false;
+      return true;
   }
 }
 

@@ -72,6 +72,11 @@ def build_torchvision(name: str):
         extra = {"num_classes": 3, "weights_backbone": None}
         if name.startswith("keypointrcnn"):
             extra["num_keypoints"] = 5
+        if name.startswith(("fasterrcnn", "maskrcnn", "keypointrcnn")):
+            # In training, the region samplers draw a random subset of the anchors and proposals
+            # (torch.randperm): quotas above their number take them all, so eager and a compiled
+            # step train on the same set whatever order the draws come in.
+            extra.update(rpn_batch_size_per_image=1 << 20, box_batch_size_per_image=1 << 20)
         model = tm.get_model(name, **extra, **kw)
         return model, ([torch.rand(3, 128, 128)],), {}
     if fam == "video":
@@ -349,9 +354,11 @@ def _failed(row: dict, e: Exception) -> None:
 
 
 def _doubled(args, kwargs):
+    """Every floating tensor in args and kwargs (nested in lists and dicts too) in f64."""
     import torch
+    from torch.utils._pytree import tree_map
     f = lambda v: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v  # noqa: E731
-    return tuple(f(a) for a in args), {k: f(v) for k, v in kwargs.items()}
+    return tree_map(f, tuple(args)), tree_map(f, dict(kwargs))
 
 
 def _ill_conditioned(ours: list, eagers: list) -> bool:
@@ -390,6 +397,28 @@ def _kink_spread(m64, args, kwargs, truth) -> dict | None:
     return spread
 
 
+def _detection_targets(name: str, images: list) -> list:
+    """Two boxes an image (labels 1 and 2), with masks (Mask R-CNN) and five visible keypoints
+    inside each box (Keypoint R-CNN): what torchvision's detection models need in training."""
+    import torch
+    targets = []
+    for k, img in enumerate(images):
+        h, w = img.shape[-2:]
+        boxes = torch.tensor([[0.1 * w, 0.15 * h, 0.5 * w, 0.7 * h], [0.35 * w + k, 0.25 * h, 0.8 * w, 0.9 * h]])
+        t = {"boxes": boxes, "labels": torch.tensor([1, 2])}
+        if name.startswith("maskrcnn"):
+            masks = torch.zeros(2, h, w, dtype=torch.uint8)
+            for i, (x0, y0, x1, y1) in enumerate(boxes.long().tolist()):
+                masks[i, y0:y1, x0:x1] = 1
+            t["masks"] = masks
+        if name.startswith("keypointrcnn"):
+            frac = torch.linspace(0.2, 0.8, 5)
+            kp = [torch.stack([b[0] + frac * (b[2] - b[0]), b[1] + frac * (b[3] - b[1]), torch.ones(5)], 1) for b in boxes]
+            t["keypoints"] = torch.stack(kp)
+        targets.append(t)
+    return targets
+
+
 def run_train(family: str, name: str) -> dict:
     """The "train" entry: a training step through torch.compile(backend="tgraph_train") against
     eager from the same weights and inputs (batch 2). The truth is eager in f64 where the model
@@ -405,6 +434,9 @@ def run_train(family: str, name: str) -> dict:
     model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
     if args and isinstance(args[0], torch.Tensor) and args[0].shape[0] == 1:  # batch statistics need two
         args = (torch.cat([args[0], torch.randn_like(args[0])]),) + tuple(args[1:])
+    if family == "torchvision" and args and isinstance(args[0], list):  # detection: two images and targets
+        images = args[0] + [torch.rand_like(args[0][0])]
+        args = (images, _detection_targets(name, images))
     row = {"model": name, "family": family, "entry": "train"}
     try:
         want_loss, want = _train_step(_train_mode(copy.deepcopy(model)), args, kwargs, None)

@@ -1143,6 +1143,19 @@ def _roi_align(c: _Ctx, x, rois, spatial_scale, pooled_height, pooled_width, sam
     return c.cast(g.transpose(pooled, [0, 3, 1, 2]), x.dtype)
 
 
+def _roi_align_backward(c: _Ctx, grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
+                        height, width, sampling_ratio, aligned):
+    """torchvision's roi_align gradient with respect to the image (Faster / Mask R-CNN training):
+    roi_align is linear in the image, so its gradient at cotangent `grad` is tgraph's own
+    gradient of the graph _roi_align builds (its gathers turn into scatter-adds), taken at an
+    image of zeros of the given size, whose values it does not depend on."""
+    g = c.g
+    x = g.broadcast_to(c.scalar(0.0, grad), [int(batch_size), int(channels), int(height), int(width)])
+    y = _roi_align(c, x, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)
+    (dx,) = g.gradients(g.reduce_sum(g.mul(y, c.cast(grad, y.dtype))), [x])
+    return c.cast(dx, grad.dtype)
+
+
 def _max_min(op: str):
     """max / min: of all elements (x), (values, indices) along dim, or elementwise (x, other)."""
     def conv(c: _Ctx, x, dim=None, keepdim=False):
@@ -1228,6 +1241,7 @@ _CONVERTERS: dict[str, Callable] = {
     "avg_pool3d": _avg_pool3d, "scatter": _scatter, "scatter_add": lambda c, x, dim, index, src: _scatter(
         c, x, dim, index, src, "add"), "scatter_reduce": _scatter, "index_copy": _index_copy,
     "index_add": _index_add, "grid_sampler_2d": _grid_sampler_2d, "roi_align": _roi_align,
+    "_roi_align_backward": _roi_align_backward,
     # shape and indexing
     "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
         x, [d % x.rank for d in dims]) if x.rank else x,

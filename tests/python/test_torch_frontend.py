@@ -364,6 +364,28 @@ def test_adaptive_avg_pool_gradient_is_torchs(shape, out):
     torch.testing.assert_close(got, bwd(g, x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("aligned", [False, True])
+def test_roi_align_gradient_is_torchvisions(aligned, monkeypatch):
+    """torchvision::_roi_align_backward (Faster / Mask R-CNN's training step) against torchvision's
+    own kernel: boxes on two images, partly outside the feature map, and a box thinner than a
+    pixel (clamped to one where not aligned). Strict: converted, not left to torch."""
+    torchvision = pytest.importorskip("torchvision")  # noqa: F841  (registers torchvision's ops)
+    monkeypatch.setenv("TGRAPH_TORCH_STRICT", "1")
+    from torch.fx.experimental.proxy_tensor import make_fx
+    torch.manual_seed(2)
+    rois = torch.tensor([[0, 1.0, 2.0, 9.5, 7.0], [1, -3.0, 4.0, 6.0, 20.0], [1, 5.0, 5.0, 5.2, 12.0]])
+    grad = torch.randn(3, 4, 5, 3)
+    bwd = torch.ops.torchvision._roi_align_backward.default
+    args = (0.5, 5, 3, 2, 4, 8, 12, 2, aligned)  # scale, pooled h / w, batch, channels, h, w, ratio
+
+    def f(g, r):
+        return bwd(g, r, *args)
+    gm = make_fx(f)(grad, rois)
+    got = tgt._compile_aten(gm, [grad, rois])([grad, rois])
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    torch.testing.assert_close(got, f(grad, rois), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("pad", [(-1, 2), (1, -2, -1, 0), (-2, -1, -1, -1), (0, 0, 2, -3)])
 def test_negative_padding_crops(pad):
     """F.pad with negative amounts crops (aten.constant_pad_nd; Swin's backward pads its windows'

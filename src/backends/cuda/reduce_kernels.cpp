@@ -140,7 +140,7 @@ std::string reduce_source(OpKind k, DType in, DType out, int lanes) {
   os << "struct A { const void* x; void* y; long long outer, inner; int kept_rank, red_rank; long long kept_dims[8], "
         "kept_strides[8], red_dims[8], red_strides[8]; long long out_axis_stride; };\n";
   os << "typedef " << (ints ? "long long" : "double") << " V;\n";
-  const int T = lanes == 1 ? 1 : block_per_output ? 256 : 32;
+  const int T = lanes == 1 || block_per_output ? lanes : 32;
   const std::string elem = "((const " + std::string(storage(in)) + "*)a.x)[off]";
   os << "__device__ __forceinline__ V ld(const A& a, long long off) { return "
      << (ints ? "(long long)(" + elem + ")" : load_expr(in, elem)) << "; }\n";
@@ -412,10 +412,11 @@ bool cuda_reduce(const GraphImpl& g, const Node& n, const std::vector<DevArg>& i
   // Where the innermost dim of x is kept (a global average pool over H, W of NHWC: [N, C] from
   // [N, H, W, C]) the reduced elements of one output lie a row apart, so a warp per output
   // reads a sector per element; a thread per output reads them as neighbouring threads read
-  // neighbouring outputs' (coalesced), given outputs enough to fill the GPU. Else a warp per
-  // output, or a block for long reductions.
+  // neighbouring outputs' (coalesced), given outputs enough to fill the GPU and few elements
+  // each (a thread walks its output's elements one after another). Else a warp per output, or
+  // a block for long reductions.
   const bool inner_kept = a.kept_rank > 0 && a.kept_strides[a.kept_rank - 1] == 1 && a.kept_dims[a.kept_rank - 1] >= 32;
-  const int lanes = inner_kept && a.outer >= 16384 ? 1 : a.inner >= 2048 ? 256 : 32;
+  const int lanes = inner_kept && a.outer >= 16384 && a.inner <= 256 ? 1 : a.inner >= 2048 ? 256 : 32;
   static std::mutex mu;
   static std::map<std::tuple<int, int, int, int, int>, CompiledKernel> cache;
   CompiledKernel kern;

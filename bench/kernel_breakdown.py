@@ -283,10 +283,15 @@ def marked_step(path, batch):
     (then `kernel_breakdown.py ncu` on its CSV)."""
     import torch
     step = torch_step(path, batch)
-    torch.cuda.nvtx.range_push("step")
-    step()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
+    # The backward runs on the calling thread, inside the range (autograd's own device thread
+    # would be outside it: NVTX ranges are per thread).
+    with torch.autograd.set_multithreading_enabled(False):
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("step")
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
 
 
 def main():

@@ -364,6 +364,49 @@ def test_adaptive_avg_pool_gradient_is_torchs(shape, out):
     torch.testing.assert_close(got, bwd(g, x), rtol=1e-5, atol=1e-6)
 
 
+def test_training_reuses_persistent_inputs_and_keeps_nothing_else():
+    """A compiled training step converts the parameters and buffers it is passed again at every
+    call only until it has seen them twice; it keeps no other input alive (the backward's saved
+    activations are the forward's graph memory), and the steps match eager's, also after a
+    parameter is given new storage (`p.data = ...`: a new address, converted again)."""
+    import copy
+    import gc
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 6 * 6, 4))
+    eager = copy.deepcopy(model)
+    made = []
+    real_init = tgt._Compiled.__init__
+
+    def record(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        made.append(self)
+    torch._dynamo.reset()
+    tgt._Compiled.__init__ = record
+    try:
+        compiled = torch.compile(model, backend="tgraph_train", dynamic=False)
+        opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (model, eager)]
+        x, y = torch.randn(4, 3, 6, 6), torch.randint(0, 4, (4,))
+        for step in range(5):
+            if step == 3:  # new storage for a parameter, on both sides
+                for m in (model, eager):
+                    m[0].weight.data = m[0].weight.data.clone()
+            for run, opt in ((compiled, opts[0]), (eager, opts[1])):
+                loss = nn.functional.cross_entropy(run(x), y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            for a, b in zip(model.parameters(), eager.parameters()):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    finally:
+        tgt._Compiled.__init__ = real_init
+    gc.collect()
+    persistent = [*model.parameters(), *model.buffers(), x]  # x: the same batch at every step
+    kept = [e[0] for c in made for e in c.seen if e is not None and e[2] is not None]
+    assert kept, "nothing reused: every call converted every input"
+    assert all(any(k is p for p in persistent) for k in kept), "an input other than a parameter or buffer kept alive"
+
+
 @pytest.mark.parametrize("aligned", [False, True])
 def test_roi_align_gradient_is_torchvisions(aligned, monkeypatch):
     """torchvision::_roi_align_backward (Faster / Mask R-CNN's training step) against torchvision's

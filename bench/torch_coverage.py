@@ -375,12 +375,14 @@ def _ill_conditioned(ours: list, eagers: list) -> bool:
 
 
 def _kink_spread(m64, args, kwargs, truth) -> dict | None:
-    """How far f64's own gradients move when the input moves by f32 rounding (relative noise
-    6e-8, twelve draws): per parameter, the largest change. Near zero for a smooth step; as large
-    as the gradient where a ReLU's input sits within rounding of its kink in the last layers —
-    then which side f32 lands on is chance (RegNet-X-400MF at batch 2: f64 itself moves 52% in
-    some draws and not in others, as much as tgraph differed from it), and a gradient passes
-    when its error is at most twice this spread. Only computed for a step that failed. None where the input is not one float tensor."""
+    """How far f64's own gradients move when every layer's output moves by f32 rounding (each
+    leaf module's floating output times 1 + 6e-8 noise, the input too; twelve draws): per
+    parameter, the largest change. Near zero for a smooth step; as large as the gradient where
+    a ReLU's input sits within rounding of its kink in the last layers — then which side f32
+    lands on is chance (RegNet-X-400MF at batch 2: f64 itself moves 52% in some draws and not in
+    others, as much as tgraph differed from it), and a gradient passes when its error is at
+    most twice this spread. Only computed for a step that failed; None where the input is not
+    one float tensor."""
     import copy
     import torch
     if len(args) != 1 or not isinstance(args[0], torch.Tensor) or not args[0].is_floating_point():
@@ -389,8 +391,15 @@ def _kink_spread(m64, args, kwargs, truth) -> dict | None:
     spread: dict = {}
     for k in range(12):
         g = torch.Generator().manual_seed(1000 + k)
-        xp = x * (1 + 6e-8 * torch.randn(x.shape, generator=g, dtype=torch.float64))
-        _, moved = _train_step(copy.deepcopy(m64), (xp,), _doubled((), kwargs)[1], None)
+
+        def jitter(t):
+            return t * (1 + 6e-8 * torch.randn(t.shape, generator=g, dtype=t.dtype)) if t.is_floating_point() else t
+        m = copy.deepcopy(m64)
+        hooks = [mod.register_forward_hook(lambda _m, _i, out: jitter(out) if isinstance(out, torch.Tensor) else out)
+                 for mod in m.modules() if not list(mod.children())]
+        _, moved = _train_step(m, (jitter(x),), _doubled((), kwargs)[1], None)
+        for h in hooks:
+            h.remove()
         for (n, a), (_, b) in zip(moved, truth):
             if a is not None and b is not None:
                 spread[n] = max(spread.get(n, 0.0), float((a.double() - b.double()).abs().max()))

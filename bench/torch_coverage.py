@@ -487,7 +487,7 @@ def run_train(family: str, name: str) -> dict:
             if kink is not None and all(err <= 2 * max(ref, kink[n]) + 1e-3 * scale + 1e-5 for n, err, ref, scale in errs):
                 wn, we, wr, _ = max(errs, key=lambda e: e[1] / (2 * max(e[2], 1e-30) + 1e-3 * e[3] + 1e-5))
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + (
-                    f"at a kink: f64's own gradient of {wn} moves by {kink[wn]:.2e} when the input moves by f32 "
+                    f"at a kink: f64's own gradient of {wn} moves by {kink[wn]:.2e} when every layer moves by one f32 "
                     f"rounding (tgraph's error {we:.2e}, eager f32's {wr:.2e})")
                 worst = None
         if not why and worst:

@@ -361,6 +361,13 @@ def _doubled(args, kwargs):
     return tree_map(f, tuple(args)), tree_map(f, dict(kwargs))
 
 
+def _within(err: float, ref: float, scale: float) -> bool:
+    """A gradient's error against its reference passes: at most twice the peer's (`ref`: eager
+    f32's against f64, or the spread that explains it) plus 1e-3 of the gradient's largest
+    element."""
+    return err <= 2 * ref + 1e-3 * scale + 1e-5
+
+
 def _ill_conditioned(ours: list, eagers: list) -> bool:
     """Whether a step is too ill-conditioned for a per-parameter bound, and tgraph as close to
     f64 as eager f32 is on the whole. At batch 2 a deep network's batch norms normalise a few
@@ -439,7 +446,7 @@ def _beyond_peer(got_loss, got, want_loss, want, peer_loss, peer) -> str | None:
             continue
         scale = float(w.abs().max())
         err, ref = float((g - w).abs().max()), float((p - w).abs().max())
-        if err > 2 * ref + 1e-3 * scale + 1e-5:
+        if not _within(err, ref, scale):
             return f"gradient of {n}: {err:.2e} from eager's (aot_eager's {ref:.2e}, max {scale:.2e})"
     return None
 
@@ -497,12 +504,12 @@ def run_train(family: str, name: str) -> dict:
                 ours.append(err / (scale + 1e-30))
                 eagers.append(ref / (scale + 1e-30))
                 errs.append((n, err, ref, scale))
-                if not err <= 2 * ref + 1e-3 * scale + 1e-5 and worst is None:
+                if not _within(err, ref, scale) and worst is None:
                     worst = f"gradient of {n}: max error {err:.2e} against f64 (eager f32: {ref:.2e}, max {scale:.2e})"
         if not why and worst and not _ill_conditioned(ours, eagers) and m64 is not None:
             kink = _kink_spread(m64, args, kwargs, truth)
-            if kink is not None and all(err <= 2 * max(ref, kink[n]) + 1e-3 * scale + 1e-5 for n, err, ref, scale in errs):
-                wn, we, wr, _ = max(errs, key=lambda e: e[1] / (2 * max(e[2], 1e-30) + 1e-3 * e[3] + 1e-5))
+            if kink is not None and all(_within(err, max(ref, kink[n]), scale) for n, err, ref, scale in errs):
+                wn, we, wr, _ = max(errs, key=lambda e: e[1] / (2 * e[2] + 1e-3 * e[3] + 1e-5))
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + (
                     f"at a kink: f64's own gradient of {wn} moves by {kink[wn]:.2e} when every layer moves by one f32 "
                     f"rounding (tgraph's error {we:.2e}, eager f32's {wr:.2e})")

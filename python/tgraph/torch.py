@@ -145,7 +145,7 @@ def _remembered(last, plain: torch.Tensor, fed: torch.Tensor, view):
     """_Compiled.seen's entry for a position after `plain` went in as `fed` with tgraph view
     `view`: (weak reference, address, None) the first time, (tensor, address, view) when the
     same tensor at the same address came the call before too; None where a copy went in."""
-    if fed.data_ptr() != plain.data_ptr() or fed.dtype != plain.dtype:
+    if fed.data_ptr() != plain.data_ptr():
         return None
     ptr = plain.data_ptr()
     if last is not None and last[2] is None and last[0]() is plain and last[1] == ptr:

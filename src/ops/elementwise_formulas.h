@@ -135,26 +135,6 @@ inline double binary_formula(double x, double y) {
   return formula::binary<K, double>(x, y);
 }
 
-/// True when k is a unary (binary) float op with a formula here.
-inline bool has_unary_formula(OpKind k) {
-  switch (k) {
-#define TG_X(kind, expr) case OpKind::kind:
-    TG_UNARY_FLOAT_FORMULAS(TG_X)
-#undef TG_X
-    return true;
-    default: return false;
-  }
-}
-inline bool has_binary_formula(OpKind k) {
-  switch (k) {
-#define TG_X(kind, expr) case OpKind::kind:
-    TG_BINARY_FLOAT_FORMULAS(TG_X)
-#undef TG_X
-    return true;
-    default: return false;
-  }
-}
-
 /// Sets `out` to op k of x; false when k is not a unary float op.
 inline bool unary_formula(OpKind k, double x, double a, double b, double& out) {
   switch (k) {
@@ -173,6 +153,16 @@ inline bool binary_formula(OpKind k, double x, double y, double& out) {
 #undef TG_X
     default: return false;
   }
+}
+
+/// True when k is a unary (binary) float op with a formula here.
+inline bool has_unary_formula(OpKind k) {
+  double unused = 0;
+  return unary_formula(k, 0.0, 0.0, 0.0, unused);
+}
+inline bool has_binary_formula(OpKind k) {
+  double unused = 0;
+  return binary_formula(k, 0.0, 1.0, unused);
 }
 
 }  // namespace tg::detail

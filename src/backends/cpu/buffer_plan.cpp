@@ -20,6 +20,19 @@ bool planned(const GraphImpl& g, const Node& n, int32_t v) {
 
 }  // namespace
 
+std::vector<char> pinned_values(const Module& m) {
+  const GraphImpl& g = m.graph;
+  std::vector<char> pinned(g.values.size(), 0);
+  for (int32_t v : m.targets) pinned[static_cast<size_t>(v)] = 1;
+  for (const Block& blk : g.blocks)
+    for (int32_t id : blk.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Assign || op_def(n.kind).has(kHasRegions))
+        for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
+    }
+  return pinned;
+}
+
 BufferPlan plan_buffers(const Module& m) {
   const GraphImpl& g = m.graph;
   BufferPlan p;
@@ -44,17 +57,7 @@ BufferPlan plan_buffers(const Module& m) {
       for (int32_t v : g.blocks[b].results)
         last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], top_step(g.blocks[b].parent_node));
   }
-  // Values that outlive their last reader: targets (returned to the caller), values written
-  // to variables (a later read_variable returns them) and control-flow operands (a loop or
-  // branch may hand them back as its own result).
-  std::vector<char> pinned(g.values.size(), 0);
-  for (int32_t v : m.targets) pinned[static_cast<size_t>(v)] = 1;
-  for (const Block& blk : g.blocks)
-    for (int32_t id : blk.nodes) {
-      const Node& n = g.nodes[static_cast<size_t>(id)];
-      if (n.kind == OpKind::Assign || op_def(n.kind).has(kHasRegions))
-        for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
-    }
+  const std::vector<char> pinned = pinned_values(m);
 
   ArenaAllocator arena;
   std::vector<std::pair<int32_t, int32_t>> live;  // (value, last step), for freeing

@@ -17,6 +17,12 @@ struct BufferPlan {
   int64_t naive_bytes = 0;      // sum of all planned intermediates
 };
 
+/// Per value id, 1 for the values that outlive their last reader: targets (returned to the
+/// caller), values written to variables (a later read_variable returns them) and control-flow
+/// operands (a loop or branch may hand them back as its own result). Neither plan (this one,
+/// the fused schedule's) gives them arena bytes.
+std::vector<char> pinned_values(const Module& m);
+
 /// Plans the arena of a module (aligned to 64 bytes).
 BufferPlan plan_buffers(const Module& m);
 

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "backends/cpu/buffer_plan.h"
 #include "backends/cpu/fused_elementwise.h"
 #include "runtime/arena_allocator.h"
 
@@ -433,14 +434,7 @@ void plan_arena(const Module& m, CpuPlan& plan) {
     if (g.blocks[b].parent_node >= 0)
       for (int32_t v : g.blocks[b].results) use(v, top_step(g.blocks[b].parent_node));
   }
-  std::vector<char> pinned(nv, 0);
-  for (int32_t v : m.targets) pinned[static_cast<size_t>(v)] = 1;
-  for (const Block& blk : g.blocks)
-    for (int32_t id : blk.nodes) {
-      const Node& n = g.nodes[static_cast<size_t>(id)];
-      if (n.kind == OpKind::Assign || op_def(n.kind).has(kHasRegions))
-        for (int32_t v : n.inputs) pinned[static_cast<size_t>(v)] = 1;
-    }
+  const std::vector<char> pinned = pinned_values(m);
   auto planned = [&](int32_t v) {
     const Node& n = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(v)].node)];
     const OpDef& d = op_def(n.kind);

@@ -41,6 +41,16 @@ struct TileArgs {
   long long rest_dims[kMaxRest], rest_in[kMaxRest], rest_out[kMaxRest];
 };
 
+// Index x of the other dims (neither a nor b): its offsets in the input and the output.
+__device__ __forceinline__ void rest_offsets(const TileArgs& t, long long x, long long& rin, long long& rout) {
+  for (int k = t.nrest - 1; k >= 0; --k) {
+    const long long c = x % t.rest_dims[k];
+    x /= t.rest_dims[k];
+    rin += c * t.rest_in[k];
+    rout += c * t.rest_out[k];
+  }
+}
+
 // A block moves one 32 x 32 tile of (b, a) for one index of the other dims (blockIdx.z, in
 // slices of 65535 along y and z), 32 x 8 threads, four rows each: reads run along a, writes
 // along b, both coalesced.
@@ -49,13 +59,8 @@ __global__ void __launch_bounds__(256) transpose_kernel(const T* __restrict__ in
   __shared__ T tile[kTile][kTile + 1];
   const long long a0 = static_cast<long long>(blockIdx.x) * kTile;
   for (long long x = blockIdx.z; x < t.rest; x += gridDim.z) {
-    long long rin = 0, rout = 0, q = x;
-    for (int k = t.nrest - 1; k >= 0; --k) {
-      const long long c = q % t.rest_dims[k];
-      q /= t.rest_dims[k];
-      rin += c * t.rest_in[k];
-      rout += c * t.rest_out[k];
-    }
+    long long rin = 0, rout = 0;
+    rest_offsets(t, x, rin, rout);
     for (long long b0 = static_cast<long long>(blockIdx.y) * kTile; b0 < t.B; b0 += static_cast<long long>(gridDim.y) * kTile) {
       for (int r = threadIdx.y; r < kTile; r += 8) {
         const long long b = b0 + r, a = a0 + threadIdx.x;
@@ -86,13 +91,8 @@ __global__ void __launch_bounds__(256) narrow_transpose_kernel(const T* __restri
   const int A = static_cast<int>(t.A);
   const int rows = static_cast<int>(t.B - b0 < kNarrowB ? t.B - b0 : kNarrowB);
   for (long long x = blockIdx.z; x < t.rest; x += gridDim.z) {
-    long long rin = 0, rout = 0, q = x;
-    for (int k = t.nrest - 1; k >= 0; --k) {
-      const long long c = q % t.rest_dims[k];
-      q /= t.rest_dims[k];
-      rin += c * t.rest_in[k];
-      rout += c * t.rest_out[k];
-    }
+    long long rin = 0, rout = 0;
+    rest_offsets(t, x, rin, rout);
     for (int i = threadIdx.x; i < rows * A; i += 256) {
       const int r = i / A, a = i - r * A;
       tile[r * A + a] = in[rin + (b0 + r) * t.in_b + a];

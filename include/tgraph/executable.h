@@ -42,6 +42,7 @@ struct RunStats {
   size_t graph_bytes = 0;      // device memory its captured graphs hold now (their buffers and variables)
   size_t graph_live_peak = 0;  // the most bytes those graphs' buffers held at once while captured: what
                                // graph_bytes would be with no space lost between buffers
+  size_t buffers_in_donated = 0;  // of their buffers, those placed in donated inputs' memory (run_device)
 };
 
 /// Stops every run of this process that is in progress, as a cancel would ("interrupted"):
@@ -74,6 +75,14 @@ class Executable {
   /// synchronising it); the inputs must stay unchanged until the stream reaches the point of
   /// this call, as for any kernel queued there. On a CPU executable: run_device(inputs).
   std::vector<DeviceTensor> run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const;
+  /// The same with inputs given up: `donated` lists positions of inputs the caller will not
+  /// read again (JAX's donate_argnums), whose memory the run may then reuse for its own
+  /// buffers once it has read them; their contents are unspecified after the call. On CUDA a
+  /// captured run places its working set there (a training backward in the activations it has
+  /// finished with), and replays only where the same inputs are donated again; elsewhere it
+  /// is a hint.
+  std::vector<DeviceTensor> run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream,
+                                       const std::vector<size_t>& donated) const;
   /// Starts a run on a thread of its own and returns at once; the result is the same as
   /// run(inputs). `stream` is reserved (runs of one executable use its device's stream).
   std::future<std::vector<TensorData>> run_async(std::vector<TensorData> inputs,

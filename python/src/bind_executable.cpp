@@ -82,16 +82,24 @@ void bind_executable(nb::module_& m) {
            },
            "inputs"_a, "timeout"_a = 0.0, "main_thread"_a = false)
       .def("run_device",
-           [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs, std::optional<uintptr_t> stream) {
+           [](const tg::Executable& e, const std::vector<tg::DeviceTensor>& inputs, std::optional<uintptr_t> stream,
+              const std::vector<size_t>& donate) {
              nb::gil_scoped_release release;
-             if (stream) return e.run_device(inputs, reinterpret_cast<void*>(*stream));
+             if (stream) return e.run_device(inputs, reinterpret_cast<void*>(*stream), donate);
+             for (size_t i : donate)  // a run complete on return reuses nothing: checked only
+               if (i >= inputs.size())
+                 throw tg::Error("[run] donated input " + std::to_string(i) + ": the run has " +
+                                 std::to_string(inputs.size()) + " inputs");
              return e.run_device(inputs);
            },
-           "inputs"_a, "stream"_a = nb::none(),
+           "inputs"_a, "stream"_a = nb::none(), "donate"_a = std::vector<size_t>{},
            "Runs with inputs and outputs in device memory: outputs stay on the executable's device. "
            "stream: a CUDA stream's handle (torch.cuda.current_stream().cuda_stream; 0 is the "
            "legacy default stream): the run is queued in that stream's order and returns without "
-           "waiting; read the outputs on that stream. None: the outputs are complete on return.")
+           "waiting; read the outputs on that stream. None: the outputs are complete on return. "
+           "donate: positions of inputs the caller will not read again (JAX's donate_argnums): a "
+           "stream-ordered CUDA run may put its own buffers in their memory once it has read "
+           "them, so their contents are unspecified afterwards.")
       .def("output_types", &tg::Executable::output_types, "input_types"_a)
       .def_prop_ro("input_types", &tg::Executable::input_types)
       .def_prop_ro("input_names", &tg::Executable::input_names, "The feeds' names, in feed order.")
@@ -132,6 +140,7 @@ void bind_executable(nb::module_& m) {
                      d["kernels_from_file"] = s.kernels_from_file;
                      d["graph_bytes"] = s.graph_bytes;
                      d["graph_live_peak"] = s.graph_live_peak;
+                     d["buffers_in_donated"] = s.buffers_in_donated;
                      return d;
                    },
                    "How the runs went where they are captured into CUDA graphs (all zero on the CPU): "
@@ -139,7 +148,8 @@ void bind_executable(nb::module_& m) {
                    "(recaptures because an input read in place moved) and capture_error; and the generated "
                    "kernels NVRTC compiled for them (kernels_compiled) or that came from the file the "
                    "executable was loaded from (kernels_from_file); graph_bytes, the device memory its "
-                   "captured graphs hold, and graph_live_peak, the most of it their buffers used at once.")
+                   "captured graphs hold, and graph_live_peak, the most of it their buffers used at once; "
+                   "buffers_in_donated, their buffers placed in donated inputs' memory (run_device's donate).")
       .def("__repr__", [](const tg::Executable& e) {
         return "Executable(" + std::to_string(e.input_types().size()) + " inputs, " +
                std::to_string(e.declared_output_types().size()) + " outputs, " + e.device().str() + ")";

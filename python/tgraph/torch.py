@@ -162,8 +162,11 @@ class _Compiled:
     symbolic = False  # its graph keeps torch's symbolic sizes: it serves every size
     pending_store = None  # (key, meta) to write to the compile cache after its first run
 
-    def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=()):
+    def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=(), donate=()):
         self.exe = exe
+        # Positions of inputs torch gives up (a backward's saved activations, AOTAutograd's
+        # donated buffers): the run may put its own buffers in their memory once read.
+        self.donate = list(donate)
         self.outs = outs  # tg.Tensor (by position among the targets) or a Python value
         self.random = random  # the last feed is a Philox state (see _Ctx.random_uniform)
         self.nhwc = set(nhwc_inputs)  # positions fed as their NHWC storage (see _compile_graph)
@@ -204,7 +207,8 @@ class _Compiled:
             # In the order of torch's current stream, as a torch op is: the run waits for the
             # work queued there (the inputs' producers) and that stream's later work for the
             # run; nothing blocks the host, which goes on queueing the next ops meanwhile.
-            results = self.exe.run_device(ins, stream=torch.cuda.current_stream(dev.index).cuda_stream)
+            results = self.exe.run_device(ins, stream=torch.cuda.current_stream(dev.index).cuda_stream,
+                                          donate=self.donate)
         else:
             results = self.exe.run_device(ins)
         it = iter(zip(results, self.perms))
@@ -232,12 +236,12 @@ def stats() -> dict:
 
 
 def _executable(g: tg.Graph, feeds: list, outs: list, random: bool, device, precision: str,
-                free_layouts: bool = False, nhwc_inputs=()) -> _Compiled:
+                free_layouts: bool = False, nhwc_inputs=(), donate=()) -> _Compiled:
     """Compiles a converted graph for its tensor outputs."""
     _STATS["executables"] += 1
     exe = g.compile(feeds, [o for o in outs if isinstance(o, tg.Tensor)], device=device, precision=precision,
                     free_output_layouts=free_layouts)
-    return _Compiled(exe, outs, random, nhwc_inputs)
+    return _Compiled(exe, outs, random, nhwc_inputs, donate)
 
 
 # torch.export traces under process-wide state (its fake tensor mode): two exports at once, from
@@ -433,23 +437,26 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return compiler(gm, example_inputs)
 
 
-def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False, symbolic: bool = False):
+def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool = False, symbolic: bool = False,
+                   donated=frozenset()):
     """Compiles an ATen graph whose placeholders take `inputs` (tensors are fed; other values,
     such as sizes, are constants of this compile). Returns (run, single output).
 
     Channels-last inputs are fed as their NHWC storage (no copy), and with free_layouts the
     rank-4 outputs come back as tgraph keeps them (channels-last views where convolutions made
     them so): an AOTAutograd forward hands the activations it saves to its backward without a
-    transpose on either side."""
+    transpose on either side. `donated`: placeholder positions torch gives up (_compile_backward)."""
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
     # symbolic: the sizes torch keeps symbolic stay dynamic (-1) in tgraph's graph; else the
     # graph is specialised to these inputs' sizes (the per-size fallback of a symbolic graph too)
     symbolic = symbolic and _symbolic(aten)
-    names, types, py_values, perms, nhwc = [], [], {}, {}, []
-    for node, v in zip(placeholders, inputs):
+    names, types, py_values, perms, nhwc, donate = [], [], {}, {}, [], []
+    for k, (node, v) in enumerate(zip(placeholders, inputs)):
         name = node.name
         traced = node.meta.get("val")
         if isinstance(v, torch.Tensor):
+            if k in donated:
+                donate.append(len(names))
             if _channels_last(v):
                 perms[name] = (0, 2, 3, 1)
                 nhwc.append(len(names))
@@ -460,14 +467,15 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
             py_values[name] = traced if symbolic and isinstance(traced, torch.SymInt) else v
     constants = {n.target: _attr(aten, n.target) for n in aten.graph.nodes if n.op == "get_attr"}
     g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values, perms)
-    run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision(), free_layouts, nhwc)
+    run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision(), free_layouts, nhwc, donate)
     return run, not isinstance(out_struct, (list, tuple))
 
 
-def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: bool = False) -> Callable:
+def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: bool = False,
+                   donated=frozenset()) -> Callable:
     """A callable that compiles lower(inputs)'s ATen graph once per concrete signature (shapes,
     dtypes, devices, non-tensor values) and runs it; it takes its inputs as one list
-    (AOTAutograd's boxed convention, `_boxed_call`). free_layouts: see _compile_graph."""
+    (AOTAutograd's boxed convention, `_boxed_call`). free_layouts, donated: see _compile_graph."""
     cache: dict = {}
     symbolic = []  # [bool] once known: the graph keeps torch's symbolic sizes, one executable for all
 
@@ -482,14 +490,14 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: 
                 symbolic.append(_symbolic(gm))
                 if symbolic[0]:
                     try:  # one executable for every size, or (an op it cannot take so) one per size
-                        run, out = _dynamic_first_run(gm, inputs, free_layouts)
+                        run, out = _dynamic_first_run(gm, inputs, free_layouts, donated)
                         cache[_loose_signature(inputs)] = run
                         return out
                     except tg.Error as e:
                         symbolic[0] = False
                         _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {str(e).splitlines()[0]}")
                         key = _signature(inputs)
-            run, out = _first_run(gm, inputs, free_layouts)
+            run, out = _first_run(gm, inputs, free_layouts, donated)
             cache[key] = run
             return out
         return run(inputs)
@@ -497,13 +505,13 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: 
     return call
 
 
-def _dynamic_first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
+def _dynamic_first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated=frozenset()):
     """(run, its first result) for a graph with symbolic sizes: the whole graph in one tgraph
     executable whose dynamic dims take every size (no partitioning: a refusal raises)."""
     if any(not convertible(n) for n in gm.graph.nodes):
         bad = next(n for n in gm.graph.nodes if not convertible(n))
         raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name})")
-    run = _whole(gm, inputs, free_layouts, symbolic=True)
+    run = _whole(gm, inputs, free_layouts, symbolic=True, donated=donated)
     return run, run(inputs)
 
 
@@ -512,8 +520,9 @@ def _strict() -> bool:
     return os.environ.get("TGRAPH_TORCH_STRICT", "0") not in ("", "0")
 
 
-def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, symbolic: bool = False) -> Callable:
-    compiled, single = _compile_graph(gm, inputs, free_layouts, symbolic)
+def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, symbolic: bool = False,
+           donated=frozenset()) -> Callable:
+    compiled, single = _compile_graph(gm, inputs, free_layouts, symbolic, donated)
 
     def run(ins):
         r = compiled([t for t in ins if isinstance(t, torch.Tensor)])
@@ -521,7 +530,7 @@ def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, symbolic:
     return run
 
 
-def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
+def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated=frozenset()):
     """(run, its first result): the whole graph in one tgraph executable, or, where it has ops
     tgraph cannot take (no converter, or a converter that refuses its arguments), the graph
     partitioned around them (_Partitioned). Found by converting: each refusal names its node,
@@ -541,7 +550,8 @@ def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool):
                 raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name}); TGRAPH_TORCH_STRICT "
                                     "is set")
             _with_view_sources(gm, left)
-            run = _whole(gm, inputs, free_layouts) if not left else _Partitioned(gm, left)
+            # a partitioned graph donates nothing: torch's parts may read the same inputs
+            run = _whole(gm, inputs, free_layouts, donated=donated) if not left else _Partitioned(gm, left)
             out = run(inputs)
         except tg.Error as e:
             node = getattr(e, "tg_node", None)
@@ -669,6 +679,16 @@ def _compile_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable
     return _compile_aten(gm, example_inputs, free_layouts=True)
 
 
+def _compile_backward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The training backward: the saved activations AOTAutograd marks as donated (used by
+    nothing after the backward: torch frees them once it returns, as eager autograd does) are
+    given up to the run, whose working set then reuses their memory as it finishes with each."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    donated = frozenset(getattr(meta, "bw_donated_idxs", None) or ())
+    return _per_signature(lambda inputs: gm, donated=donated)
+
+
 def _attr(gm: torch.nn.Module, target: str):
     obj = gm
     for part in target.split("."):
@@ -678,7 +698,7 @@ def _attr(gm: torch.nn.Module, target: str):
 
 def _training_backend():
     from torch._dynamo.backends.common import aot_autograd
-    return aot_autograd(fw_compiler=_compile_forward, bw_compiler=_compile_aten, decompositions=decompositions())
+    return aot_autograd(fw_compiler=_compile_forward, bw_compiler=_compile_backward, decompositions=decompositions())
 
 
 def training_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

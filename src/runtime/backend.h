@@ -41,8 +41,11 @@ class Backend {
   virtual std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const = 0;
   /// A run on tensors in device memory, outputs left there; `stream`: a caller's CUDA stream the
   /// run is ordered on (nullptr: the legacy default stream), or none (complete when it returns).
+  /// `donated`: positions (checked) of inputs the caller gives up; a backend may reuse their
+  /// memory once it has read them, or ignore it.
   virtual std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
-                                               std::optional<void*> stream) const = 0;
+                                               std::optional<void*> stream,
+                                               const std::vector<size_t>& donated) const = 0;
   /// Device tensors of this kind (DeviceTensor::allocate, from_host and to_host): memory on
   /// device `device`, a copy there of `host` (complete when it returns), a host copy of `t`.
   virtual DeviceTensor allocate(TensorType type, const Device& device) const = 0;

@@ -86,15 +86,24 @@ RunStats Executable::run_stats() const {
 }
 
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream) const {
+  return run_device(inputs, cuda_stream, {});
+}
+
+std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs, void* cuda_stream,
+                                                 const std::vector<size_t>& donated) const {
   ExecutableImpl& e = checked(impl_);
   const SwitchScope switches(e.switches);
-  return backend_for(e.device.kind).run_device(e, inputs, cuda_stream);
+  for (size_t i : donated)
+    if (i >= inputs.size())
+      throw Error("[run] donated input " + std::to_string(i) + ": the run has " + std::to_string(inputs.size()) +
+                  " inputs");
+  return backend_for(e.device.kind).run_device(e, inputs, cuda_stream, donated);
 }
 
 std::vector<DeviceTensor> Executable::run_device(const std::vector<DeviceTensor>& inputs) const {
   ExecutableImpl& e = checked(impl_);
   const SwitchScope switches(e.switches);
-  return backend_for(e.device.kind).run_device(e, inputs, std::nullopt);
+  return backend_for(e.device.kind).run_device(e, inputs, std::nullopt, {});
 }
 
 std::future<std::vector<TensorData>> Executable::run_async(std::vector<TensorData> inputs,

@@ -100,6 +100,7 @@ struct CudaGraphStats {
   // bytes their buffers held at once while each was captured (summed over the instances).
   size_t graph_bytes = 0, graph_live_peak = 0;
   size_t graph_planned = 0;  // buffers the captures laid out by plan (GraphMemory::plan)
+  size_t graph_in_donated = 0;  // ... of them in donated inputs' bytes (run_device's `donated`)
 };
 CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe);
 

@@ -40,6 +40,64 @@ std::vector<int64_t> place_by_lifetime(const std::vector<Lifetime>& blocks, int6
   return offset;
 }
 
+std::vector<int64_t> place_in_donated(const std::vector<Lifetime>& blocks, const std::vector<DonatedBytes>& donated,
+                                      int64_t align) {
+  std::vector<int64_t> at(blocks.size(), -1);
+  if (donated.empty()) return at;
+  // Spans of donated bytes that touch or overlap, each with its members.
+  std::vector<size_t> by_lo(donated.size());
+  std::iota(by_lo.begin(), by_lo.end(), size_t{0});
+  std::sort(by_lo.begin(), by_lo.end(), [&](size_t a, size_t b) { return donated[a].lo < donated[b].lo; });
+  struct Span {
+    int64_t lo, hi;
+    std::vector<size_t> members;
+    std::vector<size_t> placed;
+  };
+  std::vector<Span> spans;
+  for (size_t d : by_lo) {
+    if (donated[d].hi <= donated[d].lo) continue;
+    if (spans.empty() || donated[d].lo > spans.back().hi) spans.push_back({donated[d].lo, donated[d].hi, {}, {}});
+    spans.back().hi = std::max(spans.back().hi, donated[d].hi);
+    spans.back().members.push_back(d);
+  }
+  auto up = [&](int64_t a) { return (a + align - 1) / align * align; };
+  std::vector<size_t> order(blocks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return blocks[a].size != blocks[b].size ? blocks[a].size > blocks[b].size : blocks[a].start < blocks[b].start;
+  });
+  std::vector<std::pair<int64_t, int64_t>> taken;
+  for (size_t i : order) {
+    if (blocks[i].end == INT64_MAX) continue;  // outlives the run: its own memory
+    const int64_t n = rounded(blocks[i].size, align);
+    Span* best = nullptr;
+    int64_t best_at = 0;
+    for (Span& s : spans) {
+      if (s.hi - s.lo < n || (best && s.hi - s.lo >= best->hi - best->lo)) continue;  // best fit by span
+      taken.clear();
+      for (size_t d : s.members)
+        if (donated[d].from >= blocks[i].start) taken.emplace_back(donated[d].lo, donated[d].hi);
+      for (size_t j : s.placed)
+        if (overlap(blocks[i], blocks[j])) taken.emplace_back(at[j], at[j] + rounded(blocks[j].size, align));
+      std::sort(taken.begin(), taken.end());
+      int64_t a = up(s.lo);
+      for (const auto& [lo, hi] : taken) {
+        if (lo - a >= n) break;
+        a = std::max(a, up(hi));
+      }
+      if (a + n <= s.hi) {
+        best = &s;
+        best_at = a;
+      }
+    }
+    if (best) {
+      at[i] = best_at;
+      best->placed.push_back(i);
+    }
+  }
+  return at;
+}
+
 int64_t live_peak_bytes(const std::vector<Lifetime>& blocks, int64_t align) {
   std::vector<std::pair<int64_t, int64_t>> events;  // (time, +bytes / -bytes); frees first at a tie
   for (const Lifetime& b : blocks) {

@@ -68,3 +68,67 @@ TEST(LifetimePlan, ForwardBackwardStackFitsTheLivePeak) {
   expect_disjoint(b, off, 1, total);
   EXPECT_EQ(total, live_peak_bytes(b, 1));
 }
+
+// Blocks placed in donated bytes: only blocks that die within the run, only inside donated
+// bytes every one of which was let go before the block starts, aligned, and never sharing a byte
+// with another block alive at the same time there.
+TEST(LifetimePlan, DonatedBytesServeOnlyBlocksStartingAfterTheyAreLetGo) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<Lifetime> b;
+    const int count = 1 + static_cast<int>(rng() % 150);
+    for (int i = 0; i < count; ++i) {
+      const int64_t start = static_cast<int64_t>(rng() % 400);
+      const int64_t end = rng() % 8 == 0 ? INT64_MAX : start + 1 + static_cast<int64_t>(rng() % 60);
+      b.push_back({static_cast<int64_t>(1 + rng() % 5000), start, end});
+    }
+    std::vector<DonatedBytes> d;
+    int64_t at = 1 << 20;
+    for (int k = 0; k < 6; ++k) {
+      const int64_t size = 256 * static_cast<int64_t>(1 + rng() % 40);
+      if (rng() % 3 == 0) at += 512;  // a gap: another span
+      d.push_back({at, at + size, static_cast<int64_t>(rng() % 400)});
+      at += size;
+    }
+    const std::vector<int64_t> where = place_in_donated(b, d, 256);
+    ASSERT_EQ(where.size(), b.size());
+    auto n = [&](size_t i) { return (b[i].size + 255) / 256 * 256; };
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (where[i] < 0) continue;
+      EXPECT_NE(b[i].end, INT64_MAX);
+      EXPECT_EQ(where[i] % 256, 0);
+      // every byte in donated bytes let go before the block starts
+      int64_t covered = 0;
+      for (const DonatedBytes& r : d) {
+        const int64_t lo = std::max(r.lo, where[i]), hi = std::min(r.hi, where[i] + n(i));
+        if (lo >= hi) continue;
+        EXPECT_LT(r.from, b[i].start) << "block " << i << " in bytes let go at " << r.from;
+        covered += hi - lo;
+      }
+      EXPECT_EQ(covered, n(i)) << "block " << i << " outside the donated bytes";
+      for (size_t j = i + 1; j < b.size(); ++j) {
+        if (where[j] < 0) continue;
+        const bool alive_together = b[i].start < b[j].end && b[j].start < b[i].end;
+        const bool share = where[i] < where[j] + n(j) && where[j] < where[i] + n(i);
+        ASSERT_FALSE(alive_together && share) << "blocks " << i << " and " << j;
+      }
+    }
+  }
+}
+
+// A backward's shape: each gradient starts after the activation it reads was let go, and fits
+// in it; so every gradient lands in donated bytes, and nothing alive past the run does.
+TEST(LifetimePlan, GradientsLandInTheActivationsTheBackwardIsDoneWith) {
+  std::vector<DonatedBytes> acts;
+  std::vector<Lifetime> b;
+  int64_t t = 0, at = 4096;
+  for (int l = 0; l < 10; ++l) {
+    acts.push_back({at, at + 1024 * (l + 1), t++});
+    at += 1024 * (l + 1);
+  }
+  for (int l = 9; l >= 0; --l) b.push_back({1024 * l, t++, t + 2});  // a gradient, a step later dropped
+  b.push_back({1024, t++, INT64_MAX});                                // an output
+  const std::vector<int64_t> where = place_in_donated(b, acts, 256);
+  for (size_t i = 0; i + 1 < b.size(); ++i) EXPECT_GE(where[i], 0) << "gradient " << i;
+  EXPECT_EQ(where.back(), -1);
+}

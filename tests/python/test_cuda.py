@@ -111,15 +111,24 @@ def test_training_backend_on_cuda():
         torch.testing.assert_close(b1, b2, rtol=1e-4, atol=1e-5)
 
 
-def test_training_steps_on_cuda_match_eager():
+def test_training_steps_on_cuda_match_eager(monkeypatch):
     """Several steps through "tgraph_train" on the GPU: stream-ordered runs, the forward's
-    activations handed to the backward channels-last and in place (lent outputs), the same
-    losses and weights as eager."""
+    activations handed to the backward channels-last and in place (lent outputs), the
+    backward's buffers in the activations it is done with (donated), the same losses and
+    weights as eager."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch without CUDA")
     import copy
+    import tgraph.torch as tt
     nn = torch.nn
+    made = []
+    init = tt._Compiled.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(tt._Compiled, "__init__", record)
 
     class Net(nn.Module):
         def __init__(self):
@@ -159,6 +168,10 @@ def test_training_steps_on_cuda_match_eager():
     np.testing.assert_allclose(losses["tgraph"], losses["eager"], rtol=1e-3)
     for p, q in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4)
+    backward = [c for c in made if c.donate]
+    assert len(backward) == 1, [len(c.donate) for c in made]
+    stats = backward[0].exe.run_stats
+    assert stats["replays"] >= 2 and stats["buffers_in_donated"] > 0, stats
 
 
 def test_outputs_held_across_calls_keep_their_values():

@@ -722,8 +722,8 @@ def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
     built = []
     real = tgt._compile_graph
 
-    def recording(aten, inputs, free_layouts=False, symbolic=False):
-        run, single = real(aten, inputs, free_layouts, symbolic)
+    def recording(aten, inputs, free_layouts=False, symbolic=False, donated=frozenset()):
+        run, single = real(aten, inputs, free_layouts, symbolic, donated)
         built.append((run, free_layouts))
         return run, single
 
@@ -739,6 +739,13 @@ def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
     assert len(forward) == 1 and len(backward) == 1
     assert sum(1 for p in forward[0].perms if p == (0, 3, 1, 2)) >= 6  # conv, bn, relu, pool outputs
     assert len(backward[0].nhwc) >= 6  # ... read by the backward as they are
+    # ... and given up to it (AOTAutograd's donated buffers): tensor feeds the forward returned
+    n = len(backward[0].exe.input_types)
+    assert len(backward[0].donate) >= 6 and all(0 <= i < n for i in backward[0].donate), backward[0].donate
+    assert not forward[0].donate
+    assert set(backward[0].nhwc) & set(backward[0].donate)
+    with pytest.raises(tg.Error, match="donated input"):
+        backward[0].exe.run_device([], donate=[n + 3])
 
 
 def test_training_under_cpu_autocast_matches_eager():

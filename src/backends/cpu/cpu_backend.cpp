@@ -49,8 +49,9 @@ class CpuBackend final : public Backend {
     if (t.shape().num_elements() == 0) return TensorData(t.shape(), t.dtype());
     return TensorData::wrap(t.shape(), t.dtype(), std::shared_ptr<std::byte>(t.storage(), static_cast<std::byte*>(t.data())));
   }
+  // Donated inputs are not reused: a CPU run's buffers come from its own arena plan.
   std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
-                                       std::optional<void*>) const override {
+                                       std::optional<void*>, const std::vector<size_t>&) const override {
     std::vector<TensorData> host;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");

@@ -73,8 +73,8 @@ class CudaBackend final : public Backend {
     return exe.run_cuda(inputs);
   }
   std::vector<DeviceTensor> run_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
-                                       std::optional<void*> stream) const override {
-    return run_cuda_device(exe, inputs, stream);
+                                       std::optional<void*> stream, const std::vector<size_t>& donated) const override {
+    return run_cuda_device(exe, inputs, stream, donated);
   }
   void add_stats(const ExecutableImpl& exe, RunStats& s) const override {
     if (!exe.backend_state) return;
@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
     s.capture_error = c.error;
     s.graph_bytes = c.graph_bytes;
     s.graph_live_peak = c.graph_live_peak;
+    s.buffers_in_donated = c.graph_in_donated;
   }
   DeviceTensor allocate(TensorType type, const Device& device) const override {
     return cuda_allocate(std::move(type), device.index);

@@ -151,13 +151,23 @@ struct GraphMemory::FreeList {
 struct GraphMemory::Plan {
   std::mutex mu;
   std::vector<size_t> sizes, offsets;
-  size_t next = 0, chunk = 0, served = 0, misses = 0;
-  std::map<size_t, size_t> live;  // offset -> end of the planned buffers alive
-  // Whether [off, off + n) is clear of the planned buffers alive (caller holds mu).
-  bool clear(size_t off, size_t n) const {
-    auto it = live.lower_bound(off);
-    if (it != live.end() && it->first < off + n) return false;
-    return it == live.begin() || std::prev(it)->second <= off;
+  std::vector<std::byte*> at;         // per take: an address in donated bytes, or null (the chunk)
+  std::vector<Donated> donated;       // inputs the caller donated, by index
+  std::vector<bool> released;         // ... that the run has let go
+  std::byte* base = nullptr;          // the planned chunk (null: every take is in donated bytes)
+  size_t next = 0, chunk = 0, served = 0, in_donated = 0, misses = 0;
+  std::map<std::byte*, std::byte*> live;  // address -> end of the planned buffers alive
+  // Whether [p, p + n) is clear of the planned buffers alive (caller holds mu).
+  bool clear(std::byte* p, size_t n) const {
+    auto it = live.lower_bound(p);
+    if (it != live.end() && it->first < p + n) return false;
+    return it == live.begin() || std::prev(it)->second <= p;
+  }
+  // Whether every donated input under [p, p + n) was let go (caller holds mu).
+  bool let_go(std::byte* p, size_t n) const {
+    for (size_t k = 0; k < donated.size(); ++k)
+      if (!released[k] && donated[k].lo < p + n && p < donated[k].lo + donated[k].bytes) return false;
+    return true;
   }
 };
 
@@ -200,13 +210,35 @@ size_t GraphMemory::new_chunk(size_t chunk, size_t request) {
 }
 
 void GraphMemory::plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total) {
-  if (sizes.empty() || sizes.size() != offsets.size() || total == 0) return;
+  plan(std::move(sizes), std::move(offsets), total, {}, {});
+}
+
+void GraphMemory::plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total, std::vector<std::byte*> at,
+                       std::vector<Donated> donated) {
+  at.resize(sizes.size(), nullptr);
+  const bool any_donated = std::any_of(at.begin(), at.end(), [](std::byte* p) { return p != nullptr; });
+  if (sizes.empty() || sizes.size() != offsets.size() || (total == 0 && !any_donated)) return;
   auto p = std::make_shared<Plan>();
   for (size_t& n : sizes) n = (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign;
   p->sizes = std::move(sizes);
   p->offsets = std::move(offsets);
-  p->chunk = new_chunk(total, total);
+  p->at = std::move(at);
+  p->released.assign(donated.size(), false);
+  p->donated = std::move(donated);
+  if (total) {
+    p->chunk = new_chunk(total, total);
+    p->base = chunks_[p->chunk].get();
+  }
   plan_ = std::move(p);
+}
+
+std::function<void()> GraphMemory::donated_release(size_t k) const {
+  std::shared_ptr<Plan> p = plan_;
+  return [p, k] {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (k < p->released.size()) p->released[k] = true;
+  };
 }
 
 size_t GraphMemory::planned_takes() const {
@@ -215,31 +247,49 @@ size_t GraphMemory::planned_takes() const {
   return plan_->served;
 }
 
+size_t GraphMemory::donated_takes() const {
+  if (!plan_) return 0;
+  std::lock_guard<std::mutex> lock(plan_->mu);
+  return plan_->in_donated;
+}
+
 DeviceBuffer GraphMemory::take(size_t bytes) {
   constexpr size_t kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20, kMaxMisses = 8;
   const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   if (plan_) {
     std::shared_ptr<Plan> p = plan_;
     std::unique_lock<std::mutex> lock(p->mu);
-    // A take of the planned size or less, where no planned buffer alive is: at its offset. One
-    // that is not (a library's workspace of another size than the recorded run's) gets a chunk,
-    // and the plan goes on with the next take.
-    if (p->misses < kMaxMisses && p->next < p->sizes.size() && n <= p->sizes[p->next] &&
-        p->clear(p->offsets[p->next], n)) {
-      const size_t off = p->offsets[p->next++];
-      ++p->served;
-      p->misses = 0;
-      p->live.emplace(off, off + n);
-      lock.unlock();
-      std::shared_ptr<std::byte> chunk = chunks_[p->chunk];
-      std::shared_ptr<FreeList> fl = free_;
-      fl->taken(n);
-      // Its bytes go back to the plan only (never to the free list: a later planned take owns them).
-      return DeviceBuffer(chunk.get() + off, [fl, chunk, p, off, n](std::byte*) {
-        fl->returned(n);
-        std::lock_guard<std::mutex> l(p->mu);
-        p->live.erase(off);
-      });
+    // A take of the planned size or less, where no planned buffer alive is (and, in donated
+    // bytes, once the run let go of them): there. One that is not (a library's workspace of
+    // another size than the recorded run's) gets a chunk, and the plan goes on with the next take.
+    if (p->misses < kMaxMisses && p->next < p->sizes.size() && n <= p->sizes[p->next]) {
+      std::byte* donated = p->at[p->next];
+      std::byte* at = donated ? donated : p->base + p->offsets[p->next];
+      if ((donated || p->base) && p->clear(at, n) && (!donated || p->let_go(at, n))) {
+        ++p->next;
+        ++p->served;
+        p->misses = 0;
+        p->live.emplace(at, at + n);
+        if (donated) {
+          // The caller's bytes: not counted as the graph's, and no chunk to keep alive.
+          ++p->in_donated;
+          lock.unlock();
+          return DeviceBuffer(at, [p, at](std::byte*) {
+            std::lock_guard<std::mutex> l(p->mu);
+            p->live.erase(at);
+          });
+        }
+        lock.unlock();
+        std::shared_ptr<std::byte> chunk = chunks_[p->chunk];
+        std::shared_ptr<FreeList> fl = free_;
+        fl->taken(n);
+        // Its bytes go back to the plan only (never to the free list: a later planned take owns them).
+        return DeviceBuffer(at, [fl, chunk, p, at, n](std::byte*) {
+          fl->returned(n);
+          std::lock_guard<std::mutex> l(p->mu);
+          p->live.erase(at);
+        });
+      }
     }
     if (p->next < p->sizes.size()) ++p->next;
     ++p->misses;  // kMaxMisses in a row: the capture allocates otherwise than the run did

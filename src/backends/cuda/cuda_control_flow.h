@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,8 +45,21 @@ class GraphMemory {
   /// chunk as before (and take k + 1 goes on with the plan). So a capture that allocates as the
   /// recorded run did holds its live peak, not what online best fit leaves.
   void plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total);
-  /// Takes the plan served.
+  /// The same where some takes land in bytes the graph does not own: inputs the caller donated
+  /// (runtime/lifetime_plan.h, place_in_donated). Take k goes to at[k] when that is set (else
+  /// to offsets[k] in the chunk), and only once every donated input under it was let go
+  /// (donated_release); a take there holds no chunk.
+  struct Donated {
+    std::byte* lo = nullptr;
+    size_t bytes = 0;
+  };
+  void plan(std::vector<size_t> sizes, std::vector<size_t> offsets, size_t total, std::vector<std::byte*> at,
+            std::vector<Donated> donated);
+  /// What to call when the run lets go of donated input k (the last reference to its value).
+  std::function<void()> donated_release(size_t k) const;
+  /// Takes the plan served, and of them those in donated bytes.
   size_t planned_takes() const;
+  size_t donated_takes() const;
 
  private:
   struct FreeList;  // released pieces by address, with their chunk (cuda_control_flow.cpp)

@@ -67,6 +67,10 @@ struct RunInputs {
   // graph's memory is allocated, and the backward the same: ResNet-50's first step had peaked
   // at twice the memory of the later ones (bench/train_memory.py, bench/RESULTS.md).
   bool defer_capture = false;
+  // Per input: the caller gave it up (Executable::run_device's `donated`): once the run has
+  // read it for the last time, a capture may put its own buffers in its bytes.
+  std::vector<bool> donated;
+  bool is_donated(size_t i) const { return i < donated.size() && donated[i]; }
   size_t size() const { return host ? host->size() : device.size(); }
   TensorType type(size_t i) const { return host ? (*host)[i].type() : device[i].type; }
 };
@@ -141,25 +145,64 @@ uint64_t store_generation(const ExecutableImpl& exe) {
 // Not for a graph with control flow: its capture (conditional nodes, state buffers of their
 // own) allocates otherwise than the host-driven run before it, and a plan that misses keeps its
 // chunk beside the chunks the capture takes instead.
-void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap) {
+void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap, const RunInputs& inputs) {
   if (!st.trace || st.trace_types != cap.input_types || g.blocks.size() > 1 || env_flag("TGRAPH_NO_MEMORY_PLAN"))
     return;
   std::vector<Lifetime> blocks;
+  std::vector<int64_t> input_free;
   {
     std::lock_guard<std::mutex> lock(st.trace->mu);
     blocks = st.trace->blocks;
+    input_free = st.trace->input_free;
   }
   // The placement is quadratic in the blocks: 5,000 take 0.07 s, 20,000 1.5 s (on this
   // project's 2-core machine); past 8,192 the capture takes its buffers as they come.
   if (blocks.empty() || blocks.size() > 8192) return;
+  // Donated inputs read in place, let go during the recorded run: their bytes serve the
+  // buffers that start after that and die within the run (a training backward's working set
+  // in the activations it has finished with, as eager PyTorch's allocator reuses them). Not
+  // one that shares a byte with an input that was not donated.
+  std::vector<DonatedBytes> donated;
+  std::vector<GraphMemory::Donated> regions;
+  std::vector<size_t> reuses;
+  auto range = [&](size_t i) {
+    const auto lo = reinterpret_cast<int64_t>(cap.bound[i]);
+    return std::make_pair(lo, lo + static_cast<int64_t>(cap.inputs[i].nbytes()));
+  };
+  for (size_t i = 0; i < cap.bound.size() && i < input_free.size(); ++i) {
+    if (!cap.bound[i] || !inputs.is_donated(i) || input_free[i] == INT64_MAX || cap.inputs[i].nbytes() == 0) continue;
+    const auto [lo, hi] = range(i);
+    bool shared = false;
+    for (size_t j = 0; j < cap.bound.size(); ++j)
+      if (j != i && cap.bound[j] && !inputs.is_donated(j) && range(j).first < hi && lo < range(j).second) shared = true;
+    if (shared) continue;
+    donated.push_back({lo, hi, input_free[i]});
+    regions.push_back({static_cast<std::byte*>(const_cast<void*>(cap.bound[i])), cap.inputs[i].nbytes()});
+    reuses.push_back(i);
+  }
+  const auto align = static_cast<int64_t>(GraphMemory::kAlign);
+  const std::vector<int64_t> at = place_in_donated(blocks, donated, align);
+  // The rest in the graph's own chunk.
+  std::vector<Lifetime> own;
+  std::vector<size_t> own_index;
+  for (size_t k = 0; k < blocks.size(); ++k)
+    if (at[k] < 0) {
+      own.push_back(blocks[k]);
+      own_index.push_back(k);
+    }
   int64_t total = 0;
-  const std::vector<int64_t> off = place_by_lifetime(blocks, static_cast<int64_t>(GraphMemory::kAlign), total);
-  std::vector<size_t> sizes, offsets;
+  const std::vector<int64_t> off = place_by_lifetime(own, align, total);
+  std::vector<size_t> sizes, offsets(blocks.size(), 0);
+  std::vector<std::byte*> where(blocks.size(), nullptr);
   for (size_t k = 0; k < blocks.size(); ++k) {
     sizes.push_back(static_cast<size_t>(blocks[k].size));
-    offsets.push_back(static_cast<size_t>(off[k]));
+    if (at[k] >= 0) where[k] = reinterpret_cast<std::byte*>(at[k]);
   }
-  cap.memory.plan(std::move(sizes), std::move(offsets), static_cast<size_t>(total));
+  for (size_t j = 0; j < own.size(); ++j) offsets[own_index[j]] = static_cast<size_t>(off[j]);
+  const bool used = std::any_of(at.begin(), at.end(), [](int64_t a) { return a >= 0; });
+  cap.memory.plan(std::move(sizes), std::move(offsets), static_cast<size_t>(total), std::move(where),
+                  used ? std::move(regions) : std::vector<GraphMemory::Donated>{});
+  if (used) cap.reuses = std::move(reuses);
 }
 
 // Captures the whole run into one CUDA graph. Its inputs and every intermediate (conditional
@@ -209,7 +252,14 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
     }
     for (size_t i = 0; i < inputs.size(); ++i) r.slots[static_cast<size_t>(exe.module.feeds[i])] = cap->inputs[i];
     r.loop_error = &cap->loop_error;
-    plan_memory(st, g, *cap);
+    plan_memory(st, g, *cap, inputs);
+    // The run's references to the donated inputs it reuses: when the last goes (after the
+    // last step reading the value), planned buffers may take their bytes.
+    for (size_t k = 0; k < cap->reuses.size(); ++k) {
+      const size_t i = cap->reuses[k];
+      DevTensor& slot = r.slots[static_cast<size_t>(exe.module.feeds[i])];
+      slot.buf = DeviceBuffer(slot.buf.get(), [let_go = cap->memory.donated_release(k)](std::byte*) { let_go(); });
+    }
     st.body_stats = CudaGraphStats{};
     TG_CUDA(cudaStreamSynchronize(r.stream));
     // Relaxed: a kernel first met in a branch the recording run did not take is loaded here.
@@ -353,6 +403,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   bool moved = false;
   auto fits = [&](const Captured& c) {
     if (c.input_types != in_types || !same_variables(c)) return false;
+    // Its buffers overwrite these inputs' bytes: only where the caller gives them up again.
+    for (size_t i : c.reuses)
+      if (!inputs.is_donated(i)) return false;
     bool ok = true;
     for (size_t i = 0; i < c.bound.size(); ++i) {
       const bool lent_now = !inputs.lent.empty() && inputs.lent[i].buf;
@@ -424,7 +477,16 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
       }
   }
   // Traced for the capture that may follow (now, or at the next run of these types).
-  if (try_capture && !all_lent && g.blocks.size() == 1) r.trace = std::make_shared<cuda_run::AllocTrace>();
+  if (try_capture && !all_lent && g.blocks.size() == 1) {
+    r.trace = std::make_shared<cuda_run::AllocTrace>();
+    // When the run lets go of each donated input it reads in place (its last reader queued).
+    r.trace->input_free.assign(inputs.size(), INT64_MAX);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      DevTensor& slot = r.slots[static_cast<size_t>(exe.module.feeds[i])];
+      if (!inputs.is_donated(i) || !inputs.borrow || !slot.buf) continue;
+      slot.buf = DeviceBuffer(slot.buf.get(), [t = r.trace, i](std::byte*) { t->input_released(i); });
+    }
+  }
   r.block(0);
   if (r.trace) {
     r.trace->close();
@@ -474,15 +536,18 @@ void order_after(cudaStream_t waiter, cudaStream_t on) {
 }  // namespace
 
 std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::vector<DeviceTensor>& inputs,
-                                          std::optional<void*> caller) {
+                                          std::optional<void*> caller, const std::vector<size_t>& donated) {
   std::vector<TensorType> types;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].empty()) throw Error("[run] input " + std::to_string(i) + " is an empty DeviceTensor");
     types.push_back(inputs[i].type());
   }
   exe.check_input_types(types);
-  if (auto s = exe.specialized_for(types)) return run_cuda_device(*s, inputs, caller);  // specialize.cpp
+  if (auto s = exe.specialized_for(types)) return run_cuda_device(*s, inputs, caller, donated);  // specialize.cpp
   RunInputs io;
+  io.donated.assign(inputs.size(), false);
+  for (size_t i : donated)
+    if (i < inputs.size()) io.donated[i] = true;  // checked by Executable::run_device
   for (size_t i = 0; i < inputs.size(); ++i) {
     // Tensors elsewhere (host memory, another GPU) are copied to this device first.
     io.device.push_back(adopt(inputs[i].device() == exe.device ? inputs[i]
@@ -619,6 +684,7 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
     s.graph_bytes += c->memory.bytes() + c->var_memory.bytes();
     s.graph_live_peak += c->memory.live_peak() + c->var_memory.live_peak();
     s.graph_planned += c->memory.planned_takes();
+    s.graph_in_donated += c->memory.donated_takes();
   };
   count(st.captured);
   count(st.spare);

@@ -77,6 +77,9 @@ struct Captured {
   // Per input: the buffer the graph reads in place (another graph's lent output), or null for
   // an input copied into `inputs` at each replay.
   std::vector<const void*> bound;
+  // Inputs whose bytes the graph's own buffers reuse once read (donated by the caller): every
+  // replay needs them donated again.
+  std::vector<size_t> reuses;
   bool busy() const { return !lent.expired(); }
   ~Captured() {
     if (exec) cudaGraphExecDestroy(exec);
@@ -106,6 +109,13 @@ struct AllocTrace {
   void close() {
     std::lock_guard<std::mutex> lock(mu);
     open = false;
+  }
+  // Per input the caller donated: when the run let go of its value (INT64_MAX: never, or not
+  // donated), for a capture that puts buffers in its bytes from then on.
+  std::vector<int64_t> input_free;
+  void input_released(size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (open && i < input_free.size()) input_free[i] = clock++;
   }
 };
 

@@ -16,6 +16,7 @@ Usage: PYTHONPATH=<build>/python python3 bench/train_models.py --cpp <build>/ben
          [--paths eager,inductor,tgraph_train,cpp] [--configs bf16:256,tf32:128] [--iters 20]
          [--curve 50] [--json out.json]"""
 import argparse
+import gc
 import copy
 import json
 import statistics
@@ -135,6 +136,9 @@ def main():
             r.update(path=label, precision=prec, batch=batch)
             rows.append(r)
             print(json.dumps(r), flush=True)
+            # the compiled paths' graphs (and tgraph's graph memory) go before the next row
+            torch._dynamo.reset()
+            gc.collect()
             torch.cuda.empty_cache()
     print("\n| precision, batch | path | step (ms) | images/s | vs eager | vs inductor | synced step (ms) | first step (s) | peak (GiB) |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -667,10 +667,11 @@ def _torch_precision() -> str:
     return "tf32" if matmul_tf32 and torch.backends.cudnn.allow_tf32 else "f32"
 
 
-def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list, free_layouts: bool = False) -> Callable:
+def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list, free_layouts: bool = False,
+                  donated=frozenset()) -> Callable:
     """Compiles an ATen graph as AOTAutograd hands it over (inference, forward or backward):
     every placeholder an input, one executable per concrete signature, boxed arguments."""
-    return _per_signature(lambda inputs: gm, free_layouts=free_layouts)
+    return _per_signature(lambda inputs: gm, free_layouts=free_layouts, donated=donated)
 
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -686,7 +687,7 @@ def _compile_backward(gm: torch.fx.GraphModule, example_inputs: list) -> Callabl
     ctx = torch._guards.TracingContext.try_get()
     meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
     donated = frozenset(getattr(meta, "bw_donated_idxs", None) or ())
-    return _per_signature(lambda inputs: gm, donated=donated)
+    return _compile_aten(gm, example_inputs, donated=donated)
 
 
 def _attr(gm: torch.nn.Module, target: str):

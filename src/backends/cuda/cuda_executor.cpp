@@ -479,15 +479,30 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   // Traced for the capture that may follow (now, or at the next run of these types).
   if (try_capture && !all_lent && g.blocks.size() == 1) {
     r.trace = std::make_shared<cuda_run::AllocTrace>();
-    // When the run lets go of each donated input it reads in place (its last reader queued).
     r.trace->input_free.assign(inputs.size(), INT64_MAX);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      DevTensor& slot = r.slots[static_cast<size_t>(exe.module.feeds[i])];
-      if (!inputs.is_donated(i) || !inputs.borrow || !slot.buf) continue;
-      slot.buf = DeviceBuffer(slot.buf.get(), [t = r.trace, i](std::byte*) { t->input_released(i); });
+  }
+  // Donated inputs read in place: once the run lets go of one (its last reader queued), its
+  // bytes serve the run's next buffers, and the trace notes when (for the capture's plan).
+  // Not one that shares bytes with another input.
+  for (size_t i = 0; i < inputs.size() && inputs.borrow; ++i) {
+    DevTensor& slot = r.slots[static_cast<size_t>(exe.module.feeds[i])];
+    if (!inputs.is_donated(i) || !slot.buf || slot.nbytes() == 0) continue;
+    auto* lo = slot.buf.get();
+    const size_t n = slot.nbytes();
+    bool shared = false;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const auto* q = inputs.device[j].buf.get();
+      if (j != i && q && q < lo + n && lo < q + inputs.device[j].nbytes()) shared = true;
     }
+    if (shared) continue;
+    if (!r.donated) r.donated = std::make_shared<cuda_run::DonatedPieces>();
+    slot.buf = DeviceBuffer(lo, [t = r.trace, d = r.donated, i, n](std::byte* p) {
+      if (t) t->input_released(i);
+      d->give(p, n);
+    });
   }
   r.block(0);
+  r.donated.reset();  // what follows (the outputs' copies) the caller keeps: pool memory
   if (r.trace) {
     r.trace->close();
     st.trace = r.trace;

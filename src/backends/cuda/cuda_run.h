@@ -119,6 +119,48 @@ struct AllocTrace {
   }
 };
 
+// An uncaptured run's buffers in donated inputs' bytes (the caller gave them up), each input's
+// from the moment the run lets go of it: the smallest piece that fits, 256-byte aligned. Not the
+// pool's memory: an output left there is copied out (Run::is_fresh is false for it), so none
+// of the run's results stays in the caller's bytes.
+struct DonatedPieces {
+  static constexpr size_t kAlign = 256;
+  std::mutex mu;
+  std::map<std::byte*, size_t> free;  // address -> bytes
+  void give(std::byte* p, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto next = free.find(p + n);
+    if (next != free.end()) {
+      n += next->second;
+      free.erase(next);
+    }
+    auto it = free.lower_bound(p);
+    if (it != free.begin() && std::prev(it)->first + std::prev(it)->second == p) {
+      std::prev(it)->second += n;
+      return;
+    }
+    free.emplace(p, n);
+  }
+  std::byte* take(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto best = free.end();
+    std::byte* at = nullptr;
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      const auto a = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(it->first) + kAlign - 1) / kAlign * kAlign);
+      if (a + n <= it->first + it->second && (best == free.end() || it->second < best->second)) {
+        best = it;
+        at = a;
+      }
+    }
+    if (best == free.end()) return nullptr;
+    const auto [p, size] = *best;
+    free.erase(best);
+    if (at > p) free.emplace(p, static_cast<size_t>(at - p));
+    if (at + n < p + size) free.emplace(at + n, static_cast<size_t>(p + size - (at + n)));
+    return at;
+  }
+};
+
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
@@ -214,6 +256,7 @@ struct Run {
   int depth = 0;
   bool host_synced = false;  // data went to the host (not for control flow): the run cannot be captured
   std::shared_ptr<AllocTrace> trace;  // records this uncaptured run's allocations when set
+  std::shared_ptr<DonatedPieces> donated;  // an uncaptured run's donated inputs it has let go
   InPlace* in_place = nullptr;  // the loop body being captured, if any
 
   // Pool buffers this uncaptured run allocated, by address: the run's own memory, which an
@@ -239,6 +282,10 @@ struct Run {
   }
   DeviceBuffer buffer(size_t n) {
     if (capturing()) return fixed->take(n);
+    if (donated) {
+      const size_t m = (std::max<size_t>(n, 1) + DonatedPieces::kAlign - 1) / DonatedPieces::kAlign * DonatedPieces::kAlign;
+      if (std::byte* p = donated->take(m)) return traced(DeviceBuffer(p, [d = donated, m](std::byte* q) { d->give(q, m); }), n);
+    }
     DeviceBuffer b = traced(ctx.allocate(n, stream), n);
     fresh[b.get()] = b;
     return b;

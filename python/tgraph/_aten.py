@@ -60,6 +60,16 @@ class SizeOut(NamedTuple):
         return int(self.expr.subs({s: int(inputs[i].shape[d]) for s, (i, d) in self.dims.items()}))
 
 
+class InputOut(NamedTuple):
+    """An output that is one of the graph's fed tensors as it came in (a training forward saves
+    parameters for its backward this way): the caller's tensor itself, not a copy the run makes
+    (ResNet-50: 0.1 GiB of f32 weights copied each step)."""
+    index: int  # among the fed tensors
+
+    def value(self, inputs: list):
+        return inputs[self.index]
+
+
 def _sym_expr(v):
     """The sympy expression of a SymInt / Sym, an int for a concrete size."""
     if isinstance(v, Sym):
@@ -1396,7 +1406,9 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
         else:
             raise UnsupportedOp(f"[torch] FX node kind {node.op} ({node.target})")
     flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
-    outs = [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+    fed = {name: k for k, name in enumerate(inputs)}
+    outs = [InputOut(fed[o.name]) if isinstance(o, torch.fx.Node) and o.op == "placeholder" and o.name in fed
+            else value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
     for i, o in enumerate(outs):
         if isinstance(o, Sym):
             free = {s: sym_feeds[s] for s in o.expr.free_symbols if s in sym_feeds}

@@ -32,7 +32,7 @@ from torch.utils.dlpack import to_dlpack as _to_capsule
 import tgraph as tg
 from tgraph import _torch_cache
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
-    _CONVERTERS, Converted, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
+    _CONVERTERS, Converted, InputOut, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
 )
 from tgraph._decomp import decompositions
 
@@ -220,7 +220,7 @@ class _Compiled:
                 r = _from_capsule(r.__dlpack__(stream=-1)) if cuda else torch.from_dlpack(r)
                 out.append(r.permute(*perm) if perm else r)  # channels-last storage, NCHW view
             else:
-                out.append(o.value(flat_inputs) if isinstance(o, SizeOut) else o)
+                out.append(o.value(flat_inputs) if isinstance(o, (SizeOut, InputOut)) else o)
         return out
 
 
@@ -312,7 +312,8 @@ class TorchModule(torch.nn.Module):
                 return hit
         entry = self._build_uncached(args, kwargs)
         compiled, spec = entry
-        if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms):
+        if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms) \
+                and not any(isinstance(o, InputOut) for o in compiled.outs):
             compiled.pending_store = (k, {
                 "outs": ["tensor" if isinstance(o, tg.Tensor) else {"py": o} for o in compiled.outs],
                 "random": compiled.random, "symbolic": compiled.symbolic,

@@ -204,10 +204,11 @@ TEST(GraphMemoryGpu, DonatedInputsHoldTheRunsIntermediates) {
   Graph g;
   Tensor x = g.placeholder({n, n}, f32, "x");
   Tensor w = g.constant(TensorData::uniform({n, n}, -1.0 / 16, 1.0 / 16, f32, 5), "w");
-  Tensor y = g.scalar(0.5);
   Tensor h = x;
   for (int i = 0; i < 8; ++i) h = g.tanh(g.matmul(h, w));
-  y = g.add(h, g.mul(y, h));
+  // A small output: a large one (alive past the run, so in the graph's own memory) beside the
+  // product it is made from would set both peaks alike.
+  Tensor y = g.reduce_sum(h, {1});
   Executable cpu = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = Device::cpu()});
   Executable donating = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = Device::cuda(0)});
   Executable plain = g.compile({{x, x.type()}}, {y}, {}, CompileOptions{.device = Device::cuda(0)});
@@ -225,8 +226,8 @@ TEST(GraphMemoryGpu, DonatedInputsHoldTheRunsIntermediates) {
       std::vector<DeviceTensor> out = e == &donating ? e->run_device({in}, stream, {0}) : e->run_device({in}, stream);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       TensorData got = out[0].to_host();
-      for (int64_t i = 0; i < n * n; i += 97)
-        ASSERT_NEAR(got.at(i), want.at(i), 1e-4) << "step " << step << (e == &donating ? " donated" : " plain") << " at " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(got.at(i), want.at(i), 1e-3) << "step " << step << (e == &donating ? " donated" : " plain") << " at " << i;
     }
   }
   const RunStats d = donating.run_stats(), p = plain.run_stats();
@@ -242,10 +243,8 @@ TEST(GraphMemoryGpu, DonatedInputsHoldTheRunsIntermediates) {
   std::vector<DeviceTensor> out = donating.run_device({in}, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const TensorData want = cpu.run({v})[0], got = out[0].to_host(), kept = in.to_host();
-  for (int64_t i = 0; i < n * n; i += 97) {
-    ASSERT_NEAR(got.at(i), want.at(i), 1e-4) << "at " << i;
-    ASSERT_EQ(kept.at(i), v.at(i)) << "the input changed at " << i;
-  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got.at(i), want.at(i), 1e-3) << "at " << i;
+  for (int64_t i = 0; i < n * n; i += 97) ASSERT_EQ(kept.at(i), v.at(i)) << "the input changed at " << i;
   EXPECT_EQ(donating.run_stats().captures, 2);
   EXPECT_THROW(donating.run_device({in}, stream, {1}), Error);
   cudaStreamDestroy(stream);

@@ -743,6 +743,8 @@ def test_training_runs_channels_last_between_forward_and_backward(monkeypatch):
     n = len(backward[0].exe.input_types)
     assert len(backward[0].donate) >= 6 and all(0 <= i < n for i in backward[0].donate), backward[0].donate
     assert not forward[0].donate
+    # the parameters the forward saves go to the backward as they are: no copy by the run
+    assert sum(1 for o in forward[0].outs if isinstance(o, tgt.InputOut)) >= 2
     assert set(backward[0].nhwc) & set(backward[0].donate)
     with pytest.raises(tg.Error, match="donated input"):
         backward[0].exe.run_device([], donate=[n + 3])

@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   std::vector<float> curve{loss_of(exe.run_device(in))};
   const double first_run_s = seconds_since(t_first);
   const double first_step_s = compile_s + first_run_s;  // not the benchmark's own data generation
+  const size_t peak_first = peak_bytes();
   for (int i = 1; i < a.curve; ++i) curve.push_back(loss_of(exe.run_device(in)));
 
   for (int i = 0; i < a.warmup; ++i) exe.run_device(in);
@@ -158,6 +159,8 @@ int main(int argc, char** argv) {
     for (auto& e : ev) cudaEventDestroy(e);
     cudaStreamDestroy(stream);
   }
+  // Where the peak was set: the first step, the capture at the second, or the steady steps.
+  const size_t peak_steps = peak_bytes(), in_use = tg::device_memory(tg::Device::cuda(0)).in_use;
   std::vector<double> dev_ms;
   try {
     dev_ms = tg::detail::cuda_time_replays(exe.impl(), {xh, yh}, 2, a.iters);
@@ -170,13 +173,15 @@ int main(int argc, char** argv) {
               "\"compile_s\": %.2f, \"first_run_s\": %.2f, \"build_s\": %.2f, \"peak_gib\": %.2f, \"loss\": [",
               a.model.c_str(), static_cast<long long>(a.batch), a.precision.c_str(), step_ms, median(wall), median(dev_ms),
               a.batch / step_ms * 1e3, first_step_s, compile_s, first_run_s,
-              std::chrono::duration<double>(t_compile - t_start).count(), peak_bytes() / 1073741824.0);
+              std::chrono::duration<double>(t_compile - t_start).count(), peak_steps / 1073741824.0);
   for (size_t i = 0; i < curve.size(); ++i) std::printf("%s%.5f", i ? ", " : "", curve[i]);
   const tg::RunStats rs = exe.run_stats();
   std::printf("], \"kernels_compiled\": %d, \"kernels_from_file\": %d, \"graph_gib\": %.2f, "
-              "\"graph_live_peak_gib\": %.2f}\n",
+              "\"graph_live_peak_gib\": %.2f, \"peak_first_step_gib\": %.2f, \"in_use_gib\": %.2f, "
+              "\"peak_with_device_timing_gib\": %.2f}\n",
               rs.kernels_compiled, rs.kernels_from_file, rs.graph_bytes / 1073741824.0,
-              rs.graph_live_peak / 1073741824.0);
+              rs.graph_live_peak / 1073741824.0, peak_first / 1073741824.0, in_use / 1073741824.0,
+              peak_bytes() / 1073741824.0);
   if (!a.save.empty()) exe.save(a.save);
   return 0;
 }

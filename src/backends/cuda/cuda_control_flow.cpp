@@ -241,6 +241,15 @@ std::function<void()> GraphMemory::donated_release(size_t k) const {
   };
 }
 
+bool GraphMemory::in_donated(const void* p, size_t n) const {
+  if (!plan_) return false;
+  const auto* lo = static_cast<const std::byte*>(p);
+  std::lock_guard<std::mutex> lock(plan_->mu);
+  for (const Donated& d : plan_->donated)
+    if (d.lo < lo + std::max<size_t>(n, 1) && lo < d.lo + d.bytes) return true;
+  return false;
+}
+
 size_t GraphMemory::planned_takes() const {
   if (!plan_) return 0;
   std::lock_guard<std::mutex> lock(plan_->mu);

@@ -57,6 +57,8 @@ class GraphMemory {
             std::vector<Donated> donated);
   /// What to call when the run lets go of donated input k (the last reference to its value).
   std::function<void()> donated_release(size_t k) const;
+  /// Whether [p, p + n) shares a byte with a donated input of the plan.
+  bool in_donated(const void* p, size_t n) const;
   /// Takes the plan served, and of them those in donated bytes.
   size_t planned_takes() const;
   size_t donated_takes() const;

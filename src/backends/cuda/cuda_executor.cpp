@@ -149,6 +149,7 @@ uint64_t store_generation(const ExecutableImpl& exe) {
 // own) allocates otherwise than the host-driven run before it, and a plan that misses keeps its
 // chunk beside the chunks the capture takes instead.
 void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap, const RunInputs& inputs) {
+  const bool donation = !st.no_donation;
   if (!st.trace || st.trace_types != cap.input_types || g.blocks.size() > 1 || env_flag("TGRAPH_NO_MEMORY_PLAN"))
     return;
   std::vector<Lifetime> blocks;
@@ -172,12 +173,16 @@ void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap, const R
     const auto lo = reinterpret_cast<int64_t>(cap.bound[i]);
     return std::make_pair(lo, lo + static_cast<int64_t>(cap.inputs[i].nbytes()));
   };
-  for (size_t i = 0; i < cap.bound.size() && i < input_free.size(); ++i) {
-    if (!cap.bound[i] || !inputs.is_donated(i) || input_free[i] == INT64_MAX || cap.inputs[i].nbytes() == 0) continue;
+  auto eligible = [&](size_t i) {
+    return donation && cap.bound[i] && inputs.is_donated(i) && i < input_free.size() && input_free[i] != INT64_MAX &&
+           cap.inputs[i].nbytes() != 0;
+  };
+  for (size_t i = 0; i < cap.bound.size(); ++i) {
+    if (!eligible(i)) continue;
     const auto [lo, hi] = range(i);
-    bool shared = false;
+    bool shared = false;  // with an input whose bytes are not reused (donated or not)
     for (size_t j = 0; j < cap.bound.size(); ++j)
-      if (j != i && cap.bound[j] && !inputs.is_donated(j) && range(j).first < hi && lo < range(j).second) shared = true;
+      if (j != i && cap.bound[j] && !eligible(j) && range(j).first < hi && lo < range(j).second) shared = true;
     if (shared) continue;
     donated.push_back({lo, hi, input_free[i]});
     regions.push_back({static_cast<std::byte*>(const_cast<void*>(cap.bound[i])), cap.inputs[i].nbytes()});
@@ -227,7 +232,7 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
   };
   std::map<std::string, DevTensor> vars;  // the variables, copied into memory the graph reads
   cudaGraph_t graph = nullptr;
-  bool capturing = false;
+  bool capturing = false, misplaced = false;
   try {
     // The copies get chunks of their own (a variable outlives the graph's intermediates, which
     // a shared chunk would keep alive). They take the variables' place at once (same values,
@@ -242,8 +247,10 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
       std::lock_guard<std::mutex> vlock(exe.store->mu);
       for (auto& [name, value] : vars) {
         CachedVar& cv = st.vars[name];
+        // Not with control flow: a loop's bad step fails a replay after the graph wrote these
+        // copies, and the store must then still fetch the values from before it (replay()).
         auto fetch = exe.store->device_only.find(name);
-        if (fetch != exe.store->device_only.end() && exe.store->versions[name] == cv.version)
+        if (g.blocks.size() == 1 && fetch != exe.store->device_only.end() && exe.store->versions[name] == cv.version)
           fetch->second = fetch_later(value, exe.device.index);  // the same value, in the copy
         cv.value = value;
       }
@@ -290,8 +297,17 @@ void capture(const ExecutableImpl& exe, CudaState& st, const RunInputs& inputs) 
       st.index_errors.guarded_copy(dst.buf.get(), value.buf.get(), value.nbytes(), r.stream);  // not after a bad index
       cap->assigned[name] = dst;
     }
+    // A target in donated bytes would be lent to the caller inside memory the caller gave up:
+    // possible only where the capture allocated otherwise than its recording run.
+    for (int32_t v : exe.module.targets)
+      if (!cap->reuses.empty() && cap->memory.in_donated(r.in(v).buf.get(), r.in(v).nbytes())) misplaced = true;
     capturing = false;
     TG_CUDA(cudaStreamEndCapture(r.stream, &graph));
+    if (misplaced) {
+      cudaGraphDestroy(graph);
+      st.no_donation = true;  // the next run captures again, without donated bytes
+      return;
+    }
   } catch (const std::exception& err) {
     if (capturing) cudaStreamEndCapture(r.stream, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -627,9 +643,19 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
         handed[i] = targets[i].nbytes() >= kLendMinBytes && r.is_fresh(targets[i]) &&
                     seen.insert(targets[i].buf.get()).second;
     }
+    // A replay's outputs are lent as they are, each buffer once: two targets the graph made one
+    // value (a clone folded away) are two tensors to the caller, and a donated one among them
+    // must not be the other's memory.
+    std::vector<bool> lends(targets.size(), false);
     std::vector<const void*> lent;
-    for (const DevTensor& t : targets)
-      if (lendable(t)) lent.push_back(t.buf.get());
+    {
+      std::unordered_set<const void*> seen;
+      for (size_t i = 0; i < targets.size(); ++i)
+        if (lendable(targets[i]) && seen.insert(targets[i].buf.get()).second) {
+          lends[i] = true;
+          lent.push_back(targets[i].buf.get());
+        }
+    }
     std::shared_ptr<void> lease = lent.empty() ? nullptr : lend(from, lent);
     // The outputs that are copied share one allocation and one copy kernel (launch_copy_many):
     // a training step's hundreds of small gradients and statistics had been an allocation and
@@ -639,7 +665,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     std::vector<size_t> offs, sizes;
     size_t total = 0;
     for (size_t i = 0; i < targets.size(); ++i) {
-      if ((lease && lendable(targets[i])) || handed[i]) continue;
+      if (lends[i] || handed[i]) continue;
       offset[i] = total;
       total += (targets[i].nbytes() + 255) / 256 * 256;
       if (targets[i].nbytes()) {
@@ -658,7 +684,7 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
       auto s = std::make_shared<DeviceTensor::Storage>();
       s->type = t.type;
       s->device = exe.device;
-      if (lease && lendable(t)) {
+      if (lends[i]) {
         s->data = t.buf.get();
         s->owner = std::shared_ptr<void>(lease, t.buf.get());
       } else if (handed[i]) {

@@ -182,6 +182,9 @@ struct CudaState {
     std::shared_ptr<Captured> captured, spare;
   };
   std::list<Parked> parked;
+  // A capture put a buffer that outlives the run (a target) in donated bytes, having allocated
+  // otherwise than its recording run: later captures use no donated bytes.
+  bool no_donation = false;
   int bind_misses = 0;  // replays lost because an input read in place moved (binding stops at 3)
   // Per input: the caller's memory came at another address than the capture read in place
   // (never read in place again); borrow_misses counts such recaptures (kMaxBorrowMisses).

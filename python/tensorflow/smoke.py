@@ -6,9 +6,10 @@ Checks that TensorFlow lists the device, and that a Keras MLP trained by model.f
 unchanged, run once under /TGRAPH:0 and once by TensorFlow alone in a child process without the
 plugin) ends with the same losses and weights. Load the plugin through the variable, not from
 site-packages/tensorflow-plugins/: from there the child would load it too and not be
-TensorFlow alone. No op has a tgraph kernel yet: the math still
-runs on TensorFlow's CPU kernels, the variables live on TGRAPH (DEVICE_DEFAULT kernels) and the
-plugin's optimizer sees every function graph.
+TensorFlow alone. The ops with a converter run on tgraph (one executable per node,
+src/kernels.cpp; TGRAPH_TF_LOG=1 prints each compile), the rest on TensorFlow's CPU kernels; the
+variables live on TGRAPH (DEVICE_DEFAULT kernels) and the plugin's optimizer sees every
+function graph.
 """
 import json
 import os

@@ -1,0 +1,102 @@
+"""The TGRAPH PluggableDevice (issue 24, python/tensorflow/): ops with a tgraph kernel run on
+tgraph from eager TensorFlow and inside Keras's model.fit, with TensorFlow's numbers.
+
+TensorFlow cannot be unloaded and fixes its device list at first use, so every check runs in a
+child process. Needs the plugin built against tensorflow-cpu 2.19.1 (docs/tensorflow-plugin.md):
+TGRAPH_TF_PLUGIN=<build>/libtgraph_tensorflow.so, and TGRAPH_TF_PYTHONPATH where TensorFlow is
+installed apart from this interpreter's packages (pip install --target DIR tensorflow-cpu==2.19.1).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLUGIN = os.environ.get("TGRAPH_TF_PLUGIN", "")
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    not PLUGIN or not Path(PLUGIN).is_file(),
+    reason="the TGRAPH TensorFlow plugin is not built: set TGRAPH_TF_PLUGIN (docs/tensorflow-plugin.md)")
+
+
+def _child(code: str, plugin: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TGRAPH_TF_LOG="1")
+    extra = os.environ.get("TGRAPH_TF_PYTHONPATH", "")
+    if extra:
+        env["PYTHONPATH"] = extra + os.pathsep + env.get("PYTHONPATH", "")
+    if plugin:
+        env["TF_PLUGGABLE_DEVICE_LIBRARY_PATH"] = PLUGIN
+    else:
+        env.pop("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", None)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _compiled(stderr: str) -> set:
+    return {line.split()[2] for line in stderr.splitlines() if line.startswith("[tgraph-tf] compiled ")}
+
+
+OPS = r'''
+import numpy as np, tensorflow as tf
+assert tf.config.list_physical_devices("TGRAPH"), "no TGRAPH device"
+rng = np.random.RandomState(0)
+worst = {}
+for dt in ("float32", "float64"):
+    a = tf.constant(rng.randn(6, 5).astype(dt)); b = tf.constant(rng.randn(5, 4).astype(dt))
+    c = tf.constant(rng.randn(6, 4).astype(dt)); bias = tf.constant(rng.randn(4).astype(dt))
+    x = tf.constant(rng.randn(2, 4, 3, 3).astype(dt))
+    cases = {
+        "MatMul": lambda: tf.linalg.matmul(a, b, transpose_b=False),
+        "MatMulT": lambda: tf.linalg.matmul(a, c, transpose_a=True),
+        "BiasAdd": lambda: tf.nn.bias_add(c, bias),
+        "BiasAddNCHW": lambda: tf.nn.bias_add(x, bias, data_format="NCHW"),
+        "BiasAddGrad": lambda: tf.raw_ops.BiasAddGrad(out_backprop=c),
+        "Relu": lambda: tf.nn.relu(c), "ReluGrad": lambda: tf.raw_ops.ReluGrad(gradients=a[:, :4], features=c),
+        "Sigmoid": lambda: tf.sigmoid(c), "Tanh": lambda: tf.tanh(c), "Exp": lambda: tf.exp(c),
+        "Log": lambda: tf.math.log(tf.abs(c) + 0.5), "Sqrt": lambda: tf.sqrt(tf.abs(c)),
+        "Rsqrt": lambda: tf.math.rsqrt(tf.abs(c) + 0.5), "Square": lambda: tf.square(c), "Neg": lambda: -c,
+        "AddV2": lambda: c + bias, "Sub": lambda: c - bias, "Mul": lambda: c * bias, "RealDiv": lambda: c / (tf.abs(bias) + 1),
+        "Maximum": lambda: tf.maximum(c, bias), "Minimum": lambda: tf.minimum(c, bias),
+        "SquaredDifference": lambda: tf.math.squared_difference(c, bias),
+        "SigmoidGrad": lambda: tf.raw_ops.SigmoidGrad(y=tf.sigmoid(c), dy=c),
+        "TanhGrad": lambda: tf.raw_ops.TanhGrad(y=tf.tanh(c), dy=c), "Softmax": lambda: tf.nn.softmax(c),
+    }
+    for name, f in cases.items():
+        with tf.device("/TGRAPH:0"):
+            got = f()
+        with tf.device("/CPU:0"):
+            want = f()
+        assert "TGRAPH" in got.device, (name, got.device)
+        err = float(np.max(np.abs(got.numpy() - want.numpy())) / (np.max(np.abs(want.numpy())) + 1e-30))
+        worst[f"{name} {dt}"] = err
+bad = {k: v for k, v in worst.items() if v > (1e-6 if "float32" in k else 1e-12)}
+assert not bad, bad
+print("ok", len(worst))
+'''
+
+
+def test_ops_run_on_tgraph_with_tensorflows_values():
+    r = _child(OPS)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+    ran = _compiled(r.stderr)
+    for op in ("MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad",
+               "Softmax", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Exp",
+               "Log", "Sqrt", "Rsqrt", "Square", "Neg"):
+        assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"
+
+
+def test_keras_mlp_fit_runs_its_math_on_tgraph_and_matches_tensorflow():
+    """smoke.py: model.fit of a Keras MLP under /TGRAPH:0 against TensorFlow alone (a child
+    without the plugin): losses and weights within 1e-4, and the step's matmuls, bias adds,
+    ReLU and their gradients compiled by tgraph."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TGRAPH_TF_LOG="1", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=PLUGIN)
+    extra = os.environ.get("TGRAPH_TF_PYTHONPATH", "")
+    if extra:
+        env["PYTHONPATH"] = extra + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, str(ROOT / "python/tensorflow/smoke.py")], env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    ran = _compiled(r.stderr)
+    for op in ("MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad"):
+        assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"

@@ -41,4 +41,16 @@ if ! $PY -c "import torch" 2>/dev/null; then
   echo "[install-deps] pip: torch (optional)"
   $PY -m pip install -q torch || echo "[install-deps] torch not installed: the PyTorch frontend tests will be skipped"
 fi
+# TensorFlow for the TGRAPH plugin (python/tensorflow, issue 24), pinned, and apart from the
+# interpreter's packages: it requires numpy < 2.2, which must not replace the interpreter's.
+# Optional: without it the plugin is not built and its tests are skipped.
+TF_VERSION=2.19.1
+TF_DIR="$(cd "$(dirname "$0")/.." && pwd)/.deps/tflib"
+if [ "${TGRAPH_NO_TENSORFLOW:-0}" != 1 ] && \
+   [ ! -f "$TF_DIR/tensorflow/include/tensorflow/c/experimental/stream_executor/stream_executor.h" ]; then
+  echo "[install-deps] pip: tensorflow-cpu==$TF_VERSION into $TF_DIR (optional)"
+  $PY -m pip install -q --upgrade --target "$TF_DIR" "tensorflow-cpu==$TF_VERSION" 2>&1 | grep -v "^WARNING: Running pip as" || true
+  [ -f "$TF_DIR/tensorflow/include/tensorflow/c/experimental/stream_executor/stream_executor.h" ] ||
+    echo "[install-deps] tensorflow-cpu not installed: the TensorFlow plugin and its tests will be skipped"
+fi
 echo "[install-deps] ok"

@@ -1,6 +1,7 @@
 """Smoke check of the TGRAPH PluggableDevice (issue 24), not yet part of `make test`.
 
-    TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/tmp/tgtf-build/libtgraph_tensorflow.so python3 python/tensorflow/smoke.py
+    TF_PLUGGABLE_DEVICE_LIBRARY_PATH=build/python/tensorflow/libtgraph_tensorflow.so \
+        PYTHONPATH=.deps/tflib python3 python/tensorflow/smoke.py [mlp|cnn]
 
 Checks that TensorFlow lists the device, and that a Keras MLP trained by model.fit (code
 unchanged, run once under /TGRAPH:0 and once by TensorFlow alone in a child process without the
@@ -19,26 +20,39 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def train(device):
+def train(device, kind="mlp"):
     import numpy as np
     import keras
     import tensorflow as tf
 
     keras.utils.set_random_seed(0)
     rng = np.random.RandomState(0)
-    x = rng.randn(256, 8).astype("float32")
-    y = (x.sum(1, keepdims=True) > 0).astype("float32")
     with tf.device(device):
-        m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.Dense(1, activation="sigmoid")])
-        m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
+        # No bias before batch norm: the norm cancels it, so its gradient is rounding noise,
+        # which Adam's normalised step turns into moves of the learning rate's size either way.
+        if kind == "cnn":  # convolutions, batch norm, max pooling, dropout (its mask drawn by TensorFlow)
+            x = rng.rand(64, 12, 12, 1).astype("float32")
+            y = (x.mean((1, 2, 3)) > 0.5).astype("int32")
+            m = keras.Sequential([keras.Input((12, 12, 1)), keras.layers.Conv2D(8, 3, padding="same", use_bias=False),
+                                  keras.layers.BatchNormalization(), keras.layers.ReLU(), keras.layers.MaxPooling2D(2),
+                                  keras.layers.Conv2D(8, 3, activation="relu"), keras.layers.Flatten(),
+                                  keras.layers.Dropout(0.25), keras.layers.Dense(2)])
+            m.compile(optimizer=keras.optimizers.Adam(1e-2),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        else:
+            x = rng.randn(256, 8).astype("float32")
+            y = (x.sum(1, keepdims=True) > 0).astype("float32")
+            m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(1, activation="sigmoid")])
+            m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
         h = m.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
     return {"loss": h.history["loss"], "weights": [w.tolist() for w in m.get_weights()],
             "var_device": m.layers[0].kernel.value.device}
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
-    print(json.dumps(train("/CPU:0")))
+KIND = next((a for a in sys.argv[1:] if a in ("mlp", "cnn")), "mlp")
+if __name__ == "__main__" and "--child" in sys.argv[1:]:
+    print(json.dumps(train("/CPU:0", KIND)))
     sys.exit(0)
 
 import numpy as np  # noqa: E402
@@ -48,9 +62,9 @@ devices = tf.config.list_physical_devices("TGRAPH")
 print("TGRAPH devices:", devices)
 if not devices:
     sys.exit("no TGRAPH device: set TF_PLUGGABLE_DEVICE_LIBRARY_PATH to libtgraph_tensorflow.so")
-ours = train("/TGRAPH:0")
+ours = train("/TGRAPH:0", KIND)
 env = {k: v for k, v in os.environ.items() if k != "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"}
-ref = json.loads(subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
+ref = json.loads(subprocess.run([sys.executable, __file__, "--child", KIND], env=env, check=True,
                                 capture_output=True, text=True).stdout.strip().splitlines()[-1])
 dl = max(abs(a - b) for a, b in zip(ours["loss"], ref["loss"]))
 dw = max(float(np.max(np.abs(np.array(a) - np.array(b)))) for a, b in zip(ours["weights"], ref["weights"]))
@@ -58,4 +72,5 @@ print("variables on:", ours["var_device"])
 print("losses TGRAPH:", ours["loss"])
 print("losses TF    :", ref["loss"])
 print(f"max |loss diff| {dl:.3g}, max |weight diff| {dw:.3g}")
+print("per weight:", [round(float(np.max(np.abs(np.array(a) - np.array(b)))), 8) for a, b in zip(ours["weights"], ref["weights"])])
 sys.exit(0 if dl <= 1e-4 and dw <= 1e-4 and "TGRAPH" in ours["var_device"] else 1)

@@ -11,11 +11,21 @@
 
 namespace tgraph_tf {
 
-/// The ops with a converter, and the dtype attribute their kernel is registered on ("T").
+/// The ops with a converter; their kernels are registered on the dtype attribute "T".
 const std::vector<std::string>& converted_ops();
 
-/// The values node `n` computes from `in` (its data inputs, in order), built on `g`. Throws
+/// The inputs of `op` read as values when the graph is built (shapes, axes: int32 / int64
+/// tensors TensorFlow keeps in host memory), by input index; the others are tensors.
+const std::vector<int>& value_inputs(const std::string& op);
+
+/// One input of a node: a tensor of the graph, or (a value input) its integer values.
+struct Input {
+  tg::Tensor t;
+  std::vector<int64_t> values;
+};
+
+/// The values node `n` computes from `in` (its inputs, in order), built on `g`. Throws
 /// tg::Error naming the node and its op where the converter refuses its attributes.
-std::vector<tg::Tensor> convert_node(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<tg::Tensor>& in);
+std::vector<tg::Tensor> convert_node(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<Input>& in);
 
 }  // namespace tgraph_tf

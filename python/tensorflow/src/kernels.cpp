@@ -113,6 +113,10 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_Status* s = TF_NewStatus();
   std::vector<tg::TensorData> inputs;
   std::vector<tg::TensorType> types;
+  std::vector<std::vector<int64_t>> values(static_cast<size_t>(TF_NumInputs(ctx)));  // value inputs
+  std::vector<bool> is_value(values.size(), false);
+  for (int i : tgraph_tf::value_inputs(k->node.op()))
+    if (i < static_cast<int>(values.size())) is_value[static_cast<size_t>(i)] = true;
   for (int i = 0; i < TF_NumInputs(ctx); ++i) {
     TF_Tensor* t = nullptr;
     TF_GetInput(ctx, i, &t, s);
@@ -120,6 +124,16 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
       TF_OpKernelContext_Failure(ctx, s);
       TF_DeleteStatus(s);
       return;
+    }
+    if (is_value[static_cast<size_t>(i)]) {  // a shape or axes: read now, part of the signature
+      const int64_t n = TF_TensorElementCount(t);
+      std::vector<int64_t>& v = values[static_cast<size_t>(i)];
+      if (TF_TensorType(t) == TF_INT32)
+        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int32_t*>(TF_TensorData(t))[e]);
+      else if (TF_TensorType(t) == TF_INT64)
+        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int64_t*>(TF_TensorData(t))[e]);
+      TF_DeleteTensor(t);
+      continue;
     }
     tg::DType d;
     if (!tg_dtype(TF_TensorType(t), d)) {
@@ -142,15 +156,25 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     tg::Executable exe;
     {
       std::lock_guard<std::mutex> lock(k->mu);
-      const std::string key = signature_key(types);
+      std::string key = signature_key(types);
+      for (const std::vector<int64_t>& v : values) {
+        key += "|";
+        for (int64_t x : v) key += std::to_string(x) + ",";
+      }
       auto it = k->compiled.find(key);
       if (it == k->compiled.end()) {
         auto g = std::make_shared<tg::Graph>();
         std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds;
-        std::vector<tg::Tensor> in;
-        for (const tg::TensorType& t : types) {
-          in.push_back(g->placeholder(t.shape, t.dtype));
-          feeds.emplace_back(in.back(), t);
+        std::vector<tgraph_tf::Input> in;
+        size_t fed = 0;
+        for (size_t i = 0; i < values.size(); ++i) {
+          if (is_value[i]) {
+            in.push_back({tg::Tensor(), values[i]});
+            continue;
+          }
+          const tg::TensorType& t = types[fed++];
+          in.push_back({g->placeholder(t.shape, t.dtype), {}});
+          feeds.emplace_back(in.back().t, t);
         }
         std::vector<tg::Tensor> outs = tgraph_tf::convert_node(*g, k->node, in);
         tg::Executable e = g->compile(feeds, outs, {}, tg::CompileOptions{.device = tg::Device::cpu()});

@@ -1,7 +1,7 @@
 """Smoke check of the TGRAPH PluggableDevice (issue 24), not yet part of `make test`.
 
     TF_PLUGGABLE_DEVICE_LIBRARY_PATH=build/python/tensorflow/libtgraph_tensorflow.so \
-        PYTHONPATH=.deps/tflib python3 python/tensorflow/smoke.py [mlp|cnn]
+        PYTHONPATH=.deps/tflib python3 python/tensorflow/smoke.py [mlp|cnn|transformer]
 
 Checks that TensorFlow lists the device, and that a Keras MLP trained by model.fit (code
 unchanged, run once under /TGRAPH:0 and once by TensorFlow alone in a child process without the
@@ -30,7 +30,18 @@ def train(device, kind="mlp"):
     with tf.device(device):
         # No bias before batch norm: the norm cancels it, so its gradient is rounding noise,
         # which Adam's normalised step turns into moves of the learning rate's size either way.
-        if kind == "cnn":  # convolutions, batch norm, max pooling, dropout (its mask drawn by TensorFlow)
+        if kind == "transformer":  # embedding, multi-head attention, layer norm, exact GELU; AdamW
+            x = rng.randint(0, 50, size=(64, 10)).astype("int32")
+            y = (x[:, 0] > 25).astype("int32")
+            tokens = keras.Input((10,), dtype="int32")
+            h = keras.layers.Embedding(50, 16)(tokens)
+            h = keras.layers.LayerNormalization()(h + keras.layers.MultiHeadAttention(2, 8)(h, h))
+            f = keras.layers.Dense(16)(keras.layers.Dense(32, activation="gelu")(h))
+            h = keras.layers.LayerNormalization()(h + f)
+            m = keras.Model(tokens, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(h)))
+            m.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        elif kind == "cnn":  # convolutions, batch norm, max pooling, dropout (its mask drawn by TensorFlow)
             x = rng.rand(64, 12, 12, 1).astype("float32")
             y = (x.mean((1, 2, 3)) > 0.5).astype("int32")
             m = keras.Sequential([keras.Input((12, 12, 1)), keras.layers.Conv2D(8, 3, padding="same", use_bias=False),
@@ -47,10 +58,10 @@ def train(device, kind="mlp"):
             m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
         h = m.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
     return {"loss": h.history["loss"], "weights": [w.tolist() for w in m.get_weights()],
-            "var_device": m.layers[0].kernel.value.device}
+            "var_device": m.trainable_variables[0].value.device}
 
 
-KIND = next((a for a in sys.argv[1:] if a in ("mlp", "cnn")), "mlp")
+KIND = next((a for a in sys.argv[1:] if a in ("mlp", "cnn", "transformer")), "mlp")
 if __name__ == "__main__" and "--child" in sys.argv[1:]:
     print(json.dumps(train("/CPU:0", KIND)))
     sys.exit(0)

@@ -63,6 +63,14 @@ for dt in ("float32", "float64"):
         "TanhGrad": lambda: tf.raw_ops.TanhGrad(y=tf.tanh(c), dy=c), "Softmax": lambda: tf.nn.softmax(c),
         "Sum": lambda: tf.reduce_sum(c, axis=0), "SumKeep": lambda: tf.reduce_sum(c, axis=[-1], keepdims=True),
         "Mean": lambda: tf.reduce_mean(x, axis=[1, 2]), "Reshape": lambda: tf.reshape(c, [3, -1]),
+        "Pow": lambda: tf.pow(tf.abs(c) + 0.1, bias), "Erf": lambda: tf.math.erf(c), "Erfc": lambda: tf.math.erfc(c),
+        "BatchMatMulV2": lambda: tf.linalg.matmul(x, x, adjoint_b=True),
+        "Transpose": lambda: tf.transpose(x, [0, 2, 1, 3]), "ExpandDims": lambda: tf.expand_dims(c, -1),
+        "Tile": lambda: tf.tile(c, [2, 1]), "LogSoftmax": lambda: tf.nn.log_softmax(c),
+        "SparseSoftmaxCrossEntropyWithLogits": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
+            features=c, labels=tf.constant([0, 3, 1, 2, 3, 0]))[0],
+        "SparseSoftmaxCrossEntropyWithLogitsGrad": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
+            features=c, labels=tf.constant([0, 3, 1, 2, 3, 0]))[1],
     }
     img = tf.constant(rng.randn(2, 9, 8, 3).astype(dt)); flt = tf.constant(rng.randn(3, 3, 3, 4).astype(dt))
     for pad in ("SAME", "VALID"):
@@ -101,7 +109,8 @@ def test_ops_run_on_tgraph_with_tensorflows_values():
     for op in ("MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad",
                "Softmax", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Exp",
                "Log", "Sqrt", "Rsqrt", "Square", "Neg", "Sum", "Mean", "Reshape", "Conv2D", "Conv2DBackpropInput",
-               "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad"):
+               "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "Pow", "Erf", "Erfc", "BatchMatMulV2", "Transpose",
+               "ExpandDims", "Tile", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits"):
         assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"
 
 
@@ -109,10 +118,12 @@ def test_ops_run_on_tgraph_with_tensorflows_values():
     ("mlp", ("MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad")),
     ("cnn", ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "Mean",
              "SquaredDifference", "Rsqrt", "MatMul", "ReluGrad")),
+    ("transformer", ("BatchMatMulV2", "Softmax", "Erfc", "SparseSoftmaxCrossEntropyWithLogits", "Mean", "Rsqrt",
+                     "MatMul", "BiasAddGrad")),
 ])
 def test_keras_fit_runs_its_math_on_tgraph_and_matches_tensorflow(kind, ops):
-    """smoke.py: model.fit of a Keras MLP, and of a CNN with batch norm, max pooling and dropout,
-    under /TGRAPH:0 against TensorFlow alone (a child without the plugin): losses and weights
+    """smoke.py: model.fit of a Keras MLP, a CNN with batch norm, max pooling and dropout, and a
+    transformer encoder (embedding, multi-head attention, layer norm, GELU; AdamW), under /TGRAPH:0 against TensorFlow alone (a child without the plugin): losses and weights
     within 1e-4, and the step's ops named here compiled by tgraph."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TGRAPH_TF_LOG="1", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=PLUGIN)
     extra = os.environ.get("TGRAPH_TF_PYTHONPATH", "")

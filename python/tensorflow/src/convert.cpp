@@ -174,6 +174,38 @@ const std::map<std::string, Rule>& rules() {
     t["Reshape"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
       return Ins{g.reshape(in.at(0).t, in.at(1).values)};
     };
+    binary("Pow", &tg::Graph::pow);
+    unary("Erf", &tg::Graph::erf);
+    t["Erfc"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      const tg::Tensor x = in.at(0).t;
+      return Ins{g.sub(g.scalar(1.0, x.dtype()), g.erf(x))};
+    };
+    t["BatchMatMulV2"] = [](tg::Graph& g, const tensorflow::NodeDef& n, const Args& in) {
+      return Ins{g.matmul(in.at(0).t, in.at(1).t, attr_b(n, "adj_x", false), attr_b(n, "adj_y", false))};
+    };
+    t["Transpose"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      return Ins{g.transpose(in.at(0).t, in.at(1).values)};
+    };
+    t["ExpandDims"] = [](tg::Graph& g, const tensorflow::NodeDef& n, const Args& in) {
+      if (in.at(1).values.size() != 1) refuse(n, "the axis must be one value");
+      int64_t a = in.at(1).values[0];
+      if (a < 0) a += in.at(0).t.rank() + 1;
+      return Ins{g.expand_dims(in.at(0).t, {a})};
+    };
+    t["Tile"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      return Ins{g.tile(in.at(0).t, in.at(1).values)};
+    };
+    t["LogSoftmax"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      return Ins{g.log_softmax(in.at(0).t, -1)};
+    };
+    // (features [batch, classes], labels [batch] int): the loss per row and its gradient.
+    t["SparseSoftmaxCrossEntropyWithLogits"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      const tg::Tensor logits = in.at(0).t, labels = in.at(1).t;
+      const int64_t classes = logits.shape().dims().back();
+      const tg::Tensor hot = g.one_hot(labels, classes, -1, logits.dtype());
+      const tg::Tensor logp = g.log_softmax(logits, -1);
+      return Ins{g.neg(g.reduce_sum(g.mul(hot, logp), {1})), g.sub(g.exp(logp), hot)};
+    };
     t["Softmax"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) { return Ins{g.softmax(in.at(0).t, -1)}; };
     return t;
   }();
@@ -184,7 +216,8 @@ const std::map<std::string, Rule>& rules() {
 
 const std::vector<int>& value_inputs(const std::string& op) {
   static const std::map<std::string, std::vector<int>> table = {
-      {"Conv2DBackpropInput", {0}}, {"Conv2DBackpropFilter", {1}}, {"Sum", {1}}, {"Mean", {1}}, {"Reshape", {1}}};
+      {"Conv2DBackpropInput", {0}}, {"Conv2DBackpropFilter", {1}}, {"Sum", {1}}, {"Mean", {1}}, {"Reshape", {1}},
+      {"Transpose", {1}}, {"ExpandDims", {1}}, {"Tile", {1}}};
   static const std::vector<int> none;
   auto it = table.find(op);
   return it == table.end() ? none : it->second;

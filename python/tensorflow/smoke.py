@@ -1,7 +1,7 @@
 """Smoke check of the TGRAPH PluggableDevice (issue 24), not yet part of `make test`.
 
     TF_PLUGGABLE_DEVICE_LIBRARY_PATH=build/python/tensorflow/libtgraph_tensorflow.so \
-        PYTHONPATH=.deps/tflib python3 python/tensorflow/smoke.py [mlp|cnn|transformer]
+        PYTHONPATH=.deps/tflib python3 python/tensorflow/smoke.py [mlp|cnn|transformer|tape|savedmodel]
 
 Checks that TensorFlow lists the device, and that a Keras MLP trained by model.fit (code
 unchanged, run once under /TGRAPH:0 and once by TensorFlow alone in a child process without the
@@ -56,12 +56,37 @@ def train(device, kind="mlp"):
             m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
                                   keras.layers.Dense(1, activation="sigmoid")])
             m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
-        h = m.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
-    return {"loss": h.history["loss"], "weights": [w.tolist() for w in m.get_weights()],
-            "var_device": m.trainable_variables[0].value.device}
+        if kind == "tape":  # a tf.function loop with GradientTape and a Keras optimizer
+            opt = keras.optimizers.SGD(0.05, momentum=0.9)
+            bce = keras.losses.BinaryCrossentropy()
+
+            @tf.function
+            def step(xb, yb):
+                with tf.GradientTape() as tape:
+                    loss = bce(yb, m(xb, training=True))
+                grads = tape.gradient(loss, m.trainable_variables)
+                opt.apply_gradients(zip(grads, m.trainable_variables))
+                return loss
+            losses = [float(step(x[i:i + 32], y[i:i + 32])) for i in range(0, 256, 32) for _ in range(2)]
+            out = {"loss": losses}
+        else:
+            h = m.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+            out = {"loss": h.history["loss"]}
+        out["eval"] = [float(m.evaluate(x, y, verbose=0))]
+        out["pred"] = np.asarray(m.predict(x[:16], verbose=0)).ravel().tolist()
+        if kind == "savedmodel":  # exported, loaded back and served
+            import tempfile
+            d = tempfile.mkdtemp()
+            m.export(d, verbose=False)
+            loaded = tf.saved_model.load(d)  # held: its variables go with it
+            served = loaded.serve(tf.constant(x[:16]))
+            out["served"] = np.asarray(served).ravel().tolist()
+            out["served_device"] = served.device
+    out.update(weights=[w.tolist() for w in m.get_weights()], var_device=m.trainable_variables[0].value.device)
+    return out
 
 
-KIND = next((a for a in sys.argv[1:] if a in ("mlp", "cnn", "transformer")), "mlp")
+KIND = next((a for a in sys.argv[1:] if a in ("mlp", "cnn", "transformer", "tape", "savedmodel")), "mlp")
 if __name__ == "__main__" and "--child" in sys.argv[1:]:
     print(json.dumps(train("/CPU:0", KIND)))
     sys.exit(0)
@@ -79,9 +104,14 @@ ref = json.loads(subprocess.run([sys.executable, __file__, "--child", KIND], env
                                 capture_output=True, text=True).stdout.strip().splitlines()[-1])
 dl = max(abs(a - b) for a, b in zip(ours["loss"], ref["loss"]))
 dw = max(float(np.max(np.abs(np.array(a) - np.array(b)))) for a, b in zip(ours["weights"], ref["weights"]))
+# evaluate, predict and (savedmodel) the served outputs against TensorFlow alone's
+do = max(float(np.max(np.abs(np.array(ours[k]) - np.array(ref[k])))) for k in ("eval", "pred", "served") if k in ours)
 print("variables on:", ours["var_device"])
 print("losses TGRAPH:", ours["loss"])
 print("losses TF    :", ref["loss"])
-print(f"max |loss diff| {dl:.3g}, max |weight diff| {dw:.3g}")
+print(f"max |loss diff| {dl:.3g}, max |weight diff| {dw:.3g}, max |evaluate / predict / served diff| {do:.3g}")
 print("per weight:", [round(float(np.max(np.abs(np.array(a) - np.array(b)))), 8) for a, b in zip(ours["weights"], ref["weights"])])
-sys.exit(0 if dl <= 1e-4 and dw <= 1e-4 and "TGRAPH" in ours["var_device"] else 1)
+if "served_device" in ours:
+    print("served on:", ours["served_device"])
+ok = dl <= 1e-4 and dw <= 1e-4 and do <= 1e-4 and "TGRAPH" in ours["var_device"]
+sys.exit(0 if ok and "TGRAPH" in ours.get("served_device", "TGRAPH") else 1)

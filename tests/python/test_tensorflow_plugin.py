@@ -120,10 +120,14 @@ def test_ops_run_on_tgraph_with_tensorflows_values():
              "SquaredDifference", "Rsqrt", "MatMul", "ReluGrad")),
     ("transformer", ("BatchMatMulV2", "Softmax", "Erfc", "SparseSoftmaxCrossEntropyWithLogits", "Mean", "Rsqrt",
                      "MatMul", "BiasAddGrad")),
+    ("tape", ("MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "Sigmoid")),
+    ("savedmodel", ("MatMul", "BiasAdd", "Relu", "Sigmoid")),
 ])
 def test_keras_fit_runs_its_math_on_tgraph_and_matches_tensorflow(kind, ops):
     """smoke.py: model.fit of a Keras MLP, a CNN with batch norm, max pooling and dropout, and a
-    transformer encoder (embedding, multi-head attention, layer norm, GELU; AdamW), under /TGRAPH:0 against TensorFlow alone (a child without the plugin): losses and weights
+    transformer encoder (embedding, multi-head attention, layer norm, GELU; AdamW), a tf.function
+    loop with GradientTape and a Keras optimizer, and a model exported as a SavedModel, loaded
+    and served, under /TGRAPH:0 (evaluate and predict too) against TensorFlow alone (a child without the plugin): losses and weights
     within 1e-4, and the step's ops named here compiled by tgraph."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TGRAPH_TF_LOG="1", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=PLUGIN)
     extra = os.environ.get("TGRAPH_TF_PYTHONPATH", "")

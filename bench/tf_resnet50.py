@@ -29,8 +29,12 @@ def child(device: str, batch: int, size: int, steps: int) -> dict:
     y = np.arange(batch) % 10
     with tf.device(device):
         m = keras.applications.ResNet50(weights=None, input_shape=(size, size, 3), classes=10)
+        # jit_compile=False: what Keras's "auto" gives TensorFlow alone on a CPU-only machine. With
+        # the plugin, "auto" sees a non-CPU device and asks XLA, which has no TGRAPH device: fit
+        # works (the plugin's optimizer clears the request inside the graph), train_on_batch
+        # does not ("No JIT device registered for TGRAPH": the eager call itself asks for XLA).
         m.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
         t0 = time.perf_counter()
         first = float(m.train_on_batch(x, y))
         first_s = time.perf_counter() - t0

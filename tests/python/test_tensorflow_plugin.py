@@ -67,6 +67,8 @@ for dt in ("float32", "float64"):
         "BatchMatMulV2": lambda: tf.linalg.matmul(x, x, adjoint_b=True),
         "Transpose": lambda: tf.transpose(x, [0, 2, 1, 3]), "ExpandDims": lambda: tf.expand_dims(c, -1),
         "Tile": lambda: tf.tile(c, [2, 1]), "LogSoftmax": lambda: tf.nn.log_softmax(c),
+        "AddN": lambda: tf.math.add_n([c, c * 2, c + bias]), "Reciprocal": lambda: tf.math.reciprocal(tf.abs(c) + 1),
+        "Abs": lambda: tf.abs(c),
         "SparseSoftmaxCrossEntropyWithLogits": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
             features=c, labels=tf.constant([0, 3, 1, 2, 3, 0]))[0],
         "SparseSoftmaxCrossEntropyWithLogitsGrad": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
@@ -110,7 +112,7 @@ def test_ops_run_on_tgraph_with_tensorflows_values():
                "Softmax", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Exp",
                "Log", "Sqrt", "Rsqrt", "Square", "Neg", "Sum", "Mean", "Reshape", "Conv2D", "Conv2DBackpropInput",
                "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "Pow", "Erf", "Erfc", "BatchMatMulV2", "Transpose",
-               "ExpandDims", "Tile", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits"):
+               "ExpandDims", "Tile", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits", "AddN", "Reciprocal", "Abs"):
         assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"
 
 

@@ -175,6 +175,14 @@ const std::map<std::string, Rule>& rules() {
       return Ins{g.reshape(in.at(0).t, in.at(1).values)};
     };
     binary("Pow", &tg::Graph::pow);
+    unary("Reciprocal", &tg::Graph::reciprocal);
+    unary("Abs", &tg::Graph::abs);
+    // Grappler's arithmetic optimizer turns chains of adds placed on TGRAPH into AddN there.
+    t["AddN"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      tg::Tensor sum = in.at(0).t;
+      for (size_t i = 1; i < in.size(); ++i) sum = g.add(sum, in[i].t);
+      return Ins{sum};
+    };
     unary("Erf", &tg::Graph::erf);
     t["Erfc"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
       const tg::Tensor x = in.at(0).t;

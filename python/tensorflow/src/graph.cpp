@@ -5,22 +5,83 @@
 //   - clears _XlaMustCompile on nodes placed on TGRAPH: Keras 3's jit_compile="auto" turns XLA
 //     on as soon as any non-CPU device is listed, and XLA has no TGRAPH JIT device ("No JIT
 //     device registered for TGRAPH"), so model.fit would fail with the model code unchanged.
+//   - moves to the CPU a node on TGRAPH whose op has no TGRAPH kernel (ours, or TensorFlow's
+//     DEVICE_DEFAULT ones): grappler's own passes run after placement and put the ops they make
+//     on the device of the ops they replace (the arithmetic optimizer's AddN for a chain of
+//     adds), and such a node failed the run with "No registered 'X' OpKernel for 'TGRAPH'".
 // Next (docs/tensorflow-plugin.md): cluster the TGRAPH nodes tgraph supports into one
 // TgraphCluster node each, whose kernel compiles the cluster into a tgraph executable.
 //
 // The GraphDef classes are the wheel's own (tensorflow/core/framework/graph.pb.h) and resolve
 // to the protobuf runtime inside libtensorflow_framework.so.2: no second protobuf here.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "plugin.h"
+#include "tensorflow/c/c_api.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/core/framework/graph.pb.h"
+#include "tensorflow/core/framework/kernel_def.pb.h"
 
 namespace {
 
 bool on_tgraph(const tensorflow::NodeDef& n) {
   return n.device().find(std::string("device:") + tgraph_tf::kDeviceType + ":") != std::string::npos;
+}
+
+// The kernels TensorFlow holds for `op` on TGRAPH: the plugin's, and DEVICE_DEFAULT's, which
+// every PluggableDevice gets; null when the registry cannot be read.
+const std::vector<tensorflow::KernelDef>* tgraph_kernels(const std::string& op) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<std::vector<tensorflow::KernelDef>>> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(op);
+  if (it != known.end()) return it->second.get();
+  std::unique_ptr<std::vector<tensorflow::KernelDef>> found;
+  TF_Status* s = TF_NewStatus();
+  TF_Buffer* b = TF_GetRegisteredKernelsForOp(op.c_str(), s);
+  tensorflow::KernelList kernels;
+  if (TF_GetCode(s) == TF_OK && b && kernels.ParseFromArray(b->data, static_cast<int>(b->length))) {
+    found = std::make_unique<std::vector<tensorflow::KernelDef>>();
+    for (const tensorflow::KernelDef& k : kernels.kernel())
+      if (k.device_type() == tgraph_tf::kDeviceType || k.device_type() == "DEFAULT") found->push_back(k);
+  }
+  if (b) TF_DeleteBuffer(b);
+  TF_DeleteStatus(s);
+  return (known[op] = std::move(found)).get();
+}
+
+// Whether one of those kernels takes node `n` (its type attributes among each constraint's
+// allowed types). Unknown (the registry cannot be read): true, so the node stays.
+bool has_tgraph_kernel(const tensorflow::NodeDef& n) {
+  const std::vector<tensorflow::KernelDef>* kernels = tgraph_kernels(n.op());
+  if (!kernels) return true;
+  for (const tensorflow::KernelDef& k : *kernels) {
+    bool fits = true;
+    for (const auto& c : k.constraint()) {
+      auto a = n.attr().find(c.name());
+      if (a == n.attr().end() || a->second.value_case() != tensorflow::AttrValue::kType) continue;
+      bool allowed = false;
+      for (int t : c.allowed_values().list().type()) allowed = allowed || t == a->second.type();
+      fits = fits && allowed;
+    }
+    if (fits) return true;
+  }
+  return false;
+}
+
+// The node's device with TGRAPH replaced by the CPU ("/job:.../device:TGRAPH:0" -> "/device:CPU:0").
+std::string on_cpu(const std::string& device) {
+  const std::string from = std::string("device:") + tgraph_tf::kDeviceType + ":";
+  const size_t at = device.find(from);
+  if (at == std::string::npos) return device;
+  const size_t end = device.find_first_not_of("0123456789", at + from.size());
+  return device.substr(0, at) + "device:CPU:0" + (end == std::string::npos ? "" : device.substr(end));
 }
 
 void* optimizer_create() { return nullptr; }
@@ -34,10 +95,13 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem*, TF_B
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "tgraph: the GraphDef from TensorFlow does not parse");
     return;
   }
+  std::set<std::string> functions;  // a node whose op is a library function is a call, no kernel
+  for (const tensorflow::FunctionDef& f : g.library().function()) functions.insert(f.signature().name());
   for (tensorflow::NodeDef& n : *g.mutable_node()) {
     if (!on_tgraph(n)) continue;
     auto it = n.mutable_attr()->find("_XlaMustCompile");
     if (it != n.mutable_attr()->end() && it->second.b()) it->second.set_b(false);
+    if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
   }
   std::string bytes;
   if (!g.SerializeToString(&bytes)) {

@@ -490,13 +490,14 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: 
             if not symbolic:
                 symbolic.append(_symbolic(gm))
                 if symbolic[0]:
-                    ran = []
+                    run = None
                     try:  # one executable for every size, or (an op it cannot take so) one per size
-                        run, out = _dynamic_first_run(gm, inputs, free_layouts, donated, ran)
+                        run = _dynamic_whole(gm, inputs, free_layouts, donated)
+                        out = run(inputs)
                         cache[_loose_signature(inputs)] = run
                         return out
                     except tg.Error as e:
-                        if ran and donated:  # the failed run may have written the inputs it was given
+                        if run is not None and donated:  # the failed run may have written its inputs
                             raise
                         symbolic[0] = False
                         _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {str(e).splitlines()[0]}")
@@ -509,18 +510,13 @@ def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: 
     return call
 
 
-def _dynamic_first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated=frozenset(),
-                       ran: list | None = None):
-    """(run, its first result) for a graph with symbolic sizes: the whole graph in one tgraph
-    executable whose dynamic dims take every size (no partitioning: a refusal raises). `ran`
-    gets an entry once the run starts (an error after it is the run's, not the conversion's)."""
+def _dynamic_whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated=frozenset()):
+    """The run of a graph with symbolic sizes: the whole graph in one tgraph executable whose
+    dynamic dims take every size (no partitioning: a refusal raises)."""
     if any(not convertible(n) for n in gm.graph.nodes):
         bad = next(n for n in gm.graph.nodes if not convertible(n))
         raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name})")
-    run = _whole(gm, inputs, free_layouts, symbolic=True, donated=donated)
-    if ran is not None:
-        ran.append(True)
-    return run, run(inputs)
+    return _whole(gm, inputs, free_layouts, symbolic=True, donated=donated)
 
 
 def _strict() -> bool:

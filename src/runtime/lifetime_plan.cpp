@@ -10,14 +10,21 @@ namespace {
 int64_t rounded(int64_t n, int64_t align) { return (std::max<int64_t>(n, 1) + align - 1) / align * align; }
 bool overlap(const Lifetime& a, const Lifetime& b) { return a.start < b.end && b.start < a.end; }
 
-}  // namespace
-
-std::vector<int64_t> place_by_lifetime(const std::vector<Lifetime>& blocks, int64_t align, int64_t& total) {
+// The blocks' indices, largest first (earliest first among equals): the order both placements
+// take them in.
+std::vector<size_t> largest_first(const std::vector<Lifetime>& blocks) {
   std::vector<size_t> order(blocks.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return blocks[a].size != blocks[b].size ? blocks[a].size > blocks[b].size : blocks[a].start < blocks[b].start;
   });
+  return order;
+}
+
+}  // namespace
+
+std::vector<int64_t> place_by_lifetime(const std::vector<Lifetime>& blocks, int64_t align, int64_t& total) {
+  const std::vector<size_t> order = largest_first(blocks);
   std::vector<int64_t> offset(blocks.size(), 0);
   std::vector<size_t> placed;
   std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of the placed blocks alive with this one
@@ -61,11 +68,7 @@ std::vector<int64_t> place_in_donated(const std::vector<Lifetime>& blocks, const
     spans.back().members.push_back(d);
   }
   auto up = [&](int64_t a) { return (a + align - 1) / align * align; };
-  std::vector<size_t> order(blocks.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return blocks[a].size != blocks[b].size ? blocks[a].size > blocks[b].size : blocks[a].start < blocks[b].start;
-  });
+  const std::vector<size_t> order = largest_first(blocks);
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (size_t i : order) {
     if (blocks[i].end == INT64_MAX) continue;  // outlives the run: its own memory

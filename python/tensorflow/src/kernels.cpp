@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert.h"
@@ -29,34 +30,25 @@
 
 namespace {
 
+// TensorFlow's dtypes that tgraph has, and tgraph's name for each.
+constexpr std::pair<TF_DataType, tg::DType> kDTypes[] = {
+    {TF_FLOAT, tg::DType::f32}, {TF_DOUBLE, tg::DType::f64}, {TF_HALF, tg::DType::f16},
+    {TF_BFLOAT16, tg::DType::bf16}, {TF_INT32, tg::DType::i32}, {TF_INT64, tg::DType::i64},
+    {TF_INT8, tg::DType::i8}, {TF_UINT8, tg::DType::u8}, {TF_BOOL, tg::DType::boolean}};
+
 bool tg_dtype(TF_DataType t, tg::DType& out) {
-  switch (t) {
-    case TF_FLOAT: out = tg::DType::f32; return true;
-    case TF_DOUBLE: out = tg::DType::f64; return true;
-    case TF_HALF: out = tg::DType::f16; return true;
-    case TF_BFLOAT16: out = tg::DType::bf16; return true;
-    case TF_INT32: out = tg::DType::i32; return true;
-    case TF_INT64: out = tg::DType::i64; return true;
-    case TF_INT8: out = tg::DType::i8; return true;
-    case TF_UINT8: out = tg::DType::u8; return true;
-    case TF_BOOL: out = tg::DType::boolean; return true;
-    default: return false;
-  }
+  for (const auto& [tf, tg] : kDTypes)
+    if (tf == t) {
+      out = tg;
+      return true;
+    }
+  return false;
 }
 
 TF_DataType tf_dtype(tg::DType t) {
-  switch (t) {
-    case tg::DType::f32: return TF_FLOAT;
-    case tg::DType::f64: return TF_DOUBLE;
-    case tg::DType::f16: return TF_HALF;
-    case tg::DType::bf16: return TF_BFLOAT16;
-    case tg::DType::i32: return TF_INT32;
-    case tg::DType::i64: return TF_INT64;
-    case tg::DType::i8: return TF_INT8;
-    case tg::DType::u8: return TF_UINT8;
-    case tg::DType::boolean: return TF_BOOL;
-    default: return TF_FLOAT;
-  }
+  for (const auto& [tf, tg] : kDTypes)
+    if (tg == t) return tf;
+  return TF_FLOAT;  // not reached: tgraph's results have their inputs' dtypes, or these
 }
 
 // One node's kernel: its NodeDef, and an executable per input signature (compiled at the first

@@ -166,7 +166,7 @@ struct GraphMemory::Plan {
   // Whether every donated input under [p, p + n) was let go (caller holds mu).
   bool let_go(std::byte* p, size_t n) const {
     for (size_t k = 0; k < donated.size(); ++k)
-      if (!released[k] && donated[k].lo < p + n && p < donated[k].lo + donated[k].bytes) return false;
+      if (!released[k] && shares_bytes(donated[k].lo, donated[k].bytes, p, n)) return false;
     return true;
   }
 };
@@ -219,7 +219,7 @@ void GraphMemory::plan(std::vector<size_t> sizes, std::vector<size_t> offsets, s
   const bool any_donated = std::any_of(at.begin(), at.end(), [](std::byte* p) { return p != nullptr; });
   if (sizes.empty() || sizes.size() != offsets.size() || (total == 0 && !any_donated)) return;
   auto p = std::make_shared<Plan>();
-  for (size_t& n : sizes) n = (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign;
+  for (size_t& n : sizes) n = rounded(n);
   p->sizes = std::move(sizes);
   p->offsets = std::move(offsets);
   p->at = std::move(at);
@@ -243,10 +243,9 @@ std::function<void()> GraphMemory::donated_release(size_t k) const {
 
 bool GraphMemory::in_donated(const void* p, size_t n) const {
   if (!plan_) return false;
-  const auto* lo = static_cast<const std::byte*>(p);
   std::lock_guard<std::mutex> lock(plan_->mu);
   for (const Donated& d : plan_->donated)
-    if (d.lo < lo + std::max<size_t>(n, 1) && lo < d.lo + d.bytes) return true;
+    if (shares_bytes(d.lo, d.bytes, p, std::max<size_t>(n, 1))) return true;
   return false;
 }
 
@@ -264,7 +263,7 @@ size_t GraphMemory::donated_takes() const {
 
 DeviceBuffer GraphMemory::take(size_t bytes) {
   constexpr size_t kMinChunk = size_t{2} << 20, kMaxChunk = size_t{256} << 20, kMaxMisses = 8;
-  const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  const size_t n = rounded(bytes);
   if (plan_) {
     std::shared_ptr<Plan> p = plan_;
     std::unique_lock<std::mutex> lock(p->mu);

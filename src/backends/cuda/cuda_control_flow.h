@@ -4,6 +4,7 @@
 // a graph under capture. The executor (cuda_executor.cpp) decides what goes in each body.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -27,6 +28,8 @@ class GraphMemory {
  public:
   /// Every piece is a multiple of it, and aligned to it.
   static constexpr size_t kAlign = 256;
+  /// n bytes (at least one) rounded up to kAlign: what a piece of n bytes takes.
+  static constexpr size_t rounded(size_t n) { return (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign; }
   explicit GraphMemory(DeviceContext& ctx);
   GraphMemory(const GraphMemory&) = delete;
   GraphMemory& operator=(const GraphMemory&) = delete;
@@ -75,6 +78,13 @@ class GraphMemory {
   // its size (0: none yet); all chunks' bytes.
   size_t bump_ = 0, used_ = 0, size_ = 0, reserved_ = 0;
 };
+/// Whether [a, a + n) and [b, b + m) share a byte.
+inline bool shares_bytes(const void* a, size_t n, const void* b, size_t m) {
+  const auto* x = static_cast<const std::byte*>(a);
+  const auto* y = static_cast<const std::byte*>(b);
+  return x < y + m && y < x + n;
+}
+
 /// Bytes all captured graphs on `device` hold now.
 size_t graph_memory_bytes(int device);
 /// Records that tgraph's pool on `device` has `pool_in_use` bytes allocated (after an

@@ -149,7 +149,6 @@ uint64_t store_generation(const ExecutableImpl& exe) {
 // own) allocates otherwise than the host-driven run before it, and a plan that misses keeps its
 // chunk beside the chunks the capture takes instead.
 void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap, const RunInputs& inputs) {
-  const bool donation = !st.no_donation;
   if (!st.trace || st.trace_types != cap.input_types || g.blocks.size() > 1 || env_flag("TGRAPH_NO_MEMORY_PLAN"))
     return;
   std::vector<Lifetime> blocks;
@@ -169,22 +168,20 @@ void plan_memory(const CudaState& st, const GraphImpl& g, Captured& cap, const R
   std::vector<DonatedBytes> donated;
   std::vector<GraphMemory::Donated> regions;
   std::vector<size_t> reuses;
-  auto range = [&](size_t i) {
-    const auto lo = reinterpret_cast<int64_t>(cap.bound[i]);
-    return std::make_pair(lo, lo + static_cast<int64_t>(cap.inputs[i].nbytes()));
-  };
   auto eligible = [&](size_t i) {
-    return donation && cap.bound[i] && inputs.is_donated(i) && i < input_free.size() && input_free[i] != INT64_MAX &&
-           cap.inputs[i].nbytes() != 0;
+    return !st.no_donation && cap.bound[i] && inputs.is_donated(i) && i < input_free.size() &&
+           input_free[i] != INT64_MAX && cap.inputs[i].nbytes() != 0;
   };
   for (size_t i = 0; i < cap.bound.size(); ++i) {
     if (!eligible(i)) continue;
-    const auto [lo, hi] = range(i);
+    const size_t n = cap.inputs[i].nbytes();
     bool shared = false;  // with an input whose bytes are not reused (donated or not)
     for (size_t j = 0; j < cap.bound.size(); ++j)
-      if (j != i && cap.bound[j] && !eligible(j) && range(j).first < hi && lo < range(j).second) shared = true;
+      if (j != i && cap.bound[j] && !eligible(j) && shares_bytes(cap.bound[i], n, cap.bound[j], cap.inputs[j].nbytes()))
+        shared = true;
     if (shared) continue;
-    donated.push_back({lo, hi, input_free[i]});
+    const auto lo = reinterpret_cast<int64_t>(cap.bound[i]);
+    donated.push_back({lo, lo + static_cast<int64_t>(n), input_free[i]});
     regions.push_back({static_cast<std::byte*>(const_cast<void*>(cap.bound[i])), cap.inputs[i].nbytes()});
     reuses.push_back(i);
   }
@@ -520,13 +517,12 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   for (size_t i = 0; i < inputs.size() && inputs.borrow; ++i) {
     DevTensor& slot = r.slots[static_cast<size_t>(exe.module.feeds[i])];
     if (!inputs.is_donated(i) || !slot.buf || slot.nbytes() == 0) continue;
-    auto* lo = slot.buf.get();
+    std::byte* lo = slot.buf.get();
     const size_t n = slot.nbytes();
     bool shared = false;
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      const auto* q = inputs.device[j].buf.get();
-      if (j != i && q && q < lo + n && lo < q + inputs.device[j].nbytes()) shared = true;
-    }
+    for (size_t j = 0; j < inputs.size(); ++j)
+      if (j != i && inputs.device[j].buf && shares_bytes(lo, n, inputs.device[j].buf.get(), inputs.device[j].nbytes()))
+        shared = true;
     if (shared) continue;
     if (!r.donated) r.donated = std::make_shared<cuda_run::DonatedPieces>();
     slot.buf = DeviceBuffer(lo, [t = r.trace, d = r.donated, i, n](std::byte* p) {

@@ -124,7 +124,7 @@ struct AllocTrace {
 // pool's memory: an output left there is copied out (Run::is_fresh is false for it), so none
 // of the run's results stays in the caller's bytes.
 struct DonatedPieces {
-  static constexpr size_t kAlign = 256;
+  static constexpr size_t kAlign = GraphMemory::kAlign;
   std::mutex mu;
   std::map<std::byte*, size_t> free;  // address -> bytes
   void give(std::byte* p, size_t n) {
@@ -286,7 +286,7 @@ struct Run {
   DeviceBuffer buffer(size_t n) {
     if (capturing()) return fixed->take(n);
     if (donated) {
-      const size_t m = (std::max<size_t>(n, 1) + DonatedPieces::kAlign - 1) / DonatedPieces::kAlign * DonatedPieces::kAlign;
+      const size_t m = GraphMemory::rounded(n);
       if (std::byte* p = donated->take(m)) return traced(DeviceBuffer(p, [d = donated, m](std::byte* q) { d->give(q, m); }), n);
     }
     DeviceBuffer b = traced(ctx.allocate(n, stream), n);

@@ -123,11 +123,14 @@ def from_ncu(path, steps):
         print(f"  {e / steps * 1e3:7.3f} {t / steps * 1e3:7.3f} x{c / steps:5.0f}  {n}")
 
 
+PRECISION = "bf16"
+
+
 def torch_step(path, batch):
     """A warmed-up ResNet-50 training step of `path` (see the module's docstring)."""
     import torch
     from resnet_train_setup import resnet50_training
-    step = resnet50_training(batch, path)[-1]
+    step = resnet50_training(batch, path, PRECISION)[-1]
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -250,7 +253,7 @@ def from_torch(path, batch):
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
     times = [(e.name, e.device_time * 1e-6) for e in kernels]
     busy = sum(t for _, t in times) / steps
-    print(f"PyTorch {path}, batch {batch}, bf16 autocast: {wall * 1e3:.1f} ms/step wall (unprofiled), "
+    print(f"PyTorch {path}, batch {batch}, {PRECISION}: {wall * 1e3:.1f} ms/step wall (unprofiled), "
           f"GPU busy {busy * 1e3:.1f} ms/step")
     table(times, steps)
     idle_gaps(kernels, steps)
@@ -310,7 +313,12 @@ def main():
     k = sub.add_parser("mark")
     k.add_argument("--path", choices=["eager", "inductor", "tgraph_train"], default="tgraph_train")
     k.add_argument("--batch", type=int, default=256)
+    for p in (t, h, k):
+        p.add_argument("--precision", choices=["bf16", "tf32"], default="bf16",
+                       help="bf16 autocast, or f32 with TF32 matmuls and convolutions")
     a = ap.parse_args()
+    global PRECISION
+    PRECISION = getattr(a, "precision", "bf16")
     if a.src == "ncu":
         from_ncu(a.csv, a.steps)
     elif a.src == "mark":

@@ -8,10 +8,14 @@ import torchvision
 import tgraph.torch  # noqa: F401  (registers the backends)
 
 
-def resnet50_training(batch: int, path: str = "tgraph_train"):
+def resnet50_training(batch: int, path: str = "tgraph_train", precision: str = "bf16"):
     """(model, x, y, opt, run, step): run is the model as the path runs it, step() one training
-    step returning its loss. path: tgraph_train, eager or inductor."""
+    step returning its loss. path: tgraph_train, eager or inductor; precision: bf16 (autocast)
+    or tf32 (f32 weights and activations, TF32 matmuls and convolutions allowed)."""
     torch.manual_seed(0)
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     model = torchvision.models.resnet50().cuda()
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     y = torch.randint(0, 1000, (batch,), device="cuda")
@@ -24,7 +28,7 @@ def resnet50_training(batch: int, path: str = "tgraph_train"):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step():
-        with torch.autocast("cuda", torch.bfloat16):
+        with torch.autocast("cuda", torch.bfloat16, enabled=not tf32):
             loss = torch.nn.functional.cross_entropy(run(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()

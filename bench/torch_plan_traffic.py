@@ -22,15 +22,17 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--precision", choices=["bf16", "tf32"], default="bf16",
+                    help="bf16 autocast, or f32 throughout (the TF32 training row)")
     a = ap.parse_args()
     reports = []
     plain = tgt._executable
 
-    def planned(g, feeds, outs, random, device, precision, free_layouts=False, nhwc_inputs=()):
+    def planned(g, feeds, outs, random, device, precision, free_layouts=False, nhwc_inputs=(), *rest):
         targets = [o for o in outs if isinstance(o, tg.Tensor)]
         opts = tg._options("cpu", precision, False, True, free_layouts)
         reports.append(g._cuda_plan_traffic(tg._feed_list(feeds), targets, [], opts, a.top))
-        return plain(g, feeds, outs, random, device, precision, free_layouts, nhwc_inputs)
+        return plain(g, feeds, outs, random, device, precision, free_layouts, nhwc_inputs, *rest)
 
     tgt._executable = planned
     torch.manual_seed(0)
@@ -38,11 +40,11 @@ def main():
     run = torch.compile(model, backend="tgraph_train", dynamic=False)
     x = torch.randn(a.batch, 3, a.size, a.size)
     y = torch.randint(0, 1000, (a.batch,))
-    with torch.autocast("cpu", torch.bfloat16):
+    with torch.autocast("cpu", torch.bfloat16, enabled=a.precision == "bf16"):
         loss = torch.nn.functional.cross_entropy(run(x), y)
     loss.backward()
     for name, r in zip(("forward", "backward"), reports):
-        print(f"ResNet-50 through tgraph_train, {name}, batch {a.batch}, bf16 autocast: generated kernels of the CUDA plan")
+        print(f"ResNet-50 through tgraph_train, {name}, batch {a.batch}, {a.precision}: generated kernels of the CUDA plan")
         print(r)
 
 

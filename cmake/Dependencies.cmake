@@ -45,6 +45,15 @@ if(TGRAPH_WITH_CUDA)
     if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
       set(TGRAPH_HAVE_CUDA ON)
       message(STATUS "tgraph: CUDA backend on (CUDA ${CUDAToolkit_VERSION}, cuDNN ${CUDNN_LIBRARY}, sm_${CMAKE_CUDA_ARCHITECTURES})")
+      # The cuDNN frontend's headers (scripts/install-deps.sh puts them in .deps; .devdeps is
+      # what travels to the GPU machine): fused attention. Without them attention is decomposed.
+      find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h NO_DEFAULT_PATH
+                PATHS ${PROJECT_SOURCE_DIR}/.deps/cudnn_frontend/include ${PROJECT_SOURCE_DIR}/.devdeps/cudnn_frontend/include)
+      if(CUDNN_FRONTEND_INCLUDE_DIR)
+        message(STATUS "tgraph: cuDNN frontend at ${CUDNN_FRONTEND_INCLUDE_DIR} (fused attention)")
+      else()
+        message(STATUS "tgraph: no cuDNN frontend headers: attention is decomposed on CUDA")
+      endif()
     else()
       message(WARNING "tgraph: cuDNN not found (cudnn.h / libcudnn); the CUDA backend is not built")
     endif()

@@ -53,4 +53,25 @@ if [ "${TGRAPH_NO_TENSORFLOW:-0}" != 1 ] && \
   [ -f "$TF_DIR/tensorflow/include/tensorflow/c/experimental/stream_executor/stream_executor.h" ] ||
     echo "[install-deps] tensorflow-cpu not installed: the TensorFlow plugin and its tests will be skipped"
 fi
+# The cuDNN frontend (header-only C++ graph API: the fused attention engines), from PyPI's
+# nvidia-cudnn-frontend wheel, headers only, into .deps/cudnn_frontend/include (and a copy in
+# .devdeps, which goes to the GPU machine). Optional: without it attention is decomposed on CUDA.
+CFE_VERSION=1.32.0
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -f "$ROOT/.deps/cudnn_frontend/include/cudnn_frontend.h" ]; then
+  echo "[install-deps] pip download: nvidia-cudnn-frontend==$CFE_VERSION (headers)"
+  tmp=$(mktemp -d)
+  if $PY -m pip download -q --no-deps -d "$tmp" "nvidia-cudnn-frontend==$CFE_VERSION" 2>/dev/null; then
+    mkdir -p "$ROOT/.deps/cudnn_frontend"
+    $PY -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n, sys.argv[2]) for n in z.namelist() if n.startswith('include/')]" \
+      "$(ls "$tmp"/*.whl | head -1)" "$ROOT/.deps/cudnn_frontend"
+  else
+    echo "[install-deps] nvidia-cudnn-frontend not downloaded: attention is decomposed on CUDA"
+  fi
+  rm -rf "$tmp"
+fi
+if [ -d "$ROOT/.devdeps" ] && [ -f "$ROOT/.deps/cudnn_frontend/include/cudnn_frontend.h" ] &&
+   [ ! -f "$ROOT/.devdeps/cudnn_frontend/include/cudnn_frontend.h" ]; then
+  mkdir -p "$ROOT/.devdeps/cudnn_frontend" && cp -r "$ROOT/.deps/cudnn_frontend/include" "$ROOT/.devdeps/cudnn_frontend/"
+fi
 echo "[install-deps] ok"

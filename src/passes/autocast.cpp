@@ -20,6 +20,16 @@ namespace {
 // suffice, both ways) go.
 bool computes_in_half(const GraphImpl& g, const Node& n) {
   Family f = op_def(n.kind).family;
+  // Attention (q, k, v and an additive mask; a boolean mask stays boolean), as PyTorch's
+  // autocast runs scaled_dot_product_attention: the fused kernels take half operands.
+  if (n.kind == OpKind::Attention) {
+    if (n.inputs.size() < 3 || n.outputs.size() != 1 || g.type(n.outputs[0]).dtype != DType::f32) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const DType t = g.type(n.inputs[i]).dtype;
+      if (t != DType::f32 && !(i == 3 && t == DType::boolean)) return false;
+    }
+    return true;
+  }
   const bool pool = n.kind == OpKind::MaxPool2d || n.kind == OpKind::MaxPool2dGrad;
   if (f != Family::matmul && f != Family::conv && f != Family::conv_grad && !pool) return false;
   if (n.inputs.size() != (n.kind == OpKind::MaxPool2d ? 1u : 2u) || n.outputs.size() != 1) return false;
@@ -69,7 +79,8 @@ struct Rewriter {
   // (placed by place_backs once every op is rewritten).
   void rewrite(int32_t id) {
     std::vector<int32_t> in;
-    for (int32_t v : std::vector<int32_t>(g.nodes[static_cast<size_t>(id)].inputs)) in.push_back(half_value(v));
+    for (int32_t v : std::vector<int32_t>(g.nodes[static_cast<size_t>(id)].inputs))
+      in.push_back(g.type(v).dtype == DType::f32 ? half_value(v) : v);  // an attention mask may be boolean
     Node& n = g.nodes[static_cast<size_t>(id)];
     const std::vector<int32_t> old_in = n.inputs;
     n.inputs = in;

@@ -137,7 +137,11 @@ std::vector<Tensor> decompose(Graph& g, const Node& n, const std::vector<Tensor>
 bool DecomposeComposites::run(Module& m) {
   std::vector<int32_t> blocks(m.graph.blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
-  return rewrite_nodes(m, blocks, decompose);
+  if (!keep) return rewrite_nodes(m, blocks, decompose);
+  const GraphImpl& G = m.graph;
+  return rewrite_nodes(m, blocks, [this, &G](Graph& g, const Node& n, const std::vector<Tensor>& in) {
+    return keep(G, n) ? std::vector<Tensor>{} : decompose(g, n, in);
+  });
 }
 
 }  // namespace tg::detail

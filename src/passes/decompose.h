@@ -1,4 +1,6 @@
 #pragma once
+#include <functional>
+
 #include "passes/module.h"
 
 namespace tg::detail {
@@ -8,6 +10,8 @@ namespace tg::detail {
 /// backends that have kernels for the primitives but not the composite: the elementwise parts
 /// are then fused. The CPU backend keeps the composites (it has fused kernels for them).
 struct DecomposeComposites : Pass {
+  /// Composites the backend runs itself (PipelineOptions::keep_composite): left whole.
+  std::function<bool(const GraphImpl&, const Node&)> keep;
   const char* name() const override { return "decompose"; }
   bool run(Module& m) override;
 };

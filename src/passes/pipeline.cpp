@@ -57,7 +57,7 @@ bool verify_each_pass() {
 }  // namespace
 
 void run_pipeline(Module& m, bool optimize, bool decompose_composites, Precision precision, bool channels_last) {
-  run_pipeline(m, PipelineOptions{optimize, decompose_composites, precision, channels_last, false});
+  run_pipeline(m, PipelineOptions{optimize, decompose_composites, precision, channels_last, false, {}, {}, {}});
 }
 
 void run_pipeline(Module& m, const PipelineOptions& o) {
@@ -71,7 +71,13 @@ void run_pipeline(Module& m, const PipelineOptions& o) {
     dumper.dump(m, "fold_batch_norm");
     if (verify_each_pass()) verify_or_throw(m.graph, "fold_batch_norm");
   }
-  if (decompose_composites && DecomposeComposites().run(m)) {
+  if (o.before_decompose && o.before_decompose(m)) {
+    dumper.dump(m, "before_decompose");
+    if (verify_each_pass()) verify_or_throw(m.graph, "before_decompose");
+  }
+  DecomposeComposites decompose;
+  decompose.keep = o.keep_composite;
+  if (decompose_composites && decompose.run(m)) {
     dumper.dump(m, "decompose");
     if (verify_each_pass()) verify_or_throw(m.graph, "decompose");
   }
@@ -80,6 +86,10 @@ void run_pipeline(Module& m, const PipelineOptions& o) {
   if (apply_precision(m, precision)) {
     dumper.dump(m, "autocast");
     if (verify_each_pass()) verify_or_throw(m.graph, "autocast");
+  }
+  if (decompose_composites && o.lower_kept && o.lower_kept(m)) {
+    dumper.dump(m, "lower_kept");
+    if (verify_each_pass()) verify_or_throw(m.graph, "lower_kept");
   }
   // Half storage is part of what bf16 / f16 mean (activations kept in half, as PyTorch's
   // autocast keeps them), so it runs with or without optimisation; last, so CSE cannot merge

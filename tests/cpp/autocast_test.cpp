@@ -413,3 +413,44 @@ TEST(AutocastCpu, SavedExecutablesKeepTheirPrecision) {
     for (int64_t i = 0; i < a.num_elements(); ++i) EXPECT_EQ(a.at(i), b.at(i));
   }
 }
+
+// Attention computes in half as PyTorch's autocast runs scaled_dot_product_attention: q, k, v
+// and an additive mask cast, a boolean mask left boolean; the result is cast back once, and the
+// CPU's bf16 run stays within bf16 rounding of the f32 one.
+TEST(PassAutocast, AttentionComputesInHalfWithEitherMask) {
+  for (bool boolean : {false, true}) {
+    SCOPED_TRACE(boolean ? "boolean mask" : "additive mask");
+    Graph g;
+    Tensor q = g.placeholder({2, 3, 8, 16}, f32, "q"), k = g.placeholder({2, 3, 12, 16}, f32, "k");
+    Tensor v = g.placeholder({2, 3, 12, 16}, f32, "v");
+    Tensor mask = g.placeholder({2, 1, 1, 12}, boolean ? DType::boolean : f32, "mask");
+    Tensor y = g.scaled_dot_product_attention(q, k, v, mask);
+    Module m = module_of(g, {y});
+    EXPECT_TRUE(Autocast(DType::bf16).run(m));
+    EXPECT_EQ(verify(m.graph), "");
+    ASSERT_EQ(count(m, OpKind::Attention), 1);
+    for (int32_t id : live_nodes(m)) {
+      const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+      if (n.kind != OpKind::Attention) continue;
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(m.graph.type(n.inputs[i]).dtype, DType::bf16);
+      EXPECT_EQ(m.graph.type(n.inputs[3]).dtype, boolean ? DType::boolean : DType::bf16);
+      EXPECT_EQ(m.graph.type(n.outputs[0]).dtype, DType::bf16);
+    }
+    std::vector<TensorData> in{TensorData::uniform({2, 3, 8, 16}, -1, 1, f32, 1),
+                               TensorData::uniform({2, 3, 12, 16}, -1, 1, f32, 2),
+                               TensorData::uniform({2, 3, 12, 16}, -1, 1, f32, 3),
+                               boolean ? TensorData::zeros({2, 1, 1, 12}, DType::boolean)
+                                       : TensorData::uniform({2, 1, 1, 12}, -2, 2, f32, 4)};
+    if (boolean)
+      for (int64_t i = 0; i < 24; ++i) in[3].set(i, i % 5 != 0 ? 1.0 : 0.0);
+    std::vector<std::pair<Tensor, TensorType>> feeds{{q, q.type()}, {k, k.type()}, {v, v.type()}, {mask, mask.type()}};
+    TensorData want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(in)[0];
+    TensorData got =
+        g.compile(feeds, {y}, {}, {.device = Device::cpu(), .precision = Precision::bf16}).run(in)[0];
+    ASSERT_EQ(got.dtype(), f32);
+    double worst = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i) worst = std::max(worst, std::abs(got.at(i) - want.at(i)));
+    EXPECT_GT(worst, 0.0);  // it did compute in bf16
+    EXPECT_LT(worst, 3e-2);
+  }
+}

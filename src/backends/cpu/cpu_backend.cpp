@@ -18,7 +18,7 @@ class CpuBackend final : public Backend {
   // Composite norms and losses stay whole (the CPU has kernels for them); convolutions run
   // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
   PipelineOptions pipeline(const CompileOptions& o) const override {
-    return PipelineOptions{o.optimize, false, o.precision, !layout_pass_disabled(), false};
+    return PipelineOptions{o.optimize, false, o.precision, !layout_pass_disabled(), false, {}, {}, {}};
   }
   // The arena of the unfused path (buffer_plan.h) and the reads of each value (in-place ops).
   void prepare(ExecutableImpl& exe) const override {

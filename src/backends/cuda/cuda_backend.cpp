@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "backends/cuda/attention_lowering.h"
 #include "backends/cuda/cuda_info.h"
 #include "backends/cuda/device_tensor_cuda.h"
 #include "backends/cuda/matmul_lt.h"
@@ -30,8 +31,16 @@ class CudaBackend final : public Backend {
   // No kernels for composite norms and losses: they become primitives. Convolutions run
   // channels-last (layout.h); strided few-channel ones over a space-to-depth view serve
   // cuDNN's tensor-core kernels.
+  // Attention stays whole where cuDNN's fused kernel takes it (attention_lowering.h).
   PipelineOptions pipeline(const CompileOptions& o) const override {
-    return PipelineOptions{o.optimize, true, o.precision, !layout_pass_disabled(), true};
+    PipelineOptions p{o.optimize, true, o.precision, !layout_pass_disabled(), true, {}, {}, {}};
+    p.keep_composite = cuda_keeps_attention;
+    const int device = o.device.index;
+    p.lower_kept = [device](Module& m) { return lower_cuda_attention(m, device); };
+    // Attention written out (matmul, softmax, matmul) runs fused too where it computes in half.
+    if (o.optimize && (o.precision == Precision::bf16 || o.precision == Precision::f16))
+      p.before_decompose = match_cuda_attention;
+    return p;
   }
   void prepare(ExecutableImpl& exe) const override { exe.backend_state = make_cuda_state(); }
   // Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for

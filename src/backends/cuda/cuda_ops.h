@@ -31,6 +31,27 @@ struct DevOut {
 /// conv_transpose2d (f32, f16, bf16; NHWC/NCHW data, HWIO/OIHW weights; groups, dilation).
 bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);
+/// One scaled_dot_product_attention call as cudnn_attention sees it: q, k, v (and the bias
+/// when `masked`) of `dtype`, the scale resolved (never 0).
+struct AttentionCall {
+  DType dtype = DType::f32;
+  Shape q, k, v, mask;
+  bool masked = false;
+  double scale = 1.0;
+  bool causal = false;
+};
+/// scaled_dot_product_attention as one cuDNN fused kernel (cudnn_attention.cpp): f16 / bf16,
+/// rank 3 or 4, head dims multiples of 8 up to 256, an additive bias of q's dtype and rank 4
+/// (dims 1 or full; keys full), causal or not. False when not covered (or no cuDNN frontend).
+bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                     cudaStream_t stream, int device);
+/// True when cuDNN runs this call on `device` (its plan is built and kept); else `why` says why.
+bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why = nullptr);
+/// True when tgraph was built with the cuDNN frontend.
+bool cudnn_attention_available();
+/// True when the call's shapes and dtype are of the kind cudnn_attention takes (no device asked).
+bool attention_geometry_taken(const AttentionCall& c);
+
 /// cuDNN pooling: avg_pool2d and its gradient where cuDNN gives the reference's result.
 bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);

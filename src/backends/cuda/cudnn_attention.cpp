@@ -1,0 +1,215 @@
+// scaled_dot_product_attention as one cuDNN fused attention kernel (its flash-attention engine,
+// built through the cuDNN frontend's graph API): softmax(q k^T * scale + bias) v without the
+// [Lq, Lk] scores ever reaching memory. The decomposed form (passes/decompose.cpp) wrote and
+// read the scores and probabilities in f32, several times the bytes of q, k and v at BERT's
+// sizes. What is taken (attention_lowering.cpp decides, asking cudnn_attention_supported):
+// f16 / bf16 q, k, v of rank 3 or 4 with equal batch dims, an additive bias of q's dtype
+// broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
+// Plans are built once per shape and kept for the process.
+#include "backends/cuda/cuda_ops.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <cmath>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#if TGRAPH_HAVE_CUDNN_FRONTEND
+#include <cudnn_frontend.h>
+#endif
+
+#include "backends/cuda/cudnn_util.h"
+#include "tgraph/error.h"
+
+namespace tg::detail {
+
+// [b, h, s, d] of a rank-3 or rank-4 operand (rank 3: one batch of `heads` = its first dim).
+static bool bhsd(const Shape& s, std::vector<int64_t>& out) {
+  if (!s.ranked() || !s.is_static() || (s.rank() != 3 && s.rank() != 4)) return false;
+  out = s.rank() == 4 ? std::vector<int64_t>{s[0], s[1], s[2], s[3]} : std::vector<int64_t>{1, s[0], s[1], s[2]};
+  return true;
+}
+
+// The call's geometry in cuDNN's terms; false when the shapes are not of the kind taken.
+static bool attention_geometry(const AttentionCall& c, std::vector<int64_t>& q, std::vector<int64_t>& k,
+                               std::vector<int64_t>& v, std::vector<int64_t>& mask) {
+  if (c.dtype != DType::f16 && c.dtype != DType::bf16) return false;
+  if (!bhsd(c.q, q) || !bhsd(c.k, k) || !bhsd(c.v, v) || c.q.rank() != c.k.rank() || c.q.rank() != c.v.rank())
+    return false;
+  if (q[0] != k[0] || q[0] != v[0] || q[1] != k[1] || q[1] != v[1] || k[2] != v[2] || q[3] != k[3]) return false;
+  if (q[3] % 8 != 0 || v[3] % 8 != 0 || q[3] > 256 || v[3] > 256) return false;
+  mask.clear();
+  if (c.masked) {
+    const Shape& m = c.mask;
+    if (!m.is_static() || m.rank() != 4) return false;
+    const std::vector<int64_t> full{q[0], q[1], q[2], k[2]};
+    for (int i = 0; i < 4; ++i) {
+      if (m[i] != full[static_cast<size_t>(i)] && !(m[i] == 1 && i < 3)) return false;
+      mask.push_back(m[i]);
+    }
+  }
+  return true;
+}
+
+#if TGRAPH_HAVE_CUDNN_FRONTEND
+namespace fe = cudnn_frontend;
+
+namespace {
+
+constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4, kBias = 5;
+
+struct Plan {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t workspace = 0;
+  bool ok = false;
+  std::string why;  // when not ok: cuDNN's reason
+};
+
+std::string key_of(int device, const AttentionCall& c) {
+  return std::to_string(device) + "|" + dtype_name(c.dtype) + "|" + c.q.str() + c.k.str() + c.v.str() +
+         (c.masked ? c.mask.str() : "-") + "|" + std::to_string(c.scale) + (c.causal ? "|c" : "|n");
+}
+
+std::mutex& plans_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::shared_ptr<Plan>>& plans() {
+  static std::map<std::string, std::shared_ptr<Plan>> p;
+  return p;
+}
+
+std::shared_ptr<Plan> build(int device, const AttentionCall& c) {
+  auto plan = std::make_shared<Plan>();
+  std::vector<int64_t> q, k, v, mask;
+  if (!attention_geometry(c, q, k, v, mask)) {
+    plan->why = "shape or dtype not taken";
+    return plan;
+  }
+  auto g = std::make_shared<fe::graph::Graph>();
+  const fe::DataType_t io = c.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
+  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
+    std::vector<int64_t> st(dims.size(), 1);
+    for (size_t i = dims.size() - 1; i-- > 0;) st[i] = st[i + 1] * dims[i + 1];
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(st));
+  };
+  auto Q = tensor("Q", kQ, q), K = tensor("K", kK, k), V = tensor("V", kV, v);
+  auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(
+      static_cast<float>(c.scale));
+  if (c.causal) opts.set_causal_mask(true);
+  if (!mask.empty()) {
+    opts.set_bias(tensor("bias", kBias, mask));  // dims of 1 broadcast
+  }
+  auto [O, stats] = g->sdpa(Q, K, V, opts);
+  (void)stats;
+  std::vector<int64_t> od{q[0], q[1], q[2], v[3]}, os(4, 1);
+  for (int i = 2; i >= 0; --i) os[static_cast<size_t>(i)] = os[static_cast<size_t>(i) + 1] * od[static_cast<size_t>(i) + 1];
+  O->set_output(true).set_uid(kO).set_dim(od).set_stride(os);
+
+  CudnnDevice& dev = cudnn_device(device);
+  std::lock_guard<std::mutex> lock(dev.mu);
+  auto step = [&](fe::error_t e, const char* what) {
+    if (e.is_good()) return true;
+    plan->why = std::string(what) + ": " + e.get_message();
+    return false;
+  };
+  if (!step(g->validate(), "validate") || !step(g->build_operation_graph(dev.handle), "operation graph") ||
+      !step(g->create_execution_plans({fe::HeurMode_t::A}), "execution plans") ||
+      !step(g->check_support(dev.handle), "support") ||
+      !step(g->build_plans(dev.handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build plans"))
+    return plan;
+  int64_t ws = 0;
+  if (!step(g->get_workspace_size(ws), "workspace")) return plan;
+  plan->graph = std::move(g);
+  plan->workspace = ws;
+  plan->ok = true;
+  return plan;
+}
+
+std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
+  const std::string key = key_of(device, c);
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    if (auto it = plans().find(key); it != plans().end()) return it->second;
+  }
+  std::shared_ptr<Plan> p = build(device, c);  // outside the lock: building takes a while
+  std::lock_guard<std::mutex> lock(plans_mutex());
+  return plans().emplace(key, p).first->second;
+}
+
+}  // namespace
+
+bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why) {
+  std::shared_ptr<Plan> p = plan_for(device, c);
+  if (!p->ok && why) *why = p->why;
+  return p->ok;
+}
+
+bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                     cudaStream_t stream, int device) {
+  if (n.kind != OpKind::Attention || in.size() < 3 || out.size() != 1) return false;
+  const auto& d = std::get<AttentionDesc>(n.attr);
+  AttentionCall c;
+  c.dtype = in[0].type.dtype;
+  c.q = in[0].type.shape;
+  c.k = in[1].type.shape;
+  c.v = in[2].type.shape;
+  if (in.size() > 3) {
+    if (in[3].type.dtype != c.dtype) return false;
+    c.mask = in[3].type.shape;
+    c.masked = true;
+  }
+  if (in[1].type.dtype != c.dtype || in[2].type.dtype != c.dtype || out[0].type.dtype != c.dtype) return false;
+  c.causal = d.causal;
+  c.scale = d.scale != 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(c.q.dims().back()));
+  std::shared_ptr<Plan> p = plan_for(device, c);
+  if (!p->ok) return false;
+  DeviceBuffer ws;
+  if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(in[0].ptr)},
+                                          {kK, const_cast<void*>(in[1].ptr)},
+                                          {kV, const_cast<void*>(in[2].ptr)},
+                                          {kO, out[0].ptr}};
+  if (in.size() > 3) pack.emplace(kBias, const_cast<void*>(in[3].ptr));
+  CudnnDevice& dev = cudnn_device(device);
+  std::lock_guard<std::mutex> lock(dev.mu);
+  TG_CUDNN(cudnnSetStream(dev.handle, stream));
+  fe::error_t e = p->graph->execute(dev.handle, pack, ws.get());
+  if (!e.is_good())
+    throw Error("[scaled_dot_product_attention] cuDNN fused attention failed on q " + c.q.str() + ", k " +
+                c.k.str() + ", v " + c.v.str() + ": " + e.get_message());
+  return true;
+}
+
+#else  // no cuDNN frontend: attention is decomposed
+
+bool cudnn_attention_supported(int, const AttentionCall&, std::string* why) {
+  if (why) *why = "built without the cuDNN frontend";
+  return false;
+}
+
+bool cudnn_attention(const GraphImpl&, const Node&, const std::vector<DevArg>&, const std::vector<DevOut>&,
+                     cudaStream_t, int) {
+  return false;
+}
+
+#endif
+
+bool cudnn_attention_available() {
+#if TGRAPH_HAVE_CUDNN_FRONTEND
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool attention_geometry_taken(const AttentionCall& c) {
+  std::vector<int64_t> q, k, v, m;
+  return attention_geometry(c, q, k, v, m);
+}
+
+}  // namespace tg::detail

@@ -764,7 +764,23 @@ def _iota(c: _Ctx, code: int, sources: list) -> tg.Tensor:
     return c.g.sub(c.g.cumsum(c.g.broadcast_to(one, [code], sources), 0), one)
 
 
-def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, **kw):
+    """F.scaled_dot_product_attention (inference: no dropout). With enable_gqa, each group of
+    q's heads shares one of k's and v's (grouped-query attention): k and v are repeated to q's
+    head count, as torch does."""
+    if dropout_p:
+        raise tg.Error(f"[torch] scaled_dot_product_attention with dropout_p={dropout_p}: only inference is converted")
+    if enable_gqa and q.rank >= 3 and k.shape[-3] != q.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hq < 0 or hk <= 0 or hq % hk:
+            raise tg.Error(f"[torch] scaled_dot_product_attention: {hq} query heads over {hk} key heads")
+
+        def repeat(t):
+            s = list(t.shape)
+            r = s[:-3] + [hk, 1] + s[-2:]
+            return c.g.reshape(c.g.broadcast_to(c.g.reshape(t, r), s[:-3] + [hk, hq // hk] + s[-2:]),
+                               s[:-3] + [hq] + s[-2:])
+        k, v = repeat(k), repeat(v)
     return c.g.scaled_dot_product_attention(q, k, v, attn_mask, tg.AttentionDesc(scale=scale or 0.0,
                                                                                   causal=bool(is_causal)))
 

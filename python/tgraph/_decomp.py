@@ -112,3 +112,16 @@ def decompositions() -> dict:
     if _MAX_POOL2D_BACKWARD is not None:
         table[aten.max_pool2d_with_indices_backward.default] = _MAX_POOL2D_BACKWARD
     return table
+
+
+def export_decompositions():
+    """What tgraph.torch.compile's torch.export graphs are lowered with: torch.export's default
+    table, less scaled_dot_product_attention, which tgraph converts whole (one fused kernel on
+    CUDA; its math form elsewhere) instead of torch's math decomposition."""
+    import torch
+    table = torch.export.default_decompositions()
+    try:
+        del table[torch.ops.aten.scaled_dot_product_attention.default]
+    except KeyError:
+        pass
+    return table

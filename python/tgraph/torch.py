@@ -34,7 +34,7 @@ from tgraph import _torch_cache
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
     _CONVERTERS, Converted, InputOut, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
 )
-from tgraph._decomp import decompositions
+from tgraph._decomp import decompositions, export_decompositions
 
 __all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp", "stats"]
 
@@ -359,7 +359,7 @@ class TorchModule(torch.nn.Module):
         try:
             with torch.no_grad():
                 ep = torch.export.export(self._module, tuple(args), kwargs or None,
-                                         dynamic_shapes=shapes).run_decompositions()
+                                         dynamic_shapes=shapes).run_decompositions(export_decompositions())
         except Exception as e:  # noqa: BLE001  (torch.export refuses some models; tracing may not)
             if isinstance(e, tg.Error):
                 raise

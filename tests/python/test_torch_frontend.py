@@ -1044,3 +1044,30 @@ def test_weight_norm_gradients_and_uniform(monkeypatch):
     torch._dynamo.reset()
     u = torch.compile(Uniform(), backend="tgraph_train", dynamic=False)(torch.zeros(4000))
     assert -2.0 <= float(u.min()) and float(u.max()) < 3.0 and abs(float(u.mean()) - 0.5) < 0.1
+
+
+class Sdpa(nn.Module):
+    """F.scaled_dot_product_attention as modern models call it: an additive mask, grouped-query
+    heads (enable_gqa), causal, a boolean mask."""
+
+    def forward(self, q, k, v, m, keep):
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+        b = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        c = F.scaled_dot_product_attention(q, q, q, attn_mask=keep, scale=0.3)
+        return a + b + c
+
+
+def test_scaled_dot_product_attention_converts_whole(monkeypatch):
+    import tgraph._aten as aten
+    calls = []
+    plain = aten._CONVERTERS["scaled_dot_product_attention"]
+    monkeypatch.setitem(aten._CONVERTERS, "scaled_dot_product_attention",
+                        lambda c, *a, **kw: calls.append(1) or plain(c, *a, **kw))
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 10, 16, generator=g)
+    k, v = torch.randn(2, 2, 12, 16, generator=g), torch.randn(2, 2, 12, 16, generator=g)
+    m = torch.randn(2, 1, 10, 12, generator=g)
+    keep = torch.rand(2, 1, 1, 10, generator=g) < 0.8
+    keep[..., 0] = True
+    check(Sdpa(), q, k, v, m, keep, rtol=1e-5, atol=2e-6)
+    assert len(calls) == 3  # torch.export kept the op whole for tgraph (not torch's math form)

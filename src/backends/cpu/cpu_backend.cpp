@@ -17,8 +17,12 @@ class CpuBackend final : public Backend {
   std::string describe(int) const override { return std::to_string(omp_get_max_threads()) + " threads"; }
   // Composite norms and losses stay whole (the CPU has kernels for them); convolutions run
   // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
+  // Attention is the exception: its matmuls and softmax run on oneDNN and the fused loops, where
+  // the CPU's own attention kernel is the reference interpreter's.
   PipelineOptions pipeline(const CompileOptions& o) const override {
-    return PipelineOptions{o.optimize, false, o.precision, !layout_pass_disabled(), false, {}, {}, {}};
+    PipelineOptions p{o.optimize, true, o.precision, !layout_pass_disabled(), false, {}, {}, {}};
+    p.keep_composite = [](const GraphImpl&, const Node& n) { return n.kind != OpKind::Attention; };
+    return p;
   }
   // The arena of the unfused path (buffer_plan.h) and the reads of each value (in-place ops).
   void prepare(ExecutableImpl& exe) const override {

@@ -242,6 +242,40 @@ TEST(PassConstantFolding, FoldsConstantSubgraphs) {
   EXPECT_EQ(count(m, OpKind::Add), 1);  // depends on a placeholder: not folded
 }
 
+// A weight over the size limit: its transpose and its cast to half fold (each replaces the
+// one constant it reads), with the reference's values; a transpose of a constant read twice
+// would copy it, so it waits for run time.
+TEST(PassConstantFolding, FoldsLargeWeightsTransposedAndCastOnce) {
+  const int64_t R = 1100, C = 1000;  // over kMaxElements
+  ASSERT_GT(R * C, ConstantFolding::kMaxElements);
+  TensorData w = TensorData::uniform({R, C}, -1, 1, f32, 3);
+  for (DType half : {DType::f16, DType::bf16}) {
+    Graph g;
+    Tensor x = g.placeholder({4, R}, f32, "x");
+    Tensor y = g.matmul(g.cast(x, half), g.cast(g.transpose(g.constant(w), {1, 0}), half), false, true);
+    Module m = module_of(g, {y});
+    EXPECT_TRUE(ConstantFolding().run(m));
+    DeadCodeElimination().run(m);
+    EXPECT_EQ(count(m, OpKind::Transpose), 0);
+    EXPECT_EQ(count(m, OpKind::Cast), 1);  // x's
+    const Node& folded = producer(m, m.graph.nodes[static_cast<size_t>(y.op().id())].inputs[1]);
+    ASSERT_EQ(folded.kind, OpKind::Constant);
+    ASSERT_EQ(folded.data.type(), TensorType(Shape{C, R}, half));
+    for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{777}, R * C - 1}) {
+      const int64_t r = i / R, c = i % R;  // folded[r][c] = w[c][r]
+      TensorData one = TensorData::zeros({1}, half);
+      one.set(0, w.at(c * C + r));
+      EXPECT_EQ(folded.data.at(i), one.at(0)) << i;
+    }
+  }
+  Graph g;
+  Tensor c = g.constant(w);
+  Tensor y = g.add(g.transpose(c, {1, 0}), g.transpose(c, {1, 0}));
+  Module m = module_of(g, {y, c});
+  ConstantFolding().run(m);
+  EXPECT_EQ(count(m, OpKind::Transpose), 2);
+}
+
 TEST(PassCse, MergesEqualPureOpsOnly) {
   Graph g;
   Tensor x = g.placeholder({3}, f32, "x");

@@ -1,5 +1,7 @@
 #include "passes/algebraic_simplify.h"
 
+#include "passes/fusion.h"
+
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -92,7 +94,17 @@ int32_t simplify(Module& m, Node& n) {
       return -1;
     case OpKind::Sub:
       return is(n.inputs[1], 0.0) ? same_type(n.inputs[0]) : -1;
-    case OpKind::Cast:
+    case OpKind::Cast: {
+      if (out.shape.is_static() && same_type(n.inputs[0]) >= 0) return n.inputs[0];
+      // cast(cast(x, wider), x's dtype) is x: f16 / bf16 -> f32 -> back is exact (autocast's
+      // cast back after a half op, then its cast to half for the next one).
+      const Node* p = g.producer(n.inputs[0]);
+      if (p && p->kind == OpKind::Cast && p->control_deps.empty() && g.type(p->inputs[0]) == out) {
+        const DType x = out.dtype, mid = g.type(n.inputs[0]).dtype;
+        if ((x == DType::f16 || x == DType::bf16) && (mid == DType::f32 || mid == DType::f64)) return p->inputs[0];
+      }
+      return -1;
+    }
     case OpKind::BroadcastTo:
       return out.shape.is_static() ? same_type(n.inputs[0]) : -1;
     case OpKind::Reshape: {
@@ -172,11 +184,47 @@ int32_t simplify(Module& m, Node& n) {
 
 }  // namespace
 
+// A narrowing cast of a transpose or reshape that nothing else reads moves before it:
+// cast(L(x), t) -> L(cast(x, t)), the two nodes trading places (L's value, read only by the
+// cast, takes x's shape and t). Layout ops keep values, so the result is the same, and the
+// layout op then moves the narrow bytes: autocast's f32 q, k and v heads transposed and then
+// cast to half for attention are cast in the kernel that computes them (the bias add) and
+// transposed in half. Repeated, the cast climbs a chain of such ops.
+bool sink_layout_below_cast(Module& m, Node& n, const std::vector<int32_t>& uses) {
+  GraphImpl& g = m.graph;
+  if (n.kind != OpKind::Cast || !n.control_deps.empty() || n.inputs.size() != 1) return false;
+  const int32_t y = n.inputs[0];
+  const int32_t lid = g.values[static_cast<size_t>(y)].node;
+  if (lid < 0 || uses[static_cast<size_t>(y)] != 1) return false;
+  Node& l = g.nodes[static_cast<size_t>(lid)];
+  if ((l.kind != OpKind::Transpose && !is_value_view(l.kind)) || l.inputs.size() != 1 || l.outputs.size() != 1 ||
+      !l.control_deps.empty() || l.block != n.block)
+    return false;
+  const TensorType& x = g.type(l.inputs[0]);
+  const DType to = g.type(n.outputs[0]).dtype;
+  if (!x.shape.is_static() || dtype_size(to) >= dtype_size(x.dtype) || !is_float(to) || !is_float(x.dtype))
+    return false;
+  // Trade: l computes cast(x) into y (now x's shape, dtype `to`); n applies l's layout to y.
+  std::swap(l.kind, n.kind);
+  std::swap(l.attr, n.attr);
+  g.values[static_cast<size_t>(y)].type = TensorType(x.shape, to);
+  return true;
+}
+
 bool AlgebraicSimplify::run(Module& m) {
   bool changed = false;
+  std::vector<int32_t> uses;
+  bool stale = true;  // use counts are taken again after any replacement
   for (size_t b = 0; b < m.graph.blocks.size(); ++b) {
     for (int32_t id : m.graph.blocks[b].nodes) {
       Node& n = m.graph.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::Cast) {
+        if (stale) uses = use_counts(m), stale = false;
+        if (sink_layout_below_cast(m, n, uses)) {
+          changed = true;
+          continue;
+        }
+      }
       int32_t r = simplify(m, n);
       if (r == -2) {
         changed = true;  // rewritten in place; may simplify further (identity perm)
@@ -184,7 +232,7 @@ bool AlgebraicSimplify::run(Module& m) {
       }
       if (r >= 0 && r != n.outputs[0]) {
         replace_uses(m, n.outputs[0], r);
-        changed = true;
+        changed = stale = true;
       }
     }
   }

@@ -5,7 +5,9 @@ namespace tg::detail {
 
 /// Algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, identity(x), cast to the same type,
 /// reshape/broadcast_to to the same static shape, transpose(transpose(x)) (composed, or
-/// removed when the result is the identity permutation), reshape(reshape(x)).
+/// removed when the result is the identity permutation), reshape(reshape(x)), a half value
+/// cast to f32 and back; a narrowing cast of a transpose or reshape read by nothing else moves
+/// before it (the layout op then moves half the bytes).
 /// Only rewrites that keep the value's type exactly.
 struct AlgebraicSimplify : Pass {
   const char* name() const override { return "algebraic_simplify"; }

@@ -558,3 +558,34 @@ TEST(PassAlgebraicSimplify, ErfArithmeticIsGelu) {
   for (size_t o = 0; o < 3; ++o)
     for (int64_t i = 0; i < in.num_elements(); ++i) EXPECT_NEAR(a[o].at(i), b[o].at(i), 1e-6) << o << " " << i;
 }
+
+// Autocast's f32 heads transposed and then cast to half: the cast moves before the transpose
+// and the reshape (values unchanged), and a half value cast to f32 and back is itself.
+TEST(PassAlgebraicSimplify, NarrowingCastsMoveBeforeLayoutOps) {
+  Graph g;
+  Tensor x = g.placeholder({2, 6, 8}, f32, "x");
+  Tensor h = g.placeholder({2, 3, 6, 4}, DType::f16, "h");
+  Tensor t = g.cast(g.transpose(g.reshape(g.add(x, x), {2, 6, 2, 4}), {0, 2, 1, 3}), DType::f16);
+  Tensor back = g.cast(g.cast(h, f32), DType::f16);
+  Tensor keep = g.transpose(x, {0, 2, 1});  // read twice: stays f32
+  Tensor k2 = g.add(g.cast(keep, DType::f16), g.cast(g.neg(keep), DType::f16));
+  Module m = module_of(g, {t, back, k2});
+  std::vector<TensorData> in{TensorData::uniform({2, 6, 8}, -2, 2, f32, 1), TensorData::uniform({2, 3, 6, 4}, -2, 2, DType::f16, 2)};
+  auto before = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu(), .optimize = false}).run(in);
+  for (int i = 0; i < 3; ++i) AlgebraicSimplify().run(m);
+  DeadCodeElimination().run(m);
+  EXPECT_EQ(verify(m.graph), "");
+  const Node& tp = producer(m, m.targets[0]);
+  ASSERT_EQ(tp.kind, OpKind::Transpose);
+  EXPECT_EQ(m.graph.type(tp.inputs[0]).dtype, DType::f16);  // transposed in half
+  EXPECT_EQ(producer(m, tp.inputs[0]).kind, OpKind::Reshape);
+  EXPECT_EQ(m.targets[1], h.id());
+  int f32_transposes = 0;
+  for (int32_t id : m.graph.blocks[0].nodes) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    f32_transposes += n.kind == OpKind::Transpose && m.graph.type(n.outputs[0]).dtype == f32;
+  }
+  EXPECT_EQ(f32_transposes, 1);  // `keep`
+  auto after = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu()}).run(in);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].to_vector(), before[i].to_vector()) << i;
+}

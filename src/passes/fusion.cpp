@@ -432,6 +432,8 @@ FusionPlan plan_fusion(const Module& m, int32_t block, const FusionOptions& opti
     recompute_producers(m, block, plan);
     absorb_consumers(m, block, plan);
     narrow_widened_outputs(m, block, plan);
+    drop_unread_outputs(m, block, plan);  // groups left unread are not readers to plan for
+    recompute_shared_producers(m, block, plan);
     drop_unread_outputs(m, block, plan);
     batch_source_steps(m, block, plan);
   }

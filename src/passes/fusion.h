@@ -121,6 +121,10 @@ std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t
 std::vector<int32_t> merge_members(const std::vector<int32_t>& first, const std::vector<int32_t>& then);
 /// How many times each value is read by the steps of `plan` (of `block`) and from outside the block.
 std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan& plan);
+/// Lets all the readers of a cheap group (groups and stitched reductions over its shape)
+/// compute its members themselves when that reads fewer bytes in all than the group's own
+/// reads and writes (passes/fusion_shared_recompute.cpp); the group is dropped afterwards.
+void recompute_shared_producers(const Module& m, int32_t block, FusionPlan& plan);
 /// Moves an elementwise step into the group computing the latest of its operands when every
 /// operand is ready there (passes/fusion_absorb.cpp): the values it read from that group stay
 /// in registers.

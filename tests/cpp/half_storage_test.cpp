@@ -87,7 +87,9 @@ TEST(PassHalfStorage, ActivationsLeaveKernelsInHalf) {
   // convolution's bf16 output, not its f32 view); what stays f32 without HalfStorage is what
   // the kernels compute in f32 (a batch norm's output), and that shrinks.
   EXPECT_LT(after[DType::f32], before[DType::f32]);
-  EXPECT_LT(after[DType::f32] + after[DType::bf16], before[DType::f32] + before[DType::bf16]);
+  // No more bytes in all (in this small net, the f32 value HalfStorage used to narrow, ReLU's
+  // gradient, is not written at all once its readers recompute it: recompute_shared_producers).
+  EXPECT_LE(after[DType::f32] + after[DType::bf16], before[DType::f32] + before[DType::bf16]);
   // Every cast back to f32 that the pass made has one reader, and nothing casts a weight
   // gradient to half: the optimizer's operands are what Autocast left.
   for (const Block& b : half.graph.blocks)

@@ -607,3 +607,33 @@ TEST(ReduceStitch, ResNetTrainingStepKernelsCompile) {
   EXPECT_TRUE(errors.empty()) << errors.size() << " failed, the first: " << errors.front();
 }
 #endif
+
+// ReLU's gradient in front of a batch norm's backward, as a training backward graph gets it
+// (relu's output y saved by the forward): the backward's sums and its dx each compute
+// select(y > 0, g, 0) from g and y themselves (recompute_shared_producers), so dx is the only
+// full-size value written and no reader reads more than x, g and y.
+TEST(ReduceStitch, ReluGradientIsRecomputedByBothItsReaders) {
+  const Shape s{4, 6, 5, 16};
+  Graph g;
+  Tensor x = g.placeholder(s, f32), y = g.placeholder(s, f32), dy = g.placeholder(s, f32);
+  Tensor gamma = g.placeholder({16}, f32);
+  const std::vector<int64_t> axes{0, 1, 2};
+  Tensor xc = g.sub(x, g.reduce_mean(x, axes, true));
+  Tensor d = g.select(g.greater(y, g.scalar(0.0)), dy, g.scalar(0.0));
+  Tensor s1 = g.reduce_sum(d, axes, true), s2 = g.reduce_sum(g.mul(d, xc), axes, true);
+  Tensor dx = g.mul(g.sub(g.sub(d, g.mul(s1, g.scalar(1.0 / 120))), g.mul(xc, g.mul(s2, g.scalar(0.01)))), gamma);
+  Module m = module_of(g, {dx, s1, s2});
+  for (Tensor f : {x, y, dy, gamma}) m.feeds.push_back(f.id());
+  reinfer(m.graph);
+  run_pipeline(m, true, true);
+  FusionPlan p = plan_fusion(m, 0, {.stitch_stencils = true, .stitch_reductions = true});
+  bool recomputed = false;
+  for (const std::string& dec : p.decisions) recomputed |= dec.find("recomputed by its") != std::string::npos;
+  EXPECT_TRUE(recomputed);
+  EXPECT_EQ(full_size_writes(m.graph, p, s.num_elements()), 1);  // dx
+  for (const Step& st : p.steps) {
+    int full = 0;
+    for (int32_t v : step_inputs(m.graph, st)) full += m.graph.type(v).shape.num_elements() == s.num_elements();
+    EXPECT_LE(full, 3);  // x, y and dy at most
+  }
+}

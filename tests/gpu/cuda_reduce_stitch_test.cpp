@@ -144,6 +144,26 @@ TEST(CudaReduceStitch, BatchNormTrainingMatchesTheCpu) {
     }
 }
 
+// ReLU's gradient computed by both its readers (recompute_shared_producers): the batch norm
+// backward's sums (in the stitch's prologue) and its dx, from dy and relu's saved output.
+TEST(CudaReduceStitch, SharedReluGradientRecomputedByItsReaders) {
+  uint64_t seed = 970;
+  for (DType t : {f32, bf16}) {
+    const Shape s{8, 7, 7, 64};
+    std::vector<TensorData> in = {TensorData::uniform(s, -1, 3, t, seed++), TensorData::uniform(s, -1, 1, t, seed++),
+                                  TensorData::uniform(s, -1, 1, t, seed++), TensorData::uniform({64}, 0.5, 1.5, t, seed++)};
+    auto build = [&](Graph& g, const std::vector<Tensor>& p) {
+      const std::vector<int64_t> axes{0, 1, 2};
+      Tensor xc = g.sub(p[0], g.reduce_mean(p[0], axes, true));
+      Tensor d = g.select(g.greater(p[1], g.scalar(0.0, t)), p[2], g.scalar(0.0, t));
+      Tensor s1 = g.reduce_sum(d, axes, true), s2 = g.reduce_sum(g.mul(d, xc), axes, true);
+      Tensor dx = g.mul(g.sub(g.sub(d, g.mul(s1, g.scalar(1.0 / 392, t))), g.mul(xc, g.mul(s2, g.scalar(0.003, t)))), p[3]);
+      return std::vector{dx, s1, s2};
+    };
+    EXPECT_GE(compare(std::string("relu gradient ") + dtype_name(t), build, in, t == f32 ? 1e-4 : 6e-2), 1);
+  }
+}
+
 // Layer norm's backward: row statistics (a warp per row) and the gamma / beta gradients over the
 // rows (column sums), with the prologue recomputing xhat.
 TEST(CudaReduceStitch, LayerNormTrainingMatchesTheCpu) {

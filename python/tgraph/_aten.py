@@ -785,6 +785,22 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                                                                                   causal=bool(is_causal)))
 
 
+def _linear(c: _Ctx, x, weight, bias=None):
+    """aten.linear as torch.export leaves it (before decomposition): x @ weight^T + bias, over
+    x's rows as one 2-D product, the form the decomposition's view / addmm / view gives."""
+    g = c.g
+    if x.rank == 2 or any(d < 0 for d in x.shape):
+        y = g.matmul(x, g.transpose(weight, [1, 0]))
+        return y if bias is None else g.add(y, bias)
+    n = 1
+    for d in x.shape[:-1]:
+        n *= d
+    rows = g.reshape(x, [n, x.shape[-1]])
+    wt = g.transpose(weight, [1, 0])
+    y = g.matmul(rows, wt) if bias is None else _addmm(c, bias, rows, wt)
+    return g.reshape(y, list(x.shape[:-1]) + [weight.shape[0]])
+
+
 def _native_dropout(c: _Ctx, x, p, train=True):
     """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
     if train is False or p == 0:  # ATen: train=None means training
@@ -1246,6 +1262,8 @@ _CONVERTERS: dict[str, Callable] = {
     "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
     "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
     "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
+    "layer_norm": lambda c, x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True:
+    _layer_norm(c, x, shape, weight, bias, eps)[0], "linear": _linear,
     "native_group_norm": _group_norm,
     "_native_batch_norm_legit_functional": _batch_norm_functional, "convolution_backward": _convolution_backward,
     "max_pool2d_with_indices_backward": _max_pool2d_backward, "avg_pool2d_backward": _avg_pool2d_backward,

@@ -358,8 +358,9 @@ class TorchModule(torch.nn.Module):
                                                                            for v in (kwargs or {}).values())
         try:
             with torch.no_grad():
-                ep = torch.export.export(self._module, tuple(args), kwargs or None,
-                                         dynamic_shapes=shapes).run_decompositions(export_decompositions())
+                ep = torch.export.export(self._module, tuple(args), kwargs or None, dynamic_shapes=shapes)
+                if dynamic or not _converts_as_exported(ep):
+                    ep = ep.run_decompositions(export_decompositions())
         except Exception as e:  # noqa: BLE001  (torch.export refuses some models; tracing may not)
             if isinstance(e, tg.Error):
                 raise
@@ -676,6 +677,20 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs: list, free_layouts: 
     """Compiles an ATen graph as AOTAutograd hands it over (inference, forward or backward):
     every placeholder an input, one executable per concrete signature, boxed arguments."""
     return _per_signature(lambda inputs: gm, free_layouts=free_layouts, donated=donated)
+
+
+def _converts_as_exported(ep) -> bool:
+    """True when every op of an exported program has a converter and none writes its inputs:
+    then it converts as torch.export left it, without run_decompositions, which traces the whole
+    model a second time (half of BERT-base's first call). A mutating op, or one only its
+    decomposition covers, sends the program through the decompositions as before."""
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or schema.is_mutable or not convertible(node):
+            return False
+    return True
 
 
 def _compile_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

@@ -1071,3 +1071,34 @@ def test_scaled_dot_product_attention_converts_whole(monkeypatch):
     keep[..., 0] = True
     check(Sdpa(), q, k, v, m, keep, rtol=1e-5, atol=2e-6)
     assert len(calls) == 3  # torch.export kept the op whole for tgraph (not torch's math form)
+
+
+class LinearNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.norm = nn.Linear(16, 32), nn.Linear(32, 16, bias=False), nn.LayerNorm(32)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.b(self.drop(F.gelu(self.norm(self.a(x)))))
+
+
+class InPlace(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.add_(1)
+        return y.relu_()
+
+
+def test_exported_programs_convert_without_a_second_trace(monkeypatch):
+    """A program whose ops all have converters (linear, layer_norm, eval dropout, ...) converts
+    as torch.export gives it; one with an in-place op still goes through the decompositions."""
+    calls = []
+    plain = torch.export.ExportedProgram.run_decompositions
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions",
+                        lambda self, *a, **kw: calls.append(1) or plain(self, *a, **kw))
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
+    check(LinearNorm(), x)
+    assert calls == []
+    check(InPlace(), x)
+    assert calls == [1]

@@ -1,53 +1,12 @@
 #include "passes/constant_folding.h"
 
-#include <cstring>
 #include <vector>
 
+#include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/reference.h"
-#include "core/half.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
-namespace {
-
-// Folds of weight-sized constants, typed (the reference interpreter converts each element
-// through double: seconds for a model's weights). Empty when not covered.
-TensorData fast_transpose(const TensorData& x, const std::vector<int64_t>& perm, const Shape& out_shape) {
-  const int64_t r = x.shape().rank();
-  if (static_cast<int64_t>(perm.size()) != r || r == 0) return {};
-  const size_t es = dtype_size(x.dtype());
-  std::vector<int64_t> in_stride(static_cast<size_t>(r), 1), step(static_cast<size_t>(r)), idx(static_cast<size_t>(r), 0);
-  for (int64_t i = r - 2; i >= 0; --i) in_stride[static_cast<size_t>(i)] = in_stride[static_cast<size_t>(i + 1)] * x.shape()[i + 1];
-  for (int64_t i = 0; i < r; ++i) step[static_cast<size_t>(i)] = in_stride[static_cast<size_t>(perm[static_cast<size_t>(i)])];
-  TensorData y(out_shape, x.dtype());
-  const auto* src = static_cast<const std::byte*>(x.data());
-  auto* dst = static_cast<std::byte*>(y.data());
-  const int64_t n = y.num_elements(), inner = out_shape[r - 1], inner_step = step[static_cast<size_t>(r - 1)];
-  int64_t off = 0;
-  for (int64_t done = 0; done < n; done += inner) {
-    for (int64_t j = 0; j < inner; ++j) std::memcpy(dst + (done + j) * es, src + (off + j * inner_step) * es, es);
-    for (int64_t d = r - 2; d >= 0; --d) {  // the odometer over the outer output dims
-      const size_t u = static_cast<size_t>(d);
-      off += step[u];
-      if (++idx[u] < out_shape[d]) break;
-      off -= step[u] * out_shape[d];
-      idx[u] = 0;
-    }
-  }
-  return y;
-}
-
-TensorData fast_cast(const TensorData& x, DType to) {
-  if (x.dtype() != DType::f32 || (to != DType::f16 && to != DType::bf16)) return {};
-  TensorData y(x.shape(), to);
-  const float* a = x.ptr<float>();
-  uint16_t* b = y.ptr<uint16_t>();
-  const int64_t n = x.num_elements();
-  for (int64_t i = 0; i < n; ++i) b[i] = to == DType::f16 ? float_to_half(a[i]) : float_to_bf16(a[i]);
-  return y;
-}
-
-}  // namespace
 
 bool ConstantFolding::run(Module& m) {
   GraphImpl& g = m.graph;
@@ -88,12 +47,10 @@ bool ConstantFolding::run(Module& m) {
       if ((!small && !relayout) || (d.has(kShapeOnly) && out_elems > in_elems) || n.kind == OpKind::BroadcastTo)
         continue;
       std::vector<TensorData> out;
-      if (relayout) {
-        TensorData f = n.kind == OpKind::Cast ? fast_cast(in[0], std::get<CastDesc>(n.attr).to)
-                                              : fast_transpose(in[0], std::get<AxesDesc>(n.attr).axes,
-                                                               g.type(n.outputs[0]).shape);
-        if (!f.empty()) out.push_back(std::move(f));
-      }
+      // A weight-sized fold through the CPU's typed kernels (the reference interpreter converts
+      // each element through double: seconds for a model's weights).
+      if (relayout && !(n.kind == OpKind::Cast ? fast::half_op(n, in, out) : fast::shape_op(g, n, in, out)))
+        out.clear();
       try {
         if (out.empty()) out = reference_eval(g, n, in);
       } catch (const Error&) {

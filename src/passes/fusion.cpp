@@ -302,6 +302,16 @@ bool is_start_value(const Node& n) {
          (n.kind == OpKind::Placeholder || n.kind == OpKind::Constant || n.kind == OpKind::Variable);
 }
 
+int64_t full_size_bytes(const GraphImpl& g, const std::vector<int32_t>& vals, int64_t elements) {
+  int64_t b = 0;
+  for (int32_t v : vals) {
+    const TensorType& t = g.type(v);
+    if (t.shape.ranked() && t.shape.is_static() && t.shape.num_elements() == elements)
+      b += elements * static_cast<int64_t>(dtype_size(t.dtype));
+  }
+  return b;
+}
+
 std::vector<int32_t> step_inputs(const GraphImpl& g, const Step& s) {
   if (s.stitch) return s.stitch->inputs;
   if (s.reduce) return s.reduce->inputs;

@@ -119,6 +119,11 @@ std::vector<int32_t> group_cone_from(const GraphImpl& g, const FusionGroup& p, c
 std::vector<int32_t> outside_reads(const GraphImpl& g, const std::vector<int32_t>& nodes);
 /// The nodes of `first`, then those of `then` not among them (a node computed once).
 std::vector<int32_t> merge_members(const std::vector<int32_t>& first, const std::vector<int32_t>& then);
+/// Bytes of the values among `vals` that have `elements` elements (static shapes): what a kernel
+/// over that many elements reads or writes of them. Smaller values (read once per block: a
+/// per-channel operand, a scalar) count nothing. Counted in bytes, not tensors: two bf16
+/// activations cost what one f32 copy does.
+int64_t full_size_bytes(const GraphImpl& g, const std::vector<int32_t>& vals, int64_t elements);
 /// How many times each value is read by the steps of `plan` (of `block`) and from outside the block.
 std::vector<int32_t> plan_reads(const Module& m, int32_t block, const FusionPlan& plan);
 /// Lets all the readers of a cheap group (groups and stitched reductions over its shape)

@@ -83,15 +83,9 @@ void recompute_producers(const Module& m, int32_t block, FusionPlan& plan) {
     if (!step_group(g, plan.steps[i], c)) continue;
     const Shape cs = group_shape(g, c);
     if (!cs.ranked() || !cs.is_static()) continue;
-    // Bytes of a full-size value (0 for a smaller one, read once per block of the kernel):
-    // what a kernel reading it moves. Counted in bytes, not tensors, so a group reads two bf16
-    // activations rather than the f32 value an autocast graph computed from them.
-    auto full_bytes = [&](int32_t v) -> int64_t {
-      const TensorType& t = g.type(v);
-      const Shape& s = t.shape;
-      if (!s.ranked() || !s.is_static() || s.num_elements() != cs.num_elements()) return 0;
-      return s.num_elements() * static_cast<int64_t>(dtype_size(t.dtype));
-    };
+    // Bytes, not tensors: a group reads two bf16 activations rather than the f32 value an
+    // autocast graph computed from them (full_size_bytes).
+    auto full_bytes = [&](int32_t v) { return full_size_bytes(g, {v}, cs.num_elements()); };
     // At a tie (recomputing reads as many bytes as reading the values), recomputing pays only
     // when the values' write goes away: when c is their last reader, or when every other reader
     // is a later group at c's shape that can take the cone too (each then meets the same tie,

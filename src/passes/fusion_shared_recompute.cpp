@@ -20,16 +20,6 @@ namespace {
 
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-int64_t full_bytes(const GraphImpl& g, const std::vector<int32_t>& vals, const Shape& s) {
-  int64_t b = 0;
-  for (int32_t v : vals) {
-    const TensorType& t = g.type(v);
-    if (t.shape.ranked() && t.shape.is_static() && t.shape.num_elements() == s.num_elements())
-      b += t.shape.num_elements() * static_cast<int64_t>(dtype_size(t.dtype));
-  }
-  return b;
-}
-
 // The shape a stitch's reductions read at (their inputs' shape).
 const Shape* stitch_shape(const GraphImpl& g, const ReduceStitch& st) {
   if (st.reductions.empty()) return nullptr;
@@ -69,7 +59,8 @@ void recompute_shared_producers(const Module& m, int32_t block, FusionPlan& plan
     if (!ok || readers.size() < 2 || counted != expected) continue;  // read elsewhere (a target, a library call)
     // Bytes: the group reads its inputs and writes its outputs; each reader would read the
     // group's inputs it does not read already instead of the outputs it reads.
-    const int64_t cost = full_bytes(g, p.inputs, ps) + full_bytes(g, p.outputs, ps);
+    const int64_t n = ps.num_elements();
+    const int64_t cost = full_size_bytes(g, p.inputs, n) + full_size_bytes(g, p.outputs, n);
     int64_t added = 0;
     for (size_t j : readers) {
       const std::vector<int32_t> in = step_inputs(g, plan.steps[j]);
@@ -78,7 +69,7 @@ void recompute_shared_producers(const Module& m, int32_t block, FusionPlan& plan
         if (!contains(in, v)) gained.push_back(v);
       for (int32_t v : p.outputs)
         if (contains(in, v)) lost.push_back(v);
-      added += full_bytes(g, gained, ps) - full_bytes(g, lost, ps);
+      added += full_size_bytes(g, gained, n) - full_size_bytes(g, lost, n);
     }
     if (added >= cost) continue;
     // Each reader as it would be with the group's members in; all or none.

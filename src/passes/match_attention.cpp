@@ -49,15 +49,13 @@ struct Walk {
   const std::vector<int32_t>& uses;
   // Steps up through views from v, each read only once (a view read elsewhere is kept: its
   // value is needed anyway, and the chain must die with the match); returns the first non-view.
-  int32_t through_views(int32_t v, bool single_use = true) const {
+  int32_t through_views(int32_t v) const {
     for (const Node* p = producer(g, v); p && order_view(g, *p); p = producer(g, v)) {
-      if (single_use && uses[static_cast<size_t>(v)] != 1) break;
+      if (uses[static_cast<size_t>(v)] != 1) break;
       v = p->inputs[0];
     }
     return v;
   }
-  // The value before views, without the single-use condition (operands q, k, v).
-  int32_t source(int32_t v) const { return through_views(v, false); }
   // A scalar constant (through broadcasts of it): its value.
   std::optional<double> scalar(int32_t v) const {
     for (const Node* p = producer(g, v); p; p = producer(g, v)) {

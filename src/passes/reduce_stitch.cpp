@@ -93,13 +93,6 @@ class ReductionStitcher {
     return true;
   }
 
-  // Bytes of the values among `vals` with x's element count: what a kernel over x reads of them.
-  int64_t full_bytes(const std::vector<int32_t>& vals, const Shape& xs) const {
-    int64_t b = 0;
-    for (int32_t v : vals)
-      if (elements(g_, v) == xs.num_elements()) b += elements(g_, v) * static_cast<int64_t>(dtype_size(g_.type(v).dtype));
-    return b;
-  }
 
   // A step computed later in the plan that can move before a stitch at `at`: a constant or a
   // variable (is_start_value; the optimizer's momentum buffers are variables an epilogue reads),
@@ -152,7 +145,8 @@ class ReductionStitcher {
           if (v != x && reads_[static_cast<size_t>(v)] > 0) kept.push_back(v);
         if (!kept.empty()) {
           std::vector<int32_t> cut = group_cone_from(g_, grp, {x}, kept);
-          if (full_bytes(outside_reads(g_, cut), xs) < full_bytes(outside_reads(g_, cone), xs)) cone = std::move(cut);
+          if (full_size_bytes(g_, outside_reads(g_, cut), xs.num_elements()) <
+              full_size_bytes(g_, outside_reads(g_, cone), xs.num_elements())) cone = std::move(cut);
         }
       }
       // What it reads: its input (or the cone's inputs), and a sum_to_like's `like` (for its shape).

@@ -10,7 +10,6 @@
 // all -inf scores is not a number: a select on "this row's mask is -inf throughout" (computed
 // on the mask, a tensor per query at most) restores it.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -49,16 +48,8 @@ bool bias_dims(const Shape& q, const Shape& k, const Shape& m, std::vector<int64
 }
 
 AttentionCall call_of(const GraphImpl& g, const Node& n, DType dtype) {
-  const auto& d = std::get<AttentionDesc>(n.attr);
-  AttentionCall c;
-  c.dtype = dtype;
-  c.q = g.type(n.inputs[0]).shape;
-  c.k = g.type(n.inputs[1]).shape;
-  c.v = g.type(n.inputs[2]).shape;
-  c.causal = d.causal;
-  const int64_t D = c.q.ranked() && c.q.rank() > 0 ? c.q.dims().back() : 0;
-  c.scale = d.scale != 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(D > 0 ? D : 1));
-  return c;
+  return attention_call(std::get<AttentionDesc>(n.attr), dtype, g.type(n.inputs[0]).shape, g.type(n.inputs[1]).shape,
+                        g.type(n.inputs[2]).shape);
 }
 
 // The bias dims the kernel gets for node n (the mask's, keys always full), or false when the

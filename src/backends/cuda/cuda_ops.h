@@ -40,6 +40,9 @@ struct AttentionCall {
   double scale = 1.0;
   bool causal = false;
 };
+/// The call of an attention op with these q, k, v shapes and dtype, its scale resolved (the
+/// default 1 / sqrt(head dim) when the op's is 0); the caller adds the mask.
+AttentionCall attention_call(const AttentionDesc& d, DType dtype, const Shape& q, const Shape& k, const Shape& v);
 /// scaled_dot_product_attention as one cuDNN fused kernel (cudnn_attention.cpp): f16 / bf16,
 /// rank 3 or 4, head dims multiples of 8 up to 256, an additive bias of q's dtype and rank 4
 /// (dims 1 or full; keys full), causal or not. False when not covered (or no cuDNN frontend).

@@ -8,11 +8,11 @@
 // Plans are built once per shape and kept for the process.
 #include "backends/cuda/cuda_ops.h"
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <cmath>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +25,18 @@
 #include "tgraph/error.h"
 
 namespace tg::detail {
+
+AttentionCall attention_call(const AttentionDesc& d, DType dtype, const Shape& q, const Shape& k, const Shape& v) {
+  AttentionCall c;
+  c.dtype = dtype;
+  c.q = q;
+  c.k = k;
+  c.v = v;
+  c.causal = d.causal;
+  const int64_t D = q.ranked() && q.rank() > 0 ? q.dims().back() : 0;
+  c.scale = d.scale != 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(D > 0 ? D : 1));
+  return c;
+}
 
 // [b, h, s, d] of a rank-3 or rank-4 operand (rank 3: one batch of `heads` = its first dim).
 static bool bhsd(const Shape& s, std::vector<int64_t>& out) {
@@ -61,6 +73,13 @@ namespace {
 
 constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4, kBias = 5;
 
+// Row-major strides of dims (every tensor of the call is dense; a bias dim of 1 broadcasts).
+std::vector<int64_t> packed(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i-- > 0;) st[i] = st[i + 1] * dims[i + 1];
+  return st;
+}
+
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
@@ -93,22 +112,17 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c) {
   const fe::DataType_t io = c.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
-    std::vector<int64_t> st(dims.size(), 1);
-    for (size_t i = dims.size() - 1; i-- > 0;) st[i] = st[i + 1] * dims[i + 1];
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(st));
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(packed(dims)));
   };
   auto Q = tensor("Q", kQ, q), K = tensor("K", kK, k), V = tensor("V", kV, v);
   auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(
       static_cast<float>(c.scale));
   if (c.causal) opts.set_causal_mask(true);
-  if (!mask.empty()) {
-    opts.set_bias(tensor("bias", kBias, mask));  // dims of 1 broadcast
-  }
+  if (!mask.empty()) opts.set_bias(tensor("bias", kBias, mask));
   auto [O, stats] = g->sdpa(Q, K, V, opts);
   (void)stats;
-  std::vector<int64_t> od{q[0], q[1], q[2], v[3]}, os(4, 1);
-  for (int i = 2; i >= 0; --i) os[static_cast<size_t>(i)] = os[static_cast<size_t>(i) + 1] * od[static_cast<size_t>(i) + 1];
-  O->set_output(true).set_uid(kO).set_dim(od).set_stride(os);
+  const std::vector<int64_t> od{q[0], q[1], q[2], v[3]};
+  O->set_output(true).set_uid(kO).set_dim(od).set_stride(packed(od));
 
   CudnnDevice& dev = cudnn_device(device);
   std::lock_guard<std::mutex> lock(dev.mu);
@@ -152,20 +166,14 @@ bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* 
 bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                      cudaStream_t stream, int device) {
   if (n.kind != OpKind::Attention || in.size() < 3 || out.size() != 1) return false;
-  const auto& d = std::get<AttentionDesc>(n.attr);
-  AttentionCall c;
-  c.dtype = in[0].type.dtype;
-  c.q = in[0].type.shape;
-  c.k = in[1].type.shape;
-  c.v = in[2].type.shape;
+  AttentionCall c = attention_call(std::get<AttentionDesc>(n.attr), in[0].type.dtype, in[0].type.shape,
+                                   in[1].type.shape, in[2].type.shape);
   if (in.size() > 3) {
     if (in[3].type.dtype != c.dtype) return false;
     c.mask = in[3].type.shape;
     c.masked = true;
   }
   if (in[1].type.dtype != c.dtype || in[2].type.dtype != c.dtype || out[0].type.dtype != c.dtype) return false;
-  c.causal = d.causal;
-  c.scale = d.scale != 0 ? d.scale : 1.0 / std::sqrt(static_cast<double>(c.q.dims().back()));
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok) return false;
   DeviceBuffer ws;

@@ -4,8 +4,10 @@ process with the cache that left (the executable loaded instead), then in a thir
 generated kernels' cache deleted (the .tgx carries their cubins), and last the cached .tgx
 alone: Executable.load and its first run, timed, in a fresh process without a kernel cache.
 Hugging Face BERT-base (random weights, eval), batch 1 x 128, or torchvision ResNet-50, batch
-1, on the CPU or `--device cuda`:
-  python3 bench/compile_cache.py [--device cpu] [--model bert|resnet50]"""
+1, on the CPU or `--device cuda`, in f32 or `--precision f16|bf16` (tgraph.torch.compile's):
+  python3 bench/compile_cache.py [--device cpu] [--model bert|resnet50] [--precision f32]
+Each first call is split into its phases: torch.export, conversion to a tgraph graph, tgraph's
+compile, the first run (kernels generated, library plans chosen, capture), or the cache's load."""
 import argparse
 import os
 import subprocess
@@ -28,16 +30,40 @@ else:
     torch.manual_seed(0)
     model = torchvision.models.resnet50().eval().to(dev)
     args = (torch.randn(1, 3, 224, 224, device=dev),)
+phases = {{}}
+
+def timed(name, f):
+    def g(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
+    return g
+
+torch.export.export = timed("export", torch.export.export)
+torch.export.ExportedProgram.run_decompositions = timed("decompositions", torch.export.ExportedProgram.run_decompositions)
+tgt.convert = timed("convert", tgt.convert)
+tgt._executable = timed("compile", tgt._executable)
+tgt._torch_cache.load = timed("cache load", tgt._torch_cache.load)
+tgt._torch_cache.key = timed("cache key", tgt._torch_cache.key)
+tgt._torch_cache.store_later = timed("cache store queued", tgt._torch_cache.store_later)
+tgt._torch_cache.store = timed("cache store (its thread, after)", tgt._torch_cache.store)
+tgt._Compiled.__call__ = timed("first run", tgt._Compiled.__call__)
 t1 = time.perf_counter()
-fast = tgt.compile(model)
+fast = tgt.compile(model, precision={precision!r})
 with torch.no_grad():
     out = fast(*args)
     if dev == "cuda":
         torch.cuda.synchronize()
 t2 = time.perf_counter()
+tgt._torch_cache.wait()
 s = tgt.stats()
-print(f"model built {{t1 - t0:.2f}} s; compile + first call {{t2 - t1:.2f}} s "
-      f"(compiled {{s['executables']}}, from the cache {{s['cache_hits']}})")
+split = ", ".join(f"{{k}} {{v:.2f}}" for k, v in phases.items())
+print(f"model built {{t1 - t0:.2f}} s; compile + first call {{t2 - t1:.2f}} s ({{split}}; "
+      f"compiled {{s['executables']}}, from the cache {{s['cache_hits']}})")
 """
 
 LOAD = """
@@ -69,6 +95,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default="bert")
+    ap.add_argument("--precision", default="f32")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, TGRAPH_CACHE_DIR=d)
@@ -77,10 +104,10 @@ def main():
             if label == "no kernel cache":
                 drop_kernel_cache(d)
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-c", CHILD.format(device=a.device, model=a.model)], env=env,
+            r = subprocess.run([sys.executable, "-c", CHILD.format(device=a.device, model=a.model, precision=a.precision)], env=env,
                                capture_output=True, text=True)
             line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
-            print(f"{a.model} on {a.device}, {label}: {line} (process {time.perf_counter() - t:.1f} s)", flush=True)
+            print(f"{a.model} {a.precision} on {a.device}, {label}: {line} (process {time.perf_counter() - t:.1f} s)", flush=True)
         drop_kernel_cache(d)
         r = subprocess.run([sys.executable, "-c", LOAD.format(), d], env=env, capture_output=True, text=True)
         line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]

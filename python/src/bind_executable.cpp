@@ -110,7 +110,9 @@ void bind_executable(nb::module_& m) {
       .def("variable", &tg::Executable::variable, "name"_a, "The current value of a variable (a copy).")
       .def("set_variable", &tg::Executable::set_variable, "name"_a, "value"_a)
       .def_prop_ro("variable_names", &tg::Executable::variable_names)
-      .def("save", &tg::Executable::save, "path"_a)
+      .def("save", &tg::Executable::save, "path"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "Writes the executable to `path` (atomically). Releases the GIL: another thread may save "
+           "while this one runs it.")
       .def("save_checkpoint", [](const tg::Executable& e, const std::string& path) { tg::save_checkpoint(e, path); },
            "path"_a, "Writes every variable to `path`, atomically (a crash or a second writer leaves one whole file).")
       .def("load_checkpoint",

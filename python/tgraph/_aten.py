@@ -1247,7 +1247,7 @@ _CONVERTERS: dict[str, Callable] = {
     "hardsigmoid": lambda c, x: c.g.hard_sigmoid(x, 1 / 6, 0.5),
     "hardswish": lambda c, x: c.g.mul(x, c.g.hard_sigmoid(x, 1 / 6, 0.5)),
     "_to_copy": _to_copy, "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
-    "alias": lambda c, x: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
+    "alias": lambda c, x: x, "contiguous": lambda c, x, memory_format=None: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
     "copy": lambda c, dst, src, non_blocking=False: _broadcast_like(c, c.cast(c.tensor(src, dst), dst.dtype), dst),
     # reductions
     "sum": _reduce("reduce_sum"), "mean": _reduce("reduce_mean"), "prod": lambda c, x, dim=None, keepdim=False,

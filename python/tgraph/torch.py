@@ -296,7 +296,7 @@ class TorchModule(torch.nn.Module):
         pending = getattr(compiled, "pending_store", None)
         if pending is not None:  # cached after its first run: the file then holds the kernels it used
             compiled.pending_store = None
-            _torch_cache.store(pending[0], compiled.exe, pending[1])
+            _torch_cache.store_later(pending[0], compiled.exe, pending[1])
         return pytree.tree_unflatten(out, spec)
 
     def _build(self, args, kwargs):

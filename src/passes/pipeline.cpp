@@ -1,5 +1,6 @@
 #include "passes/pipeline.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/profile.h"
 #include "core/env.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -27,16 +29,27 @@
 namespace tg::detail {
 namespace {
 
+// Writes the graph after each pass that changed it (TGRAPH_DUMP), and under TGRAPH_PROFILE adds
+// the time since the last such pass to the profile as "compile: <pass>" (a pass that changed
+// nothing is counted in the next one that did): where a first call's compile goes.
 struct Dumper {
   std::string dir;
   int step = 0;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
   Dumper() {
     if (const char* d = env_value("TGRAPH_DUMP")) {
       dir = d;
       std::filesystem::create_directories(dir);
     }
   }
+  void mark(const char* pass) {
+    if (!cpu_profiling()) return;
+    const auto now = std::chrono::steady_clock::now();
+    cpu_profile_add(std::string("compile: ") + pass, std::chrono::duration<double>(now - last).count());
+    last = now;
+  }
   void dump(const Module& m, const char* pass) {
+    mark(pass);
     if (dir.empty()) return;
     char prefix[16];
     std::snprintf(prefix, sizeof prefix, "%02d-", step++);
@@ -137,6 +150,7 @@ void run_pipeline(Module& m, const PipelineOptions& o) {
   DeadCodeElimination final_dce;
   if (final_dce.run(m)) dumper.dump(m, "dce");
   store_half();
+  dumper.mark("passes that changed nothing, at the end");
 }
 
 }  // namespace tg::detail

@@ -38,6 +38,7 @@ def test_second_compile_comes_from_the_cache(cache):
         e0, h0 = counts()
         torch.testing.assert_close(tgt.compile(model)(x), want)
         assert counts() == (e0 + 1, h0)  # compiled, and stored
+        tgt._torch_cache.wait()
         assert len(list(cache.glob("*.tgx"))) == 1 and len(list(cache.glob("*.json"))) == 1
         torch.testing.assert_close(tgt.compile(make_model())(x), want)  # same code and weights
         assert counts() == (e0 + 1, h0 + 1)
@@ -56,6 +57,7 @@ def test_a_broken_entry_is_rebuilt(cache):
     model = make_model()
     with torch.no_grad():
         tgt.compile(model)(x)
+        tgt._torch_cache.wait()
         (tgx,) = cache.glob("*.tgx")
         tgx.write_bytes(tgx.read_bytes()[: tgx.stat().st_size // 2])  # truncated
         e0, h0 = counts()
@@ -98,3 +100,43 @@ def test_size_bound_drops_the_least_recently_used(cache, monkeypatch):
         for n in (2, 3):
             tgt.compile(make_model())(torch.randn(n, 6))
     assert len(list(cache.glob("*.json"))) <= 1
+
+
+def test_the_entry_is_written_while_the_caller_goes_on(cache, monkeypatch):
+    """The first call returns its result before its entry is on disk (a thread writes it); a
+    lookup of the same key in this process waits for it and finds it whole."""
+    import threading
+    release, plain = threading.Event(), tgt._torch_cache.store
+
+    def slow_store(*args):
+        release.wait(60)
+        plain(*args)
+    monkeypatch.setattr(tgt._torch_cache, "store", slow_store)
+    x = torch.randn(4, 6)
+    model = make_model(seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(tgt.compile(model)(x), model(x))
+        assert not list(cache.glob("*.tgx"))  # still being written
+        release.set()
+        e0, h0 = counts()
+        torch.testing.assert_close(tgt.compile(make_model(seed=3))(x), model(x))
+        assert counts() == (e0, h0 + 1)  # waited for the entry, then loaded it
+
+
+def test_device_weights_hash_where_they_are():
+    """The reduction that keys GPU weights without copying them (run here on CPU tensors, the
+    same torch code): equal bytes give equal rows, one flipped bit or two swapped words differ,
+    and a padded tail does not hide a trailing difference."""
+    from tgraph._torch_cache import _device_rows
+    g = torch.Generator().manual_seed(5)
+    for shape, dtype in (((768,), torch.float32), ((3, 1000), torch.float16), ((5000,), torch.int64)):
+        t = torch.randint(-1000, 1000, shape, generator=g).to(dtype)
+        same = _device_rows(t.clone())
+        assert torch.equal(_device_rows(t), same)
+        flipped = t.clone().view(-1)
+        flipped.view(torch.uint8)[-1] ^= 1  # the last byte: in the padded block
+        assert not torch.equal(_device_rows(flipped.view(shape)), same)
+        swapped = t.clone().view(-1)
+        swapped[[0, 1]] = swapped[[1, 0]]
+        if not torch.equal(swapped, t.view(-1)):
+            assert not torch.equal(_device_rows(swapped.view(shape)), same)

@@ -1079,8 +1079,8 @@ class LinearNorm(nn.Module):
         self.a, self.b, self.norm = nn.Linear(16, 32), nn.Linear(32, 16, bias=False), nn.LayerNorm(32)
         self.drop = nn.Dropout(0.1)
 
-    def forward(self, x):
-        return self.b(self.drop(F.gelu(self.norm(self.a(x)))))
+    def forward(self, x):  # .contiguous(): what transformers' attention calls on CUDA
+        return self.b(self.drop(F.gelu(self.norm(self.a(x)))).transpose(0, 1).contiguous()).transpose(0, 1)
 
 
 class InPlace(nn.Module):
@@ -1091,7 +1091,7 @@ class InPlace(nn.Module):
 
 
 def test_exported_programs_convert_without_a_second_trace(monkeypatch):
-    """A program whose ops all have converters (linear, layer_norm, eval dropout, ...) converts
+    """A program whose ops all have converters (linear, layer_norm, eval dropout, contiguous ...) converts
     as torch.export gives it; one with an in-place op still goes through the decompositions."""
     calls = []
     plain = torch.export.ExportedProgram.run_decompositions

@@ -190,10 +190,14 @@ bool DeadCodeElimination::run(Module& m) {
     changed |= kept.size() != b.nodes.size();
     b.nodes = std::move(kept);
   }
-  // Regions of dead control-flow nodes no longer count as users of anything.
+  // Regions of dead control-flow nodes no longer count as users of anything; dead constants
+  // let go of their values (the nodes stay, as ids, but nothing reads them again: a weight
+  // that constant folding transposed or cast would otherwise be held, and saved, twice).
   for (size_t id = 0; id < g.nodes.size(); ++id)
-    if (!live[id])
+    if (!live[id]) {
       for (int32_t r : g.nodes[id].regions) g.blocks[static_cast<size_t>(r)].results.clear();
+      if (g.nodes[id].kind == OpKind::Constant && g.nodes[id].data.nbytes() > 0) g.nodes[id].data = TensorData();
+    }
   // Control deps on removed nodes are dropped (what they ordered against no longer runs).
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     if (!live[id]) continue;

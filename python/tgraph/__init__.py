@@ -380,7 +380,7 @@ def _constant(self: Graph, value, name: str = "", dtype=None) -> Tensor:
         t = _dtype_of(dtype)
         if t == DType.bf16:
             return self.cast(self._constant(a.astype(_np.float32), name), DType.bf16)
-        a = a.astype(numpy_dtype(t))
+        a = a.astype(numpy_dtype(t), copy=False)  # the graph copies it once, below
     return self._constant(a, name)
 
 

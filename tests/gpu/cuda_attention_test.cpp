@@ -116,3 +116,38 @@ TEST(CudaAttention, F32IsDecomposedAndAutocastKeepsItWhole) {
   EXPECT_EQ(whole_attention(f16), 1);
   gputest::expect_close(f16.run(inputs)[0], want[0], 5e-3, "f16 precision");
 }
+
+// A mask that hides nothing, built from sizes as Hugging Face builds one when no
+// attention_mask is passed (ge(arange(L), 0) broadcast to [1, 1, L, L]) and an additive mask of
+// zeros: both are dropped at compile time (the node runs whole with three inputs: no bias, no
+// fully-masked-row select), and the result is attention without a mask.
+TEST(CudaAttention, MasksThatHideNothingAreDropped) {
+  std::vector<TensorData> inputs{half_data({2, 3, 40, 64}, DType::f16, 11), half_data({2, 3, 40, 64}, DType::f16, 12),
+                                 half_data({2, 3, 40, 64}, DType::f16, 13)};
+  for (int form = 0; form < 2; ++form) {
+    SCOPED_TRACE(form == 0 ? "boolean true from arange" : "additive zeros");
+    Graph g;
+    auto [ph, feeds] = gputest::placeholders_for(g, inputs);
+    Tensor mask = form == 0 ? g.broadcast_to(g.greater_equal(g.reshape(g.arange(0, 40, 1), {1, 1, 40, 1}),
+                                                             g.scalar(0.0)),
+                                             {1, 1, 40, 40})
+                            : g.constant(TensorData::zeros({2, 1, 1, 40}, DType::f16));
+    Tensor y = g.scaled_dot_product_attention(ph[0], ph[1], ph[2], mask);
+    Tensor plain = g.scaled_dot_product_attention(ph[0], ph[1], ph[2], std::nullopt);
+    auto want = g.compile(feeds, {plain}, {}, {.device = Device::cpu()}).run(inputs);
+    Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+    const auto& cg = e.impl().module.graph;
+    int whole = 0;
+    for (const auto& b : cg.blocks)
+      for (int32_t id : b.nodes) {
+        const auto& n = cg.nodes[static_cast<size_t>(id)];
+        if (n.kind == detail::OpKind::Attention) {
+          ++whole;
+          EXPECT_EQ(n.inputs.size(), 3u) << "the mask was kept";
+        }
+        EXPECT_NE(n.kind, detail::OpKind::Select) << "a fully-masked-row select was left";
+      }
+    EXPECT_EQ(whole, 1);
+    gputest::expect_close(e.run(inputs)[0], want[0], 4e-3, "masked");
+  }
+}

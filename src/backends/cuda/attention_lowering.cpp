@@ -19,7 +19,9 @@
 #include "backends/cuda/cuda_ops.h"
 #include "core/env.h"
 #include "ops/builder.h"
+#include "passes/constant_folding.h"
 #include "passes/decompose.h"
+#include "passes/fusion.h"
 #include "passes/match_attention.h"
 #include "passes/rewrite.h"
 
@@ -62,6 +64,45 @@ bool kernel_bias(const GraphImpl& g, const Node& n, std::vector<int64_t>& dims) 
   return true;
 }
 
+// True when value v is known now to let every query see every key: a constant (through
+// broadcasts and views) that is true throughout (a boolean mask) or 0 throughout (additive).
+bool everything_visible(const GraphImpl& g, int32_t v) {
+  const Node* n = g.producer(v);
+  while (n && n->inputs.size() == 1 && n->control_deps.empty() &&
+         (n->kind == OpKind::BroadcastTo || n->kind == OpKind::Transpose || is_value_view(n->kind)))
+    n = g.producer(n->inputs[0]);
+  if (!n || n->kind != OpKind::Constant || n->data.empty()) return false;
+  const double want = g.type(v).dtype == DType::boolean ? 1.0 : 0.0;
+  for (int64_t i = 0; i < n->data.num_elements(); ++i)
+    if (n->data.at(i) != want) return false;
+  return true;
+}
+
+// Drops the masks that hide nothing. Hugging Face's models build an all-true mask when the
+// caller passes no attention_mask (BERT-base: ge(arange(L), 0) broadcast to [1, 1, L, L]); as
+// a bias it cost a runtime-compiled cuDNN engine (a second's NVRTC compile in the first call on
+// the H200), a bias read per score and the fully-masked-row select. Folds the graph's constants
+// first (the masks come from aranges and sizes; the weights' casts that autocast made fold here
+// instead of in the rounds after).
+bool drop_visible_masks(Module& m) {
+  GraphImpl& g = m.graph;
+  auto masked = [&](const Node& n) { return n.kind == OpKind::Attention && n.inputs.size() > 3; };
+  bool any = false;
+  for (const Block& b : g.blocks)
+    for (int32_t id : b.nodes) any = any || masked(g.nodes[static_cast<size_t>(id)]);
+  if (!any) return false;
+  bool changed = ConstantFolding().run(m);
+  for (const Block& b : g.blocks)
+    for (int32_t id : b.nodes) {
+      Node& n = g.nodes[static_cast<size_t>(id)];
+      if (masked(n) && everything_visible(g, n.inputs[3])) {
+        n.inputs.pop_back();
+        changed = true;
+      }
+    }
+  return changed;
+}
+
 }  // namespace
 
 bool cuda_keeps_attention(const GraphImpl& g, const Node& n) {
@@ -84,6 +125,7 @@ bool match_cuda_attention(Module& m) {
 
 bool lower_cuda_attention(Module& m, int device) {
   GraphImpl& G = m.graph;
+  const bool dropped = !fused_attention_off() && drop_visible_masks(m);
   std::vector<int32_t> blocks(G.blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
   std::vector<int32_t> kept;  // the output values of the attention nodes cuDNN runs
@@ -139,7 +181,7 @@ bool lower_cuda_attention(Module& m, int device) {
     return n.kind == OpKind::Attention && std::find(kept.begin(), kept.end(), n.outputs[0]) != kept.end();
   };
   changed |= rest.run(m);
-  return changed;
+  return changed || dropped;
 }
 
 }  // namespace tg::detail

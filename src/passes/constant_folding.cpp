@@ -16,8 +16,11 @@ bool ConstantFolding::run(Module& m) {
     for (int32_t id : b.nodes) {
       Node& n = g.nodes[static_cast<size_t>(id)];
       const OpDef& d = op_def(n.kind);
-      if (d.has(kSource) || d.has(kStateful) || d.has(kSideEffects) || d.has(kHasRegions) ||
-          n.inputs.empty() || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient)
+      // arange is a source with nothing to wait for: folded (when small, below), so what is
+      // computed from it alone folds too (an attention mask built from positions).
+      const bool arange = n.kind == OpKind::Arange;
+      if ((!arange && (d.has(kSource) || n.inputs.empty())) || d.has(kStateful) || d.has(kSideEffects) ||
+          d.has(kHasRegions) || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient)
         continue;
       bool all_const = true;
       std::vector<TensorData> in;

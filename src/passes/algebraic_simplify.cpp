@@ -107,6 +107,10 @@ int32_t simplify(Module& m, Node& n) {
     }
     case OpKind::BroadcastTo:
       return out.shape.is_static() ? same_type(n.inputs[0]) : -1;
+    case OpKind::Select: {  // a condition known throughout picks its branch
+      const auto c = n.inputs.size() == 3 ? splat(g, n.inputs[0]) : std::nullopt;
+      return c ? same_type(n.inputs[*c != 0.0 ? 1 : 2]) : -1;
+    }
     case OpKind::Reshape: {
       if (out.shape.is_static() && same_type(n.inputs[0]) >= 0) return n.inputs[0];
       const Node* p = g.producer(n.inputs[0]);

@@ -1,5 +1,6 @@
 #include "passes/constant_folding.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "backends/cpu/fast_kernels.h"
@@ -22,15 +23,40 @@ bool ConstantFolding::run(Module& m) {
       if ((!arange && (d.has(kSource) || n.inputs.empty())) || d.has(kStateful) || d.has(kSideEffects) ||
           d.has(kHasRegions) || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient)
         continue;
-      bool all_const = true;
+      bool all_const = true, expanded = false;
+      int64_t largest_raw = 0;  // elements of the largest constant read, before any expansion
       std::vector<TensorData> in;
       for (int32_t v : n.inputs) {
         int32_t p = g.values[static_cast<size_t>(v)].node;
-        if (p < 0 || g.nodes[static_cast<size_t>(p)].kind != OpKind::Constant) {
+        const Node* src = p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+        // A broadcast constant (the builder broadcasts a binary op's scalar) is a constant to
+        // its reader: expanded here, for this evaluation only, when small.
+        const Node* bc = src && src->kind == OpKind::BroadcastTo && src->inputs.size() == 1 ? src : nullptr;
+        if (bc) {
+          const int32_t q = g.values[static_cast<size_t>(bc->inputs[0])].node;
+          src = q < 0 ? nullptr : &g.nodes[static_cast<size_t>(q)];
+        }
+        if (!src || src->kind != OpKind::Constant || src->data.empty()) {
           all_const = false;
           break;
         }
-        in.push_back(g.nodes[static_cast<size_t>(p)].data);
+        largest_raw = std::max(largest_raw, src->data.num_elements());
+        if (bc) {
+          expanded = true;
+          const int64_t e = g.type(v).shape.num_elements();
+          if (e < 0 || e > kMaxElements) {
+            all_const = false;
+            break;
+          }
+          try {
+            in.push_back(reference_eval(g, *bc, {src->data})[0]);
+          } catch (const Error&) {
+            all_const = false;
+            break;
+          }
+        } else {
+          in.push_back(src->data);
+        }
       }
       if (!all_const) continue;
       bool small = true;
@@ -47,7 +73,10 @@ bool ConstantFolding::run(Module& m) {
       const bool relayout = (n.kind == OpKind::Cast || n.kind == OpKind::Transpose) && n.inputs.size() == 1 &&
                             uses[static_cast<size_t>(n.inputs[0])] == 1 && out_elems <= kMaxRelayout &&
                             dtype_size(g.type(n.outputs[0]).dtype) <= dtype_size(g.type(n.inputs[0]).dtype);
-      if ((!small && !relayout) || (d.has(kShapeOnly) && out_elems > in_elems) || n.kind == OpKind::BroadcastTo)
+      // Expanded inputs never make a constant larger than the largest one read (x + 2 over a
+      // [1, 1, L, 1] constant folds; a broadcast scalar times a broadcast scalar does not).
+      if ((!small && !relayout) || (d.has(kShapeOnly) && out_elems > in_elems) || n.kind == OpKind::BroadcastTo ||
+          (expanded && out_elems > largest_raw))
         continue;
       std::vector<TensorData> out;
       // A weight-sized fold through the CPU's typed kernels (the reference interpreter converts

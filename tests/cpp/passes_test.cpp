@@ -589,3 +589,33 @@ TEST(PassAlgebraicSimplify, NarrowingCastsMoveBeforeLayoutOps) {
   auto after = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu()}).run(in);
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].to_vector(), before[i].to_vector()) << i;
 }
+
+// A mask computed from positions alone (Hugging Face's ge(arange(L), 0) when no attention_mask
+// is passed, its scalar broadcast by the builder) folds to a constant, no larger than the
+// constants it reads, and a select on a condition known throughout becomes its branch; a
+// broadcast scalar times a broadcast scalar stays unmaterialised.
+TEST(PassConstantFolding, MasksFromPositionsFoldAndTheirSelectsGo) {
+  Graph g;
+  Tensor x = g.placeholder({1, 1, 40, 40}, f32, "x");
+  Tensor pos = g.reshape(g.arange(0, 40, 1), {1, 1, 40, 1});
+  Tensor all = g.broadcast_to(g.greater_equal(pos, g.scalar(0.0)), {1, 1, 40, 40});
+  Tensor some = g.broadcast_to(g.greater_equal(pos, g.scalar(20.0)), {1, 1, 40, 40});
+  Tensor y = g.select(all, x, g.scalar(-1.0));   // every position: x
+  Tensor z = g.select(some, x, g.scalar(-1.0));  // half of them: stays a select
+  Tensor big = g.mul(g.broadcast_to(g.scalar(2.0), {300, 300}), g.broadcast_to(g.scalar(3.0), {300, 300}));
+  Executable e = g.compile({{x, x.type()}}, {y, z, big}, {}, {.device = Device::cpu()});
+  const Module& m = e.impl().module;
+  EXPECT_EQ(m.targets[0], x.id());
+  EXPECT_EQ(count(m, OpKind::Select), 1);
+  EXPECT_EQ(count(m, OpKind::Arange), 0);
+  int64_t largest = 0;
+  for (int32_t id : m.graph.blocks[0].nodes) {
+    const Node& n = m.graph.nodes[static_cast<size_t>(id)];
+    if (n.kind == OpKind::Constant) largest = std::max(largest, n.data.num_elements());
+  }
+  EXPECT_LE(largest, 40);  // the mask's [1, 1, 40, 1]; the 300 x 300 product not materialised
+  TensorData in = TensorData::uniform({1, 1, 40, 40}, -2, 2, f32, 4);
+  auto got = e.run({in});
+  auto want = g.compile({{x, x.type()}}, {y, z, big}, {}, {.device = Device::cpu(), .optimize = false}).run({in});
+  for (size_t o = 0; o < 3; ++o) EXPECT_EQ(got[o].to_vector(), want[o].to_vector()) << o;
+}

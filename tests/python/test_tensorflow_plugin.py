@@ -145,3 +145,8 @@ def test_keras_fit_runs_its_math_on_tgraph_and_matches_tensorflow(kind, ops):
     ran = _compiled(r.stderr)
     for op in ops:
         assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"
+    # the step's converted ops ran as clusters (one executable per connected group), not one by one
+    assert "clusters formed" in r.stderr, r.stderr[-2000:]
+    in_clusters = {line.split()[2] for line in r.stderr.splitlines()
+                   if line.startswith("[tgraph-tf] compiled ") and "cluster '" in line}
+    assert set(ops) & in_clusters, f"none of {ops} ran inside a cluster; clustered: {sorted(in_clusters)}"

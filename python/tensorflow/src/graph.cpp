@@ -9,11 +9,14 @@
 //     DEVICE_DEFAULT ones): grappler's own passes run after placement and put the ops they make
 //     on the device of the ops they replace (the arithmetic optimizer's AddN for a chain of
 //     adds), and such a node failed the run with "No registered 'X' OpKernel for 'TGRAPH'".
-// Next (docs/tensorflow-plugin.md): cluster the TGRAPH nodes tgraph supports into one
-// TgraphCluster node each, whose kernel compiles the cluster into a tgraph executable.
+//   - then forms clusters (cluster.cpp): each connected group of TGRAPH nodes tgraph converts
+//     becomes one TgraphCluster node, compiled by the plugin's kernel into one executable.
+//     TGRAPH_TF_NO_CLUSTERS=1 leaves every op its own kernel.
 //
 // The GraphDef classes are the wheel's own (tensorflow/core/framework/graph.pb.h) and resolve
 // to the protobuf runtime inside libtensorflow_framework.so.2: no second protobuf here.
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
@@ -88,7 +92,32 @@ void* optimizer_create() { return nullptr; }
 void optimizer_destroy(void*) {}
 void free_buffer(void* data, size_t) { delete[] static_cast<char*>(data); }
 
-void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem*, TF_Buffer* out,
+// The names of the nodes grappler says must stay as they are (fetches, feeds ...).
+std::set<std::string> nodes_to_preserve(const TF_GrapplerItem* item) {
+  std::set<std::string> names;
+  if (!item) return names;
+  TF_Status* s = TF_NewStatus();
+  int count = 0;
+  size_t bytes = 0;
+  TF_GetNodesToPreserveListSize(item, &count, &bytes, s);
+  if (TF_GetCode(s) == TF_OK && count > 0) {
+    std::vector<char*> values(static_cast<size_t>(count));
+    std::vector<size_t> lengths(static_cast<size_t>(count));
+    std::vector<char> storage(bytes);
+    TF_GetNodesToPreserveList(item, values.data(), lengths.data(), count, storage.data(), bytes, s);
+    if (TF_GetCode(s) == TF_OK)
+      for (int i = 0; i < count; ++i) names.emplace(values[static_cast<size_t>(i)], lengths[static_cast<size_t>(i)]);
+  }
+  TF_DeleteStatus(s);
+  return names;
+}
+
+bool clusters_off() {
+  const char* v = std::getenv("TGRAPH_TF_NO_CLUSTERS");
+  return v && std::string(v) != "0" && std::string(v) != "";
+}
+
+void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item, TF_Buffer* out,
                         TF_Status* status) {
   tensorflow::GraphDef g;
   if (!g.ParseFromArray(in->data, static_cast<int>(in->length))) {
@@ -102,6 +131,11 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem*, TF_B
     auto it = n.mutable_attr()->find("_XlaMustCompile");
     if (it != n.mutable_attr()->end() && it->second.b()) it->second.set_b(false);
     if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
+  }
+  if (!clusters_off()) {
+    const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
+    if (made > 0 && std::getenv("TGRAPH_TF_LOG"))
+      std::fprintf(stderr, "[tgraph-tf] %d clusters formed in a graph of %d nodes\n", made, g.node_size());
   }
   std::string bytes;
   if (!g.SerializeToString(&bytes)) {

@@ -1,16 +1,20 @@
 // The kernel half of the TGRAPH PluggableDevice (kernel and op C API, TF_InitKernel).
 //
-// Registers the op a cluster becomes, TgraphCluster (no kernel yet: the graph optimizer does
-// not form clusters yet), and one kernel per op with a converter (convert.h): that kernel
-// builds a one-node tgraph graph from the node's NodeDef, compiles it once per input signature
-// and runs it. So the placer puts those ops on TGRAPH (priority 220, above the CPU's) and eager
-// code and tf.function graphs run them on tgraph. Variables need no kernel of ours: TensorFlow
-// 2.19.1 registers VarHandleOp, ReadVariableOp, AssignVariableOp, AssignAdd/SubVariableOp (and
-// Const, Identity, _Arg ...) for DEVICE_DEFAULT, which every PluggableDevice gets
-// (docs/tensorflow-plugin.md). The device's memory is host memory (device.cpp): the inputs are
-// read where they are and tgraph's CPU backend runs the op.
+// Two kinds of kernel, one code path (a Body compiled per input signature and run):
+//   - TgraphCluster: what the graph optimizer makes of each connected group of converted nodes
+//     (cluster.cpp); its body is those nodes (and the small constants they read), compiled into
+//     one tgraph executable, so tgraph fuses across them.
+//   - one kernel per op with a converter (convert.h): a body of that one node. These make the
+//     placer put the ops on TGRAPH (priority 220, above the CPU's), so the optimizer finds them
+//     there; they also run eager code and any node left outside a cluster.
+// Shape and axes inputs are read as values, part of the signature. Variables need no kernel of
+// ours: TensorFlow 2.19.1 registers VarHandleOp, ReadVariableOp, AssignVariableOp,
+// AssignAdd/SubVariableOp (and Const, Identity, _Arg ...) for DEVICE_DEFAULT, which every
+// PluggableDevice gets (docs/tensorflow-plugin.md). The device's memory is host memory
+// (device.cpp): the inputs are read where they are and tgraph's CPU backend runs the body.
 #include "tensorflow/c/kernels.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster.h"
 #include "convert.h"
 #include "plugin.h"
 #include "tensorflow/c/ops.h"
@@ -51,16 +56,23 @@ TF_DataType tf_dtype(tg::DType t) {
   return TF_FLOAT;  // not reached: tgraph's results have their inputs' dtypes, or these
 }
 
-// One node's kernel: its NodeDef, and an executable per input signature (compiled at the first
-// call with those types; a Keras model's last, smaller batch compiles once more).
-struct NodeKernel {
-  tensorflow::NodeDef node;
+// What a kernel compiles: one node, or a cluster's body.
+struct Body {
+  std::vector<tensorflow::NodeDef> nodes;  // each after the nodes it reads
+  std::vector<std::string> args;           // the tensors ("node:k") the kernel's inputs are, in order
+  std::vector<bool> value_arg;             // read as integer values (shapes, axes)
+  std::vector<std::string> outs;           // the tensors returned; empty: every output of nodes[0]
+  std::string what;                        // names it in messages
+};
+
+struct Kernel {
+  Body body;
   std::mutex mu;
   struct Compiled {
     std::shared_ptr<tg::Graph> graph;
     tg::Executable exe;
   };
-  std::map<std::string, Compiled> compiled;  // by signature_key
+  std::map<std::string, Compiled> compiled;  // by input signature
 };
 
 // The inputs' dtypes and shapes as a map key.
@@ -74,13 +86,121 @@ std::string signature_key(const std::vector<tg::TensorType>& types) {
   return k;
 }
 
+// A Const node's value: a tgraph constant, and its integers when it has them (a shape read by
+// the node that takes it as values).
+tgraph_tf::Input const_input(tg::Graph& g, const tensorflow::NodeDef& n) {
+  const tensorflow::TensorProto& p = n.attr().at("value").tensor();
+  std::vector<int64_t> dims;
+  for (const auto& d : p.tensor_shape().dim()) dims.push_back(d.size());
+  tg::DType dt;
+  if (!tg_dtype(static_cast<TF_DataType>(p.dtype()), dt))
+    throw tg::Error("[tensorflow] constant '" + n.name() + "' has a dtype tgraph lacks");
+  tg::TensorData t(tg::Shape(dims), dt);
+  const int64_t count = t.num_elements();
+  const std::string& raw = p.tensor_content();
+  if (!raw.empty()) {
+    if (raw.size() != t.nbytes()) throw tg::Error("[tensorflow] constant '" + n.name() + "': content size mismatch");
+    std::memcpy(t.data(), raw.data(), raw.size());
+  } else {  // typed values; fewer than the elements repeat the last one (none: zeros)
+    auto fill = [&](const auto& vals) {
+      for (int64_t i = 0; i < count; ++i)
+        t.set(i, vals.empty() ? 0.0 : static_cast<double>(vals[std::min<int>(static_cast<int>(i), vals.size() - 1)]));
+    };
+    if (dt == tg::DType::f32) fill(p.float_val());
+    else if (dt == tg::DType::f64) fill(p.double_val());
+    else if (dt == tg::DType::i64) fill(p.int64_val());
+    else fill(p.int_val());
+  }
+  tgraph_tf::Input in{g.constant(t), {}};
+  if (dt == tg::DType::i32 || dt == tg::DType::i64)
+    for (int64_t i = 0; i < count; ++i) in.values.push_back(static_cast<int64_t>(t.at(i)));
+  return in;
+}
+
+// Builds the body on a graph: placeholders for the fed args, values for the others.
+std::vector<tg::Tensor> build(tg::Graph& g, const Body& b, const std::vector<tg::TensorType>& types,
+                              const std::vector<std::vector<int64_t>>& values,
+                              std::vector<std::pair<tg::Tensor, tg::TensorType>>& feeds) {
+  std::map<std::string, tgraph_tf::Input> env;
+  size_t fed = 0;
+  for (size_t i = 0; i < b.args.size(); ++i) {
+    if (b.value_arg[i]) {
+      env[b.args[i]] = {tg::Tensor(), values[i]};
+      continue;
+    }
+    const tg::TensorType& t = types[fed++];
+    env[b.args[i]] = {g.placeholder(t.shape, t.dtype), {}};
+    feeds.emplace_back(env[b.args[i]].t, t);
+  }
+  std::vector<tg::Tensor> last;
+  for (const tensorflow::NodeDef& n : b.nodes) {
+    if (n.op() == "Const") {
+      env[n.name() + ":0"] = const_input(g, n);
+      continue;
+    }
+    std::vector<tgraph_tf::Input> in;
+    for (const std::string& s : n.input()) {
+      if (s.empty() || s[0] == '^') continue;
+      auto it = env.find(tgraph_tf::tensor_name(s));
+      if (it == env.end()) throw tg::Error("[tensorflow] " + b.what + ": node '" + n.name() + "' reads " + s + ", which the body lacks");
+      in.push_back(it->second);
+    }
+    last = tgraph_tf::convert_node(g, n, in);
+    for (size_t k = 0; k < last.size(); ++k) env[n.name() + ":" + std::to_string(k)] = {last[k], {}};
+  }
+  if (b.outs.empty()) return last;
+  std::vector<tg::Tensor> outs;
+  for (const std::string& o : b.outs) {
+    auto it = env.find(o);
+    if (it == env.end() || !it->second.t.valid())
+      throw tg::Error("[tensorflow] " + b.what + ": output " + o + " is not computed by the body");
+    outs.push_back(it->second.t);
+  }
+  return outs;
+}
+
+bool log_compiles() {
+  const char* log = std::getenv("TGRAPH_TF_LOG");
+  return log && std::string(log) != "0";
+}
+
 void* create(TF_OpKernelConstruction* ctx) {
-  auto k = std::make_unique<NodeKernel>();
+  auto k = std::make_unique<Kernel>();
+  tensorflow::NodeDef node;
   TF_Status* s = TF_NewStatus();
   TF_Buffer* def = TF_OpKernelConstruction_GetNodeDef(ctx, s);
-  if (TF_GetCode(s) == TF_OK && !k->node.ParseFromArray(def->data, static_cast<int>(def->length)))
+  if (TF_GetCode(s) == TF_OK && !node.ParseFromArray(def->data, static_cast<int>(def->length)))
     TF_SetStatus(s, TF_INTERNAL, "tgraph: the node's NodeDef does not parse");
   if (def) TF_DeleteBuffer(def);
+  Body& b = k->body;
+  if (TF_GetCode(s) == TF_OK && node.op() == tgraph_tf::kClusterOp) {
+    tensorflow::GraphDef body;
+    const auto& a = node.attr();
+    if (!a.count("body") || !body.ParseFromString(a.at("body").s()) || !a.count("inputs") || !a.count("outputs")) {
+      TF_SetStatus(s, TF_INVALID_ARGUMENT, ("tgraph: cluster '" + node.name() + "' has no readable body").c_str());
+    } else {
+      b.nodes.assign(body.node().begin(), body.node().end());
+      b.args.assign(a.at("inputs").list().s().begin(), a.at("inputs").list().s().end());
+      b.outs.assign(a.at("outputs").list().s().begin(), a.at("outputs").list().s().end());
+      b.value_arg.assign(b.args.size(), false);
+      if (a.count("value_args"))
+        for (int64_t i : a.at("value_args").list().i())
+          if (i >= 0 && static_cast<size_t>(i) < b.args.size()) b.value_arg[static_cast<size_t>(i)] = true;
+      b.what = "cluster '" + node.name() + "' (" + std::to_string(b.nodes.size()) + " nodes)";
+    }
+  } else if (TF_GetCode(s) == TF_OK) {
+    const std::vector<int>& values = tgraph_tf::value_inputs(node.op());
+    for (const std::string& in : node.input()) {
+      if (in.empty() || in[0] == '^') continue;
+      b.value_arg.push_back(std::find(values.begin(), values.end(), static_cast<int>(b.args.size())) != values.end());
+      b.args.push_back("arg" + std::to_string(b.args.size()) + ":0");
+    }
+    // The body's node reads the kernel's inputs by these names.
+    node.clear_input();
+    for (const std::string& a : b.args) node.add_input(a);
+    b.what = "node '" + node.name() + "' (" + node.op() + ")";
+    b.nodes.push_back(std::move(node));
+  }
   if (TF_GetCode(s) != TF_OK) {
     TF_OpKernelConstruction_Failure(ctx, s);
     TF_DeleteStatus(s);
@@ -90,7 +210,7 @@ void* create(TF_OpKernelConstruction* ctx) {
   return k.release();
 }
 
-void destroy(void* kernel) { delete static_cast<NodeKernel*>(kernel); }
+void destroy(void* kernel) { delete static_cast<Kernel*>(kernel); }
 
 void fail(TF_OpKernelContext* ctx, TF_Code code, const std::string& what) {
   TF_Status* s = TF_NewStatus();
@@ -100,15 +220,16 @@ void fail(TF_OpKernelContext* ctx, TF_Code code, const std::string& what) {
 }
 
 void compute(void* kernel, TF_OpKernelContext* ctx) {
-  auto* k = static_cast<NodeKernel*>(kernel);
+  auto* k = static_cast<Kernel*>(kernel);
   if (!k) return;
+  const Body& b = k->body;
+  if (static_cast<size_t>(TF_NumInputs(ctx)) != b.args.size())
+    return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + " takes " + std::to_string(b.args.size()) + " inputs, got " +
+                                      std::to_string(TF_NumInputs(ctx)));
   TF_Status* s = TF_NewStatus();
   std::vector<tg::TensorData> inputs;
   std::vector<tg::TensorType> types;
-  std::vector<std::vector<int64_t>> values(static_cast<size_t>(TF_NumInputs(ctx)));  // value inputs
-  std::vector<bool> is_value(values.size(), false);
-  for (int i : tgraph_tf::value_inputs(k->node.op()))
-    if (i < static_cast<int>(values.size())) is_value[static_cast<size_t>(i)] = true;
+  std::vector<std::vector<int64_t>> values(b.args.size());
   for (int i = 0; i < TF_NumInputs(ctx); ++i) {
     TF_Tensor* t = nullptr;
     TF_GetInput(ctx, i, &t, s);
@@ -117,7 +238,7 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
       TF_DeleteStatus(s);
       return;
     }
-    if (is_value[static_cast<size_t>(i)]) {  // a shape or axes: read now, part of the signature
+    if (b.value_arg[static_cast<size_t>(i)]) {  // a shape or axes: read now, part of the signature
       const int64_t n = TF_TensorElementCount(t);
       std::vector<int64_t>& v = values[static_cast<size_t>(i)];
       if (TF_TensorType(t) == TF_INT32)
@@ -131,8 +252,7 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     if (!tg_dtype(TF_TensorType(t), d)) {
       TF_DeleteTensor(t);
       TF_DeleteStatus(s);
-      return fail(ctx, TF_UNIMPLEMENTED, "tgraph: node '" + k->node.name() + "' (" + k->node.op() +
-                                             "): input " + std::to_string(i) + " has a dtype tgraph lacks");
+      return fail(ctx, TF_UNIMPLEMENTED, "tgraph: " + b.what + ": input " + std::to_string(i) + " has a dtype tgraph lacks");
     }
     std::vector<int64_t> dims;
     for (int a = 0; a < TF_NumDims(t); ++a) dims.push_back(TF_Dim(t, a));
@@ -157,25 +277,16 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
       if (it == k->compiled.end()) {
         auto g = std::make_shared<tg::Graph>();
         std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds;
-        std::vector<tgraph_tf::Input> in;
-        size_t fed = 0;
-        for (size_t i = 0; i < values.size(); ++i) {
-          if (is_value[i]) {
-            in.push_back({tg::Tensor(), values[i]});
-            continue;
-          }
-          const tg::TensorType& t = types[fed++];
-          in.push_back({g->placeholder(t.shape, t.dtype), {}});
-          feeds.emplace_back(in.back().t, t);
-        }
-        std::vector<tg::Tensor> outs = tgraph_tf::convert_node(*g, k->node, in);
+        std::vector<tg::Tensor> outs = build(*g, b, types, values, feeds);
         tg::Executable e = g->compile(feeds, outs, {}, tg::CompileOptions{.device = tg::Device::cpu()});
-        it = k->compiled.emplace(key, NodeKernel::Compiled{g, e}).first;
-        // TGRAPH_TF_LOG=1: a line per compile, so a test can tell tgraph ran an op (a fallback
-        // to TensorFlow's CPU kernels gives the same numbers).
-        if (const char* log = std::getenv("TGRAPH_TF_LOG"); log && std::string(log) != "0")
-          std::fprintf(stderr, "[tgraph-tf] compiled %s (node %s) for %s\n", k->node.op().c_str(),
-                       k->node.name().c_str(), key.c_str());
+        it = k->compiled.emplace(key, Kernel::Compiled{g, e}).first;
+        // TGRAPH_TF_LOG=1: a line per compile and per op compiled in it, so a test can tell
+        // tgraph ran an op (a fallback to TensorFlow's CPU kernels gives the same numbers).
+        if (log_compiles())
+          for (const tensorflow::NodeDef& n : b.nodes)
+            if (n.op() != "Const")
+              std::fprintf(stderr, "[tgraph-tf] compiled %s (node %s, %s) for %s\n", n.op().c_str(), n.name().c_str(),
+                           b.what.c_str(), key.c_str());
       }
       exe = it->second.exe;
     }
@@ -184,10 +295,13 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     return fail(ctx, TF_INVALID_ARGUMENT, e.what());
   }
   if (static_cast<int>(results.size()) != TF_NumOutputs(ctx))
-    return fail(ctx, TF_INTERNAL, "tgraph: node '" + k->node.name() + "' made " + std::to_string(results.size()) +
+    return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + " made " + std::to_string(results.size()) +
                                       " outputs, TensorFlow expects " + std::to_string(TF_NumOutputs(ctx)));
   for (size_t o = 0; o < results.size(); ++o) {
     const tg::TensorData& r = results[o];
+    if (tf_dtype(r.dtype()) != TF_ExpectedOutputDataType(ctx, static_cast<int>(o)))
+      return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": output " + std::to_string(o) + " is " +
+                                        tg::dtype_name(r.dtype()) + ", not the dtype TensorFlow expects");
     std::vector<int64_t> dims(r.shape().dims().begin(), r.shape().dims().end());
     TF_Status* st = TF_NewStatus();
     TF_Tensor* out = TF_AllocateOutput(ctx, static_cast<int>(o), tf_dtype(r.dtype()), dims.data(),
@@ -211,18 +325,29 @@ bool has_default_kernel(const std::string& op) { return op == "Identity"; }
 
 TGRAPH_TF_EXPORT void TF_InitKernel() {
   TF_Status* s = TF_NewStatus();
-  // One node per cluster: `body` holds the cluster's subgraph (a serialized GraphDef), the
+  // One node per cluster (cluster.cpp): `body` holds its nodes (a serialized GraphDef), the
   // inputs and outputs are plain tensors (variables are read before and assigned after).
   TF_OpDefinitionBuilder* op = TF_NewOpDefinitionBuilder("TgraphCluster");
   TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 0");
   TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 0");
   TF_OpDefinitionBuilderAddAttr(op, "body: string");
+  TF_OpDefinitionBuilderAddAttr(op, "inputs: list(string) >= 0");   // the tensors the args are, in the body
+  TF_OpDefinitionBuilderAddAttr(op, "outputs: list(string) >= 0");   // the body's tensors returned
+  TF_OpDefinitionBuilderAddAttr(op, "value_args: list(int) >= 0");   // args read as shapes / axes
   TF_OpDefinitionBuilderAddInput(op, "args: Tin");
   TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
   TF_OpDefinitionBuilderSetIsStateful(op, true);  // never folded or pruned as a constant
   TF_RegisterOpDefinition(op, s);
   if (TF_GetCode(s) != TF_OK)
     std::fprintf(stderr, "[tgraph-tf] registering TgraphCluster failed: %s\n", TF_Message(s));
+  {
+    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kClusterOp, tgraph_tf::kDeviceType, create, compute, destroy);
+    TF_RegisterKernelBuilder("TgraphCluster_tgraph", b, s);
+    if (TF_GetCode(s) != TF_OK) {
+      std::fprintf(stderr, "[tgraph-tf] registering the TgraphCluster kernel failed: %s\n", TF_Message(s));
+      TF_SetStatus(s, TF_OK, "");
+    }
+  }
   // The per-op kernels, for f32 and f64 (TensorFlow's CPU kernels keep the other dtypes).
   for (const std::string& name : tgraph_tf::converted_ops()) {
     if (has_default_kernel(name)) continue;

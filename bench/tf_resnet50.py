@@ -80,7 +80,7 @@ def main():
     print(f"Keras ResNet-50, CPU, batch {a.batch}, {a.size}x{a.size}, median of {a.steps}")
     print("| path | training step (ms) | inference (ms) | first step (s) | first loss |")
     print("|---|---|---|---|---|")
-    for name, label in (("tf", "TensorFlow alone"), ("tgraph", "TensorFlow + tgraph (per-op kernels)")):
+    for name, label in (("tf", "TensorFlow alone"), ("tgraph", "TensorFlow + tgraph (clusters)")):
         r = rows[name]
         print(f"| {label} | {r['train_ms']:.1f} | {r['infer_ms']:.1f} | {r['first_step_s']:.1f} | {r['first_loss']:.5f} |")
 

@@ -407,3 +407,26 @@ TEST(FastCpu2, ConcurrentRunsAgree) {
   TensorData want = ref(g, dw, in);
   for (const TensorData& r : fasttest::concurrent_fast_eval(g.impl(), node_of(g, dw), in)) expect_close(r, want, 1e-4);
 }
+
+// tile as one strided copy (every dtype, a zero multiple, rank 1 to 4) equals the reference:
+// Keras's mean gradient tiles over the reduced axes, which had run element by element.
+TEST(FastCpu2, Tile) {
+  struct Case {
+    tg::Shape x;
+    std::vector<int64_t> reps;
+    tg::DType t;
+  };
+  for (const Case& c : {Case{{8, 1, 1, 32}, {1, 3, 3, 1}, tg::f32}, Case{{5}, {4}, tg::f32},
+                        Case{{2, 3}, {2, 2}, tg::DType::i64}, Case{{3, 2, 4}, {1, 0, 2}, tg::f32},
+                        Case{{2, 1, 3}, {2, 5, 1}, tg::DType::f16}}) {
+    tg::Graph g;
+    tg::Tensor x = g.placeholder(c.x, c.t, "x");
+    tg::Tensor y = g.tile(x, c.reps);
+    tg::TensorData in = tg::TensorData::uniform(c.x, -3, 3, c.t, 11);
+    std::vector<tg::TensorData> out;
+    ASSERT_TRUE(tg::detail::cpu_fast_eval(g.impl(), g.impl().nodes[static_cast<size_t>(y.op().id())], {in}, out));
+    tg::TensorData want = tg::detail::reference_eval(g.impl(), g.impl().nodes[static_cast<size_t>(y.op().id())], {in}).at(0);
+    ASSERT_EQ(out.at(0).shape().dims(), want.shape().dims());
+    EXPECT_EQ(out[0].to_vector(), want.to_vector());
+  }
+}

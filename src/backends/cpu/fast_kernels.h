@@ -105,7 +105,7 @@ void batch_norm_apply(const float* x, float* y, int64_t count, const double* mea
 bool reduce(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 /// reduce_any / reduce_all of bool tensors (fast_reduce.cpp).
 bool reduce_bool(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
-/// reshape, broadcast_to / _like, transpose, concat (any dtype); select, cast f32 <-> i32 / bool,
+/// reshape, broadcast_to / _like, tile, transpose, concat (any dtype); select, cast f32 <-> i32 / bool,
 /// f32 comparisons and rsqrt (fast_shape.cpp).
 bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& in, std::vector<TensorData>& out);
 

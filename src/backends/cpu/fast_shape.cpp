@@ -141,6 +141,24 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       if (!ok) return false;
       break;
     }
+    case OpKind::Tile: {  // out [r0*d0, r1*d1, ...] is [r0, d0, r1, d1, ...]: x read with stride 0 over each r
+      const auto* d = std::get_if<TileDesc>(&n.attr);
+      if (!d || in.size() != 1 || !out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;
+      const auto& xd = in[0].shape().dims();
+      if (d->multiples.size() != xd.size()) return false;
+      std::vector<int64_t> xs(xd.size(), 1), dims, st;
+      for (size_t k = xd.size(); k-- > 1;) xs[k - 1] = xs[k] * xd[k];
+      for (size_t k = 0; k < xd.size(); ++k) {
+        if (d->multiples[k] < 0 || t.shape.dims()[k] != xd[k] * d->multiples[k]) return false;
+        dims.insert(dims.end(), {d->multiples[k], xd[k]});
+        st.insert(st.end(), {0, xs[k]});
+      }
+      y = cpu_output(0, t.shape, t.dtype);
+      if (t.shape.num_elements() > 0)
+        strided_copy(static_cast<const std::byte*>(in[0].data()), static_cast<std::byte*>(y.data()), dims, st,
+                     dtype_size(t.dtype));
+      break;
+    }
     case OpKind::Transpose: {
       const auto* d = std::get_if<AxesDesc>(&n.attr);
       if (!d || in.size() != 1 || !out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;

@@ -40,6 +40,9 @@ class TensorData {
   /// consuming it may overwrite instead of copying.
   bool sole_owner() const { return buf_ && buf_.use_count() == 1; }
 
+  /// The owner of the bytes (shared by every copy of this TensorData): for caches that key on
+  /// a buffer's identity and must know when it is gone.
+  const std::shared_ptr<std::byte>& storage() const { return buf_; }
   void* data() { return buf_.get(); }
   const void* data() const { return buf_.get(); }
   template <class T>

@@ -276,6 +276,40 @@ TEST(PassConstantFolding, FoldsLargeWeightsTransposedAndCastOnce) {
   EXPECT_EQ(count(m, OpKind::Transpose), 2);
 }
 
+// Two compiles of one source graph (a dynamic executable's per-size copies) share the weight
+// they fold: the second finds the first's result by the buffer it reads, while both live; a
+// weight with other values (another buffer) folds anew.
+TEST(PassConstantFolding, CopiesOfOneGraphShareTheirFoldedWeights) {
+  const int64_t R = 1100, C = 1000;
+  TensorData w = TensorData::uniform({R, C}, -1, 1, f32, 5);
+  Graph g;
+  Tensor x = g.placeholder({4, C}, DType::f16, "x");
+  Tensor y = g.matmul(x, g.cast(g.transpose(g.constant(w), {1, 0}), DType::f16));
+  auto folded = [&](Module& m) -> const TensorData& {
+    ConstantFolding().run(m);
+    DeadCodeElimination().run(m);  // the transposed f32 weight, read only by the cast, goes
+    ConstantFolding().run(m);
+    DeadCodeElimination().run(m);
+    const Node& c = producer(m, m.graph.nodes[static_cast<size_t>(y.op().id())].inputs[1]);
+    EXPECT_EQ(c.kind, OpKind::Constant);
+    return c.data;
+  };
+  Module a = module_of(g, {y}), b = module_of(g, {y});
+  const TensorData& fa = folded(a);
+  const TensorData& fb = folded(b);
+  EXPECT_EQ(fa.data(), fb.data()) << "the second copy folded the weight again";
+  EXPECT_EQ(fa.to_vector(), fb.to_vector());
+  Graph h;
+  Tensor xh = h.placeholder({4, C}, DType::f16, "x");
+  Tensor yh = h.matmul(xh, h.cast(h.transpose(h.constant(w.clone()), {1, 0}), DType::f16));
+  Module c = module_of(h, {yh});
+  ConstantFolding().run(c);
+  ConstantFolding().run(c);
+  const Node& fc = producer(c, c.graph.nodes[static_cast<size_t>(yh.op().id())].inputs[1]);
+  EXPECT_NE(fc.data.data(), fa.data());
+  EXPECT_EQ(fc.data.to_vector(), fa.to_vector());
+}
+
 TEST(PassCse, MergesEqualPureOpsOnly) {
   Graph g;
   Tensor x = g.placeholder({3}, f32, "x");

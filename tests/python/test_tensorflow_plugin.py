@@ -69,6 +69,13 @@ for dt in ("float32", "float64"):
         "Tile": lambda: tf.tile(c, [2, 1]), "LogSoftmax": lambda: tf.nn.log_softmax(c),
         "AddN": lambda: tf.math.add_n([c, c * 2, c + bias]), "Reciprocal": lambda: tf.math.reciprocal(tf.abs(c) + 1),
         "Abs": lambda: tf.abs(c),
+        "Equal": lambda: tf.equal(tf.round(c), tf.round(bias)), "NotEqual": lambda: tf.not_equal(tf.round(c), tf.round(bias)),
+        "Less": lambda: tf.less(c, bias), "LessEqual": lambda: tf.less_equal(tf.round(c), tf.round(bias)),
+        "Greater": lambda: tf.greater(c, bias), "GreaterEqual": lambda: tf.greater_equal(tf.round(c), tf.round(bias)),
+        "SelectV2": lambda: tf.where(c > 0, c, bias * 2),
+        "RsqrtGrad": lambda: tf.raw_ops.RsqrtGrad(y=tf.abs(c) + 0.5, dy=c),
+        "SqrtGrad": lambda: tf.raw_ops.SqrtGrad(y=tf.abs(c) + 0.5, dy=c),
+        "DivNoNan": lambda: tf.math.divide_no_nan(c, bias * tf.constant([1, 0, 1, 1], dtype=dt)),
         "SparseSoftmaxCrossEntropyWithLogits": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
             features=c, labels=tf.constant([0, 3, 1, 2, 3, 0]))[0],
         "SparseSoftmaxCrossEntropyWithLogitsGrad": lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
@@ -96,7 +103,8 @@ for dt in ("float32", "float64"):
         with tf.device("/CPU:0"):
             want = f()
         assert "TGRAPH" in got.device, (name, got.device)
-        err = float(np.max(np.abs(got.numpy() - want.numpy())) / (np.max(np.abs(want.numpy())) + 1e-30))
+        g64, w64 = np.asarray(got.numpy(), np.float64), np.asarray(want.numpy(), np.float64)  # booleans too
+        err = float(np.max(np.abs(g64 - w64)) / (np.max(np.abs(w64)) + 1e-30))
         worst[f"{name} {dt}"] = err
 bad = {k: v for k, v in worst.items() if v > (2e-6 if "float32" in k else 1e-12)}
 assert not bad, bad
@@ -112,7 +120,9 @@ def test_ops_run_on_tgraph_with_tensorflows_values():
                "Softmax", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Exp",
                "Log", "Sqrt", "Rsqrt", "Square", "Neg", "Sum", "Mean", "Reshape", "Conv2D", "Conv2DBackpropInput",
                "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "Pow", "Erf", "Erfc", "BatchMatMulV2", "Transpose",
-               "ExpandDims", "Tile", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits", "AddN", "Reciprocal", "Abs"):
+               "ExpandDims", "Tile", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits", "AddN", "Reciprocal", "Abs",
+               "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "SelectV2", "RsqrtGrad", "SqrtGrad",
+               "DivNoNan"):
         assert op in ran, f"{op} did not run on tgraph; ran: {sorted(ran)}"
 
 

@@ -43,6 +43,15 @@ const std::map<std::string, tensorflow::OpDef>& op_defs() {
   return defs;
 }
 
+}  // namespace
+
+const tensorflow::OpDef* op_def(const std::string& name) {
+  auto it = op_defs().find(name);
+  return it == op_defs().end() ? nullptr : &it->second;
+}
+
+namespace {
+
 // The node's attribute `name`, or the op's default for it.
 const AttrValue* attr_of(const NodeDef& n, const tensorflow::OpDef& d, const std::string& name) {
   auto it = n.attr().find(name);

@@ -215,6 +215,29 @@ const std::map<std::string, Rule>& rules() {
       return Ins{g.neg(g.reduce_sum(g.mul(hot, logp), {1})), g.sub(g.exp(logp), hot)};
     };
     t["Softmax"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) { return Ins{g.softmax(in.at(0).t, -1)}; };
+    // Comparisons (a boolean result) and select, as Keras's metrics and masks use them.
+    binary("Equal", &tg::Graph::equal);
+    binary("NotEqual", &tg::Graph::not_equal);
+    binary("Less", &tg::Graph::less);
+    binary("LessEqual", &tg::Graph::less_equal);
+    binary("Greater", &tg::Graph::greater);
+    binary("GreaterEqual", &tg::Graph::greater_equal);
+    t["SelectV2"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {
+      return Ins{g.select(in.at(0).t, in.at(1).t, in.at(2).t)};
+    };
+    t["RsqrtGrad"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {  // (y, dy): dy * -y^3 / 2
+      const tg::Tensor y = in.at(0).t;
+      return Ins{g.mul(in.at(1).t, g.mul(g.scalar(-0.5, y.dtype()), g.mul(y, g.square(y))))};
+    };
+    t["SqrtGrad"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {  // (y, dy): dy / (2 y)
+      const tg::Tensor y = in.at(0).t;
+      return Ins{g.div(in.at(1).t, g.mul(g.scalar(2.0, y.dtype()), y))};
+    };
+    t["DivNoNan"] = [](tg::Graph& g, const tensorflow::NodeDef&, const Args& in) {  // 0 where the divisor is 0
+      const tg::Tensor a = in.at(0).t, b = in.at(1).t, zero = g.scalar(0.0, a.dtype());
+      const tg::Tensor nz = g.not_equal(b, zero);
+      return Ins{g.select(nz, g.div(a, g.select(nz, b, g.scalar(1.0, b.dtype()))), zero)};
+    };
     return t;
   }();
   return table;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cluster.h"
+#include "convert.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
@@ -112,6 +113,39 @@ std::set<std::string> nodes_to_preserve(const TF_GrapplerItem* item) {
   return names;
 }
 
+// Says once per process, in one line, which ops of a graph that uses TGRAPH run on
+// TensorFlow's CPU because tgraph has no converter for them: the stateless ops (math, shapes),
+// not the stateful ones TensorFlow keeps anyway (variables, iterators, random state) nor
+// function calls; with TGRAPH_TF_LOG=1, again whenever a graph adds new ones.
+void report_cpu_ops(const tensorflow::GraphDef& g, const std::set<std::string>& functions) {
+  static std::mutex mu;
+  static std::set<std::string> reported;
+  static bool said = false;
+  static const std::set<std::string> converted(tgraph_tf::converted_ops().begin(), tgraph_tf::converted_ops().end());
+  bool uses_tgraph = false;
+  std::set<std::string> cpu;
+  for (const tensorflow::NodeDef& n : g.node()) {
+    if (on_tgraph(n)) {
+      uses_tgraph = uses_tgraph || converted.count(n.op()) > 0;  // math on tgraph, not just variables
+      continue;
+    }
+    const tensorflow::OpDef* d = tgraph_tf::op_def(n.op());
+    if (n.device().find("device:CPU:") == std::string::npos || functions.count(n.op()) || !d || d->is_stateful() ||
+        n.op()[0] == '_' || n.op() == "Const" || converted.count(n.op()))
+      continue;
+    cpu.insert(n.op());
+  }
+  if (!uses_tgraph || cpu.empty()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string fresh;
+  for (const std::string& op : cpu)
+    if (reported.insert(op).second) fresh += (fresh.empty() ? "" : ", ") + op;
+  const char* log = std::getenv("TGRAPH_TF_LOG");
+  if (fresh.empty() || (said && !(log && std::string(log) != "0"))) return;
+  said = true;
+  std::fprintf(stderr, "[tgraph-tf] no tgraph converter, so on TensorFlow's CPU: %s\n", fresh.c_str());
+}
+
 bool clusters_off() {
   const char* v = std::getenv("TGRAPH_TF_NO_CLUSTERS");
   return v && std::string(v) != "0" && std::string(v) != "";
@@ -132,6 +166,7 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
     if (it != n.mutable_attr()->end() && it->second.b()) it->second.set_b(false);
     if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
   }
+  report_cpu_ops(g, functions);
   if (!clusters_off()) {
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
     if (made > 0 && std::getenv("TGRAPH_TF_LOG"))

@@ -298,28 +298,12 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + " made " + std::to_string(results.size()) +
                                       " outputs, TensorFlow expects " + std::to_string(TF_NumOutputs(ctx)));
   for (size_t o = 0; o < results.size(); ++o) {
-    tg::TensorData r = std::move(results[o]);  // moved out, so sole_owner() below counts only r
+    const tg::TensorData& r = results[o];
     if (tf_dtype(r.dtype()) != TF_ExpectedOutputDataType(ctx, static_cast<int>(o)))
       return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": output " + std::to_string(o) + " is " +
                                         tg::dtype_name(r.dtype()) + ", not the dtype TensorFlow expects");
     std::vector<int64_t> dims(r.shape().dims().begin(), r.shape().dims().end());
     TF_Status* st = TF_NewStatus();
-    // A result nothing else holds (not an input, a constant of the executable or another
-    // result) is handed to TensorFlow as it is, released through its deallocator; TensorFlow
-    // copies it itself if it is not 64-byte aligned. Anything else is copied here.
-    if (r.nbytes() && r.sole_owner()) {
-      auto* keep = new tg::TensorData(std::move(r));
-      TF_Tensor* t = TF_NewTensor(
-          tf_dtype(keep->dtype()), dims.data(), static_cast<int>(dims.size()), keep->data(), keep->nbytes(),
-          [](void*, size_t, void* arg) { delete static_cast<tg::TensorData*>(arg); }, keep);
-      TF_SetOutput(ctx, static_cast<int>(o), t, st);
-      TF_DeleteTensor(t);
-      if (TF_GetCode(st) != TF_OK) TF_OpKernelContext_Failure(ctx, st);
-      const bool ok = TF_GetCode(st) == TF_OK;
-      TF_DeleteStatus(st);
-      if (!ok) return;
-      continue;
-    }
     TF_Tensor* out = TF_AllocateOutput(ctx, static_cast<int>(o), tf_dtype(r.dtype()), dims.data(),
                                        static_cast<int>(dims.size()), r.nbytes(), st);
     if (TF_GetCode(st) != TF_OK) {

@@ -160,3 +160,37 @@ def test_keras_fit_runs_its_math_on_tgraph_and_matches_tensorflow(kind, ops):
     in_clusters = {line.split()[2] for line in r.stderr.splitlines()
                    if line.startswith("[tgraph-tf] compiled ") and "cluster '" in line}
     assert set(ops) & in_clusters, f"none of {ops} ran inside a cluster; clustered: {sorted(in_clusters)}"
+
+
+CYCLE = r'''
+import numpy as np, tensorflow as tf
+x = tf.constant(np.random.RandomState(3).randn(6, 5).astype("float32"))
+
+@tf.function
+def f(x):
+    y = tf.nn.relu(x) * 3.0        # Relu, Mul: one group
+    z = tf.round(y)                # no converter: on TensorFlow's CPU
+    w = tf.sigmoid(y) + z          # reads y directly and through Round: may not join y's group
+    return tf.tanh(w) - y          # Tanh, Sub: w's group
+
+with tf.device("/TGRAPH:0"):
+    got = f(x).numpy()
+with tf.device("/CPU:0"):
+    want = f.python_function(x).numpy()
+assert np.abs(got - want).max() < 1e-6, np.abs(got - want).max()
+print("ok")
+'''
+
+
+def test_clusters_never_close_a_cycle_through_the_cpu():
+    """A value read by a later op both directly and through an op left on TensorFlow's CPU: the
+    two ops may not share a cluster (it would wait on itself). The run completes, matches
+    TensorFlow, and the ops on either side of the CPU op compile in different clusters."""
+    r = _child(CYCLE)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+    cluster_of = {}
+    for line in r.stderr.splitlines():
+        if line.startswith("[tgraph-tf] compiled ") and "cluster '" in line:
+            cluster_of[line.split()[2]] = line.split("cluster '")[1].split("'")[0]
+    assert "Relu" in cluster_of and "Tanh" in cluster_of, r.stderr[-2000:]
+    assert cluster_of["Relu"] != cluster_of["Tanh"], cluster_of

@@ -26,6 +26,7 @@
 
 #include "cluster.h"
 #include "convert.h"
+#include "fold_updates.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
@@ -168,7 +169,10 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
   }
   report_cpu_ops(g, functions);
   if (!clusters_off()) {
+    const int updates = tgraph_tf::fold_variable_updates(g);
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
+    if (updates > 0 && std::getenv("TGRAPH_TF_LOG"))
+      std::fprintf(stderr, "[tgraph-tf] %d variable updates folded into the clusters\n", updates);
     if (made > 0 && std::getenv("TGRAPH_TF_LOG"))
       std::fprintf(stderr, "[tgraph-tf] %d clusters formed in a graph of %d nodes\n", made, g.node_size());
   }

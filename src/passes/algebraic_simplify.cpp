@@ -7,24 +7,24 @@
 #include <vector>
 
 namespace tg::detail {
-namespace {
 
-// The single value every element of a constant has, if it has one.
-std::optional<double> splat(const GraphImpl& g, int32_t v) {
-  int32_t p = g.values[static_cast<size_t>(v)].node;
-  if (p < 0) return std::nullopt;
-  const Node* n = &g.nodes[static_cast<size_t>(p)];
-  if (n->kind == OpKind::BroadcastTo) {  // broadcast of a constant
-    p = g.values[static_cast<size_t>(n->inputs[0])].node;
-    if (p < 0) return std::nullopt;
-    n = &g.nodes[static_cast<size_t>(p)];
+std::optional<double> splat(const GraphImpl& g, int32_t v, bool through_layout) {
+  // A broadcast of a constant; with through_layout, any chain of layout ops over one (their
+  // value is their first input's, rearranged: other inputs only give shapes).
+  const Node* n = g.producer(v);
+  for (bool first = true; n && !n->inputs.empty(); first = false) {
+    const bool layout = n->kind == OpKind::Transpose || is_value_view(n->kind);
+    if (!(n->kind == OpKind::BroadcastTo && (first || through_layout)) && !(layout && through_layout)) break;
+    n = g.producer(n->inputs[0]);
   }
-  if (n->kind != OpKind::Constant || n->data.empty() || n->data.num_elements() == 0) return std::nullopt;
+  if (!n || n->kind != OpKind::Constant || n->data.empty() || n->data.num_elements() == 0) return std::nullopt;
   double first = n->data.at(0);
   for (int64_t i = 1; i < n->data.num_elements(); ++i)
     if (n->data.at(i) != first) return std::nullopt;
   return first;
 }
+
+namespace {
 
 // x * 0.5 * (1 + erf(x / sqrt 2)) in any order of its factors and terms (x / sqrt 2 also as
 // x * (1 / sqrt 2)): the exact GELU as exporters spell it (torch.onnx's opset-17 BERT, Hugging

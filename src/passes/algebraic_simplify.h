@@ -1,10 +1,17 @@
 #pragma once
+#include <optional>
+
 #include "passes/module.h"
 
 namespace tg::detail {
 
+/// The single value every element of value v has, when v is a constant (or a broadcast of
+/// one; with `through_layout`, also through transposes and value views such as reshape), and
+/// it has one.
+std::optional<double> splat(const GraphImpl& g, int32_t v, bool through_layout = false);
+
 /// Algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, identity(x), cast to the same type,
-/// reshape/broadcast_to to the same static shape, transpose(transpose(x)) (composed, or
+/// reshape/broadcast_to to the same static shape, select on a condition known throughout, transpose(transpose(x)) (composed, or
 /// removed when the result is the identity permutation), reshape(reshape(x)), a half value
 /// cast to f32 and back; a narrowing cast of a transpose or reshape read by nothing else moves
 /// before it (the layout op then moves half the bytes).

@@ -1,91 +1,15 @@
 #include "passes/constant_folding.h"
 
 #include <algorithm>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/reference.h"
+#include "passes/fold_memo.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
-namespace {
-
-// Weight-sized folds (a cast or transpose of a weight) remembered by the buffer they come
-// from: an executable with dynamic sizes compiles a copy of its source graph for each size it
-// meets (runtime/specialize.cpp), whose constants share their buffers with the source's, and
-// each copy cast and transposed every weight again (57 ms a copy for BERT-base f16 on the H200)
-// into buffers of its own. A result is keyed by the source buffer it was folded from and the
-// chain of folds (transpose, then cast), so a copy whose intermediate was already freed (DCE
-// drops dead constants' values) still finds the final result. Held weakly: an entry serves
-// while its source buffer and its result are both alive somewhere; the copies then share the
-// folded weights too.
-class FoldMemo {
- public:
-  static FoldMemo& get() {
-    static FoldMemo memo;
-    return memo;
-  }
-  // One fold's description: the op, its attributes, the input and output types.
-  static std::string step(const GraphImpl& g, const Node& n, const TensorData& x) {
-    std::string k = "/" + std::to_string(static_cast<int>(n.kind)) + ":" + x.type().str() + ">" + g.type(n.outputs[0]).str();
-    if (const auto* a = std::get_if<AxesDesc>(&n.attr))
-      for (int64_t v : a->axes) k += "," + std::to_string(v);
-    return k;
-  }
-  bool find(const TensorData& x, const std::string& step, TensorData& out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const Origin o = origin(x);
-    auto it = entries_.find({o.root_ptr, o.chain + step});
-    if (it == entries_.end()) return false;
-    std::shared_ptr<std::byte> root = it->second.root.lock(), folded = it->second.out.lock();
-    if (!root || root.get() != o.root_ptr || !folded) return false;  // gone, or a new buffer at that address
-    out = TensorData::wrap(it->second.type.shape, it->second.type.dtype, std::move(folded));
-    return true;
-  }
-  void add(const TensorData& x, const std::string& step, const TensorData& out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.size() >= 2 * live_) {  // now and then, drop what is gone
-      std::erase_if(entries_, [](const auto& e) { return e.second.root.expired() || e.second.out.expired(); });
-      std::erase_if(origins_, [](const auto& e) { return e.second.self.expired() || e.second.root.expired(); });
-      live_ = std::max<size_t>(64, entries_.size());
-    }
-    const Origin o = origin(x);
-    entries_[{o.root_ptr, o.chain + step}] = Entry{o.root, out.storage(), out.type()};
-    origins_[out.data()] = Origin{out.storage(), o.root, o.root_ptr, o.chain + step};
-  }
-
- private:
-  struct Entry {
-    std::weak_ptr<std::byte> root, out;
-    TensorType type;
-  };
-  struct Origin {
-    std::weak_ptr<std::byte> self, root;
-    const void* root_ptr = nullptr;
-    std::string chain;
-  };
-  // Where buffer x was folded from (itself, when it was not, or its record is stale).
-  Origin origin(const TensorData& x) const {
-    auto it = origins_.find(x.data());
-    if (it != origins_.end()) {
-      std::shared_ptr<std::byte> self = it->second.self.lock(), root = it->second.root.lock();
-      if (self && self == x.storage() && root) return it->second;
-    }
-    return Origin{x.storage(), x.storage(), x.data(), ""};
-  }
-  std::mutex mu_;
-  std::map<std::pair<const void*, std::string>, Entry> entries_;
-  std::map<const void*, Origin> origins_;
-  size_t live_ = 64;
-};
-
-}  // namespace
-
 bool ConstantFolding::run(Module& m) {
   GraphImpl& g = m.graph;
   bool changed = false;

@@ -1,108 +1,18 @@
 #include "cluster.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "convert.h"
-#include "plugin.h"
-#include "tensorflow/c/c_api.h"
-#include "tensorflow/core/framework/op_def.pb.h"
+#include "nodes.h"
 
 namespace tgraph_tf {
 
-std::string tensor_name(const std::string& input) {
-  const size_t colon = input.rfind(':');
-  if (colon != std::string::npos && colon + 1 < input.size() &&
-      input.find_first_not_of("0123456789", colon + 1) == std::string::npos)
-    return input;
-  return input + ":0";
-}
-
 namespace {
 
-using tensorflow::AttrValue;
 using tensorflow::DataType;
 using tensorflow::NodeDef;
-
-// Every op TensorFlow has registered, by name (read once: the registry only grows by plugins,
-// loaded before any graph is optimised).
-const std::map<std::string, tensorflow::OpDef>& op_defs() {
-  static const std::map<std::string, tensorflow::OpDef> defs = [] {
-    std::map<std::string, tensorflow::OpDef> m;
-    TF_Buffer* b = TF_GetAllOpList();
-    tensorflow::OpList ops;
-    if (b && ops.ParseFromArray(b->data, static_cast<int>(b->length)))
-      for (const tensorflow::OpDef& d : ops.op()) m.emplace(d.name(), d);
-    if (b) TF_DeleteBuffer(b);
-    return m;
-  }();
-  return defs;
-}
-
-}  // namespace
-
-const tensorflow::OpDef* op_def(const std::string& name) {
-  auto it = op_defs().find(name);
-  return it == op_defs().end() ? nullptr : &it->second;
-}
-
-namespace {
-
-// The node's attribute `name`, or the op's default for it.
-const AttrValue* attr_of(const NodeDef& n, const tensorflow::OpDef& d, const std::string& name) {
-  auto it = n.attr().find(name);
-  if (it != n.attr().end()) return &it->second;
-  for (const auto& a : d.attr())
-    if (a.name() == name && a.has_default_value()) return &a.default_value();
-  return nullptr;
-}
-
-// The dtypes of a node's data inputs (outputs: false), flattened over list arguments; empty
-// when the op or an attribute it needs is unknown.
-std::vector<DataType> arg_types(const NodeDef& n, bool inputs) {
-  auto it = op_defs().find(n.op());
-  if (it == op_defs().end()) return {};
-  const tensorflow::OpDef& d = it->second;
-  std::vector<DataType> out;
-  const auto& args = inputs ? d.input_arg() : d.output_arg();
-  for (const tensorflow::OpDef::ArgDef& a : args) {
-    if (!a.type_list_attr().empty()) {
-      const AttrValue* v = attr_of(n, d, a.type_list_attr());
-      if (!v) return {};
-      for (int t : v->list().type()) out.push_back(static_cast<DataType>(t));
-      continue;
-    }
-    DataType t = a.type();
-    if (t == tensorflow::DT_INVALID) {
-      const AttrValue* v = attr_of(n, d, a.type_attr());
-      if (!v) return {};
-      t = v->type();
-    }
-    int64_t count = 1;
-    if (!a.number_attr().empty()) {
-      const AttrValue* v = attr_of(n, d, a.number_attr());
-      if (!v) return {};
-      count = v->i();
-    }
-    for (int64_t i = 0; i < count; ++i) out.push_back(t);
-  }
-  return out;
-}
-
-bool on_tgraph(const NodeDef& n) {
-  return n.device().find(std::string("device:") + kDeviceType + ":") != std::string::npos;
-}
-
-// A node the clusters take: on TGRAPH, converted, of a dtype the kernels are registered for.
-bool clusterable(const NodeDef& n, const std::set<std::string>& preserve, const std::set<std::string>& converted) {
-  if (!on_tgraph(n) || !converted.count(n.op()) || preserve.count(n.name())) return false;
-  auto t = n.attr().find("T");
-  return t != n.attr().end() && (t->second.type() == tensorflow::DT_FLOAT || t->second.type() == tensorflow::DT_DOUBLE);
-}
 
 // A constant small enough to copy into a cluster's body (shapes, axes, scalars).
 bool inlinable_const(const NodeDef& n) {
@@ -120,14 +30,6 @@ bool inlinable_const(const NodeDef& n) {
   for (const auto& d : v->second.tensor().tensor_shape().dim()) elems *= d.size();
   return elems >= 0 && elems <= 4096;
 }
-
-std::string node_of(const std::string& input) {
-  std::string s = input[0] == '^' ? input.substr(1) : input;
-  const size_t colon = s.rfind(':');
-  return colon == std::string::npos ? s : s.substr(0, colon);
-}
-
-int output_index(const std::string& tensor) { return std::stoi(tensor.substr(tensor.rfind(':') + 1)); }
 
 // Groups of nodes merged along data edges, kept acyclic: the graph of groups (data and control
 // edges; NextIteration's back edges left out, as a loop's frame is its own) is a DAG, and two
@@ -209,15 +111,13 @@ std::vector<int> topological(const tensorflow::GraphDef& g, const std::unordered
 }  // namespace
 
 int form_clusters(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
-  const std::vector<std::string>& ops = converted_ops();
-  const std::set<std::string> converted(ops.begin(), ops.end());
   std::unordered_map<std::string, int> index;
   for (int i = 0; i < g.node_size(); ++i) index[g.node(i).name()] = i;
   const std::vector<int> order = topological(g, index);
   if (order.empty()) return 0;
   const int n = g.node_size();
   std::vector<char> take(static_cast<size_t>(n), 0);
-  for (int i = 0; i < n; ++i) take[static_cast<size_t>(i)] = clusterable(g.node(i), preserve, converted);
+  for (int i = 0; i < n; ++i) take[static_cast<size_t>(i)] = clusterable(g.node(i), preserve);
 
   Groups groups(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)

@@ -6,10 +6,8 @@
 
 #include <set>
 #include <string>
-#include <vector>
 
 #include "tensorflow/core/framework/graph.pb.h"
-#include "tensorflow/core/framework/op_def.pb.h"
 
 namespace tgraph_tf {
 
@@ -24,11 +22,5 @@ inline constexpr const char* kClusterOp = "TgraphCluster";
 /// as shapes or axes), values read outside it its outputs; control edges into and out of any
 /// member go to the cluster. Returns the number of clusters made (0: `g` unchanged).
 int form_clusters(tensorflow::GraphDef& g, const std::set<std::string>& preserve);
-
-/// TensorFlow's definition of op `name`, or null when TensorFlow has none registered.
-const tensorflow::OpDef* op_def(const std::string& name);
-
-/// "name:k" for an input reference "name" or "name:k" (a data edge; not "^name").
-std::string tensor_name(const std::string& input);
 
 }  // namespace tgraph_tf

@@ -263,6 +263,8 @@ const std::vector<std::string>& converted_ops() {
   return names;
 }
 
+bool has_converter(const std::string& op) { return rules().count(op) > 0; }
+
 std::vector<tg::Tensor> convert_node(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<Input>& in) {
   auto it = rules().find(n.op());
   if (it == rules().end()) refuse(n, "no converter for this op");

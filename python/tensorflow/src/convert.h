@@ -14,6 +14,9 @@ namespace tgraph_tf {
 /// The ops with a converter; their kernels are registered on the dtype attribute "T".
 const std::vector<std::string>& converted_ops();
 
+/// Whether op `op` has a converter.
+bool has_converter(const std::string& op);
+
 /// The inputs of `op` read as values when the graph is built (shapes, axes: int32 / int64
 /// tensors TensorFlow keeps in host memory), by input index; the others are tensors.
 const std::vector<int>& value_inputs(const std::string& op);

@@ -4,22 +4,17 @@
 #include <string>
 #include <unordered_map>
 
-#include "cluster.h"
-#include "convert.h"
-#include "plugin.h"
+#include "nodes.h"
 
 namespace tgraph_tf {
 
 int fold_variable_updates(tensorflow::GraphDef& g) {
-  const std::vector<std::string>& ops = converted_ops();
-  const std::set<std::string> converted(ops.begin(), ops.end());
   std::unordered_map<std::string, int> index;
   std::set<std::string> names;
   for (int i = 0; i < g.node_size(); ++i) {
     index[g.node(i).name()] = i;
     names.insert(g.node(i).name());
   }
-  const std::string tgraph = std::string("device:") + kDeviceType + ":";
   auto unique = [&](const std::string& base) {
     std::string n = base;
     for (int k = 1; names.count(n); ++k) n = base + "_" + std::to_string(k);
@@ -31,7 +26,7 @@ int fold_variable_updates(tensorflow::GraphDef& g) {
   for (int i = 0; i < n; ++i) {
     tensorflow::NodeDef* u = g.mutable_node(i);
     const bool add = u->op() == "AssignAddVariableOp", sub = u->op() == "AssignSubVariableOp";
-    if ((!add && !sub) || u->device().find(tgraph) == std::string::npos || u->input_size() < 2) continue;
+    if ((!add && !sub) || !on_tgraph(*u) || u->input_size() < 2) continue;
     auto dt = u->attr().find("dtype");
     if (dt == u->attr().end() ||
         (dt->second.type() != tensorflow::DT_FLOAT && dt->second.type() != tensorflow::DT_DOUBLE))
@@ -39,14 +34,10 @@ int fold_variable_updates(tensorflow::GraphDef& g) {
     // The delta must come from a node the clusters take (same rule as cluster.cpp's).
     const std::string& delta = u->input(1);
     if (delta.empty() || delta[0] == '^') continue;
-    const std::string producer = delta.substr(0, delta.rfind(':') == std::string::npos ? delta.size() : delta.rfind(':'));
-    auto p = index.find(producer);
+    auto p = index.find(node_of(delta));
     if (p == index.end()) continue;
     const tensorflow::NodeDef& d = g.node(p->second);
-    auto t = d.attr().find("T");
-    if (!converted.count(d.op()) || d.device() != u->device() || t == d.attr().end() ||
-        t->second.type() != dt->second.type())
-      continue;
+    if (!clusterable(d) || d.device() != u->device() || d.attr().at("T").type() != dt->second.type()) continue;
     const std::string resource = u->input(0);
     std::vector<std::string> controls;
     for (int k = 2; k < u->input_size(); ++k) controls.push_back(u->input(k));

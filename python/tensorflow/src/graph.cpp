@@ -27,6 +27,7 @@
 #include "cluster.h"
 #include "convert.h"
 #include "fold_updates.h"
+#include "nodes.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
@@ -35,10 +36,6 @@
 #include "tensorflow/core/framework/kernel_def.pb.h"
 
 namespace {
-
-bool on_tgraph(const tensorflow::NodeDef& n) {
-  return n.device().find(std::string("device:") + tgraph_tf::kDeviceType + ":") != std::string::npos;
-}
 
 // The kernels TensorFlow holds for `op` on TGRAPH: the plugin's, and DEVICE_DEFAULT's, which
 // every PluggableDevice gets; null when the registry cannot be read.
@@ -122,17 +119,16 @@ void report_cpu_ops(const tensorflow::GraphDef& g, const std::set<std::string>& 
   static std::mutex mu;
   static std::set<std::string> reported;
   static bool said = false;
-  static const std::set<std::string> converted(tgraph_tf::converted_ops().begin(), tgraph_tf::converted_ops().end());
   bool uses_tgraph = false;
   std::set<std::string> cpu;
   for (const tensorflow::NodeDef& n : g.node()) {
-    if (on_tgraph(n)) {
-      uses_tgraph = uses_tgraph || converted.count(n.op()) > 0;  // math on tgraph, not just variables
+    if (tgraph_tf::on_tgraph(n)) {
+      uses_tgraph = uses_tgraph || tgraph_tf::has_converter(n.op());  // math on tgraph, not just variables
       continue;
     }
     const tensorflow::OpDef* d = tgraph_tf::op_def(n.op());
     if (n.device().find("device:CPU:") == std::string::npos || functions.count(n.op()) || !d || d->is_stateful() ||
-        n.op()[0] == '_' || n.op() == "Const" || converted.count(n.op()))
+        n.op()[0] == '_' || n.op() == "Const" || tgraph_tf::has_converter(n.op()))
       continue;
     cpu.insert(n.op());
   }
@@ -141,8 +137,7 @@ void report_cpu_ops(const tensorflow::GraphDef& g, const std::set<std::string>& 
   std::string fresh;
   for (const std::string& op : cpu)
     if (reported.insert(op).second) fresh += (fresh.empty() ? "" : ", ") + op;
-  const char* log = std::getenv("TGRAPH_TF_LOG");
-  if (fresh.empty() || (said && !(log && std::string(log) != "0"))) return;
+  if (fresh.empty() || (said && !tgraph_tf::tf_log())) return;
   said = true;
   std::fprintf(stderr, "[tgraph-tf] no tgraph converter, so on TensorFlow's CPU: %s\n", fresh.c_str());
 }
@@ -162,7 +157,7 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
   std::set<std::string> functions;  // a node whose op is a library function is a call, no kernel
   for (const tensorflow::FunctionDef& f : g.library().function()) functions.insert(f.signature().name());
   for (tensorflow::NodeDef& n : *g.mutable_node()) {
-    if (!on_tgraph(n)) continue;
+    if (!tgraph_tf::on_tgraph(n)) continue;
     auto it = n.mutable_attr()->find("_XlaMustCompile");
     if (it != n.mutable_attr()->end() && it->second.b()) it->second.set_b(false);
     if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
@@ -171,9 +166,9 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
   if (!clusters_off()) {
     const int updates = tgraph_tf::fold_variable_updates(g);
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
-    if (updates > 0 && std::getenv("TGRAPH_TF_LOG"))
+    if (updates > 0 && tgraph_tf::tf_log())
       std::fprintf(stderr, "[tgraph-tf] %d variable updates folded into the clusters\n", updates);
-    if (made > 0 && std::getenv("TGRAPH_TF_LOG"))
+    if (made > 0 && tgraph_tf::tf_log())
       std::fprintf(stderr, "[tgraph-tf] %d clusters formed in a graph of %d nodes\n", made, g.node_size());
   }
   std::string bytes;

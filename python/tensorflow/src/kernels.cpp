@@ -27,6 +27,7 @@
 
 #include "cluster.h"
 #include "convert.h"
+#include "nodes.h"
 #include "plugin.h"
 #include "tensorflow/c/ops.h"
 #include "tensorflow/c/tf_status.h"
@@ -159,11 +160,6 @@ std::vector<tg::Tensor> build(tg::Graph& g, const Body& b, const std::vector<tg:
   return outs;
 }
 
-bool log_compiles() {
-  const char* log = std::getenv("TGRAPH_TF_LOG");
-  return log && std::string(log) != "0";
-}
-
 void* create(TF_OpKernelConstruction* ctx) {
   auto k = std::make_unique<Kernel>();
   tensorflow::NodeDef node;
@@ -282,7 +278,7 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
         it = k->compiled.emplace(key, Kernel::Compiled{g, e}).first;
         // TGRAPH_TF_LOG=1: a line per compile and per op compiled in it, so a test can tell
         // tgraph ran an op (a fallback to TensorFlow's CPU kernels gives the same numbers).
-        if (log_compiles())
+        if (tgraph_tf::tf_log())
           for (const tensorflow::NodeDef& n : b.nodes)
             if (n.op() != "Const")
               std::fprintf(stderr, "[tgraph-tf] compiled %s (node %s, %s) for %s\n", n.op().c_str(), n.name().c_str(),

@@ -19,9 +19,9 @@
 #include "backends/cuda/cuda_ops.h"
 #include "core/env.h"
 #include "ops/builder.h"
+#include "passes/algebraic_simplify.h"
 #include "passes/constant_folding.h"
 #include "passes/decompose.h"
-#include "passes/fusion.h"
 #include "passes/match_attention.h"
 #include "passes/rewrite.h"
 
@@ -67,15 +67,8 @@ bool kernel_bias(const GraphImpl& g, const Node& n, std::vector<int64_t>& dims) 
 // True when value v is known now to let every query see every key: a constant (through
 // broadcasts and views) that is true throughout (a boolean mask) or 0 throughout (additive).
 bool everything_visible(const GraphImpl& g, int32_t v) {
-  const Node* n = g.producer(v);
-  while (n && n->inputs.size() == 1 && n->control_deps.empty() &&
-         (n->kind == OpKind::BroadcastTo || n->kind == OpKind::Transpose || is_value_view(n->kind)))
-    n = g.producer(n->inputs[0]);
-  if (!n || n->kind != OpKind::Constant || n->data.empty()) return false;
-  const double want = g.type(v).dtype == DType::boolean ? 1.0 : 0.0;
-  for (int64_t i = 0; i < n->data.num_elements(); ++i)
-    if (n->data.at(i) != want) return false;
-  return true;
+  const std::optional<double> s = splat(g, v, true);
+  return s && *s == (g.type(v).dtype == DType::boolean ? 1.0 : 0.0);
 }
 
 // Drops the masks that hide nothing. Hugging Face's models build an all-true mask when the

@@ -11,6 +11,7 @@
 
 #include <tgraph/tgraph.h>
 
+#include "backends/cuda/matmul_fp8.h"
 #include "backends/cuda/matmul_lt.h"
 #include "runtime/executable_impl.h"
 
@@ -218,6 +219,41 @@ void bench_bias_grad() {
     }
 }
 
+// FP8 against bf16 matmuls (issue 26): scaled_matmul of f8e4m3 operands (b stored [n, k], the
+// layout FP8 kernels take; per-tensor scales) with a bf16 result, beside the bf16 matmul of the
+// same shape, on square GEMMs and BERT-base's feed-forward at batch 32 x 128 tokens. Peer:
+// torch._scaled_mm in gpu_bench_torch.py (same sizes).
+void bench_fp8_matmul() {
+  const int64_t shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 3072, 768}, {4096, 768, 3072}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const double flop = 2.0 * m * n * k;
+    tg::Graph g;
+    tg::Tensor a8 = g.placeholder({m, k}, tg::f8e4m3), b8 = g.placeholder({n, k}, tg::f8e4m3);
+    tg::Tensor sa = g.placeholder(tg::Shape{}, tg::f32), sb = g.placeholder(tg::Shape{}, tg::f32);
+    tg::Tensor a16 = g.placeholder({m, k}, tg::bf16), b16 = g.placeholder({n, k}, tg::bf16);
+    std::vector<tg::TensorData> in8{tg::TensorData::uniform({m, k}, -4, 4, tg::f8e4m3, 41),
+                                    tg::TensorData::uniform({n, k}, -4, 4, tg::f8e4m3, 42),
+                                    tg::TensorData::scalar(0.5, tg::f32), tg::TensorData::scalar(0.25, tg::f32)};
+    std::vector<tg::TensorData> in16{tg::TensorData::uniform({m, k}, -1, 1, tg::bf16, 43),
+                                     tg::TensorData::uniform({n, k}, -1, 1, tg::bf16, 44)};
+    const tg::CompileOptions gpu{.device = tg::Device::cuda(0)};
+    const long long before = tg::detail::fp8_matmul_launches();
+    tg::Executable e8 = g.compile({{a8, a8.type()}, {b8, b8.type()}, {sa, sa.type()}, {sb, sb.type()}},
+                                  {g.scaled_matmul(a8, b8, sa, sb, tg::bf16, false, true)}, {}, gpu);
+    const double ms8 = device_ms(e8, in8, 30);
+    const long long fp8 = tg::detail::fp8_matmul_launches() - before;
+    const double ms16 = device_ms(g.compile({{a16, a16.type()}, {b16, b16.type()}}, {g.matmul(a16, b16, false, true)},
+                                            {}, gpu),
+                                  in16, 30);
+    std::printf("matmul [%lld x %lld] x [%lld x %lld]^T: fp8 e4m3 -> bf16 %.3f ms (%.0f TFLOP/s, %lld FP8 launches), "
+                "bf16 %.3f ms (%.0f TFLOP/s): fp8 %.2fx bf16\n",
+                static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
+                static_cast<long long>(k), ms8, flop / (ms8 * 1e-3) / 1e12, fp8, ms16, flop / (ms16 * 1e-3) / 1e12,
+                ms16 / ms8);
+  }
+}
+
 // Training-mode batch norm on [64,56,56,256] f32 NHWC (205 MB): the decomposed form forward,
 // and forward + backward (dx, dgamma, dbeta of sum(y * dy)); PyTorch's peer calls cuDNN's batch
 // norm. Also with TGRAPH_NO_REDUCE_FUSION=1 (no stitched reductions, no recomputation:
@@ -340,7 +376,7 @@ void bench_mlp() {
 
 int main(int argc, char** argv) {
   // `bench_gpu batch_norm stencil`: only those parts (while_loop, gather_nd, stencil,
-  // autocast_conv_block, bias_grad, batch_norm, layer_norm, broadcast, mlp); no arguments: everything.
+  // autocast_conv_block, bias_grad, batch_norm, layer_norm, broadcast, mlp, fp8_matmul); no arguments: everything.
   if (argc > 1) {
     const std::map<std::string, void (*)()> parts{{"while_loop", bench_while_loop},
                                                  {"gather_nd", bench_gather_nd},
@@ -350,7 +386,8 @@ int main(int argc, char** argv) {
                                                  {"batch_norm", bench_batch_norm},
                                                  {"layer_norm", bench_layer_norm},
                                                  {"broadcast", bench_broadcast},
-                                                 {"mlp", bench_mlp}};
+                                                 {"mlp", bench_mlp},
+                                                 {"fp8_matmul", bench_fp8_matmul}};
     for (int i = 1; i < argc; ++i) {
       auto it = parts.find(argv[i]);
       if (it == parts.end()) {
@@ -416,5 +453,6 @@ int main(int argc, char** argv) {
   bench_batch_norm();
   bench_layer_norm();
   bench_broadcast();
+  bench_fp8_matmul();
   return 0;
 }

@@ -203,10 +203,29 @@ def mlp():
             print(f"torch.compile MLP unavailable: {err}")
 
 
+def fp8_matmul():
+    """Peer of bench_fp8_matmul in gpu_bench.cpp: torch._scaled_mm (e4m3 operands, b column-major,
+    per-tensor scales, bf16 result) beside torch's bf16 matmul, same shapes."""
+    dev = "cuda"
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 3072, 768), (4096, 768, 3072)):
+        flop = 2.0 * m * n * k
+        a = torch.empty(m, k, device=dev).uniform_(-4, 4).to(torch.float8_e4m3fn)
+        b = torch.empty(n, k, device=dev).uniform_(-4, 4).to(torch.float8_e4m3fn)
+        sa = torch.tensor(0.5, device=dev)
+        sb = torch.tensor(0.25, device=dev)
+        ms8 = cuda_ms(lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), iters=30)
+        a16 = torch.empty(m, k, device=dev, dtype=torch.bfloat16).uniform_(-1, 1)
+        b16 = torch.empty(n, k, device=dev, dtype=torch.bfloat16).uniform_(-1, 1)
+        ms16 = cuda_ms(lambda: a16 @ b16.t(), iters=30)
+        print(f"torch matmul [{m} x {k}] x [{n} x {k}]^T: _scaled_mm e4m3 -> bf16 {ms8:.3f} ms "
+              f"({flop / (ms8 * 1e-3) / 1e12:.0f} TFLOP/s), bf16 {ms16:.3f} ms ({flop / (ms16 * 1e-3) / 1e12:.0f} "
+              f"TFLOP/s): fp8 {ms16 / ms8:.2f}x bf16")
+
+
 if __name__ == "__main__":
     # With arguments, only the named parts: python3 bench/gpu_bench_torch.py bias_grad
     parts = {"main": main, "while_loop": while_loop, "gather_nd": gather_nd, "stencil": stencil, "bias_grad": bias_grad, "broadcast": broadcast,
-             "batch_norm": batch_norm, "layer_norm": layer_norm, "mlp": mlp}
+             "batch_norm": batch_norm, "layer_norm": layer_norm, "mlp": mlp, "fp8_matmul": fp8_matmul}
     import sys
 
     for name in sys.argv[1:] or list(parts):

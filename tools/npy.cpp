@@ -22,7 +22,7 @@ const char* descr_of(DType t) {
     case DType::i64: return "<i8";
     case DType::u8: return "|u1";
     case DType::boolean: return "|b1";
-    case DType::bf16: break;
+    case DType::bf16: case DType::f8e4m3: case DType::f8e5m2: break;
   }
   throw Error("[npy] dtype " + std::string(dtype_name(t)) + " has no NumPy equivalent");
 }

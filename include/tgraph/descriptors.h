@@ -92,6 +92,13 @@ struct MatmulDesc {
   bool transpose_b = false;
   TG_FIELDS(transpose_a, transpose_b)
 };
+/// scaled_matmul: the result's dtype (f32, f16 or bf16) and the operands' transposes.
+struct ScaledMatmulDesc {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  DType out = DType::f32;
+  TG_FIELDS(transpose_a, transpose_b, out)
+};
 /// band_part: keep num_lower sub-diagonals and num_upper super-diagonals (-1 = all).
 struct BandPartDesc {
   int64_t num_lower = -1;

@@ -7,7 +7,12 @@
 namespace tg {
 
 /// Element type of a tensor.
-enum class DType : uint8_t { f32, f16, bf16, f64, i8, i16, i32, i64, u8, boolean };
+/// f8e4m3 and f8e5m2 are the OCP 8-bit floats (E4M3FN: no infinity, max 448; E5M2: IEEE-like,
+/// max 57344) that FP8 tensor cores take. They are storage types: cast, data movement and
+/// scaled_matmul take them; arithmetic refuses them (cast to a wider float first).
+enum class DType : uint8_t { f32, f16, bf16, f64, i8, i16, i32, i64, u8, boolean, f8e4m3, f8e5m2 };
+/// How many dtypes there are (the enum's values are 0 .. kNumDTypes - 1, stable in files).
+inline constexpr int kNumDTypes = 12;
 
 inline constexpr DType f32 = DType::f32;
 inline constexpr DType f16 = DType::f16;
@@ -19,6 +24,8 @@ inline constexpr DType i32 = DType::i32;
 inline constexpr DType i64 = DType::i64;
 inline constexpr DType u8 = DType::u8;
 inline constexpr DType boolean = DType::boolean;
+inline constexpr DType f8e4m3 = DType::f8e4m3;
+inline constexpr DType f8e5m2 = DType::f8e5m2;
 
 /// Bytes per element.
 size_t dtype_size(DType t);
@@ -26,8 +33,10 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 /// Parses a name written by dtype_name; throws tg::Error on an unknown name.
 DType dtype_from_name(const std::string& name);
-/// True for f16, bf16, f32, f64.
+/// True for f16, bf16, f32, f64 (the types arithmetic takes; not the 8-bit floats).
 bool is_float(DType t);
+/// True for the 8-bit floats f8e4m3 and f8e5m2.
+bool is_float8(DType t);
 /// True for signed and unsigned integer types (not bool).
 bool is_integer(DType t);
 /// True for the signed integer types.

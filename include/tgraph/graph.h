@@ -201,6 +201,12 @@ class Graph {
   // ---- linear algebra ------------------------------------------------------------------------
   /// Batched matmul over the last two dims, batch dims broadcast.
   Tensor matmul(Tensor a, Tensor b, bool transpose_a = false, bool transpose_b = false);
+  /// FP8 matmul: (scale_a * scale_b) * (a @ b) as `out` (f32, f16 or bf16), a and b 2-D
+  /// f8e4m3 / f8e5m2 (not both e5m2), the scales f32 with one element (per-tensor). On CUDA
+  /// (compute capability 8.9+) cuBLASLt's FP8 kernels when k and n are multiples of 16; else, and
+  /// on the CPU, the operands widened to f32. Fastest with b transposed ([n, k], as torch._scaled_mm).
+  Tensor scaled_matmul(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, DType out = DType::f32,
+                       bool transpose_a = false, bool transpose_b = false);
   Tensor band_part(Tensor x, int64_t num_lower, int64_t num_upper);
 
   // ---- convolution and pooling ---------------------------------------------------------------

@@ -29,17 +29,17 @@ nb::dlpack::dtype dl_dtype(tg::DType t) {
     case tg::DType::i64: return nb::dtype<int64_t>();
     case tg::DType::u8: return nb::dtype<uint8_t>();
     case tg::DType::boolean: return nb::dtype<bool>();
-    case tg::DType::bf16: break;
+    case tg::DType::bf16: case tg::DType::f8e4m3: case tg::DType::f8e5m2: break;
   }
-  throw tg::Error("[python] bf16 has no numpy type");
+  throw tg::Error(std::string("[python] ") + tg::dtype_name(t) + " has no numpy type");
 }
 
 }  // namespace
 
 nb::object to_numpy(const tg::TensorData& t0) {
   if (t0.empty() && t0.num_elements() != 0) throw tg::Error("[python] empty tensor");
-  // numpy has no bfloat16: widen (exactly) to float32
-  tg::TensorData t = t0.dtype() == tg::DType::bf16 ? t0.cast(tg::DType::f32) : t0;
+  // numpy has no bfloat16 or 8-bit floats: widen (exactly) to float32
+  tg::TensorData t = t0.dtype() == tg::DType::bf16 || tg::is_float8(t0.dtype()) ? t0.cast(tg::DType::f32) : t0;
   auto* keep = new tg::TensorData(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<tg::TensorData*>(p); });
   std::vector<size_t> shape(t.shape().dims().begin(), t.shape().dims().end());

@@ -301,6 +301,8 @@ void bind_graph(nb::module_& m) {
 
   // linear algebra, convolution, pooling
   c.def("matmul", method(&Graph::matmul), "a"_a, "b"_a, "transpose_a"_a = false, "transpose_b"_a = false);
+  c.def("scaled_matmul", method(&Graph::scaled_matmul), "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, "out"_a = tg::f32,
+        "transpose_a"_a = false, "transpose_b"_a = false);
   c.def("band_part", method(&Graph::band_part), "x"_a, "num_lower"_a, "num_upper"_a);
   c.def("conv2d", method(&Graph::conv2d), "x"_a, "w"_a, "desc"_a = tg::ConvDesc{});
   c.def("conv3d", method(&Graph::conv3d), "x"_a, "w"_a, "desc"_a = tg::ConvDesc{});

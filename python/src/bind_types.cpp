@@ -36,7 +36,8 @@ tg::DType dtype_from_py(nb::handle h) {
       {"float32", tg::f32}, {"float", tg::f32},    {"float16", tg::f16}, {"half", tg::f16},
       {"bfloat16", tg::bf16}, {"float64", tg::f64}, {"double", tg::f64}, {"int8", tg::i8},
       {"int16", tg::i16},   {"int32", tg::i32},    {"int", tg::i32},     {"int64", tg::i64},
-      {"long", tg::i64},    {"uint8", tg::u8},     {"bool", tg::boolean}};
+      {"long", tg::i64},    {"uint8", tg::u8},     {"bool", tg::boolean},
+      {"float8_e4m3fn", tg::f8e4m3}, {"float8_e5m2", tg::f8e5m2}};
   for (const auto& [n, t] : long_names)
     if (s == n) return t;
   return tg::dtype_from_name(s);  // "f32", "bf16"...; throws naming the unknown name
@@ -119,9 +120,10 @@ void bind_types(nb::module_& m) {
   nb::exception<tg::Error>(m, "Error", PyExc_RuntimeError);
 
   nb::enum_<tg::DType> dt(m, "DType");
-  for (tg::DType t : {tg::f32, tg::f16, tg::bf16, tg::f64, tg::i8, tg::i16, tg::i32, tg::i64, tg::u8,
-                      tg::boolean})
+  for (int i = 0; i < tg::kNumDTypes; ++i) {
+    const auto t = static_cast<tg::DType>(i);
     dt.value(tg::dtype_name(t), t);
+  }
   m.def("dtype", [](DTypeArg d) { return d.get(); }, "like"_a,
         "The element type named by a string, a numpy or torch dtype, or a DType.");
   m.def("dtype_size", &tg::dtype_size);

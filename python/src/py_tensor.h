@@ -61,10 +61,10 @@ inline PyOperation wrap(const tg::Graph& g, tg::Operation op) { return {g, op}; 
 /// Host tensor <-> numpy array. bf16 has no numpy type: it comes back as float32.
 nb::object to_numpy(const tg::TensorData& t);
 tg::TensorData from_array(nb::handle obj, std::optional<tg::DType> dtype = std::nullopt);
-/// A host array for a feed of type `feed`: numpy has no bfloat16, so bf16 feeds take float32
-/// arrays, narrowed here.
+/// A host array for a feed of type `feed`: numpy has no bfloat16 or 8-bit floats, so such
+/// feeds take float32 arrays, narrowed here.
 inline tg::TensorData feed_value(const tg::TensorData& v, tg::DType feed) {
-  return feed == tg::DType::bf16 && v.dtype() == tg::DType::f32 ? v.cast(tg::DType::bf16) : v;
+  return (feed == tg::DType::bf16 || tg::is_float8(feed)) && v.dtype() == tg::DType::f32 ? v.cast(feed) : v;
 }
 
 void bind_types(nb::module_& m);

@@ -52,15 +52,16 @@ _dtype_of = dtype  # for functions whose `dtype` argument hides it
 f32, f16, bf16, f64 = DType.f32, DType.f16, DType.bf16, DType.f64
 i8, i16, i32, i64, u8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
 bool_ = DType.bool
+f8e4m3, f8e5m2 = DType.f8e4m3, DType.f8e5m2  # 8-bit floats: storage, casts and scaled_matmul
 
 _NUMPY_OF = {DType.f32: _np.float32, DType.f16: _np.float16, DType.f64: _np.float64,
-             DType.bf16: _np.float32, DType.i8: _np.int8, DType.i16: _np.int16,
+             DType.bf16: _np.float32, DType.f8e4m3: _np.float32, DType.f8e5m2: _np.float32, DType.i8: _np.int8, DType.i16: _np.int16,
              DType.i32: _np.int32, DType.i64: _np.int64, DType.u8: _np.uint8,
              DType.bool: _np.bool_}
 
 
 def numpy_dtype(t) -> _np.dtype:
-    """The numpy dtype that holds values of tgraph type t (float32 for bf16)."""
+    """The numpy dtype that holds values of tgraph type t (float32 for bf16 and the 8-bit floats)."""
     return _np.dtype(_NUMPY_OF[dtype(t)])
 
 

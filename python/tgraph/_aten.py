@@ -3,6 +3,7 @@ a tgraph graph from an FX graph of ATen ops (torch.export's core ATen, AOTAutogr
 and backward graphs, make_fx's). tgraph.torch compiles and runs what this builds."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Callable, NamedTuple
 
@@ -17,7 +18,8 @@ class UnsupportedOp(tg.Error):
 
 _DTYPES = {torch.float32: tg.f32, torch.float16: tg.f16, torch.bfloat16: tg.bf16, torch.float64: tg.f64,
            torch.int8: tg.i8, torch.int16: tg.i16, torch.int32: tg.i32, torch.int64: tg.i64,
-           torch.uint8: tg.u8, torch.bool: tg.bool_}
+           torch.uint8: tg.u8, torch.bool: tg.bool_,
+           torch.float8_e4m3fn: tg.f8e4m3, torch.float8_e5m2: tg.f8e5m2}
 
 
 def tg_dtype(t: torch.dtype) -> tg.DType:
@@ -28,7 +30,9 @@ def tg_dtype(t: torch.dtype) -> tg.DType:
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().cpu().contiguous()
-    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+    # numpy has no bfloat16 or 8-bit floats: widened (exactly) to float32
+    narrow = t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+    return (t.float() if narrow else t).numpy()
 
 
 # ---- the converters: one function per ATen op (overloads share it) ----------------------------
@@ -416,6 +420,21 @@ def _addmm(c: _Ctx, bias, a, b, beta=1, alpha=1):
     if beta == 0:
         return y
     return g.add(y, bias if beta == 1 else g.mul(bias, c.scalar(beta, bias)))
+
+
+def _scaled_mm(c: _Ctx, a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+               use_fast_accum=False):
+    """torch._scaled_mm with per-tensor scales: tgraph's scaled_matmul (FP8 tensor cores on CUDA)."""
+    out = tg_dtype(out_dtype) if out_dtype is not None else a.dtype
+    if scale_result is not None or out not in (tg.f32, tg.f16, tg.bf16):
+        raise tg.Error(f"[torch] _scaled_mm to {out} (an 8-bit result) is not supported: give out_dtype "
+                       "float32, float16 or bfloat16")
+    for s in (scale_a, scale_b):
+        if math.prod(tuple(s.shape)) != 1:
+            raise tg.Error(f"[torch] _scaled_mm with a scale of shape {list(s.shape)}: only per-tensor scales "
+                           "(one element) are supported")
+    y = c.g.scaled_matmul(a, b, c.cast(scale_a, tg.f32), c.cast(scale_b, tg.f32), out)
+    return y if bias is None else c.g.add(y, c.cast(bias, out))
 
 
 def _traced_shape(c: _Ctx, shape):
@@ -1259,7 +1278,7 @@ _CONVERTERS: dict[str, Callable] = {
     "cumsum": _cumsum, "_softmax": _softmax("softmax"), "_log_softmax": _softmax("log_softmax"),
     "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
     # linear algebra, convolution, pooling, normalisation
-    "addmm": _addmm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
+    "addmm": _addmm, "_scaled_mm": _scaled_mm, "mm": lambda c, a, b: c.g.matmul(a, b), "bmm": lambda c, a, b: c.g.matmul(a, b),
     "matmul": lambda c, a, b: c.g.matmul(a, b), "convolution": _convolution,
     "_native_batch_norm_legit_no_training": _batch_norm_no_training, "native_layer_norm": _layer_norm,
     "layer_norm": lambda c, x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True:

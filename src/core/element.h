@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/float8.h"
 #include "core/half.h"
 #include "tgraph/dtype.h"
 
@@ -21,6 +22,7 @@ inline double load_element(const void* p, DType t, int64_t i) {
     case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
     case DType::u8: return static_cast<const uint8_t*>(p)[i];
     case DType::boolean: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::f8e4m3: case DType::f8e5m2: return float8_to_float(static_cast<const uint8_t*>(p)[i], float8_format(t));
   }
   return 0;
 }
@@ -49,6 +51,11 @@ inline void store_element(void* p, DType t, int64_t i, double v) {
     case DType::i64: static_cast<int64_t*>(p)[i] = saturate<int64_t>(v); break;
     case DType::u8: static_cast<uint8_t*>(p)[i] = saturate<uint8_t>(v); break;
     case DType::boolean: static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; break;
+    case DType::f8e4m3: case DType::f8e5m2:
+      // Through f32 first, as every other path (and the GPU) rounds: one rounding would differ
+      // from two only for f64 values within half an f32 ulp of a tie.
+      static_cast<uint8_t*>(p)[i] = float_to_float8(static_cast<float>(v), float8_format(t));
+      break;
   }
 }
 

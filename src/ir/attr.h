@@ -18,7 +18,7 @@ using Attr = std::variant<NoDesc, ReduceDesc, AxisDesc, CumulativeDesc, TopKDesc
                           PoolDesc, NormDesc, LossDesc, AttentionDesc, ShapeDesc, AxesDesc,
                           SplitDesc, SliceDesc, PadDesc, TileDesc, ArangeDesc, OneHotDesc,
                           BlockDesc, ResizeDesc, RandomDesc, DropoutDesc, GatherDesc, ScatterDesc,
-                          StencilDesc, NameDesc, OptimizerDesc, SeedDesc>;
+                          StencilDesc, NameDesc, OptimizerDesc, SeedDesc, ScaledMatmulDesc>;
 
 template <class T>
 concept Reflected = requires(const T& t) { t.fields(); };

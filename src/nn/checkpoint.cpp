@@ -60,7 +60,7 @@ struct Reader {
   }
 };
 
-bool valid_dtype(uint8_t d) { return d <= static_cast<uint8_t>(DType::boolean); }
+bool valid_dtype(uint8_t d) { return d < kNumDTypes; }
 
 }  // namespace
 

@@ -47,6 +47,14 @@ Tensor Graph::matmul(Tensor a, Tensor b, bool transpose_a, bool transpose_b) {
   return make(*this, OpKind::MatMul, {cast_if(*this, a, t), cast_if(*this, b, t)},
               MatmulDesc{transpose_a, transpose_b});
 }
+Tensor Graph::scaled_matmul(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, DType out, bool transpose_a,
+                             bool transpose_b) {
+  use(*this, a, OpKind::ScaledMatMul, "a");
+  use(*this, b, OpKind::ScaledMatMul, "b");
+  use(*this, scale_a, OpKind::ScaledMatMul, "scale_a");
+  use(*this, scale_b, OpKind::ScaledMatMul, "scale_b");
+  return make(*this, OpKind::ScaledMatMul, {a, b, scale_a, scale_b}, ScaledMatmulDesc{transpose_a, transpose_b, out});
+}
 Tensor Graph::band_part(Tensor x, int64_t num_lower, int64_t num_upper) {
   return make(*this, OpKind::BandPart, {x}, BandPartDesc{num_lower, num_upper});
 }

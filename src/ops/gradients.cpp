@@ -45,6 +45,9 @@ const char* no_gradient_reason(OpKind k) {
     case OpKind::ShapeOf: case OpKind::Arange:
       return "an index or shape result: piecewise constant";
     case OpKind::Random: return "random numbers: no dependence on a differentiable input";
+    case OpKind::ScaledMatMul:
+      return "an FP8 product of quantized operands (as torch._scaled_mm): differentiate the wider values "
+             "before their cast to 8 bits";
     case OpKind::Conv2dDataGrad: case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad:
     case OpKind::Conv3dWeightGrad: case OpKind::MaxPool2dGrad: case OpKind::AvgPool2dGrad:
       return "a gradient op: second-order rules for convolution and pooling are not written";

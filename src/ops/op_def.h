@@ -22,7 +22,7 @@ enum class Family : uint8_t {
   source, variable, read_variable, assign, unary, unary_float, unary_logical, unary_bitwise,
   unary_predicate, cast, bitcast, binary, binary_float, compare, binary_logical, binary_bitwise,
   select, clamp, reduce, reduce_float, reduce_logical, arg_reduce, cumulative, top_k, sort,
-  matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
+  matmul, scaled_matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
   transpose, broadcast_to, broadcast_like, sum_to_like, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
   tile, reverse, shape_of, arange, one_hot, space_depth, resize, random_state, random, dropout,
   gather, scatter, non_zero, stencil, if_else, for_loop, while_loop
@@ -67,8 +67,11 @@ struct OpDef {
   const char* name;
   Family family;
   uint32_t traits;
-  InferFn infer;
+  InferFn family_infer;  // the family's rule
   bool has(Trait t) const { return (traits & t) != 0; }
+  /// The output types: the family's rule, after refusing 8-bit float operands where the op
+  /// does arithmetic on them (they are storage types: cast, data movement, scaled_matmul).
+  InferResult infer(const InferContext& c) const;
 };
 
 /// The definition of an op.

@@ -113,6 +113,8 @@ X(Sort, "sort", sort, SortDesc)
 X(ArgSort, "argsort", sort, SortDesc)
 // linear algebra
 X(MatMul, "matmul", matmul, MatmulDesc)
+// (scale_a * scale_b) * (a @ b) of 8-bit float operands, in a wider dtype: FP8 tensor cores.
+X(ScaledMatMul, "scaled_matmul", scaled_matmul, ScaledMatmulDesc)
 X(BandPart, "band_part", band_part, BandPartDesc)
 // convolution and pooling
 X(Conv2d, "conv2d", conv, ConvDesc)

@@ -29,7 +29,7 @@ FamilyInfo family_info(Family f) {
     F(binary_bitwise, kEw) F(select, kEw) F(clamp, kEw)
     F(reduce, kReduction) F(reduce_float, kReduction)
     F(reduce_logical, kReduction) F(arg_reduce, kReduction)
-    F(cumulative, 0) F(top_k, 0) F(sort, 0) F(matmul, 0) F(band_part, 0)
+    F(cumulative, 0) F(top_k, 0) F(sort, 0) F(matmul, 0) F(scaled_matmul, 0) F(band_part, 0)
     F(conv, 0) F(conv_grad, 0) F(pool, 0) F(pool_grad, 0) F(norm, 0) F(softmax, 0)
     F(loss, 0) F(attention, 0)
     F(reshape, kShapeOnly | kView) F(transpose, kShapeOnly) F(broadcast_to, kShapeOnly)
@@ -80,6 +80,32 @@ const std::array<OpDef, kNumOps>& table() {
 }  // namespace
 
 const OpDef& op_def(OpKind k) { return table()[static_cast<size_t>(k)]; }
+
+namespace {
+// Families that take 8-bit floats: they move or reinterpret bytes, convert, or are FP8's matmul.
+bool takes_float8(Family f) {
+  switch (f) {
+    case Family::source: case Family::variable: case Family::read_variable: case Family::assign:
+    case Family::cast: case Family::bitcast: case Family::reshape: case Family::expand_dims:
+    case Family::squeeze: case Family::transpose: case Family::concat: case Family::scaled_matmul:
+      return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+InferResult OpDef::infer(const InferContext& c) const {
+  if (!takes_float8(family) && kind != OpKind::Identity)
+    for (const TensorType& t : c.inputs)
+      if (is_float8(t.dtype)) {
+        std::string operands;
+        for (const TensorType& u : c.inputs) operands += (operands.empty() ? "" : ", ") + u.str();
+        return op_error(c, std::string("does not take ") + dtype_name(t.dtype) + " operands (" + operands +
+                               "): 8-bit floats are for storage, casts and scaled_matmul; cast to f16, bf16 "
+                               "or f32 first");
+      }
+  return family_infer(c);
+}
 
 OpKind op_kind_from_name(const std::string& name) {
   static const std::unordered_map<std::string, OpKind> by_name = [] {

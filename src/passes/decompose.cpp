@@ -77,6 +77,13 @@ std::vector<Tensor> decompose(Graph& g, const Node& n, const std::vector<Tensor>
       std::vector<int64_t> view = channel_view(x.shape(), ax);
       return {g.add(g.mul(xn, g.reshape(in[1], view)), g.reshape(in[2], view))};
     }
+    case OpKind::ScaledMatMul: {
+      // The 8-bit operands widened exactly to f32: one f32 matmul, then the scales.
+      const auto& d = std::get<ScaledMatmulDesc>(n.attr);
+      Tensor p = g.matmul(g.cast(in[0], DType::f32), g.cast(in[1], DType::f32), d.transpose_a, d.transpose_b);
+      Tensor s = g.reshape(g.mul(in[2], in[3]), std::vector<int64_t>{});
+      return {g.cast(g.mul(p, s), d.out)};
+    }
     case OpKind::Attention: {
       // softmax(q k^T * scale + mask) v as two matmuls and a softmax; half types compute in
       // f32 (the scores and probabilities are not rounded to 8 or 11 bits). A row whose keys

@@ -18,6 +18,8 @@ const DeviceTensor::Storage& checked(const std::shared_ptr<DeviceTensor::Storage
 
 // DLPack's bool code (added to the spec after v0.6, which Debian ships).
 constexpr uint8_t kDLBoolCode = 6;
+// DLPack 1.1's OCP 8-bit float codes (kDLFloat8_e4m3fn, kDLFloat8_e5m2).
+constexpr uint8_t kDLF8E4M3FnCode = 10, kDLF8E5M2Code = 12;
 
 DLDataType to_dl(DType t) {
   switch (t) {
@@ -31,6 +33,8 @@ DLDataType to_dl(DType t) {
     case DType::i64: return {kDLInt, 64, 1};
     case DType::u8: return {kDLUInt, 8, 1};
     case DType::boolean: return {kDLBoolCode, 8, 1};
+    case DType::f8e4m3: return {kDLF8E4M3FnCode, 8, 1};
+    case DType::f8e5m2: return {kDLF8E5M2Code, 8, 1};
   }
   throw Error("[to_dlpack] unknown dtype");
 }
@@ -41,7 +45,8 @@ bool from_dl(DLDataType d, DType& out) {
   static const M table[] = {{kDLFloat, 32, DType::f32}, {kDLFloat, 16, DType::f16}, {kDLBfloat, 16, DType::bf16},
                             {kDLFloat, 64, DType::f64}, {kDLInt, 8, DType::i8},     {kDLInt, 16, DType::i16},
                             {kDLInt, 32, DType::i32},   {kDLInt, 64, DType::i64},   {kDLUInt, 8, DType::u8},
-                            {kDLBoolCode, 8, DType::boolean}};
+                            {kDLBoolCode, 8, DType::boolean}, {kDLF8E4M3FnCode, 8, DType::f8e4m3},
+                            {kDLF8E5M2Code, 8, DType::f8e5m2}};
   for (const M& m : table)
     if (m.code == d.code && m.bits == d.bits) {
       out = m.t;

@@ -202,7 +202,7 @@ struct Reader {
   }
   DType dtype() {
     int64_t d = i64();
-    if (d < 0 || d > static_cast<int64_t>(DType::boolean)) fail("bad dtype");
+    if (d < 0 || d >= kNumDTypes) fail("bad dtype");
     return static_cast<DType>(d);
   }
   TensorType type() {

@@ -55,7 +55,7 @@ TEST(IrOps, OpListIsConsistent) {
   for (int i = 0; i < detail::kNumOps; ++i) {
     auto k = static_cast<detail::OpKind>(i);
     EXPECT_EQ(detail::op_kind_from_name(detail::op_name(k)), k);
-    EXPECT_NE(detail::op_def(k).infer, nullptr);
+    EXPECT_NE(detail::op_def(k).family_infer, nullptr);
   }
   EXPECT_TRUE(detail::op_def(detail::OpKind::Add).has(detail::kElementwise));
   EXPECT_TRUE(detail::op_def(detail::OpKind::Add).has(detail::kCommutative));

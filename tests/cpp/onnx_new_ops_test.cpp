@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "core/float8.h"
 #include "frontends/onnx/importer.h"
 #include "ir/graph_impl.h"
 #include "tgraph/tgraph.h"
@@ -384,3 +385,62 @@ TEST(OnnxImport, NewOpsWithMutatedAttributesFailCleanly) {
 
 }  // namespace
 #endif  // TGRAPH_HAVE_ONNX
+
+// A QDQ model in FP8 (activations quantized by QuantizeLinear, weights stored as FLOAT8E4M3FN):
+// Gemm and MatMul of the dequantized values become tgraph's scaled_matmul (FP8 tensor cores on
+// CUDA) and give the dequantized product.
+TEST(OnnxFloat8, DequantizedMatmulsBecomeScaledMatmuls) {
+  constexpr int kE4M3 = 17;
+  const int64_t m = 4, k = 32, n = 16;
+  onnxtest::ModelBuilder b(21);
+  b.input("x", {m, k});
+  b.init_f("sx", {}, {0.05f});
+  b.init_f("sw", {}, {0.02f});
+  std::mt19937 rng(4);
+  auto fp8_init = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = b.g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kE4M3);
+    int64_t count = 1;
+    for (int64_t d : dims) t->add_dims(d), count *= d;
+    std::string raw;
+    for (int64_t i = 0; i < count; ++i) {
+      uint8_t c = static_cast<uint8_t>(rng() & 0xff);
+      if ((c & 0x7f) == 0x7f) c = 0x10;  // no NaN
+      raw.push_back(static_cast<char>(c));
+    }
+    t->set_raw_data(raw);
+    return raw;
+  };
+  const std::string zp = fp8_init("zp", {});
+  b.g->mutable_initializer(b.g->initializer_size() - 1)->set_raw_data(std::string(1, '\0'));
+  const std::string w1 = fp8_init("w1", {n, k}), w2 = fp8_init("w2", {k, n});
+  b.node("QuantizeLinear", {"x", "sx", "zp"}, {"q"});
+  b.node("DequantizeLinear", {"q", "sx", "zp"}, {"xd"});
+  b.node("DequantizeLinear", {"w1", "sw"}, {"w1d"});
+  b.node("DequantizeLinear", {"w2", "sw"}, {"w2d"});
+  auto* gemm = b.node("Gemm", {"xd", "w1d"}, {"y1"});
+  onnxtest::ModelBuilder::attr_i(gemm, "transB", 1);
+  b.node("MatMul", {"xd", "w2d"}, {"y2"});
+  b.output("y1");
+  b.output("y2");
+  tg::OnnxModel model = b.import();
+  EXPECT_NE(model.graph.str().find("scaled_matmul"), std::string::npos);
+  TensorData x(tg::Shape{m, k}, tg::f32);
+  std::uniform_real_distribution<double> u(-10, 10);
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.set(i, u(rng));
+  auto out = onnxtest::run(model, {x});
+  const auto& f = tg::detail::kE4M3;
+  auto wv = [&](const std::string& raw, int64_t i) { return tg::detail::float8_to_float(static_cast<uint8_t>(raw[i]), f) * 0.02; };
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double y1 = 0, y2 = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double xq = tg::detail::float8_to_float(tg::detail::float_to_float8(static_cast<float>(x.at(i * k + p) / 0.05f), f), f) * 0.05;
+        y1 += xq * wv(w1, j * k + p);
+        y2 += xq * wv(w2, p * n + j);
+      }
+      EXPECT_NEAR(out[0].at(i * n + j), y1, 1e-4 * (1 + std::fabs(y1))) << i << "," << j;
+      EXPECT_NEAR(out[1].at(i * n + j), y2, 1e-4 * (1 + std::fabs(y2))) << i << "," << j;
+    }
+}

@@ -52,7 +52,7 @@ TEST(OpContract, EveryOpHasANameThatMapsBack) {
     const OpDef& d = op_def(kind_at(i));
     EXPECT_TRUE(names.insert(d.name).second) << "duplicate name " << d.name;
     EXPECT_EQ(op_kind_from_name(d.name), kind_at(i)) << d.name;
-    EXPECT_NE(d.infer, nullptr) << d.name << " has no inference rule";
+    EXPECT_NE(d.family_infer, nullptr) << d.name << " has no inference rule";
   }
 }
 

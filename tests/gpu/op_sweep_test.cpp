@@ -527,6 +527,20 @@ void linalg_conv_pool_cases(std::vector<Case>& cs) {
                 .inputs = {U(Shape{2, 1, 4, 8}, -1, 1), U(Shape{3, 8, 5}, -1, 1)},
                 .build = [](Graph& g, const Ts& x, DType) { return Ts{g.matmul(x[0], x[1])}; },
                 .tol = 4});
+  // The 8-bit operands cast from the case's f32 inputs; the first product in the layout FP8
+  // kernels take (on cuBLASLt), the others widened (a transpose, or n = 7 not a multiple of 16).
+  cs.push_back({.label = "scaled_matmul_fp8",
+                .ops = {K::ScaledMatMul},
+                .dtypes = {f32},
+                .inputs = {U(Shape{24, 32}, -3, 3), U(Shape{48, 32}, -3, 3), U(Shape{32, 7}, -3, 3),
+                           U(Shape{}, 0.5, 2), U(Shape{1}, 0.5, 2)},
+                .build =
+                    [](Graph& g, const Ts& x, DType) {
+                      Tensor a = g.cast(x[0], f8e4m3), bt = g.cast(x[1], f8e4m3), b = g.cast(x[2], f8e5m2);
+                      return Ts{g.scaled_matmul(a, bt, x[3], x[4], bf16, false, true),
+                                g.scaled_matmul(a, b, x[3], x[4], f32), g.scaled_matmul(bt, a, x[4], x[3], f16, false, true)};
+                    },
+                .tol = 4});
   cs.push_back({.label = "band_part",
                 .ops = {K::BandPart},
                 .dtypes = kAll,

@@ -18,10 +18,13 @@ class CpuBackend final : public Backend {
   // Composite norms and losses stay whole (the CPU has kernels for them); convolutions run
   // channels-last (layout.h); oneDNN runs few-channel strided convolutions as they are.
   // Attention is the exception: its matmuls and softmax run on oneDNN and the fused loops, where
-  // the CPU's own attention kernel is the reference interpreter's.
+  // the CPU's own attention kernel is the reference interpreter's. So is scaled_matmul: its
+  // operands widened to f32 run on oneDNN (the CPU has no FP8 units).
   PipelineOptions pipeline(const CompileOptions& o) const override {
     PipelineOptions p{o.optimize, true, o.precision, !layout_pass_disabled(), false, {}, {}, {}};
-    p.keep_composite = [](const GraphImpl&, const Node& n) { return n.kind != OpKind::Attention; };
+    p.keep_composite = [](const GraphImpl&, const Node& n) {
+      return n.kind != OpKind::Attention && n.kind != OpKind::ScaledMatMul;
+    };
     return p;
   }
   // The arena of the unfused path (buffer_plan.h) and the reads of each value (in-place ops).

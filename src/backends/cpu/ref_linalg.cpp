@@ -1,4 +1,4 @@
-// Reference matmul (transposes, broadcast batch dims) and band_part.
+// Reference matmul (transposes, broadcast batch dims), scaled_matmul and band_part.
 #include "backends/cpu/ref_util.h"
 
 namespace tg::detail::ref {
@@ -42,6 +42,21 @@ void matmul(const Ctx& c, TensorData& y) {
   }
 }
 
+// (scale_a * scale_b) * (a @ b): the 8-bit operands read exactly, summed in double, the
+// result rounded once to its dtype.
+void scaled_matmul(const Ctx& c, TensorData& y) {
+  const auto& d = c.attr<ScaledMatmulDesc>();
+  MatView a(c.in[0], d.transpose_a), b(c.in[1], d.transpose_b);
+  const double scale = c.in[2].at(0) * c.in[3].at(0);
+  const int64_t m = dims(y)[0], n = dims(y)[1], kdim = d.transpose_a ? a.rows : a.cols;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < kdim; ++k) acc += a.x.at(a.index({}, i, k)) * b.x.at(b.index({}, k, j));
+      y.set(i * n + j, scale * acc);
+    }
+}
+
 void band_part(const Ctx& c, TensorData& y) {
   const auto& d = c.attr<BandPartDesc>();
   const TensorData& x = c.in[0];
@@ -60,6 +75,7 @@ void band_part(const Ctx& c, TensorData& y) {
 std::vector<TensorData> eval_linalg(const Ctx& c) {
   TensorData y = c.output(0);
   if (c.kind() == OpKind::BandPart) band_part(c, y);
+  else if (c.kind() == OpKind::ScaledMatMul) scaled_matmul(c, y);
   else if (int_like(c.in[0].dtype())) matmul<int64_t>(c, y);
   else matmul<double>(c, y);
   return {y};

@@ -142,7 +142,7 @@ FamilyEval family_eval(Family f) {
     case Family::reduce: case Family::reduce_float: case Family::reduce_logical:
     case Family::arg_reduce: case Family::cumulative: case Family::top_k: case Family::sort:
       return ref::eval_reduce;
-    case Family::matmul: case Family::band_part:
+    case Family::matmul: case Family::scaled_matmul: case Family::band_part:
       return ref::eval_linalg;
     case Family::reshape: case Family::transpose: case Family::broadcast_to:
     case Family::broadcast_like: case Family::sum_to_like:

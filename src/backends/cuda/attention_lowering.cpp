@@ -168,10 +168,11 @@ bool lower_cuda_attention(Module& m, int device) {
     if (y.rank() == 3) none = g.reshape(none, {bias[1], bias[2], 1});
     return std::vector<Tensor>{g.select(none, g.scalar(0.0, dt), y)};
   });
-  // The rest is decomposed now, as it would have been without the fused kernel.
+  // The rest of the attention nodes is decomposed now, as it would have been without the fused
+  // kernel (other composites still here were kept by the backend for kernels of their own).
   DecomposeComposites rest;
   rest.keep = [&kept](const GraphImpl&, const Node& n) {
-    return n.kind == OpKind::Attention && std::find(kept.begin(), kept.end(), n.outputs[0]) != kept.end();
+    return n.kind != OpKind::Attention || std::find(kept.begin(), kept.end(), n.outputs[0]) != kept.end();
   };
   changed |= rest.run(m);
   return changed || dropped;

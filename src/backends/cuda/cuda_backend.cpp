@@ -6,6 +6,7 @@
 #include "backends/cuda/attention_lowering.h"
 #include "backends/cuda/cuda_info.h"
 #include "backends/cuda/device_tensor_cuda.h"
+#include "backends/cuda/matmul_fp8.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "runtime/backend.h"
@@ -31,12 +32,18 @@ class CudaBackend final : public Backend {
   // No kernels for composite norms and losses: they become primitives. Convolutions run
   // channels-last (layout.h); strided few-channel ones over a space-to-depth view serve
   // cuDNN's tensor-core kernels.
-  // Attention stays whole where cuDNN's fused kernel takes it (attention_lowering.h).
+  // Attention stays whole where cuDNN's fused kernel takes it (attention_lowering.h), and
+  // scaled_matmul where cuBLASLt's FP8 kernels do (matmul_fp8.h).
   PipelineOptions pipeline(const CompileOptions& o) const override {
     PipelineOptions p{o.optimize, true, o.precision, !layout_pass_disabled(), true, {}, {}, {}};
-    p.keep_composite = cuda_keeps_attention;
     const int device = o.device.index;
-    p.lower_kept = [device](Module& m) { return lower_cuda_attention(m, device); };
+    p.keep_composite = [device](const GraphImpl& g, const Node& n) {
+      return cuda_keeps_attention(g, n) || cuda_keeps_scaled_matmul(g, n, device);
+    };
+    p.lower_kept = [device](Module& m) {
+      const bool fp8 = lower_cuda_scaled_matmul(m);
+      return lower_cuda_attention(m, device) || fp8;
+    };
     // Attention written out (matmul, softmax, matmul) runs fused too where it computes in half.
     if (o.optimize && (o.precision == Precision::bf16 || o.precision == Precision::f16))
       p.before_decompose = match_cuda_attention;

@@ -55,6 +55,10 @@ bool cudnn_attention_available();
 /// True when the call's shapes and dtype are of the kind cudnn_attention takes (no device asked).
 bool attention_geometry_taken(const AttentionCall& c);
 
+/// scaled_matmul on FP8 tensor cores (matmul_fp8.cpp): the node in the form
+/// lower_cuda_scaled_matmul leaves (a [m, k], b [n, k] transposed), k and n multiples of 16.
+bool cuda_scaled_matmul(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                        cudaStream_t stream, int device);
 /// cuDNN pooling: avg_pool2d and its gradient where cuDNN gives the reference's result.
 bool cudnn_pool(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                 cudaStream_t stream, int device);

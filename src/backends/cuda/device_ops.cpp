@@ -33,6 +33,8 @@ DeviceOp device_op_for(OpKind k) {
       return cuda_sort;
     case OpKind::RandomState: case OpKind::Random: case OpKind::Dropout:
       return cuda_random;
+    case OpKind::ScaledMatMul:  // kept whole only in the form matmul_fp8.cpp takes
+      return cuda_scaled_matmul;
     case OpKind::Attention:  // kept whole only where attention_lowering.cpp found cuDNN takes it
       return cudnn_attention;
     default:

@@ -16,7 +16,7 @@ namespace {
 // The type values of a dtype are computed in inside the kernel.
 const char* compute_type(DType t) {
   switch (t) {
-    case DType::f16: case DType::bf16: case DType::f32: return "float";
+    case DType::f16: case DType::bf16: case DType::f32: case DType::f8e4m3: case DType::f8e5m2: return "float";
     case DType::f64: return "double";
     case DType::boolean: return "bool";
     default: return "long long";
@@ -33,7 +33,7 @@ const char* storage_type(DType t) {
     case DType::i16: return "short";
     case DType::i32: return "int";
     case DType::i64: return "long long";
-    case DType::u8: case DType::boolean: return "unsigned char";
+    case DType::u8: case DType::boolean: case DType::f8e4m3: case DType::f8e5m2: return "unsigned char";
   }
   return "?";
 }
@@ -43,6 +43,8 @@ std::string from_storage(DType t, const std::string& p) {
   switch (t) {
     case DType::f16: return "__half2float(" + p + ")";
     case DType::bf16: return "__bfloat162float(" + p + ")";
+    case DType::f8e4m3: return "tg_f8_to_f(" + p + ", 3, 7, false)";
+    case DType::f8e5m2: return "tg_f8_to_f(" + p + ", 2, 15, true)";
     case DType::boolean: return "(" + p + " != 0)";
     case DType::f32: case DType::f64: return p;
     default: return "(long long)" + p;
@@ -57,6 +59,8 @@ std::string store(DType t, const std::string& v) {
   switch (t) {
     case DType::f16: return "__float2half_rn(" + v + ")";
     case DType::bf16: return "__float2bfloat16_rn(" + v + ")";
+    case DType::f8e4m3: return "tg_f_to_f8(" + v + ", 3, 7, 448.0f)";
+    case DType::f8e5m2: return "tg_f_to_f8(" + v + ", 2, 15, 57344.0f)";
     case DType::boolean: return "(unsigned char)(" + v + " ? 1 : 0)";
     default: return "(" + std::string(storage_type(t)) + ")(" + v + ")";
   }
@@ -68,6 +72,7 @@ std::string round_to(DType t, const std::string& e) {
   switch (t) {
     case DType::f16: return "__half2float(__float2half_rn(" + e + "))";
     case DType::bf16: return "__bfloat162float(__float2bfloat16_rn(" + e + "))";
+    case DType::f8e4m3: case DType::f8e5m2: return from_storage(t, store(t, e));
     case DType::i8: case DType::i16: case DType::i32: case DType::u8:
       return "(long long)(" + std::string(storage_type(t)) + ")(" + e + ")";
     default: return e;
@@ -154,7 +159,7 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
   const DType in = g.type(n.inputs[0]).dtype;
   const DType out = g.type(n.outputs[0]).dtype;
   const std::string T = compute_type(out);
-  const bool fl = is_float(in);
+  const bool fl = is_float(in) || is_float8(in);  // 8-bit floats compute as float
   auto a = x.size() > 0 ? x[0] : "", b = x.size() > 1 ? x[1] : "", c = x.size() > 2 ? x[2] : "";
   auto f = [&](const char* fn) { return std::string(fn) + "(" + a + ")"; };
   if (fl && n.kind != OpKind::Cast) {
@@ -176,7 +181,7 @@ std::string expression(const GraphImpl& g, const Node& n, const std::vector<std:
     case OpKind::IsFinite: return f("isfinite");
     case OpKind::Cast:
       if (out == DType::boolean) return "(" + a + " != 0)";
-      if (is_float(in) && !is_float(out)) return "tg_f2i((double)" + a + ", " + int_bounds(out) + ")";
+      if (fl && !is_float(out) && !is_float8(out)) return "tg_f2i((double)" + a + ", " + int_bounds(out) + ")";
       return "(" + T + ")(" + a + ")";
     case OpKind::Add: return "(" + T + ")(" + a + " + " + b + ")";
     case OpKind::Sub: return "(" + T + ")(" + a + " - " + b + ")";
@@ -224,6 +229,29 @@ __device__ __forceinline__ long long tg_f2i(double v, double lo, double hi) {
   if (v <= lo) return (long long)lo;
   if (v >= hi) return hi >= 9.2e18 ? 9223372036854775807LL : (long long)hi;
   return (long long)v;
+}
+// The OCP 8-bit floats, as core/float8.h converts them on the host (the same steps, so the CPU
+// and the GPU agree bit for bit): E4M3FN (mant 3, bias 7, S.1111.111 NaN) and E5M2 (mant 2,
+// bias 15, IEEE-like); to them: nearest even, saturated to the largest finite, NaN 0x7f.
+__device__ __forceinline__ float tg_f8_to_f(unsigned char b, int mant, int bias, bool has_inf) {
+  const int mag = b & 0x7f, e = mag >> mant, m = mag & ((1 << mant) - 1);
+  float v;
+  if (has_inf ? e == (1 << (7 - mant)) - 1 : mag == 0x7f) v = (has_inf && m == 0) ? __int_as_float(0x7f800000) : __int_as_float(0x7fc00000);
+  else if (e == 0) v = ldexpf((float)m, 1 - bias - mant);
+  else v = ldexpf((float)((1 << mant) | m), e - bias - mant);
+  return (b & 0x80) ? -v : v;
+}
+__device__ __forceinline__ unsigned char tg_f_to_f8(float x, int mant, int bias, float maxv) {
+  const int sign = signbit(x) ? 0x80 : 0;
+  if (isnan(x)) return (unsigned char)(sign | 0x7f);
+  const float a = fminf(fabsf(x), maxv);
+  int exp = 0;
+  frexpf(a, &exp);
+  const int e = exp - 1 < 1 - bias ? 1 - bias : exp - 1;
+  int m = (int)rintf(ldexpf(a, mant - e)), eb = e + bias;
+  if (m >= (2 << mant)) m >>= 1, ++eb;
+  if (m < (1 << mant)) eb = 0;
+  return (unsigned char)(sign | (eb << mant) | (m & ((1 << mant) - 1)));
 }
 __device__ __forceinline__ long long tg_idiv(long long a, long long b) {
   if (b == 0) return 0;

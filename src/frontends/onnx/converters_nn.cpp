@@ -487,9 +487,24 @@ void lrn(Ctx& c) {
   c.out(0, g.div(x, den));
 }
 
+// op(a) @ op(b) of inputs 0 and 1 when both are matrices dequantized from FP8 by one scale
+// each: tgraph's scaled_matmul (FP8 tensor cores on CUDA; the 8-bit values are exact in the
+// dequantized ones, the scales multiply the f32 sum once). None otherwise.
+std::optional<Tensor> fp8_product(Ctx& c, bool ta, bool tb) {
+  const Tensor a = c.in(0), b = c.in(1);
+  const std::optional<Fp8Dequantized> qa = c.value_in(0).fp8, qb = c.value_in(1).fp8;
+  if (!qa || !qb || a.rank() != 2 || b.rank() != 2 || (qa->format == DType::f8e5m2 && qb->format == DType::f8e5m2) ||
+      a.dtype() != b.dtype() || (a.dtype() != DType::f32 && a.dtype() != DType::f16 && a.dtype() != DType::bf16))
+    return std::nullopt;
+  return c.g.scaled_matmul(c.g.cast(qa->q, qa->format), c.g.cast(qb->q, qb->format), qa->scale, qb->scale, a.dtype(),
+                           ta, tb);
+}
+
 void gemm(Ctx& c) {
   Graph& g = c.g;
-  Tensor y = g.matmul(c.in(0), c.in(1), c.attr_i("transA", 0) != 0, c.attr_i("transB", 0) != 0);
+  const bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
+  std::optional<Tensor> fp8 = fp8_product(c, ta, tb);
+  Tensor y = fp8 ? *fp8 : g.matmul(c.in(0), c.in(1), ta, tb);
   double alpha = c.attr_f("alpha", 1.f), beta = c.attr_f("beta", 1.f);
   if (alpha != 1.0) y = g.mul(y, scalar_like(g, alpha, y));
   if (c.has_input(2)) {
@@ -503,6 +518,7 @@ void gemm(Ctx& c) {
 void matmul(Ctx& c) {
   Graph& g = c.g;
   Tensor a = c.in(0), b = c.in(1);
+  if (std::optional<Tensor> fp8 = fp8_product(c, false, false)) return c.out(0, *fp8);
   bool va = a.rank() == 1, vb = b.rank() == 1;
   if (va) a = g.expand_dims(a, {0});
   if (vb) b = g.expand_dims(b, {1});

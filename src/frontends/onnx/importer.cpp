@@ -194,6 +194,10 @@ void Ctx::set_onnx_type(int i, int32_t narrow) {
   if (wants_output(i)) values_[node.output(i)].onnx_type = narrow;
 }
 
+void Ctx::set_fp8_dequantized(int i, const Fp8Dequantized& d) {
+  if (wants_output(i)) values_[node.output(i)].fp8 = d;
+}
+
 void Ctx::out_const(int i, const TensorData& v) {
   if (!wants_output(i)) return;
   values_[node.output(i)] = Value{g.constant(v, node.output(i)), v, true};

@@ -29,6 +29,15 @@ struct SymDim {
   bool same(const SymDim& o) const;  // provably equal (the same number, or the same dim)
 };
 
+/// A value that is DequantizeLinear of an FP8 (E4M3FN / E5M2) tensor by one scale, zero point
+/// zero: its 8-bit operand (held widened, exact) and f32 scale, so MatMul can run as tgraph's
+/// scaled_matmul (FP8 tensor cores on CUDA) instead of on the dequantized values.
+struct Fp8Dequantized {
+  Tensor q;       // the FP8 values, held widened
+  DType format;   // f8e4m3 or f8e5m2
+  Tensor scale;   // f32, one element
+};
+
 /// An ONNX value: its tensor, and its value when known at import time. Sequences and optionals
 /// have no tensor of their own: the importer holds their elements, which it knows while importing
 /// (sequences of a static length, optionals known to be empty or not).
@@ -42,6 +51,7 @@ struct Value {
   Kind kind = Kind::tensor;
   std::vector<Value> elems = {};  // a sequence's elements; an optional's value (none when empty)
   std::optional<std::vector<SymDim>> sym = {};  // its elements, followed symbolically (SymDim)
+  std::optional<Fp8Dequantized> fp8 = {};       // DequantizeLinear of FP8 by one scale
 };
 
 /// "tensor", "sequence" or "optional".
@@ -134,6 +144,8 @@ class Ctx {
   int32_t onnx_type_in(int i) const { return has_input(i) ? value_in(i).onnx_type : 0; }
   /// Input i's widened unsigned ONNX type (kUint16...), 0 for none.
   int32_t unsigned_in(int i) const { return has_input(i) ? value_in(i).unsigned_type : 0; }
+  /// Output i is the FP8 dequantization d (MatMul reads it).
+  void set_fp8_dequantized(int i, const Fp8Dequantized& d);
   /// Output i holds the unsigned ONNX type u (kUint16...) widened, 0 for none.
   void set_unsigned(int i, int32_t u);
   /// Output i is input k (same value record, constness included).

@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default="bert")
     ap.add_argument("--precision", default="f32")
+    ap.add_argument("--profile-load", action="store_true",
+                    help="also run the .tgx alone under TGRAPH_PROFILE=first and print where its load and first run go")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, TGRAPH_CACHE_DIR=d)
@@ -112,6 +114,12 @@ def main():
         r = subprocess.run([sys.executable, "-c", LOAD.format(), d], env=env, capture_output=True, text=True)
         line = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
         print(f"{a.model} on {a.device}, the cached .tgx alone: {line}", flush=True)
+        if a.profile_load:
+            drop_kernel_cache(d)
+            r = subprocess.run([sys.executable, "-c", LOAD.format(), d], env=dict(env, TGRAPH_PROFILE="first"),
+                               capture_output=True, text=True)
+            print(f"{a.model} on {a.device}, the cached .tgx alone under TGRAPH_PROFILE=first: {r.stdout.strip()}")
+            print(r.stderr.strip()[-4000:], flush=True)
 
 
 if __name__ == "__main__":

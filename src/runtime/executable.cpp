@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "backends/cpu/profile.h"
 #include "core/atomic_file.h"
 #include "core/read_file.h"
 #include "ir/printer.h"
@@ -195,17 +196,26 @@ void Executable::save(const std::string& path) const {
 
 Executable Executable::load(const std::string& path) {
   detail::remove_stale_temps(path);
+  // TGRAPH_PROFILE times the phases ("load: ..." rows), as it times compile passes.
   size_t n = 0;
-  std::shared_ptr<std::byte> file = detail::read_file_aligned(path, "load", n);
+  std::shared_ptr<std::byte> file;
+  {
+    detail::CpuProfileScope timed("load: read the file");
+    file = detail::read_file_aligned(path, "load", n);
+  }
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
   const Backend& backend = backend_for(impl->device.kind, "[load] " + path + " was compiled for " + impl->device.str() + ";");
-  backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
-  backend.loaded(*impl, path);
+  {
+    detail::CpuProfileScope timed("load: backend (device check, kernels handed over)");
+    backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
+    backend.loaded(*impl, path);
+  }
   // Dynamic feed dims: each size met runs a copy compiled from the loaded graph (the passes
   // take their own output again).
   CompileOptions options;
   options.device = impl->device;
   options.precision = impl->precision;
+  detail::CpuProfileScope timed("load: specializer");
   impl->specialize = specialize_source(*impl, impl->module.graph, impl->module.feeds, impl->module.targets,
                                        impl->module.target_ops, options);
   return Executable(impl);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "backends/cpu/profile.h"
 #include "core/atomic_file.h"
 #include "ir/verifier.h"
 #include "ops/infer.h"
@@ -382,14 +383,18 @@ std::shared_ptr<ExecutableImpl> deserialize_executable(const char* data, size_t 
     throw Error("[load] executable file is truncated or padded: payload " + std::to_string(bytes.size() - 32) +
                 " bytes, header says " + std::to_string(size));
   uint64_t got;
-  if (version >= 3) {
-    Checksum c;
-    c.update(bytes.data() + kHeaderBytes, static_cast<size_t>(size));
-    got = c.value();
-  } else {
-    got = fnv1a(bytes.data() + kHeaderBytes, static_cast<size_t>(size));
+  {
+    CpuProfileScope timed("load: checksum");
+    if (version >= 3) {
+      Checksum c;
+      c.update(bytes.data() + kHeaderBytes, static_cast<size_t>(size));
+      got = c.value();
+    } else {
+      got = fnv1a(bytes.data() + kHeaderBytes, static_cast<size_t>(size));
+    }
   }
   if (got != sum) throw Error("[load] executable file checksum mismatch");
+  CpuProfileScope timed("load: deserialize");
   return deserialize_payload(bytes.data() + kHeaderBytes, static_cast<size_t>(size), version, std::move(owner));
 }
 

@@ -8,6 +8,7 @@
 // TGRAPH_NO_SPECIALIZE=1 at compile time keeps the executable dynamic.
 #include <algorithm>
 
+#include "backends/cpu/profile.h"
 #include "core/env.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
@@ -52,6 +53,7 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   CompileOptions o = src.options;
   o.disable_type_inference = false;
   std::shared_ptr<ExecutableImpl> made;
+  CpuProfileScope timed("new size: its copy compiled");  // TGRAPH_PROFILE
   try {
     made = compile_graph(g, feeds, targets, ops, o).impl_ptr();
   } catch (const Error&) {

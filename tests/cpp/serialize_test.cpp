@@ -253,6 +253,37 @@ TEST(Serialize, TensorsAreReadInPlaceFromTheFile) {
   std::filesystem::remove(path);
 }
 
+// A file of 16 MB or more is read by several threads (core/read_file.h): a corrupted or
+// truncated one is still refused, and the loaded executable outlives its file (saved over,
+// then removed) and writes to its variables without touching the file.
+TEST(Serialize, LargeFilesAreReadInPartsAndOutliveTheirPath) {
+  Graph g;
+  Tensor x = g.placeholder({2, 512}, f32, "x");
+  Tensor w = g.variable(TensorData::randn({512, 8200}, f32, 3), "w");  // 16.8 MB
+  Tensor y = g.add(g.matmul(x, w), g.constant(TensorData::randn({8200}, f32, 4)));
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+  const std::string path = tmp("tgraph_mapped.tgx");
+  e.save(path);
+  const std::vector<char> good = bytes_of(path);
+  ASSERT_GE(good.size(), size_t{16} << 20);
+  std::vector<char> b = good;
+  b[b.size() - 100] ^= 0x01;
+  write(path, b);
+  EXPECT_TG_ERROR(Executable::load(path), "[load]", "checksum");
+  write(path, std::vector<char>(good.begin(), good.end() - 4096));
+  EXPECT_TG_ERROR(Executable::load(path), "[load]", "truncated");
+  write(path, good);
+  Executable l = Executable::load(path);
+  TensorData in = TensorData::randn({2, 512}, f32, 9);
+  const auto want = e.run({in})[0].to_vector();
+  EXPECT_EQ(l.run({in})[0].to_vector(), want);
+  e.save(path);  // a new file in its place (saves are atomic: a new inode)
+  std::filesystem::remove(path);
+  EXPECT_EQ(l.run({in})[0].to_vector(), want);
+  l.set_variable("w", TensorData::randn({512, 8200}, f32, 11));
+  EXPECT_NE(l.run({in})[0].to_vector(), want);
+}
+
 // Inputs of fuzz_tgx_load that crashed (tests/fuzz/regressions/tgx_crash_*.bin, payloads past
 // the checksum) must fail with tg::Error: tgx_crash_1 listed node -1 in a block.
 TEST(Serialize, LoaderFuzzRegressions) {

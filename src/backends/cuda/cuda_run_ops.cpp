@@ -24,6 +24,7 @@
 #include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/shared_constants.h"
 #include "ops/infer.h"
 #include "passes/fusion.h"
 #include "tgraph/error.h"
@@ -425,10 +426,14 @@ DevTensor Run::group_output(const FusionGroup& grp, int32_t v, const Shape& shap
 }
 
 // ---- ops ----
+// A constant's device copy is made once per process for the host bytes it holds: executables
+// that share those bytes (a dynamic executable's per-size copies) share it (shared_constants.h).
 DevTensor Run::constant(const Node& n) {
   auto it = st.constants.find(static_cast<int32_t>(&n - g.nodes.data()));
-  if (it == st.constants.end())
-    it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), upload_constant(n.data)).first;
+  if (it == st.constants.end()) {
+    DeviceBuffer d = shared_device_constant(ctx.index(), n.data, [&] { return upload_constant(n.data).buf; });
+    it = st.constants.emplace(static_cast<int32_t>(&n - g.nodes.data()), DevTensor{n.data.type(), std::move(d)}).first;
+  }
   return it->second;
 }
 

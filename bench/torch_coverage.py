@@ -86,6 +86,8 @@ def build_torchvision(name: str):
     if fam == "optical_flow":
         model = tm.get_model(name, **kw)
         return model, (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128)), {"num_flow_updates": 2}
+    if name in ("quantized_googlenet", "quantized_inception_v3"):  # as their float twins above: the
+        kw.update(aux_logits=False, init_weights=True)  # aux head's pooling needs > 75x75 in training
     model = tm.get_model(name, quantize=False, **kw)  # the float model a quantized one starts from
     size = 75 if "inception" in name else 64
     return model, (torch.randn(1, 3, size, size),), {}

@@ -88,3 +88,13 @@ def test_torch_scaled_mm_runs_as_scaled_matmul():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
     else:
         assert reason
+
+
+def test_float8_tensors_cross_dlpack_with_torch():
+    torch = pytest.importorskip("torch")
+    for tdt, gdt in ((torch.float8_e4m3fn, tg.f8e4m3), (torch.float8_e5m2, tg.f8e5m2)):
+        x = (torch.randn(4, 16) * 50).to(tdt)
+        d = tg.from_dlpack(x)  # no copy: same bytes, tgraph's 8-bit dtype
+        assert d.dtype == gdt and tuple(d.shape) == (4, 16)
+        back = torch.from_dlpack(d)
+        assert back.dtype == tdt and torch.equal(back.view(torch.uint8), x.view(torch.uint8))

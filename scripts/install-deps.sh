@@ -74,4 +74,10 @@ if [ -d "$ROOT/.devdeps" ] && [ -f "$ROOT/.deps/cudnn_frontend/include/cudnn_fro
    [ ! -f "$ROOT/.devdeps/cudnn_frontend/include/cudnn_frontend.h" ]; then
   mkdir -p "$ROOT/.devdeps/cudnn_frontend" && cp -r "$ROOT/.deps/cudnn_frontend/include" "$ROOT/.devdeps/cudnn_frontend/"
 fi
+# The GPU machine's build needs DLPack's header too, which ../shared/device/fetch-debs.sh does
+# not fetch: its .deb goes into .devdeps beside the others.
+if [ -d "$ROOT/.devdeps" ] && ! ls "$ROOT/.devdeps"/libdlpack-dev_*.deb > /dev/null 2>&1; then
+  (cd "$ROOT/.devdeps" && apt-get download libdlpack-dev > /dev/null 2>&1) ||
+    echo "[install-deps] libdlpack-dev not downloaded into .devdeps: the GPU build will not configure"
+fi
 echo "[install-deps] ok"

@@ -1,20 +1,10 @@
 #pragma once
 // A whole file's bytes in one read (models and executables reach hundreds of megabytes; reading
 // them through istreambuf_iterator goes a character at a time).
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <new>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "tgraph/error.h"
 
@@ -38,59 +28,8 @@ inline std::string read_file(const std::string& path, const char* op) {
 }
 
 /// The bytes of `path` in a 64-byte aligned buffer, not zero-filled first (an executable's
-/// tensors may then point into it); `n` is set to their count. A file of 16 MB or more is read
-/// by several threads into fresh anonymous memory (huge pages where the kernel gives them):
-/// one read into a new buffer, every page faulted in on its turn, took 147 ms of a 440 MB
-/// executable's load on the GPU machine. (Not a mapping of the file: a file rewritten in place
-/// while loaded would change, or with a truncation fault, the weights in use.)
-inline std::shared_ptr<std::byte> read_file_aligned(const std::string& path, const char* op, size_t& n) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(std::string("[") + op + "] " + path + " is a directory, not a file");
-  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (16 << 20)) {
-      const size_t bytes = static_cast<size_t>(st.st_size);
-      void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p != MAP_FAILED) {
-        std::shared_ptr<std::byte> buf(static_cast<std::byte*>(p), [bytes](std::byte* q) { ::munmap(q, bytes); });
-        ::madvise(p, bytes, MADV_HUGEPAGE);
-        const size_t parts = std::min<size_t>({8, std::max(1u, std::thread::hardware_concurrency()), bytes >> 24});
-        std::vector<std::thread> readers;
-        std::atomic<bool> ok{true};
-        for (size_t i = 0; i < parts; ++i)
-          readers.emplace_back([&, i] {
-            size_t at = bytes / parts * i;
-            const size_t end = i + 1 == parts ? bytes : bytes / parts * (i + 1);
-            while (at < end) {
-              const ssize_t got = ::pread(fd, static_cast<char*>(p) + at, end - at, static_cast<off_t>(at));
-              if (got <= 0) {
-                ok = false;
-                return;
-              }
-              at += static_cast<size_t>(got);
-            }
-          });
-        for (auto& t : readers) t.join();
-        ::close(fd);
-        if (!ok) throw Error(std::string("[") + op + "] cannot read " + path);
-        n = bytes;
-        return buf;
-      }
-    }
-    ::close(fd);
-  }
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw Error(std::string("[") + op + "] cannot open " + path);
-  const std::streamoff size = f.tellg();
-  n = size > 0 ? static_cast<size_t>(size) : 0;
-  std::shared_ptr<std::byte> buf(new (std::align_val_t(64)) std::byte[n > 0 ? n : 1],
-                                 [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
-  if (n > 0) {
-    f.seekg(0);
-    if (!f.read(reinterpret_cast<char*>(buf.get()), size)) throw Error(std::string("[") + op + "] cannot read " + path);
-  }
-  return buf;
-}
+/// tensors may then point into it); `n` is set to their count. Large files are read by several
+/// threads (read_file.cpp).
+std::shared_ptr<std::byte> read_file_aligned(const std::string& path, const char* op, size_t& n);
 
 }  // namespace tg::detail

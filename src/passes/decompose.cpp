@@ -142,11 +142,9 @@ std::vector<Tensor> decompose(Graph& g, const Node& n, const std::vector<Tensor>
 }  // namespace
 
 bool DecomposeComposites::run(Module& m) {
-  std::vector<int32_t> blocks(m.graph.blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
-  if (!keep) return rewrite_nodes(m, blocks, decompose);
+  if (!keep) return rewrite_nodes(m, decompose);
   const GraphImpl& G = m.graph;
-  return rewrite_nodes(m, blocks, [this, &G](Graph& g, const Node& n, const std::vector<Tensor>& in) {
+  return rewrite_nodes(m, [this, &G](Graph& g, const Node& n, const std::vector<Tensor>& in) {
     return keep(G, n) ? std::vector<Tensor>{} : decompose(g, n, in);
   });
 }

@@ -29,9 +29,7 @@ bool FoldBatchNorm::run(Module& m) {
     for (int32_t v : b.results) ++reads[static_cast<size_t>(v)];
   for (int32_t v : m.targets) ++reads[static_cast<size_t>(v)];
 
-  std::vector<int32_t> blocks(gi.blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
-  return rewrite_nodes(m, blocks, [&](Graph& g, const Node& bn, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+  return rewrite_nodes(m, [&](Graph& g, const Node& bn, const std::vector<Tensor>& in) -> std::vector<Tensor> {
     const GraphImpl& G = g.impl();
     if (bn.kind != OpKind::BatchNorm || in.size() != 5 || bn.outputs.size() != 1) return {};
     const int32_t y = bn.inputs[0];

@@ -76,12 +76,10 @@ bool static_shape(const Shape& s) { return s.ranked() && s.is_static(); }
 }  // namespace
 
 bool MatchAttention::run(Module& m) {
-  std::vector<int32_t> blocks(m.graph.blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
   const std::vector<int32_t> uses = use_counts(m);
   const GraphImpl& G = m.graph;
   Walk w{G, uses};
-  return rewrite_nodes(m, blocks, [&](Graph& g, const Node& o, const std::vector<Tensor>&) -> std::vector<Tensor> {
+  return rewrite_nodes(m, [&](Graph& g, const Node& o, const std::vector<Tensor>&) -> std::vector<Tensor> {
     if (o.kind != OpKind::MatMul || !o.control_deps.empty()) return {};
     const MatmulDesc od = std::get<MatmulDesc>(o.attr);
     if (od.transpose_a) return {};

@@ -26,6 +26,12 @@ int32_t add_cast_node(GraphImpl& g, int32_t from, DType to, int32_t block, int32
   return id;
 }
 
+bool rewrite_nodes(Module& m, const NodeRewrite& f) {
+  std::vector<int32_t> blocks(m.graph.blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
+  return rewrite_nodes(m, blocks, f);
+}
+
 bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f) {
   GraphImpl& G = m.graph;
   bool changed = false;

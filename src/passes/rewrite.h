@@ -20,6 +20,8 @@ using NodeRewrite =
 /// replacements (which must have the same types, or n is kept), and later nodes see the
 /// rewritten graph. Returns whether anything changed.
 bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewrite& f);
+/// The same over every block the graph has now (blocks the rewrites add are not visited).
+bool rewrite_nodes(Module& m, const NodeRewrite& f);
 
 /// Appends a cast of value `from` to `to`, in `block` but listed in no block's nodes yet (the
 /// caller places it); its output is `out` when given (that value gets it as producer), else a

@@ -74,6 +74,31 @@ TEST(CudaCodegen, FusedElementwiseKernelsCompile) {
   }
 }
 
+// Casts to and from the 8-bit floats (the prelude's tg_f8_to_f / tg_f_to_f8, their format
+// arguments from core/float8.h) compile, flat and as vector kernels.
+TEST(CudaCodegen, Float8CastKernelsCompile) {
+  for (DType t : {f8e4m3, f8e5m2}) {
+    Graph g;
+    Tensor x = g.placeholder({8, 16}, f32), q = g.placeholder({8, 16}, t);
+    Tensor narrowed = g.cast(x, t);
+    Tensor y = g.add(g.cast(narrowed, f32), g.cast(q, f32));
+    Module m;
+    m.graph = g.impl();
+    m.targets = {y.id(), narrowed.id()};
+    FusionPlan plan = plan_fusion(m, 0);
+    int groups = 0;
+    for (const Step& s : plan.steps) {
+      if (!s.fused()) continue;
+      ++groups;
+      const std::string src = elementwise_source(m.graph, s.group, Indexing::flat, -1, nullptr);
+      EXPECT_NE(src.find("tg_f_to_f8("), std::string::npos);
+      EXPECT_FALSE(nvrtc_compile(src, 9, 0).empty()) << dtype_name(t);
+      EXPECT_FALSE(nvrtc_compile(elementwise_source(m.graph, s.group, Indexing::flat, -1, nullptr, 4), 9, 0).empty());
+    }
+    EXPECT_GE(groups, 1);
+  }
+}
+
 // The activation-gradient ops (their device helper included) compile for every float dtype.
 // Kernels are keyed by their source: two groups doing the same thing to different values (every
 // bottleneck block's batch norm) must generate the same source, so they compile once. Names that

@@ -35,14 +35,6 @@ uint8_t nearest_code(float x, DType t) {
   return static_cast<uint8_t>(code);
 }
 
-TensorData random_floats(Shape s, double lo, double hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  TensorData t(s, f32);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, u(rng));
-  return t;
-}
-
 std::vector<std::pair<Tensor, TensorType>> feeds_of(const std::vector<Tensor>& ph) {
   std::vector<std::pair<Tensor, TensorType>> f;
   for (const Tensor& t : ph) f.emplace_back(t, t.type());
@@ -96,7 +88,7 @@ TEST(Float8, CastsAndDataMovementInCompiledGraphs) {
   Tensor moved = g.concat({g.transpose(q, {1, 0}), g.reshape(q, {5, 6})}, 0);
   Tensor back = g.cast(moved, f32);
   Tensor e5 = g.cast(g.cast(x, f8e5m2), bf16);
-  TensorData xv = random_floats(Shape{6, 5}, -500, 500, 5);
+  TensorData xv = TensorData::uniform(Shape{6, 5}, -500, 500, f32, 5);
   auto out = g.compile(feeds_of({x}), {back, e5, q}).run({xv});
   ASSERT_EQ(out[2].dtype(), f8e4m3);
   for (int64_t i = 0; i < 6; ++i)
@@ -140,7 +132,7 @@ TEST(Float8, ScaledMatmulMatchesADoubleReference) {
       Tensor y = g.scaled_matmul(g.cast(a, f8e4m3), g.cast(b, tb8), sa, sb, out, ta, tb);
       ASSERT_EQ(y.shape(), Shape({m, n}));
       ASSERT_EQ(y.dtype(), out);
-      std::vector<TensorData> in = {random_floats(a.shape(), -4, 4, 1), random_floats(b.shape(), -4, 4, 2),
+      std::vector<TensorData> in = {TensorData::uniform(a.shape(), -4, 4, f32, 1), TensorData::uniform(b.shape(), -4, 4, f32, 2),
                                     TensorData::scalar(0.75, f32), TensorData::full(Shape{1}, 1.5, f32)};
       auto got = g.compile(feeds_of({a, b, sa, sb}), {y}).run(in)[0];
       const auto &fa = detail::kE4M3, &fb = float8_format(tb8);
@@ -188,14 +180,14 @@ TEST(Float8, ScaledMatmulErrorsNameTheOperands) {
 TEST(Float8, ExecutablesWithEightBitConstantsSaveAndLoad) {
   Graph g;
   Tensor x = g.placeholder(Shape{3, 16}, f32, "x");
-  TensorData w = random_floats(Shape{4, 16}, -2, 2, 9).cast(f8e4m3);
+  TensorData w = TensorData::uniform(Shape{4, 16}, -2, 2, f32, 9).cast(f8e4m3);
   Tensor y = g.scaled_matmul(g.cast(x, f8e4m3), g.constant(w), g.scalar(2.0, f32), g.scalar(0.5, f32), f32, false, true);
   Executable e = g.compile(feeds_of({x}), {y});
   const auto path = std::filesystem::temp_directory_path() / "tgraph_float8_test.tgx";
   e.save(path.string());
   Executable loaded = Executable::load(path.string());
   std::filesystem::remove(path);
-  TensorData xv = random_floats(Shape{3, 16}, -3, 3, 10);
+  TensorData xv = TensorData::uniform(Shape{3, 16}, -3, 3, f32, 10);
   auto a = e.run({xv})[0], b = loaded.run({xv})[0];
   for (int64_t i = 0; i < a.num_elements(); ++i) EXPECT_EQ(a.at(i), b.at(i));
   EXPECT_NE(a.at(0), 0.0);

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "backends/cuda/matmul_fp8.h"
 #include "tgraph/tgraph.h"
@@ -15,14 +14,6 @@
 using namespace tg;
 
 namespace {
-
-TensorData random_floats(Shape s, double lo, double hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  TensorData t(s, f32);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, u(rng));
-  return t;
-}
 
 // The bytes of two tensors of an 8-bit dtype, compared as codes (NaN codes must match too).
 void expect_same_bytes(const TensorData& got, const TensorData& want, const std::string& what) {
@@ -40,7 +31,7 @@ TEST(CudaFloat8, CastsMatchTheCpuBitForBit) {
     // infinities, NaN) encoded.
     TensorData codes(Shape{256}, u8);
     for (int i = 0; i < 256; ++i) codes.set(i, i);
-    TensorData x = random_floats(Shape{4096}, -70000, 70000, 7);
+    TensorData x = TensorData::uniform(Shape{4096}, -70000, 70000, f32, 7);
     const float specials[] = {0.f, -0.f, 448.f, 464.f, -500.f, 57344.f, 61440.f, 1e-3f, 2e-3f, 1.0625f, 1.1875f,
                               std::ldexp(1.f, -9), std::ldexp(1.f, -10), std::ldexp(3.f, -10), std::ldexp(1.f, -16),
                               std::ldexp(1.f, -17), std::numeric_limits<float>::infinity(),
@@ -74,7 +65,7 @@ TEST(CudaFloat8, DataMovementKeepsTheBytes) {
         Tensor c = g.concat({a, b}, 0);
         return std::vector<Tensor>{g.cast(t, f32), g.cast(g.reshape(c, {-1}), f32)};
       },
-      {random_floats(Shape{24, 40}, -300, 300, 1), random_floats(Shape{8, 40}, -2, 2, 2)}, 0);
+      {TensorData::uniform(Shape{24, 40}, -300, 300, f32, 1), TensorData::uniform(Shape{8, 40}, -2, 2, f32, 2)}, 0);
 }
 
 // Hopper's FP8 tensor cores sum products with fewer bits than f32 (measured: errors up to about
@@ -87,9 +78,9 @@ TEST(CudaFloat8, ScaledMatmulRunsOnFp8KernelsInEveryLayout) {
     for (int layout = 0; layout < 4; ++layout) {
       const bool ta = layout & 1, tb = layout & 2;
       const int64_t m = 40, k = 64, n = 48;
-      std::vector<TensorData> in = {random_floats(ta ? Shape{k, m} : Shape{m, k}, -1, 1, 11),
-                                    random_floats(tb ? Shape{n, k} : Shape{k, n}, -1, 1, 12),
-                                    random_floats(Shape{}, 0.5, 1, 13), random_floats(Shape{1}, 0.5, 1, 14)};
+      std::vector<TensorData> in = {TensorData::uniform(ta ? Shape{k, m} : Shape{m, k}, -1, 1, f32, 11),
+                                    TensorData::uniform(tb ? Shape{n, k} : Shape{k, n}, -1, 1, f32, 12),
+                                    TensorData::uniform(Shape{}, 0.5, 1, f32, 13), TensorData::uniform(Shape{1}, 0.5, 1, f32, 14)};
       const double tol = out == bf16 ? 1.2e-2 : 3e-3;
       gputest::differential(
           std::string("scaled_matmul ") + dtype_name(out) + (ta ? " ta" : "") + (tb ? " tb" : ""),
@@ -112,8 +103,8 @@ TEST(CudaFloat8, ScaledMatmulOfOtherShapesIsWidened) {
         return std::vector<Tensor>{
             g.scaled_matmul(g.cast(x[0], f8e4m3), g.cast(x[1], f8e4m3), x[2], x[3], f32, false, true)};
       },
-      {random_floats(Shape{5, 20}, -3, 3, 21), random_floats(Shape{7, 20}, -3, 3, 22),
-       random_floats(Shape{}, 0.5, 2, 23), random_floats(Shape{}, 0.5, 2, 24)},
+      {TensorData::uniform(Shape{5, 20}, -3, 3, f32, 21), TensorData::uniform(Shape{7, 20}, -3, 3, f32, 22),
+       TensorData::uniform(Shape{}, 0.5, 2, f32, 23), TensorData::uniform(Shape{}, 0.5, 2, f32, 24)},
       1e-5);
   EXPECT_EQ(detail::fp8_matmul_launches(), before);
 }

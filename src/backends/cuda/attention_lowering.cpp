@@ -119,10 +119,8 @@ bool match_cuda_attention(Module& m) {
 bool lower_cuda_attention(Module& m, int device) {
   GraphImpl& G = m.graph;
   const bool dropped = !fused_attention_off() && drop_visible_masks(m);
-  std::vector<int32_t> blocks(G.blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
   std::vector<int32_t> kept;  // the output values of the attention nodes cuDNN runs
-  bool changed = rewrite_nodes(m, blocks, [&](Graph& g, const Node& n, const std::vector<Tensor>& in) {
+  bool changed = rewrite_nodes(m, [&](Graph& g, const Node& n, const std::vector<Tensor>& in) {
     if (n.kind != OpKind::Attention) return std::vector<Tensor>{};
     const DType dt = G.type(n.inputs[0]).dtype;
     bool ok = (dt == DType::f16 || dt == DType::bf16) && G.type(n.inputs[1]).dtype == dt &&

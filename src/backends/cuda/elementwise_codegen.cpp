@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/env.h"
+#include "core/float8.h"
 #include "ops/elementwise_formulas.h"
 #include "tgraph/error.h"
 
@@ -38,13 +39,19 @@ const char* storage_type(DType t) {
   return "?";
 }
 
+// The format arguments of the prelude's 8-bit float conversions, from core/float8.h's formats.
+std::string float8_args(DType t, bool to) {
+  const Float8Format& f = float8_format(t);
+  return ", " + std::to_string(f.mant) + ", " + std::to_string(f.bias) + ", " +
+         (to ? std::to_string(f.max) + "f)" : std::string(f.has_inf ? "true)" : "false)"));
+}
+
 // Expression converting stored value p of dtype t to its compute type.
 std::string from_storage(DType t, const std::string& p) {
   switch (t) {
     case DType::f16: return "__half2float(" + p + ")";
     case DType::bf16: return "__bfloat162float(" + p + ")";
-    case DType::f8e4m3: return "tg_f8_to_f(" + p + ", 3, 7, false)";
-    case DType::f8e5m2: return "tg_f8_to_f(" + p + ", 2, 15, true)";
+    case DType::f8e4m3: case DType::f8e5m2: return "tg_f8_to_f(" + p + float8_args(t, false);
     case DType::boolean: return "(" + p + " != 0)";
     case DType::f32: case DType::f64: return p;
     default: return "(long long)" + p;
@@ -59,8 +66,7 @@ std::string store(DType t, const std::string& v) {
   switch (t) {
     case DType::f16: return "__float2half_rn(" + v + ")";
     case DType::bf16: return "__float2bfloat16_rn(" + v + ")";
-    case DType::f8e4m3: return "tg_f_to_f8(" + v + ", 3, 7, 448.0f)";
-    case DType::f8e5m2: return "tg_f_to_f8(" + v + ", 2, 15, 57344.0f)";
+    case DType::f8e4m3: case DType::f8e5m2: return "tg_f_to_f8(" + v + float8_args(t, true);
     case DType::boolean: return "(unsigned char)(" + v + " ? 1 : 0)";
     default: return "(" + std::string(storage_type(t)) + ")(" + v + ")";
   }

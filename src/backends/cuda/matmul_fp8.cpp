@@ -93,10 +93,7 @@ bool cuda_keeps_scaled_matmul(const GraphImpl& g, const Node& n, int device) {
 }
 
 bool lower_cuda_scaled_matmul(Module& m) {
-  GraphImpl& G = m.graph;
-  std::vector<int32_t> blocks(G.blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
-  return rewrite_nodes(m, blocks, [&](Graph& g, const Node& n, const std::vector<Tensor>& in) {
+  return rewrite_nodes(m, [](Graph& g, const Node& n, const std::vector<Tensor>& in) {
     if (n.kind != OpKind::ScaledMatMul) return std::vector<Tensor>{};
     const auto& d = std::get<ScaledMatmulDesc>(n.attr);
     if (tn_form(d)) return std::vector<Tensor>{};

@@ -128,8 +128,8 @@ void dequantize(Ctx& c) {
   c.out(0, g.mul(xf, per_axis(s)));
   // OCP FP8 by one scale, no zero point (or a zero one): remembered for MatMul.
   const int32_t n = c.onnx_type_in(0);
-  const bool zero_free = !c.has_input(2) || (c.is_const(2) && c.const_in(2).cast(DType::f64).at(0) == 0 &&
-                                             c.const_in(2).num_elements() == 1);
+  const bool zero_free =
+      !c.has_input(2) || (c.is_const(2) && c.const_in(2).num_elements() == 1 && c.const_in(2).at(0) == 0);
   if ((n == kFloat8E4M3FN || n == kFloat8E5M2) && zero_free && c.in(1).shape().ranked() &&
       c.in(1).shape().num_elements() == 1)
     c.set_fp8_dequantized(0, {x, n == kFloat8E4M3FN ? DType::f8e4m3 : DType::f8e5m2,

@@ -11,6 +11,11 @@ subprocess of its own with a time limit (a model that hangs or crashes fails alo
     PYTHONPATH=build-py/python python3 bench/torch_coverage.py                 # everything
     PYTHONPATH=build-py/python python3 bench/torch_coverage.py resnet18 bert   # names containing these
     ... --family torchvision|transformers --timeout 600 --markdown out.md --jsonl results.jsonl
+    ... --device cuda --jobs 8      # on the GPU: models and inputs there, eight models at a time
+
+On CUDA the inference entries compare against eager on the same GPU with TF32 off (torch's
+cuDNN allows it by default; tgraph's f32 is true f32), and the training entry runs only
+tgraph's step on the GPU: its references (eager f32, f64, the kink test) stay on the CPU.
 
 Not part of `make test`: the whole run takes hours on 2 CPU cores.
 """
@@ -23,6 +28,24 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+DEVICE = os.environ.get("TG_COV_DEVICE", "cpu")  # set by --device, read by the per-model subprocess
+
+
+def _to_device(v):
+    """args / kwargs (nested lists, tuples and dicts of tensors) on DEVICE."""
+    import torch
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda t: t.to(DEVICE) if isinstance(t, torch.Tensor) else t, v)
+
+
+def _exact_f32() -> None:
+    """Eager on CUDA in true f32: torch lets cuDNN use TF32 by default, which is 1e-3 off."""
+    import torch
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
 
 # Too large for a 2-core CPU run in minutes (random init alone of 300M-650M parameters, and
 # their f32 weights copied into the graph twice): listed, skipped, said so in the table.
@@ -483,7 +506,13 @@ def run_train(family: str, name: str) -> dict:
         peer_model = copy.deepcopy(model) if args and isinstance(args[0], list) else None  # detection
         torch._dynamo.reset()
         t = time.time()
-        got_loss, got = _train_step(_train_mode(model), args, kwargs, "tgraph_train")
+        if DEVICE == "cpu":
+            got_loss, got = _train_step(_train_mode(model), args, kwargs, "tgraph_train")
+        else:
+            _exact_f32()
+            got_loss, got = _train_step(_train_mode(model.to(DEVICE)), _to_device(args), _to_device(kwargs),
+                                        "tgraph_train")
+            got = [(n, g.cpu() if g is not None else None) for n, g in got]
         row["first_call_s"] = round(time.time() - t, 2)
         why = None
         # Within 1e-4 of eager f32's loss, or (where eager f32 is itself that far off f64: batch
@@ -546,12 +575,15 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
     if entries == ["train"]:
         return [run_train(family, name)]
     import torch
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(int(os.environ.get("TG_COV_THREADS", 0)) or max(1, os.cpu_count() or 1))
     import tgraph.torch as tgt
     left = _track_left(tgt)
     torch.manual_seed(0)
     model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
     model.eval()
+    if DEVICE != "cpu":
+        _exact_f32()
+        model, args, kwargs = model.to(DEVICE), _to_device(args), _to_device(kwargs)
     with torch.no_grad():
         want = model(*args, **kwargs)
     rows = []
@@ -588,8 +620,14 @@ def main() -> None:
     ap.add_argument("--jsonl", help="append each result here as it comes")
     ap.add_argument("--markdown", help="write the table here")
     ap.add_argument("--include-large", action="store_true", help="also the models in TOO_LARGE")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N): where the models run")
+    ap.add_argument("--jobs", type=int, default=1, help="models run at once, each in its own process")
+    ap.add_argument("--resume", help="skip the models this JSONL file already has a row for")
     ap.add_argument("--one", nargs=2, metavar=("FAMILY", "NAME"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    os.environ["TG_COV_DEVICE"] = a.device
+    if a.jobs > 1:  # the CPU cores shared between the models running at once
+        os.environ.setdefault("TG_COV_THREADS", str(max(1, (os.cpu_count() or 1) // a.jobs)))
     entries = ["compile", "backend"] if a.entry == "both" else [a.entry]
     if a.one:
         for row in run_one(a.one[0], a.one[1], entries):
@@ -602,32 +640,46 @@ def main() -> None:
         todo += [("transformers", n) for n in HF]
     if a.names:
         todo = [(f, n) for f, n in todo if any(s in n for s in a.names)]
-    rows = []
-    for fam, name in todo:
+    if a.resume and os.path.exists(a.resume):
+        with open(a.resume) as f:
+            done = {json.loads(line)["model"] for line in f if line.strip()}
+        todo = [(f, n) for f, n in todo if n not in done]
+    if a.jobs > 1:  # the slowest first, so that they do not finish alone at the end
+        slow = set(TOO_LARGE) | {n for f, n in todo if "rcnn" in n or "retinanet" in n or "fcos" in n or "raft" in n}
+        todo.sort(key=lambda fn: fn[1] not in slow)
+
+    def one(fam: str, name: str) -> list[dict]:
         if name in TOO_LARGE and not a.include_large:
-            got = [{"model": name, "family": fam, "entry": e, "status": "skip",
-                    "why": "too large for a 2-core CPU run (--include-large runs it)"} for e in entries]
-        else:
-            t = time.time()
-            try:
-                p = subprocess.run([sys.executable, __file__, "--one", fam, name, "--entry", a.entry],
-                                   capture_output=True, text=True, timeout=a.timeout)
-                got = [json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")]
-                if not got:
-                    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-                    got = [{"model": name, "family": fam, "entry": e, "status": "fail",
-                            "why": f"the run died (exit {p.returncode}): {tail}"[:300]} for e in entries]
-            except subprocess.TimeoutExpired:
+            return [{"model": name, "family": fam, "entry": e, "status": "skip",
+                     "why": "too large for a 2-core CPU run (--include-large runs it)"} for e in entries]
+        t = time.time()
+        try:
+            p = subprocess.run([sys.executable, __file__, "--one", fam, name, "--entry", a.entry],
+                               capture_output=True, text=True, timeout=a.timeout)
+            got = [json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+            if not got:
+                tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
                 got = [{"model": name, "family": fam, "entry": e, "status": "fail",
-                        "why": f"over the {a.timeout} s limit"} for e in entries]
-            for r in got:
-                r.setdefault("wall_s", round(time.time() - t, 1))
+                        "why": f"the run died (exit {p.returncode}): {tail}"[:300]} for e in entries]
+        except subprocess.TimeoutExpired:
+            got = [{"model": name, "family": fam, "entry": e, "status": "fail",
+                    "why": f"over the {a.timeout} s limit"} for e in entries]
         for r in got:
-            print(_line(r), flush=True)
-            if a.jsonl:
-                with open(a.jsonl, "a") as f:
-                    f.write(json.dumps(r) + "\n")
-        rows += got
+            r.setdefault("wall_s", round(time.time() - t, 1))
+            r["device"] = a.device
+        return got
+
+    rows = []
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:  # each result printed and saved as it comes
+        for fut in as_completed([pool.submit(one, fam, name) for fam, name in todo]):
+            for r in fut.result():
+                print(_line(r), flush=True)
+                if a.jsonl:
+                    with open(a.jsonl, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+                rows.append(r)
+    order = {n: k for k, (_, n) in enumerate(todo)}
+    rows.sort(key=lambda r: order[r["model"]])
     print(summary(rows))
     if a.markdown:
         with open(a.markdown, "w") as f:

@@ -1087,6 +1087,27 @@ def _index_add(c: _Ctx, x, dim, index, src, alpha=1):
     return _index_put(c, x, [None] * (dim % x.rank) + [index], src, accumulate=True)
 
 
+def _vector_norm(c: _Ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
+    """torch.linalg.vector_norm over `dim` (None or []: every dim): max |x| (inf), min |x|
+    (-inf), the count of non-zeros (0), else (sum |x|^ord)^(1/ord)."""
+    g = c.g
+    x = c.cast(x, tg_dtype(dtype) if dtype is not None else None)
+    axes = _axes(dim if dim else None, x.rank)
+    a = g.abs(x)
+    ord = float(ord)
+    if ord == math.inf:
+        return g.reduce_max(a, axes, keepdim)
+    if ord == -math.inf:
+        return g.reduce_min(a, axes, keepdim)
+    if ord == 0:
+        return g.reduce_sum(c.cast(g.not_equal(x, c.scalar(0.0, x)), x.dtype), axes, keepdim)
+    if ord == 1:
+        return g.reduce_sum(a, axes, keepdim)
+    if ord == 2:
+        return g.sqrt(g.reduce_sum(g.mul(x, x), axes, keepdim))
+    return g.pow(g.reduce_sum(g.pow(a, c.scalar(ord, a)), axes, keepdim), c.scalar(1.0 / ord, a))
+
+
 def _grid_sampler_2d(c: _Ctx, x, grid, mode, padding_mode, align_corners):
     """F.grid_sample on [N, C, H, W] with a grid [N, Ho, Wo, 2] (x, y in [-1, 1]): bilinear (0)
     or nearest (1) sampling, zeros (0) or border (1) padding, as gathers over the flattened image
@@ -1304,6 +1325,9 @@ _CONVERTERS: dict[str, Callable] = {
     "avg_pool3d": _avg_pool3d, "scatter": _scatter, "scatter_add": lambda c, x, dim, index, src: _scatter(
         c, x, dim, index, src, "add"), "scatter_reduce": _scatter, "index_copy": _index_copy,
     "index_add": _index_add, "grid_sampler_2d": _grid_sampler_2d, "roi_align": _roi_align,
+    # what torch picks for grid_sample on CUDA when cuDNN can (bilinear, zeros, align_corners)
+    "cudnn_grid_sampler": lambda c, x, grid: _grid_sampler_2d(c, x, grid, 0, 0, True),
+    "linalg_vector_norm": _vector_norm,
     "_roi_align_backward": _roi_align_backward,
     # shape and indexing
     "view": _view, "_unsafe_view": _view, "reshape": _view, "permute": lambda c, x, dims: c.g.transpose(
@@ -1508,3 +1532,9 @@ def _constant(g: tg.Graph, t: torch.Tensor, name: str) -> tg.Tensor:
     dt = tg_dtype(t.dtype)
     arr = _numpy(t)
     return g.constant(arr, name, dtype=dt)
+
+
+# The fused attention kernels torch picks on CUDA, and their backwards (_aten_attention.py).
+from ._aten_attention import CONVERTERS as _ATTENTION_CONVERTERS  # noqa: E402
+
+_CONVERTERS.update(_ATTENTION_CONVERTERS)

@@ -542,11 +542,20 @@ def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donat
     which joins the ones left to torch, and the graph is partitioned again."""
     if any(isinstance(t, torch.Tensor) and t.numel() == 0 and t.device.type != "cpu" for t in inputs) \
             and not _strict():
-        # a device tensor of no elements has no storage to lend tgraph (a detector's zero boxes
-        # on the GPU): this signature's graph runs in torch. On the CPU empty feeds run in tgraph.
-        _report_line("tgraph: a graph with an empty input runs in PyTorch")
-        run = lambda ins: gm(*ins)  # noqa: E731
-        return run, run(inputs)
+        # A detector's zero boxes on the GPU: such a graph runs in tgraph (a node whose outputs
+        # have no elements computes nothing there), and where tgraph cannot run it after all,
+        # this signature's graph runs in torch, said once.
+        try:
+            return _first_run_converted(gm, inputs, free_layouts, donated)
+        except (tg.Error, RuntimeError) as e:
+            _report_line(f"tgraph: a graph with an empty input runs in PyTorch ({str(e).splitlines()[0][:200]})")
+            run = lambda ins: gm(*ins)  # noqa: E731
+            return run, run(inputs)
+    return _first_run_converted(gm, inputs, free_layouts, donated)
+
+
+def _first_run_converted(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated):
+    """_first_run's conversion loop: the nodes tgraph refuses join those left to torch."""
     left = {n.name for n in gm.graph.nodes if not convertible(n)}
     while True:
         try:

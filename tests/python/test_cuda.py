@@ -363,3 +363,27 @@ def test_saved_executable_runs_in_a_fresh_process_without_compiling(rng, tmp_pat
     assert stats["kernels_from_file"] >= 2, stats
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
     assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())
+
+
+def test_empty_inputs_run_in_tgraph_on_the_gpu(monkeypatch):
+    """A signature with a zero-size CUDA input (a detector's boxes when nothing was found) runs
+    in tgraph, strictly (nothing left to torch): the nodes with no elements to compute are
+    skipped, reductions of nothing still give their identities, and sizes alternate."""
+    torch = pytest.importorskip("torch")
+    import tgraph.torch as tgt
+    monkeypatch.setenv("TGRAPH_TORCH_STRICT", "1")
+
+    class Boxes(torch.nn.Module):
+        def forward(self, boxes, scores, feats):
+            b = boxes * 2 + 1
+            area = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(1)
+            head = torch.nn.functional.linear(feats.flatten(1), torch.ones(5, 12, device=feats.device))
+            return b.sum(0), torch.cat([b, boxes]), area, scores.topk(min(2, scores.numel()))[0], head.relu()
+
+    model = Boxes()
+    fast = tgt.compile(model)
+    for n in (0, 3, 0):
+        args = (torch.rand(n, 4, device="cuda"), torch.rand(n, device="cuda"), torch.rand(n, 3, 2, 2, device="cuda"))
+        for got, want in zip(fast(*args), model(*args)):
+            assert got.device.type == "cuda"
+            torch.testing.assert_close(got, want)

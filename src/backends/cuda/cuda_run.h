@@ -340,6 +340,8 @@ struct Run {
     return t;
   }
   // ---- per-op dispatch (cuda_run_ops.cpp) ----
+  bool nothing_to_compute(const Node& n);
+  bool any_empty(const std::vector<int32_t>& values) const;
   const FusionPlan& plan(int32_t b);
   const std::vector<EpilogueMatch>& epilogues(int32_t b);
   /// Per step of the top-level block's plan, the values whose last reader it is (targets

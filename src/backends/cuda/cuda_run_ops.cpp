@@ -192,6 +192,7 @@ void Run::pieces(const std::vector<Step>& steps) {
 // A stencil with its elementwise prologue / epilogue as one kernel (cuda_stencil.h), or its
 // pieces one by one when that kernel does not cover the run's types.
 void Run::stitched(const StencilStitch& sp) {
+  if (any_empty(sp.inputs)) return pieces(sp.pieces);
   std::vector<TensorType> types;
   const std::vector<const void*> ins = step_operands(sp.inputs, types);
   std::optional<StencilLaunch> l = prepare_stencil_stitch(g, sp, types, ctx.index(), &st.stencils[&sp]);
@@ -203,6 +204,7 @@ void Run::stitched(const StencilStitch& sp) {
 // pieces on their own (prologue group, reductions, views, epilogue group) when the kernel does
 // not cover the step.
 void Run::reduce_stitched(const ReduceStitch& rs) {
+  if (any_empty(rs.inputs)) return pieces(rs.pieces);
   std::vector<TensorType> types;
   const std::vector<const void*> ins = step_operands(rs.inputs, types);
   auto it = st.reduce_stitches.find(&rs);
@@ -437,8 +439,31 @@ DevTensor Run::constant(const Node& n) {
   return it->second;
 }
 
+// A node with an input of no elements whose outputs all have none (a detector's zero boxes
+// through its box head) has nothing to compute: its outputs are allocated and no kernel or
+// library call runs (cuDNN and cuBLASLt refuse zero sizes, and a zero-block grid is an error).
+bool Run::nothing_to_compute(const Node& n) {
+  if (!n.regions.empty() || n.outputs.empty() || n.kind == OpKind::NonZeroIndices) return false;
+  bool empty_input = false;
+  for (int32_t v : n.inputs) empty_input |= in(v).type.shape.num_elements() == 0;
+  if (!empty_input) return false;
+  std::vector<TensorType> types = g.output_types_for(n, in_types(n));
+  for (const TensorType& t : types)
+    if (!t.shape.is_static() || t.shape.num_elements() != 0) return false;
+  for (size_t i = 0; i < n.outputs.size(); ++i) slots[static_cast<size_t>(n.outputs[i])] = alloc(types[i]);
+  return true;
+}
+
+// Whether any of these values has no elements (a stitched kernel then runs as its pieces).
+bool Run::any_empty(const std::vector<int32_t>& values) const {
+  for (int32_t v : values)
+    if (in(v).type.shape.num_elements() == 0) return true;
+  return false;
+}
+
 void Run::node(const Node& n) {
   if (walk_state_node(*this, n)) return;  // placeholders, constants, variables, assigns
+  if (nothing_to_compute(n)) return;
   switch (n.kind) {
     case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze:
     case OpKind::Bitcast: {  // the kView ops; bitcast keeps the element size (ops/infer_elementwise.cpp)

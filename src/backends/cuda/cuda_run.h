@@ -371,7 +371,8 @@ struct Run {
   // The hooks of the shared walk (runtime/graph_walk.h), with truth, bind, block, results
   // and set_outputs: a fed input, a constant (uploaded once into the executable's memory), a
   // scalar read on the host, a loop index on the device.
-  bool has(int32_t v) const { return slots[static_cast<size_t>(v)].buf != nullptr; }
+  // Fed: a tensor of no elements may come without memory (torch's empty CUDA tensors do).
+  bool has(int32_t v) const { return !slots[static_cast<size_t>(v)].empty(); }
   DevTensor constant(const Node& n);
   double host_value(const DevTensor& t) { return fetch(t).at(0); }
   DevTensor index_value(int64_t i) { return upload(TensorData::scalar(static_cast<double>(i), DType::i32)); }

@@ -196,3 +196,56 @@ def test_clusters_never_close_a_cycle_through_the_cpu():
             cluster_of[line.split()[2]] = line.split("cluster '")[1].split("'")[0]
     assert "Relu" in cluster_of and "Tanh" in cluster_of, r.stderr[-2000:]
     assert cluster_of["Relu"] != cluster_of["Tanh"], cluster_of
+
+
+CONDS = r'''
+import json, numpy as np, tensorflow as tf
+rng = np.random.RandomState(0)
+w = tf.Variable(rng.randn(3, 3).astype("float32"))
+
+def forward(x, s):
+    h = tf.matmul(x, w)
+    return tf.cond(tf.reduce_sum(h) > s, lambda: tf.tanh(h) * 2.0,
+                   lambda: tf.cond(tf.reduce_mean(h) < 0.0, lambda: tf.sigmoid(h) * h, lambda: h * h - 1.0))
+
+@tf.function
+def infer(x, s):
+    return forward(x, s), tf.zeros([3, 3])
+
+@tf.function
+def step(x, s):
+    with tf.GradientTape() as tape:
+        y = forward(x, s)
+        loss = tf.reduce_sum(y * y)
+    return y, tape.gradient(loss, w)
+
+x = tf.constant(rng.randn(4, 3).astype("float32"))
+out = {}
+for s in (-100.0, 100.0, -100.0):  # then, else (the inner cond by the data), then again
+    for sign in (1.0, -1.0):
+        for name, f in (("infer", infer), ("step", step)):
+            y, g = f(x * sign, tf.constant(s))
+            out[f"{name},{s},{sign}"] = [y.numpy().tolist(), g.numpy().tolist()]
+print("RESULT " + json.dumps(out))
+'''
+
+
+def test_tf_cond_runs_as_tgraph_if_else_with_tensorflows_values():
+    """A tf.function with a tf.cond nested in another's else branch: both lowered Switch / Merge
+    conditionals are rebuilt as TgraphIf nodes (tgraph's if_else inside the cluster), every
+    branch is taken across the calls, and the values equal TensorFlow alone's. Under a
+    GradientTape the forward conditionals hand their intermediates to the backward as optional
+    variants (kept on TensorFlow's CPU), so they stay lowered: values and gradients still equal
+    TensorFlow's."""
+    import json
+    got, want = _child(CONDS), _child(CONDS, plugin=False)
+    assert got.returncode == 0 and want.returncode == 0, (got.stderr[-3000:], want.stderr[-3000:])
+    rebuilt = sum(int(line.split()[1]) for line in got.stderr.splitlines()
+                  if line.startswith("[tgraph-tf] ") and "conditionals rebuilt" in line)
+    assert rebuilt >= 2, got.stderr[-3000:]
+    g = json.loads(next(line[7:] for line in got.stdout.splitlines() if line.startswith("RESULT ")))
+    w = json.loads(next(line[7:] for line in want.stdout.splitlines() if line.startswith("RESULT ")))
+    import numpy as np
+    for k in w:
+        for a, b in zip(g[k], w[k]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6, err_msg=k)

@@ -27,6 +27,7 @@
 #include "cluster.h"
 #include "convert.h"
 #include "fold_updates.h"
+#include "functionalize.h"
 #include "nodes.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
@@ -142,6 +143,23 @@ void report_cpu_ops(const tensorflow::GraphDef& g, const std::set<std::string>& 
   std::fprintf(stderr, "[tgraph-tf] no tgraph converter, so on TensorFlow's CPU: %s\n", fresh.c_str());
 }
 
+// TGRAPH_TF_DUMP=DIR: each graph the optimizer receives and returns, as text GraphDefs
+// (DIR/graph_N_in.pbtxt, DIR/graph_N_out.pbtxt), to see what TensorFlow hands over.
+void dump(const char* stage, const tensorflow::GraphDef& g) {
+  const char* dir = std::getenv("TGRAPH_TF_DUMP");
+  if (!dir || !*dir) return;
+  static std::mutex mu;
+  static int count = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  const int k = std::string(stage) == "in" ? count++ : count - 1;
+  const std::string path = std::string(dir) + "/graph_" + std::to_string(k) + "_" + stage + ".pbtxt";
+  if (FILE* f = std::fopen(path.c_str(), "w")) {
+    const std::string text = g.DebugString();
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+}
+
 bool clusters_off() {
   const char* v = std::getenv("TGRAPH_TF_NO_CLUSTERS");
   return v && std::string(v) != "0" && std::string(v) != "";
@@ -163,7 +181,11 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
     if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
   }
   report_cpu_ops(g, functions);
+  dump("in", g);
   if (!clusters_off()) {
+    const int conds = tgraph_tf::functionalize_conds(g, nodes_to_preserve(item));
+    if (conds > 0 && tgraph_tf::tf_log())
+      std::fprintf(stderr, "[tgraph-tf] %d conditionals rebuilt as tgraph if_else\n", conds);
     const int updates = tgraph_tf::fold_variable_updates(g);
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
     if (updates > 0 && tgraph_tf::tf_log())
@@ -171,6 +193,7 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
     if (made > 0 && tgraph_tf::tf_log())
       std::fprintf(stderr, "[tgraph-tf] %d clusters formed in a graph of %d nodes\n", made, g.node_size());
   }
+  dump("out", g);
   std::string bytes;
   if (!g.SerializeToString(&bytes)) {
     TF_SetStatus(status, TF_INTERNAL, "tgraph: the rewritten GraphDef does not serialize");

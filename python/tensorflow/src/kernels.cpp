@@ -27,6 +27,7 @@
 
 #include "cluster.h"
 #include "convert.h"
+#include "functionalize.h"
 #include "nodes.h"
 #include "plugin.h"
 #include "tensorflow/c/ops.h"
@@ -118,11 +119,76 @@ tgraph_tf::Input const_input(tg::Graph& g, const tensorflow::NodeDef& n) {
   return in;
 }
 
+using Env = std::map<std::string, tgraph_tf::Input>;
+
+std::vector<tg::Tensor> convert_nodes(tg::Graph& g, const std::vector<tensorflow::NodeDef>& nodes, Env& env,
+                                      const std::string& what);
+
+// A TgraphIf (functionalize.h) as tgraph's if_else: each branch's nodes converted inside its
+// region, reading the conditional's inputs (`in`, after the predicate) as "_if_arg:k" and the
+// values outside as captures.
+std::vector<tg::Tensor> convert_if(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<tgraph_tf::Input>& in,
+                                   const std::string& what) {
+  const auto& a = n.attr();
+  tensorflow::GraphDef bodies[2];
+  if (in.empty() || !in[0].t.valid() || !a.count("then_body") || !a.count("else_body") ||
+      !bodies[1].ParseFromString(a.at("then_body").s()) || !bodies[0].ParseFromString(a.at("else_body").s()))
+    throw tg::Error("[tensorflow] " + what + ": conditional '" + n.name() + "' has no readable branches");
+  auto branch = [&](int side) {
+    const char* outs = side ? "then_outs" : "else_outs";
+    return [&, side, outs](tg::Graph& r) {
+      Env env;
+      for (size_t k = 1; k < in.size(); ++k) env[tgraph_tf::if_arg(k - 1)] = in[k];
+      std::vector<tensorflow::NodeDef> nodes(bodies[side].node().begin(), bodies[side].node().end());
+      convert_nodes(r, nodes, env, what + ", branch of '" + n.name() + "'");
+      std::vector<tg::Tensor> results;
+      for (const std::string& o : a.at(outs).list().s()) {
+        auto it = env.find(o);
+        if (it == env.end() || !it->second.t.valid())
+          throw tg::Error("[tensorflow] " + what + ": conditional '" + n.name() + "' returns " + o + ", not computed");
+        results.push_back(r.identity(it->second.t));  // a value of this region, even when captured
+      }
+      return results;
+    };
+  };
+  tg::Tensor pred = in[0].t;
+  if (pred.rank() != 0) pred = g.reshape(pred, {});
+  return g.if_else(pred, branch(1), branch(0));
+}
+
+// Converts `nodes` (inputs first) on g, reading and adding tensors by name in env; returns the
+// last node's results.
+std::vector<tg::Tensor> convert_nodes(tg::Graph& g, const std::vector<tensorflow::NodeDef>& nodes, Env& env,
+                                      const std::string& what) {
+  std::vector<tg::Tensor> last;
+  for (const tensorflow::NodeDef& n : nodes) {
+    if (n.op() == "Const") {
+      env[n.name() + ":0"] = const_input(g, n);
+      continue;
+    }
+    std::vector<tgraph_tf::Input> in;
+    for (const std::string& s : n.input()) {
+      if (s.empty() || s[0] == '^') continue;
+      auto it = env.find(tgraph_tf::tensor_name(s));
+      if (it == env.end()) throw tg::Error("[tensorflow] " + what + ": node '" + n.name() + "' reads " + s + ", which the body lacks");
+      in.push_back(it->second);
+    }
+    if (n.op() == "Identity" && in.size() == 1) {  // a branch's pivot: no op
+      env[n.name() + ":0"] = in[0];
+      last = {in[0].t};
+      continue;
+    }
+    last = n.op() == tgraph_tf::kIfOp ? convert_if(g, n, in, what) : tgraph_tf::convert_node(g, n, in);
+    for (size_t k = 0; k < last.size(); ++k) env[n.name() + ":" + std::to_string(k)] = {last[k], {}};
+  }
+  return last;
+}
+
 // Builds the body on a graph: placeholders for the fed args, values for the others.
 std::vector<tg::Tensor> build(tg::Graph& g, const Body& b, const std::vector<tg::TensorType>& types,
                               const std::vector<std::vector<int64_t>>& values,
                               std::vector<std::pair<tg::Tensor, tg::TensorType>>& feeds) {
-  std::map<std::string, tgraph_tf::Input> env;
+  Env env;
   size_t fed = 0;
   for (size_t i = 0; i < b.args.size(); ++i) {
     if (b.value_arg[i]) {
@@ -133,22 +199,7 @@ std::vector<tg::Tensor> build(tg::Graph& g, const Body& b, const std::vector<tg:
     env[b.args[i]] = {g.placeholder(t.shape, t.dtype), {}};
     feeds.emplace_back(env[b.args[i]].t, t);
   }
-  std::vector<tg::Tensor> last;
-  for (const tensorflow::NodeDef& n : b.nodes) {
-    if (n.op() == "Const") {
-      env[n.name() + ":0"] = const_input(g, n);
-      continue;
-    }
-    std::vector<tgraph_tf::Input> in;
-    for (const std::string& s : n.input()) {
-      if (s.empty() || s[0] == '^') continue;
-      auto it = env.find(tgraph_tf::tensor_name(s));
-      if (it == env.end()) throw tg::Error("[tensorflow] " + b.what + ": node '" + n.name() + "' reads " + s + ", which the body lacks");
-      in.push_back(it->second);
-    }
-    last = tgraph_tf::convert_node(g, n, in);
-    for (size_t k = 0; k < last.size(); ++k) env[n.name() + ":" + std::to_string(k)] = {last[k], {}};
-  }
+  std::vector<tg::Tensor> last = convert_nodes(g, b.nodes, env, b.what);
   if (b.outs.empty()) return last;
   std::vector<tg::Tensor> outs;
   for (const std::string& o : b.outs) {
@@ -336,6 +387,32 @@ TGRAPH_TF_EXPORT void TF_InitKernel() {
   TF_RegisterOpDefinition(op, s);
   if (TF_GetCode(s) != TF_OK)
     std::fprintf(stderr, "[tgraph-tf] registering TgraphCluster failed: %s\n", TF_Message(s));
+  // A conditional rebuilt from TensorFlow's lowered Switch / Merge (functionalize.h): one node
+  // holding both branches; inside a cluster it is part of the cluster's body, alone it runs as
+  // a body of its own.
+  op = TF_NewOpDefinitionBuilder(tgraph_tf::kIfOp);
+  TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 1");
+  TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 0");
+  TF_OpDefinitionBuilderAddAttr(op, "then_body: string");
+  TF_OpDefinitionBuilderAddAttr(op, "else_body: string");
+  TF_OpDefinitionBuilderAddAttr(op, "then_outs: list(string) >= 0");
+  TF_OpDefinitionBuilderAddAttr(op, "else_outs: list(string) >= 0");
+  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
+  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
+  TF_OpDefinitionBuilderSetIsStateful(op, true);
+  TF_RegisterOpDefinition(op, s);
+  if (TF_GetCode(s) != TF_OK) {
+    std::fprintf(stderr, "[tgraph-tf] registering TgraphIf failed: %s\n", TF_Message(s));
+    TF_SetStatus(s, TF_OK, "");
+  }
+  {
+    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kIfOp, tgraph_tf::kDeviceType, create, compute, destroy);
+    TF_RegisterKernelBuilder("TgraphIf_tgraph", b, s);
+    if (TF_GetCode(s) != TF_OK) {
+      std::fprintf(stderr, "[tgraph-tf] registering the TgraphIf kernel failed: %s\n", TF_Message(s));
+      TF_SetStatus(s, TF_OK, "");
+    }
+  }
   {
     TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kClusterOp, tgraph_tf::kDeviceType, create, compute, destroy);
     TF_RegisterKernelBuilder("TgraphCluster_tgraph", b, s);

@@ -103,6 +103,9 @@ const std::map<std::string, Rule>& rules() {
     unary("Tanh", &tg::Graph::tanh);
     unary("Sigmoid", &tg::Graph::sigmoid);
     unary("Relu", &tg::Graph::relu);
+    binary("LogicalAnd", &tg::Graph::logical_and);  // bool, no "T": a loop's condition
+    binary("LogicalOr", &tg::Graph::logical_or);
+    unary("LogicalNot", &tg::Graph::logical_not);
     binary("AddV2", &tg::Graph::add);
     binary("Add", &tg::Graph::add);
     binary("Sub", &tg::Graph::sub);

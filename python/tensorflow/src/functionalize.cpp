@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "convert.h"
 #include "nodes.h"
 
 namespace tgraph_tf {
@@ -14,6 +15,7 @@ using tensorflow::DataType;
 using tensorflow::NodeDef;
 
 std::string if_arg(size_t k) { return "_if_arg:" + std::to_string(k); }
+std::string loop_var(size_t k) { return "_loop_var:" + std::to_string(k); }
 
 namespace {
 
@@ -30,7 +32,13 @@ bool frame_op(const std::string& op) {
 // conditionals rebuilt already (nested ones, innermost first).
 bool branch_node(const NodeDef& n, const std::set<std::string>& preserve) {
   if (!on_tgraph(n) || preserve.count(n.name()) || frame_op(n.op())) return false;
-  return n.op() == "Const" || n.op() == "Identity" || n.op() == kIfOp || clusterable(n, preserve);
+  if (n.op() == "Const" || n.op() == "Identity" || n.op() == kIfOp || n.op() == kWhileOp) return true;
+  if (clusterable(n, preserve)) return true;
+  // Integer arithmetic on TGRAPH (a loop's counter and its bound) converts too, inside control
+  // flow; the clusters leave it to TensorFlow's host kernels elsewhere.
+  auto t = n.attr().find("T");
+  if (t == n.attr().end()) return has_converter(n.op());  // bool logic (LogicalAnd ...)
+  return has_converter(n.op()) && (t->second.type() == tensorflow::DT_INT32 || t->second.type() == tensorflow::DT_INT64);
 }
 
 struct View {
@@ -276,11 +284,211 @@ bool rebuild_one(tensorflow::GraphDef& g, const std::set<std::string>& preserve)
   return false;
 }
 
+// ---- while loops ----
+
+// One lowered loop frame: per loop variable its Enter, Merge, NextIteration, Switch and Exit
+// (-1: none), the invariant Enters, the LoopCond.
+struct Frame {
+  std::vector<int> enter, merge, next, sw, exit, invariant;
+  int loop_cond = -1;
+};
+
+bool attr_bool(const NodeDef& n, const char* name) {
+  auto a = n.attr().find(name);
+  return a != n.attr().end() && a->second.b();
+}
+
+// The frame whose Enters are `enters`; false where its shape is not the lowering's.
+bool read_frame(const tensorflow::GraphDef& g, const View& v, const std::vector<int>& enters, Frame& f) {
+  for (int e : enters) {
+    if (!on_tgraph(g.node(e))) return false;
+    if (attr_bool(g.node(e), "is_constant")) {
+      f.invariant.push_back(e);
+      continue;
+    }
+    int merge = -1;
+    for (int r : v.readers[static_cast<size_t>(e)])
+      if (g.node(r).op() == "Merge") merge = r;
+    if (merge < 0 || g.node(merge).input_size() < 2) return false;
+    int next = -1;
+    for (const std::string& in : g.node(merge).input())
+      if (in[0] != '^' && v.of(in) >= 0 && g.node(v.of(in)).op() == "NextIteration") next = v.of(in);
+    int sw = -1;
+    for (int r : v.readers[static_cast<size_t>(merge)])
+      if (g.node(r).op() == "Switch" && v.of(g.node(r).input(0)) == merge) sw = r;
+    if (next < 0 || sw < 0 || g.node(sw).input_size() < 2) return false;
+    const int lc = v.of(g.node(sw).input(1));
+    if (lc < 0 || g.node(lc).op() != "LoopCond" || (f.loop_cond >= 0 && f.loop_cond != lc)) return false;
+    f.loop_cond = lc;
+    int exit = -1;
+    for (int r : v.readers[static_cast<size_t>(sw)])
+      if (g.node(r).op() == "Exit") exit = r;
+    f.enter.push_back(e), f.merge.push_back(merge), f.next.push_back(next), f.sw.push_back(sw), f.exit.push_back(exit);
+  }
+  return f.loop_cond >= 0 && !f.enter.empty();
+}
+
+// Replaces one frame by a TgraphWhile; false (g unchanged) where something does not fit.
+bool rebuild_loop(tensorflow::GraphDef& g, const View& v, const Frame& f, const std::set<std::string>& preserve) {
+  std::map<int, size_t> var_of_merge, var_of_switch;
+  for (size_t i = 0; i < f.merge.size(); ++i) var_of_merge[f.merge[i]] = i, var_of_switch[f.sw[i]] = i;
+  std::map<int, size_t> capture_of;  // invariant Enter -> capture index
+  for (size_t k = 0; k < f.invariant.size(); ++k) capture_of[f.invariant[k]] = k;
+  std::set<int> structure(f.enter.begin(), f.enter.end());
+  structure.insert(f.invariant.begin(), f.invariant.end());
+  structure.insert(f.merge.begin(), f.merge.end());
+  structure.insert(f.next.begin(), f.next.end());
+  structure.insert(f.sw.begin(), f.sw.end());
+  structure.insert(f.loop_cond);
+  // The frame's nodes: what its Enters reach (data or control), up to its Exits.
+  std::set<int> frame;
+  std::vector<int> todo(f.enter.begin(), f.enter.end());
+  todo.insert(todo.end(), f.invariant.begin(), f.invariant.end());
+  while (!todo.empty()) {
+    const int u = todo.back();
+    todo.pop_back();
+    if (!frame.insert(u).second || g.node(u).op() == "Exit") continue;
+    for (int r : v.readers[static_cast<size_t>(u)]) todo.push_back(r);
+  }
+  for (int x : f.exit)
+    if (x >= 0) frame.erase(x);
+  // Inside a region, the tensor a node reads: a loop variable (a Merge in the condition, a
+  // Switch's taken output in the body), a captured invariant, or a node of the region.
+  bool ok = true;
+  auto region = [&](const std::vector<std::string>& roots, bool body, std::vector<std::string>& names) {
+    std::set<int> nodes;
+    std::vector<int> order;
+    auto rename = [&](const std::string& in) -> std::string {
+      const int src = v.of(in);
+      if (src < 0) return ok = false, "";
+      if (!body && var_of_merge.count(src) && output_index(tensor_name(in)) == 0) return loop_var(var_of_merge[src]);
+      if (body && var_of_switch.count(src) && output_index(tensor_name(in)) == 1) return loop_var(var_of_switch[src]);
+      if (capture_of.count(src)) return if_arg(capture_of[src]);
+      if (structure.count(src) || !frame.count(src) || !branch_node(g.node(src), preserve)) return ok = false, "";
+      return tensor_name(in);
+    };
+    std::function<void(int)> visit = [&](int u) {
+      if (!nodes.insert(u).second) return;
+      for (const std::string& in : g.node(u).input())
+        if (in[0] != '^' && !rename(in).empty() && rename(in)[0] != '_') visit(v.of(in));
+      order.push_back(u);
+    };
+    for (const std::string& r : roots) {
+      const std::string n = rename(r);
+      if (!n.empty() && n[0] != '_') visit(v.of(r));
+      names.push_back(n);
+    }
+    tensorflow::GraphDef out;
+    for (int u : order) {
+      NodeDef n = g.node(u);
+      n.clear_input();
+      for (const std::string& in : g.node(u).input())
+        if (in[0] != '^') n.add_input(rename(in));
+      *out.add_node() = std::move(n);
+    }
+    return std::make_pair(out, nodes);
+  };
+  std::vector<std::string> cond_out, body_outs, next_in;
+  auto [cond_body, cond_nodes] = region({g.node(f.loop_cond).input(0)}, false, cond_out);
+  for (int n : f.next) next_in.push_back(g.node(n).input(0));
+  auto [body_body, body_nodes] = region(next_in, true, body_outs);
+  if (!ok) return false;
+  // Every other node of the frame is a pure leftover (a pivot, a constant nobody reads) that
+  // only the frame reads; nothing escapes but through the Exits; no Merge's value_index read.
+  for (int u : frame) {
+    if (!structure.count(u) && !cond_nodes.count(u) && !body_nodes.count(u) && !branch_node(g.node(u), preserve))
+      return false;
+    for (int r : v.readers[static_cast<size_t>(u)])
+      if (!frame.count(r) && std::find(f.exit.begin(), f.exit.end(), r) == f.exit.end()) return false;
+  }
+  for (int m : f.merge)
+    for (int r : v.readers[static_cast<size_t>(m)])
+      for (const std::string& in : g.node(r).input())
+        if (in[0] != '^' && v.of(in) == m && output_index(tensor_name(in)) != 0) return false;
+
+  NodeDef node;
+  std::string name = g.node(f.loop_cond).name() + "/tgraph_while";
+  while (v.index.count(name)) name += "_";
+  node.set_name(name);
+  node.set_op(kWhileOp);
+  node.set_device(g.node(f.loop_cond).device());
+  auto& attrs = *node.mutable_attr();
+  std::set<std::string> controls;
+  for (int e : f.enter) node.add_input(g.node(e).input(0));
+  for (int e : f.invariant) node.add_input(g.node(e).input(0));
+  for (int u : frame)
+    for (const std::string& in : g.node(u).input())
+      if (in[0] == '^' && !frame.count(v.of(in))) controls.insert(in);
+  for (const std::string& c : controls) node.add_input(c);
+  for (int e : f.enter) {
+    auto t = g.node(e).attr().find("T");
+    if (t == g.node(e).attr().end()) return false;
+    attrs["Tout"].mutable_list()->add_type(t->second.type());
+    attrs["Tin"].mutable_list()->add_type(t->second.type());
+  }
+  for (int e : f.invariant) {
+    auto t = g.node(e).attr().find("T");
+    if (t == g.node(e).attr().end()) return false;
+    attrs["Tin"].mutable_list()->add_type(t->second.type());
+  }
+  std::string bytes;
+  cond_body.SerializeToString(&bytes);
+  attrs["cond_body"].set_s(bytes);
+  body_body.SerializeToString(&bytes);
+  attrs["body_body"].set_s(bytes);
+  attrs["cond_out"].set_s(cond_out[0]);
+  for (const std::string& o : body_outs) attrs["body_outs"].mutable_list()->add_s(o);
+
+  std::map<std::string, std::string> renamed;
+  for (size_t i = 0; i < f.exit.size(); ++i) {
+    if (f.exit[i] < 0) continue;
+    const std::string& x = g.node(f.exit[i]).name();
+    renamed[x + ":0"] = name + ":" + std::to_string(i);
+    renamed["^" + x] = "^" + name;
+  }
+  tensorflow::GraphDef out = g;
+  out.clear_node();
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (frame.count(i) || std::find(f.exit.begin(), f.exit.end(), i) != f.exit.end()) continue;
+    NodeDef n = g.node(i);
+    for (std::string& in : *n.mutable_input()) {
+      auto r = renamed.find(in[0] == '^' ? in : tensor_name(in));
+      if (r != renamed.end()) in = r->second;
+    }
+    *out.add_node() = std::move(n);
+  }
+  *out.add_node() = std::move(node);
+  g = std::move(out);
+  return true;
+}
+
+// Finds one loop frame that can be rebuilt (its regions free of other frames) and rebuilds it.
+bool rebuild_one_loop(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
+  const View v(g);
+  std::map<std::string, std::vector<int>> frames;
+  for (int i = 0; i < g.node_size(); ++i)
+    if (g.node(i).op() == "Enter") {
+      auto a = g.node(i).attr().find("frame_name");
+      frames[a == g.node(i).attr().end() ? "" : a->second.s()].push_back(i);
+    }
+  for (const auto& [name, enters] : frames) {
+    Frame f;
+    if (read_frame(g, v, enters, f) && rebuild_loop(g, v, f, preserve)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int functionalize_conds(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
   int made = 0;
   while (made < 10000 && rebuild_one(g, preserve)) ++made;
+  return made;
+}
+
+int functionalize_loops(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
+  int made = 0;
+  while (made < 10000 && rebuild_one_loop(g, preserve)) ++made;
   return made;
 }
 

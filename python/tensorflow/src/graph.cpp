@@ -183,9 +183,19 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
   report_cpu_ops(g, functions);
   dump("in", g);
   if (!clusters_off()) {
-    const int conds = tgraph_tf::functionalize_conds(g, nodes_to_preserve(item));
+    // Innermost first: a conditional inside a loop's body, then the loop, then a conditional
+    // holding that loop, until nothing changes.
+    int conds = 0, loops = 0;
+    for (int more = 1; more > 0;) {
+      const std::set<std::string> keep = nodes_to_preserve(item);
+      const int c = tgraph_tf::functionalize_conds(g, keep);
+      const int l = tgraph_tf::functionalize_loops(g, keep);
+      conds += c, loops += l, more = c + l;
+    }
     if (conds > 0 && tgraph_tf::tf_log())
       std::fprintf(stderr, "[tgraph-tf] %d conditionals rebuilt as tgraph if_else\n", conds);
+    if (loops > 0 && tgraph_tf::tf_log())
+      std::fprintf(stderr, "[tgraph-tf] %d while loops rebuilt as tgraph while_loop\n", loops);
     const int updates = tgraph_tf::fold_variable_updates(g);
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
     if (updates > 0 && tgraph_tf::tf_log())

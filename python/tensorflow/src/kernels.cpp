@@ -156,6 +156,56 @@ std::vector<tg::Tensor> convert_if(tg::Graph& g, const tensorflow::NodeDef& n, c
   return g.if_else(pred, branch(1), branch(0));
 }
 
+// A TgraphWhile (functionalize.h) as tgraph's while_loop: the condition's nodes in `before`
+// (which passes the variables on), the body's in `after`; invariants read as captures.
+std::vector<tg::Tensor> convert_while(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<tgraph_tf::Input>& in,
+                                      const std::string& what) {
+  const auto& a = n.attr();
+  tensorflow::GraphDef cond, body;
+  if (!a.count("cond_body") || !a.count("body_body") || !a.count("Tout") || !a.count("cond_out") ||
+      !a.count("body_outs") || !cond.ParseFromString(a.at("cond_body").s()) || !body.ParseFromString(a.at("body_body").s()))
+    throw tg::Error("[tensorflow] " + what + ": loop '" + n.name() + "' has no readable condition or body");
+  const size_t vars = static_cast<size_t>(a.at("Tout").list().type_size());
+  if (in.size() < vars) throw tg::Error("[tensorflow] " + what + ": loop '" + n.name() + "' lacks its initial values");
+  std::vector<tg::Tensor> init;
+  for (size_t i = 0; i < vars; ++i) {
+    if (!in[i].t.valid()) throw tg::Error("[tensorflow] " + what + ": loop '" + n.name() + "' reads a value input");
+    init.push_back(in[i].t);
+  }
+  const std::string where = what + ", loop '" + n.name() + "'";
+  auto region_env = [&](const std::vector<tg::Tensor>& vars_now) {
+    Env env;
+    for (size_t k = vars; k < in.size(); ++k) env[tgraph_tf::if_arg(k - vars)] = in[k];
+    for (size_t i = 0; i < vars_now.size(); ++i) env[tgraph_tf::loop_var(i)] = {vars_now[i], {}};
+    return env;
+  };
+  auto lookup = [&](Env& env, const std::string& t) {
+    auto it = env.find(t);
+    if (it == env.end() || !it->second.t.valid()) throw tg::Error("[tensorflow] " + where + ": " + t + " is not computed");
+    return it->second.t;
+  };
+  std::vector<tensorflow::NodeDef> cond_nodes(cond.node().begin(), cond.node().end());
+  std::vector<tensorflow::NodeDef> body_nodes(body.node().begin(), body.node().end());
+  return g.while_loop(
+      init,
+      [&](tg::Graph& r, std::vector<tg::Tensor> args) {
+        Env env = region_env(args);
+        convert_nodes(r, cond_nodes, env, where);
+        tg::Tensor pred = lookup(env, a.at("cond_out").s());
+        if (pred.rank() != 0) pred = r.reshape(pred, {});
+        std::vector<tg::Tensor> results;
+        for (const tg::Tensor& t : args) results.push_back(r.identity(t));
+        return std::make_pair(pred, results);
+      },
+      [&](tg::Graph& r, std::vector<tg::Tensor> args) {
+        Env env = region_env(args);
+        convert_nodes(r, body_nodes, env, where);
+        std::vector<tg::Tensor> next;
+        for (const std::string& o : a.at("body_outs").list().s()) next.push_back(r.identity(lookup(env, o)));
+        return next;
+      });
+}
+
 // Converts `nodes` (inputs first) on g, reading and adding tensors by name in env; returns the
 // last node's results.
 std::vector<tg::Tensor> convert_nodes(tg::Graph& g, const std::vector<tensorflow::NodeDef>& nodes, Env& env,
@@ -178,7 +228,9 @@ std::vector<tg::Tensor> convert_nodes(tg::Graph& g, const std::vector<tensorflow
       last = {in[0].t};
       continue;
     }
-    last = n.op() == tgraph_tf::kIfOp ? convert_if(g, n, in, what) : tgraph_tf::convert_node(g, n, in);
+    last = n.op() == tgraph_tf::kIfOp      ? convert_if(g, n, in, what)
+           : n.op() == tgraph_tf::kWhileOp ? convert_while(g, n, in, what)
+                                           : tgraph_tf::convert_node(g, n, in);
     for (size_t k = 0; k < last.size(); ++k) env[n.name() + ":" + std::to_string(k)] = {last[k], {}};
   }
   return last;
@@ -413,6 +465,29 @@ TGRAPH_TF_EXPORT void TF_InitKernel() {
       TF_SetStatus(s, TF_OK, "");
     }
   }
+  op = TF_NewOpDefinitionBuilder(tgraph_tf::kWhileOp);  // a rebuilt loop, likewise
+  TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 1");
+  TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 1");
+  TF_OpDefinitionBuilderAddAttr(op, "cond_body: string");
+  TF_OpDefinitionBuilderAddAttr(op, "body_body: string");
+  TF_OpDefinitionBuilderAddAttr(op, "cond_out: string");
+  TF_OpDefinitionBuilderAddAttr(op, "body_outs: list(string) >= 1");
+  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
+  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
+  TF_OpDefinitionBuilderSetIsStateful(op, true);
+  TF_RegisterOpDefinition(op, s);
+  if (TF_GetCode(s) != TF_OK) {
+    std::fprintf(stderr, "[tgraph-tf] registering TgraphWhile failed: %s\n", TF_Message(s));
+    TF_SetStatus(s, TF_OK, "");
+  }
+  {
+    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kWhileOp, tgraph_tf::kDeviceType, create, compute, destroy);
+    TF_RegisterKernelBuilder("TgraphWhile_tgraph", b, s);
+    if (TF_GetCode(s) != TF_OK) {
+      std::fprintf(stderr, "[tgraph-tf] registering the TgraphWhile kernel failed: %s\n", TF_Message(s));
+      TF_SetStatus(s, TF_OK, "");
+    }
+  }
   {
     TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kClusterOp, tgraph_tf::kDeviceType, create, compute, destroy);
     TF_RegisterKernelBuilder("TgraphCluster_tgraph", b, s);
@@ -424,6 +499,15 @@ TGRAPH_TF_EXPORT void TF_InitKernel() {
   // The per-op kernels, for f32 and f64 (TensorFlow's CPU kernels keep the other dtypes).
   for (const std::string& name : tgraph_tf::converted_ops()) {
     if (has_default_kernel(name)) continue;
+    if (name.rfind("Logical", 0) == 0) {  // bool in and out: no type attribute to constrain
+      TF_KernelBuilder* b = TF_NewKernelBuilder(name.c_str(), tgraph_tf::kDeviceType, create, compute, destroy);
+      TF_RegisterKernelBuilder((name + "_tgraph").c_str(), b, s);
+      if (TF_GetCode(s) != TF_OK) {
+        std::fprintf(stderr, "[tgraph-tf] registering the %s kernel failed: %s\n", name.c_str(), TF_Message(s));
+        TF_SetStatus(s, TF_OK, "");
+      }
+      continue;
+    }
     for (TF_DataType t : {TF_FLOAT, TF_DOUBLE}) {
       TF_KernelBuilder* b = TF_NewKernelBuilder(name.c_str(), tgraph_tf::kDeviceType, create, compute, destroy);
       TF_KernelBuilder_TypeConstraint(b, "T", t, s);

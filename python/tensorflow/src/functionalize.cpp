@@ -60,6 +60,25 @@ struct View {
   }
 };
 
+// g without the nodes in `gone`, its other nodes' inputs renamed ("name:k" or "^name"), and
+// `added` appended.
+void replace_nodes(tensorflow::GraphDef& g, const std::set<int>& gone, const std::map<std::string, std::string>& renamed,
+                   NodeDef added) {
+  tensorflow::GraphDef out = g;  // library, versions and the rest as they were
+  out.clear_node();
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (gone.count(i)) continue;
+    NodeDef n = g.node(i);
+    for (std::string& in : *n.mutable_input()) {
+      auto r = renamed.find(in[0] == '^' ? in : tensor_name(in));
+      if (r != renamed.end()) in = r->second;
+    }
+    *out.add_node() = std::move(n);
+  }
+  *out.add_node() = std::move(added);
+  g = std::move(out);
+}
+
 // One conditional: its Merges and the branch nodes they read back to the Switches on `pred`.
 struct Cond {
   std::string pred;
@@ -186,19 +205,7 @@ bool rebuild(tensorflow::GraphDef& g, const View& v, const Cond& c, const std::m
     renamed[m + ":0"] = name + ":" + std::to_string(j);
     renamed["^" + m] = "^" + name;
   }
-  tensorflow::GraphDef out = g;
-  out.clear_node();
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (gone.count(i)) continue;
-    NodeDef n = g.node(i);
-    for (std::string& in : *n.mutable_input()) {
-      auto r = renamed.find(in[0] == '^' ? in : tensor_name(in));
-      if (r != renamed.end()) in = r->second;
-    }
-    *out.add_node() = std::move(n);
-  }
-  *out.add_node() = std::move(node);
-  g = std::move(out);
+  replace_nodes(g, gone, renamed, std::move(node));
   return true;
 }
 
@@ -446,19 +453,10 @@ bool rebuild_loop(tensorflow::GraphDef& g, const View& v, const Frame& f, const 
     renamed[x + ":0"] = name + ":" + std::to_string(i);
     renamed["^" + x] = "^" + name;
   }
-  tensorflow::GraphDef out = g;
-  out.clear_node();
-  for (int i = 0; i < g.node_size(); ++i) {
-    if (frame.count(i) || std::find(f.exit.begin(), f.exit.end(), i) != f.exit.end()) continue;
-    NodeDef n = g.node(i);
-    for (std::string& in : *n.mutable_input()) {
-      auto r = renamed.find(in[0] == '^' ? in : tensor_name(in));
-      if (r != renamed.end()) in = r->second;
-    }
-    *out.add_node() = std::move(n);
-  }
-  *out.add_node() = std::move(node);
-  g = std::move(out);
+  std::set<int> gone = frame;
+  for (int x : f.exit)
+    if (x >= 0) gone.insert(x);
+  replace_nodes(g, gone, renamed, std::move(node));
   return true;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -420,103 +421,60 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
 // a second kernel for them would make their placement ambiguous.
 bool has_default_kernel(const std::string& op) { return op == "Identity"; }
 
+// Registers op `name`: stateful (never folded or pruned as a constant), "args: Tin" in,
+// "results: Tout" out, plus `attrs`; says so on stderr if TensorFlow refuses.
+void register_body_op(const char* name, std::initializer_list<const char*> attrs, TF_Status* s) {
+  TF_OpDefinitionBuilder* op = TF_NewOpDefinitionBuilder(name);
+  for (const char* a : attrs) TF_OpDefinitionBuilderAddAttr(op, a);
+  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
+  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
+  TF_OpDefinitionBuilderSetIsStateful(op, true);
+  TF_RegisterOpDefinition(op, s);
+  if (TF_GetCode(s) != TF_OK) std::fprintf(stderr, "[tgraph-tf] registering %s failed: %s\n", name, TF_Message(s));
+  TF_SetStatus(s, TF_OK, "");
+}
+
+// Registers the plugin's kernel for `op` on TGRAPH, for T = `t` where given.
+void register_kernel(const std::string& op, TF_Status* s, const TF_DataType* t = nullptr) {
+  TF_KernelBuilder* b = TF_NewKernelBuilder(op.c_str(), tgraph_tf::kDeviceType, create, compute, destroy);
+  if (t) TF_KernelBuilder_TypeConstraint(b, "T", *t, s);
+  if (TF_GetCode(s) == TF_OK) TF_RegisterKernelBuilder((op + "_tgraph").c_str(), b, s);
+  if (TF_GetCode(s) != TF_OK) std::fprintf(stderr, "[tgraph-tf] registering the %s kernel failed: %s\n", op.c_str(), TF_Message(s));
+  TF_SetStatus(s, TF_OK, "");
+}
+
 }  // namespace
 
 TGRAPH_TF_EXPORT void TF_InitKernel() {
   TF_Status* s = TF_NewStatus();
   // One node per cluster (cluster.cpp): `body` holds its nodes (a serialized GraphDef), the
   // inputs and outputs are plain tensors (variables are read before and assigned after).
-  TF_OpDefinitionBuilder* op = TF_NewOpDefinitionBuilder("TgraphCluster");
-  TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 0");
-  TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 0");
-  TF_OpDefinitionBuilderAddAttr(op, "body: string");
-  TF_OpDefinitionBuilderAddAttr(op, "inputs: list(string) >= 0");   // the tensors the args are, in the body
-  TF_OpDefinitionBuilderAddAttr(op, "outputs: list(string) >= 0");   // the body's tensors returned
-  TF_OpDefinitionBuilderAddAttr(op, "value_args: list(int) >= 0");   // args read as shapes / axes
-  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
-  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
-  TF_OpDefinitionBuilderSetIsStateful(op, true);  // never folded or pruned as a constant
-  TF_RegisterOpDefinition(op, s);
-  if (TF_GetCode(s) != TF_OK)
-    std::fprintf(stderr, "[tgraph-tf] registering TgraphCluster failed: %s\n", TF_Message(s));
-  // A conditional rebuilt from TensorFlow's lowered Switch / Merge (functionalize.h): one node
-  // holding both branches; inside a cluster it is part of the cluster's body, alone it runs as
-  // a body of its own.
-  op = TF_NewOpDefinitionBuilder(tgraph_tf::kIfOp);
-  TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 1");
-  TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 0");
-  TF_OpDefinitionBuilderAddAttr(op, "then_body: string");
-  TF_OpDefinitionBuilderAddAttr(op, "else_body: string");
-  TF_OpDefinitionBuilderAddAttr(op, "then_outs: list(string) >= 0");
-  TF_OpDefinitionBuilderAddAttr(op, "else_outs: list(string) >= 0");
-  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
-  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
-  TF_OpDefinitionBuilderSetIsStateful(op, true);
-  TF_RegisterOpDefinition(op, s);
-  if (TF_GetCode(s) != TF_OK) {
-    std::fprintf(stderr, "[tgraph-tf] registering TgraphIf failed: %s\n", TF_Message(s));
-    TF_SetStatus(s, TF_OK, "");
-  }
-  {
-    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kIfOp, tgraph_tf::kDeviceType, create, compute, destroy);
-    TF_RegisterKernelBuilder("TgraphIf_tgraph", b, s);
-    if (TF_GetCode(s) != TF_OK) {
-      std::fprintf(stderr, "[tgraph-tf] registering the TgraphIf kernel failed: %s\n", TF_Message(s));
-      TF_SetStatus(s, TF_OK, "");
-    }
-  }
-  op = TF_NewOpDefinitionBuilder(tgraph_tf::kWhileOp);  // a rebuilt loop, likewise
-  TF_OpDefinitionBuilderAddAttr(op, "Tin: list(type) >= 1");
-  TF_OpDefinitionBuilderAddAttr(op, "Tout: list(type) >= 1");
-  TF_OpDefinitionBuilderAddAttr(op, "cond_body: string");
-  TF_OpDefinitionBuilderAddAttr(op, "body_body: string");
-  TF_OpDefinitionBuilderAddAttr(op, "cond_out: string");
-  TF_OpDefinitionBuilderAddAttr(op, "body_outs: list(string) >= 1");
-  TF_OpDefinitionBuilderAddInput(op, "args: Tin");
-  TF_OpDefinitionBuilderAddOutput(op, "results: Tout");
-  TF_OpDefinitionBuilderSetIsStateful(op, true);
-  TF_RegisterOpDefinition(op, s);
-  if (TF_GetCode(s) != TF_OK) {
-    std::fprintf(stderr, "[tgraph-tf] registering TgraphWhile failed: %s\n", TF_Message(s));
-    TF_SetStatus(s, TF_OK, "");
-  }
-  {
-    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kWhileOp, tgraph_tf::kDeviceType, create, compute, destroy);
-    TF_RegisterKernelBuilder("TgraphWhile_tgraph", b, s);
-    if (TF_GetCode(s) != TF_OK) {
-      std::fprintf(stderr, "[tgraph-tf] registering the TgraphWhile kernel failed: %s\n", TF_Message(s));
-      TF_SetStatus(s, TF_OK, "");
-    }
-  }
-  {
-    TF_KernelBuilder* b = TF_NewKernelBuilder(tgraph_tf::kClusterOp, tgraph_tf::kDeviceType, create, compute, destroy);
-    TF_RegisterKernelBuilder("TgraphCluster_tgraph", b, s);
-    if (TF_GetCode(s) != TF_OK) {
-      std::fprintf(stderr, "[tgraph-tf] registering the TgraphCluster kernel failed: %s\n", TF_Message(s));
-      TF_SetStatus(s, TF_OK, "");
-    }
-  }
-  // The per-op kernels, for f32 and f64 (TensorFlow's CPU kernels keep the other dtypes).
+  register_body_op(tgraph_tf::kClusterOp,
+                   {"Tin: list(type) >= 0", "Tout: list(type) >= 0", "body: string",
+                    "inputs: list(string) >= 0",     // the tensors the args are, in the body
+                    "outputs: list(string) >= 0",    // the body's tensors returned
+                    "value_args: list(int) >= 0"},   // args read as shapes / axes
+                   s);
+  // Control flow rebuilt from TensorFlow's lowered frames (functionalize.h): one node holding
+  // its regions; inside a cluster it is part of the cluster's body, alone a body of its own.
+  register_body_op(tgraph_tf::kIfOp,
+                   {"Tin: list(type) >= 1", "Tout: list(type) >= 0", "then_body: string", "else_body: string",
+                    "then_outs: list(string) >= 0", "else_outs: list(string) >= 0"},
+                   s);
+  register_body_op(tgraph_tf::kWhileOp,
+                   {"Tin: list(type) >= 1", "Tout: list(type) >= 1", "cond_body: string", "body_body: string",
+                    "cond_out: string", "body_outs: list(string) >= 1"},
+                   s);
+  for (const char* op : {tgraph_tf::kClusterOp, tgraph_tf::kIfOp, tgraph_tf::kWhileOp}) register_kernel(op, s);
+  // The per-op kernels, for f32 and f64 (TensorFlow's CPU kernels keep the other dtypes); the
+  // logical ops take bool alone, with no type attribute to constrain.
   for (const std::string& name : tgraph_tf::converted_ops()) {
     if (has_default_kernel(name)) continue;
-    if (name.rfind("Logical", 0) == 0) {  // bool in and out: no type attribute to constrain
-      TF_KernelBuilder* b = TF_NewKernelBuilder(name.c_str(), tgraph_tf::kDeviceType, create, compute, destroy);
-      TF_RegisterKernelBuilder((name + "_tgraph").c_str(), b, s);
-      if (TF_GetCode(s) != TF_OK) {
-        std::fprintf(stderr, "[tgraph-tf] registering the %s kernel failed: %s\n", name.c_str(), TF_Message(s));
-        TF_SetStatus(s, TF_OK, "");
-      }
+    if (name.rfind("Logical", 0) == 0) {
+      register_kernel(name, s);
       continue;
     }
-    for (TF_DataType t : {TF_FLOAT, TF_DOUBLE}) {
-      TF_KernelBuilder* b = TF_NewKernelBuilder(name.c_str(), tgraph_tf::kDeviceType, create, compute, destroy);
-      TF_KernelBuilder_TypeConstraint(b, "T", t, s);
-      if (TF_GetCode(s) == TF_OK) TF_RegisterKernelBuilder((name + "_tgraph").c_str(), b, s);
-      if (TF_GetCode(s) != TF_OK) {
-        std::fprintf(stderr, "[tgraph-tf] registering the %s kernel failed: %s\n", name.c_str(), TF_Message(s));
-        TF_SetStatus(s, TF_OK, "");
-      }
-    }
+    for (TF_DataType t : {TF_FLOAT, TF_DOUBLE}) register_kernel(name, s, &t);
   }
   TF_DeleteStatus(s);
 }

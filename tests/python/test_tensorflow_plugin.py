@@ -234,15 +234,18 @@ def test_tf_cond_runs_as_tgraph_if_else_with_tensorflows_values():
     """A tf.function with a tf.cond nested in another's else branch: both lowered Switch / Merge
     conditionals are rebuilt as TgraphIf nodes (tgraph's if_else inside the cluster), every
     branch is taken across the calls, and the values equal TensorFlow alone's. Under a
-    GradientTape the forward conditionals hand their intermediates to the backward as optional
-    variants (kept on TensorFlow's CPU), so they stay lowered: values and gradients still equal
+    GradientTape too: the intermediates TensorFlow hands from the forward conditionals to the
+    backward's as optionals are read directly, so the differentiated step's conditionals are
+    rebuilt as well (no optional op left on TensorFlow's CPU); values and gradients equal
     TensorFlow's."""
     import json
     got, want = _child(CONDS), _child(CONDS, plugin=False)
     assert got.returncode == 0 and want.returncode == 0, (got.stderr[-3000:], want.stderr[-3000:])
     rebuilt = sum(int(line.split()[1]) for line in got.stderr.splitlines()
                   if line.startswith("[tgraph-tf] ") and "conditionals rebuilt" in line)
-    assert rebuilt >= 2, got.stderr[-3000:]
+    assert rebuilt >= 4, got.stderr[-3000:]  # infer's two, and the differentiated step's
+    assert "Optional" not in "".join(line for line in got.stderr.splitlines() if "on TensorFlow's CPU" in line), \
+        got.stderr[-3000:]
     g = json.loads(next(line[7:] for line in got.stdout.splitlines() if line.startswith("RESULT ")))
     w = json.loads(next(line[7:] for line in want.stdout.splitlines() if line.startswith("RESULT ")))
     import numpy as np

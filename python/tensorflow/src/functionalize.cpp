@@ -476,9 +476,108 @@ bool rebuild_one_loop(tensorflow::GraphDef& g, const std::set<std::string>& pres
   return false;
 }
 
+// ---- a differentiated conditional's intermediates ----
+
+// The Switch output (node, k) an optional read reaches through Identities, or (-1, 0).
+std::pair<int, int> switch_of(const tensorflow::GraphDef& g, const View& v, std::string in) {
+  for (int hops = 0; hops < 8; ++hops) {
+    const int src = v.of(in);
+    if (src < 0) break;
+    const NodeDef& n = g.node(src);
+    if (n.op() == "Switch") return {src, output_index(tensor_name(in))};
+    if (n.op() != "Identity" || n.input_size() < 1) break;
+    in = n.input(0);
+  }
+  return {-1, 0};
+}
+
+// The branch (0: else, 1: then) of the conditional on `pred` that computes input `in`, found
+// through its Switches and pivots (the branch's constants are ordered after a pivot); -1 if none.
+int branch_of(const tensorflow::GraphDef& g, const View& v, const std::string& in, const std::string& pred,
+              int depth = 0) {
+  const int src = v.of(in);
+  if (src < 0 || depth > 64) return -1;
+  const NodeDef& n = g.node(src);
+  if (n.op() == "Switch" && n.input_size() >= 2 && tensor_name(n.input(1)) == pred)
+    return in[0] == '^' ? -1 : output_index(tensor_name(in));
+  for (const std::string& i : n.input()) {
+    const int b = branch_of(g, v, i, pred, depth + 1);
+    if (b >= 0) return b;
+  }
+  return -1;
+}
+
+// TensorFlow's gradient of a conditional hands each intermediate the backward needs from the
+// forward conditional's branch to the backward's as an optional (OptionalFromValue in the
+// branch that computed it, OptionalNone in the other, a variant Merge, a Switch on the same
+// predicate, OptionalGetValue in the backward's branch on the same side). Variants stay on
+// TensorFlow, so such conditionals could not be rebuilt. Where the read is on the side that
+// wrote the value, the read takes the value itself (live exactly when the read's branch is),
+// and the optionals, left unread, go. Returns how many reads were short-circuited.
+int short_circuit_optionals(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
+  int made = 0;
+  std::map<std::string, std::string> renamed;  // "OptionalGetValue:0" -> the value
+  {
+    const View v(g);
+    for (int i = 0; i < g.node_size(); ++i) {
+      const NodeDef& get = g.node(i);
+      if (get.op() != "OptionalGetValue" || get.input_size() < 1 || preserve.count(get.name())) continue;
+      const auto [sw, side] = switch_of(g, v, get.input(0));
+      if (sw < 0 || g.node(sw).input_size() < 2) continue;
+      const std::string pred = tensor_name(g.node(sw).input(1));
+      const int merge = v.of(g.node(sw).input(0));
+      if (merge < 0 || g.node(merge).op() != "Merge") continue;
+      std::string value;
+      for (const std::string& in : g.node(merge).input()) {
+        const int src = in[0] == '^' ? -1 : v.of(in);
+        if (src >= 0 && g.node(src).op() == "OptionalFromValue" && g.node(src).input_size() == 1 &&
+            branch_of(g, v, tensor_name(in), pred) == side)
+          value = tensor_name(g.node(src).input(0));
+      }
+      if (value.empty()) continue;
+      renamed[get.name() + ":0"] = value;
+      ++made;
+    }
+  }
+  if (!made) return 0;
+  for (NodeDef& n : *g.mutable_node())
+    for (std::string& in : *n.mutable_input())
+      if (in[0] != '^') {
+        auto r = renamed.find(tensor_name(in));
+        if (r != renamed.end()) in = r->second;
+      }
+  // The optionals' nodes nobody reads any more go (repeatedly: each takes the next).
+  for (bool removed = true; removed;) {
+    removed = false;
+    const View v(g);
+    std::set<int> gone;
+    for (int i = 0; i < g.node_size(); ++i) {
+      const std::string& op = g.node(i).op();
+      const bool optional = op == "OptionalGetValue" || op == "OptionalFromValue" || op == "OptionalNone" ||
+                            ((op == "Merge" || op == "Switch" || op == "Identity") && [&] {
+                              auto t = g.node(i).attr().find("T");
+                              return t != g.node(i).attr().end() && t->second.type() == tensorflow::DT_VARIANT;
+                            }());
+      if (optional && v.readers[static_cast<size_t>(i)].empty() && !preserve.count(g.node(i).name())) gone.insert(i);
+    }
+    if (gone.empty()) break;
+    tensorflow::GraphDef out = g;
+    out.clear_node();
+    for (int i = 0; i < g.node_size(); ++i)
+      if (!gone.count(i)) *out.add_node() = g.node(i);
+    g = std::move(out);
+    removed = true;
+  }
+  return made;
+}
+
 }  // namespace
 
 int functionalize_conds(tensorflow::GraphDef& g, const std::set<std::string>& preserve) {
+  // Nested conditionals pass optionals of optionals (and the inner predicate as one): each
+  // round takes one level off.
+  for (int round = 0; round < 64 && short_circuit_optionals(g, preserve) > 0; ++round) {
+  }
   int made = 0;
   while (made < 10000 && rebuild_one(g, preserve)) ++made;
   return made;

@@ -9,6 +9,7 @@
 //     DEVICE_DEFAULT ones): grappler's own passes run after placement and put the ops they make
 //     on the device of the ops they replace (the arithmetic optimizer's AddN for a chain of
 //     adds), and such a node failed the run with "No registered 'X' OpKernel for 'TGRAPH'".
+//   - rebuilds lowered conditionals and while loops as tgraph's control flow (functionalize.h)
 //   - then forms clusters (cluster.cpp): each connected group of TGRAPH nodes tgraph converts
 //     becomes one TgraphCluster node, compiled by the plugin's kernel into one executable.
 //     TGRAPH_TF_NO_CLUSTERS=1 leaves every op its own kernel.
@@ -180,9 +181,9 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
     if (it != n.mutable_attr()->end() && it->second.b()) it->second.set_b(false);
     if (!functions.count(n.op()) && !has_tgraph_kernel(n)) n.set_device(on_cpu(n.device()));
   }
-  report_cpu_ops(g, functions);
   dump("in", g);
-  if (!clusters_off()) {
+  if (clusters_off()) report_cpu_ops(g, functions);
+  else {
     // Innermost first: a conditional inside a loop's body, then the loop, then a conditional
     // holding that loop, until nothing changes.
     int conds = 0, loops = 0;
@@ -196,6 +197,7 @@ void optimizer_optimize(void*, const TF_Buffer* in, const TF_GrapplerItem* item,
       std::fprintf(stderr, "[tgraph-tf] %d conditionals rebuilt as tgraph if_else\n", conds);
     if (loops > 0 && tgraph_tf::tf_log())
       std::fprintf(stderr, "[tgraph-tf] %d while loops rebuilt as tgraph while_loop\n", loops);
+    report_cpu_ops(g, functions);  // after the rebuilding, which takes some ops off the CPU
     const int updates = tgraph_tf::fold_variable_updates(g);
     const int made = tgraph_tf::form_clusters(g, nodes_to_preserve(item));
     if (updates > 0 && tgraph_tf::tf_log())

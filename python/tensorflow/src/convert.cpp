@@ -271,6 +271,11 @@ bool has_converter(const std::string& op) { return rules().count(op) > 0; }
 std::vector<tg::Tensor> convert_node(tg::Graph& g, const tensorflow::NodeDef& n, const std::vector<Input>& in) {
   auto it = rules().find(n.op());
   if (it == rules().end()) refuse(n, "no converter for this op");
+  // A shape or axes must be known as values when the graph is built: never read an empty list
+  // ("no axes") where the tensor is computed at run time.
+  for (int k : value_inputs(n.op()))
+    if (static_cast<size_t>(k) < in.size() && !in[static_cast<size_t>(k)].known)
+      refuse(n, "input " + std::to_string(k) + " (a shape or axes) is computed at run time; tgraph needs its values when it builds the graph");
   try {
     return it->second(g, n, in);
   } catch (const tg::Error& e) {

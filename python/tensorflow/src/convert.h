@@ -25,6 +25,7 @@ const std::vector<int>& value_inputs(const std::string& op);
 struct Input {
   tg::Tensor t;
   std::vector<int64_t> values;
+  bool known = false;  // `values` hold the input's integers (a constant's, or a value argument's)
 };
 
 /// The values node `n` computes from `in` (its inputs, in order), built on `g`. Throws

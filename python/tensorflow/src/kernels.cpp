@@ -115,7 +115,8 @@ tgraph_tf::Input const_input(tg::Graph& g, const tensorflow::NodeDef& n) {
     else fill(p.int_val());
   }
   tgraph_tf::Input in{g.constant(t), {}};
-  if (dt == tg::DType::i32 || dt == tg::DType::i64)
+  in.known = dt == tg::DType::i32 || dt == tg::DType::i64;
+  if (in.known)
     for (int64_t i = 0; i < count; ++i) in.values.push_back(static_cast<int64_t>(t.at(i)));
   return in;
 }
@@ -245,7 +246,7 @@ std::vector<tg::Tensor> build(tg::Graph& g, const Body& b, const std::vector<tg:
   size_t fed = 0;
   for (size_t i = 0; i < b.args.size(); ++i) {
     if (b.value_arg[i]) {
-      env[b.args[i]] = {tg::Tensor(), values[i]};
+      env[b.args[i]] = {tg::Tensor(), values[i], true};
       continue;
     }
     const tg::TensorType& t = types[fed++];

@@ -33,7 +33,10 @@ std::string if_arg(size_t k);
 /// The name a loop's regions use for loop variable k.
 std::string loop_var(size_t k);
 
-/// Rebuilds every lowered conditional it can (innermost first); returns how many.
+/// Rebuilds every lowered conditional it can (innermost first); returns how many. First, a
+/// differentiated conditional's optionals (the forward branch's values handed to the backward's
+/// branch on the same side) are read as the values themselves, so no variant is left in a
+/// branch. A conditional whose inputs depend on its own results is left lowered.
 int functionalize_conds(tensorflow::GraphDef& g, const std::set<std::string>& preserve);
 
 /// Rebuilds every lowered while loop (Enter / Merge / LoopCond / Switch / NextIteration / Exit

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "convert.h"
+#include "functionalize.h"
 #include "plugin.h"
 #include "tensorflow/c/c_api.h"
 
@@ -87,7 +88,7 @@ bool on_tgraph(const tensorflow::NodeDef& n) {
 }
 
 bool clusterable(const tensorflow::NodeDef& n, const std::set<std::string>& preserve) {
-  if (n.op() == "TgraphIf" || n.op() == "TgraphWhile") return on_tgraph(n) && !preserve.count(n.name());  // functionalize.h
+  if (n.op() == kIfOp || n.op() == kWhileOp) return on_tgraph(n) && !preserve.count(n.name());
   if (!on_tgraph(n) || !has_converter(n.op()) || preserve.count(n.name())) return false;
   auto t = n.attr().find("T");
   return t != n.attr().end() && (t->second.type() == tensorflow::DT_FLOAT || t->second.type() == tensorflow::DT_DOUBLE);

@@ -1,14 +1,18 @@
 // The device half of the TGRAPH PluggableDevice (StreamExecutor C API, SE_InitPlugin).
 //
-// Now: one device whose memory is host memory (64-byte aligned) and whose streams, events and
-// copies are synchronous, which is what tgraph's CPU backend needs: TensorFlow allocates the
-// tensors of ops placed on TGRAPH (variables included, through its DEVICE_DEFAULT kernels)
-// with allocate() below. Next (docs/tensorflow-plugin.md): allocate from tgraph's own pools,
-// and one device per tgraph device, the CUDA backend's with device memory and real streams.
+// One platform of type TGRAPH; its devices are tgraph's devices: one per CUDA device where the
+// plugin is built with CUDA and a GPU is present (device_cuda.cpp: device memory, CUDA streams
+// and events), else one device backed by host memory (below: 64-byte aligned, synchronous
+// streams, events and copies), which is what tgraph's CPU backend needs. One platform registers
+// one device type, and mixing host and device memory under one type would make TensorFlow's
+// copies wrong, so it is one or the other per process (TGRAPH_TF_DEVICE=cpu forces the host).
+// TensorFlow allocates the tensors of ops placed on TGRAPH (variables included, through its
+// DEVICE_DEFAULT kernels) with allocate().
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "device_cuda.h"
 #include "plugin.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_status.h"
@@ -21,14 +25,14 @@ struct Handle {
 };  // non-null stream / event / timer handles
 
 void get_device_count(const SP_Platform*, int* n, TF_Status* s) {
-  *n = 1;
+  *n = tgraph_tf::on_cuda() ? tgraph_tf::cuda_devices() : 1;
   TF_SetStatus(s, TF_OK, "");
 }
 void create_device(const SP_Platform*, SE_CreateDeviceParams* p, TF_Status* s) {
   p->device->struct_size = SP_DEVICE_STRUCT_SIZE;
   p->device->device_handle = nullptr;
   p->device->ordinal = p->ordinal;
-  p->device->hardware_name = "tgraph-cpu";
+  p->device->hardware_name = tgraph_tf::on_cuda() ? "tgraph-cuda" : "tgraph-cpu";
   p->device->device_vendor = "tgraph";
   TF_SetStatus(s, TF_OK, "");
 }
@@ -167,13 +171,14 @@ void create_stream_executor(const SP_Platform*, SE_CreateStreamExecutorParams* p
   se->memset = mem_set;
   se->memset32 = mem_set32;
   se->host_callback = host_callback;
+  if (tgraph_tf::on_cuda()) tgraph_tf::fill_cuda_executor(se);
   TF_SetStatus(s, TF_OK, "");
 }
 void destroy_stream_executor(const SP_Platform*, SP_StreamExecutor*) {}
 uint64_t timer_ns(SP_Timer) { return 0; }
 void create_timer_fns(const SP_Platform*, SP_TimerFns* t, TF_Status* s) {
   t->struct_size = SP_TIMER_FNS_STRUCT_SIZE;
-  t->nanoseconds = timer_ns;
+  t->nanoseconds = tgraph_tf::on_cuda() ? tgraph_tf::cuda_timer_ns() : timer_ns;
   TF_SetStatus(s, TF_OK, "");
 }
 void destroy_timer_fns(const SP_Platform*, SP_TimerFns*) {}
@@ -187,7 +192,9 @@ TGRAPH_TF_EXPORT void SE_InitPlugin(SE_PlatformRegistrationParams* const params,
   params->platform->name = "TGRAPH";
   params->platform->type = tgraph_tf::kDeviceType;
   params->platform->supports_unified_memory = false;
-  params->platform->use_bfc_allocator = false;  // tgraph's allocator decides (today: aligned_alloc)
+  // On CUDA TensorFlow's BFC allocator sub-allocates from large cudaMalloc blocks (a cudaMalloc
+  // per tensor would serialise the GPU); on the host, aligned_alloc per tensor is cheap.
+  params->platform->use_bfc_allocator = tgraph_tf::on_cuda();
   params->platform->force_memory_growth = false;
   SP_PlatformFns* f = params->platform_fns;
   f->struct_size = SP_PLATFORM_FNS_STRUCT_SIZE;

@@ -10,8 +10,9 @@
 // Shape and axes inputs are read as values, part of the signature. Variables need no kernel of
 // ours: TensorFlow 2.19.1 registers VarHandleOp, ReadVariableOp, AssignVariableOp,
 // AssignAdd/SubVariableOp (and Const, Identity, _Arg ...) for DEVICE_DEFAULT, which every
-// PluggableDevice gets (docs/tensorflow-plugin.md). The device's memory is host memory
-// (device.cpp): the inputs are read where they are and tgraph's CPU backend runs the body.
+// PluggableDevice gets (docs/tensorflow-plugin.md). The inputs are read where they are, in
+// the device's memory (device.cpp): tgraph's CPU backend runs the body on the host device, its
+// CUDA backend on TensorFlow's compute stream where the devices are GPUs.
 #include "tensorflow/c/kernels.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 
 #include "cluster.h"
 #include "convert.h"
+#include "device_cuda.h"
 #include "functionalize.h"
 #include "nodes.h"
 #include "plugin.h"
@@ -320,6 +322,20 @@ void fail(TF_OpKernelContext* ctx, TF_Code code, const std::string& what) {
   TF_DeleteStatus(s);
 }
 
+// One input of a run: TensorFlow's buffer as tgraph's, read in place (the TF_Tensor is
+// released with the last reference). On CUDA a buffer in host memory (TensorFlow keeps int32
+// tensors of GPU-like devices there) is copied to the device first.
+tg::DeviceTensor device_input(TF_Tensor* t, const tg::TensorType& type, tg::Device device) {
+  void* data = TF_TensorData(t);
+  std::shared_ptr<void> owner(t, [](void* p) { TF_DeleteTensor(static_cast<TF_Tensor*>(p)); });
+  if (device.kind == tg::Device::Kind::cuda && !tgraph_tf::device_memory(data)) {
+    std::shared_ptr<std::byte> host(static_cast<std::byte*>(data), [owner](std::byte*) {});
+    return tg::DeviceTensor::from_host(tg::TensorData::wrap(type.shape, type.dtype, std::move(host)), device);
+  }
+  return tg::DeviceTensor(std::make_shared<tg::DeviceTensor::Storage>(
+      tg::DeviceTensor::Storage{type, device, data, std::move(owner)}));
+}
+
 void compute(void* kernel, TF_OpKernelContext* ctx) {
   auto* k = static_cast<Kernel*>(kernel);
   if (!k) return;
@@ -327,8 +343,20 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
   if (static_cast<size_t>(TF_NumInputs(ctx)) != b.args.size())
     return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + " takes " + std::to_string(b.args.size()) + " inputs, got " +
                                       std::to_string(TF_NumInputs(ctx)));
+  // Where it runs: on CUDA, the device TensorFlow runs this kernel on, in the order of its
+  // compute stream (tgraph's work is queued there; nothing here waits for the GPU).
+  const bool cuda = tgraph_tf::on_cuda();
+  const tg::Device device = cuda ? tg::Device::cuda(TF_GetDeviceId(ctx)) : tg::Device::cpu();
   TF_Status* s = TF_NewStatus();
-  std::vector<tg::TensorData> inputs;
+  void* stream = nullptr;
+  if (cuda) {
+    stream = tgraph_tf::cuda_stream(TF_GetStream(ctx, s));
+    if (TF_GetCode(s) != TF_OK || !stream) {
+      TF_DeleteStatus(s);
+      return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": TensorFlow gave no stream");
+    }
+  }
+  std::vector<tg::DeviceTensor> inputs;
   std::vector<tg::TensorType> types;
   std::vector<std::vector<int64_t>> values(b.args.size());
   for (int i = 0; i < TF_NumInputs(ctx); ++i) {
@@ -341,11 +369,24 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     }
     if (b.value_arg[static_cast<size_t>(i)]) {  // a shape or axes: read now, part of the signature
       const int64_t n = TF_TensorElementCount(t);
+      const size_t width = TF_TensorType(t) == TF_INT64 ? 8 : 4;
+      std::vector<std::byte> bytes(static_cast<size_t>(n) * width);
+      const void* src = TF_TensorData(t);
+      if (cuda && n && tgraph_tf::device_memory(src)) {  // a few bytes, waited for
+        std::string error;
+        if (!tgraph_tf::copy_on_stream(bytes.data(), src, bytes.size(), stream, error) ||
+            !tgraph_tf::sync_stream(stream, error)) {
+          TF_DeleteTensor(t);
+          TF_DeleteStatus(s);
+          return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": reading input " + std::to_string(i) + ": " + error);
+        }
+        src = bytes.data();
+      }
       std::vector<int64_t>& v = values[static_cast<size_t>(i)];
       if (TF_TensorType(t) == TF_INT32)
-        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int32_t*>(TF_TensorData(t))[e]);
+        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int32_t*>(src)[e]);
       else if (TF_TensorType(t) == TF_INT64)
-        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int64_t*>(TF_TensorData(t))[e]);
+        for (int64_t e = 0; e < n; ++e) v.push_back(static_cast<const int64_t*>(src)[e]);
       TF_DeleteTensor(t);
       continue;
     }
@@ -357,14 +398,17 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
     }
     std::vector<int64_t> dims;
     for (int a = 0; a < TF_NumDims(t); ++a) dims.push_back(TF_Dim(t, a));
-    tg::Shape shape(dims);
-    // TensorFlow's buffer, read in place; the TF_Tensor is released with the last reference.
-    std::shared_ptr<std::byte> data(static_cast<std::byte*>(TF_TensorData(t)), [t](std::byte*) { TF_DeleteTensor(t); });
-    inputs.push_back(tg::TensorData::wrap(shape, d, std::move(data)));
-    types.push_back(tg::TensorType{shape, d});
+    const tg::TensorType type{tg::Shape(dims), d};
+    try {
+      inputs.push_back(device_input(t, type, device));
+    } catch (const std::exception& e) {
+      TF_DeleteStatus(s);
+      return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": input " + std::to_string(i) + ": " + e.what());
+    }
+    types.push_back(type);
   }
   TF_DeleteStatus(s);
-  std::vector<tg::TensorData> results;
+  std::vector<tg::DeviceTensor> results;
   try {
     tg::Executable exe;
     {
@@ -379,7 +423,7 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
         auto g = std::make_shared<tg::Graph>();
         std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds;
         std::vector<tg::Tensor> outs = build(*g, b, types, values, feeds);
-        tg::Executable e = g->compile(feeds, outs, {}, tg::CompileOptions{.device = tg::Device::cpu()});
+        tg::Executable e = g->compile(feeds, outs, {}, tg::CompileOptions{.device = device});
         it = k->compiled.emplace(key, Kernel::Compiled{g, e}).first;
         // TGRAPH_TF_LOG=1: a line per compile and per op compiled in it, so a test can tell
         // tgraph ran an op (a fallback to TensorFlow's CPU kernels gives the same numbers).
@@ -391,15 +435,16 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
       }
       exe = it->second.exe;
     }
-    results = exe.run(inputs);
+    results = cuda ? exe.run_device(inputs, stream) : exe.run_device(inputs);
   } catch (const std::exception& e) {
     return fail(ctx, TF_INVALID_ARGUMENT, e.what());
   }
   if (static_cast<int>(results.size()) != TF_NumOutputs(ctx))
     return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + " made " + std::to_string(results.size()) +
                                       " outputs, TensorFlow expects " + std::to_string(TF_NumOutputs(ctx)));
+  bool wait = false;  // an output TensorFlow wants in host memory, copied from the GPU
   for (size_t o = 0; o < results.size(); ++o) {
-    const tg::TensorData& r = results[o];
+    const tg::DeviceTensor& r = results[o];
     if (tf_dtype(r.dtype()) != TF_ExpectedOutputDataType(ctx, static_cast<int>(o)))
       return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": output " + std::to_string(o) + " is " +
                                         tg::dtype_name(r.dtype()) + ", not the dtype TensorFlow expects");
@@ -412,10 +457,23 @@ void compute(void* kernel, TF_OpKernelContext* ctx) {
       TF_DeleteStatus(st);
       return;
     }
-    if (r.nbytes()) std::memcpy(TF_TensorData(out), r.data(), r.nbytes());
-    TF_DeleteTensor(out);
     TF_DeleteStatus(st);
+    // Copied into TensorFlow's buffer: on CUDA in the stream's order, so tgraph's memory may go
+    // back to its pool now (its next run on this stream starts after the copy).
+    std::string error;
+    if (!r.nbytes()) {
+    } else if (!cuda) {
+      std::memcpy(TF_TensorData(out), r.data(), r.nbytes());
+    } else if (!tgraph_tf::copy_on_stream(TF_TensorData(out), r.data(), r.nbytes(), stream, error)) {
+      TF_DeleteTensor(out);
+      return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": output " + std::to_string(o) + ": " + error);
+    } else {
+      wait = wait || !tgraph_tf::device_memory(TF_TensorData(out));
+    }
+    TF_DeleteTensor(out);
   }
+  std::string error;
+  if (wait && !tgraph_tf::sync_stream(stream, error)) return fail(ctx, TF_INTERNAL, "tgraph: " + b.what + ": " + error);
 }
 
 // Ops whose kernels TensorFlow already registers for every PluggableDevice (DEVICE_DEFAULT):

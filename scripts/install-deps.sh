@@ -28,6 +28,9 @@ if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "[install-deps] pip: ${pip_missing[*]}"
   $PY -m pip install -q "${pip_missing[@]}"
 fi
+# scikit-build-core: the TensorFlow plugin's package is built by pip without build isolation in
+# its test (test_pip_package_puts_the_plugin_where_tensorflow_loads_it).
+$PY -c "import scikit_build_core" 2>/dev/null || $PY -m pip install -q "scikit-build-core>=0.10"
 # ONNX's Python package, pinned: its backend tests (node, pytorch-converted, pytorch-operator,
 # simple) are the newest-ONNX conformance suites of `make test` (tests/conformance/onnx_1_22_*).
 ONNX_VERSION=1.22.0

@@ -370,3 +370,47 @@ def test_tf_while_loop_runs_as_tgraph_while_loop_with_tensorflows_values():
     for k in w:
         for a, b in zip(g[k], w[k]):
             np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_pip_package_puts_the_plugin_where_tensorflow_loads_it(tmp_path):
+    """`pip install ./python/tensorflow` (the documented line; here without build isolation or
+    dependencies, into a folder named like site-packages) installs the plugin into
+    tensorflow-plugins/ and tgraph's library beside it; TensorFlow imported from that
+    site-packages loads it with no environment variable, lists one TGRAPH device and runs an
+    op there."""
+    pytest.importorskip("scikit_build_core", reason="scikit-build-core not installed (scripts/install-deps.sh installs it)")
+    root = Path(__file__).resolve().parents[2]
+    library = Path(PLUGIN).resolve().parents[2] / "src" / "libtgraph.so"
+    if not library.is_file():
+        pytest.skip(f"no libtgraph.so beside the plugin's build ({library})")
+    site = tmp_path / "site-packages"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                          "--target", str(site), f"--config-settings=cmake.define.TGRAPH_LIBRARY={library}",
+                          f"--config-settings=build-dir={tmp_path / 'build'}", str(root / "python" / "tensorflow")],
+                         capture_output=True, text=True, timeout=1200,
+                         env=dict(os.environ, PYTHONPATH=os.environ.get("TGRAPH_TF_PYTHONPATH", "")))
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert (site / "tensorflow-plugins" / "libtgraph_tensorflow.so").is_file()
+    assert (site / "tgraph_tensorflow" / "libtgraph.so").is_file()
+    # TensorFlow itself as if pip had put it there too (it loads plugins only from a
+    # site-packages folder, and only when it was imported from one)
+    tf_dir = Path(os.environ.get("TGRAPH_TF_PYTHONPATH", "")) / "tensorflow"
+    if not tf_dir.is_dir():
+        import tensorflow
+        tf_dir = Path(tensorflow.__file__).parent
+    (site / "tensorflow").symlink_to(tf_dir)
+    code = ("import tensorflow as tf\n"
+            "devs = tf.config.list_physical_devices('TGRAPH')\n"
+            "with tf.device('/TGRAPH:0'):\n"
+            "    y = tf.nn.relu(tf.constant([[1.0, -2.0, 3.5]]) - 1.5)\n"
+            "print('RESULT', len(devs), y.device, y.numpy().tolist())\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TGRAPH_TF_LOG="1",
+               PYTHONPATH=os.pathsep.join([str(site), os.environ.get("TGRAPH_TF_PYTHONPATH", "")]))
+    env.pop("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", None)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert r.returncode == 0 and line, r.stderr[-3000:]
+    _, count, device, values = line.split(" ", 3)
+    assert count == "1" and device.endswith("TGRAPH:0"), line
+    assert values == "[[0.0, 0.0, 2.0]]", line
+    assert "[tgraph-tf] compiled Relu" in r.stderr, r.stderr[-2000:]

@@ -62,6 +62,20 @@ if(TGRAPH_WITH_CUDA)
   endif()
 endif()
 
+# Gloo (Debian's libgloo-dev): the CPU engine of tg::distributed. Without it a job runs as one
+# rank only (distributed.h says so when asked for more).
+option(TGRAPH_WITH_GLOO "Build the Gloo engine of tg::distributed when libgloo-dev is found" ON)
+set(TGRAPH_HAVE_GLOO OFF)
+if(TGRAPH_WITH_GLOO)
+  find_package(Gloo CONFIG QUIET)
+  if(TARGET gloo)
+    set(TGRAPH_HAVE_GLOO ON)
+    message(STATUS "tgraph: Gloo found; multi-process training on the CPU")
+  else()
+    message(STATUS "tgraph: Gloo not found (libgloo-dev); tg::distributed runs one rank only")
+  endif()
+endif()
+
 if(TGRAPH_BUILD_TESTS)
   find_package(GTest QUIET)
   if(NOT GTest_FOUND)

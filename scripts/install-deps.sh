@@ -5,7 +5,7 @@ set -euo pipefail
 PY=${PYTHON:-python3}
 APT_PKGS="build-essential cmake ninja-build ccache pkg-config git libgtest-dev libgmock-dev
   libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler clang-format clang-tidy
-  dataset-fashion-mnist libonnx-testdata libdlpack-dev"
+  dataset-fashion-mnist libonnx-testdata libdlpack-dev libgloo-dev"
 PIP_PKGS="numpy pytest nanobind matplotlib"
 
 SUDO=""

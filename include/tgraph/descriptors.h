@@ -37,6 +37,8 @@ enum class Distribution : uint8_t { uniform, normal, truncated_normal };
 enum class ScatterMode : uint8_t { set, add, sub, mul, div, min, max };
 /// Reduction applied over a stencil window.
 enum class Reduction : uint8_t { sum, min, max, product, argmin, argmax };
+/// How a collective combines the ranks' tensors (mean: the sum divided by the world size).
+enum class CollectiveReduce : uint8_t { sum, mean, max, min };
 /// Values read outside the source by a stencil.
 enum class Boundary : uint8_t { zero, constant, clamp_to_edge, reflect, symmetric, periodic, anti_periodic };
 
@@ -249,6 +251,16 @@ struct RandomDesc {
 struct SeedDesc {
   int64_t seed = 0;
   TG_FIELDS(seed)
+};
+/// Collectives across the ranks of a data-parallel job (tgraph/distributed.h): how they combine,
+/// the root of a broadcast, and the world size and this process's rank when the op was built
+/// (the output shapes of all_gather / reduce_scatter depend on the world size).
+struct CollectiveDesc {
+  CollectiveReduce reduce = CollectiveReduce::sum;
+  int64_t root = 0;
+  int64_t world = 1;
+  int64_t rank = 0;
+  TG_FIELDS(reduce, root, world, rank)
 };
 /// dropout with a drop probability.
 struct DropoutDesc {

@@ -321,6 +321,16 @@ class Graph {
   /// The 3-D form: the last 3 dims, weights [kd, kh, kw], 3 values per vector (padding 6).
   Tensor stencil_3d(Tensor source, Tensor weights, const StencilDesc& d = {});
 
+  // ---- collectives across ranks (tgraph/distributed.h; every rank runs the same ones, in order) ----
+  /// Every rank's x combined element by element (sum, mean, max, min); the same on every rank.
+  Tensor all_reduce(Tensor x, CollectiveReduce reduce = CollectiveReduce::sum);
+  /// The ranks' x concatenated along axis 0 in rank order (axis 0 becomes world_size times longer).
+  Tensor all_gather(Tensor x);
+  /// The ranks' x combined, then axis 0 split into one part per rank: this rank's part.
+  Tensor reduce_scatter(Tensor x, CollectiveReduce reduce = CollectiveReduce::sum);
+  /// Rank root's x on every rank.
+  Tensor broadcast(Tensor x, int64_t root = 0);
+
   // ---- control flow ----------------------------------------------------------------------------
   /// Runs then_fn or else_fn on a scalar bool predicate; both return the same types.
   std::vector<Tensor> if_else(Tensor pred, const RegionFn& then_fn, const RegionFn& else_fn = {});

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "py_args.h"
+#include "tgraph/distributed.h"
 #include "py_tensor.h"
 #include "ops/op_def.h"
 #include "runtime/executable_impl.h"
@@ -370,6 +371,12 @@ void bind_graph(nb::module_& m) {
   c.def("random", method(&Graph::random), "state"_a, "desc"_a);
   c.def("dropout", method(&Graph::dropout), "x"_a, "state"_a, "rate"_a);
 
+  // collectives across ranks (tgraph.distributed)
+  c.def("all_reduce", method(&Graph::all_reduce), "x"_a, "reduce"_a = tg::CollectiveReduce::sum);
+  c.def("all_gather", method(&Graph::all_gather), "x"_a);
+  c.def("reduce_scatter", method(&Graph::reduce_scatter), "x"_a, "reduce"_a = tg::CollectiveReduce::sum);
+  c.def("broadcast", method(&Graph::broadcast), "x"_a, "root"_a = 0);
+
   // gather, scatter, stencil
   c.def("gather", method(&Graph::gather), "x"_a, "indices"_a, "axis"_a = 0, "batch_dims"_a = 0);
   c.def("gather_nd", method(&Graph::gather_nd), "x"_a, "indices"_a, "batch_dims"_a = 0);
@@ -407,6 +414,19 @@ void bind_graph(nb::module_& m) {
           return r;
         },
         "y"_a, "xs"_a, "d(sum of y)/dx for each x, in the order of xs (zeros where y does not depend on x).");
+
+  // tgraph.distributed.average_gradients: the bucketed all_reduce of a data-parallel step
+  c.def("_average_gradients",
+        [](Graph& self, const std::vector<std::optional<PyTensor>>& grads, size_t bucket_bytes) {
+          Graph& g = builder_graph(self);
+          std::vector<Tensor> in;
+          for (const auto& t : grads) in.push_back(t ? unwrap(g, *t) : Tensor());
+          std::vector<std::optional<PyTensor>> r;
+          for (const Tensor& t : tg::distributed::average_gradients(g, in, bucket_bytes))
+            r.push_back(t.valid() ? std::optional<PyTensor>(wrap(g, t)) : std::nullopt);
+          return r;
+        },
+        "grads"_a, "bucket_bytes"_a);
 
   // compiling and running (tgraph/__init__.py gives these their keyword forms)
   c.def("_compile",

@@ -142,6 +142,7 @@ void bind_types(nb::module_& m) {
   bind_enum<tg::ScatterMode>(m, "ScatterMode");
   bind_enum<tg::Reduction>(m, "Reduction");
   bind_enum<tg::Boundary>(m, "Boundary");
+  bind_enum<tg::CollectiveReduce>(m, "CollectiveReduce");
 
   nb::class_<tg::Device>(m, "Device")
       .def_static("cpu", &tg::Device::cpu)

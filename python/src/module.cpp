@@ -14,4 +14,5 @@ NB_MODULE(_tgraph, m) {
   tgpy::bind_graph(m);
   tgpy::bind_executable(m);
   tgpy::bind_training(m);
+  tgpy::bind_distributed(m);
 }

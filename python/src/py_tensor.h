@@ -72,6 +72,7 @@ void bind_data(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_executable(nb::module_& m);
 void bind_training(nb::module_& m);
+void bind_distributed(nb::module_& m);
 
 }  // namespace tgpy
 

@@ -53,6 +53,10 @@ std::string enum_name(Boundary v) {
   static const char* const n[] = {"zero", "constant", "clamp_to_edge", "reflect", "symmetric", "periodic", "anti_periodic"};
   return pick(n, static_cast<int>(v));
 }
+std::string enum_name(CollectiveReduce v) {
+  static const char* const n[] = {"sum", "mean", "max", "min"};
+  return pick(n, static_cast<int>(v));
+}
 std::string enum_name(DType v) { return dtype_name(v); }
 
 }  // namespace tg::detail

@@ -18,7 +18,8 @@ using Attr = std::variant<NoDesc, ReduceDesc, AxisDesc, CumulativeDesc, TopKDesc
                           PoolDesc, NormDesc, LossDesc, AttentionDesc, ShapeDesc, AxesDesc,
                           SplitDesc, SliceDesc, PadDesc, TileDesc, ArangeDesc, OneHotDesc,
                           BlockDesc, ResizeDesc, RandomDesc, DropoutDesc, GatherDesc, ScatterDesc,
-                          StencilDesc, NameDesc, OptimizerDesc, SeedDesc, ScaledMatmulDesc>;
+                          StencilDesc, NameDesc, OptimizerDesc, SeedDesc, ScaledMatmulDesc,
+                          CollectiveDesc>;
 
 template <class T>
 concept Reflected = requires(const T& t) { t.fields(); };
@@ -59,6 +60,7 @@ std::string enum_name(Distribution v);
 std::string enum_name(ScatterMode v);
 std::string enum_name(Reduction v);
 std::string enum_name(Boundary v);
+std::string enum_name(CollectiveReduce v);
 std::string enum_name(DType v);
 
 template <class T>

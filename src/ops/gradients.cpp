@@ -22,6 +22,7 @@ VjpFn vjp_rule(OpKind k) {
     register_nn_vjps(*t);
     register_conv_vjps(*t);
     register_indexing_vjps(*t);
+    register_collective_vjps(*t);
     return t;
   }();
   return (*table)[static_cast<size_t>(k)];

@@ -43,6 +43,7 @@ TG_FAMILY(strided_slice) TG_FAMILY(slice_update) TG_FAMILY(pad) TG_FAMILY(tile)
 TG_FAMILY(reverse) TG_FAMILY(shape_of) TG_FAMILY(arange) TG_FAMILY(one_hot)
 TG_FAMILY(space_depth) TG_FAMILY(resize) TG_FAMILY(random_state) TG_FAMILY(random)
 TG_FAMILY(dropout) TG_FAMILY(gather) TG_FAMILY(scatter) TG_FAMILY(non_zero) TG_FAMILY(stencil)
+TG_FAMILY(collective)
 TG_FAMILY(if_else) TG_FAMILY(for_loop) TG_FAMILY(while_loop)
 #undef TG_FAMILY
 

@@ -25,7 +25,7 @@ enum class Family : uint8_t {
   matmul, scaled_matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
   transpose, broadcast_to, broadcast_like, sum_to_like, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
   tile, reverse, shape_of, arange, one_hot, space_depth, resize, random_state, random, dropout,
-  gather, scatter, non_zero, stencil, if_else, for_loop, while_loop
+  gather, scatter, non_zero, stencil, if_else, for_loop, while_loop, collective
 };
 
 /// Properties passes ask for instead of keeping lists of ops.

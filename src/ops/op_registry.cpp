@@ -41,6 +41,8 @@ FamilyInfo family_info(Family f) {
     F(random_state, kSource) F(random, 0) F(dropout, 0)
     F(gather, 0) F(scatter, 0) F(non_zero, 0) F(stencil, 0)
     F(if_else, kHasRegions) F(for_loop, kHasRegions) F(while_loop, kHasRegions)
+    // Stateful: never folded at compile time nor merged, since each one is a meeting of the ranks.
+    F(collective, kStateful)
 #undef F
   }
   return {0, nullptr};

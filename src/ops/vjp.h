@@ -62,6 +62,7 @@ void register_shape_vjps(VjpTable& t);
 void register_nn_vjps(VjpTable& t);
 void register_conv_vjps(VjpTable& t);
 void register_indexing_vjps(VjpTable& t);
+void register_collective_vjps(VjpTable& t);
 
 // Helpers shared by rules.
 /// A tensor of x's type filled with v (static shapes: a broadcast constant).

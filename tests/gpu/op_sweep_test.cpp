@@ -887,6 +887,19 @@ void shape_cases(std::vector<Case>& cs) {
   movement("reverse", K::Reverse, {FullRange(Shape{3, 4, 5})}, [](Graph& g, const Ts& x, DType) {
     return Ts{g.reverse(x[0], {0, 2}), g.reverse(x[0], {-1})};
   });
+  // The collectives in a one-rank world (no tg::distributed::init): copies on every backend;
+  // the multi-rank values are tested across processes (tests/python/test_distributed.py).
+  cs.push_back({.label = "collectives (one rank)",
+                .ops = {K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast},
+                .dtypes = dts({kF, {i32, i64}}),
+                .inputs = {FullRange(Shape{4, 3})},
+                .build = [](Graph& g, const Ts& x, DType t) {
+                  Ts out{g.all_reduce(x[0]), g.all_gather(x[0]), g.reduce_scatter(x[0]), g.broadcast(x[0]),
+                         g.all_reduce(x[0], CollectiveReduce::max)};
+                  if (is_float(t)) out.push_back(g.all_reduce(x[0], CollectiveReduce::mean));
+                  return out;
+                },
+                .exact = true});
   movement("shape_of", K::ShapeOf, {FullRange(Shape{3, 4, 5}), FullRange(Shape{})},
            [](Graph& g, const Ts& x, DType) {
              return Ts{g.shape_of(x[0]), g.shape_of(x[1])};

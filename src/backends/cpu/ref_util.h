@@ -113,5 +113,6 @@ std::vector<TensorData> eval_nn(const Ctx& c);
 std::vector<TensorData> eval_random(const Ctx& c);
 std::vector<TensorData> eval_indexing(const Ctx& c);
 std::vector<TensorData> eval_stencil(const Ctx& c);
+std::vector<TensorData> eval_collective(const Ctx& c);
 
 }  // namespace tg::detail::ref

@@ -163,6 +163,8 @@ FamilyEval family_eval(Family f) {
       return ref::eval_indexing;
     case Family::stencil:
       return ref::eval_stencil;
+    case Family::collective:
+      return ref::eval_collective;
     default:
       return nullptr;
   }

@@ -5,7 +5,12 @@
 //
 // usage: train_fashion_mnist [--epochs N] [--batch N] [--lr X] [--device cpu|cuda]
 //                            [--precision f32|tf32|bf16|f16]
-//                            [--data DIR] [--out DIR] [--limit N] [--test-limit N]
+//                            [--data DIR] [--out DIR] [--limit N] [--test-limit N] [--distributed]
+//
+// --distributed: one rank of a data-parallel job (docs/distributed.md), launched N times by
+// `python -m tgraph.distributed --nproc N`, torchrun or mpirun: each rank takes batch / N of
+// every step's samples (a distributed sampler), the gradients are averaged across the ranks in
+// the step (bucketed all_reduces), rank 0's initial weights are broadcast, and rank 0 reports.
 //
 // --precision sets CompileOptions::precision of the training step and the evaluation:
 // bf16 / f16 compute convolutions and matmuls in half precision (fp32 accumulation, weights,
@@ -32,7 +37,8 @@ namespace {
 
 struct Options {
   int epochs = 4;
-  int64_t batch = 128;
+  int64_t batch = 128;  // the global batch: split across the ranks with --distributed
+  bool distributed = false;
   double lr = 2e-3;
   std::string device = "best";
   std::string precision = "f32";
@@ -138,8 +144,17 @@ void progress(int epoch, int64_t step, int64_t steps, double loss, double ips) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--distributed") {
+      o.distributed = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "train_fashion_mnist: %s needs a value\n", k.c_str());
+      return 2;
+    }
+    std::string v = argv[++i];
     if (k == "--epochs") o.epochs = std::stoi(v);
     else if (k == "--batch") o.batch = std::stoll(v);
     else if (k == "--lr") o.lr = std::stod(v);
@@ -164,17 +179,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    tg::Device dev = o.device == "cpu" ? tg::Device::cpu() : o.device == "cuda" ? tg::Device::cuda(0) : tg::Device::best();
-    std::filesystem::create_directories(o.out);
+    if (o.distributed) tg::distributed::init();
+    const int world = tg::distributed::world_size(), rank = tg::distributed::rank();
+    const bool lead = rank == 0;  // the rank that reports and saves
+    if (o.batch % world != 0)
+      throw tg::Error("--batch " + std::to_string(o.batch) + " does not split over " + std::to_string(world) + " ranks");
+    const int gpu = tg::distributed::local_rank() % std::max(1, tg::Device::cuda_device_count());
+    tg::Device dev = o.device == "cpu"    ? tg::Device::cpu()
+                     : o.device == "cuda" ? tg::Device::cuda(gpu)
+                     : tg::Device::cuda_device_count() > 0 ? tg::Device::cuda(gpu) : tg::Device::cpu();
+    if (lead) std::filesystem::create_directories(o.out);
     Dataset train = load(o.data, "train", o.limit), test = load(o.data, "t10k", o.test_limit);
-    std::printf("Fashion-MNIST: %lld training, %lld test images; device %s, precision %s\n",
+    if (world > 1 && lead) std::printf("data-parallel: %d ranks, %lld images per rank per step\n", world, static_cast<long long>(o.batch / world));
+    if (lead) std::printf("Fashion-MNIST: %lld training, %lld test images; device %s, precision %s\n",
                 static_cast<long long>(train.size()), static_cast<long long>(test.size()), dev.describe().c_str(),
                 o.precision.c_str());
 
     tg::Graph g;
     Net net;
     net.build(g);
-    const int64_t B = o.batch, EB = 500;
+    const int64_t B = o.batch / world, EB = 500;  // this rank's share of each step
     tg::Tensor x = g.placeholder({B, 28, 28, 1}, tg::f32, "images");
     tg::Tensor y = g.placeholder({B, 10}, tg::f32, "labels");
     tg::Tensor lr = g.placeholder({}, tg::f32, "lr");
@@ -194,9 +218,17 @@ int main(int argc, char** argv) {
     } else {
       grads = g.gradients(loss, params);
     }
+    if (world > 1) {  // each gradient averaged over the ranks, in buckets, inside the step
+      std::vector<tg::Tensor> gs;
+      for (const tg::Tensor& p : params) gs.push_back(grads.count(p) ? grads.at(p) : tg::Tensor());
+      gs = tg::distributed::average_gradients(g, gs);
+      for (size_t i = 0; i < params.size(); ++i)
+        if (gs[i].valid()) grads[params[i]] = gs[i];
+    }
     targets_ops.push_back(tg::optim::adamw(g, params, grads, lr, adam));
     const tg::CompileOptions copt{.device = dev, .precision = precision};
     tg::Executable train_exe = g.compile({{x, x.type()}, {y, y.type()}, {lr, lr.type()}}, {loss}, targets_ops, copt);
+    if (world > 1) tg::distributed::broadcast_variables(train_exe);
 
     tg::Tensor ex = g.placeholder({EB, 28, 28, 1}, tg::f32, "eval_images");
     tg::Tensor ey = g.placeholder({EB, 10}, tg::f32, "eval_labels");
@@ -204,17 +236,19 @@ int main(int argc, char** argv) {
     tg::Tensor eloss = g.softmax_cross_entropy(elogits, ey, -1, tg::LossReduction::sum);
     tg::Executable eval_exe = g.compile({{ex, ex.type()}, {ey, ey.type()}}, {elogits, eloss}, {}, copt);
 
-    std::ofstream csv(o.out + "/metrics.csv");
+    std::ofstream csv;
+    if (lead) csv.open(o.out + "/metrics.csv");
     csv << "epoch,step,train_loss,test_loss,test_accuracy\n";
     std::vector<int64_t> order(static_cast<size_t>(train.size()));
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(42);
-    const int64_t steps = train.size() / B;
+    const int64_t steps = (world > 1 ? static_cast<int64_t>(tg::distributed::shard(train.size()).size()) : train.size()) / B;
     tg::TensorData bx({B, 28, 28, 1}, tg::f32), by({B, 10}, tg::f32);
     int64_t global_step = 0;
     double accuracy = 0;
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-      std::shuffle(order.begin(), order.end(), rng);
+      if (world > 1) order = tg::distributed::shard(train.size(), 42, epoch);  // this rank's samples
+      else std::shuffle(order.begin(), order.end(), rng);
       auto t0 = std::chrono::steady_clock::now();
       double loss_sum = 0;
       for (int64_t s = 0; s < steps; ++s, ++global_step) {
@@ -222,9 +256,9 @@ int main(int argc, char** argv) {
         double rate = tg::optim::cosine_lr(global_step, steps * o.epochs, o.lr, steps / 4);
         double l = train_exe.run({bx, by, tg::TensorData::scalar(rate)})[0].at(0);
         loss_sum += l;
-        if (s % 10 == 0 || s + 1 == steps) {
+        if (lead && (s % 10 == 0 || s + 1 == steps)) {
           double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          progress(epoch, s, steps, loss_sum / static_cast<double>(s + 1), static_cast<double>((s + 1) * B) / secs);
+          progress(epoch, s, steps, loss_sum / static_cast<double>(s + 1), static_cast<double>((s + 1) * B * world) / secs);
           csv << epoch << "," << global_step << "," << l << ",,\n";
         }
       }
@@ -247,14 +281,16 @@ int main(int argc, char** argv) {
         seen += EB;
       }
       accuracy = seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0;
+      if (!lead) continue;  // every rank evaluates (the same weights); rank 0 reports and saves
       std::printf("\nepoch %d: train loss %.4f, %.1f s (%.0f img/s); test loss %.4f, test accuracy %.2f%%\n", epoch,
-                  loss_sum / static_cast<double>(steps), secs, static_cast<double>(steps * B) / secs,
+                  loss_sum / static_cast<double>(steps), secs, static_cast<double>(steps * B * world) / secs,
                   seen ? test_loss / static_cast<double>(seen) : 0.0, 100 * accuracy);
       csv << epoch << "," << global_step << ",," << (seen ? test_loss / static_cast<double>(seen) : 0.0) << ","
           << accuracy << "\n";
       csv.flush();
       tg::save_checkpoint(train_exe, o.out + "/fashion_mnist.ckpt");
     }
+    if (!lead) return 0;
     std::printf("final test accuracy %.2f%%; checkpoint %s/fashion_mnist.ckpt\n", 100 * accuracy, o.out.c_str());
     std::string plot = "python3 scripts/plot_curves.py '" + o.out + "/metrics.csv' '" + o.out + "/curves.png' 2>&1";
     if (std::filesystem::exists("scripts/plot_curves.py") && std::system(plot.c_str()) == 0)

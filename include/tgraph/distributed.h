@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tgraph/descriptors.h"
+#include "tgraph/executable.h"
 #include "tgraph/graph.h"
 #include "tgraph/tensor_data.h"
 
@@ -58,6 +59,10 @@ void broadcast(TensorData& t, int root = 0);
 /// start while the rest of the backward runs), one all_reduce (mean) per bucket, split back.
 /// Gradients of a dynamic shape, or of another dtype than their bucket, get one each.
 std::vector<Tensor> average_gradients(Graph& g, const std::vector<Tensor>& grads, size_t bucket_bytes = 25u << 20);
+
+/// Every variable of `exe` (its optimizer's state included) set to rank `root`'s value, in name
+/// order: the ranks start from the same weights whatever each drew.
+void broadcast_variables(const Executable& exe, int root = 0);
 
 /// The sample indices this rank takes from a dataset of `n` in one epoch, as PyTorch's
 /// DistributedSampler: the same permutation of 0..n-1 on every rank (seeded by seed and epoch;

@@ -3,6 +3,7 @@
 #include "tgraph/descriptors.h"
 #include "tgraph/device.h"
 #include "tgraph/device_tensor.h"
+#include "tgraph/distributed.h"
 #include "tgraph/dtype.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"

@@ -1,6 +1,9 @@
-// Bucketed gradient averaging for data-parallel steps (distributed.h): few, large all_reduces
-// (one per ~25 MiB, as PyTorch's DDP) instead of one per parameter, in reverse order.
+// Data-parallel steps (distributed.h): bucketed gradient averaging, few large all_reduces
+// (one per ~25 MiB, as PyTorch's DDP) instead of one per parameter, in reverse order; and the
+// initial weights made the same on every rank.
 #include "tgraph/distributed.h"
+
+#include <algorithm>
 
 namespace tg::distributed {
 
@@ -42,6 +45,20 @@ std::vector<Tensor> average_gradients(Graph& g, const std::vector<Tensor>& grads
   }
   flush();
   return out;
+}
+
+}  // namespace tg::distributed
+
+namespace tg::distributed {
+
+void broadcast_variables(const Executable& exe, int root) {
+  std::vector<std::string> names = exe.variable_names();
+  std::sort(names.begin(), names.end());  // the same order on every rank
+  for (const std::string& n : names) {
+    TensorData v = exe.variable(n);
+    broadcast(v, root);
+    exe.set_variable(n, v);
+  }
 }
 
 }  // namespace tg::distributed

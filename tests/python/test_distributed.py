@@ -16,25 +16,33 @@ _dist = pytest.importorskip("tgraph.distributed")
 
 
 def _ranks(code: str, n: int, tmp_path, timeout: float = 240, extra_env=None, kill=None):
-    """Runs `code` as n ranks (no launcher: each rank's exit is its own); returns the
-    CompletedProcess-like results in rank order. kill: rank -> seconds after which to SIGKILL it."""
+    """Runs `code` as n ranks (no launcher: each rank's exit is its own); returns (exit code,
+    stdout, stderr, seconds) in rank order. Output goes to files (a rank blocked on a full pipe
+    would stall its peers). kill: rank -> seconds after which to SIGKILL it."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, WORLD_SIZE=str(n), TGRAPH_DIST_STORE=str(tmp_path / "store"),
                TGRAPH_DIST_RUN_ID=uuid.uuid4().hex, **(extra_env or {}))
+    files = [(open(tmp_path / f"rank{r}.out", "w+"), open(tmp_path / f"rank{r}.err", "w+")) for r in range(n)]
     procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
+                              stdout=files[r][0], stderr=files[r][1], text=True) for r in range(n)]
     start = time.time()
     for r, after in (kill or {}).items():
         time.sleep(max(0.0, after - (time.time() - start)))
         procs[r].kill()
     outs = []
-    for p in procs:
+    for p, (out, err) in zip(procs, files):
         try:
-            out, err = p.communicate(timeout=max(1.0, timeout - (time.time() - start)))
+            p.wait(timeout=max(1.0, timeout - (time.time() - start)))
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
             raise AssertionError(f"a rank did not finish within {timeout} s (a hang)")
-        outs.append((p.returncode, out, err, time.time() - start))
+        took = time.time() - start
+        out.seek(0)
+        err.seek(0)
+        outs.append((p.returncode, out.read(), err.read(), took))
+        out.close()
+        err.close()
     return outs
 
 
@@ -241,3 +249,48 @@ def test_one_process_without_init_runs_collectives_as_copies():
         np.testing.assert_array_equal(o, [[1, 2], [3, 4]])
     with pytest.raises(tg.Error, match=r"\[broadcast\] root 1 is not a rank of a world of 1"):
         g.broadcast(p, 1)
+
+
+TORCH_DDP = r'''
+import json, os, sys, torch, torch.distributed as td
+import tgraph.torch  # registers the tgraph and tgraph_train backends
+from torch.nn.parallel import DistributedDataParallel as DDP
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+td.init_process_group("gloo", init_method="file://" + os.environ["TGRAPH_DIST_STORE"] + "_torch", rank=rank, world_size=world)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+torch.manual_seed(1)
+xs, ys = torch.randn(16, 12), torch.randn(16, 4)
+mode = os.environ["MODE"]
+if mode == "ddp":
+    net = DDP(torch.compile(model, backend="tgraph_train"))  # DDP around the compiled module
+    per = 16 // world
+    xs, ys = xs[rank * per:(rank + 1) * per], ys[rank * per:(rank + 1) * per]
+else:
+    net = model  # eager, one process, the whole batch
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+losses = []
+for _ in range(4):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(net(xs), ys)
+    loss.backward()
+    opt.step()
+    losses.append(float(loss))
+print("RESULT " + json.dumps({"losses": losses, "params": [p.detach().tolist() for p in model.parameters()],
+                              "executables": tgraph.torch.stats()["executables"]}))
+td.destroy_process_group()
+'''
+
+
+def test_torch_ddp_around_a_tgraph_train_module_matches_one_process(tmp_path):
+    """PyTorch's own DistributedDataParallel (gloo, two CPU processes) around a module compiled
+    with backend="tgraph_train", unchanged: after 4 SGD steps on half the batch each, both ranks'
+    weights equal one eager process's on the whole batch (DDP averages the gradients that
+    tgraph's backward computes)."""
+    pytest.importorskip("torch")
+    one = _result(_ranks(TORCH_DDP, 1, tmp_path / "one", extra_env={"MODE": "eager"})[0])
+    many = [_result(o) for o in _ranks(TORCH_DDP, 2, tmp_path / "many", extra_env={"MODE": "ddp"}, timeout=400)]
+    for r, got in enumerate(many):
+        assert got["executables"] >= 2, got  # tgraph compiled the forward and the backward
+        for a, b in zip(got["params"], one["params"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5, err_msg=f"rank {r}")

@@ -31,7 +31,18 @@ struct Rendezvous {
   double timeout_s = 300;
 };
 
-/// Gloo over TCP; throws tg::Error when Gloo is not built in or a peer does not come.
+/// Gloo over TCP; throws tg::Error when Gloo is not built or a peer does not come. Gloo lives in
+/// a module of its own (libtgraph_gloo.so, gloo_backend.cpp) loaded on first use with its own
+/// symbols first (RTLD_DEEPBIND): PyTorch carries another Gloo whose exported symbols would
+/// otherwise stand in for libgloo's (and libgloo's for torch's) in one process.
 std::unique_ptr<CollectiveBackend> make_gloo_backend(const Rendezvous& r);
+
+}  // namespace tg::detail
+
+/// The module's one entry (gloo_backend.cpp): a new backend, or null with the reason in `error`.
+extern "C" tg::detail::CollectiveBackend* tgraph_gloo_backend(const tg::detail::Rendezvous* r, char* error,
+                                                              size_t error_size);
+
+namespace tg::detail {
 
 }  // namespace tg::detail

@@ -1,11 +1,13 @@
 // Gloo (Debian's libgloo-dev) as the CPU engine of tg::distributed: a full mesh of TCP pairs,
 // set up through a FileStore in the rendezvous folder; each collective gets the next tag, the
 // same on every rank since every rank issues the same collectives in the same order.
+// Built as the module libtgraph_gloo.so (backend.h says why), which depends on libgloo and the
+// C++ runtime only: errors leave it as std::exception, and communicator.cpp words them.
+#include <cstdio>
+#include <stdexcept>
+
 #include "distributed/backend.h"
 
-#include "tgraph/error.h"
-
-#ifdef TGRAPH_HAVE_GLOO
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -18,11 +20,8 @@
 
 #include <chrono>
 #include <filesystem>
-#endif
 
 namespace tg::detail {
-
-#ifdef TGRAPH_HAVE_GLOO
 namespace {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
@@ -61,7 +60,7 @@ class GlooBackend final : public CollectiveBackend {
       case DType::f64: set(o, static_cast<double*>(data), count, reduce_fn<double>(op)); break;
       case DType::i32: set(o, static_cast<int32_t*>(data), count, reduce_fn<int32_t>(op)); break;
       case DType::i64: set(o, static_cast<int64_t*>(data), count, reduce_fn<int64_t>(op)); break;
-      default: throw Error(std::string("[distributed] Gloo reduces f32, f64, i32 and i64, not ") + dtype_name(dtype));
+      default: throw std::invalid_argument("Gloo reduces f32, f64, i32 and i64 here");
     }
     gloo::allreduce(o);
   }
@@ -106,15 +105,14 @@ class GlooBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_gloo_backend(const Rendezvous& r) { return std::make_unique<GlooBackend>(r); }
-
-#else
-
-std::unique_ptr<CollectiveBackend> make_gloo_backend(const Rendezvous& r) {
-  throw Error("[distributed] a world of " + std::to_string(r.world) +
-              " ranks needs Gloo, and this build has none (install libgloo-dev and rebuild)");
-}
-
-#endif
-
 }  // namespace tg::detail
+
+extern "C" __attribute__((visibility("default"))) tg::detail::CollectiveBackend* tgraph_gloo_backend(
+    const tg::detail::Rendezvous* r, char* error, size_t error_size) {
+  try {
+    return new tg::detail::GlooBackend(*r);
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_size, "%s", e.what());
+    return nullptr;
+  }
+}

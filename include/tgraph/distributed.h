@@ -22,7 +22,7 @@ struct Options {
   int rank = -1;          ///< -1: RANK, else OMPI_COMM_WORLD_RANK, else PMI_RANK, else 0
   int world_size = -1;    ///< -1: WORLD_SIZE, else OMPI_COMM_WORLD_SIZE, else PMI_SIZE, else 1
   std::string store;      ///< rendezvous folder; "": TGRAPH_DIST_STORE, else /tmp/tgraph-dist-<MASTER_ADDR>-<MASTER_PORT>
-  std::string run_id;     ///< a name unique to this run (keys in the folder); "": TGRAPH_DIST_RUN_ID, TORCHELASTIC_RUN_ID, "tgraph"
+  std::string run_id;     ///< a name unique to this run (keys in the folder); "": TGRAPH_DIST_RUN_ID, TORCHELASTIC_RUN_ID, Open MPI's job id, "tgraph"
   std::string host;       ///< the address the other ranks reach this one at; "": TGRAPH_DIST_HOST, else this host's name (127.0.0.1 when MASTER_ADDR is local or unset)
   double timeout_s = 0;   ///< how long a collective waits for its peers; 0: TGRAPH_DIST_TIMEOUT, else 300
 };

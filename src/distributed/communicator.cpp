@@ -115,7 +115,8 @@ void init(const Options& o) {
       r.store = "/tmp/tgraph-dist-" + (master.empty() ? std::string("localhost") : master) + "-" + env("MASTER_PORT");
     }
     r.run_id = !o.run_id.empty() ? o.run_id : text(std::getenv("TGRAPH_DIST_RUN_ID"));
-    if (r.run_id.empty()) r.run_id = first_env({"TORCHELASTIC_RUN_ID"}, "tgraph");
+    // else the launcher's own job id: torchrun's rendezvous id, Open MPI's / PMIx's job
+    if (r.run_id.empty()) r.run_id = first_env({"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"}, "tgraph");
     r.host = !o.host.empty() ? o.host : text(std::getenv("TGRAPH_DIST_HOST"));
     if (r.host.empty()) {
       char name[256] = {};

@@ -889,7 +889,7 @@ void shape_cases(std::vector<Case>& cs) {
   });
   // The collectives in a one-rank world (no tg::distributed::init): copies on every backend;
   // the multi-rank values are tested across processes (tests/python/test_distributed.py).
-  cs.push_back({.label = "collectives (one rank)",
+  cs.push_back({.label = "collectives_one_rank",
                 .ops = {K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast},
                 .dtypes = dts({kF, {i32, i64}}),
                 .inputs = {FullRange(Shape{4, 3})},

@@ -172,19 +172,18 @@ void all_reduce(TensorData& t, CollectiveReduce op) {
     throw Error("[all_reduce] a mean of integer tensors (" + t.type().str() + "): use sum");
   collective("all_reduce", [&](detail::CollectiveBackend* e) {
     if (!e || t.num_elements() == 0) return;
+    const double world = state().world;
     if (!half) {
-      e->all_reduce(t.data(), static_cast<size_t>(t.num_elements()), dt, op);
+      e->all_reduce(t.data(), static_cast<size_t>(t.num_elements()), dt, op);  // mean: summed here
+      if (op == CollectiveReduce::mean)
+        for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, t.at(i) / world);
       return;
     }
     TensorData wide(t.shape(), DType::f32);  // 16-bit floats are combined in f32, rounded once
     for (int64_t i = 0; i < t.num_elements(); ++i) wide.set(i, t.at(i));
     e->all_reduce(wide.data(), static_cast<size_t>(wide.num_elements()), DType::f32, op);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, wide.at(i));
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, op == CollectiveReduce::mean ? wide.at(i) / world : wide.at(i));
   });
-  if (op == CollectiveReduce::mean && world_size() > 1) {
-    const double w = world_size();
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, t.at(i) / w);
-  }
 }
 
 TensorData all_gather(const TensorData& t) {

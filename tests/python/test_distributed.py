@@ -60,7 +60,8 @@ r, w = dist.rank(), dist.world_size()
 x = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5.5) * (r + 1) + 0.25 * r
 out = {"host_sum": dist.all_reduce(x).tolist(), "host_max": dist.all_reduce(x, "max").tolist(),
        "host_gather": dist.all_gather(x).tolist(), "host_bcast": dist.broadcast(x, w - 1).tolist(),
-       "shard": dist.shard(23, seed=3, epoch=1)}
+       "shard": dist.shard(23, seed=3, epoch=1),
+       "host_mean16": dist.all_reduce(x.astype(np.float16), "mean").astype(np.float32).tolist()}
 g = tg.Graph()
 p = g.placeholder([4, 3], tg.f32, "x")
 v = g.variable(np.full((4, 3), r + 1.0, np.float32), "v")
@@ -130,6 +131,9 @@ def test_collectives_and_their_gradients_across_processes(tmp_path, n):
         np.testing.assert_allclose(got[r]["host_max"], np.maximum.reduce(xs), rtol=1e-6)
         np.testing.assert_allclose(got[r]["host_gather"], np.concatenate(xs), rtol=1e-6)
         np.testing.assert_allclose(got[r]["host_bcast"], xs[n - 1], rtol=1e-6)
+        # f16 combined in f32 and rounded once: within one f16 rounding of the exact mean
+        np.testing.assert_allclose(got[r]["host_mean16"], sum(x.astype(np.float16).astype(np.float64) for x in xs) / n,
+                                   rtol=1e-3, atol=1e-3)
     shards = [got[r]["shard"] for r in range(n)]
     assert all(len(s) == len(shards[0]) for s in shards)  # padded to equal lengths
     assert set().union(*map(set, shards)) == set(range(23))  # every sample, by some rank

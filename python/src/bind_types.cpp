@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "backends/cpu/profile.h"
 #include "py_args.h"
 #include "py_tensor.h"
 
@@ -127,6 +128,8 @@ void bind_types(nb::module_& m) {
   m.def("dtype", [](DTypeArg d) { return d.get(); }, "like"_a,
         "The element type named by a string, a numpy or torch dtype, or a DType.");
   m.def("dtype_size", &tg::dtype_size);
+  m.def("_profile_flush", &tg::detail::cpu_profile_flush, "title"_a,
+        "Under TGRAPH_PROFILE: prints the profile so far under `title` and starts a new one.");
   m.def("dim_from_source", &tg::dim_from_source, "j"_a,
         "The target dim code of reshape / broadcast_to that takes dim j of their shape sources.");
   m.def("promote_types", [](DTypeArg a, DTypeArg b) { return tg::promote_types(a.get(), b.get()); });

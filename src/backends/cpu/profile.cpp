@@ -19,14 +19,15 @@ struct Entry {
 struct Profile {
   std::mutex mu;
   std::map<std::string, Entry> entries;
-  ~Profile() {
+  ~Profile() { print("TGRAPH_PROFILE=1"); }
+  void print(const std::string& title) {
     if (entries.empty()) return;
     std::vector<std::pair<std::string, Entry>> rows(entries.begin(), entries.end());
     std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
     double total = 0;
     for (auto& r : rows)
       if (r.first != "run (total)") total += r.second.seconds;
-    std::fprintf(stderr, "[tgraph] profile (TGRAPH_PROFILE=1): %.3f s in steps\n", total);
+    std::fprintf(stderr, "[tgraph] profile (%s): %.3f s in steps\n", title.c_str(), total);
     std::fprintf(stderr, "  %-44s %10s %9s %10s %6s\n", "kind", "total ms", "calls", "us/call", "%");
     for (auto& [what, e] : rows)
       std::fprintf(stderr, "  %-44s %10.1f %9lld %10.1f %6.1f\n", what.c_str(), e.seconds * 1e3, e.calls,
@@ -40,6 +41,14 @@ Profile& profile() {
 }
 
 }  // namespace
+
+void cpu_profile_flush(const std::string& title) {
+  if (!cpu_profiling()) return;
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.print(title);
+  p.entries.clear();
+}
 
 bool cpu_profiling() {
   static const bool on = [] {

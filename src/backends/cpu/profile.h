@@ -17,6 +17,9 @@ bool profiling_first_runs();
 /// Adds `seconds` spent in one step of kind `what` (printed at exit).
 void cpu_profile_add(const std::string& what, double seconds);
 
+/// Prints the table so far under `title` and starts a new one (a benchmark's phases apart).
+void cpu_profile_flush(const std::string& title);
+
 /// Times its scope into the profile under `what` when profiling is on.
 class CpuProfileScope {
  public:

@@ -67,8 +67,11 @@ def _traced_dims(v) -> list:
 
 def _size_guards(ep, user: list) -> list:
     """What torch.export assumed of the symbolic sizes, as checks of the inputs' dims: each
-    symbol's range (a size of 1 is outside it when torch assumed >= 2; a position table bounds
-    a sequence) and equal sizes where two inputs share a symbol. [(kind, ...)]"""
+    symbol's range (a position table bounds a sequence) and equal sizes where two inputs share a
+    symbol. [(kind, ...)] A symbol left at export's default range, [2, inf) (its 0/1
+    specialisation), takes 1 too, as the exported program's own module does: tgraph infers every
+    op again at the concrete size, so broadcasting at 1 is numpy's. A range the code refined
+    (a table's length, a size compared in the model) is checked whole."""
     ranges = {str(k): (v.lower, v.upper) for k, v in ep.range_constraints.items()}
     first, guards = {}, []
     traced = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
@@ -81,6 +84,8 @@ def _size_guards(ep, user: list) -> list:
             lo, hi = ranges.get(sym, (0, None))
             lo = int(lo) if lo is not None and str(lo) not in ("-int_oo", "-oo") else 0
             hi = int(hi) if hi is not None and str(hi) not in ("int_oo", "oo") else None
+            if (lo, hi) == (2, None):
+                lo = 1
             guards.append(("range", k, d, lo, hi))
             if sym in first:
                 guards.append(("equal", k, d) + first[sym])

@@ -512,23 +512,28 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
     }
   }
   if (r.at != r.n) r.fail("trailing bytes");
-  for (const Block& b : g.blocks)
-    for (int32_t id : b.nodes) {
-      Node& n = g.nodes[static_cast<size_t>(id)];
-      if (n.kind == OpKind::Variable) {
-        const std::string& name = std::get<NameDesc>(n.attr).name;
-        if (!exe->store->values.count(name)) r.fail("variable '" + name + "' has no value");
-        exe->variables[name] = id;
-        if (n.data.empty()) n.data = exe->store->values[name].clone();  // its initial value, as saved
-        g.variables[name] = id;
+  {
+    CpuProfileScope timed("load: deserialize: variables' initial values");
+    for (const Block& b : g.blocks)
+      for (int32_t id : b.nodes) {
+        Node& n = g.nodes[static_cast<size_t>(id)];
+        if (n.kind == OpKind::Variable) {
+          const std::string& name = std::get<NameDesc>(n.attr).name;
+          if (!exe->store->values.count(name)) r.fail("variable '" + name + "' has no value");
+          exe->variables[name] = id;
+          if (n.data.empty()) n.data = exe->store->values[name].clone();  // its initial value, as saved
+          g.variables[name] = id;
+        }
       }
-    }
+  }
   try {
+    CpuProfileScope timed("load: deserialize: verify");
     verify_or_throw(g);
   } catch (const Error& e) {
     throw Error(std::string("[load] the executable's graph does not verify: ") + e.what());
   }
   // Ready for its backend's runs (a build without that backend refuses the file in load()).
+  CpuProfileScope timed("load: deserialize: backend's prepare");
   if (const Backend* b = find_backend(exe->device.kind)) b->prepare(*exe);
   return exe;
 }

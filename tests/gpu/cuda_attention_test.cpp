@@ -151,3 +151,32 @@ TEST(CudaAttention, MasksThatHideNothingAreDropped) {
     gputest::expect_close(e.run(inputs)[0], want[0], 4e-3, "masked");
   }
 }
+
+// One executable with dynamic batch and sequence dims run at several sizes: each size's copy
+// builds its own cuDNN plan, and every plan after the first of its topology binds the kernel
+// compiled for that first one (a dynamic-shape graph and a kernel cache). Each size, larger and
+// smaller than the first and with keys longer than queries, matches the reference.
+TEST(CudaAttention, SizesOfOneTopologyShareCompiledKernels) {
+  Graph g;
+  Tensor q = g.placeholder(Shape({-1, 4, -1, 64}), DType::f16, "q");
+  Tensor k = g.placeholder(Shape({-1, 4, -1, 64}), DType::f16, "k");
+  Tensor v = g.placeholder(Shape({-1, 4, -1, 64}), DType::f16, "v");
+  Tensor y = g.scaled_dot_product_attention(q, k, v, std::nullopt);
+  const std::vector<std::pair<Tensor, TensorType>> feeds{{q, TensorType(Shape({-1, 4, -1, 64}), DType::f16)},
+                                                         {k, TensorType(Shape({-1, 4, -1, 64}), DType::f16)},
+                                                         {v, TensorType(Shape({-1, 4, -1, 64}), DType::f16)}};
+  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  const std::vector<std::pair<int64_t, std::pair<int64_t, int64_t>>> sizes{
+      {2, {64, 64}}, {5, {16, 16}}, {1, {128, 256}}, {3, {40, 72}}, {2, {64, 64}}};
+  uint64_t seed = 20;
+  for (const auto& [b, lens] : sizes) {
+    SCOPED_TRACE("batch " + std::to_string(b) + " Lq " + std::to_string(lens.first) + " Lk " +
+                 std::to_string(lens.second));
+    std::vector<TensorData> in{half_data({b, 4, lens.first, 64}, DType::f16, seed++),
+                               half_data({b, 4, lens.second, 64}, DType::f16, seed++),
+                               half_data({b, 4, lens.second, 64}, DType::f16, seed++)};
+    auto want = cpu.run(in);
+    for (int run = 0; run < 2; ++run) gputest::expect_close(e.run(in)[0], want[0], 4e-3, "run " + std::to_string(run));
+  }
+}

@@ -171,10 +171,11 @@ class PositionTable(nn.Module):
         return x + self.pos(torch.arange(x.shape[1]))[None]
 
 
-def test_sizes_outside_what_export_assumed_are_not_run_by_that_executable():
-    """torch.export's assumptions (sizes >= 2, a sequence within a 12-row table) are checked at
-    each call: batch 1 gets an executable of its own, and a sequence past the table raises
-    torch's error instead of reading past it."""
+def test_sizes_of_one_run_in_the_executable_export_made():
+    """torch.export's assumptions are checked at each call as its own program checks them: a
+    batch or sequence of 1 (export's default range starts at 2, which its module does not
+    enforce) runs in the same executable and matches eager; a sequence past the 12-row table
+    raises an error instead of reading past it."""
     model = PositionTable().eval()
     fast = tgt.compile(model, dynamic=True)
     before = compiles()
@@ -182,6 +183,8 @@ def test_sizes_outside_what_export_assumed_are_not_run_by_that_executable():
         for b, s in [(2, 5), (3, 12), (1, 4)]:
             x = torch.randn(b, s, 8)
             torch.testing.assert_close(fast(x), model(x))
-        assert compiles() - before == 2  # batch 1 outside [2, ...]: its own
+        x = torch.randn(2, 1, 8)
+        torch.testing.assert_close(fast(x), model(x))
+        assert compiles() - before == 1  # batch 1 and sequence 1 in the same executable
         with pytest.raises(Exception):
             fast(torch.randn(2, 13, 8))

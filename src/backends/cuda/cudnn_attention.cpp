@@ -5,7 +5,8 @@
 // sizes. What is taken (attention_lowering.cpp decides, asking cudnn_attention_supported):
 // f16 / bf16 q, k, v of rank 3 or 4 with equal batch dims, an additive bias of q's dtype
 // broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
-// Plans are built once per shape and kept for the process.
+// Plans are built once per shape and kept for the process; the shapes of one topology share
+// compiled kernels (dynamic-shape graphs bound to a kernel cache, build() says why).
 #include "backends/cuda/cuda_ops.h"
 
 #include <cmath>
@@ -101,7 +102,32 @@ std::map<std::string, std::shared_ptr<Plan>>& plans() {
   return p;
 }
 
-std::shared_ptr<Plan> build(int device, const AttentionCall& c) {
+// The calls whose plans can share compiled kernels: everything but the extents of batch, heads
+// and sequences (cuDNN's "same topology"). One kernel cache per class.
+std::string topology_of(int device, const AttentionCall& c, const std::vector<int64_t>& q,
+                        const std::vector<int64_t>& v, const std::vector<int64_t>& mask) {
+  std::string key = std::to_string(device) + "|" + dtype_name(c.dtype) + "|r" + std::to_string(c.q.rank()) + "|d" +
+                    std::to_string(q[3]) + "," + std::to_string(v[3]) + "|" + std::to_string(c.scale) +
+                    (c.causal ? "|c" : "|n") + "|m";
+  for (int64_t m : mask) key += m == 1 ? '1' : 'x';
+  return key;
+}
+
+std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<fe::KernelCache>> caches;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& kc = caches[topology];
+  if (!kc) kc = std::make_shared<fe::KernelCache>();
+  return kc;
+}
+
+// Builds the plan for one shape. With `shared` (the default) the graph is a dynamic-shape graph
+// bound to its topology's kernel cache: the first shape of a topology compiles cuDNN's kernel
+// (~1 s for BERT's), every later shape binds the compiled one (a new size's plan in a few ms
+// instead of ~60: issue 22's first call at a new size). Without it, a static plan (the fallback
+// when this cuDNN refuses dynamic shapes for the call).
+std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared = true) {
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
   if (!attention_geometry(c, q, k, v, mask)) {
@@ -109,6 +135,7 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c) {
     return plan;
   }
   auto g = std::make_shared<fe::graph::Graph>();
+  if (shared) g->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(topology_of(device, c, q, v, mask)));
   const fe::DataType_t io = c.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
@@ -151,6 +178,10 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
     if (auto it = plans().find(key); it != plans().end()) return it->second;
   }
   std::shared_ptr<Plan> p = build(device, c);  // outside the lock: building takes a while
+  if (!p->ok && !p->graph && p->why != "shape or dtype not taken") {
+    std::shared_ptr<Plan> fixed = build(device, c, false);
+    if (fixed->ok) p = fixed;
+  }
   std::lock_guard<std::mutex> lock(plans_mutex());
   return plans().emplace(key, p).first->second;
 }

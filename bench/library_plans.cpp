@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -57,111 +58,82 @@ void report(const char* what, const Sums& s) {
               what, s.n, s.query, s.ws, s.first, s.second, s.query / s.n, s.first / s.n, s.second / s.n);
 }
 
-void conv_pass(cudnnHandle_t h, int batch, cudnnDataType_t dt, int dir, Sums& sum, void* x, void* w, void* y,
-               void* ws, size_t ws_bytes, cudaStream_t stream) {
-  for (const Conv& c : kResnet) {
-    const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
-    cudnnTensorDescriptor_t xd, yd;
-    cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t cd;
-    CK(cudnnCreateTensorDescriptor(&xd));
-    CK(cudnnCreateTensorDescriptor(&yd));
-    CK(cudnnCreateFilterDescriptor(&wd));
-    CK(cudnnCreateConvolutionDescriptor(&cd));
-    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, batch, c.c, c.h, c.h));
-    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, batch, c.k, oh, oh));
-    CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, c.k, c.c, c.r, c.r));
-    CK(cudnnSetConvolution2dDescriptor(cd, pad, pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                       dt == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
-    int count = 0, ret = 0;
-    size_t need = 0;
-    float one = 1, zero = 0;
-    double t0 = now_ms();
-    auto run = [&](int algo) {
-      if (dir == 0)
-        CK(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, cudnnConvolutionFwdAlgo_t(algo), ws, need, &zero, yd, y));
-      else if (dir == 1)
-        CK(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y, cd, cudnnConvolutionBwdDataAlgo_t(algo), ws, need, &zero,
-                                        xd, x));
-      else
-        CK(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, cudnnConvolutionBwdFilterAlgo_t(algo), ws, need,
-                                          &zero, wd, w));
-      CK(cudaStreamSynchronize(stream));
-    };
-    int algo = 0;
-    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+// One convolution of config `c` at `batch` in direction `dir` (0 forward, 1 data, 2 filter): the
+// algorithm queried from cuDNN's heuristics when `algo` < 0 (else taken as given, as a saved
+// choice would be), the workspace size, a first and a second execution, each timed.
+int conv_one(cudnnHandle_t h, const Conv& c, int batch, cudnnDataType_t dt, int dir, int algo, Sums& sum, void* x,
+             void* w, void* y, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  CK(cudnnCreateTensorDescriptor(&xd));
+  CK(cudnnCreateTensorDescriptor(&yd));
+  CK(cudnnCreateFilterDescriptor(&wd));
+  CK(cudnnCreateConvolutionDescriptor(&cd));
+  CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, batch, c.c, c.h, c.h));
+  CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, batch, c.k, oh, oh));
+  CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, c.k, c.c, c.r, c.r));
+  CK(cudnnSetConvolution2dDescriptor(cd, pad, pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+  int count = 0, ret = 0;
+  size_t need = 0;
+  float one = 1, zero = 0;
+  double t0 = now_ms();
+  if (algo < 0) {
     if (dir == 0) {
       CK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> p(count);
       CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, count, &ret, p.data()));
-      algo = p[0].algo, math = p[0].mathType;
+      for (int i = 0; i < ret && algo < 0; ++i)
+        if (p[i].status == CUDNN_STATUS_SUCCESS) algo = p[i].algo;
     } else if (dir == 1) {
       CK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> p(count);
       CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, count, &ret, p.data()));
-      algo = p[0].algo, math = p[0].mathType;
+      for (int i = 0; i < ret && algo < 0; ++i)
+        if (p[i].status == CUDNN_STATUS_SUCCESS) algo = p[i].algo;
     } else {
       CK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> p(count);
       CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, count, &ret, p.data()));
-      algo = p[0].algo, math = p[0].mathType;
+      for (int i = 0; i < ret && algo < 0; ++i)
+        if (p[i].status == CUDNN_STATUS_SUCCESS) algo = p[i].algo;
     }
-    CK(cudnnSetConvolutionMathType(cd, math));
-    double t1 = now_ms();
+  }
+  double t1 = now_ms();
+  if (dir == 0)
+    CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, cudnnConvolutionFwdAlgo_t(algo), &need));
+  else if (dir == 1)
+    CK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, cudnnConvolutionBwdDataAlgo_t(algo), &need));
+  else
+    CK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, cudnnConvolutionBwdFilterAlgo_t(algo), &need));
+  if (need > ws_bytes) {
+    std::fprintf(stderr, "workspace %zu over %zu\n", need, ws_bytes);
+    std::exit(1);
+  }
+  double t2 = now_ms();
+  auto run = [&] {
     if (dir == 0)
-      CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, cudnnConvolutionFwdAlgo_t(algo), &need));
+      CK(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, cudnnConvolutionFwdAlgo_t(algo), ws, need, &zero, yd, y));
     else if (dir == 1)
-      CK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, cudnnConvolutionBwdDataAlgo_t(algo), &need));
+      CK(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y, cd, cudnnConvolutionBwdDataAlgo_t(algo), ws, need, &zero,
+                                      xd, x));
     else
-      CK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, cudnnConvolutionBwdFilterAlgo_t(algo), &need));
-    if (need > ws_bytes) need = ws_bytes;
-    double t2 = now_ms();
-    run(algo);
-    double t3 = now_ms();
-    run(algo);
-    double t4 = now_ms();
-    sum.query += t1 - t0, sum.ws += t2 - t1, sum.first += t3 - t2, sum.second += t4 - t3, ++sum.n;
-    cudnnDestroyTensorDescriptor(xd);
-    cudnnDestroyTensorDescriptor(yd);
-    cudnnDestroyFilterDescriptor(wd);
-    cudnnDestroyConvolutionDescriptor(cd);
-  }
-}
-
-// Fresh descriptors and the algorithm found by a first pass: what a saved choice would cost.
-void conv_saved_pass(cudnnHandle_t h, int batch, cudnnDataType_t dt, Sums& sum, void* x, void* w, void* y, void* ws,
-                     size_t ws_bytes, cudaStream_t stream, int new_batch) {
-  (void)ws_bytes;
-  for (const Conv& c : kResnet) {
-    const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
-    cudnnTensorDescriptor_t xd, yd;
-    cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t cd;
-    CK(cudnnCreateTensorDescriptor(&xd));
-    CK(cudnnCreateTensorDescriptor(&yd));
-    CK(cudnnCreateFilterDescriptor(&wd));
-    CK(cudnnCreateConvolutionDescriptor(&cd));
-    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, new_batch, c.c, c.h, c.h));
-    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, new_batch, c.k, oh, oh));
-    CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, c.k, c.c, c.r, c.r));
-    CK(cudnnSetConvolution2dDescriptor(cd, pad, pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-    (void)batch;
-    size_t need = 0;
-    float one = 1, zero = 0;
-    double t0 = now_ms();
-    CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need));
-    double t1 = now_ms();
-    CK(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need,
-                               &zero, yd, y));
+      CK(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, cudnnConvolutionBwdFilterAlgo_t(algo), ws, need,
+                                        &zero, wd, w));
     CK(cudaStreamSynchronize(stream));
-    double t2 = now_ms();
-    sum.ws += t1 - t0, sum.first += t2 - t1, ++sum.n;
-    cudnnDestroyTensorDescriptor(xd);
-    cudnnDestroyTensorDescriptor(yd);
-    cudnnDestroyFilterDescriptor(wd);
-    cudnnDestroyConvolutionDescriptor(cd);
-  }
+  };
+  run();
+  double t3 = now_ms();
+  run();
+  double t4 = now_ms();
+  sum.query += t1 - t0, sum.ws += t2 - t1, sum.first += t3 - t2, sum.second += t4 - t3, ++sum.n;
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyFilterDescriptor(wd);
+  cudnnDestroyConvolutionDescriptor(cd);
+  return algo;
 }
 
 void lt_pass(cublasLtHandle_t lt, cudaDataType_t dt, const std::vector<std::array<int, 3>>& shapes, Sums& sum, void* a,
@@ -219,7 +191,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
   CK(cudnnSetStream(h, stream));
-  const size_t big = size_t(batch) * 256 * 56 * 56 * 4 + (size_t(1) << 24), ws_bytes = size_t(256) << 20;
+  const size_t big = size_t(batch) * 256 * 112 * 112 * 4 + (size_t(1) << 24), ws_bytes = size_t(2) << 30;
   void *x, *w, *y, *ws;
   CK(cudaMalloc(&x, big));
   CK(cudaMalloc(&y, big));
@@ -229,26 +201,47 @@ int main(int argc, char** argv) {
   CK(cudaMemset(y, 0, big));
   CK(cudaMemset(w, 0, size_t(64) << 20));
   cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-  const char* names[3] = {"conv forward", "conv data grad", "conv weight grad"};
+  const char* names[3] = {"forward", "data grad", "weight grad"};
   for (int dir = 0; dir < 3; ++dir) {
-    Sums s;
-    conv_pass(h, batch, dt, dir, s, x, w, y, ws, ws_bytes, stream);
-    report(names[dir], s);
+    std::vector<int> algos;
+    Sums cold, again, half, saved;
+    for (const Conv& c : kResnet) algos.push_back(conv_one(h, c, batch, dt, dir, -1, cold, x, w, y, ws, ws_bytes, stream));
+    for (const Conv& c : kResnet) conv_one(h, c, batch, dt, dir, -1, again, x, w, y, ws, ws_bytes, stream);
+    for (const Conv& c : kResnet) conv_one(h, c, batch / 2, dt, dir, -1, half, x, w, y, ws, ws_bytes, stream);
+    for (size_t i = 0; i < kResnet.size(); ++i)
+      conv_one(h, kResnet[i], batch / 4, dt, dir, algos[i], saved, x, w, y, ws, ws_bytes, stream);
+    std::printf("conv %s:\n", names[dir]);
+    report("  cold", cold);
+    report("  same shapes again", again);
+    report("  batch/2, queried", half);
+    report("  batch/4, algo given", saved);
   }
+  // The forward's configs at batch/8 on 4 threads, each with its own handle, stream and buffers:
+  // whether the first uses run in parallel (plans built on the host) or queue on one lock.
   {
-    Sums s;  // the same again: the library's own caches warm
-    conv_pass(h, batch, dt, 0, s, x, w, y, ws, ws_bytes, stream);
-    report("conv forward, again", s);
-  }
-  {
-    Sums s;
-    conv_pass(h, batch / 2, dt, 0, s, x, w, y, ws, ws_bytes, stream);
-    report("conv forward, batch/2", s);
-  }
-  {
-    Sums s;
-    conv_saved_pass(h, batch, dt, s, x, w, y, ws, ws_bytes, stream, batch / 4);
-    report("fwd b/4 fixed algo", s);
+    const int threads = 4;
+    std::vector<Sums> per(threads);
+    double t0 = now_ms();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        cudnnHandle_t ht;
+        cudaStream_t st;
+        CK(cudnnCreate(&ht));
+        CK(cudaStreamCreate(&st));
+        CK(cudnnSetStream(ht, st));
+        void *xt, *yt, *wst;
+        CK(cudaMalloc(&xt, big / 4));
+        CK(cudaMalloc(&yt, big / 4));
+        CK(cudaMalloc(&wst, size_t(512) << 20));
+        for (size_t i = t; i < kResnet.size(); i += threads)
+          conv_one(ht, kResnet[i], batch / 8, dt, 0, -1, per[t], xt, w, yt, wst, size_t(512) << 20, st);
+      });
+    for (auto& th : pool) th.join();
+    Sums all;
+    for (auto& p : per) all.query += p.query, all.ws += p.ws, all.first += p.first, all.second += p.second, all.n += p.n;
+    std::printf("conv forward, batch/8 on %d threads: wall %.1f ms (a handle each)\n", threads, now_ms() - t0);
+    report("  summed over threads", all);
   }
   // BERT-base's matmuls at batch x seq tokens: QKV, attention out, FFN up / down.
   for (int tokens : {16 * 128, 16 * 64, 8 * 128}) {

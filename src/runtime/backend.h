@@ -33,6 +33,9 @@ class Backend {
   virtual void prepare(ExecutableImpl& exe) const = 0;
   /// After a load: takes what the file carries for this backend (generated kernels' cubins).
   virtual void loaded(const ExecutableImpl& exe, const std::string& path) const {}
+  /// Starts the device and its libraries (CUDA's context, cuDNN's and cuBLASLt's handles) ahead
+  /// of use: Executable::load calls it on a thread of its own while it reads the file.
+  virtual void warm_up(int index) const {}
   /// Before a save: gives `kernel` its compiled form (a cubin from a cache, or compiled now);
   /// false leaves it out of the file (it failed to compile when run too; a load compiles and
   /// reports it again). Backends without generated kernels keep none.

@@ -21,6 +21,13 @@ void DeviceCode::record(int major, int minor, const std::string& source, Origin 
   if (origin == Origin::file) ++from_file;
 }
 
+void record_library_plan(const std::string& key, const std::string& value) {
+  DeviceCode* code = current;
+  if (!code) return;
+  std::lock_guard<std::mutex> lock(code->mu);
+  code->plans[key] = value;
+}
+
 DeviceCodeScope::DeviceCodeScope(DeviceCode* code) : saved_(current) { current = code; }
 DeviceCodeScope::~DeviceCodeScope() { current = saved_; }
 

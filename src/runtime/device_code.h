@@ -22,11 +22,19 @@ struct DeviceCode {
 
   std::mutex mu;
   std::map<std::string, Kernel> kernels;  // by device_code_key
+  /// The library choices the runs made (cuDNN's convolution algorithms, cuBLASLt's matmul
+  /// algorithms), by "<libraries and architecture>|<kind>|<problem>": written with the
+  /// executable and handed back to the libraries' caches on load, so a loaded executable asks
+  /// no heuristic what it had chosen (issue 22). Entries for other libraries are ignored.
+  std::map<std::string, std::string> plans;
   int compiled = 0;                       // kernels NVRTC compiled for this executable's runs
   int from_file = 0;                      // kernels whose cubin came from the executable's file
 
   void record(int major, int minor, const std::string& source, Origin origin);
 };
+
+/// Records a library choice in the DeviceCode of the run in progress on this thread (if any).
+void record_library_plan(const std::string& key, const std::string& value);
 
 /// The key of a kernel: "<major><minor>:<source>" (NVRTC's caches use the same).
 std::string device_code_key(int major, int minor, const std::string& source);

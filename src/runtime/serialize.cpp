@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <exception>
+#include <thread>
+#include <vector>
 
 #include <cstring>
 #include <string_view>
@@ -25,7 +28,8 @@ constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
 // load uses it where it lies instead of copying it; and a checksum over 64-bit words in four
 // lanes (byte-at-a-time FNV-1a took 0.5 s of a 550 MB BERT file's 1.2-2.4 s load). All three
 // versions are read.
-constexpr uint32_t kVersion = 3;
+// Version 4: the library choices (cuDNN / cuBLASLt algorithms) after the device code.
+constexpr uint32_t kVersion = 4;
 constexpr size_t kDataAlign = 64;   // file offset of version 3's tensor data
 constexpr size_t kHeaderBytes = 32;
 constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
@@ -264,9 +268,11 @@ namespace {
 // cubin: read from a loaded file, the NVRTC caches, or compiled now. None without CUDA.
 void write_device_code(Writer& w, const ExecutableImpl& exe) {
   std::map<std::string, DeviceCode::Kernel> all;
+  std::map<std::string, std::string> plans;
   auto gather = [&](const ExecutableImpl& e) {
     std::lock_guard<std::mutex> lock(e.device_code->mu);
     for (const auto& [key, k] : e.device_code->kernels) all.try_emplace(key, k);
+    for (const auto& [key, v] : e.device_code->plans) plans.try_emplace(key, v);
   };
   gather(exe);
   {
@@ -284,6 +290,11 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
     w.i64(k->minor);
     w.str(k->source);
     w.str(std::string(k->cubin.begin(), k->cubin.end()));
+  }
+  w.i64(static_cast<int64_t>(plans.size()));  // version 4: the library choices
+  for (const auto& [key, value] : plans) {
+    w.str(key);
+    w.str(value);
   }
 }
 
@@ -511,20 +522,51 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       exe->device_code->kernels.emplace(key, std::move(k));
     }
   }
+  if (version >= 4) {  // library choices: hints the backend checks before it uses them
+    const int64_t np = r.count(max_items);
+    for (int64_t i = 0; i < np; ++i) {
+      std::string key = r.str(), value = r.str();
+      if (key.empty()) r.fail("empty library plan key");
+      exe->device_code->plans[std::move(key)] = std::move(value);
+    }
+  }
   if (r.at != r.n) r.fail("trailing bytes");
   {
     CpuProfileScope timed("load: deserialize: variables' initial values");
+    std::vector<std::pair<Node*, const TensorData*>> copies;
+    size_t bytes = 0;
     for (const Block& b : g.blocks)
       for (int32_t id : b.nodes) {
         Node& n = g.nodes[static_cast<size_t>(id)];
         if (n.kind == OpKind::Variable) {
           const std::string& name = std::get<NameDesc>(n.attr).name;
-          if (!exe->store->values.count(name)) r.fail("variable '" + name + "' has no value");
+          auto it = exe->store->values.find(name);
+          if (it == exe->store->values.end()) r.fail("variable '" + name + "' has no value");
           exe->variables[name] = id;
-          if (n.data.empty()) n.data = exe->store->values[name].clone();  // its initial value, as saved
+          if (n.data.empty()) {  // its initial value, as saved: a copy of its own
+            copies.emplace_back(&n, &it->second);
+            bytes += static_cast<size_t>(it->second.nbytes());
+          }
           g.variables[name] = id;
         }
       }
+    // Fresh memory is written at the speed of its page faults (~2 GB/s on one thread: 0.1 s of
+    // a ResNet-50 step's load), so large models copy on several threads.
+    const size_t threads = bytes < (size_t(64) << 20) ? 1 : std::min<size_t>(8, copies.size());
+    std::vector<std::exception_ptr> failed(threads);
+    auto part = [&](size_t t) {
+      try {
+        for (size_t i = t; i < copies.size(); i += threads) copies[i].first->data = copies[i].second->clone();
+      } catch (...) {  // out of memory: rethrown below, after every thread is done
+        failed[t] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+    part(0);
+    for (auto& th : pool) th.join();
+    for (const auto& e : failed)
+      if (e) std::rethrow_exception(e);
   }
   try {
     CpuProfileScope timed("load: deserialize: verify");

@@ -8,6 +8,9 @@
 #include "backends/cuda/device_tensor_cuda.h"
 #include "backends/cuda/matmul_fp8.h"
 #include "backends/cuda/matmul_lt.h"
+#include "backends/cuda/cudnn_util.h"
+#include "backends/cuda/device_context.h"
+#include "backends/cuda/library_plans.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_run_device.h"
@@ -56,10 +59,13 @@ class CudaBackend final : public Backend {
     const auto [major, minor] = nvrtc_arch(exe.device.index);
     int other = 0, other_major = 0, other_minor = 0;
     std::map<std::string, DeviceCode::Kernel> kernels;  // copied out: NVRTC's lock is never taken under ours
+    std::map<std::string, std::string> plans;
     {
       std::lock_guard<std::mutex> lock(exe.device_code->mu);
       kernels = exe.device_code->kernels;
+      plans = exe.device_code->plans;
     }
+    provide_library_plans(plans, exe.device.index);
     for (const auto& [key, k] : kernels) {
       if (k.major == major && k.minor == minor) {
         nvrtc_provide(k.major, k.minor, k.source, k.cubin);
@@ -74,6 +80,11 @@ class CudaBackend final : public Backend {
                    "[tgraph] %s: %d generated kernels were compiled for sm_%d%d, this GPU is sm_%d%d: they compile "
                    "again on first use\n",
                    path.c_str(), other, other_major, other_minor, major, minor);
+  }
+  void warm_up(int index) const override {
+    if (index < 0 || index >= device_count()) return;  // load's device check says why
+    DeviceContext::get(index);
+    (void)cudnn_device(index);
   }
   bool device_code_ready(DeviceCode::Kernel& k) const override {
     if (!k.cubin.empty()) return true;

@@ -38,7 +38,9 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/kernels_layout.h"
+#include "backends/cuda/library_plans.h"
 #include "core/env.h"
+#include "runtime/device_code.h"
 
 namespace tg::detail {
 namespace {
@@ -59,9 +61,28 @@ std::mutex& cache_mutex() {
   static std::mutex mu;
   return mu;
 }
-std::map<std::string, Choice>& cache() {
+std::map<std::string, Choice>& cache() {  // by device and problem
   static std::map<std::string, Choice> c;
   return c;
+}
+// By device and problem without the batch, then by batch size.
+std::map<std::string, std::map<int64_t, Choice>>& families() {
+  static std::map<std::string, std::map<int64_t, Choice>> c;
+  return c;
+}
+
+// The choice made at the batch size nearest `batch` (by ratio) within a factor of 4: beyond it
+// the best kernels differ (a batch of 1 against 32 ran 1.3x slower with 32's algorithms on the
+// H200), and the heuristics are asked instead. Not ok when there is none. Under cache_mutex.
+Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch) {
+  Choice best;
+  double best_ratio = 4.0 + 1e-9;
+  for (const auto& [b, c] : known) {
+    if (!c.ok || b <= 0 || batch <= 0) continue;
+    const double r = b > batch ? double(b) / double(batch) : double(batch) / double(b);
+    if (r <= best_ratio) best = c, best_ratio = r;
+  }
+  return best;
 }
 
 template <class Perf, class Get, class Workspace>
@@ -324,16 +345,63 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   // measured by cuDNN's Find on the run's own buffers (the fastest that fits kMaxWorkspace;
   // never while the stream is being captured). On the H200, Find chose no faster algorithms
   // for ResNet-50's convolutions and cost seconds of the first step (bench/RESULTS.md).
-  std::ostringstream key;
-  key << device << '|' << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << join(xd) << '|' << join(yd) << '|'
+  // The problem without the device (what a saved file holds: library_plans.h) and its family,
+  // the problem without the batch: a convolution met at another batch size reuses the algorithm
+  // chosen at the nearest one within a factor of 4 (its workspace asked again) unless
+  // TGRAPH_CUDNN_PER_BATCH=1. On the H200 the heuristic query costs 2-3 ms per bf16
+  // convolution and a newly chosen algorithm's first run ~4 ms (its kernels loaded), against
+  // ~0.5 ms for a known one at a new batch size (bench_library_plans): ResNet-50's first call
+  // at a new batch size in ~50 ms instead of ~180.
+  auto problem_of = [&](bool with_batch) {
+    auto dims = [&](const std::vector<int64_t>& v) {
+      return with_batch ? join(v) : join(std::vector<int64_t>(v.begin() + 1, v.end()));
+    };
+    std::ostringstream p;
+    p << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << dims(xd) << '|' << dims(yd) << '|'
       << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
       << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
+    return p.str();
+  };
+  const std::string problem = problem_of(true), key = std::to_string(device) + '|' + problem;
+  const std::string family = std::to_string(device) + '|' + problem_of(false);
   Choice choice;
   bool cached = false;
   {
     std::lock_guard<std::mutex> cl(cache_mutex());
-    auto it = cache().find(key.str());
+    auto it = cache().find(key);
     if (it != cache().end()) choice = it->second, cached = true;
+  }
+  if (!cached && !env_flag("TGRAPH_CUDNN_FIND") && !env_flag("TGRAPH_CUDNN_PER_BATCH")) {
+    Choice known;
+    {
+      std::lock_guard<std::mutex> cl(cache_mutex());
+      auto it = families().find(family);
+      if (it != families().end()) known = nearest_batch(it->second, xd[0]);
+    }
+    size_t ws = 0;
+    if (known.ok && cudnnSetConvolutionMathType(cdesc.d, known.math) == CUDNN_STATUS_SUCCESS) {
+      cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+      switch (dir) {
+        case Dir::forward:
+          st = cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(known.algo), &ws);
+          break;
+        case Dir::data:
+          st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(known.algo), &ws);
+          break;
+        case Dir::filter:
+          st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(known.algo), &ws);
+          break;
+      }
+      if (st == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
+        choice = Choice{true, known.algo, known.math, ws};
+        cached = true;
+        std::lock_guard<std::mutex> cl(cache_mutex());
+        cache()[key] = choice;
+      }
+    }
   }
   if (!cached) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -393,10 +461,15 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     }
     if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
       std::lock_guard<std::mutex> cl(cache_mutex());
-      cache()[key.str()] = choice;
+      cache()[key] = choice;
+      if (choice.ok) families()[family][xd[0]] = choice;
     }
   }
   if (!choice.ok) return false;
+  if (current_device_code())
+    record_library_plan(library_signature(device) + "|conv|" + problem,
+                        std::to_string(choice.algo) + ' ' + std::to_string(int(choice.math)) + ' ' +
+                            std::to_string(choice.workspace));
   TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
 
   DeviceBuffer ws;
@@ -427,7 +500,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   if (cudnn_declines(s)) {
     // Nothing was written to the output: remember and let the caller fall back.
     std::lock_guard<std::mutex> cl(cache_mutex());
-    cache()[key.str()] = Choice{};
+    cache()[key] = Choice{};
     return false;
   }
   cudnn_check(s, "cudnnConvolution (forward / backward)");
@@ -476,6 +549,42 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                            static_cast<int>(esize), stream));
   }
   return true;
+}
+
+// A choice saved with an executable ("<algo> <math> <workspace>", written above), for this
+// process's cache; a malformed one is ignored (the heuristics are asked instead).
+void cudnn_conv_provide(const std::string& problem, const std::string& value, int device) {
+  std::istringstream in(value);
+  int algo = -1, math = -1;
+  size_t ws = 0;
+  if (!(in >> algo >> math >> ws) || algo < 0 || algo > 64 || math < 0 || math > 3 || ws > kMaxWorkspace) return;
+  const Choice choice{true, algo, static_cast<cudnnMathType_t>(math), ws};
+  // Its family (x's and y's dims, fields 4 and 5, without their first, the batch) too: a loaded
+  // executable meeting a new batch size reuses it as one that chose it in this process would.
+  std::vector<std::string> fields;
+  for (size_t at = 0;;) {
+    const size_t bar = problem.find('|', at);
+    fields.push_back(problem.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
+  }
+  std::string family;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    std::string f = fields[i];
+    if (i == 4 || i == 5) f = f.substr(f.find(',') == std::string::npos ? f.size() : f.find(',') + 1);
+    family += (i ? "|" : "") + f;
+  }
+  std::lock_guard<std::mutex> cl(cache_mutex());
+  cache().try_emplace(std::to_string(device) + '|' + problem, choice);
+  if (fields.size() > 5) {
+    int64_t batch = 0;
+    try {
+      batch = std::stoll(fields[4]);
+    } catch (const std::exception&) {
+      return;
+    }
+    families()[std::to_string(device) + '|' + family].try_emplace(batch, choice);
+  }
 }
 
 }  // namespace tg::detail

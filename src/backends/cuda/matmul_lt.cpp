@@ -7,8 +7,11 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backends/cuda/device_context.h"
+#include "backends/cuda/library_plans.h"
+#include "runtime/device_code.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -73,7 +76,13 @@ bool set_pointers(const MatmulShape& s, cublasLtMatmulDesc_t desc, const void* b
                                                          sizeof aux) == CUBLAS_STATUS_SUCCESS;
 }
 
-Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceContext& ctx) {
+// An algorithm saved with an executable (library_plans.h): the heuristic is not asked again.
+struct Saved {
+  cublasLtMatmulAlgo_t algo{};
+  bool found = true;
+};
+
+Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceContext& ctx, const Saved* saved) {
   // Row-major C[m,n] = op(A) op(B) is column-major C^T[n,m] = op(B)^T-view times op(A)^T-view:
   // cuBLAS sees the B operand first, then A, with m and n swapped.
   Plan p;
@@ -111,7 +120,7 @@ Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceCo
                CUBLAS_STATUS_SUCCESS &&
            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &aux_stride,
                                           sizeof aux_stride) == CUBLAS_STATUS_SUCCESS;
-    if (!ok) {
+    if (!ok || (saved && !saved->found)) {
       p.found = false;  // this cuBLASLt does not take the epilogue: run it unfused
       return p;
     }
@@ -126,6 +135,10 @@ Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceCo
     set_batch(p.la, s.batch, s.stride_b);
     set_batch(p.lb, s.batch, s.stride_a);
     set_batch(p.lc, s.batch, s.m * s.n);
+  }
+  if (saved && saved->found) {
+    p.algo = saved->algo;
+    return p;
   }
   cublasLtMatmulPreference_t pref;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -147,7 +160,68 @@ Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceCo
   return p;
 }
 
+std::mutex& plans_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<Key, Plan>& plans() {
+  static std::map<Key, Plan> p;
+  return p;
+}
+std::map<Key, Saved>& saved_plans() {  // guarded by plans_mutex
+  static std::map<Key, Saved> p;
+  return p;
+}
+
+// The key without its device, as text: what a saved file holds.
+std::string problem_of(const Key& k) {
+  const auto& [m, n, kk, batch, sa, sb, ta, tb, dt, tf32, device, epi] = k;
+  (void)device;
+  std::string out;
+  for (long long v : {m, n, kk, batch, sa, sb, static_cast<long long>(ta), static_cast<long long>(tb),
+                      static_cast<long long>(dt), static_cast<long long>(tf32), static_cast<long long>(epi)})
+    out += std::to_string(v) + ",";
+  return out;
+}
+
+// "<found> <hex of the algorithm's bytes>"
+void record(const Key& key, const Plan& p) {
+  static const char* hex = "0123456789abcdef";
+  std::string v = p.found ? "1 " : "0 ";
+  const auto* b = reinterpret_cast<const unsigned char*>(&p.algo);
+  for (size_t i = 0; i < sizeof p.algo; ++i) v += hex[b[i] >> 4], v += hex[b[i] & 15];
+  record_library_plan(library_signature(std::get<10>(key)) + "|lt|" + problem_of(key), v);
+}
+
 }  // namespace
+
+void matmul_lt_provide(const std::string& problem, const std::string& value, int device) {
+  std::vector<long long> f;
+  for (size_t at = 0; at < problem.size();) {
+    const size_t comma = problem.find(',', at);
+    if (comma == std::string::npos) return;
+    try {
+      f.push_back(std::stoll(problem.substr(at, comma - at)));
+    } catch (const std::exception&) {
+      return;
+    }
+    at = comma + 1;
+  }
+  Saved sv;
+  if (f.size() != 11 || value.size() != 2 + 2 * sizeof sv.algo || (value[0] != '0' && value[0] != '1')) return;
+  sv.found = value[0] == '1';
+  auto* b = reinterpret_cast<unsigned char*>(&sv.algo);
+  for (size_t i = 0; i < sizeof sv.algo; ++i) {
+    auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    const int hi = nib(value[2 + 2 * i]), lo = nib(value[3 + 2 * i]);
+    if (hi < 0 || lo < 0) return;
+    b[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  Key key{f[0], f[1], f[2], f[3], f[4], f[5], f[6] != 0, f[7] != 0, static_cast<int>(f[8]), f[9] != 0, device,
+          static_cast<int>(f[10])};
+  std::lock_guard<std::mutex> lock(plans_mutex());
+  saved_plans().try_emplace(key, sv);
+}
 
 void check_cuda_precision(Precision p, int device) {
   if (p != Precision::f32 && p != Precision::tf32 && p != Precision::bf16 && p != Precision::f16)
@@ -172,17 +246,19 @@ namespace {
 bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias, const void* aux, void* c,
             cudaStream_t stream, int device) {
   DeviceContext& ctx = DeviceContext::get(device);
-  static std::mutex mu;
-  static std::map<Key, Plan> plans;
   Key key{s.m, s.n, s.k, s.batch, s.stride_a, s.stride_b, s.transpose_a, s.transpose_b, static_cast<int>(s.dtype), s.tf32, device,
           static_cast<int>(s.epilogue)};
   Plan p;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan(s, bias, aux, ctx)).first;
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    auto it = plans().find(key);
+    if (it == plans().end()) {
+      auto sv = saved_plans().find(key);
+      it = plans().emplace(key, make_plan(s, bias, aux, ctx, sv == saved_plans().end() ? nullptr : &sv->second)).first;
+    }
     p = it->second;
   }
+  if (current_device_code()) record(key, p);
   if (!p.found) return false;
   float one_f = 1.f, zero_f = 0.f;
   double one_d = 1.0, zero_d = 0.0;

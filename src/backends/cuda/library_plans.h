@@ -1,0 +1,22 @@
+#pragma once
+// Library choices that travel with a saved executable (runtime/device_code.h's `plans`): each
+// library records the algorithm it chose for a problem under
+// "<library_signature>|<kind>|<problem>", and a load hands the entries whose signature is this
+// process's back to the libraries' caches. The signature names cuDNN's and cuBLASLt's versions
+// and the GPU's architecture: a choice made elsewhere is never trusted, only asked again.
+#include <map>
+#include <string>
+
+namespace tg::detail {
+
+/// "cudnn<version>.cublasLt<version>.sm<major><minor>" for `device`.
+std::string library_signature(int device);
+
+/// Hands the saved choices whose signature matches `device`'s to the libraries' caches.
+void provide_library_plans(const std::map<std::string, std::string>& plans, int device);
+
+// Each library's half (cudnn_conv.cpp, matmul_lt.cpp): `problem` is the key without the device.
+void cudnn_conv_provide(const std::string& problem, const std::string& value, int device);
+void matmul_lt_provide(const std::string& problem, const std::string& value, int device);
+
+}  // namespace tg::detail

@@ -222,6 +222,18 @@ TEST(Serialize, DeviceCodeSectionSeedParses) {
   for (size_t n = 0; n < b.size(); n += 5) EXPECT_THROW(detail::deserialize_payload(b.data(), n), Error) << n;
 }
 
+// The version 4 seed: the same payload with two library plans after the device code; every
+// truncation fails cleanly, and read as version 3 its plans are trailing bytes.
+TEST(Serialize, LibraryPlansSectionSeedParses) {
+  const std::vector<char> b = bytes_of(std::string(TGRAPH_SOURCE_DIR) + "/tests/fuzz/seeds/tgx_library_plans.bin");
+  ASSERT_FALSE(b.empty());
+  auto exe = detail::deserialize_payload(b.data(), b.size(), 4);
+  ASSERT_EQ(exe->device_code->plans.size(), 2u);
+  EXPECT_EQ(exe->device_code->plans.begin()->first.find("|conv|") != std::string::npos, true);
+  EXPECT_THROW(detail::deserialize_payload(b.data(), b.size(), 3), Error);
+  for (size_t n = 0; n < b.size(); n += 5) EXPECT_THROW(detail::deserialize_payload(b.data(), n, 4), Error) << n;
+}
+
 // Version 3 places tensor data at 64-byte file offsets and a load uses it where it lies (the
 // file's buffer, no copy): constants and variables are aligned views that run the same, and a
 // variable written after the load changes only itself.

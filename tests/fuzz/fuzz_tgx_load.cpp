@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes as the payload of a .tgx executable file (past the
-// checksum, which random bytes would never pass) must load or fail with tg::Error.
+// checksum, which random bytes would never pass) must load or fail with tg::Error, read as
+// version 3 (device code last) and as version 4 (library plans after it).
 #include <cstddef>
 #include <cstdint>
 
@@ -7,9 +8,11 @@
 #include "tgraph/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    tg::detail::deserialize_payload(reinterpret_cast<const char*>(data), size);
-  } catch (const tg::Error&) {
+  for (int64_t version : {3, 4}) {
+    try {
+      tg::detail::deserialize_payload(reinterpret_cast<const char*>(data), size, version);
+    } catch (const tg::Error&) {
+    }
   }
   return 0;
 }

@@ -365,6 +365,32 @@ def test_saved_executable_runs_in_a_fresh_process_without_compiling(rng, tmp_pat
     assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())
 
 
+def test_saved_executable_carries_its_library_choices(rng, tmp_path):
+    """Executable.save writes the library choices its runs made (cuBLASLt's algorithms, cuDNN
+    attention's serialised kernel cache) under this process's library signature; a fresh process
+    hands them to the libraries and computes the same values."""
+    import os
+    import subprocess
+    import sys
+    g = tg.Graph()
+    x = g.placeholder([2, 4, 64, 64], tg.f16, "x")
+    w = g.constant((rng.standard_normal((64, 64)) * 0.1).astype(np.float16))
+    q = x @ w
+    y = g.scaled_dot_product_attention(q, x, x)
+    exe = g.compile([x], [y], device="cuda")
+    a = rng.standard_normal((2, 4, 64, 64)).astype(np.float16)
+    want = exe.run([a])[0]
+    path = tmp_path / "attention.tgx"
+    exe.save(str(path))
+    data = path.read_bytes()
+    assert b"|lt|" in data and b"|sdpa|" in data
+    np.save(tmp_path / "a.npy", a)
+    env = dict(os.environ, TGRAPH_CACHE_DIR=str(tmp_path / "empty-cache"))
+    subprocess.run([sys.executable, "-c", _LOAD_AND_RUN, str(path), str(tmp_path / "a.npy"), str(tmp_path / "y.npy")],
+                   env=env, capture_output=True, text=True, check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+
+
 def test_empty_inputs_run_in_tgraph_on_the_gpu(monkeypatch):
     """A signature with a zero-size CUDA input (a detector's boxes when nothing was found) runs
     in tgraph, strictly (nothing left to torch): the nodes with no elements to compute are

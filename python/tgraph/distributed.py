@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -57,7 +58,25 @@ def launch(argv: list[str], nproc: int, timeout_s: float | None = None) -> int:
     store = tempfile.mkdtemp(prefix="tgraph-dist-")
     base = dict(os.environ, WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=str(_free_port()), TGRAPH_DIST_STORE=store, TGRAPH_DIST_RUN_ID=uuid.uuid4().hex)
-    procs = [subprocess.Popen(argv, env=dict(base, RANK=str(r), LOCAL_RANK=str(r))) for r in range(nproc)]
+    # Each rank's output is relayed whole lines at a time: ranks writing to one shared stream
+    # interleave inside lines (an unbuffered print writes its pieces apart: "RANKRANK 0 ...").
+    procs = [subprocess.Popen(argv, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for r in range(nproc)]
+    lock = threading.Lock()
+
+    def relay(pipe, out):
+        for line in iter(pipe.readline, b""):
+            with lock:
+                if hasattr(out, "buffer"):
+                    out.buffer.write(line)
+                else:  # a replaced stream (a notebook's, a test's capture)
+                    out.write(line.decode(errors="replace"))
+                out.flush()
+        pipe.close()
+    relays = [threading.Thread(target=relay, args=(stream, out), daemon=True)
+              for p in procs for stream, out in ((p.stdout, sys.stdout), (p.stderr, sys.stderr))]
+    for t in relays:
+        t.start()
     start, code = time.time(), 0
     try:
         while procs:
@@ -80,6 +99,8 @@ def launch(argv: list[str], nproc: int, timeout_s: float | None = None) -> int:
     finally:
         for p in procs:
             p.kill()
+        for t in relays:
+            t.join(timeout=10)
     return code
 
 

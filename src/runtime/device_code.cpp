@@ -28,19 +28,6 @@ void record_library_plan(const std::string& key, const std::string& value) {
   code->plans[key] = value;
 }
 
-void record_library_plan_once(const std::string& key, const std::function<std::string()>& make) {
-  DeviceCode* code = current;
-  if (!code) return;
-  {
-    std::lock_guard<std::mutex> lock(code->mu);
-    if (code->plans.count(key)) return;
-  }
-  std::string value = make();
-  if (value.empty()) return;
-  std::lock_guard<std::mutex> lock(code->mu);
-  code->plans.try_emplace(key, std::move(value));
-}
-
 DeviceCodeScope::DeviceCodeScope(DeviceCode* code) : saved_(current) { current = code; }
 DeviceCodeScope::~DeviceCodeScope() { current = saved_; }
 

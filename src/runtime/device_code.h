@@ -4,7 +4,6 @@
 // hands the cubins back (nvrtc_provide), so a saved executable runs in a fresh process without
 // compiling (issue 22). Kept apart from the CUDA backend so a build without CUDA reads and
 // writes the same files.
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,7 +23,7 @@ struct DeviceCode {
   std::mutex mu;
   std::map<std::string, Kernel> kernels;  // by device_code_key
   /// The library choices the runs made (cuDNN's convolution algorithms, cuBLASLt's matmul
-  /// algorithms, cuDNN attention's serialised kernel caches), by "<libraries and architecture>|<kind>|<problem>": written with the
+  /// algorithms), by "<libraries and architecture>|<kind>|<problem>": written with the
   /// executable and handed back to the libraries' caches on load, so a loaded executable asks
   /// no heuristic what it had chosen (issue 22). Entries for other libraries are ignored.
   std::map<std::string, std::string> plans;
@@ -36,9 +35,6 @@ struct DeviceCode {
 
 /// Records a library choice in the DeviceCode of the run in progress on this thread (if any).
 void record_library_plan(const std::string& key, const std::string& value);
-/// The same for a value that costs to make (a serialised kernel cache): made only when the
-/// run's DeviceCode has no entry under `key` yet (an empty value is not recorded).
-void record_library_plan_once(const std::string& key, const std::function<std::string()>& make);
 
 /// The key of a kernel: "<major><minor>:<source>" (NVRTC's caches use the same).
 std::string device_code_key(int major, int minor, const std::string& source);

@@ -23,8 +23,6 @@
 #endif
 
 #include "backends/cuda/cudnn_util.h"
-#include "backends/cuda/library_plans.h"
-#include "runtime/device_code.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -89,6 +87,8 @@ struct Plan {
   bool ok = false;
   std::string why;       // when not ok: cuDNN's reason
   std::string topology;  // when its kernels come from a topology's kernel cache: topology_of()
+  // (Not yet saved with an executable: on the H200's cuDNN 9.14 the kernel cache serialised to
+  // nothing through the frontend's to_json in a first try; a fresh process compiles it again.)
 };
 
 std::string key_of(int device, const AttentionCall& c) {
@@ -132,24 +132,6 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
   return kc;
 }
 
-// A topology's kernel cache as cuDNN serialises it (from cuDNN 9.10; empty before, or when it
-// fails): what a saved executable carries so a fresh process binds the kernel instead of
-// compiling it (~1 s for BERT-base's on the H200).
-std::string kernel_cache_json(const std::string& topology) {
-  std::shared_ptr<fe::KernelCache> kc;
-  {
-    std::lock_guard<std::mutex> lock(caches_mutex());
-    auto it = caches().find(topology);
-    if (it == caches().end()) return {};
-    kc = it->second;
-  }
-  std::string json;
-  if (!kc->is_finalized() || !kc->to_json(json).is_good()) return {};
-  return json;
-}
-
-// The topology without its device: what a saved file holds.
-std::string without_device(const std::string& topology) { return topology.substr(topology.find('|') + 1); }
 
 // Builds the plan for one shape. With `shared` (the default) the graph is a dynamic-shape graph
 // bound to its topology's kernel cache: the first shape of a topology compiles cuDNN's kernel
@@ -220,15 +202,6 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
 
 }  // namespace
 
-void cudnn_attention_provide(const std::string& topology, const std::string& json, int device) {
-  if (json.empty()) return;
-  const std::string key = std::to_string(device) + "|" + topology;
-  std::lock_guard<std::mutex> lock(caches_mutex());
-  if (caches().count(key)) return;  // this process has its own already
-  auto kc = std::make_shared<fe::KernelCache>();
-  if (kc->from_json(json).is_good()) caches()[key] = kc;  // else compiled again, as without the file
-}
-
 bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why) {
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok && why) *why = p->why;
@@ -248,9 +221,6 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   if (in[1].type.dtype != c.dtype || in[2].type.dtype != c.dtype || out[0].type.dtype != c.dtype) return false;
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok) return false;
-  if (!p->topology.empty() && current_device_code())
-    record_library_plan_once(library_signature(device) + "|sdpa|" + without_device(p->topology),
-                             [&] { return kernel_cache_json(p->topology); });
   DeviceBuffer ws;
   if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(in[0].ptr)},
@@ -279,8 +249,6 @@ bool cudnn_attention(const GraphImpl&, const Node&, const std::vector<DevArg>&, 
                      cudaStream_t, int) {
   return false;
 }
-
-void cudnn_attention_provide(const std::string&, const std::string&, int) {}
 
 #endif
 

@@ -15,10 +15,8 @@ std::string library_signature(int device);
 /// Hands the saved choices whose signature matches `device`'s to the libraries' caches.
 void provide_library_plans(const std::map<std::string, std::string>& plans, int device);
 
-// Each library's half (cudnn_conv.cpp, matmul_lt.cpp, cudnn_attention.cpp): `problem` is the key without the device.
+// Each library's half (cudnn_conv.cpp, matmul_lt.cpp): `problem` is the key without the device.
 void cudnn_conv_provide(const std::string& problem, const std::string& value, int device);
 void matmul_lt_provide(const std::string& problem, const std::string& value, int device);
-/// cuDNN attention's kernel cache of one topology, as cuDNN serialised it (cudnn_attention.cpp).
-void cudnn_attention_provide(const std::string& topology, const std::string& json, int device);
 
 }  // namespace tg::detail

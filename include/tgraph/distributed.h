@@ -3,8 +3,10 @@
 // communicator the ranks share, and collectives on host tensors. The graph ops all_reduce,
 // all_gather, reduce_scatter and broadcast (Graph) run through the same communicator.
 //
-// The CPU engine is Gloo (TCP between the processes; one host or several). Ranks meet through a
-// rendezvous folder they all see (Gloo's FileStore): each writes its address there once.
+// The engines: NCCL between GPUs (the graph collectives of a CUDA executable run on its stream,
+// inside the captured CUDA graph), Gloo between CPU processes (TCP; one host or several). Ranks
+// meet through a rendezvous folder they all see (Gloo's FileStore, NCCL's id), or through
+// NCCL_COMM_ID (NCCL's own bootstrap).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@ struct Options {
   std::string run_id;     ///< a name unique to this run (keys in the folder); "": TGRAPH_DIST_RUN_ID, TORCHELASTIC_RUN_ID, Open MPI's job id, "tgraph"
   std::string host;       ///< the address the other ranks reach this one at; "": TGRAPH_DIST_HOST, else this host's name (127.0.0.1 when MASTER_ADDR is local or unset)
   double timeout_s = 0;   ///< how long a collective waits for its peers; 0: TGRAPH_DIST_TIMEOUT, else 300
+  std::string backend;    ///< "nccl", "gloo" or "auto"; "": TGRAPH_DIST_BACKEND, else auto (nccl when each rank of this host has a GPU and NCCL loads, else gloo)
+  int device = -1;        ///< the CUDA device of the nccl backend; -1: local_rank()
 };
 
 /// Joins the job (once per process; a world of 1 needs no peers and no folder). Throws
@@ -38,6 +42,8 @@ int rank();
 int world_size();
 /// This process's rank on its host: LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else rank().
 int local_rank();
+/// The engine the job runs: "nccl", "gloo", or "none" (a world of one without NCCL: copies).
+std::string backend();
 /// Leaves the job; collectives then fail until init() again.
 void shutdown();
 

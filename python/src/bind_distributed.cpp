@@ -1,5 +1,6 @@
-// tgraph._tgraph.distributed: the process's place in a data-parallel job and host collectives on
-// numpy arrays (include/tgraph/distributed.h); python/tgraph/distributed.py re-exports it.
+// tgraph._tgraph.distributed: the process's place in a data-parallel job (its engine: NCCL or
+// Gloo) and host collectives on numpy arrays (include/tgraph/distributed.h);
+// python/tgraph/distributed.py re-exports it.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -14,10 +15,12 @@ namespace dist = tg::distributed;
 void bind_distributed(nb::module_& m) {
   nb::module_ d = m.def_submodule("distributed", "data-parallel jobs: ranks, rendezvous, collectives");
   d.def("init", [](int rank, int world_size, const std::string& store, const std::string& run_id,
-                   const std::string& host, double timeout_s) {
+                   const std::string& host, double timeout_s, const std::string& backend, int device) {
     nb::gil_scoped_release release;  // waits for the other ranks
-    dist::init(dist::Options{rank, world_size, store, run_id, host, timeout_s});
-  }, "rank"_a = -1, "world_size"_a = -1, "store"_a = "", "run_id"_a = "", "host"_a = "", "timeout_s"_a = 0.0);
+    dist::init(dist::Options{rank, world_size, store, run_id, host, timeout_s, backend, device});
+  }, "rank"_a = -1, "world_size"_a = -1, "store"_a = "", "run_id"_a = "", "host"_a = "", "timeout_s"_a = 0.0,
+     "backend"_a = "", "device"_a = -1);
+  d.def("backend", &dist::backend, "the engine: 'nccl', 'gloo', or 'none' (one rank, collectives are copies)");
   d.def("initialized", &dist::initialized);
   d.def("rank", &dist::rank);
   d.def("world_size", &dist::world_size);

@@ -8,7 +8,10 @@ are ops (with gradients); here the same collectives run on numpy arrays, outside
     grads = dist.average_gradients(g, g.gradients(loss, params))        # in the step's graph
 
 Launch N processes on this host with `python -m tgraph.distributed --nproc N program args...`
-(or `torchrun --standalone --nproc-per-node N ...`). On the CPU the engine is Gloo over TCP.
+(or `torchrun --standalone --nproc-per-node N ...`). The engine is NCCL when each rank of the host
+has a GPU of its own and NCCL loads (the collectives of a CUDA executable then run on the GPU,
+inside its CUDA graph), Gloo over TCP otherwise; `init(backend="gloo" | "nccl")` or
+TGRAPH_DIST_BACKEND chooses, `init(device=i)` the GPU (default: the local rank).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ initialized = _d.initialized
 rank = _d.rank
 world_size = _d.world_size
 local_rank = _d.local_rank
+backend = _d.backend
 shutdown = _d.shutdown
 barrier = _d.barrier
 all_reduce = _d.all_reduce

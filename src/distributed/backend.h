@@ -1,6 +1,8 @@
 #pragma once
 // The engine under tg::distributed (distributed.h): what a collective library does for it.
-// One implementation per library: Gloo on the CPU (gloo_backend.cpp); NCCL joins for CUDA.
+// One implementation per library: Gloo on the CPU (gloo_backend.cpp); NCCL between GPUs
+// (nccl_engine.cpp), which also serves host tensors through device copies.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,5 +46,41 @@ extern "C" tg::detail::CollectiveBackend* tgraph_gloo_backend(const tg::detail::
                                                               size_t error_size);
 
 namespace tg::detail {
+
+/// Collectives on device memory, enqueued on a CUDA stream (`stream` is a cudaStream_t) and
+/// returning at once: NCCL's. Counts are elements of `dtype`; mean is the caller's (a sum here).
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  /// The CUDA device the communicator is bound to.
+  virtual int device() const = 0;
+  /// True when `dtype` can be reduced (all_reduce / reduce_scatter).
+  virtual bool reducible(DType dtype) const = 0;
+  virtual void all_reduce(const void* in, void* out, size_t count, DType dtype, CollectiveReduce op, void* stream) = 0;
+  /// Rank r's `bytes` land at out + r * bytes.
+  virtual void all_gather(const void* in, void* out, size_t bytes, void* stream) = 0;
+  /// The ranks' `count * world` elements combined; this rank's `count` of them, in rank order.
+  virtual void reduce_scatter(const void* in, void* out, size_t count, DType dtype, CollectiveReduce op,
+                              void* stream) = 0;
+  /// Rank `root`'s `bytes` from `in` written to every rank's `out`.
+  virtual void broadcast(const void* in, void* out, size_t bytes, int root, void* stream) = 0;
+};
+
+/// An NCCL communicator of r.world ranks on CUDA device `device`, set up through NCCL's own
+/// bootstrap: rank 0's ncclUniqueId handed over through the rendezvous folder, or made from
+/// NCCL_COMM_ID by every rank when the user set it. Sets NCCL_NVLS_ENABLE=0 unless the user set
+/// it. Throws tg::Error ([distributed] init ...) when NCCL, CUDA or a peer is missing.
+std::unique_ptr<DeviceCollectives> make_nccl_engine(const Rendezvous& r, int device);
+/// Host collectives (CollectiveBackend) through `device`'s engine: staged in device memory, each
+/// waited for at most r.timeout_s (the communicator is aborted past it, so peers fail too).
+std::unique_ptr<CollectiveBackend> make_nccl_host_backend(DeviceCollectives& device, const Rendezvous& r);
+/// Whether NCCL can be loaded in this process (the "nccl" backend's condition, with CUDA).
+bool nccl_available();
+
+/// Runs f on the job's device engine under the communicator's lock (collectives are issued one
+/// at a time, in the same order on every rank) when the job runs NCCL on CUDA device `device`;
+/// false (f not run) otherwise. An error f throws breaks the communicator and comes back as
+/// tg::Error naming `op` and the rank.
+bool with_device_collectives(int device, const char* op, const std::function<void(DeviceCollectives&)>& f);
 
 }  // namespace tg::detail

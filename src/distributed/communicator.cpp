@@ -15,6 +15,7 @@
 #include <random>
 
 #include "distributed/backend.h"
+#include "tgraph/device.h"
 #include "tgraph/error.h"
 
 namespace tg::distributed {
@@ -27,6 +28,10 @@ struct State {
   int world = 1;
   int local_rank = 0;
   double timeout_s = 300;
+  std::string backend = "none";
+  // NCCL's communicator (the nccl backend) before the host engine, which may stage through it
+  // (and so must go first).
+  std::unique_ptr<detail::DeviceCollectives> device_engine;
   std::unique_ptr<detail::CollectiveBackend> engine;
   std::string broken;  // the error that broke the communicator
 };
@@ -67,21 +72,35 @@ std::string where() {
   return "rank " + std::to_string(s.rank) + " of " + std::to_string(s.world);
 }
 
-// Runs one engine call under the lock; an engine error breaks the communicator.
+// Runs f under the lock (the caller holds it); an engine error breaks the communicator.
 template <class F>
-void collective(const char* op, F&& f) {
+void guarded(const char* op, F&& f) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
   if (!s.broken.empty())
     throw Error(std::string("[") + op + "] the communicator failed earlier (" + s.broken + ")");
-  if (!s.engine) return f(nullptr);
   try {
-    f(s.engine.get());
+    f();
   } catch (const std::exception& e) {
     s.broken = where() + ": " + e.what();
     throw Error(std::string("[") + op + "] " + where() + ": a peer failed, left or did not answer within " +
                 std::to_string(static_cast<int>(s.timeout_s)) + " s (" + e.what() + ")");
   }
+}
+
+// Runs one engine call under the lock.
+template <class F>
+void collective(const char* op, F&& f) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  guarded(op, [&] { f(s.engine.get()); });
+}
+
+// The engine a job gets when none is asked for: NCCL when every rank on this host can have a
+// GPU of its own (NCCL refuses two ranks on one device), Gloo otherwise; none for one rank.
+std::string automatic_backend(int world) {
+  if (world == 1) return "none";
+  const int local_world = env_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, world);
+  return Device::cuda_device_count() >= local_world && detail::nccl_available() ? "nccl" : "gloo";
 }
 
 bool reducible(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64; }
@@ -96,22 +115,32 @@ void init(const Options& o) {
   const int world = o.world_size >= 0 ? o.world_size : env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
   if (world < 1 || rank < 0 || rank >= world)
     throw Error("[distributed] init: rank " + std::to_string(rank) + " is not in a world of " + std::to_string(world));
+  const int local = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, rank);
   double timeout = o.timeout_s;
   if (timeout <= 0) timeout = std::getenv("TGRAPH_DIST_TIMEOUT") ? std::atof(std::getenv("TGRAPH_DIST_TIMEOUT")) : 300.0;
   if (timeout <= 0) throw Error("[distributed] init: TGRAPH_DIST_TIMEOUT must be a positive number of seconds");
-  std::unique_ptr<detail::CollectiveBackend> engine;
+  std::string backend = !o.backend.empty() ? o.backend : text(std::getenv("TGRAPH_DIST_BACKEND"));
+  if (backend.empty() || backend == "auto") backend = automatic_backend(world);
+  if (backend != "nccl" && backend != "gloo" && backend != "none")
+    throw Error("[distributed] init: backend '" + backend + "' is not one of nccl, gloo, auto");
+  if (backend == "none" && world > 1)
+    throw Error("[distributed] init: backend 'none' is for a world of one, not " + std::to_string(world) + " ranks");
+  if (backend == "gloo" && world == 1) backend = "none";  // a world of one needs no engine
+
+  detail::Rendezvous r;
+  r.rank = rank;
+  r.world = world;
+  r.timeout_s = timeout;
+  // NCCL meets its peers through NCCL_COMM_ID when the user set it; otherwise through the folder.
+  const bool own_bootstrap = backend == "nccl" && (world == 1 || env("NCCL_COMM_ID"));
   if (world > 1) {
-    detail::Rendezvous r;
-    r.rank = rank;
-    r.world = world;
-    r.timeout_s = timeout;
     const std::string master = first_env({"MASTER_ADDR"}, "");
     r.store = !o.store.empty() ? o.store : text(std::getenv("TGRAPH_DIST_STORE"));
-    if (r.store.empty()) {
+    if (r.store.empty() && !own_bootstrap) {
       if (!env("MASTER_PORT"))
         throw Error("[distributed] init: " + std::to_string(world) +
                     " ranks need a rendezvous folder: set TGRAPH_DIST_STORE (or MASTER_ADDR and MASTER_PORT, "
-                    "as torchrun does)");
+                    "as torchrun does; or NCCL_COMM_ID for the nccl backend)");
       r.store = "/tmp/tgraph-dist-" + (master.empty() ? std::string("localhost") : master) + "-" + env("MASTER_PORT");
     }
     r.run_id = !o.run_id.empty() ? o.run_id : text(std::getenv("TGRAPH_DIST_RUN_ID"));
@@ -122,21 +151,30 @@ void init(const Options& o) {
       char name[256] = {};
       r.host = local_address(master) || gethostname(name, sizeof name - 1) != 0 ? "127.0.0.1" : name;
     }
-    try {
+  }
+  std::unique_ptr<detail::DeviceCollectives> device_engine;
+  std::unique_ptr<detail::CollectiveBackend> engine;
+  try {
+    if (backend == "nccl") {
+      device_engine = detail::make_nccl_engine(r, o.device >= 0 ? o.device : local);
+      engine = detail::make_nccl_host_backend(*device_engine, r);
+    } else if (backend == "gloo") {
       engine = detail::make_gloo_backend(r);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw Error("[distributed] init: rank " + std::to_string(rank) + " of " + std::to_string(world) +
-                  " could not reach its peers through '" + r.store + "' within " +
-                  std::to_string(static_cast<int>(timeout)) + " s: " + e.what());
     }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("[distributed] init: rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                " could not reach its peers through '" + r.store + "' within " +
+                std::to_string(static_cast<int>(timeout)) + " s: " + e.what());
   }
   s.rank = rank;
   s.world = world;
-  s.local_rank = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, rank);
+  s.local_rank = local;
   s.timeout_s = timeout;
+  s.backend = backend;
   s.engine = std::move(engine);
+  s.device_engine = std::move(device_engine);
   s.broken.clear();
   s.initialized = true;
 }
@@ -145,11 +183,14 @@ bool initialized() { return state().initialized; }
 int rank() { return state().rank; }
 int world_size() { return state().world; }
 int local_rank() { return state().local_rank; }
+std::string backend() { return state().backend; }
 
 void shutdown() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.engine.reset();
+  s.device_engine.reset();
+  s.backend = "none";
   s.initialized = false;
   s.rank = 0;
   s.world = 1;
@@ -247,3 +288,15 @@ std::vector<int64_t> shard(int64_t n, uint64_t seed, int64_t epoch, bool shuffle
 }
 
 }  // namespace tg::distributed
+
+namespace tg::detail {
+
+bool with_device_collectives(int device, const char* op, const std::function<void(DeviceCollectives&)>& f) {
+  distributed::State& s = distributed::state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.device_engine || s.device_engine->device() != device) return false;
+  distributed::guarded(op, [&] { f(*s.device_engine); });
+  return true;
+}
+
+}  // namespace tg::detail

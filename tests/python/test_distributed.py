@@ -255,6 +255,40 @@ def test_one_process_without_init_runs_collectives_as_copies():
         g.broadcast(p, 1)
 
 
+def _init_in_process(env_extra, code="import tgraph.distributed as dist\ndist.init(timeout_s=5)\n"):
+    """Runs `code` in a process of its own (NCCL is loaded once per process, the backend chosen
+    once): its exit code, stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TGRAPH_DIST_BACKEND", "TGRAPH_NCCL_LIBRARY")}
+    env.update(env_extra, WORLD_SIZE="1", RANK="0")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_nccl_missing_gives_a_clear_error():
+    """The nccl backend asked for (by TGRAPH_DIST_BACKEND, or init(backend=)) where NCCL cannot be
+    loaded (TGRAPH_NCCL_LIBRARY names a file that does not exist): init fails with a tgraph error
+    naming NCCL, the file tried and the way out; tgraph itself never needs NCCL to load."""
+    missing = "/nonexistent/libnccl.so.2"
+    by_argument = "import tgraph.distributed as dist\ndist.init(backend='nccl')\n"
+    for rc, _, err in (_init_in_process({"TGRAPH_NCCL_LIBRARY": missing, "TGRAPH_DIST_BACKEND": "nccl"}),
+                       _init_in_process({"TGRAPH_NCCL_LIBRARY": missing}, by_argument)):
+        assert rc != 0 and "tgraph" in err and "Error" in err, err[-2000:]
+        assert "[distributed] NCCL could not be loaded (tried " + missing in err, err[-2000:]
+        assert "TGRAPH_NCCL_LIBRARY" in err and "gloo backend" in err, err[-2000:]
+
+
+def test_the_backend_is_chosen_and_checked(tmp_path):
+    """One rank gets no engine (collectives are copies); a backend that does not exist is refused;
+    two ranks on this machine get Gloo unless it has a GPU per rank (then NCCL)."""
+    rc, out, err = _init_in_process({}, "import tgraph.distributed as dist\ndist.init()\nprint('BACKEND', dist.backend())\n")
+    assert rc == 0 and "BACKEND none" in out, err[-2000:]
+    rc, _, err = _init_in_process({"TGRAPH_DIST_BACKEND": "mpi"})
+    assert rc != 0 and "backend 'mpi' is not one of nccl, gloo, auto" in err, err[-2000:]
+    code = "import json, tgraph.distributed as dist\ndist.init(timeout_s=60)\nprint('RESULT ' + json.dumps(dist.backend()))\n"
+    want = "nccl" if tg.Device.cuda_device_count() >= 2 else "gloo"
+    assert [_result(o) for o in _ranks(code, 2, tmp_path, extra_env={"TGRAPH_DIST_BACKEND": "auto"})] == [want, want]
+
+
 TORCH_DDP = r'''
 import json, os, sys, torch, torch.distributed as td
 import tgraph.torch  # registers the tgraph and tgraph_train backends

@@ -161,6 +161,19 @@ struct DonatedPieces {
   }
 };
 
+// The stream an executable's collectives run on beside its runs' stream (cuda_collective.cpp),
+// the event that forks it from the run's stream and one per collective of a run that joins it
+// back. Per executable: its runs are serialised, so no other run's capture meets this stream.
+struct CollectiveStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr;
+  std::vector<cudaEvent_t> done;
+  CollectiveStream() = default;
+  CollectiveStream(const CollectiveStream&) = delete;
+  CollectiveStream& operator=(const CollectiveStream&) = delete;
+  ~CollectiveStream();
+};
+
 struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
@@ -212,6 +225,7 @@ struct CudaState {
   int sm_count = 0;
   int sm_major = 0;  // compute capability (set with sm_count)
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
+  CollectiveStream collectives;  // NCCL's work beside the runs (cuda_collective.cpp)
   // The executable's constants and index-error record: memory that captured graphs read, so
   // GraphMemory rather than the pool, as the graphs' own (cuda_control_flow.h).
   std::unique_ptr<GraphMemory> memory;
@@ -261,6 +275,18 @@ struct Run {
   std::shared_ptr<AllocTrace> trace;  // records this uncaptured run's allocations when set
   std::shared_ptr<DonatedPieces> donated;  // an uncaptured run's donated inputs it has let go
   InPlace* in_place = nullptr;  // the loop body being captured, if any
+  int32_t block_now = -1;        // the block being walked (collectives overlap only in block 0)
+
+  // Collectives issued on CudaState::collectives' stream whose result no step has waited for:
+  // the event their work ends with, and their operand and result, held until then (a result
+  // no step reads would otherwise go back to the pool while NCCL writes it).
+  struct PendingCollective {
+    int32_t output;
+    cudaEvent_t done;
+    DevTensor input, result;
+  };
+  std::vector<PendingCollective> pending_collectives;
+  size_t collectives_issued = 0;  // this run's, numbering CollectiveStream::done
 
   // Pool buffers this uncaptured run allocated, by address: the run's own memory, which an
   // output may be handed over in without a copy (run_cuda_device) — unlike inputs read in
@@ -366,6 +392,15 @@ struct Run {
   bool matmul(const Node& n, const EpilogueMatch* ep = nullptr);
   void fallback(const Node& n);
   const std::string& var_name(int32_t v) const;
+
+  // ---- collectives (cuda_collective.cpp) ----
+  /// all_reduce / all_gather / reduce_scatter / broadcast on the device (NCCL, or a copy in a
+  /// world of one); false (nothing done) when they must run on the host.
+  bool collective(const Node& n);
+  /// The run's stream waits for the pending collectives whose results are among `reads`.
+  void join_collectives(const std::vector<int32_t>& reads);
+  /// The run's stream waits for every pending collective.
+  void join_all_collectives();
 
   // ---- control flow (cuda_run_control.cpp) ----
   // The hooks of the shared walk (runtime/graph_walk.h), with truth, bind, block, results

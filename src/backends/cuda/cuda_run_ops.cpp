@@ -120,6 +120,8 @@ const std::vector<std::vector<int32_t>>& Run::releases() {
 void Run::block(int32_t b) {
   const std::vector<Step>& steps = plan(b).steps;
   const std::vector<EpilogueMatch>& eps = epilogues(b);
+  const int32_t outer = block_now;
+  block_now = b;
   // The top-level block drops each value after its last reader (a captured run's memory is
   // then reused within the graph, an uncaptured run's by the pool in stream order): a
   // training step holds what the backward still needs, not every intermediate at once.
@@ -136,10 +138,25 @@ void Run::block(int32_t b) {
     else if (s.fused()) group(s.group);
     else node(g.nodes[static_cast<size_t>(s.node)]);
   };
+  // Before a step reads a collective's result (this step, the ones a matmul's epilogue takes
+  // in, or control flow, whose bodies may read anything), the run's stream waits for it.
+  auto join_for = [&](size_t i) {
+    if (pending_collectives.empty()) return;
+    const Step& s = steps[i];
+    if (!s.fused() && !s.stitch && !s.reduce && s.node >= 0 && !g.nodes[static_cast<size_t>(s.node)].regions.empty())
+      return join_all_collectives();
+    std::vector<int32_t> reads = step_inputs(g, s);
+    for (size_t k = 1; k <= eps[i].steps && i + k < steps.size(); ++k)
+      for (int32_t v : step_inputs(g, steps[i + k])) reads.push_back(v);
+    for (size_t m : eps[i].moved)
+      for (int32_t v : step_inputs(g, steps[m])) reads.push_back(v);
+    join_collectives(reads);
+  };
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     const EpilogueMatch& ep = eps[i];
     if (ep.runs_at_matmul) continue;
+    join_for(i);
     if (!ep.moved.empty()) {
       // Later steps moved to the matmul (a bias gradient, a gelu gradient): computed by its
       // epilogue, or (no algorithm for it) run right after it; the rest of them run after it.
@@ -158,6 +175,8 @@ void Run::block(int32_t b) {
     run_step(s);
     release_through(i);
   }
+  if (b == 0) join_all_collectives();  // what leaves the block (targets, variable writes) is complete
+  block_now = outer;
 }
 
 // A stitched step's inputs: their run types and device pointers.
@@ -488,6 +507,9 @@ void Run::node(const Node& n) {
     case OpKind::IfElse: case OpKind::ForLoop: case OpKind::WhileLoop:
       control(n);
       return;
+    case OpKind::AllReduce: case OpKind::AllGather: case OpKind::ReduceScatter: case OpKind::Broadcast:
+      if (collective(n)) return;
+      break;
     default:
       if (DeviceOp op = device_op_for(n.kind)) {
         if (device_op(n, op)) return;

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
-#include <thread>
-#include <vector>
+
+#include "core/parallel.h"
 
 namespace tg::detail {
 namespace {
@@ -22,23 +22,20 @@ namespace {
 // pread of [0, bytes) of fd into dst by up to 8 threads, one contiguous part each (a part's
 // pages are faulted in by its own thread); false when a read fails or ends early.
 bool read_in_parts(int fd, void* dst, size_t bytes) {
-  const size_t parts = std::min<size_t>({8, std::max(1u, std::thread::hardware_concurrency()), bytes >> 24});
-  std::vector<std::thread> readers;
+  const size_t parts = parallel_parts(bytes >> 24);
   std::atomic<bool> ok{true};
-  for (size_t i = 0; i < parts; ++i)
-    readers.emplace_back([&, i] {
-      size_t at = bytes / parts * i;
-      const size_t end = i + 1 == parts ? bytes : bytes / parts * (i + 1);
-      while (at < end) {
-        const ssize_t got = ::pread(fd, static_cast<char*>(dst) + at, end - at, static_cast<off_t>(at));
-        if (got <= 0) {
-          ok = false;
-          return;
-        }
-        at += static_cast<size_t>(got);
+  run_in_parts(parts, [&](size_t i) {
+    size_t at = bytes / parts * i;
+    const size_t end = i + 1 == parts ? bytes : bytes / parts * (i + 1);
+    while (at < end) {
+      const ssize_t got = ::pread(fd, static_cast<char*>(dst) + at, end - at, static_cast<off_t>(at));
+      if (got <= 0) {
+        ok = false;
+        return;
       }
-    });
-  for (auto& t : readers) t.join();
+      at += static_cast<size_t>(got);
+    }
+  });
   return ok;
 }
 

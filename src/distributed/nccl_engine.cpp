@@ -92,7 +92,7 @@ class NcclEngine final : public DeviceCollectives {
                   ": ncclCommInitRank failed: " + nccl::describe(a_, e, nullptr));
   }
   ~NcclEngine() override {
-    if (comm_) (aborted_ ? a_.comm_abort : a_.comm_destroy)(comm_);
+    if (comm_) a_.comm_destroy(comm_);  // an aborted one is gone already (wait())
   }
   int device() const override { return device_; }
   int world() const { return world_; }
@@ -125,7 +125,6 @@ class NcclEngine final : public DeviceCollectives {
       if ((async != nccl::success && async != nccl::in_progress) || waited > timeout_s) {
         a_.comm_abort(comm_);
         comm_ = nullptr;
-        aborted_ = true;
         throw std::runtime_error(async != nccl::success ? "NCCL: " + nccl::describe(a_, async, nullptr)
                                                         : "NCCL did not finish within " +
                                                               std::to_string(static_cast<int>(timeout_s)) + " s");
@@ -168,7 +167,6 @@ class NcclEngine final : public DeviceCollectives {
   int device_;
   int world_;
   nccl::Comm comm_ = nullptr;
-  bool aborted_ = false;
 };
 
 // Host memory staged on the engine's device, one collective at a time on a stream of its own.

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <exception>
-#include <thread>
 #include <vector>
 
 #include <cstring>
@@ -13,6 +11,7 @@
 
 #include "backends/cpu/profile.h"
 #include "core/atomic_file.h"
+#include "core/parallel.h"
 #include "ir/verifier.h"
 #include "ops/infer.h"
 #include "tgraph/error.h"
@@ -108,21 +107,16 @@ class ChunkedChecksum {
   }
   /// The value of `n` bytes at `p` at once, up to 8 threads over the chunks.
   static uint64_t of(const char* p, size_t n) {
-    const size_t count = n == 0 ? 1 : (n + kChunk - 1) / kChunk;
+    const size_t count = n == 0 ? 1 : (n + kChunk - 1) / kChunk, parts = parallel_parts(count);
     std::vector<uint64_t> all(count);
-    const size_t threads = std::min<size_t>({8, count, std::max(1u, std::thread::hardware_concurrency())});
-    auto part = [&](size_t t) {
-      for (size_t i = t; i < count; i += threads) {
+    run_in_parts(parts, [&](size_t t) {
+      for (size_t i = t; i < count; i += parts) {
         Checksum c;
         const size_t at = i * kChunk;
         c.update(p + at, std::min(kChunk, n - std::min(n, at)));
         all[i] = c.value();
       }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
-    part(0);
-    for (auto& th : pool) th.join();
+    });
     return combine(all, n);
   }
 
@@ -612,21 +606,10 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       }
     // Fresh memory is written at the speed of its page faults (~2 GB/s on one thread: 0.1 s of
     // a ResNet-50 step's load), so large models copy on several threads.
-    const size_t threads = bytes < (size_t(64) << 20) ? 1 : std::min<size_t>(8, copies.size());
-    std::vector<std::exception_ptr> failed(threads);
-    auto part = [&](size_t t) {
-      try {
-        for (size_t i = t; i < copies.size(); i += threads) copies[i].first->data = copies[i].second->clone();
-      } catch (...) {  // out of memory: rethrown below, after every thread is done
-        failed[t] = std::current_exception();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
-    part(0);
-    for (auto& th : pool) th.join();
-    for (const auto& e : failed)
-      if (e) std::rethrow_exception(e);
+    const size_t parts = bytes < (size_t(64) << 20) ? 1 : parallel_parts(copies.size());
+    run_in_parts(parts, [&](size_t t) {
+      for (size_t i = t; i < copies.size(); i += parts) copies[i].first->data = copies[i].second->clone();
+    });
   }
   try {
     CpuProfileScope timed("load: deserialize: verify");

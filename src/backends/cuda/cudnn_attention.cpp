@@ -85,10 +85,7 @@ struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
   bool ok = false;
-  std::string why;       // when not ok: cuDNN's reason
-  std::string topology;  // when its kernels come from a topology's kernel cache: topology_of()
-  // (Not yet saved with an executable: on the H200's cuDNN 9.14 the kernel cache serialised to
-  // nothing through the frontend's to_json in a first try; a fresh process compiles it again.)
+  std::string why;  // when not ok: cuDNN's reason
 };
 
 std::string key_of(int device, const AttentionCall& c) {
@@ -106,7 +103,9 @@ std::map<std::string, std::shared_ptr<Plan>>& plans() {
 }
 
 // The calls whose plans can share compiled kernels: everything but the extents of batch, heads
-// and sequences (cuDNN's "same topology"). One kernel cache per class.
+// and sequences (cuDNN's "same topology"). One kernel cache per class, kept for the process (not
+// yet saved with an executable: on the H200's cuDNN 9.14 the frontend's to_json serialised it to
+// nothing in a first try).
 std::string topology_of(int device, const AttentionCall& c, const std::vector<int64_t>& q,
                         const std::vector<int64_t>& v, const std::vector<int64_t>& mask) {
   std::string key = std::to_string(device) + "|" + dtype_name(c.dtype) + "|r" + std::to_string(c.q.rank()) + "|d" +
@@ -132,7 +131,6 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
   return kc;
 }
 
-
 // Builds the plan for one shape. With `shared` (the default) the graph is a dynamic-shape graph
 // bound to its topology's kernel cache: the first shape of a topology compiles cuDNN's kernel
 // (~1 s for BERT's), every later shape binds the compiled one (a new size's plan in a few ms
@@ -146,10 +144,8 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared = tr
     return plan;
   }
   auto g = std::make_shared<fe::graph::Graph>();
-  if (shared) {
-    plan->topology = topology_of(device, c, q, v, mask);
-    g->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(plan->topology));
-  }
+  if (shared)
+    g->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(topology_of(device, c, q, v, mask)));
   const fe::DataType_t io = c.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {

@@ -345,25 +345,37 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
   // measured by cuDNN's Find on the run's own buffers (the fastest that fits kMaxWorkspace;
   // never while the stream is being captured). On the H200, Find chose no faster algorithms
   // for ResNet-50's convolutions and cost seconds of the first step (bench/RESULTS.md).
-  // The problem without the device (what a saved file holds: library_plans.h) and its family,
-  // the problem without the batch: a convolution met at another batch size reuses the algorithm
+  // The problem without the device (what a saved file holds: library_plans.h) is its family,
+  // everything but the batch, then "|n<batch>" (so a saved key splits at its last "|n"): a
+  // convolution met at another batch size reuses the algorithm
   // chosen at the nearest one within a factor of 4 (its workspace asked again) unless
   // TGRAPH_CUDNN_PER_BATCH=1. On the H200 the heuristic query costs 2-3 ms per bf16
   // convolution and a newly chosen algorithm's first run ~4 ms (its kernels loaded), against
   // ~0.5 ms for a known one at a new batch size (bench_library_plans): ResNet-50's first call
   // at a new batch size in ~50 ms instead of ~180.
-  auto problem_of = [&](bool with_batch) {
-    auto dims = [&](const std::vector<int64_t>& v) {
-      return with_batch ? join(v) : join(std::vector<int64_t>(v.begin() + 1, v.end()));
-    };
-    std::ostringstream p;
-    p << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|' << dims(xd) << '|' << dims(yd) << '|'
-      << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|'
-      << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
-    return p.str();
+  std::ostringstream fam;
+  fam << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|'
+      << join(std::vector<int64_t>(xd.begin() + 1, xd.end())) << '|' << join(std::vector<int64_t>(yd.begin() + 1, yd.end()))
+      << '|' << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil)
+      << '|' << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
+  const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
+  const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
+  // The workspace `algo` needs for this problem (a reused or queried choice).
+  auto workspace_of = [&](int algo, size_t* ws) {
+    switch (dir) {
+      case Dir::forward:
+        return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws);
+      case Dir::data:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws);
+      case Dir::filter:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d,
+                                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws);
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED;
   };
-  const std::string problem = problem_of(true), key = std::to_string(device) + '|' + problem;
-  const std::string family = std::to_string(device) + '|' + problem_of(false);
+  auto workspace_typed = [&](auto algo, size_t* ws) { return workspace_of(static_cast<int>(algo), ws); };
   Choice choice;
   bool cached = false;
   {
@@ -380,22 +392,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     }
     size_t ws = 0;
     if (known.ok && cudnnSetConvolutionMathType(cdesc.d, known.math) == CUDNN_STATUS_SUCCESS) {
-      cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
-      switch (dir) {
-        case Dir::forward:
-          st = cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d,
-                                                       static_cast<cudnnConvolutionFwdAlgo_t>(known.algo), &ws);
-          break;
-        case Dir::data:
-          st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d,
-                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(known.algo), &ws);
-          break;
-        case Dir::filter:
-          st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(known.algo), &ws);
-          break;
-      }
-      if (st == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
+      if (workspace_of(known.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
         choice = Choice{true, known.algo, known.math, ws};
         cached = true;
         std::lock_guard<std::mutex> cl(cache_mutex());
@@ -426,9 +423,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                                                                    out[0].ptr, c, r, p, find_ws.get(), find_bytes)
                           : cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
             },
-            [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, a, ws);
-            });
+            workspace_typed);
         break;
       case Dir::data:
         TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
@@ -440,9 +435,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                                                                         find_bytes)
                           : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
             },
-            [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, a, ws);
-            });
+            workspace_typed);
         break;
       case Dir::filter:
         TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
@@ -454,9 +447,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                                                                           find_bytes)
                           : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
             },
-            [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
-              return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, a, ws);
-            });
+            workspace_typed);
         break;
     }
     if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
@@ -559,32 +550,17 @@ void cudnn_conv_provide(const std::string& problem, const std::string& value, in
   size_t ws = 0;
   if (!(in >> algo >> math >> ws) || algo < 0 || algo > 64 || math < 0 || math > 3 || ws > kMaxWorkspace) return;
   const Choice choice{true, algo, static_cast<cudnnMathType_t>(math), ws};
-  // Its family (x's and y's dims, fields 4 and 5, without their first, the batch) too: a loaded
-  // executable meeting a new batch size reuses it as one that chose it in this process would.
-  std::vector<std::string> fields;
-  for (size_t at = 0;;) {
-    const size_t bar = problem.find('|', at);
-    fields.push_back(problem.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
-    if (bar == std::string::npos) break;
-    at = bar + 1;
-  }
-  std::string family;
-  for (size_t i = 0; i < fields.size(); ++i) {
-    std::string f = fields[i];
-    if (i == 4 || i == 5) f = f.substr(f.find(',') == std::string::npos ? f.size() : f.find(',') + 1);
-    family += (i ? "|" : "") + f;
+  // Its family too (the key up to "|n<batch>"): a loaded executable meeting a new batch size
+  // reuses it as one that chose it in this process would.
+  const size_t bar = problem.rfind("|n");
+  int64_t batch = 0;
+  try {
+    batch = bar == std::string::npos ? 0 : std::stoll(problem.substr(bar + 2));
+  } catch (const std::exception&) {
   }
   std::lock_guard<std::mutex> cl(cache_mutex());
   cache().try_emplace(std::to_string(device) + '|' + problem, choice);
-  if (fields.size() > 5) {
-    int64_t batch = 0;
-    try {
-      batch = std::stoll(fields[4]);
-    } catch (const std::exception&) {
-      return;
-    }
-    families()[std::to_string(device) + '|' + family].try_emplace(batch, choice);
-  }
+  if (batch > 0) families()[std::to_string(device) + '|' + problem.substr(0, bar)].try_emplace(batch, choice);
 }
 
 }  // namespace tg::detail

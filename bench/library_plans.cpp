@@ -6,6 +6,11 @@
 // new-size first run fast, or whether the first executions dominate.
 //
 //   bench_library_plans [--batch 64] [--dtype bf16|f32]
+//   bench_library_plans --cold-threads T [--pre-batch P] [--batch 64]: in a fresh process, the
+//     algorithms of every convolution (three directions) queried first, then each one's first
+//     execution at batch P spread over T threads (a handle and stream each), then all of them
+//     at `batch` on one thread: whether kernels load in parallel, and whether a small batch
+//     loads the kernels a large one uses.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -169,15 +174,106 @@ void lt_pass(cublasLtHandle_t lt, cudaDataType_t dt, const std::vector<std::arra
   }
 }
 
+// --cold-threads: see the header.
+int cold_threads(int threads, int pre, int batch, cudnnDataType_t dt) {
+  double t0 = now_ms();
+  CK(cudaFree(nullptr));
+  double t1 = now_ms();
+  std::vector<cudnnHandle_t> hs(threads);
+  std::vector<cudaStream_t> ss(threads);
+  for (int t = 0; t < threads; ++t) {
+    CK(cudnnCreate(&hs[t]));
+    CK(cudaStreamCreate(&ss[t]));
+    CK(cudnnSetStream(hs[t], ss[t]));
+  }
+  double t2 = now_ms();
+  const size_t big = size_t(batch) * 256 * 56 * 56 * 4 + (size_t(1) << 26), ws_bytes = size_t(2) << 30;
+  const size_t pre_big = size_t(pre) * 256 * 56 * 56 * 4 + (size_t(1) << 26);
+  std::vector<void*> xs(threads), ys(threads), wss(threads);
+  void* w;
+  CK(cudaMalloc(&w, size_t(64) << 20));
+  for (int t = 0; t < threads; ++t) {
+    CK(cudaMalloc(&xs[t], pre_big));
+    CK(cudaMalloc(&ys[t], pre_big));
+    CK(cudaMalloc(&wss[t], ws_bytes));
+  }
+  std::vector<std::array<int, 3>> items;  // config, direction, algorithm
+  Sums q;
+  for (int dir = 0; dir < 3; ++dir)
+    for (size_t i = 0; i < kResnet.size(); ++i) {
+      // the query alone (conv_one would also run the convolution)
+      cudnnTensorDescriptor_t xd, yd;
+      cudnnFilterDescriptor_t wd;
+      cudnnConvolutionDescriptor_t cd;
+      const Conv& c = kResnet[i];
+      const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
+      CK(cudnnCreateTensorDescriptor(&xd));
+      CK(cudnnCreateTensorDescriptor(&yd));
+      CK(cudnnCreateFilterDescriptor(&wd));
+      CK(cudnnCreateConvolutionDescriptor(&cd));
+      CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, batch, c.c, c.h, c.h));
+      CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, batch, c.k, oh, oh));
+      CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, c.k, c.c, c.r, c.r));
+      CK(cudnnSetConvolution2dDescriptor(cd, pad, pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                         CUDNN_DATA_FLOAT));
+      CK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+      int ret = 0, algo = -1;
+      if (dir == 0) {
+        cudnnConvolutionFwdAlgoPerf_t p[16];
+        CK(cudnnGetConvolutionForwardAlgorithm_v7(hs[0], xd, wd, cd, yd, 16, &ret, p));
+        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
+      } else if (dir == 1) {
+        cudnnConvolutionBwdDataAlgoPerf_t p[16];
+        CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hs[0], wd, yd, cd, xd, 16, &ret, p));
+        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
+      } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t p[16];
+        CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hs[0], xd, yd, cd, wd, 16, &ret, p));
+        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
+      }
+      items.push_back({int(i), dir, algo});
+      cudnnDestroyTensorDescriptor(xd);
+      cudnnDestroyTensorDescriptor(yd);
+      cudnnDestroyFilterDescriptor(wd);
+      cudnnDestroyConvolutionDescriptor(cd);
+    }
+  double t3 = now_ms();
+  std::vector<Sums> per(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < items.size(); i += threads)
+        conv_one(hs[t], kResnet[items[i][0]], pre, dt, items[i][1], items[i][2], per[t], xs[t], w, ys[t], wss[t],
+                 ws_bytes, ss[t]);
+    });
+  for (auto& th : pool) th.join();
+  double t4 = now_ms();
+  Sums after;
+  void *xb, *yb;
+  CK(cudaMalloc(&xb, big));
+  CK(cudaMalloc(&yb, big));
+  for (const auto& it : items)
+    conv_one(hs[0], kResnet[it[0]], batch, dt, it[1], it[2], after, xb, w, yb, wss[0], ws_bytes, ss[0]);
+  std::printf("cold: context %.1f ms, %d handles %.1f ms, %zu queries %.1f ms; first runs at batch %d on %d threads: "
+              "wall %.1f ms; then batch %d: first runs %.1f ms, second %.1f ms (%d items)\n",
+              t1 - t0, threads, t2 - t1, items.size(), t3 - t2, pre, threads, t4 - t3, batch, after.first,
+              after.second, after.n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int batch = 64;
   bool f32 = false;
+  int cold = 0, pre = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--batch")) batch = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--dtype")) f32 = !std::strcmp(argv[i + 1], "f32");
+    if (!std::strcmp(argv[i], "--cold-threads")) cold = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--pre-batch")) pre = std::atoi(argv[i + 1]);
   }
+  if (cold > 0) return cold_threads(cold, pre > 0 ? pre : batch, batch, f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16);
   double t0 = now_ms();
   CK(cudaFree(nullptr));
   double t1 = now_ms();

@@ -1,7 +1,8 @@
 // Library choices (backends/cuda/library_plans.h): the cuDNN and cuBLASLt algorithms a run
 // chose are saved with the executable under this process's library signature and come back
 // with a load; a convolution met at a new batch size reuses the algorithm chosen at another one
-// and computes what the CPU computes.
+// and computes what the CPU computes; a first run makes its cuDNN calls (and a loaded one its
+// saved matmuls) once ahead on warm-up threads.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/library_plans.h"
+#include "backends/cuda/library_warmup.h"
 #include "gpu_test_util.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/graph.h"
@@ -76,4 +78,63 @@ TEST(CudaLibraryPlans, NewBatchSizesReuseTheConvolutionsAlgorithmAndMatchTheCpu)
       gputest::expect_close(e.run({in})[0], cpu.run({in})[0], 1e-4,
                             "batch " + std::to_string(b) + " run " + std::to_string(run));
   }
+}
+
+TEST(CudaLibraryPlans, FirstRunsMakeTheirLibraryCallsAheadAndMatchTheCpu) {
+  // conv a -> relu -> conv b (a's problem again: made once ahead) -> conv c (stride 2) -> matmul;
+  // batch 3, which no other test here uses (a saved matmul choice is handed over once).
+  auto build = [](Graph& g, int64_t batch) {
+    Tensor x = g.placeholder(Shape({batch, 12, 12, 8}), DType::f32, "x");
+    auto weights = [&](uint64_t seed) { return g.constant(TensorData::uniform({3, 3, 8, 8}, -0.3, 0.3, DType::f32, seed)); };
+    ConvDesc d;
+    d.padding = PaddingStyle::same;
+    ConvDesc s2 = d;
+    s2.stride = {2, 2};
+    Tensor h = g.conv2d(g.relu(g.conv2d(g.relu(g.conv2d(x, weights(1), d)), weights(2), d)), weights(3), s2);
+    return std::make_pair(x, g.matmul(h, g.constant(TensorData::uniform({8, 24}, -0.3, 0.3, DType::f32, 4))));
+  };
+  Graph g;
+  auto [x, y] = build(g, 3);
+  const std::vector<std::pair<Tensor, TensorType>> feeds = {{x, TensorType(Shape({3, 12, 12, 8}), DType::f32)}};
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
+  TensorData in = TensorData::uniform({3, 12, 12, 8}, -1, 1, DType::f32, 5);
+  const TensorData want = cpu.run({in})[0];
+  (void)detail::matmul_lt_saved_warm_calls(0);  // none left over from another test's load
+  const long long before = detail::library_warmup_calls_made();
+  auto made = [&] { return detail::library_warmup_calls_made() - before; };
+  gputest::expect_close(e.run({in})[0], want, 1e-4, "first run");
+  EXPECT_EQ(made(), 2) << "two distinct convolutions, each made once ahead";
+  gputest::expect_close(e.run({in})[0], want, 1e-4, "second run");
+  EXPECT_EQ(made(), 2) << "only a first run warms up";
+  const std::string path = (std::filesystem::temp_directory_path() / "tgraph_library_warmup.tgx").string();
+  e.save(path);
+  Executable l = Executable::load(path);
+  gputest::expect_close(l.run({in})[0], want, 1e-4, "loaded");
+  // In this process the convolutions' algorithms have run (their kernels are loaded): only the
+  // matmul the file handed over is made ahead. (A fresh process makes the convolutions too.)
+  EXPECT_EQ(made(), 3) << "the loaded first run: the saved matmul";
+  std::filesystem::remove(path);
+
+  // Batch sizes of one executable: 12 (4x from 3) reuses batch 3's algorithms, nothing is made
+  // ahead; 13 (4.3x from 3, the only batch the heuristics were asked at) and 60 (4.6x from 13)
+  // ask the heuristics: their two convolutions are made ahead.
+  Graph gd;
+  auto [xd, yd] = build(gd, -1);
+  const std::vector<std::pair<Tensor, TensorType>> dfeeds = {{xd, TensorType(Shape({-1, 12, 12, 8}), DType::f32)}};
+  Executable dyn = gd.compile(dfeeds, {yd}, {}, {.device = Device::cuda(0)});
+  Executable dcpu = gd.compile(dfeeds, {yd}, {}, {.device = Device::cpu()});
+  for (auto [b, calls] : std::vector<std::pair<int64_t, long long>>{{3, 3}, {12, 3}, {13, 5}, {60, 7}}) {
+    TensorData ib = TensorData::uniform({b, 12, 12, 8}, -1, 1, DType::f32, 20 + static_cast<uint64_t>(b));
+    gputest::expect_close(dyn.run({ib})[0], dcpu.run({ib})[0], 1e-4, "batch " + std::to_string(b));
+    EXPECT_EQ(made(), calls) << "after batch " << b;
+  }
+
+  // Switched off, a first run makes its calls in turn (batch 1000: cold ones) and computes the same.
+  setenv("TGRAPH_NO_LIBRARY_WARMUP", "1", 1);
+  TensorData ik = TensorData::uniform({1000, 12, 12, 8}, -1, 1, DType::f32, 7);
+  Executable off = gd.compile(dfeeds, {yd}, {}, {.device = Device::cuda(0)});
+  gputest::expect_close(off.run({ik})[0], dcpu.run({ik})[0], 1e-4, "without the warm-up");
+  unsetenv("TGRAPH_NO_LIBRARY_WARMUP");
+  EXPECT_EQ(made(), 7);
 }

@@ -24,6 +24,7 @@
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
+#include "backends/cuda/library_warmup.h"
 #include "backends/cuda/lent_outputs.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
@@ -497,7 +498,18 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   ++st.uncaptured;
   if (!st.prefetched) {
     st.prefetched = true;
-    // Only a head start: whatever it cannot prepare compiles at its launch, as without it.
+    // Only head starts: a library call the warm-up did not make, or a kernel the prefetch did
+    // not prepare, is made at its turn in the run, as without them. The library calls go on
+    // other threads while this one generates the kernels' sources.
+    std::optional<LibraryWarmup> warm;
+    size_t warm_calls = 0;
+    if (library_warmup_enabled()) try {
+        std::vector<WarmCall> calls = r.library_warm_calls(0);
+        warm_calls = calls.size();
+        warm.emplace(std::move(calls), r.ctx.index());
+      } catch (const std::exception&) {
+        cudaGetLastError();
+      }
     if (!env_flag("TGRAPH_NO_KERNEL_PREFETCH")) try {
         std::optional<CpuProfileScope> timed;
         if (profiling_first_runs()) timed.emplace("cuda first run: kernel sources generated and queued");
@@ -505,6 +517,12 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
       } catch (const std::exception&) {
         cudaGetLastError();
       }
+    if (warm) {
+      std::optional<CpuProfileScope> timed;
+      if (profiling_first_runs())
+        timed.emplace("cuda first run: library calls made ahead (" + std::to_string(warm_calls) + ", waited for)");
+      warm->wait();
+    }
   }
   // Traced for the capture that may follow (now, or at the next run of these types).
   if (try_capture && !all_lent && g.blocks.size() == 1) {

@@ -167,6 +167,17 @@ using DeviceOp = bool (*)(const GraphImpl& g, const Node& n, const std::vector<D
 /// The kernel family that covers op kind `k` on the device, or nullptr (device_ops.cpp: the
 /// one table of which op runs where; add a line there when a family gains an op).
 DeviceOp device_op_for(OpKind k);
+/// Whether a call of `n` with these operand and result types would now load a library's
+/// kernels, ask its heuristics or build its plan (none of its kind has run in this process):
+/// such calls a first run makes ahead, several at a time on scratch memory (library_warmup.h).
+using WarmProbe = bool (*)(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in,
+                           const std::vector<TensorType>& out, int device);
+/// The probe of the kinds whose calls can be cold (cuDNN's convolutions and attention), else null.
+WarmProbe device_op_warm_probe(OpKind k);
+bool cudnn_conv_cold(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in,
+                     const std::vector<TensorType>& out, int device);
+bool cudnn_attention_cold(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in,
+                          const std::vector<TensorType>& out, int device);
 
 /// Source of the generated reduction / softmax kernel (exposed so tests can compile it
 /// without a device): `lanes` threads reduce one output (1: a thread per output, 32: a warp,

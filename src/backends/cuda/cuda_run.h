@@ -23,6 +23,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_control_flow.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/library_warmup.h"
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/matmul_epilogue.h"
@@ -379,6 +380,11 @@ struct Run {
   /// fused groups and stitched reductions will launch (nvrtc_prefetch), from the graph's static
   /// types, so the run itself waits only for the slowest of them.
   void prefetch_kernels(int32_t b);
+  /// Before the first run of block b: its cold cuDNN calls (device_op_warm_probe) of static
+  /// types, each distinct one once on scratch memory, and the matmuls whose algorithms a load handed
+  /// over, as calls for a LibraryWarmup (library_warmup.h). They refer to the graph: made
+  /// before the run goes on.
+  std::vector<WarmCall> library_warm_calls(int32_t b);
   std::vector<const void*> step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const;
   std::vector<void*> step_results(const std::vector<int32_t>& values, const std::vector<TensorType>& types);
   void pieces(const std::vector<Step>& steps);

@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernels_copy.h"
+#include "backends/cuda/library_plans.h"
 #include "backends/cuda/matmul_epilogue.h"
 #include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
@@ -358,6 +359,46 @@ void Run::prefetch_kernels(int32_t b) {
                                        std::vector<void*>(grp.outputs.size(), const_cast<void*>(aligned)), false);
     nvrtc_prefetch(elementwise_source(g, grp, l.ix, -1, l.pattern ? &*l.pattern : nullptr, l.vec), ctx.index());
   }
+}
+
+std::vector<WarmCall> Run::library_warm_calls(int32_t b) {
+  const int device = ctx.index();
+  std::vector<WarmCall> calls = matmul_lt_saved_warm_calls(device);
+  std::vector<std::pair<const Node*, std::vector<TensorType>>> seen;  // ResNet-50's 158 convolutions are 69 problems
+  for (const Step& s : plan(b).steps) {
+    if (s.fused()) continue;
+    const Node& n = g.nodes[static_cast<size_t>(s.node)];
+    const WarmProbe cold = device_op_warm_probe(n.kind);
+    if (!cold) continue;
+    std::vector<TensorType> types;
+    bool known = true;
+    for (int32_t v : n.inputs) {
+      known &= g.type(v).shape.is_static();
+      types.push_back(g.type(v));
+    }
+    if (!known || std::any_of(seen.begin(), seen.end(), [&](const auto& p) {
+          return p.first->kind == n.kind && p.first->attr == n.attr && p.second == types;
+        }))
+      continue;
+    seen.emplace_back(&n, types);
+    std::vector<TensorType> outs = g.output_types_for(n, types);
+    if (!cold(g, n, types, outs, device)) continue;  // its kernels are loaded: made in turn, cheaply
+    calls.push_back([&g = g, &n, types, outs, op = device_op_for(n.kind), device](cudaStream_t stream) {
+      DeviceContext& c = DeviceContext::get(device);
+      std::vector<DeviceBuffer> keep;
+      auto scratch = [&](const TensorType& t) {
+        keep.push_back(c.allocate(std::max<size_t>(1, static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype)),
+                                  stream));
+        return keep.back().get();
+      };
+      std::vector<DevArg> in;
+      std::vector<DevOut> out;
+      for (const TensorType& t : types) in.push_back(DevArg{scratch(t), t});
+      for (const TensorType& t : outs) out.push_back(DevOut{scratch(t), t});
+      op(g, n, in, out, stream, device);
+    });
+  }
+  return calls;
 }
 
 void Run::group(const FusionGroup& grp) {

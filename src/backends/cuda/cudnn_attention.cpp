@@ -204,17 +204,44 @@ bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* 
   return p->ok;
 }
 
-bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
-                     cudaStream_t stream, int device) {
+namespace {
+
+// The call of attention node `n` with these operand and result types; false when cuDNN's
+// kernel does not take their dtypes.
+bool call_of(const Node& n, const std::vector<TensorType>& in, const std::vector<TensorType>& out, AttentionCall& c) {
   if (n.kind != OpKind::Attention || in.size() < 3 || out.size() != 1) return false;
-  AttentionCall c = attention_call(std::get<AttentionDesc>(n.attr), in[0].type.dtype, in[0].type.shape,
-                                   in[1].type.shape, in[2].type.shape);
+  c = attention_call(std::get<AttentionDesc>(n.attr), in[0].dtype, in[0].shape, in[1].shape, in[2].shape);
   if (in.size() > 3) {
-    if (in[3].type.dtype != c.dtype) return false;
-    c.mask = in[3].type.shape;
+    if (in[3].dtype != c.dtype) return false;
+    c.mask = in[3].shape;
     c.masked = true;
   }
-  if (in[1].type.dtype != c.dtype || in[2].type.dtype != c.dtype || out[0].type.dtype != c.dtype) return false;
+  return in[1].dtype == c.dtype && in[2].dtype == c.dtype && out[0].dtype == c.dtype;
+}
+
+}  // namespace
+
+bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<TensorType>& in,
+                          const std::vector<TensorType>& out, int device) {
+  AttentionCall c;
+  std::vector<int64_t> q, k, v, mask;
+  if (!call_of(n, in, out, c) || !attention_geometry(c, q, k, v, mask)) return false;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    if (plans().count(key_of(device, c))) return false;
+  }
+  // A new shape of a topology whose kernel is compiled binds it in a few ms: not worth a thread.
+  std::lock_guard<std::mutex> lock(caches_mutex());
+  return !caches().count(topology_of(device, c, q, v, mask));
+}
+
+bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                     cudaStream_t stream, int device) {
+  std::vector<TensorType> it, ot;
+  for (const DevArg& a : in) it.push_back(a.type);
+  for (const DevOut& o : out) ot.push_back(o.type);
+  AttentionCall c;
+  if (!call_of(n, it, ot, c)) return false;
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok) return false;
   DeviceBuffer ws;
@@ -243,6 +270,11 @@ bool cudnn_attention_supported(int, const AttentionCall&, std::string* why) {
 
 bool cudnn_attention(const GraphImpl&, const Node&, const std::vector<DevArg>&, const std::vector<DevOut>&,
                      cudaStream_t, int) {
+  return false;
+}
+
+bool cudnn_attention_cold(const GraphImpl&, const Node&, const std::vector<TensorType>&, const std::vector<TensorType>&,
+                          int) {
   return false;
 }
 

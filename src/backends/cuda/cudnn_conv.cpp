@@ -28,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -69,6 +70,16 @@ std::map<std::string, Choice>& cache() {  // by device and problem
 std::map<std::string, std::map<int64_t, Choice>>& families() {
   static std::map<std::string, std::map<int64_t, Choice>> c;
   return c;
+}
+
+// The algorithms (with their math) that ran in this process, by family: their kernels are
+// loaded. Under cache_mutex.
+std::set<std::string>& ran() {
+  static std::set<std::string> r;
+  return r;
+}
+std::string ran_key(const std::string& family, const Choice& c) {
+  return family + "|" + std::to_string(c.algo) + "|" + std::to_string(static_cast<int>(c.math));
 }
 
 // The choice made at the batch size nearest `batch` (by ratio) within a factor of 4: beyond it
@@ -136,8 +147,12 @@ std::vector<int> filter_perm(bool spatial_first, bool last, int nsp) {
 
 }  // namespace
 
-bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
-                cudaStream_t stream, int device) {
+namespace {
+
+// cudnn_conv, or with `cold` set only its question (cudnn_conv_cold: operands' pointers null,
+// nothing launched, false returned).
+bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+               cudaStream_t stream, int device, bool* cold) {
   Dir dir;
   int nsp = 2;
   const ConvDesc* d = nullptr;
@@ -158,7 +173,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     default: return false;
   }
   if (!d || in.size() != 2 || out.size() != 1) return false;
-  if (!in[0].ptr || !in[1].ptr || !out[0].ptr) return false;
+  if (!cold && (!in[0].ptr || !in[1].ptr || !out[0].ptr)) return false;
 
   // The forward convolution's x, w, y.
   TensorType tx, tw, ty;
@@ -277,7 +292,44 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     padded = true;
   }
 
-  CudnnDevice& cd = cudnn_device(device);
+  // Algorithm, cached per configuration: from cuDNN's heuristics, or with TGRAPH_CUDNN_FIND=1
+  // measured by cuDNN's Find on the run's own buffers (the fastest that fits kMaxWorkspace;
+  // never while the stream is being captured). On the H200, Find chose no faster algorithms
+  // for ResNet-50's convolutions and cost seconds of the first step (bench/RESULTS.md).
+  // The problem without the device (what a saved file holds: library_plans.h) is its family,
+  // everything but the batch, then "|n<batch>" (so a saved key splits at its last "|n"): a
+  // convolution met at another batch size reuses the algorithm
+  // chosen at the nearest one within a factor of 4 (its workspace asked again) unless
+  // TGRAPH_CUDNN_PER_BATCH=1. On the H200 the heuristic query costs 2-3 ms per bf16
+  // convolution and a newly chosen algorithm's first run ~4 ms (its kernels loaded), against
+  // ~0.5 ms for a known one at a new batch size (bench_library_plans): ResNet-50's first call
+  // at a new batch size in ~50 ms instead of ~180.
+  std::ostringstream fam;
+  fam << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|'
+      << join(std::vector<int64_t>(xd.begin() + 1, xd.end())) << '|' << join(std::vector<int64_t>(yd.begin() + 1, yd.end()))
+      << '|' << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil)
+      << '|' << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
+  const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
+  const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
+  // A convolution is cold when its call would ask cuDNN's heuristics, or run an algorithm no call
+  // of its family has run in this process (its kernels not loaded yet): a first run makes it
+  // ahead on a warm-up thread (library_warmup.h).
+  if (cold) {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    Choice c;
+    bool have = false;
+    if (auto it = cache().find(key); it != cache().end()) {
+      c = it->second;
+      have = true;
+    } else if (!env_flag("TGRAPH_CUDNN_FIND") && !env_flag("TGRAPH_CUDNN_PER_BATCH")) {
+      if (auto f = families().find(family); f != families().end()) c = nearest_batch(f->second, xd[0]);
+      have = c.ok;
+    }
+    *cold = !have || (c.ok && !ran().count(ran_key(family, c)));
+    return false;
+  }
+
+  CudnnDevice& cd = cudnn_legacy_device(device);
   std::lock_guard<std::mutex> lock(cd.mu);
   cudnnHandle_t h = cd.handle;
   TG_CUDNN(cudnnSetStream(h, stream));
@@ -341,25 +393,7 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                      : perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr)
                                     : static_cast<const void*>(wtmp.get());
   void* wout = dir != Dir::filter ? nullptr : cpad > 0 ? wpad.get() : perm.empty() ? out[0].ptr : wtmp.get();
-  // Algorithm, cached per configuration: from cuDNN's heuristics, or with TGRAPH_CUDNN_FIND=1
-  // measured by cuDNN's Find on the run's own buffers (the fastest that fits kMaxWorkspace;
-  // never while the stream is being captured). On the H200, Find chose no faster algorithms
-  // for ResNet-50's convolutions and cost seconds of the first step (bench/RESULTS.md).
-  // The problem without the device (what a saved file holds: library_plans.h) is its family,
-  // everything but the batch, then "|n<batch>" (so a saved key splits at its last "|n"): a
-  // convolution met at another batch size reuses the algorithm
-  // chosen at the nearest one within a factor of 4 (its workspace asked again) unless
-  // TGRAPH_CUDNN_PER_BATCH=1. On the H200 the heuristic query costs 2-3 ms per bf16
-  // convolution and a newly chosen algorithm's first run ~4 ms (its kernels loaded), against
-  // ~0.5 ms for a known one at a new batch size (bench_library_plans): ResNet-50's first call
-  // at a new batch size in ~50 ms instead of ~180.
-  std::ostringstream fam;
-  fam << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|'
-      << join(std::vector<int64_t>(xd.begin() + 1, xd.end())) << '|' << join(std::vector<int64_t>(yd.begin() + 1, yd.end()))
-      << '|' << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil)
-      << '|' << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
-  const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
-  const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
+  // Algorithm, cached per configuration (the problem's key and family above).
   // The workspace `algo` needs for this problem (a reused or queried choice).
   auto workspace_of = [&](int algo, size_t* ws) {
     switch (dir) {
@@ -495,6 +529,10 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
     return false;
   }
   cudnn_check(s, "cudnnConvolution (forward / backward)");
+  {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    ran().insert(ran_key(family, choice));
+  }
   if (dir == Dir::data && padded) {
     // dx is the interior of the padded x's gradient.
     StridedCopy cp;
@@ -540,6 +578,24 @@ bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in
                            static_cast<int>(esize), stream));
   }
   return true;
+}
+
+}  // namespace
+
+bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                cudaStream_t stream, int device) {
+  return conv_call(g, n, in, out, stream, device, nullptr);
+}
+
+bool cudnn_conv_cold(const GraphImpl& g, const Node& n, const std::vector<TensorType>& in,
+                     const std::vector<TensorType>& out, int device) {
+  std::vector<DevArg> a;
+  std::vector<DevOut> o;
+  for (const TensorType& t : in) a.push_back(DevArg{nullptr, t});
+  for (const TensorType& t : out) o.push_back(DevOut{nullptr, t});
+  bool cold = false;
+  conv_call(g, n, a, o, nullptr, device, &cold);
+  return cold;
 }
 
 // A choice saved with an executable ("<algo> <math> <workspace>", written above), for this

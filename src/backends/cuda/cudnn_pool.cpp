@@ -80,7 +80,7 @@ bool cudnn_pool(const GraphImpl&, const Node& n, const std::vector<DevArg>& in, 
   for (size_t i = 0; i < 4; ++i)
     if (odims[i] != yd[i]) return false;
 
-  CudnnDevice& cd = cudnn_device(device);
+  CudnnDevice& cd = cudnn_legacy_device(device);
   std::lock_guard<std::mutex> lock(cd.mu);
   cudnnHandle_t h = cd.handle;
   TG_CUDNN(cudnnSetStream(h, stream));

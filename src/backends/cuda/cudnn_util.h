@@ -64,6 +64,25 @@ inline CudnnDevice& cudnn_device(int device) {
   return *d;
 }
 
+/// A handle of this thread's own for `device`, set while the thread warms library calls up
+/// ahead of a first run (library_warmup.cpp), so they do not queue on the device's mutex.
+struct CudnnThreadHandle {
+  int device = -1;
+  CudnnDevice* own = nullptr;
+};
+inline CudnnThreadHandle& cudnn_thread_handle() {
+  thread_local CudnnThreadHandle h;
+  return h;
+}
+
+/// The handle for cuDNN's legacy calls (convolution, pooling), which keep no state in it:
+/// this thread's own while it warms calls up, else the device's. Graph-API plans (attention)
+/// are built and executed on the device's handle only.
+inline CudnnDevice& cudnn_legacy_device(int device) {
+  const CudnnThreadHandle& t = cudnn_thread_handle();
+  return t.own && t.device == device ? *t.own : cudnn_device(device);
+}
+
 /// cuDNN data type of a tensor dtype; false for dtypes the conv/pool paths do not take.
 inline bool cudnn_dtype(DType t, cudnnDataType_t& out) {
   switch (t) {

@@ -42,4 +42,16 @@ DeviceOp device_op_for(OpKind k) {
   }
 }
 
+WarmProbe device_op_warm_probe(OpKind k) {
+  switch (k) {
+    case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d: case OpKind::Conv2dDataGrad:
+    case OpKind::Conv2dWeightGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv3dWeightGrad:
+      return cudnn_conv_cold;
+    case OpKind::Attention:
+      return cudnn_attention_cold;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace tg::detail

@@ -6,6 +6,9 @@
 // and the GPU's architecture: a choice made elsewhere is never trusted, only asked again.
 #include <map>
 #include <string>
+#include <vector>
+
+#include "backends/cuda/library_warmup.h"
 
 namespace tg::detail {
 
@@ -18,5 +21,10 @@ void provide_library_plans(const std::map<std::string, std::string>& plans, int 
 // Each library's half (cudnn_conv.cpp, matmul_lt.cpp): `problem` is the key without the device.
 void cudnn_conv_provide(const std::string& problem, const std::string& value, int device);
 void matmul_lt_provide(const std::string& problem, const std::string& value, int device);
+
+/// The matmuls whose saved algorithms a load handed over and no warm-up has run yet, as calls
+/// for a LibraryWarmup (each once, on scratch memory of its sizes): taken by the next first run
+/// on `device`, so a loaded executable's first run finds cuBLASLt's kernels loaded.
+std::vector<WarmCall> matmul_lt_saved_warm_calls(int device);
 
 }  // namespace tg::detail

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/profile.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/library_plans.h"
 #include "runtime/device_code.h"
@@ -173,6 +175,21 @@ std::map<Key, Saved>& saved_plans() {  // guarded by plans_mutex
   return p;
 }
 
+// Saved choices handed over by a load whose kernels no warm-up has loaded yet, per device
+// (matmul_lt_saved_warm_calls). Guarded by plans_mutex.
+std::map<int, std::vector<std::pair<Key, Saved>>>& unwarmed() {
+  static std::map<int, std::vector<std::pair<Key, Saved>>> u;
+  return u;
+}
+
+void free_plan(Plan& p) {
+  if (p.la) cublasLtMatrixLayoutDestroy(p.la);
+  if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
+  if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  p = Plan{};
+}
+
 // The key without its device, as text: what a saved file holds.
 std::string problem_of(const Key& k) {
   const auto& [m, n, kk, batch, sa, sb, ta, tb, dt, tf32, device, epi] = k;
@@ -220,7 +237,46 @@ void matmul_lt_provide(const std::string& problem, const std::string& value, int
   Key key{f[0], f[1], f[2], f[3], f[4], f[5], f[6] != 0, f[7] != 0, static_cast<int>(f[8]), f[9] != 0, device,
           static_cast<int>(f[10])};
   std::lock_guard<std::mutex> lock(plans_mutex());
-  saved_plans().try_emplace(key, sv);
+  if (saved_plans().try_emplace(key, sv).second && sv.found) unwarmed()[device].emplace_back(key, sv);
+}
+
+std::vector<WarmCall> matmul_lt_saved_warm_calls(int device) {
+  std::vector<std::pair<Key, Saved>> todo;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    todo.swap(unwarmed()[device]);
+  }
+  std::vector<WarmCall> calls;
+  for (const auto& [key, sv] : todo)
+    calls.push_back([key, sv, device](cudaStream_t stream) {
+      const auto& [m, n, k, batch, sa, sb, ta, tb, dt, tf32, dev, epi] = key;
+      (void)dev;
+      MatmulShape s{m, n, k, batch, sa, sb, ta, tb, static_cast<DType>(dt), tf32};
+      s.epilogue = static_cast<MatmulShape::Epilogue>(epi);
+      if (s.epilogue >= MatmulShape::Epilogue::count) return;
+      // Scratch operands of the problem's sizes (their values do not matter): the layouts'
+      // extents, the bias (n) and an aux matrix as large as the result.
+      DeviceContext& ctx = DeviceContext::get(device);
+      const size_t es = dtype_size(s.dtype);
+      const size_t na = static_cast<size_t>(sa > 0 ? batch * sa : m * k), nb = static_cast<size_t>(sb > 0 ? batch * sb : k * n);
+      const size_t nc = static_cast<size_t>(batch * m * n);
+      DeviceBuffer a = ctx.allocate(na * es, stream), b = ctx.allocate(nb * es, stream), c = ctx.allocate(nc * es, stream);
+      DeviceBuffer bias = ctx.allocate(static_cast<size_t>(n) * es, stream);
+      DeviceBuffer aux = ctx.allocate(static_cast<size_t>(m * n) * es, stream);
+      DeviceBuffer ws = ctx.allocate(ctx.workspace_bytes(), stream);
+      // A plan of its own (the cached ones' descriptors are shared under the device's lock).
+      Plan p = make_plan(s, bias.get(), aux.get(), ctx, &sv);
+      if (p.found) {
+        float one_f = 1.f, zero_f = 0.f;
+        double one_d = 1.0, zero_d = 0.0;
+        const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
+        const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+        cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b.get(), p.la, a.get(), p.lb,
+                       beta, c.get(), p.lc, c.get(), p.lc, &p.algo, ws.get(), ctx.workspace_bytes(), stream);
+      }
+      free_plan(p);
+    });
+  return calls;
 }
 
 void check_cuda_precision(Precision p, int device) {
@@ -249,11 +305,17 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   Key key{s.m, s.n, s.k, s.batch, s.stride_a, s.stride_b, s.transpose_a, s.transpose_b, static_cast<int>(s.dtype), s.tf32, device,
           static_cast<int>(s.epilogue)};
   Plan p;
+  bool made_now = false;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     auto it = plans().find(key);
     if (it == plans().end()) {
+      made_now = true;
       auto sv = saved_plans().find(key);
+      std::optional<CpuProfileScope> timed;
+      if (profiling_first_runs())
+        timed.emplace(sv == saved_plans().end() ? "cuda first run: matmul: cuBLASLt heuristic asked"
+                                                : "cuda first run: matmul: cuBLASLt saved algorithm taken");
       it = plans().emplace(key, make_plan(s, bias, aux, ctx, sv == saved_plans().end() ? nullptr : &sv->second)).first;
     }
     p = it->second;
@@ -265,6 +327,9 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
+  // A plan's first launch in this process loads its kernel (unless a warm-up did).
+  std::optional<CpuProfileScope> timed;
+  if (made_now && profiling_first_runs()) timed.emplace("cuda first run: matmul: a plan's first cublasLtMatmul");
   if (s.epilogue != MatmulShape::Epilogue::none) {
     // The desc is per device: set under its lock. A refusal here or at launch (nothing runs)
     // sends the caller back to the unfused ops.

@@ -180,3 +180,29 @@ TEST(CudaAttention, SizesOfOneTopologyShareCompiledKernels) {
     for (int run = 0; run < 2; ++run) gputest::expect_close(e.run(in)[0], want[0], 4e-3, "run " + std::to_string(run));
   }
 }
+
+// An additive mask [b, 1, 1, Lk] (BERT's padding-mask form) through one executable at several
+// sizes, the first short and the later ones longer (as Hugging Face BERT-base f16 ran when a
+// 16 x 16 call's kernel was bound for 16 x 128 and computed garbage): each size as the CPU.
+TEST(CudaAttention, MaskedCallsAtGrowingSizesMatchTheCpu) {
+  Graph g;
+  const Shape qs({-1, 4, -1, 64}), ms({-1, 1, 1, -1});
+  Tensor q = g.placeholder(qs, DType::f16, "q"), k = g.placeholder(qs, DType::f16, "k"), v = g.placeholder(qs, DType::f16, "v");
+  Tensor m = g.placeholder(ms, DType::f16, "m");
+  Tensor y = g.scaled_dot_product_attention(q, k, v, m);
+  const std::vector<std::pair<Tensor, TensorType>> feeds{{q, TensorType(qs, DType::f16)}, {k, TensorType(qs, DType::f16)},
+                                                         {v, TensorType(qs, DType::f16)}, {m, TensorType(ms, DType::f16)}};
+  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  uint64_t seed = 40;
+  for (const auto& [b, len] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {16, 128}, {2, 512}, {3, 40}, {16, 16}}) {
+    SCOPED_TRACE("batch " + std::to_string(b) + " length " + std::to_string(len));
+    TensorData mask = half_data({b, 1, 1, len}, DType::f16, seed++, 2.0);
+    for (int64_t i = 0; i < b; ++i)  // the last 3*i keys of batch i are padding
+      for (int64_t j = std::max<int64_t>(1, len - 3 * i); j < len; ++j) mask.set(i * len + j, -10000.0);
+    std::vector<TensorData> in{half_data({b, 4, len, 64}, DType::f16, seed++), half_data({b, 4, len, 64}, DType::f16, seed++),
+                               half_data({b, 4, len, 64}, DType::f16, seed++), mask};
+    auto want = cpu.run(in);
+    for (int run = 0; run < 2; ++run) gputest::expect_close(e.run(in)[0], want[0], 4e-3, "run " + std::to_string(run));
+  }
+}

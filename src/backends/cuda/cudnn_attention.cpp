@@ -131,12 +131,21 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
   return kc;
 }
 
-// Builds the plan for one shape. With `shared` (the default) the graph is a dynamic-shape graph
-// bound to its topology's kernel cache: the first shape of a topology compiles cuDNN's kernel
-// (~1 s for BERT's), every later shape binds the compiled one (a new size's plan in a few ms
-// instead of ~60: issue 22's first call at a new size). Without it, a static plan (the fallback
-// when this cuDNN refuses dynamic shapes for the call).
-std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared = true) {
+// Whether calls of other shapes may bind the kernel this call's topology compiled. Not with a
+// mask: on the H200 (cuDNN 9.14) BERT-base f16, whose padding mask is an additive bias
+// [b, 1, 1, s], computed garbage at 16 x 128 with the kernel compiled at 16 x 16 (max error 5.0
+// against PyTorch, whose f16 is within 0.012), as did the executable specialised to 16 x 128
+// in the same process; unmasked calls at growing and shrinking lengths match the CPU
+// (CudaAttention.SizesOfOneTopologyShareCompiledKernels). A masked call builds a plan of its
+// own per shape until a test shows which masked shapes can share.
+bool shares_kernels(const AttentionCall& c) { return !c.masked; }
+
+// Builds the plan for one shape. With `shared` the graph is a dynamic-shape graph bound to its
+// topology's kernel cache: the first shape of a topology compiles cuDNN's kernel (~1 s for
+// BERT's), every later shape binds the compiled one (a new size's plan in a few ms instead of
+// ~60: issue 22's first call at a new size). Without it, a static plan (masked calls, and the
+// fallback when this cuDNN refuses dynamic shapes for the call).
+std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
   if (!attention_geometry(c, q, k, v, mask)) {
@@ -187,8 +196,9 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (auto it = plans().find(key); it != plans().end()) return it->second;
   }
-  std::shared_ptr<Plan> p = build(device, c);  // outside the lock: building takes a while
-  if (!p->ok && !p->graph && p->why != "shape or dtype not taken") {
+  const bool shared = shares_kernels(c);
+  std::shared_ptr<Plan> p = build(device, c, shared);  // outside the lock: building takes a while
+  if (shared && !p->ok && !p->graph && p->why != "shape or dtype not taken") {
     std::shared_ptr<Plan> fixed = build(device, c, false);
     if (fixed->ok) p = fixed;
   }
@@ -230,6 +240,7 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (plans().count(key_of(device, c))) return false;
   }
+  if (!shares_kernels(c)) return true;
   // A new shape of a topology whose kernel is compiled binds it in a few ms: not worth a thread.
   std::lock_guard<std::mutex> lock(caches_mutex());
   return !caches().count(topology_of(device, c, q, v, mask));

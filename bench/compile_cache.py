@@ -66,10 +66,14 @@ print(f"model built {{t1 - t0:.2f}} s; compile + first call {{t2 - t1:.2f}} s ({
       f"compiled {{s['executables']}}, from the cache {{s['cache_hits']}})")
 """
 
+# The cached .tgx alone, loaded where tgraph.torch loads it: in a process that has imported torch
+# (whose wheel brings its own cuBLASLt and cuDNN; a process without them has other library
+# versions, so the file's saved algorithms would rightly not be trusted there).
 LOAD = """
 import glob, json, sys, time
 t0 = time.perf_counter()
 import numpy as np
+import torch
 import tgraph as tg
 t1 = time.perf_counter()
 path = sorted(glob.glob(sys.argv[1] + "/torch/*.tgx"))[0]

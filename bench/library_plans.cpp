@@ -65,9 +65,10 @@ void report(const char* what, const Sums& s) {
 
 // One convolution of config `c` at `batch` in direction `dir` (0 forward, 1 data, 2 filter): the
 // algorithm queried from cuDNN's heuristics when `algo` < 0 (else taken as given, as a saved
-// choice would be), the workspace size, a first and a second execution, each timed.
+// choice would be), the workspace size, a first and a second execution, each timed; with
+// `execute` false only the query.
 int conv_one(cudnnHandle_t h, const Conv& c, int batch, cudnnDataType_t dt, int dir, int algo, Sums& sum, void* x,
-             void* w, void* y, void* ws, size_t ws_bytes, cudaStream_t stream) {
+             void* w, void* y, void* ws, size_t ws_bytes, cudaStream_t stream, bool execute = true) {
   const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -107,6 +108,14 @@ int conv_one(cudnnHandle_t h, const Conv& c, int batch, cudnnDataType_t dt, int 
     }
   }
   double t1 = now_ms();
+  if (!execute) {
+    sum.query += t1 - t0, ++sum.n;
+    cudnnDestroyTensorDescriptor(xd);
+    cudnnDestroyTensorDescriptor(yd);
+    cudnnDestroyFilterDescriptor(wd);
+    cudnnDestroyConvolutionDescriptor(cd);
+    return algo;
+  }
   if (dir == 0)
     CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, cudnnConvolutionFwdAlgo_t(algo), &need));
   else if (dir == 1)
@@ -201,41 +210,9 @@ int cold_threads(int threads, int pre, int batch, cudnnDataType_t dt) {
   Sums q;
   for (int dir = 0; dir < 3; ++dir)
     for (size_t i = 0; i < kResnet.size(); ++i) {
-      // the query alone (conv_one would also run the convolution)
-      cudnnTensorDescriptor_t xd, yd;
-      cudnnFilterDescriptor_t wd;
-      cudnnConvolutionDescriptor_t cd;
-      const Conv& c = kResnet[i];
-      const int pad = c.r / 2, oh = (c.h + 2 * pad - c.r) / c.stride + 1;
-      CK(cudnnCreateTensorDescriptor(&xd));
-      CK(cudnnCreateTensorDescriptor(&yd));
-      CK(cudnnCreateFilterDescriptor(&wd));
-      CK(cudnnCreateConvolutionDescriptor(&cd));
-      CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, batch, c.c, c.h, c.h));
-      CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, batch, c.k, oh, oh));
-      CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, c.k, c.c, c.r, c.r));
-      CK(cudnnSetConvolution2dDescriptor(cd, pad, pad, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                         CUDNN_DATA_FLOAT));
-      CK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-      int ret = 0, algo = -1;
-      if (dir == 0) {
-        cudnnConvolutionFwdAlgoPerf_t p[16];
-        CK(cudnnGetConvolutionForwardAlgorithm_v7(hs[0], xd, wd, cd, yd, 16, &ret, p));
-        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
-      } else if (dir == 1) {
-        cudnnConvolutionBwdDataAlgoPerf_t p[16];
-        CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hs[0], wd, yd, cd, xd, 16, &ret, p));
-        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
-      } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t p[16];
-        CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hs[0], xd, yd, cd, wd, 16, &ret, p));
-        for (int k = 0; k < ret && algo < 0; ++k) if (p[k].status == CUDNN_STATUS_SUCCESS) algo = p[k].algo;
-      }
-      items.push_back({int(i), dir, algo});
-      cudnnDestroyTensorDescriptor(xd);
-      cudnnDestroyTensorDescriptor(yd);
-      cudnnDestroyFilterDescriptor(wd);
-      cudnnDestroyConvolutionDescriptor(cd);
+      items.push_back({int(i), dir,
+                       conv_one(hs[0], kResnet[i], batch, dt, dir, -1, q, nullptr, nullptr, nullptr, nullptr, 0,
+                                ss[0], false)});
     }
   double t3 = now_ms();
   std::vector<Sums> per(threads);

@@ -304,6 +304,14 @@ if mode == "ddp":
     net = DDP(torch.compile(model, backend="tgraph_train"))  # DDP around the compiled module
     per = 16 // world
     xs, ys = xs[rank * per:(rank + 1) * per], ys[rank * per:(rank + 1) * per]
+elif mode == "fsdp":
+    from torch.distributed.fsdp import fully_shard
+    for i in (0, 2):  # each layer compiled, the whole model sharded (FSDP2's hooks stay eager)
+        model[i].compile(backend="tgraph_train")
+    fully_shard(model)
+    net = model
+    per = 16 // world
+    xs, ys = xs[rank * per:(rank + 1) * per], ys[rank * per:(rank + 1) * per]
 else:
     net = model  # eager, one process, the whole batch
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -314,10 +322,33 @@ for _ in range(4):
     loss.backward()
     opt.step()
     losses.append(float(loss))
-print("RESULT " + json.dumps({"losses": losses, "params": [p.detach().tolist() for p in model.parameters()],
+full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]  # FSDP's shards gathered
+print("RESULT " + json.dumps({"losses": losses, "params": [p.detach().tolist() for p in full],
                               "executables": tgraph.torch.stats()["executables"]}))
 td.destroy_process_group()
+if mode == "fsdp":
+    # PyTorch's Gloo worker thread may still destroy a finished all-reduce while the interpreter
+    # finalises, and abort the process (pytorch/pytorch#190489; seen 1 in 87 runs here even after
+    # destroy_process_group): the results are out, so the rank leaves without finalising.
+    sys.stdout.flush()
+    os._exit(0)
 '''
+
+
+def test_torch_fsdp2_around_tgraph_train_layers_matches_one_process(tmp_path):
+    """PyTorch's FSDP2 (fully_shard, gloo, two CPU processes) around a model whose layers are
+    compiled with backend="tgraph_train": after 4 SGD steps on half the batch each, the gathered
+    weights equal one eager process's on the whole batch, and tgraph ran every layer's forward
+    and backward."""
+    pytest.importorskip("torch")
+    one = _result(_ranks(TORCH_DDP, 1, tmp_path / "one", extra_env={"MODE": "eager"})[0])
+    outs = _ranks(TORCH_DDP, 2, tmp_path / "many", extra_env={"MODE": "fsdp"}, timeout=400)
+    for r, (rc, out, err, _) in enumerate(outs):
+        assert rc == 0, f"rank {r} exited {rc}: {err[-2000:]}"
+        got = _result((rc, out, err, 0))
+        assert got["executables"] >= 4, got  # two layers, forward and backward each
+        for a, b in zip(got["params"], one["params"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5, err_msg=f"rank {r}")
 
 
 def test_torch_ddp_around_a_tgraph_train_module_matches_one_process(tmp_path):

@@ -5,9 +5,10 @@
 // sizes. What is taken (attention_lowering.cpp decides, asking cudnn_attention_supported):
 // f16 / bf16 q, k, v of rank 3 or 4 with equal batch dims, an additive bias of q's dtype
 // broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
-// Plans are built once per shape and kept for the process; the shapes of one topology share
-// compiled kernels (dynamic-shape graphs bound to a kernel cache, build() says why).
+// Plans are built once per shape and kept for the process; under an experimental switch the
+// shapes of one topology share compiled kernels (shares_kernels says why it is off).
 #include "backends/cuda/cuda_ops.h"
+#include "core/env.h"
 
 #include <cmath>
 #include <map>
@@ -131,20 +132,21 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
   return kc;
 }
 
-// Whether calls of other shapes may bind the kernel this call's topology compiled. Not with a
-// mask: on the H200 (cuDNN 9.14) BERT-base f16, whose padding mask is an additive bias
-// [b, 1, 1, s], computed garbage at 16 x 128 with the kernel compiled at 16 x 16 (max error 5.0
-// against PyTorch, whose f16 is within 0.012), as did the executable specialised to 16 x 128
-// in the same process; unmasked calls at growing and shrinking lengths match the CPU
-// (CudaAttention.SizesOfOneTopologyShareCompiledKernels). A masked call builds a plan of its
-// own per shape until a test shows which masked shapes can share.
-bool shares_kernels(const AttentionCall& c) { return !c.masked; }
+// Whether calls of other shapes may bind the kernel this call's topology compiled: only under
+// TGRAPH_ATTENTION_SHARED_KERNELS=1, an experiment. On the H200 (cuDNN 9.14) Hugging Face
+// BERT-base f16 — whose attention is unmasked here, drop_visible_masks having dropped its
+// all-visible mask — computed garbage at 16 x 128 with the kernel compiled at 16 x 16 (max error
+// 5.0 against PyTorch, whose own f16 is within 0.012), as did an executable specialised to
+// 16 x 128 in the same process, which bound the same cache; the GPU test that passed for the
+// sharing had started at length 64 (CudaAttention.CallsAtSeveralSizesMatchTheCpu now starts at
+// 16, as BERT's run did). Until a test shows which shapes may share, each shape builds a plan
+// and compiles its kernel (~60 ms).
+bool shares_kernels(const AttentionCall&) { return env_flag("TGRAPH_ATTENTION_SHARED_KERNELS"); }
 
 // Builds the plan for one shape. With `shared` the graph is a dynamic-shape graph bound to its
 // topology's kernel cache: the first shape of a topology compiles cuDNN's kernel (~1 s for
 // BERT's), every later shape binds the compiled one (a new size's plan in a few ms instead of
-// ~60: issue 22's first call at a new size). Without it, a static plan (masked calls, and the
-// fallback when this cuDNN refuses dynamic shapes for the call).
+// ~60: issue 22's first call at a new size). Without it (the default), a static plan.
 std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;

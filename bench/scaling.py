@@ -14,7 +14,6 @@ Usage (the GPU machine, NCCL_NVLS_ENABLE=0 is set here):
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,8 @@ def tgraph_row(binary, gpus, a):
 
 
 DDP_RANK = r'''
-import json, os, statistics, sys, torch, torch.distributed as dist, torchvision
+import json, os, sys, torch, torch.distributed as dist, torchvision
+from train_models import steady_step_ms, train_step  # bench/: the single-GPU rows' step and timing
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 batch, iters, model_name, bf16 = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "bf16"
 torch.cuda.set_device(rank)
@@ -48,22 +48,7 @@ net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank]) if wor
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 x = torch.randn(batch, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
 y = torch.randint(0, 1000, (batch,), device="cuda")
-def step():
-    with torch.autocast("cuda", torch.bfloat16, enabled=bf16):
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-for _ in range(5):
-    step()
-torch.cuda.synchronize()
-ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-ev[0].record()
-for i in range(iters):
-    step()
-    ev[i + 1].record()
-ev[-1].synchronize()
-ms = statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(iters))
+ms = steady_step_ms(train_step(model, net, opt, x, y, bf16), iters)
 if rank == 0:
     print("RESULT " + json.dumps({"step_ms": ms, "images_per_s": batch * world / ms * 1e3}), flush=True)
 if world > 1:
@@ -74,7 +59,9 @@ if world > 1:
 def ddp_row(gpus, a):
     """PyTorch on one GPU (no DDP wrapper) or DDP on `gpus` processes: rank 0's step."""
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, WORLD_SIZE=str(gpus), STORE=os.path.join(d, "store"), NCCL_NVLS_ENABLE="0")
+        here = os.path.dirname(os.path.abspath(__file__))
+        env = dict(os.environ, WORLD_SIZE=str(gpus), STORE=os.path.join(d, "store"), NCCL_NVLS_ENABLE="0",
+                   PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p))
         args = [str(a.batch), str(a.iters), a.model, a.precision]
         procs = [subprocess.Popen([sys.executable, "-c", DDP_RANK] + args, env=dict(env, RANK=str(r)),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(gpus)]

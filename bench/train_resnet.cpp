@@ -58,18 +58,17 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    std::string k = argv[i];
-    if (k == "--distributed") {
+  for (int i = 1; i < argc;) {
+    const std::string k = argv[i++];
+    if (k == "--distributed") {  // the one flag without a value
       a.distributed = true;
-      --i;  // a flag: no value
       continue;
     }
-    if (i + 1 >= argc) {
+    if (i >= argc) {
       std::fprintf(stderr, "bench_train_resnet: %s needs a value\n", k.c_str());
       std::exit(2);
     }
-    std::string v = argv[i + 1];
+    const std::string v = argv[i++];
     if (k == "--batch") a.batch = std::stoll(v);
     else if (k == "--size") a.size = std::stoll(v);
     else if (k == "--precision") a.precision = v;

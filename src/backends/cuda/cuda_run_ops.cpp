@@ -368,14 +368,9 @@ std::vector<WarmCall> Run::library_warm_calls(int32_t b) {
   // Each call's operands take scratch memory (the pool keeps it for the run after): a call
   // whose operands exceed a sixteenth of the free memory (four run at once) is made in turn.
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    cudaGetLastError();
-    free_bytes = 0;
-  }
-  auto bytes_of = [](const std::vector<TensorType>& ts) {
-    size_t b = 0;
-    for (const TensorType& t : ts) b += static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
-    return b;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();  // none then: no call ahead
+  auto bytes = [](const TensorType& t) {
+    return std::max<size_t>(1, static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype));
   };
   for (const Step& s : plan(b).steps) {
     if (s.fused()) continue;
@@ -395,13 +390,15 @@ std::vector<WarmCall> Run::library_warm_calls(int32_t b) {
     seen.emplace_back(&n, types);
     std::vector<TensorType> outs = g.output_types_for(n, types);
     if (!cold(g, n, types, outs, device)) continue;  // its kernels are loaded: made in turn, cheaply
-    if (bytes_of(types) + bytes_of(outs) > free_bytes / 16) continue;
-    calls.push_back([&g = g, &n, types, outs, op = device_op_for(n.kind), device](cudaStream_t stream) {
+    size_t operands = 0;
+    for (const auto* ts : {&types, &outs})
+      for (const TensorType& t : *ts) operands += bytes(t);
+    if (operands > free_bytes / 16) continue;
+    calls.push_back([&g = g, &n, types, outs, op = device_op_for(n.kind), device, bytes](cudaStream_t stream) {
       DeviceContext& c = DeviceContext::get(device);
       std::vector<DeviceBuffer> keep;
       auto scratch = [&](const TensorType& t) {
-        keep.push_back(c.allocate(std::max<size_t>(1, static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype)),
-                                  stream));
+        keep.push_back(c.allocate(bytes(t), stream));
         return keep.back().get();
       };
       std::vector<DevArg> in;

@@ -96,6 +96,20 @@ Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch) {
   return best;
 }
 
+// The choice this process already has for a problem: its own (`exact`, declined ones too), else
+// the one made at the nearest batch size of its family (nearest_batch), unless
+// TGRAPH_CUDNN_FIND or TGRAPH_CUDNN_PER_BATCH asks every batch. Under cache_mutex.
+Choice known_choice(const std::string& key, const std::string& family, int64_t batch, bool& exact) {
+  exact = false;
+  if (auto it = cache().find(key); it != cache().end()) {
+    exact = true;
+    return it->second;
+  }
+  if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
+  auto f = families().find(family);
+  return f == families().end() ? Choice{} : nearest_batch(f->second, batch);
+}
+
 template <class Perf, class Get, class Workspace>
 Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Get get, Workspace workspace_of) {
   if (max_count < 1) max_count = 1;
@@ -316,16 +330,9 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // ahead on a warm-up thread (library_warmup.h).
   if (cold) {
     std::lock_guard<std::mutex> cl(cache_mutex());
-    Choice c;
-    bool have = false;
-    if (auto it = cache().find(key); it != cache().end()) {
-      c = it->second;
-      have = true;
-    } else if (!env_flag("TGRAPH_CUDNN_FIND") && !env_flag("TGRAPH_CUDNN_PER_BATCH")) {
-      if (auto f = families().find(family); f != families().end()) c = nearest_batch(f->second, xd[0]);
-      have = c.ok;
-    }
-    *cold = !have || (c.ok && !ran().count(ran_key(family, c)));
+    bool exact = false;
+    const Choice c = known_choice(key, family, xd[0], exact);
+    *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c)));
     return false;
   }
 
@@ -393,7 +400,6 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
                      : perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr)
                                     : static_cast<const void*>(wtmp.get());
   void* wout = dir != Dir::filter ? nullptr : cpad > 0 ? wpad.get() : perm.empty() ? out[0].ptr : wtmp.get();
-  // Algorithm, cached per configuration (the problem's key and family above).
   // The workspace `algo` needs for this problem (a reused or queried choice).
   auto workspace_of = [&](int algo, size_t* ws) {
     switch (dir) {
@@ -410,20 +416,14 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     return CUDNN_STATUS_NOT_SUPPORTED;
   };
   auto workspace_typed = [&](auto algo, size_t* ws) { return workspace_of(static_cast<int>(algo), ws); };
-  Choice choice;
+  Choice choice, known;
   bool cached = false;
   {
     std::lock_guard<std::mutex> cl(cache_mutex());
-    auto it = cache().find(key);
-    if (it != cache().end()) choice = it->second, cached = true;
+    known = known_choice(key, family, xd[0], cached);
+    if (cached) choice = known;
   }
-  if (!cached && !env_flag("TGRAPH_CUDNN_FIND") && !env_flag("TGRAPH_CUDNN_PER_BATCH")) {
-    Choice known;
-    {
-      std::lock_guard<std::mutex> cl(cache_mutex());
-      auto it = families().find(family);
-      if (it != families().end()) known = nearest_batch(it->second, xd[0]);
-    }
+  if (!cached) {  // another batch size's choice, its workspace asked for this one
     size_t ws = 0;
     if (known.ok && cudnnSetConvolutionMathType(cdesc.d, known.math) == CUDNN_STATUS_SUCCESS) {
       if (workspace_of(known.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {

@@ -12,8 +12,8 @@
 namespace tg::detail {
 namespace {
 
-constexpr int kThreads = 4;
-std::atomic<long long> made{0};  // 4 and 8 threads loaded ResNet-50's convolutions equally fast
+constexpr int kThreads = 4;  // 4 and 8 threads loaded ResNet-50's convolutions equally fast
+std::atomic<long long> calls_made{0};
 
 // A warm-up thread's stream and cuDNN handle, per device and thread slot: made on first use and
 // kept for the process (as the device's own stream and handle are), so later first runs do
@@ -29,20 +29,20 @@ Slot* slot(int device, int index) {
   std::lock_guard<std::mutex> lock(mu);
   auto& s = slots[{device, index}];
   if (!s) {
-    auto made = std::make_unique<Slot>();
-    if (cudaStreamCreateWithFlags(&made->stream, cudaStreamNonBlocking) != cudaSuccess) {
+    auto fresh = std::make_unique<Slot>();
+    if (cudaStreamCreateWithFlags(&fresh->stream, cudaStreamNonBlocking) != cudaSuccess) {
       cudaGetLastError();
       return nullptr;
     }
-    if (cudnnCreate(&made->cudnn.handle) != CUDNN_STATUS_SUCCESS) return nullptr;  // (the stream is kept)
-    s = std::move(made);
+    if (cudnnCreate(&fresh->cudnn.handle) != CUDNN_STATUS_SUCCESS) return nullptr;  // (the stream is kept)
+    s = std::move(fresh);
   }
   return s.get();
 }
 
 }  // namespace
 
-long long library_warmup_calls_made() { return made.load(); }
+long long library_warmup_calls_made() { return calls_made.load(); }
 
 bool library_warmup_enabled() { return !env_flag("TGRAPH_NO_LIBRARY_WARMUP"); }
 
@@ -67,7 +67,7 @@ LibraryWarmup::LibraryWarmup(std::vector<WarmCall> calls, int device) : calls_(s
       for (size_t i; (i = next->fetch_add(1)) < calls_.size();) {
         try {
           calls_[i](s->stream);
-          ++made;
+          ++calls_made;
         } catch (...) {  // only a head start: the run makes this call itself
           cudaGetLastError();
         }

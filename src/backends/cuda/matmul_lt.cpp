@@ -190,6 +190,18 @@ void free_plan(Plan& p) {
   p = Plan{};
 }
 
+// c = op(a) op(b) through plan `p` on `stream` with workspace `ws` (cuBLAS sees the B operand
+// first: make_plan says why).
+cublasStatus_t run_plan(const MatmulShape& s, const Plan& p, const DeviceContext& ctx, const void* a, const void* b,
+                        void* c, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  float one_f = 1.f, zero_f = 0.f;
+  double one_d = 1.0, zero_d = 0.0;
+  const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  return cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c, p.lc,
+                        c, p.lc, &p.algo, ws, ws_bytes, stream);
+}
+
 // The key without its device, as text: what a saved file holds.
 std::string problem_of(const Key& k) {
   const auto& [m, n, kk, batch, sa, sb, ta, tb, dt, tf32, device, epi] = k;
@@ -266,14 +278,7 @@ std::vector<WarmCall> matmul_lt_saved_warm_calls(int device) {
       DeviceBuffer ws = ctx.allocate(ctx.workspace_bytes(), stream);
       // A plan of its own (the cached ones' descriptors are shared under the device's lock).
       Plan p = make_plan(s, bias.get(), aux.get(), ctx, &sv);
-      if (p.found) {
-        float one_f = 1.f, zero_f = 0.f;
-        double one_d = 1.0, zero_d = 0.0;
-        const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
-        const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-        cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b.get(), p.la, a.get(), p.lb,
-                       beta, c.get(), p.lc, c.get(), p.lc, &p.algo, ws.get(), ctx.workspace_bytes(), stream);
-      }
+      if (p.found) run_plan(s, p, ctx, a.get(), b.get(), c.get(), ws.get(), ctx.workspace_bytes(), stream);
       free_plan(p);
     });
   return calls;
@@ -322,10 +327,6 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   }
   if (current_device_code()) record(key, p);
   if (!p.found) return false;
-  float one_f = 1.f, zero_f = 0.f;
-  double one_d = 1.0, zero_d = 0.0;
-  const void* alpha = s.dtype == DType::f64 ? static_cast<const void*>(&one_d) : &one_f;
-  const void* beta = s.dtype == DType::f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
   // A plan's first launch in this process loads its kernel (unless a warm-up did).
   std::optional<CpuProfileScope> timed;
@@ -334,15 +335,12 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
     // The desc is per device: set under its lock. A refusal here or at launch (nothing runs)
     // sends the caller back to the unfused ops.
     if (!set_pointers(s, p.desc, bias, aux) ||
-        cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c, p.lc,
-                       c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream) != CUBLAS_STATUS_SUCCESS)
+        run_plan(s, p, ctx, a, b, c, ctx.workspace(), ctx.workspace_bytes(), stream) != CUBLAS_STATUS_SUCCESS)
       return false;
     ++epilogue_launches[static_cast<size_t>(s.epilogue)];
     return true;
   }
-  lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, alpha, b, p.la, a, p.lb, beta, c,
-                          p.lc, c, p.lc, &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream),
-           "matmul");
+  lt_check(run_plan(s, p, ctx, a, b, c, ctx.workspace(), ctx.workspace_bytes(), stream), "matmul");
   return true;
 }
 

@@ -5,11 +5,8 @@
 // sizes. What is taken (attention_lowering.cpp decides, asking cudnn_attention_supported):
 // f16 / bf16 q, k, v of rank 3 or 4 with equal batch dims, an additive bias of q's dtype
 // broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
-// Plans are built once per shape and kept for the process; under an experimental switch the
-// shapes of one topology share compiled kernels (shares_kernels says why it is off).
-#include "backends/cuda/cuda_ops.h"
-#include "core/env.h"
-
+// Plans are built once per shape and kept for the process; under an experimental switch shapes
+// that differ in the batch alone share compiled kernels (shares_kernels says why it is off).
 #include <cmath>
 #include <map>
 #include <memory>
@@ -18,6 +15,9 @@
 #include <tuple>
 #include <unordered_map>
 #include <vector>
+
+#include "backends/cuda/cuda_ops.h"
+#include "core/env.h"
 
 #if TGRAPH_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
@@ -28,7 +28,8 @@
 
 namespace tg::detail {
 
-AttentionCall attention_call(const AttentionDesc& d, DType dtype, const Shape& q, const Shape& k, const Shape& v) {
+AttentionCall attention_call(const AttentionDesc& d, DType dtype, const Shape& q, const Shape& k,
+                             const Shape& v) {
   AttentionCall c;
   c.dtype = dtype;
   c.q = q;
@@ -43,7 +44,8 @@ AttentionCall attention_call(const AttentionDesc& d, DType dtype, const Shape& q
 // [b, h, s, d] of a rank-3 or rank-4 operand (rank 3: one batch of `heads` = its first dim).
 static bool bhsd(const Shape& s, std::vector<int64_t>& out) {
   if (!s.ranked() || !s.is_static() || (s.rank() != 3 && s.rank() != 4)) return false;
-  out = s.rank() == 4 ? std::vector<int64_t>{s[0], s[1], s[2], s[3]} : std::vector<int64_t>{1, s[0], s[1], s[2]};
+  out = s.rank() == 4 ? std::vector<int64_t>{s[0], s[1], s[2], s[3]}
+                      : std::vector<int64_t>{1, s[0], s[1], s[2]};
   return true;
 }
 
@@ -53,7 +55,8 @@ static bool attention_geometry(const AttentionCall& c, std::vector<int64_t>& q, 
   if (c.dtype != DType::f16 && c.dtype != DType::bf16) return false;
   if (!bhsd(c.q, q) || !bhsd(c.k, k) || !bhsd(c.v, v) || c.q.rank() != c.k.rank() || c.q.rank() != c.v.rank())
     return false;
-  if (q[0] != k[0] || q[0] != v[0] || q[1] != k[1] || q[1] != v[1] || k[2] != v[2] || q[3] != k[3]) return false;
+  if (q[0] != k[0] || q[0] != v[0] || q[1] != k[1] || q[1] != v[1] || k[2] != v[2] || q[3] != k[3])
+    return false;
   if (q[3] % 8 != 0 || v[3] % 8 != 0 || q[3] > 256 || v[3] > 256) return false;
   mask.clear();
   if (c.masked) {
@@ -98,21 +101,36 @@ std::mutex& plans_mutex() {
   static std::mutex mu;
   return mu;
 }
-std::map<std::string, std::shared_ptr<Plan>>& plans() {
-  static std::map<std::string, std::shared_ptr<Plan>> p;
+// A shape's plan, built once: a second thread asking for the same shape while the first builds
+// it (the run's attention op while the library warm-up builds its plan) waits for that plan
+// instead of building and compiling another for the same kernel cache.
+struct PlanSlot {
+  std::once_flag once;
+  std::shared_ptr<Plan> plan;
+};
+std::map<std::string, std::shared_ptr<PlanSlot>>& plans() {
+  static std::map<std::string, std::shared_ptr<PlanSlot>> p;
   return p;
 }
 
-// The calls whose plans can share compiled kernels: everything but the extents of batch, heads
-// and sequences (cuDNN's "same topology"). One kernel cache per class, kept for the process (not
-// yet saved with an executable: on the H200's cuDNN 9.14 the frontend's to_json serialised it to
-// nothing in a first try).
+// The calls whose plans can share compiled kernels: those that differ in the batch alone. cuDNN's
+// "same topology" would let heads and sequence lengths vary too, and on cuDNN 9.14 (the system's
+// on the H200) every length bound the first length's kernel correctly; but under cuDNN 9.19 —
+// the one PyTorch's wheel brings, which a tgraph.torch process runs on — a kernel compiled at
+// one sequence length computed garbage at every other (max error 1-5 against a float64
+// reference, 12 heads of 64, lengths 16-512), while batch 1 bound batch 16's kernel correctly
+// on both (bench/RESULTS.md, session 31) — though a larger batch binding a smaller one's did
+// not (shares_kernels). One kernel cache per class, kept for the process (not
+// yet saved with an executable: on cuDNN 9.14 the frontend's to_json serialised it to nothing).
 std::string topology_of(int device, const AttentionCall& c, const std::vector<int64_t>& q,
-                        const std::vector<int64_t>& v, const std::vector<int64_t>& mask) {
-  std::string key = std::to_string(device) + "|" + dtype_name(c.dtype) + "|r" + std::to_string(c.q.rank()) + "|d" +
-                    std::to_string(q[3]) + "," + std::to_string(v[3]) + "|" + std::to_string(c.scale) +
+                        const std::vector<int64_t>& k, const std::vector<int64_t>& v,
+                        const std::vector<int64_t>& mask) {
+  std::string key = std::to_string(device) + "|" + dtype_name(c.dtype) + "|r" + std::to_string(c.q.rank()) +
+                    "|h" + std::to_string(q[1]) + "|s" + std::to_string(q[2]) + "," + std::to_string(k[2]) +
+                    "|d" + std::to_string(q[3]) + "," + std::to_string(v[3]) + "|" + std::to_string(c.scale) +
                     (c.causal ? "|c" : "|n") + "|m";
-  for (int64_t m : mask) key += m == 1 ? '1' : 'x';
+  for (size_t i = 0; i < mask.size(); ++i)
+    key += i == 0 ? std::string(mask[i] == 1 ? "1" : "x") : "," + std::to_string(mask[i]);
   return key;
 }
 
@@ -132,21 +150,17 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
   return kc;
 }
 
-// Whether calls of other shapes may bind the kernel this call's topology compiled: only under
-// TGRAPH_ATTENTION_SHARED_KERNELS=1, an experiment. On the H200 (cuDNN 9.14) Hugging Face
-// BERT-base f16 — whose attention is unmasked here, drop_visible_masks having dropped its
-// all-visible mask — computed garbage at 16 x 128 with the kernel compiled at 16 x 16 (max error
-// 5.0 against PyTorch, whose own f16 is within 0.012), as did an executable specialised to
-// 16 x 128 in the same process, which bound the same cache; the GPU test that passed for the
-// sharing had started at length 64 (CudaAttention.CallsAtSeveralSizesMatchTheCpu now starts at
-// 16, as BERT's run did). Until a test shows which shapes may share, each shape builds a plan
-// and compiles its kernel (~60 ms).
+// Whether calls of other batch sizes may bind the kernel this call's class compiled: only under
+// TGRAPH_ATTENTION_SHARED_KERNELS=1, an experiment. Under cuDNN 9.19 (a PyTorch process on the
+// H200) even batch-only sharing computed garbage — 16 x 128 binding the kernel compiled at
+// 2 x 128 (max error 1.5-1.9; python test test_attention_at_several_sizes_in_a_torch_process) —
+// and it did not pay there either: binding took ~50 ms (5 ms under 9.14), a dynamic-shape plan's
+// compile up to 830 ms. So each shape builds a static plan (session 31).
 bool shares_kernels(const AttentionCall&) { return env_flag("TGRAPH_ATTENTION_SHARED_KERNELS"); }
 
 // Builds the plan for one shape. With `shared` the graph is a dynamic-shape graph bound to its
-// topology's kernel cache: the first shape of a topology compiles cuDNN's kernel (~1 s for
-// BERT's), every later shape binds the compiled one (a new size's plan in a few ms instead of
-// ~60: issue 22's first call at a new size). Without it (the default), a static plan.
+// class's kernel cache: the first batch size of a class compiles cuDNN's kernel, every later
+// one binds the compiled kernel (issue 22's first call at a new size). Without it, a static plan.
 std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
@@ -156,11 +170,15 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   }
   auto g = std::make_shared<fe::graph::Graph>();
   if (shared)
-    g->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(topology_of(device, c, q, v, mask)));
+    g->set_dynamic_shape_enabled(true).set_kernel_cache(
+        kernel_cache_for(topology_of(device, c, q, k, v, mask)));
   const fe::DataType_t io = c.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
-  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  g->set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(packed(dims)));
+    return g->tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(packed(dims)));
   };
   auto Q = tensor("Q", kQ, q), K = tensor("K", kK, k), V = tensor("V", kV, v);
   auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(
@@ -193,19 +211,23 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
 }
 
 std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
-  const std::string key = key_of(device, c);
+  std::shared_ptr<PlanSlot> slot;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    if (auto it = plans().find(key); it != plans().end()) return it->second;
+    auto& s = plans()[key_of(device, c)];
+    if (!s) s = std::make_shared<PlanSlot>();
+    slot = s;
   }
-  const bool shared = shares_kernels(c);
-  std::shared_ptr<Plan> p = build(device, c, shared);  // outside the lock: building takes a while
-  if (shared && !p->ok && !p->graph && p->why != "shape or dtype not taken") {
-    std::shared_ptr<Plan> fixed = build(device, c, false);
-    if (fixed->ok) p = fixed;
-  }
-  std::lock_guard<std::mutex> lock(plans_mutex());
-  return plans().emplace(key, p).first->second;
+  std::call_once(slot->once, [&] {  // outside the map's lock: building takes a while
+    const bool shared = shares_kernels(c);
+    std::shared_ptr<Plan> p = build(device, c, shared);
+    if (shared && !p->ok && !p->graph && p->why != "shape or dtype not taken") {
+      std::shared_ptr<Plan> fixed = build(device, c, false);
+      if (fixed->ok) p = fixed;
+    }
+    slot->plan = std::move(p);
+  });
+  return slot->plan;
 }
 
 }  // namespace
@@ -220,7 +242,8 @@ namespace {
 
 // The call of attention node `n` with these operand and result types; false when cuDNN's
 // kernel does not take their dtypes.
-bool call_of(const Node& n, const std::vector<TensorType>& in, const std::vector<TensorType>& out, AttentionCall& c) {
+bool call_of(const Node& n, const std::vector<TensorType>& in, const std::vector<TensorType>& out,
+             AttentionCall& c) {
   if (n.kind != OpKind::Attention || in.size() < 3 || out.size() != 1) return false;
   c = attention_call(std::get<AttentionDesc>(n.attr), in[0].dtype, in[0].shape, in[1].shape, in[2].shape);
   if (in.size() > 3) {
@@ -245,11 +268,11 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   if (!shares_kernels(c)) return true;
   // A new shape of a topology whose kernel is compiled binds it in a few ms: not worth a thread.
   std::lock_guard<std::mutex> lock(caches_mutex());
-  return !caches().count(topology_of(device, c, q, v, mask));
+  return !caches().count(topology_of(device, c, q, k, v, mask));
 }
 
-bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
-                     cudaStream_t stream, int device) {
+bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
+                     const std::vector<DevOut>& out, cudaStream_t stream, int device) {
   std::vector<TensorType> it, ot;
   for (const DevArg& a : in) it.push_back(a.type);
   for (const DevOut& o : out) ot.push_back(o.type);
@@ -286,8 +309,8 @@ bool cudnn_attention(const GraphImpl&, const Node&, const std::vector<DevArg>&, 
   return false;
 }
 
-bool cudnn_attention_cold(const GraphImpl&, const Node&, const std::vector<TensorType>&, const std::vector<TensorType>&,
-                          int) {
+bool cudnn_attention_cold(const GraphImpl&, const Node&, const std::vector<TensorType>&,
+                          const std::vector<TensorType>&, int) {
   return false;
 }
 

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/packed_weights.h"
 #include "backends/cpu/reference.h"
 #include "tgraph/tgraph.h"
 
@@ -97,6 +98,29 @@ TEST(FastCpu, ConstantWeightsArePackedOnce) {
       expect_close(fast(g, yp, inp), ref(g, y, in), 1e-4);
     }
   }
+}
+
+// One constant read by matmuls of several row counts (a dynamic executable's per-size copies
+// are new primitives over the same weights) is packed once per layout, not per primitive; and
+// the same bytes read as B and as B^T are two packed copies, each right.
+TEST(FastCpu, PackedWeightsAreSharedByProblemsOfOtherRowCounts) {
+  tg::Graph g;
+  TensorData wv = rnd({96, 96}, 60);
+  auto a = g.placeholder({-1, 96}, tg::f32);
+  auto w = g.constant(wv);
+  auto y = g.matmul(a, w), yt = g.matmul(a, w, false, true);
+  std::vector<TensorData> first{rnd({48, 96}, 61), wv};
+  expect_close(fast(g, y, first), ref(g, y, first), 1e-4);
+  const size_t once = tg::detail::fast::packed_weights_bytes();
+  for (int64_t rows : {64, 40, 48}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    std::vector<TensorData> in{rnd({rows, 96}, 62 + rows), wv};
+    expect_close(fast(g, y, in), ref(g, y, in), 1e-4);
+    EXPECT_EQ(tg::detail::fast::packed_weights_bytes(), once);
+  }
+  std::vector<TensorData> in{rnd({32, 96}, 70), wv};
+  expect_close(fast(g, yt, in), ref(g, yt, in), 1e-4);
+  expect_close(fast(g, y, in), ref(g, y, in), 1e-4);
 }
 
 TEST(FastCpu, MatmulConcurrentRunsAgree) {

@@ -293,7 +293,7 @@ bool conv2d(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
       e->src_in->execute(s, usrc, src);
     }
     if (e->wei_in) {
-      const memory* p = g && constant_input(*g, n, in, 1) ? packed_weights(e.get(), in[1], e->user_wei, e->wei, s)
+      const memory* p = g && constant_input(*g, n, in, 1) ? packed_weights(in[1], e->user_wei, e->wei, s)
                                                              : nullptr;
       if (p) {
         wei = *p;

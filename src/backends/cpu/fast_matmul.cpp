@@ -151,7 +151,7 @@ bool matmul(const Node& n, const std::vector<TensorData>& in, std::vector<Tensor
   try {
     auto& s = dnnl_thread_stream();
     if (!e->b_user.is_zero()) {  // packed B: the kept copy, else one for this call
-      const memory* p = packed_weights(e.get(), in[1], e->b_user, e->b, s);
+      const memory* p = packed_weights(in[1], e->b_user, e->b, s);
       if (p) {
         mb = *p;
       } else {

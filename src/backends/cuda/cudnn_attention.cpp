@@ -7,6 +7,7 @@
 // broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
 // Plans are built once per shape and kept for the process; under an experimental switch shapes
 // that differ in the batch alone share compiled kernels (shares_kernels says why it is off).
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <cudnn_frontend.h>
 #endif
 
+#include "backends/cpu/profile.h"
 #include "backends/cuda/cudnn_util.h"
 #include "tgraph/error.h"
 
@@ -158,10 +160,23 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
 // compile up to 830 ms. So each shape builds a static plan (session 31).
 bool shares_kernels(const AttentionCall&) { return env_flag("TGRAPH_ATTENTION_SHARED_KERNELS"); }
 
+// Whether plans leave out the engines cuDNN compiles at run time: TGRAPH_ATTENTION_ENGINES=
+// precompiled, an experiment. At a sequence length no process on the machine ran, cuDNN
+// compiled its fused attention kernel in 0.1-0.7 s of the first call (session 31); an engine
+// shipped compiled would make that plan at once, at a cost in speed the experiment measures
+// (TGRAPH_PROFILE names each plan's engine and its build time). A shape no precompiled engine
+// takes gets a plan from every engine, as by default.
+bool precompiled_engines_only() {
+  const char* v = env_value("TGRAPH_ATTENTION_ENGINES");
+  return v && std::string(v) == "precompiled";
+}
+
 // Builds the plan for one shape. With `shared` the graph is a dynamic-shape graph bound to its
 // class's kernel cache: the first batch size of a class compiles cuDNN's kernel, every later
-// one binds the compiled kernel (issue 22's first call at a new size). Without it, a static plan.
-std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
+// one binds the compiled kernel (issue 22's first call at a new size). Without it, a static
+// plan; with `precompiled` only from engines that compile nothing at run time.
+std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, bool precompiled = false) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
   if (!attention_geometry(c, q, k, v, mask)) {
@@ -198,12 +213,23 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
     return false;
   };
   if (!step(g->validate(), "validate") || !step(g->build_operation_graph(dev.handle), "operation graph") ||
-      !step(g->create_execution_plans({fe::HeurMode_t::A}), "execution plans") ||
-      !step(g->check_support(dev.handle), "support") ||
+      !step(precompiled ? g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})
+                        : g->create_execution_plans({fe::HeurMode_t::A}),
+            "execution plans"))
+    return plan;
+  if (precompiled) g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+  if (!step(g->check_support(dev.handle), "support") ||
       !step(g->build_plans(dev.handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build plans"))
     return plan;
   int64_t ws = 0;
   if (!step(g->get_workspace_size(ws), "workspace")) return plan;
+  if (cpu_profiling()) {  // TGRAPH_PROFILE: which engine each plan took, and what building it cost
+    std::string engine;
+    if (!g->get_plan_name(engine).is_good()) engine = "?";
+    cpu_profile_add("cudnn attention plan built: " + engine + (shared ? " (shared)" : "") +
+                        (precompiled ? " (precompiled engines)" : ""),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   plan->graph = std::move(g);
   plan->workspace = ws;
   plan->ok = true;
@@ -220,7 +246,8 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
   }
   std::call_once(slot->once, [&] {  // outside the map's lock: building takes a while
     const bool shared = shares_kernels(c);
-    std::shared_ptr<Plan> p = build(device, c, shared);
+    std::shared_ptr<Plan> p = precompiled_engines_only() ? build(device, c, false, true) : nullptr;
+    if (!p || !p->ok) p = build(device, c, shared);
     if (shared && !p->ok && !p->graph && p->why != "shape or dtype not taken") {
       std::shared_ptr<Plan> fixed = build(device, c, false);
       if (fixed->ok) p = fixed;

@@ -110,8 +110,10 @@ TEST(FastCpu, PackedWeightsAreSharedByProblemsOfOtherRowCounts) {
   auto w = g.constant(wv);
   auto y = g.matmul(a, w), yt = g.matmul(a, w, false, true);
   std::vector<TensorData> first{rnd({48, 96}, 61), wv};
+  const size_t before = tg::detail::fast::packed_weights_bytes();
   expect_close(fast(g, y, first), ref(g, y, first), 1e-4);
   const size_t once = tg::detail::fast::packed_weights_bytes();
+  if (once == before) GTEST_SKIP() << "oneDNN keeps this B in its own layout here: nothing is packed";
   for (int64_t rows : {64, 40, 48}) {
     SCOPED_TRACE("rows " + std::to_string(rows));
     std::vector<TensorData> in{rnd({rows, 96}, 62 + rows), wv};
@@ -120,6 +122,7 @@ TEST(FastCpu, PackedWeightsAreSharedByProblemsOfOtherRowCounts) {
   }
   std::vector<TensorData> in{rnd({32, 96}, 70), wv};
   expect_close(fast(g, yt, in), ref(g, yt, in), 1e-4);
+  EXPECT_GT(tg::detail::fast::packed_weights_bytes(), once);  // B^T: the same bytes, another copy
   expect_close(fast(g, y, in), ref(g, y, in), 1e-4);
 }
 

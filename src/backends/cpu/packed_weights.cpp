@@ -37,9 +37,10 @@ bool constant_input(const GraphImpl& g, const Node& n, const std::vector<TensorD
 const dnnl::memory* packed_weights(const TensorData& w, const dnnl::memory::desc& user,
                                    const dnnl::memory::desc& packed, dnnl::stream& s) {
   std::lock_guard<std::mutex> lock(mu);
-  std::list<Packed>& copies = packed_copies[w.data()];
-  for (const Packed& p : copies)
-    if (p.from == user && p.layout == packed) return &p.mem;
+  auto it = packed_copies.find(w.data());
+  if (it != packed_copies.end())
+    for (const Packed& p : it->second)
+      if (p.from == user && p.layout == packed) return &p.mem;
   const size_t bytes = packed.get_size();
   if (packed_bytes + bytes > kBudget) return nullptr;
   auto& eng = dnnl_cpu_engine();
@@ -48,6 +49,7 @@ const dnnl::memory* packed_weights(const TensorData& w, const dnnl::memory::desc
   dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, packed)).execute(s, from, m);
   s.wait();
   packed_bytes += bytes;
+  std::list<Packed>& copies = packed_copies[w.data()];  // made only for a copy kept
   copies.push_back(Packed{w, user, packed, m});
   return &copies.back().mem;
 }

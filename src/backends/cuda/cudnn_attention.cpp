@@ -9,6 +9,7 @@
 // that differ in the batch alone share compiled kernels (shares_kernels says why it is off).
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,9 +95,16 @@ struct Plan {
   std::string why;  // when not ok: cuDNN's reason
 };
 
+// The scale to the last bit (std::to_string keeps 6 decimals).
+std::string exact(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
 std::string key_of(int device, const AttentionCall& c) {
   return std::to_string(device) + "|" + dtype_name(c.dtype) + "|" + c.q.str() + c.k.str() + c.v.str() +
-         (c.masked ? c.mask.str() : "-") + "|" + std::to_string(c.scale) + (c.causal ? "|c" : "|n");
+         (c.masked ? c.mask.str() : "-") + "|" + exact(c.scale) + (c.causal ? "|c" : "|n");
 }
 
 std::mutex& plans_mutex() {
@@ -105,10 +113,12 @@ std::mutex& plans_mutex() {
 }
 // A shape's plan, built once: a second thread asking for the same shape while the first builds
 // it (the run's attention op while the library warm-up builds its plan) waits for that plan
-// instead of building and compiling another for the same kernel cache.
+// instead of building and compiling another. A mutex and not std::once_flag: a build that throws
+// must leave the slot for the next caller to try again, and with libstdc++ an exception out of
+// std::call_once can leave the flag stuck (GCC bug 66146), hanging every later call.
 struct PlanSlot {
-  std::once_flag once;
-  std::shared_ptr<Plan> plan;
+  std::mutex mu;
+  std::shared_ptr<Plan> plan;  // null until built
 };
 std::map<std::string, std::shared_ptr<PlanSlot>>& plans() {
   static std::map<std::string, std::shared_ptr<PlanSlot>> p;
@@ -129,7 +139,7 @@ std::string topology_of(int device, const AttentionCall& c, const std::vector<in
                         const std::vector<int64_t>& mask) {
   std::string key = std::to_string(device) + "|" + dtype_name(c.dtype) + "|r" + std::to_string(c.q.rank()) +
                     "|h" + std::to_string(q[1]) + "|s" + std::to_string(q[2]) + "," + std::to_string(k[2]) +
-                    "|d" + std::to_string(q[3]) + "," + std::to_string(v[3]) + "|" + std::to_string(c.scale) +
+                    "|d" + std::to_string(q[3]) + "," + std::to_string(v[3]) + "|" + exact(c.scale) +
                     (c.causal ? "|c" : "|n") + "|m";
   for (size_t i = 0; i < mask.size(); ++i)
     key += i == 0 ? std::string(mask[i] == 1 ? "1" : "x") : "," + std::to_string(mask[i]);
@@ -236,15 +246,23 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, boo
   return plan;
 }
 
+// The plan cache's key: the shape, and the switches that change how its plan is built (they may
+// be set per executable, the cache is the process's).
+std::string slot_key(int device, const AttentionCall& c) {
+  return key_of(device, c) + (shares_kernels(c) ? "|shared" : "") +
+         (precompiled_engines_only() ? "|precompiled" : "");
+}
+
 std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
   std::shared_ptr<PlanSlot> slot;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    auto& s = plans()[key_of(device, c)];
+    auto& s = plans()[slot_key(device, c)];
     if (!s) s = std::make_shared<PlanSlot>();
     slot = s;
   }
-  std::call_once(slot->once, [&] {  // outside the map's lock: building takes a while
+  std::lock_guard<std::mutex> building(slot->mu);  // outside the map's lock: building takes a while
+  if (!slot->plan) {
     const bool shared = shares_kernels(c);
     std::shared_ptr<Plan> p = precompiled_engines_only() ? build(device, c, false, true) : nullptr;
     if (!p || !p->ok) p = build(device, c, shared);
@@ -253,7 +271,7 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
       if (fixed->ok) p = fixed;
     }
     slot->plan = std::move(p);
-  });
+  }
   return slot->plan;
 }
 
@@ -290,10 +308,10 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   if (!call_of(n, in, out, c) || !attention_geometry(c, q, k, v, mask)) return false;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    if (plans().count(key_of(device, c))) return false;
+    if (plans().count(slot_key(device, c))) return false;  // built, or being built
   }
   if (!shares_kernels(c)) return true;
-  // A new shape of a topology whose kernel is compiled binds it in a few ms: not worth a thread.
+  // (The experiment:) a new batch of a class whose kernel is compiled binds it: no compile ahead.
   std::lock_guard<std::mutex> lock(caches_mutex());
   return !caches().count(topology_of(device, c, q, k, v, mask));
 }

@@ -48,13 +48,7 @@ def main():
     with torch.no_grad():
         for b, s in sizes:
             ids = make(b, s)
-            n0 = tt.stats()["executables"]
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            got = first_out(dynamic(ids))
-            torch.cuda.synchronize()
-            first = (time.perf_counter() - t) * 1e3
-            made = tt.stats()["executables"] - n0
+            got, first, made = timed_call(dynamic, first_out, ids)
             dyn = cuda_event_ms(lambda: dynamic(ids), iters=20, warmup=1)
             static = tt.compile(model)
             want = first_out(static(ids))
@@ -76,6 +70,16 @@ def main():
     print(f"\nexecutables compiled by the dynamic module: {sum(r[3] for r in rows)} for {len(rows)} sizes")
 
 
+def timed_call(f, first_out, x):
+    """f(x)'s output, its host time to completion in ms, and how many executables it compiled."""
+    n0 = tt.stats()["executables"]
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    out = first_out(f(x))
+    torch.cuda.synchronize()
+    return out, (time.perf_counter() - t) * 1e3, tt.stats()["executables"] - n0
+
+
 def first_calls(model, dynamic, make, first_out, sizes):
     import os
     import tgraph
@@ -83,21 +87,12 @@ def first_calls(model, dynamic, make, first_out, sizes):
     with torch.no_grad():
         for b, s in sizes:
             x = make(b, s)
-            n0 = tt.stats()["executables"]
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            got = first_out(dynamic(x))
-            torch.cuda.synchronize()
-            first = (time.perf_counter() - t) * 1e3
+            got, first, made = timed_call(dynamic, first_out, x)
             if os.environ.get("TGRAPH_PROFILE"):
                 tgraph._tgraph._profile_flush(f"first call {b} x {s}")
-            t = time.perf_counter()
-            again = first_out(dynamic(x))
-            torch.cuda.synchronize()
-            second = (time.perf_counter() - t) * 1e3
+            again, second, _ = timed_call(dynamic, first_out, x)
             peer = first_out(model(x)).float()
             err = max(float((got.float() - peer).abs().max()), float((again.float() - peer).abs().max()))
-            made = tt.stats()["executables"] - n0
             rows.append((b, s, first, second, made, err))
             print(f"batch {b} x {s}: first call {first:.0f} ms ({made} compiled), second {second:.0f} ms, "
                   f"max diff from eager {err:.3g}", flush=True)

@@ -450,14 +450,17 @@ print("worst", worst)
 """
 
 
+@pytest.mark.parametrize("engines", ["any", "precompiled"])  # TGRAPH_ATTENTION_ENGINES, its experiment too
 @pytest.mark.parametrize("masked", [False, True])
-def test_attention_at_several_sizes_in_a_torch_process(masked):
+def test_attention_at_several_sizes_in_a_torch_process(masked, engines):
     pytest.importorskip("torch")
+    import os
     import re
     import subprocess
     import sys
+    env = dict(os.environ, TGRAPH_ATTENTION_ENGINES=engines)
     out = subprocess.run([sys.executable, "-c", _ATTENTION_SIZES, "1" if masked else "0"], capture_output=True,
-                         text=True, timeout=600)
+                         text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     found = re.search(r"^worst (\S+)", out.stdout, re.M)
     assert found, out.stdout

@@ -3,8 +3,9 @@
 // and kept (convolutions' blocked filters, matmul's packed B), instead of per call: a
 // ResNet-50 in NCHW had reordered its 100 MB of filters on every run, and BERT's brgemm
 // matmuls repacked every weight matrix (2.3x ONNX Runtime's time on a 128x768x3072 product).
-#include <dnnl.hpp>
 #include <vector>
+
+#include <dnnl.hpp>
 
 #include "ir/graph_impl.h"
 #include "tgraph/tensor_data.h"

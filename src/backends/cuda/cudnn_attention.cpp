@@ -248,25 +248,25 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, boo
 
 // The plan cache's key: the shape, and the switches that change how its plan is built (they may
 // be set per executable, the cache is the process's).
-std::string slot_key(int device, const AttentionCall& c) {
-  return key_of(device, c) + (shares_kernels(c) ? "|shared" : "") +
-         (precompiled_engines_only() ? "|precompiled" : "");
+std::string slot_key(int device, const AttentionCall& c, bool shared, bool precompiled) {
+  return key_of(device, c) + (shared ? "|shared" : "") + (precompiled ? "|precompiled" : "");
 }
 
 std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
+  const bool shared = shares_kernels(c), precompiled = precompiled_engines_only();
   std::shared_ptr<PlanSlot> slot;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    auto& s = plans()[slot_key(device, c)];
+    auto& s = plans()[slot_key(device, c, shared, precompiled)];
     if (!s) s = std::make_shared<PlanSlot>();
     slot = s;
   }
   std::lock_guard<std::mutex> building(slot->mu);  // outside the map's lock: building takes a while
   if (!slot->plan) {
-    const bool shared = shares_kernels(c);
-    std::shared_ptr<Plan> p = precompiled_engines_only() ? build(device, c, false, true) : nullptr;
+    std::shared_ptr<Plan> p = precompiled ? build(device, c, false, true) : nullptr;
     if (!p || !p->ok) p = build(device, c, shared);
-    if (shared && !p->ok && !p->graph && p->why != "shape or dtype not taken") {
+    // This cuDNN may refuse dynamic shapes for the call: a static plan then.
+    if (shared && !p->ok && p->why != "shape or dtype not taken") {
       std::shared_ptr<Plan> fixed = build(device, c, false);
       if (fixed->ok) p = fixed;
     }
@@ -306,11 +306,13 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   AttentionCall c;
   std::vector<int64_t> q, k, v, mask;
   if (!call_of(n, in, out, c) || !attention_geometry(c, q, k, v, mask)) return false;
+  const bool shared = shares_kernels(c);
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    if (plans().count(slot_key(device, c))) return false;  // built, or being built
+    if (plans().count(slot_key(device, c, shared, precompiled_engines_only())))
+      return false;  // built, or being built
   }
-  if (!shares_kernels(c)) return true;
+  if (!shared) return true;
   // (The experiment:) a new batch of a class whose kernel is compiled binds it: no compile ahead.
   std::lock_guard<std::mutex> lock(caches_mutex());
   return !caches().count(topology_of(device, c, q, k, v, mask));

@@ -14,6 +14,30 @@ bool ConstantFolding::run(Module& m) {
   GraphImpl& g = m.graph;
   bool changed = false;
   const std::vector<int32_t> uses = use_counts(m);
+  // A weight's transpose read by one matmul stays a transpose: AlgebraicSimplify turns it into
+  // the matmul's transpose flag (cuBLASLt and oneDNN read it transposed), as PyTorch runs a
+  // Linear's x @ W^T. Folded, it made a transposed copy of every such weight: compile time
+  // (57 ms a copy for BERT-base f16 on the H200), memory, and in a saved dynamic executable,
+  // whose source graph keeps the untransposed weights, the weights twice (bench/RESULTS.md,
+  // session 32).
+  std::vector<bool> matmul_operand(g.values.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.kind == OpKind::MatMul)
+      for (size_t i = 0; i < n.inputs.size() && i < 2; ++i) matmul_operand[static_cast<size_t>(n.inputs[i])] = true;
+  auto matmul_flag = [&](const Node& n) {
+    if (n.kind != OpKind::Transpose || n.outputs.size() != 1 || !matmul_operand[static_cast<size_t>(n.outputs[0])] ||
+        uses[static_cast<size_t>(n.outputs[0])] != 1 || !n.control_deps.empty())
+      return false;
+    const auto& perm = std::get<AxesDesc>(n.attr).axes;
+    const int64_t r = static_cast<int64_t>(perm.size());
+    if (r < 2) return false;
+    for (int64_t i = 0; i < r; ++i) {
+      const int64_t want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
+      if ((perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + r : perm[static_cast<size_t>(i)]) != want)
+        return false;
+    }
+    return true;
+  };
   for (Block& b : g.blocks) {
     for (int32_t id : b.nodes) {
       Node& n = g.nodes[static_cast<size_t>(id)];
@@ -22,7 +46,7 @@ bool ConstantFolding::run(Module& m) {
       // computed from it alone folds too (an attention mask built from positions).
       const bool arange = n.kind == OpKind::Arange;
       if ((!arange && (d.has(kSource) || n.inputs.empty())) || d.has(kStateful) || d.has(kSideEffects) ||
-          d.has(kHasRegions) || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient)
+          d.has(kHasRegions) || n.kind == OpKind::NonZeroIndices || n.kind == OpKind::StopGradient || matmul_flag(n))
         continue;
       bool all_const = true, expanded = false;
       int64_t largest_raw = 0;  // elements of the largest constant read, before any expansion

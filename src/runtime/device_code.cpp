@@ -21,11 +21,12 @@ void DeviceCode::record(int major, int minor, const std::string& source, Origin 
   if (origin == Origin::file) ++from_file;
 }
 
-void record_library_plan(const std::string& key, const std::string& value) {
+void record_library_plan(const std::string& key, const std::string& value, bool replace) {
   DeviceCode* code = current;
   if (!code) return;
   std::lock_guard<std::mutex> lock(code->mu);
-  code->plans[key] = value;
+  if (replace) code->plans[key] = value;
+  else code->plans.try_emplace(key, value);
 }
 
 DeviceCodeScope::DeviceCodeScope(DeviceCode* code) : saved_(current) { current = code; }

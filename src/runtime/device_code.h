@@ -33,8 +33,9 @@ struct DeviceCode {
   void record(int major, int minor, const std::string& source, Origin origin);
 };
 
-/// Records a library choice in the DeviceCode of the run in progress on this thread (if any).
-void record_library_plan(const std::string& key, const std::string& value);
+/// Records a library choice in the DeviceCode of the run in progress on this thread (if any);
+/// `replace` false keeps a value already recorded (no copy of a large one on every run).
+void record_library_plan(const std::string& key, const std::string& value, bool replace = true);
 
 /// The key of a kernel: "<major><minor>:<source>" (NVRTC's caches use the same).
 std::string device_code_key(int major, int minor, const std::string& source);

@@ -254,14 +254,20 @@ Executable Executable::load(const std::string& path) {
     backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
     backend.loaded(*impl, path);
   }
-  // Dynamic feed dims: each size met runs a copy compiled from the loaded graph (the passes
-  // take their own output again).
-  CompileOptions options;
-  options.device = impl->device;
-  options.precision = impl->precision;
-  detail::CpuProfileScope timed("load: specializer");
-  impl->specialize = specialize_source(*impl, impl->module.graph, impl->module.feeds, impl->module.targets,
-                                       impl->module.target_ops, options);
+  // Dynamic feed dims: each size met runs a copy compiled from the graph the saved executable
+  // was compiled from (version 5 files hold it); from an older file's optimised graph, whose
+  // fused groups and rewrites its passes cannot take apart again (slower copies).
+  const SwitchScope switches(impl->switches);
+  if (impl->specialize && env_flag("TGRAPH_NO_SPECIALIZE")) impl->specialize = nullptr;
+  if (!impl->specialize) {
+    CompileOptions options;
+    options.device = impl->device;
+    options.precision = impl->precision;
+    options.switches = impl->switches;
+    detail::CpuProfileScope timed("load: specializer");
+    impl->specialize = specialize_source(*impl, impl->module.graph, impl->module.feeds, impl->module.targets,
+                                         impl->module.target_ops, options);
+  }
   return Executable(impl);
 }
 

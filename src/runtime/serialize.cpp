@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 #include "backends/cpu/profile.h"
 #include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/parallel.h"
 #include "ir/verifier.h"
 #include "ops/infer.h"
@@ -29,10 +31,18 @@ constexpr char kMagic[8] = {'T', 'G', 'X', '\0', '\r', '\n', 0x1a, '\n'};
 // versions are read.
 // Version 4: the library choices (cuDNN / cuBLASLt algorithms) after the device code, and a
 // checksum per 16 MiB chunk (ChunkedChecksum: checked on several threads).
-constexpr uint32_t kVersion = 4;
+// Version 5: the executable's switches (CompileOptions::switches), and for dynamic feed dims
+// the graph it was compiled from with its feeds, targets and options (SpecializeSource): a
+// loaded executable compiles its copy per size from what the saved one did. Before, it
+// compiled from its own optimised graph, where fused groups and rewrites of the first compile
+// do not come apart again: BERT-base f16 from tgraph.torch's compile cache ran 2.2-5.7x slower
+// than compiled in the process (session 32). The source's constants that are the optimised
+// graph's bytes too are written as a reference to them (kSameAs).
+constexpr uint32_t kVersion = 5;
 constexpr size_t kDataAlign = 64;   // file offset of version 3's tensor data
 constexpr size_t kHeaderBytes = 32;
 constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
+constexpr int64_t kSameAs = 3;      // a source graph node's data flag: "the bytes of this optimised-graph node"
 
 constexpr uint64_t kFnvStart = 1469598103934665603ULL;
 constexpr uint64_t kFnvPrime = 1099511628211ULL;
@@ -270,11 +280,17 @@ struct Reader {
     return TensorType(ranked ? Shape(dims) : Shape::unranked(), t);
   }
   // `saved_value`: the node's data is its variable's saved value (version 2), read later.
-  TensorData data(bool* saved_value = nullptr) {
+  // `same_as` (version 5's source graph): set to the optimised-graph node whose bytes it is.
+  TensorData data(bool* saved_value = nullptr, int64_t* same_as = nullptr) {
     const int64_t flag = i64();
     if (flag == 0) return {};
     if (flag == kSavedValue && saved_value) {
       *saved_value = true;
+      return {};
+    }
+    if (flag == kSameAs && same_as) {
+      *same_as = i64();
+      if (*same_as < 0) fail("bad tensor reference");
       return {};
     }
     if (flag != 1) fail("bad tensor data flag");
@@ -350,12 +366,8 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
   }
 }
 
-// The payload: graph, plan inputs, feeds and the variables at their current values.
-void write_payload(Writer& w, const ExecutableImpl& exe) {
-  const GraphImpl& g = exe.module.graph;
-  w.i64(static_cast<int64_t>(exe.device.kind));
-  w.i64(exe.device.index);
-  w.i64(static_cast<int64_t>(exe.precision));
+// A graph's values, nodes and blocks; `data` writes each node's tensor data (or a flag).
+void write_graph(Writer& w, const GraphImpl& g, const std::function<void(const Node&)>& data) {
   w.i64(static_cast<int64_t>(g.values.size()));
   for (const Value& v : g.values) {
     w.type(v.type);
@@ -373,10 +385,7 @@ void write_payload(Writer& w, const ExecutableImpl& exe) {
     w.ids(n.control_deps);
     w.ids(n.regions);
     std::visit([&](const auto& d) { w.value(d); }, n.attr);
-    if (n.kind == OpKind::Variable && exe.variables.count(std::get<NameDesc>(n.attr).name))
-      w.i64(kSavedValue);  // written once, at its current value, with the variables below
-    else
-      w.data(n.data);
+    data(n);
     w.str(n.name);
   }
   w.i64(static_cast<int64_t>(g.blocks.size()));
@@ -387,6 +396,57 @@ void write_payload(Writer& w, const ExecutableImpl& exe) {
     w.i64(b.parent_node);
     w.i64(b.parent_block);
   }
+}
+
+// Version 5: the switches, then the graph a dynamic executable compiles its copies per size
+// from (flag 0: none). Its constants that hold the optimised graph's bytes are references.
+void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
+  w.i64(static_cast<int64_t>(exe.switches.size()));
+  for (const auto& [name, value] : exe.switches) {
+    w.str(name);
+    w.str(value);
+  }
+  const SpecializeSource* src = exe.specialize.get();
+  w.i64(src ? 1 : 0);
+  if (!src) return;
+  std::map<const void*, int32_t> module_bytes;  // data address -> optimised-graph node
+  const GraphImpl& m = exe.module.graph;
+  for (size_t i = 0; i < m.nodes.size(); ++i)
+    if (m.nodes[i].kind != OpKind::Variable && !m.nodes[i].data.empty())
+      module_bytes.emplace(m.nodes[i].data.data(), static_cast<int32_t>(i));
+  write_graph(w, src->graph, [&](const Node& n) {
+    if (n.kind == OpKind::Variable && exe.variables.count(std::get<NameDesc>(n.attr).name)) {
+      w.i64(kSavedValue);  // its value is the loaded executable's
+      return;
+    }
+    if (!n.data.empty()) {
+      auto it = module_bytes.find(n.data.data());
+      if (it != module_bytes.end() && m.nodes[static_cast<size_t>(it->second)].data.type() == n.data.type()) {
+        w.i64(kSameAs);
+        w.i64(it->second);
+        return;
+      }
+    }
+    w.data(n.data);
+  });
+  w.ids(src->feeds);
+  w.ids(src->targets);
+  w.ids(src->ops);
+  w.i64(src->options.optimize ? 1 : 0);
+  w.i64(src->options.free_output_layouts ? 1 : 0);
+}
+
+// The payload: graph, plan inputs, feeds and the variables at their current values.
+void write_payload(Writer& w, const ExecutableImpl& exe) {
+  w.i64(static_cast<int64_t>(exe.device.kind));
+  w.i64(exe.device.index);
+  w.i64(static_cast<int64_t>(exe.precision));
+  write_graph(w, exe.module.graph, [&](const Node& n) {
+    if (n.kind == OpKind::Variable && exe.variables.count(std::get<NameDesc>(n.attr).name))
+      w.i64(kSavedValue);  // written once, at its current value, with the variables below
+    else
+      w.data(n.data);
+  });
   w.ids(exe.module.feeds);
   w.ids(exe.module.targets);
   w.ids(exe.module.target_ops);
@@ -405,6 +465,7 @@ void write_payload(Writer& w, const ExecutableImpl& exe) {
     }
   }
   write_device_code(w, exe);
+  write_specialize_source(w, exe);
 }
 
 std::array<char, kHeaderBytes> header(size_t payload, uint64_t hash) {
@@ -427,6 +488,79 @@ void write_executable(const ExecutableImpl& exe, AtomicFile& f) {
   h = header(w.size, w.hash.value());
   f.write_at(0, h.data(), h.size());
 }
+
+namespace {
+
+// write_graph's inverse, with the cross-references the verifier does not check by itself.
+// `same_as` (the source graph's): per node, the optimised-graph node whose bytes it holds, or -1.
+void read_graph(Reader& r, GraphImpl& g, int64_t max_items, std::vector<int64_t>* same_as) {
+  g.values.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nv = static_cast<int64_t>(g.values.size());
+  for (Value& v : g.values) {
+    v.type = r.type();
+    v.node = static_cast<int32_t>(r.i64());
+    v.index = static_cast<int32_t>(r.i64());
+    v.block = static_cast<int32_t>(r.i64());
+    v.name = r.str();
+  }
+  g.nodes.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nn = static_cast<int64_t>(g.nodes.size());
+  if (same_as) same_as->assign(g.nodes.size(), -1);
+  for (Node& n : g.nodes) {
+    std::string name = r.str();
+    try {
+      n.kind = op_kind_from_name(name);
+    } catch (const Error&) {
+      r.fail("unknown op '" + name + "' (written by a newer tgraph?)");
+    }
+    n.block = static_cast<int32_t>(r.i64());
+    n.inputs = r.ids(nv);
+    n.outputs = r.ids(nv);
+    n.control_deps = r.ids(nn);
+    n.regions = r.ids(max_items);
+    n.attr = default_attr(n.kind);
+    std::visit([&](auto& d) { r.value(d); }, n.attr);
+    bool saved_value = false;  // filled from the variables section
+    n.data = r.data(n.kind == OpKind::Variable ? &saved_value : nullptr,
+                    same_as ? &(*same_as)[static_cast<size_t>(&n - g.nodes.data())] : nullptr);
+    n.name = r.str();
+  }
+  g.blocks.resize(static_cast<size_t>(r.count(max_items)));
+  const int64_t nb = static_cast<int64_t>(g.blocks.size());
+  for (Block& b : g.blocks) {
+    b.nodes = r.ids(nn);
+    b.params = r.ids(nv);
+    b.results = r.ids(nv);
+    b.parent_node = r.id(nn);
+    b.parent_block = r.id(nb);
+  }
+  // Blocks nest strictly (a parent precedes its child), so walking them cannot cycle.
+  if (nb == 0) r.fail("no blocks");
+  for (int64_t i = 0; i < nb; ++i) {
+    const Block& b = g.blocks[static_cast<size_t>(i)];
+    if (i == 0 ? b.parent_block != -1 : (b.parent_block < 0 || b.parent_block >= i)) r.fail("bad block nesting");
+    for (const std::vector<int32_t>* ids : {&b.nodes, &b.params, &b.results})  // ids() lets -1 through
+      for (int32_t id : *ids)
+        if (id < 0) r.fail("bad block member");
+  }
+  for (const Value& v : g.values)
+    if (v.node < -1 || v.node >= nn || v.block < 0 || v.block >= nb) r.fail("bad value");
+  for (const Node& n : g.nodes) {
+    if (n.block < 0 || n.block >= nb) r.fail("bad node block");
+    for (int32_t b : n.regions)
+      if (b <= n.block || b >= nb || g.blocks[static_cast<size_t>(b)].parent_block != n.block ||
+          g.blocks[static_cast<size_t>(b)].parent_node != static_cast<int32_t>(&n - g.nodes.data()))
+        r.fail("bad region");
+    for (int32_t v : n.inputs)
+      if (v < 0) r.fail("bad input");
+    for (int32_t d : n.control_deps)
+      if (d < 0) r.fail("bad control dependency");
+    for (int32_t v : n.outputs)
+      if (v < 0) r.fail("bad output");
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<ExecutableImpl> deserialize_executable(const std::string& bytes) {
   return deserialize_executable(bytes.data(), bytes.size(), nullptr);
@@ -476,68 +610,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
   GraphImpl& g = exe->module.graph;
   g.allow_tf32 = exe->precision == Precision::tf32;  // bf16 / f16 casts are in the saved graph
   const int64_t max_items = static_cast<int64_t>(size) / 8;
-  g.values.resize(static_cast<size_t>(r.count(max_items)));
-  const int64_t nv = static_cast<int64_t>(g.values.size());
-  for (Value& v : g.values) {
-    v.type = r.type();
-    v.node = static_cast<int32_t>(r.i64());
-    v.index = static_cast<int32_t>(r.i64());
-    v.block = static_cast<int32_t>(r.i64());
-    v.name = r.str();
-  }
-  g.nodes.resize(static_cast<size_t>(r.count(max_items)));
-  const int64_t nn = static_cast<int64_t>(g.nodes.size());
-  for (Node& n : g.nodes) {
-    std::string name = r.str();
-    try {
-      n.kind = op_kind_from_name(name);
-    } catch (const Error&) {
-      r.fail("unknown op '" + name + "' (written by a newer tgraph?)");
-    }
-    n.block = static_cast<int32_t>(r.i64());
-    n.inputs = r.ids(nv);
-    n.outputs = r.ids(nv);
-    n.control_deps = r.ids(nn);
-    n.regions = r.ids(max_items);
-    n.attr = default_attr(n.kind);
-    std::visit([&](auto& d) { r.value(d); }, n.attr);
-    bool saved_value = false;  // filled from the variables section below
-    n.data = r.data(n.kind == OpKind::Variable ? &saved_value : nullptr);
-    n.name = r.str();
-  }
-  g.blocks.resize(static_cast<size_t>(r.count(max_items)));
-  const int64_t nb = static_cast<int64_t>(g.blocks.size());
-  for (Block& b : g.blocks) {
-    b.nodes = r.ids(nn);
-    b.params = r.ids(nv);
-    b.results = r.ids(nv);
-    b.parent_node = r.id(nn);
-    b.parent_block = r.id(nb);
-  }
-  // Cross-references the verifier does not check by itself. Blocks nest strictly (a parent
-  // precedes its child), so walking them cannot cycle.
-  for (int64_t i = 0; i < nb; ++i) {
-    const Block& b = g.blocks[static_cast<size_t>(i)];
-    if (i == 0 ? b.parent_block != -1 : (b.parent_block < 0 || b.parent_block >= i)) r.fail("bad block nesting");
-    for (const std::vector<int32_t>* ids : {&b.nodes, &b.params, &b.results})  // ids() lets -1 through
-      for (int32_t id : *ids)
-        if (id < 0) r.fail("bad block member");
-  }
-  for (const Value& v : g.values)
-    if (v.node < -1 || v.node >= nn || v.block < 0 || v.block >= nb) r.fail("bad value");
-  for (const Node& n : g.nodes) {
-    if (n.block < 0 || n.block >= nb) r.fail("bad node block");
-    for (int32_t b : n.regions)
-      if (b <= n.block || b >= nb || g.blocks[static_cast<size_t>(b)].parent_block != n.block ||
-          g.blocks[static_cast<size_t>(b)].parent_node != static_cast<int32_t>(&n - g.nodes.data()))
-        r.fail("bad region");
-    for (int32_t v : n.inputs)
-      if (v < 0) r.fail("bad input");
-    for (int32_t d : n.control_deps)
-      if (d < 0) r.fail("bad control dependency");
-    for (int32_t v : n.outputs)
-      if (v < 0) r.fail("bad output");
-  }
+  read_graph(r, g, max_items, nullptr);
+  const int64_t nv = static_cast<int64_t>(g.values.size()), nn = static_cast<int64_t>(g.nodes.size());
   exe->module.feeds = r.ids(nv);
   exe->module.targets = r.ids(nv);
   exe->module.target_ops = r.ids(nn);
@@ -584,6 +658,35 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       exe->device_code->plans[std::move(key)] = std::move(value);
     }
   }
+  std::shared_ptr<SpecializeSource> source;  // version 5: switches, and a dynamic one's source graph
+  std::vector<int64_t> same_as;
+  if (version >= 5) {
+    const int64_t ns = r.count(max_items);
+    for (int64_t i = 0; i < ns; ++i) {
+      std::string name = r.str(), value = r.str();
+      try {
+        check_switch_name(name);
+      } catch (const Error&) {
+        r.fail("unknown switch '" + name + "'");
+      }
+      exe->switches[std::move(name)] = std::move(value);
+    }
+    const int64_t has_source = r.i64();
+    if (has_source != 0 && has_source != 1) r.fail("bad source graph flag");
+    if (has_source == 1) {
+      source = std::make_shared<SpecializeSource>();
+      read_graph(r, source->graph, max_items, &same_as);
+      const int64_t snv = static_cast<int64_t>(source->graph.values.size());
+      source->feeds = r.ids(snv);
+      source->targets = r.ids(snv);
+      source->ops = r.ids(static_cast<int64_t>(source->graph.nodes.size()));
+      for (const std::vector<int32_t>* ids : {&source->feeds, &source->targets, &source->ops})
+        for (int32_t id : *ids)
+          if (id < 0) r.fail("bad source graph feed, target or op");
+      source->options.optimize = r.i64() != 0;
+      source->options.free_output_layouts = r.i64() != 0;
+    }
+  }
   if (r.at != r.n) r.fail("trailing bytes");
   {
     CpuProfileScope timed("load: deserialize: variables' initial values");
@@ -616,6 +719,39 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
     verify_or_throw(g);
   } catch (const Error& e) {
     throw Error(std::string("[load] the executable's graph does not verify: ") + e.what());
+  }
+  if (source) {  // its tensors: the optimised graph's where they are the same bytes
+    GraphImpl& sg = source->graph;
+    const int64_t nn = static_cast<int64_t>(g.nodes.size());
+    for (size_t i = 0; i < sg.nodes.size(); ++i) {
+      Node& n = sg.nodes[i];
+      if (const int64_t at = same_as[i]; at >= 0) {
+        if (at >= nn || g.nodes[static_cast<size_t>(at)].kind == OpKind::Variable ||
+            g.nodes[static_cast<size_t>(at)].data.empty())
+          r.fail("bad tensor reference " + std::to_string(at));
+        n.data = g.nodes[static_cast<size_t>(at)].data;
+      }
+      if (n.kind != OpKind::Variable) continue;
+      const std::string& name = std::get<NameDesc>(n.attr).name;
+      if (n.data.empty()) {  // the executable's own variable
+        auto it = g.variables.find(name);
+        if (it == g.variables.end()) r.fail("source graph variable '" + name + "' has no value");
+        n.data = g.nodes[static_cast<size_t>(it->second)].data;
+      }
+      sg.variables[name] = static_cast<int32_t>(i);
+    }
+    try {
+      CpuProfileScope timed("load: deserialize: verify the source graph");
+      verify_or_throw(sg);
+    } catch (const Error& e) {
+      throw Error(std::string("[load] the executable's source graph does not verify: ") + e.what());
+    }
+    sg.variable_store = exe->store;
+    source->options.device = exe->device;
+    source->options.precision = exe->precision;
+    source->options.switches = exe->switches;
+    source->options.disable_type_inference = true;
+    exe->specialize = std::move(source);
   }
   // Ready for its backend's runs (a build without that backend refuses the file in load()).
   CpuProfileScope timed("load: deserialize: backend's prepare");

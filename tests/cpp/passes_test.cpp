@@ -310,6 +310,40 @@ TEST(PassConstantFolding, CopiesOfOneGraphShareTheirFoldedWeights) {
   EXPECT_EQ(fc.data.to_vector(), fa.to_vector());
 }
 
+// A weight's transpose that a matmul reads is not folded into a transposed copy: it becomes the
+// matmul's transpose flag and the matmul reads the weight's own bytes (a Linear's x @ W^T). A
+// transpose read by anything else still folds.
+TEST(PassConstantFolding, WeightTransposeReadByAMatmulBecomesItsFlag) {
+  TensorData w = TensorData::uniform({24, 16}, -1, 1, f32, 5);
+  Graph g;
+  Tensor x = g.placeholder({4, 16}, f32, "x");
+  Tensor wc = g.constant(w);
+  Tensor y = g.matmul(x, g.transpose(wc, {1, 0}));
+  Tensor z = g.transpose(wc, {1, 0});  // read by no matmul: folded
+  Module m = module_of(g, {y, z});
+  for (int i = 0; i < 3; ++i) {
+    DeadCodeElimination().run(m);
+    ConstantFolding().run(m);
+    AlgebraicSimplify().run(m);
+  }
+  DeadCodeElimination().run(m);
+  const Node& mm = m.graph.nodes[static_cast<size_t>(y.op().id())];
+  ASSERT_EQ(mm.kind, OpKind::MatMul);
+  EXPECT_TRUE(std::get<MatmulDesc>(mm.attr).transpose_b);
+  const Node& weight = producer(m, mm.inputs[1]);
+  ASSERT_EQ(weight.kind, OpKind::Constant);
+  EXPECT_EQ(weight.data.data(), w.data()) << "the matmul reads a copy of the weight";
+  const Node& other = m.graph.nodes[static_cast<size_t>(z.op().id())];
+  EXPECT_EQ(other.kind, OpKind::Constant);
+  EXPECT_EQ(other.data.shape(), (Shape{16, 24}));
+  // And the result is the reference's.
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+  TensorData in = TensorData::randn({4, 16}, f32, 3);
+  Executable r = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .optimize = false});
+  const auto got = e.run({in})[0].to_vector(), want = r.run({in})[0].to_vector();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+}
+
 TEST(PassCse, MergesEqualPureOpsOnly) {
   Graph g;
   Tensor x = g.placeholder({3}, f32, "x");

@@ -421,17 +421,22 @@ def test_empty_inputs_run_in_tgraph_on_the_gpu(monkeypatch):
 # short one; 16 x 128 after 2 x 128) while the C++ GPU tests, on the system's cuDNN, passed: with
 # TGRAPH_ATTENTION_SHARED_KERNELS=1 this test fails there (session 31). One executable with
 # dynamic batch and lengths, the first call short, then other batches and lengths, each against
-# float64.
+# float64. argv: masked (1 / 0), then "save PATH" (save the executable after its runs) or "load
+# PATH" (run a saved one).
 _ATTENTION_SIZES = r"""
 import sys
 import torch  # noqa: F401  (first: its cuDNN is the process's)
 import numpy as np
 import tgraph as tg
 masked = sys.argv[1] == "1"
-g = tg.Graph()
-q, k, v = (g.placeholder([-1, 12, -1, 64], tg.f16, n) for n in "qkv")
-m = g.placeholder([-1, 1, 1, -1], tg.f16, "m") if masked else None
-e = g.compile([q, k, v] + ([m] if masked else []), [g.scaled_dot_product_attention(q, k, v, m)], device="cuda")
+mode, path = sys.argv[2], sys.argv[3]
+if mode == "load":
+    e = tg.Executable.load(path)
+else:
+    g = tg.Graph()
+    q, k, v = (g.placeholder([-1, 12, -1, 64], tg.f16, n) for n in "qkv")
+    m = g.placeholder([-1, 1, 1, -1], tg.f16, "m") if masked else None
+    e = g.compile([q, k, v] + ([m] if masked else []), [g.scaled_dot_product_attention(q, k, v, m)], device="cuda")
 rng = np.random.default_rng(7)
 worst = 0.0
 for b, L in [(16, 16), (1, 16), (4, 16), (16, 32), (2, 128), (16, 128), (1, 512), (3, 40)]:
@@ -446,22 +451,35 @@ for b, L in [(16, 16), (1, 16), (4, 16), (16, 32), (2, 128), (16, 128), (1, 512)
     err = float(np.abs(got - (p / p.sum(-1, keepdims=True)) @ vv).max())
     print(f"{b}x{L}: {err:.3g}")
     worst = max(worst, err)
+if mode == "save":
+    e.save(path)
 print("worst", worst)
 """
 
 
-@pytest.mark.parametrize("engines", ["any", "precompiled"])  # TGRAPH_ATTENTION_ENGINES, its experiment too
+# The same sizes three times: building cuDNN's plans (and writing them to an empty compile
+# cache), reading them back from that cache in a second process, and from the saved executable's
+# file in a third whose cache is empty again. Read-back plans must compute as the built ones.
 @pytest.mark.parametrize("masked", [False, True])
-def test_attention_at_several_sizes_in_a_torch_process(masked, engines):
+def test_attention_at_several_sizes_in_a_torch_process(masked, tmp_path):
     pytest.importorskip("torch")
     import os
     import re
     import subprocess
     import sys
-    env = dict(os.environ, TGRAPH_ATTENTION_ENGINES=engines)
-    out = subprocess.run([sys.executable, "-c", _ATTENTION_SIZES, "1" if masked else "0"], capture_output=True,
-                         text=True, timeout=600, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    found = re.search(r"^worst (\S+)", out.stdout, re.M)
-    assert found, out.stdout
-    assert float(found.group(1)) < 1e-2, out.stdout
+    exe = str(tmp_path / "attention.tgx")
+    for step, mode, cache, read_from in [("built", "save", "c1", None), ("disk cache", "run", "c1", "the disk cache"),
+                                         ("file", "load", "c2", "an executable's file")]:
+        env = dict(os.environ, TGRAPH_CACHE_DIR=str(tmp_path / cache), TGRAPH_PROFILE="first")
+        out = subprocess.run([sys.executable, "-c", _ATTENTION_SIZES, "1" if masked else "0", mode, exe],
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        found = re.search(r"^worst (\S+)", out.stdout, re.M)
+        assert found, out.stdout
+        assert float(found.group(1)) < 1e-2, (step, out.stdout)
+        built = len(re.findall(r"cudnn attention plan built", out.stderr))
+        if read_from is None:
+            assert built > 0, out.stderr[-3000:]
+        else:
+            assert "cudnn attention plan read from " + read_from in out.stderr, (step, out.stderr[-3000:])
+            assert built == 0, (step, out.stderr[-3000:])

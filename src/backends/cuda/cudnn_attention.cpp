@@ -27,6 +27,9 @@
 
 #include "backends/cpu/profile.h"
 #include "backends/cuda/cudnn_util.h"
+#include "backends/cuda/disk_cache.h"
+#include "backends/cuda/library_plans.h"
+#include "runtime/device_code.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {
@@ -92,7 +95,8 @@ struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
   bool ok = false;
-  std::string why;  // when not ok: cuDNN's reason
+  std::string why;   // when not ok: cuDNN's reason
+  std::string blob;  // the plan serialised by cuDNN (a static plan's): saved with executables
 };
 
 // The scale to the last bit (std::to_string keeps 6 decimals).
@@ -102,9 +106,90 @@ std::string exact(double x) {
   return b;
 }
 
-std::string key_of(int device, const AttentionCall& c) {
-  return std::to_string(device) + "|" + dtype_name(c.dtype) + "|" + c.q.str() + c.k.str() + c.v.str() +
-         (c.masked ? c.mask.str() : "-") + "|" + exact(c.scale) + (c.causal ? "|c" : "|n");
+// The call without its device: what a saved plan is filed under (library_plans.h).
+std::string problem_of(const AttentionCall& c) {
+  return std::string(dtype_name(c.dtype)) + "|" + c.q.str() + c.k.str() + c.v.str() + (c.masked ? c.mask.str() : "-") +
+         "|" + exact(c.scale) + (c.causal ? "|c" : "|n");
+}
+
+std::string key_of(int device, const AttentionCall& c) { return std::to_string(device) + "|" + problem_of(c); }
+
+// Saved plans. Building a shape's plan asks cuDNN's heuristics and, for its fused attention
+// engine, compiles the kernel at run time: 0.6-0.8 s at the first lengths a machine meets, 40-55
+// ms at others on the H200 (bench/RESULTS.md, session 32). A built plan serialised by cuDNN
+// (kernel included) is kept in the compile cache's directory and with saved executables; a
+// plan read back skips both. The blob is cuDNN's to check: it is only ever read by the cuDNN
+// and architecture that wrote it (the file's key and the executable's library signature name
+// them), and one it refuses is built again.
+std::mutex& saved_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::string>& saved_plans() {  // key_of -> blob, from loaded executables
+  static std::map<std::string, std::string> m;
+  return m;
+}
+
+// The disk cache's entry of a call: the key first (a hash names the file; the key inside
+// confirms it), then the blob.
+std::string disk_key(int device, const AttentionCall& c) {
+  return library_signature(device) + "|attn|" + problem_of(c);
+}
+
+std::shared_ptr<Plan> read_saved_plan(int device, const AttentionCall& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string blob, where = "an executable's file";
+  {
+    std::lock_guard<std::mutex> lock(saved_mutex());
+    auto it = saved_plans().find(key_of(device, c));
+    if (it != saved_plans().end()) blob = it->second;
+  }
+  if (blob.empty()) {
+    const std::string key = disk_key(device, c);
+    const std::vector<char> bytes = disk_cache_read(disk_cache_path(key, ".cudnnplan"));
+    if (bytes.size() <= key.size() + 1 || std::string(bytes.data(), key.size()) != key || bytes[key.size()] != '\0')
+      return nullptr;
+    blob.assign(bytes.begin() + static_cast<std::ptrdiff_t>(key.size()) + 1, bytes.end());
+    where = "the disk cache";
+  }
+  auto g = std::make_shared<fe::graph::Graph>();
+  int64_t ws = 0;
+  {
+    CudnnDevice& dev = cudnn_device(device);
+    std::lock_guard<std::mutex> lock(dev.mu);
+    try {
+      if (!g->deserialize(dev.handle, std::vector<uint8_t>(blob.begin(), blob.end())).is_good() ||
+          !g->get_workspace_size(ws).is_good())
+        return nullptr;
+    } catch (const std::exception&) {  // the frontend's parser throws on a malformed blob
+      return nullptr;
+    }
+  }
+  if (cpu_profiling())
+    cpu_profile_add("cudnn attention plan read from " + where,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  auto plan = std::make_shared<Plan>();
+  plan->graph = std::move(g);
+  plan->workspace = ws;
+  plan->blob = std::move(blob);
+  plan->ok = true;
+  return plan;
+}
+
+// Serialises a freshly built static plan into plan.blob and the disk cache.
+void save_plan(int device, const AttentionCall& c, fe::graph::Graph& g, Plan& plan) {
+  std::vector<uint8_t> data;
+  try {
+    if (!g.serialize(data, false).is_good() || data.empty()) return;
+  } catch (const std::exception&) {
+    return;
+  }
+  plan.blob.assign(data.begin(), data.end());
+  const std::string key = disk_key(device, c);
+  std::string entry = key;
+  entry.push_back('\0');
+  entry += plan.blob;
+  disk_cache_write(disk_cache_path(key, ".cudnnplan"), entry.data(), entry.size());
 }
 
 std::mutex& plans_mutex() {
@@ -170,22 +255,11 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& topology) {
 // compile up to 830 ms. So each shape builds a static plan (session 31).
 bool shares_kernels(const AttentionCall&) { return env_flag("TGRAPH_ATTENTION_SHARED_KERNELS"); }
 
-// Whether plans leave out the engines cuDNN compiles at run time: TGRAPH_ATTENTION_ENGINES=
-// precompiled, an experiment. At a sequence length no process on the machine ran, cuDNN
-// compiled its fused attention kernel in 0.1-0.7 s of the first call (session 31); an engine
-// shipped compiled would make that plan at once, at a cost in speed the experiment measures
-// (TGRAPH_PROFILE names each plan's engine and its build time). A shape no precompiled engine
-// takes gets a plan from every engine, as by default.
-bool precompiled_engines_only() {
-  const char* v = env_value("TGRAPH_ATTENTION_ENGINES");
-  return v && std::string(v) == "precompiled";
-}
-
 // Builds the plan for one shape. With `shared` the graph is a dynamic-shape graph bound to its
 // class's kernel cache: the first batch size of a class compiles cuDNN's kernel, every later
 // one binds the compiled kernel (issue 22's first call at a new size). Without it, a static
-// plan; with `precompiled` only from engines that compile nothing at run time.
-std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, bool precompiled = false) {
+// plan: read back where one was saved (read_saved_plan), else built and saved to the disk cache.
+std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   const auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
@@ -223,11 +297,8 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, boo
     return false;
   };
   if (!step(g->validate(), "validate") || !step(g->build_operation_graph(dev.handle), "operation graph") ||
-      !step(precompiled ? g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})
-                        : g->create_execution_plans({fe::HeurMode_t::A}),
-            "execution plans"))
+      !step(g->create_execution_plans({fe::HeurMode_t::A}), "execution plans"))
     return plan;
-  if (precompiled) g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
   if (!step(g->check_support(dev.handle), "support") ||
       !step(g->build_plans(dev.handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build plans"))
     return plan;
@@ -236,10 +307,10 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, boo
   if (cpu_profiling()) {  // TGRAPH_PROFILE: which engine each plan took, and what building it cost
     std::string engine;
     if (!g->get_plan_name(engine).is_good()) engine = "?";
-    cpu_profile_add("cudnn attention plan built: " + engine + (shared ? " (shared)" : "") +
-                        (precompiled ? " (precompiled engines)" : ""),
+    cpu_profile_add("cudnn attention plan built: " + engine + (shared ? " (shared)" : ""),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (!shared) save_plan(device, c, *g, *plan);
   plan->graph = std::move(g);
   plan->workspace = ws;
   plan->ok = true;
@@ -248,23 +319,23 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, boo
 
 // The plan cache's key: the shape, and the switches that change how its plan is built (they may
 // be set per executable, the cache is the process's).
-std::string slot_key(int device, const AttentionCall& c, bool shared, bool precompiled) {
-  return key_of(device, c) + (shared ? "|shared" : "") + (precompiled ? "|precompiled" : "");
+std::string slot_key(int device, const AttentionCall& c, bool shared) {
+  return key_of(device, c) + (shared ? "|shared" : "");
 }
 
 std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
-  const bool shared = shares_kernels(c), precompiled = precompiled_engines_only();
+  const bool shared = shares_kernels(c);
   std::shared_ptr<PlanSlot> slot;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    auto& s = plans()[slot_key(device, c, shared, precompiled)];
+    auto& s = plans()[slot_key(device, c, shared)];
     if (!s) s = std::make_shared<PlanSlot>();
     slot = s;
   }
   std::lock_guard<std::mutex> building(slot->mu);  // outside the map's lock: building takes a while
   if (!slot->plan) {
-    std::shared_ptr<Plan> p = precompiled ? build(device, c, false, true) : nullptr;
-    if (!p || !p->ok) p = build(device, c, shared);
+    std::shared_ptr<Plan> p = shared ? nullptr : read_saved_plan(device, c);
+    if (!p) p = build(device, c, shared);
     // This cuDNN may refuse dynamic shapes for the call: a static plan then.
     if (shared && !p->ok && p->why != "shape or dtype not taken") {
       std::shared_ptr<Plan> fixed = build(device, c, false);
@@ -276,6 +347,11 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
 }
 
 }  // namespace
+
+void cudnn_attention_provide(const std::string& problem, const std::string& value, int device) {
+  std::lock_guard<std::mutex> lock(saved_mutex());
+  saved_plans().try_emplace(std::to_string(device) + "|" + problem, value);
+}
 
 bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why) {
   std::shared_ptr<Plan> p = plan_for(device, c);
@@ -309,7 +385,7 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   const bool shared = shares_kernels(c);
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    if (plans().count(slot_key(device, c, shared, precompiled_engines_only())))
+    if (plans().count(slot_key(device, c, shared)))
       return false;  // built, or being built
   }
   if (!shared) return true;
@@ -327,6 +403,8 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   if (!call_of(n, it, ot, c)) return false;
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok) return false;
+  if (!p->blob.empty() && current_device_code())  // travels with the executable when it is saved
+    record_library_plan(library_signature(device) + "|attn|" + problem_of(c), p->blob, false);
   DeviceBuffer ws;
   if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(in[0].ptr)},
@@ -345,6 +423,8 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
 }
 
 #else  // no cuDNN frontend: attention is decomposed
+
+void cudnn_attention_provide(const std::string&, const std::string&, int) {}
 
 bool cudnn_attention_supported(int, const AttentionCall&, std::string* why) {
   if (why) *why = "built without the cuDNN frontend";

@@ -30,6 +30,7 @@ void provide_library_plans(const std::map<std::string, std::string>& plans, int 
     const std::string kind = key.substr(sig.size(), kind_end - sig.size()), problem = key.substr(kind_end + 1);
     if (kind == "conv") cudnn_conv_provide(problem, value, device);
     else if (kind == "lt") matmul_lt_provide(problem, value, device);
+    else if (kind == "attn") cudnn_attention_provide(problem, value, device);
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Library choices that travel with a saved executable (runtime/device_code.h's `plans`): each
-// library records the algorithm it chose for a problem under
+// library records the algorithm it chose for a problem (cuDNN attention: the whole plan, as
+// cuDNN serialises it, compiled kernel included) under
 // "<library_signature>|<kind>|<problem>", and a load hands the entries whose signature is this
 // process's back to the libraries' caches. The signature names cuDNN's and cuBLASLt's versions
 // and the GPU's architecture: a choice made elsewhere is never trusted, only asked again.
@@ -21,6 +22,7 @@ void provide_library_plans(const std::map<std::string, std::string>& plans, int 
 // Each library's half (cudnn_conv.cpp, matmul_lt.cpp): `problem` is the key without the device.
 void cudnn_conv_provide(const std::string& problem, const std::string& value, int device);
 void matmul_lt_provide(const std::string& problem, const std::string& value, int device);
+void cudnn_attention_provide(const std::string& problem, const std::string& value, int device);  // cudnn_attention.cpp
 
 /// The matmuls whose saved algorithms a load handed over and no warm-up has run yet, as calls
 /// for a LibraryWarmup (each once, on scratch memory of its sizes): taken by the next first run

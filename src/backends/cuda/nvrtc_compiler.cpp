@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/disk_cache.h"
 #include "runtime/device_code.h"
 
 namespace tg::detail {
@@ -33,18 +34,6 @@ NvrtcStats stats;
 
 void note(int major, int minor, const std::string& source, DeviceCode::Origin origin) {
   if (DeviceCode* c = current_device_code()) c->record(major, minor, source, origin);
-}
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("TGRAPH_CACHE_DIR")) return d;
-  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/tgraph/kernels";
-  return "/tmp/tgraph-kernels";
-}
-
-std::string hex(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
 }
 
 void nvrtc_check(nvrtcResult r, const char* what) {
@@ -108,25 +97,12 @@ std::pair<int, int> nvrtc_arch(int device) {
 
 namespace {
 
-std::string disk_path(const std::string& key) { return cache_dir() + "/" + hex(std::hash<std::string>()(key)) + ".cubin"; }
+std::string disk_path(const std::string& key) { return disk_cache_path(key, ".cubin"); }
 
-std::vector<char> read_cached(const std::string& key) {
-  std::vector<char> cubin;
-  if (std::ifstream f{disk_path(key), std::ios::binary}) cubin.assign(std::istreambuf_iterator<char>(f), {});
-  return cubin;
-}
+std::vector<char> read_cached(const std::string& key) { return disk_cache_read(disk_path(key)); }
 
 void write_cached(const std::string& key, const std::vector<char>& cubin) {
-  std::error_code ec;
-  std::filesystem::create_directories(cache_dir(), ec);
-  const std::string path = disk_path(key);
-  // unique per process and thread: several processes may compile the same kernel at once
-  std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(reinterpret_cast<uintptr_t>(&cubin));
-  if (std::ofstream o{tmp, std::ios::binary}) {
-    o.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-    o.close();
-    std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
-  }
+  disk_cache_write(disk_path(key), cubin.data(), cubin.size());
 }
 
 // The cubin of `source` from the disk cache (hit), or compiled now and cached there.
@@ -210,7 +186,9 @@ static void dump_source(const std::string& source, const std::string& name) {
   if (!dir || !*dir) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ofstream(std::string(dir) + "/" + name + "-" + hex(std::hash<std::string>()(source)) + ".cu") << source;
+  char h[17];
+  std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(std::hash<std::string>()(source)));
+  std::ofstream(std::string(dir) + "/" + name + "-" + h + ".cu") << source;
 }
 
 CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, int device) {

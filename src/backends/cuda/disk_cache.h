@@ -1,0 +1,21 @@
+#pragma once
+// Files of the machine's compile cache ($TGRAPH_CACHE_DIR, default ~/.cache/tgraph/kernels):
+// generated kernels' cubins (nvrtc_compiler.cpp) and cuDNN's built attention plans
+// (cudnn_attention.cpp), each named by a hash of what it was made from. Written to a temp file
+// and renamed, so two processes writing one entry at once, or a crash mid-write, leave a whole
+// file or none.
+#include <string>
+#include <vector>
+
+namespace tg::detail {
+
+/// The cache directory.
+std::string disk_cache_dir();
+/// The path of the entry made from `key`, ending in `ext` (".cubin").
+std::string disk_cache_path(const std::string& key, const std::string& ext);
+/// The entry's bytes, empty when there is none.
+std::vector<char> disk_cache_read(const std::string& path);
+/// Writes the entry (best effort: a cache that cannot be written is only slower).
+void disk_cache_write(const std::string& path, const char* data, size_t n);
+
+}  // namespace tg::detail

@@ -107,6 +107,23 @@ int32_t simplify(Module& m, Node& n) {
     }
     case OpKind::BroadcastTo:
       return out.shape.is_static() ? same_type(n.inputs[0]) : -1;
+    case OpKind::StridedSlice: {
+      // A slice that keeps every element is its input: torch.export spells x[:, 0] as
+      // slice(x, 0, 0, INT64_MAX) then select, and BERT's pooler copied its whole [B, S, H]
+      // input for it on every run.
+      const auto& d = std::get<SliceDesc>(n.attr);
+      const Shape& in = g.type(n.inputs[0]).shape;
+      if (d.squeeze_mask != 0 || !in.ranked() || d.begin.size() > 62 || d.end.size() != d.begin.size() ||
+          (!d.strides.empty() && d.strides.size() != d.begin.size()))
+        return -1;
+      for (size_t i = 0; i < d.begin.size(); ++i) {
+        const int64_t dim = in[static_cast<int64_t>(i)];
+        const bool from_start = ((d.begin_mask >> i) & 1) || d.begin[i] == 0;
+        const bool to_end = ((d.end_mask >> i) & 1) || d.end[i] >= (int64_t{1} << 62) || (dim >= 0 && d.end[i] >= dim);
+        if ((d.strides.empty() ? 1 : d.strides[i]) != 1 || !from_start || !to_end) return -1;
+      }
+      return same_type(n.inputs[0]);
+    }
     case OpKind::Select: {  // a condition known throughout picks its branch
       const auto c = n.inputs.size() == 3 ? splat(g, n.inputs[0]) : std::nullopt;
       return c ? same_type(n.inputs[*c != 0.0 ? 1 : 2]) : -1;

@@ -332,6 +332,49 @@ TEST(FastCpu, ElementwiseUnary) {
   }
 }
 
+// strided_slice by strided copies, any dtype: ranges, negative strides and indices, masks,
+// squeezed dims, dims past the description, an empty result — the reference's values exactly.
+TEST(FastCpu, StridedSliceMatchesReference) {
+  struct Case {
+    tg::Shape x;
+    tg::SliceDesc d;
+  };
+  auto desc = [](std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s, int64_t bm = 0,
+                 int64_t em = 0, int64_t sq = 0) {
+    tg::SliceDesc d;
+    d.begin = std::move(b);
+    d.end = std::move(e);
+    d.strides = std::move(s);
+    d.begin_mask = bm;
+    d.end_mask = em;
+    d.squeeze_mask = sq;
+    return d;
+  };
+  const std::vector<Case> cases = {
+      {{5, 7, 6}, desc({1, 0, 2}, {4, 7, 6}, {1, 2, 1})},
+      {{5, 7, 6}, desc({4, -1}, {0, -8}, {-1, -2})},
+      {{5, 7, 6}, desc({0, 3}, {0, 0}, {1, 1}, 1, 3)},          // x[:, 3:]
+      {{5, 7}, desc({2}, {3}, {1}, 0, 0, 1)},                  // x[2]
+      {{8, 6, 4}, desc({0, 0}, {8, 1}, {1, 1}, 0, 0, 2)},       // x[:, 0] (BERT's pooler)
+      {{4, 3, 5}, desc({1}, {3}, {1})},                        // later dims whole
+      {{4, 3, 5}, desc({3, 0}, {1, 3}, {1, 1})},                 // empty
+      {{2, 3, 4, 5}, desc({0, 0, 0, 4}, {2, 3, 4, 0}, {1, 1, 1, -1}, 0, 8)},  // last dim reversed
+      {{64, 300}, desc({0, 10}, {64, 290}, {3, 1})},
+  };
+  uint64_t seed = 300;
+  for (const Case& c : cases)
+    for (tg::DType dt : {tg::f32, tg::i32, tg::f16}) {
+      tg::Graph g;
+      auto x = g.placeholder(c.x, dt);
+      auto y = g.strided_slice(x, c.d);
+      TensorData in = dt == tg::f32 ? rnd(c.x, seed++) : dt == tg::i32 ? TensorData::uniform(c.x, -100, 100, tg::f32, seed++).cast(tg::i32) : rnd(c.x, seed++).cast(tg::f16);
+      const TensorData got = fast(g, y, {in}), want = ref(g, y, {in});
+      ASSERT_EQ(got.shape(), want.shape()) << c.x.str();
+      EXPECT_EQ(got.dtype(), want.dtype());
+      for (int64_t i = 0; i < want.num_elements(); ++i) EXPECT_EQ(got.at(i), want.at(i)) << c.x.str() << " at " << i;
+    }
+}
+
 TEST(FastCpu, UnsupportedCasesFallBack) {
   tg::Graph g;
   // broadcasting elementwise

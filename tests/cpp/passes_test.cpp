@@ -1,5 +1,6 @@
 // Each pass on a small graph, checked structurally before and after.
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
 
@@ -625,6 +626,50 @@ TEST(PassAlgebraicSimplify, ErfArithmeticIsGelu) {
   auto a = e.run({in}), b = plain.run({in});
   for (size_t o = 0; o < 3; ++o)
     for (int64_t i = 0; i < in.num_elements(); ++i) EXPECT_NEAR(a[o].at(i), b[o].at(i), 1e-6) << o << " " << i;
+}
+
+// A strided slice that keeps every element is its input (torch.export's x[:, 0] begins with
+// slice(x, 0, 0, INT64_MAX)), with static or dynamic dims; any other slice stays.
+TEST(PassAlgebraicSimplify, SlicesThatKeepEverythingGo) {
+  Graph g;
+  Tensor x = g.placeholder({-1, -1, 8}, f32, "x");
+  auto slice = [&](Tensor t, std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s, int64_t bm = 0,
+                   int64_t em = 0, int64_t sq = 0) {
+    SliceDesc d;
+    d.begin = std::move(b);
+    d.end = std::move(e);
+    d.strides = std::move(s);
+    d.begin_mask = bm;
+    d.end_mask = em;
+    d.squeeze_mask = sq;
+    return g.strided_slice(t, d);
+  };
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor whole = slice(x, {0}, {kMax}, {1});                       // slice(x, 0, 0, INT64_MAX)
+  Tensor masked = slice(whole, {5, 0, 0}, {0, 0, 8}, {1, 1, 1}, 3, 3);  // x[:, :, 0:8]
+  Tensor first = slice(masked, {0, 0}, {kMax, 1}, {1, 1}, 0, 0, 2);  // x[:, 0]: stays
+  Tensor tail = slice(x, {0, 1}, {kMax, kMax}, {1, 1});            // x[:, 1:]: stays
+  Tensor odd = slice(x, {0}, {kMax}, {2});                         // x[::2]: stays
+  Tensor y = g.add(g.reduce_sum(first), g.add(g.reduce_sum(tail), g.reduce_sum(odd)));
+  CompileOptions dyn{.device = Device::cpu(), .disable_type_inference = true};
+  dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, dyn);
+  EXPECT_EQ(count(e.impl().module, OpKind::StridedSlice), 3);
+  Executable plain = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .disable_type_inference = true,
+                                                          .optimize = false});
+  EXPECT_EQ(count(plain.impl().module, OpKind::StridedSlice), 5);
+  TensorData in = TensorData::uniform({3, 5, 8}, -1, 1, f32, 4);
+  EXPECT_NEAR(e.run({in})[0].at(0), plain.run({in})[0].at(0), 1e-4);
+  // Static dims: an end at the dim's size keeps it whole too.
+  Graph h;
+  Tensor xs = h.placeholder({3, 5}, f32, "x");
+  SliceDesc d;
+  d.begin = {0, 0};
+  d.end = {3, 5};
+  d.strides = {1, 1};
+  Tensor ys = h.exp(h.strided_slice(xs, d));
+  Executable es = h.compile({{xs, xs.type()}}, {ys}, {}, {.device = Device::cpu()});
+  EXPECT_EQ(count(es.impl().module, OpKind::StridedSlice), 0);
 }
 
 // Autocast's f32 heads transposed and then cast to half: the cast moves before the transpose

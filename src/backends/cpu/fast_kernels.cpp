@@ -54,7 +54,7 @@ bool cpu_fast_eval(const GraphImpl& g, const Node& n, const std::vector<TensorDa
     case OpKind::Reshape: case OpKind::BroadcastTo: case OpKind::BroadcastLike: case OpKind::Transpose:
     case OpKind::Concat: case OpKind::Select: case OpKind::Cast: case OpKind::Greater:
     case OpKind::GreaterEqual: case OpKind::Less: case OpKind::LessEqual: case OpKind::Equal:
-    case OpKind::NotEqual: case OpKind::Rsqrt: case OpKind::Tile:
+    case OpKind::NotEqual: case OpKind::Rsqrt: case OpKind::Tile: case OpKind::StridedSlice:
       return fast::shape_op(g, n, in, out);
     case OpKind::Gather: case OpKind::Scatter:
       return fast::indexing(n, in, out);

@@ -1,7 +1,8 @@
-// Fast data-movement ops as OpenMP loops: reshape, broadcast_to / broadcast_like, transpose and
-// concat (byte copies, any dtype), plus the small elementwise ops a training step needs beside
+// Fast data-movement ops as OpenMP loops: reshape, broadcast_to / broadcast_like, transpose,
+// strided_slice and concat (byte copies, any dtype), plus the small elementwise ops a training step needs beside
 // fast_elementwise.cpp's: select, cast between f32 / i32 / bool, f32 comparisons and rsqrt
 // (double, rounded once, as the reference). Output shapes come from the op's inference rule.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <omp.h>
@@ -178,6 +179,46 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       y = cpu_output(0, t.shape, t.dtype);
       strided_copy(static_cast<const std::byte*>(in[0].data()), static_cast<std::byte*>(y.data()), t.shape.dims(), st,
                    dtype_size(t.dtype));
+      break;
+    }
+    case OpKind::StridedSlice: {  // any dtype: a strided view of x copied, runs by memcpy
+      const auto* d = std::get_if<SliceDesc>(&n.attr);
+      if (!d || in.size() != 1 || !out_type(g, n, in, t) || t.dtype != in[0].dtype()) return false;
+      const auto& xd = in[0].shape().dims();
+      const size_t r = xd.size(), ns = d->begin.size();
+      if (ns > r || d->end.size() != ns || (!d->strides.empty() && d->strides.size() != ns) || ns >= 63) return false;
+      std::vector<int64_t> xs(r, 1), dims, st;
+      for (size_t k = r; k-- > 1;) xs[k - 1] = xs[k] * xd[k];
+      int64_t offset = 0;  // elements of x before the slice's first
+      for (size_t k = 0; k < r; ++k) {
+        const int64_t dim = xd[k];
+        if (k >= ns) {  // kept whole
+          dims.push_back(dim);
+          st.push_back(xs[k]);
+          continue;
+        }
+        const int64_t s = d->strides.empty() ? 1 : d->strides[k], b = d->begin[k];
+        if (s == 0) return false;
+        if ((d->squeeze_mask >> k) & 1) {  // one index, no output dim (inference checked the range)
+          offset += (b < 0 ? b + dim : b) * xs[k];
+          continue;
+        }
+        // The first index, by slice_extent's rules (infer_shape_more.cpp); the extent is the output's.
+        const int64_t bi = b < 0 ? b + dim : b;
+        const int64_t start = s > 0 ? (((d->begin_mask >> k) & 1) ? 0 : std::clamp<int64_t>(bi, 0, dim))
+                                    : (((d->begin_mask >> k) & 1) ? dim - 1 : std::clamp<int64_t>(bi, -1, dim - 1));
+        if (dims.size() >= t.shape.dims().size()) return false;
+        dims.push_back(t.shape.dims()[dims.size()]);
+        if (dims.back() > 0 && (start < 0 || start >= dim)) return false;
+        offset += dims.back() > 0 ? start * xs[k] : 0;
+        st.push_back(s * xs[k]);
+      }
+      if (dims != t.shape.dims()) return false;
+      y = cpu_output(0, t.shape, t.dtype);
+      const size_t w = dtype_size(t.dtype);
+      if (t.shape.num_elements() > 0)
+        strided_copy(static_cast<const std::byte*>(in[0].data()) + static_cast<size_t>(offset) * w,
+                     static_cast<std::byte*>(y.data()), dims, st, w);
       break;
     }
     case OpKind::Concat: {

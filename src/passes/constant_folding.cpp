@@ -21,9 +21,12 @@ bool ConstantFolding::run(Module& m) {
   // whose source graph keeps the untransposed weights, the weights twice (bench/RESULTS.md,
   // session 32).
   std::vector<bool> matmul_operand(g.values.size(), false);
-  for (const Node& n : g.nodes)
-    if (n.kind == OpKind::MatMul)
-      for (size_t i = 0; i < n.inputs.size() && i < 2; ++i) matmul_operand[static_cast<size_t>(n.inputs[i])] = true;
+  for (const Block& b : g.blocks)  // live nodes only (dead ones stay in g.nodes)
+    for (int32_t id : b.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(id)];
+      if (n.kind == OpKind::MatMul)
+        for (size_t i = 0; i < n.inputs.size() && i < 2; ++i) matmul_operand[static_cast<size_t>(n.inputs[i])] = true;
+    }
   auto matmul_flag = [&](const Node& n) {
     if (n.kind != OpKind::Transpose || n.outputs.size() != 1 || !matmul_operand[static_cast<size_t>(n.outputs[0])] ||
         uses[static_cast<size_t>(n.outputs[0])] != 1 || !n.control_deps.empty())

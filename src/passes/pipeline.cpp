@@ -1,4 +1,5 @@
 #include "passes/pipeline.h"
+#include "tgraph/error.h"
 
 #include <chrono>
 #include <cstdio>
@@ -39,7 +40,9 @@ struct Dumper {
   Dumper() {
     if (const char* d = env_value("TGRAPH_DUMP")) {
       dir = d;
-      std::filesystem::create_directories(dir);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw Error("[compile] TGRAPH_DUMP: cannot create the directory " + dir + ": " + ec.message());
     }
   }
   void mark(const char* pass) {

@@ -43,6 +43,7 @@ constexpr size_t kDataAlign = 64;   // file offset of version 3's tensor data
 constexpr size_t kHeaderBytes = 32;
 constexpr int64_t kSavedValue = 2;  // a Variable node's data flag: "its value in the variables section"
 constexpr int64_t kSameAs = 3;      // a source graph node's data flag: "the bytes of this optimised-graph node"
+constexpr const char* kDumpSwitch = "TGRAPH_DUMP";
 
 constexpr uint64_t kFnvStart = 1469598103934665603ULL;
 constexpr uint64_t kFnvPrime = 1099511628211ULL;
@@ -401,8 +402,11 @@ void write_graph(Writer& w, const GraphImpl& g, const std::function<void(const N
 // Version 5: the switches, then the graph a dynamic executable compiles its copies per size
 // from (flag 0: none). Its constants that hold the optimised graph's bytes are references.
 void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
-  w.i64(static_cast<int64_t>(exe.switches.size()));
-  for (const auto& [name, value] : exe.switches) {
+  // TGRAPH_DUMP names a directory of this machine to write into: not carried to another.
+  std::map<std::string, std::string> switches = exe.switches;
+  switches.erase(kDumpSwitch);
+  w.i64(static_cast<int64_t>(switches.size()));
+  for (const auto& [name, value] : switches) {
     w.str(name);
     w.str(value);
   }
@@ -433,7 +437,9 @@ void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
   w.ids(src->targets);
   w.ids(src->ops);
   w.i64(src->options.optimize ? 1 : 0);
-  w.i64(src->options.free_output_layouts ? 1 : 0);
+  // A saved executable returns its outputs in their own layouts (save refuses free ones), and
+  // its copies must too: the loaded one keeps no layouts to compare theirs with.
+  w.i64(0);
 }
 
 // The payload: graph, plan inputs, feeds and the variables at their current values.
@@ -557,6 +563,10 @@ void read_graph(Reader& r, GraphImpl& g, int64_t max_items, std::vector<int64_t>
       if (d < 0) r.fail("bad control dependency");
     for (int32_t v : n.outputs)
       if (v < 0) r.fail("bad output");
+    // A constant's bytes are what its value's type says (kernels read by the type).
+    if (n.kind == OpKind::Constant && !n.data.empty() &&
+        (n.outputs.size() != 1 || !(n.data.type() == g.values[static_cast<size_t>(n.outputs[0])].type)))
+      r.fail("constant data of another type than its value");
   }
 }
 
@@ -669,6 +679,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       } catch (const Error&) {
         r.fail("unknown switch '" + name + "'");
       }
+      if (name == kDumpSwitch) r.fail("switch " + name + " is never saved");
       exe->switches[std::move(name)] = std::move(value);
     }
     const int64_t has_source = r.i64();
@@ -684,7 +695,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
         for (int32_t id : *ids)
           if (id < 0) r.fail("bad source graph feed, target or op");
       source->options.optimize = r.i64() != 0;
-      source->options.free_output_layouts = r.i64() != 0;
+      if (r.i64() != 0) r.fail("a source graph with free output layouts");
     }
   }
   if (r.at != r.n) r.fail("trailing bytes");
@@ -699,6 +710,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
           const std::string& name = std::get<NameDesc>(n.attr).name;
           auto it = exe->store->values.find(name);
           if (it == exe->store->values.end()) r.fail("variable '" + name + "' has no value");
+          if (n.outputs.size() != 1 || !(it->second.type() == g.values[static_cast<size_t>(n.outputs[0])].type))
+            r.fail("variable '" + name + "' has a value of another type");
           exe->variables[name] = id;
           if (n.data.empty()) {  // its initial value, as saved: a copy of its own
             copies.emplace_back(&n, &it->second);
@@ -727,7 +740,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
       Node& n = sg.nodes[i];
       if (const int64_t at = same_as[i]; at >= 0) {
         if (at >= nn || g.nodes[static_cast<size_t>(at)].kind == OpKind::Variable ||
-            g.nodes[static_cast<size_t>(at)].data.empty())
+            g.nodes[static_cast<size_t>(at)].data.empty() || n.outputs.size() != 1 ||
+            !(g.nodes[static_cast<size_t>(at)].data.type() == sg.values[static_cast<size_t>(n.outputs[0])].type))
           r.fail("bad tensor reference " + std::to_string(at));
         n.data = g.nodes[static_cast<size_t>(at)].data;
       }
@@ -738,6 +752,8 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
         if (it == g.variables.end()) r.fail("source graph variable '" + name + "' has no value");
         n.data = g.nodes[static_cast<size_t>(it->second)].data;
       }
+      if (n.outputs.size() != 1 || !(n.data.type() == sg.values[static_cast<size_t>(n.outputs[0])].type))
+        r.fail("source graph variable '" + name + "' has a value of another type");
       sg.variables[name] = static_cast<int32_t>(i);
     }
     try {

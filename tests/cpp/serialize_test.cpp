@@ -152,6 +152,7 @@ TEST(Serialize, LoadedDynamicExecutableRunsTheSavedOnesCopies) {
   EXPECT_EQ(ref.impl().specialized.size(), 0u);
   ASSERT_EQ(l.impl().specialized.size(), 2u);
   ASSERT_EQ(e.impl().specialized.size(), 2u);
+  for (const auto& [types, copy] : l.impl().specialized) EXPECT_NE(copy, nullptr) << "a size ran dynamic";
   for (const auto& [types, copy] : e.impl().specialized) {
     auto it = std::find_if(l.impl().specialized.begin(), l.impl().specialized.end(),
                            [&](const auto& p) { return p.first == types; });
@@ -169,18 +170,41 @@ TEST(Serialize, LoadedDynamicExecutableRunsTheSavedOnesCopies) {
   std::filesystem::remove(path);
 }
 
+// Compiled with free output layouts (and none taken: save refuses those), a loaded dynamic
+// executable still runs its copies per size (they return the layouts the loaded one does).
+TEST(Serialize, LoadedCopiesOfAFreeLayoutExecutableAreUsed) {
+  Graph g;
+  Tensor x = g.placeholder({-1, 6}, f32, "x");
+  Tensor y = g.tanh(g.matmul(x, g.constant(TensorData::randn({6, 3}, f32, 2))));
+  CompileOptions o{.device = Device::cpu(), .disable_type_inference = true};
+  o.free_output_layouts = true;
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, o);
+  const std::string path = tmp("tgraph_free_layouts.tgx");
+  e.save(path);
+  Executable l = Executable::load(path);
+  for (int64_t b : {2, 5}) {
+    TensorData in = TensorData::randn({b, 6}, f32, static_cast<uint64_t>(b));
+    EXPECT_EQ(l.run({in})[0].to_vector(), e.run({in})[0].to_vector());
+  }
+  ASSERT_EQ(l.impl().specialized.size(), 2u);
+  for (const auto& [types, copy] : l.impl().specialized) EXPECT_NE(copy, nullptr) << "a size ran dynamic";
+  std::filesystem::remove(path);
+}
+
 // An executable's switches travel with its file: one saved with TGRAPH_NO_SPECIALIZE stays
-// dynamic when loaded.
+// dynamic when loaded. TGRAPH_DUMP (a directory of the saving machine) does not travel.
 TEST(Serialize, SwitchesTravelWithTheFile) {
   Graph g;
   Tensor x = g.placeholder({-1, 4}, f32, "x");
   CompileOptions dyn{.device = Device::cpu(), .disable_type_inference = true};
-  dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
+  const std::string dump = tmp("tgraph_switches_dump");
+  dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}, {"TGRAPH_DUMP", dump}};
   Executable e = g.compile({{x, x.type()}}, {g.exp(x)}, {}, dyn);
   const std::string path = tmp("tgraph_switches.tgx");
   e.save(path);
   Executable l = Executable::load(path);
-  EXPECT_EQ(l.impl().switches, dyn.switches);
+  EXPECT_EQ(l.impl().switches, (std::map<std::string, std::string>{{"TGRAPH_NO_SPECIALIZE", "1"}}));
+  std::filesystem::remove_all(dump);
   EXPECT_EQ(l.impl().specialize, nullptr);
   TensorData in = TensorData::randn({3, 4}, f32, 1);
   EXPECT_EQ(l.run({in})[0].to_vector(), e.run({in})[0].to_vector());

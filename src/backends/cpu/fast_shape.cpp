@@ -4,6 +4,7 @@
 // (double, rounded once, as the reference). Output shapes come from the op's inference rule.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <omp.h>
 
@@ -68,8 +69,10 @@ void strided_copy(const std::byte* src, std::byte* dst, const std::vector<int64_
       off += (rem % od[k]) * st[k];
       rem /= od[k];
     }
-    std::byte* q = dst + static_cast<size_t>(row * len) * w;
-    const std::byte* p = src + static_cast<size_t>(off) * w;
+    // Signed offsets: a strided slice's negative strides step backwards from its first element.
+    const auto sw = static_cast<std::ptrdiff_t>(w);
+    std::byte* q = dst + static_cast<std::ptrdiff_t>(row * len) * sw;
+    const std::byte* p = src + static_cast<std::ptrdiff_t>(off) * sw;
     if (ls == 1) {
       std::memcpy(q, p, static_cast<size_t>(len) * w);
     } else if (w == 4) {
@@ -77,7 +80,8 @@ void strided_copy(const std::byte* src, std::byte* dst, const std::vector<int64_
       auto* q4 = reinterpret_cast<uint32_t*>(q);
       for (int64_t j = 0; j < len; ++j) q4[j] = p4[j * ls];
     } else {
-      for (int64_t j = 0; j < len; ++j) std::memcpy(q + static_cast<size_t>(j) * w, p + static_cast<size_t>(j * ls) * w, w);
+      for (int64_t j = 0; j < len; ++j)
+        std::memcpy(q + static_cast<std::ptrdiff_t>(j) * sw, p + static_cast<std::ptrdiff_t>(j * ls) * sw, w);
     }
   }
 }
@@ -217,7 +221,7 @@ bool shape_op(const GraphImpl& g, const Node& n, const std::vector<TensorData>& 
       y = cpu_output(0, t.shape, t.dtype);
       const size_t w = dtype_size(t.dtype);
       if (t.shape.num_elements() > 0)
-        strided_copy(static_cast<const std::byte*>(in[0].data()) + static_cast<size_t>(offset) * w,
+        strided_copy(static_cast<const std::byte*>(in[0].data()) + static_cast<std::ptrdiff_t>(offset * static_cast<int64_t>(w)),
                      static_cast<std::byte*>(y.data()), dims, st, w);
       break;
     }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,7 @@ struct Plan {
   bool ok = false;
   std::string why;   // when not ok: cuDNN's reason
   std::string blob;  // the plan serialised by cuDNN (a static plan's): saved with executables
+  bool read_back = false;  // made from a saved blob, not built here
 };
 
 // The scale to the last bit (std::to_string keeps 6 decimals).
@@ -106,10 +108,15 @@ std::string exact(double x) {
   return b;
 }
 
-// The call without its device: what a saved plan is filed under (library_plans.h).
+// The call without its device: what a saved plan is filed under (library_plans.h). It names
+// the cuDNN frontend's version and how this file builds a plan (tensor uids, outputs, data
+// types: kPlanForm, changed with them), besides what the library signature names, so a plan
+// is only read back by code that built it the same way.
+constexpr int kPlanForm = 1;
 std::string problem_of(const AttentionCall& c) {
-  return std::string(dtype_name(c.dtype)) + "|" + c.q.str() + c.k.str() + c.v.str() + (c.masked ? c.mask.str() : "-") +
-         "|" + exact(c.scale) + (c.causal ? "|c" : "|n");
+  return "fe" + std::to_string(CUDNN_FRONTEND_VERSION) + ".p" + std::to_string(kPlanForm) + "|" +
+         dtype_name(c.dtype) + "|" + c.q.str() + c.k.str() + c.v.str() + (c.masked ? c.mask.str() : "-") + "|" +
+         exact(c.scale) + (c.causal ? "|c" : "|n");
 }
 
 std::string key_of(int device, const AttentionCall& c) { return std::to_string(device) + "|" + problem_of(c); }
@@ -172,9 +179,14 @@ std::shared_ptr<Plan> read_saved_plan(int device, const AttentionCall& c) {
   plan->graph = std::move(g);
   plan->workspace = ws;
   plan->blob = std::move(blob);
+  plan->read_back = true;
   plan->ok = true;
   return plan;
 }
+
+// A plan read back that cuDNN then refuses to run is forgotten — in the process, among the
+// executables' saved plans and on disk — so the next lookup builds the shape's plan afresh.
+void forget_saved_plan(int device, const AttentionCall& c);
 
 // Serialises a freshly built static plan into plan.blob and the disk cache.
 void save_plan(int device, const AttentionCall& c, fe::graph::Graph& g, Plan& plan) {
@@ -346,6 +358,17 @@ std::shared_ptr<Plan> plan_for(int device, const AttentionCall& c) {
   return slot->plan;
 }
 
+void forget_saved_plan(int device, const AttentionCall& c) {
+  {
+    std::lock_guard<std::mutex> lock(saved_mutex());
+    saved_plans().erase(key_of(device, c));
+  }
+  std::error_code ec;
+  std::filesystem::remove(disk_cache_path(disk_key(device, c), ".cudnnplan"), ec);
+  std::lock_guard<std::mutex> lock(plans_mutex());
+  plans().erase(slot_key(device, c, shares_kernels(c)));
+}
+
 }  // namespace
 
 void cudnn_attention_provide(const std::string& problem, const std::string& value, int device) {
@@ -413,9 +436,21 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
                                           {kO, out[0].ptr}};
   if (in.size() > 3) pack.emplace(kBias, const_cast<void*>(in[3].ptr));
   CudnnDevice& dev = cudnn_device(device);
-  std::lock_guard<std::mutex> lock(dev.mu);
-  TG_CUDNN(cudnnSetStream(dev.handle, stream));
-  fe::error_t e = p->graph->execute(dev.handle, pack, ws.get());
+  fe::error_t e;
+  {
+    std::lock_guard<std::mutex> lock(dev.mu);
+    TG_CUDNN(cudnnSetStream(dev.handle, stream));
+    e = p->graph->execute(dev.handle, pack, ws.get());
+  }
+  if (!e.is_good() && p->read_back) {  // a saved plan this cuDNN will not run: built afresh
+    forget_saved_plan(device, c);
+    p = plan_for(device, c);
+    if (!p->ok) return false;
+    if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
+    std::lock_guard<std::mutex> lock(dev.mu);
+    TG_CUDNN(cudnnSetStream(dev.handle, stream));
+    e = p->graph->execute(dev.handle, pack, ws.get());
+  }
   if (!e.is_good())
     throw Error("[scaled_dot_product_attention] cuDNN fused attention failed on q " + c.q.str() + ", k " +
                 c.k.str() + ", v " + c.v.str() + ": " + e.get_message());

@@ -1,8 +1,9 @@
 #include "backends/cuda/disk_cache.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,21 +32,23 @@ std::vector<char> disk_cache_read(const std::string& path) {
 }
 
 void disk_cache_write(const std::string& path, const char* data, size_t n) {
-  static std::atomic<uint64_t> serial{0};
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  // unique per process and write: several processes (and threads) may write one entry at once
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(serial++);
-  std::ofstream o{tmp, std::ios::binary};
-  if (!o) return;
-  o.write(data, static_cast<std::streamsize>(n));
-  o.close();
-  if (!o) {
-    std::filesystem::remove(tmp, ec);
-    return;
+  // A temp file of a unique name (mkstemp: created exclusively, never through a link), written
+  // whole, then renamed over the entry: several processes may write one entry at once.
+  std::string tmp = path + ".tmpXXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return;
+  bool ok = true;
+  for (size_t at = 0; ok && at < n;) {
+    const ssize_t k = ::write(fd, data + at, n - at);
+    if (k < 0 && errno == EINTR) continue;
+    ok = k > 0;
+    if (ok) at += static_cast<size_t>(k);
   }
-  std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
-  if (ec) std::filesystem::remove(tmp, ec);
+  ok = (::close(fd) == 0) && ok;
+  if (ok) std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
+  if (!ok || ec) std::filesystem::remove(tmp, ec);
 }
 
 }  // namespace tg::detail

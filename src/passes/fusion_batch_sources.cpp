@@ -61,7 +61,9 @@ void batch_source_steps(const Module& m, int32_t block, FusionPlan& plan) {
   };
   int64_t moved = 0;
   std::vector<bool> gone(steps.size(), false);
-  for (const auto& [shape, idx] : by_shape) {
+  for (const auto& entry : by_shape) {
+    const std::string& shape = entry.first;  // named, not a structured binding: lambdas capture it (clang 14)
+    const auto& idx = entry.second;
     if (idx.size() < 2) continue;
     size_t at = idx[0];
     FusionGroup merged;

@@ -24,6 +24,17 @@ std::optional<double> splat(const GraphImpl& g, int32_t v, bool through_layout) 
   return first;
 }
 
+bool swaps_last_two_dims(const std::vector<int64_t>& perm) {
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2) return false;
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
+    const int64_t got = perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + r : perm[static_cast<size_t>(i)];
+    if (got != want) return false;
+  }
+  return true;
+}
+
 namespace {
 
 // x * 0.5 * (1 + erf(x / sqrt 2)) in any order of its factors and terms (x / sqrt 2 also as
@@ -181,17 +192,7 @@ int32_t simplify(Module& m, Node& n) {
       for (int k = 0; k < 2; ++k) {
         const Node* p = g.producer(n.inputs[static_cast<size_t>(k)]);
         if (!p || p->kind != OpKind::Transpose || !p->control_deps.empty()) continue;
-        const auto& perm = std::get<AxesDesc>(p->attr).axes;
-        const int64_t r = static_cast<int64_t>(perm.size());
-        if (r < 2) continue;
-        bool swaps_last_two = true;
-        for (int64_t i = 0; i < r; ++i) {
-          const int64_t want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
-          const int64_t got = perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + r
-                                                                : perm[static_cast<size_t>(i)];
-          swaps_last_two &= got == want;
-        }
-        if (!swaps_last_two) continue;
+        if (!swaps_last_two_dims(std::get<AxesDesc>(p->attr).axes)) continue;
         n.inputs[static_cast<size_t>(k)] = p->inputs[0];
         (k == 0 ? d.transpose_a : d.transpose_b) ^= true;
         return -2;

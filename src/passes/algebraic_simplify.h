@@ -1,5 +1,7 @@
 #pragma once
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "passes/module.h"
 
@@ -10,8 +12,13 @@ namespace tg::detail {
 /// it has one.
 std::optional<double> splat(const GraphImpl& g, int32_t v, bool through_layout = false);
 
+/// Whether a transpose by `perm` swaps the last two dims and keeps the others: what a matmul
+/// reads through its transpose flags.
+bool swaps_last_two_dims(const std::vector<int64_t>& perm);
+
 /// Algebraic identities: x*1, 1*x, x/1, x+0, 0+x, x-0, identity(x), cast to the same type,
-/// reshape/broadcast_to to the same static shape, select on a condition known throughout, transpose(transpose(x)) (composed, or
+/// reshape/broadcast_to to the same static shape, a strided slice that keeps every element,
+/// select on a condition known throughout, transpose(transpose(x)) (composed, or
 /// removed when the result is the identity permutation), reshape(reshape(x)), a half value
 /// cast to f32 and back; a narrowing cast of a transpose or reshape read by nothing else moves
 /// before it (the layout op then moves half the bytes).

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/fast_kernels.h"
 #include "backends/cpu/reference.h"
+#include "passes/algebraic_simplify.h"
 #include "passes/fold_memo.h"
 #include "tgraph/error.h"
 
@@ -28,18 +29,9 @@ bool ConstantFolding::run(Module& m) {
         for (size_t i = 0; i < n.inputs.size() && i < 2; ++i) matmul_operand[static_cast<size_t>(n.inputs[i])] = true;
     }
   auto matmul_flag = [&](const Node& n) {
-    if (n.kind != OpKind::Transpose || n.outputs.size() != 1 || !matmul_operand[static_cast<size_t>(n.outputs[0])] ||
-        uses[static_cast<size_t>(n.outputs[0])] != 1 || !n.control_deps.empty())
-      return false;
-    const auto& perm = std::get<AxesDesc>(n.attr).axes;
-    const int64_t r = static_cast<int64_t>(perm.size());
-    if (r < 2) return false;
-    for (int64_t i = 0; i < r; ++i) {
-      const int64_t want = i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i;
-      if ((perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + r : perm[static_cast<size_t>(i)]) != want)
-        return false;
-    }
-    return true;
+    return n.kind == OpKind::Transpose && n.outputs.size() == 1 && matmul_operand[static_cast<size_t>(n.outputs[0])] &&
+           uses[static_cast<size_t>(n.outputs[0])] == 1 && n.control_deps.empty() &&
+           swaps_last_two_dims(std::get<AxesDesc>(n.attr).axes);
   };
   for (Block& b : g.blocks) {
     for (int32_t id : b.nodes) {

@@ -399,10 +399,9 @@ void write_graph(Writer& w, const GraphImpl& g, const std::function<void(const N
   }
 }
 
-// Version 5: the switches, then the graph a dynamic executable compiles its copies per size
-// from (flag 0: none). Its constants that hold the optimised graph's bytes are references.
-void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
-  // TGRAPH_DUMP names a directory of this machine to write into: not carried to another.
+// Version 5: the executable's switches, but TGRAPH_DUMP (a directory of this machine to write
+// into, not carried to another).
+void write_switches(Writer& w, const ExecutableImpl& exe) {
   std::map<std::string, std::string> switches = exe.switches;
   switches.erase(kDumpSwitch);
   w.i64(static_cast<int64_t>(switches.size()));
@@ -410,6 +409,11 @@ void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
     w.str(name);
     w.str(value);
   }
+}
+
+// Version 5, after the switches: the graph a dynamic executable compiles its copies per size
+// from (flag 0: none). Its constants that hold the optimised graph's bytes are references.
+void write_specialize_source(Writer& w, const ExecutableImpl& exe) {
   const SpecializeSource* src = exe.specialize.get();
   w.i64(src ? 1 : 0);
   if (!src) return;
@@ -471,6 +475,7 @@ void write_payload(Writer& w, const ExecutableImpl& exe) {
     }
   }
   write_device_code(w, exe);
+  write_switches(w, exe);
   write_specialize_source(w, exe);
 }
 

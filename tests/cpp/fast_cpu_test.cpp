@@ -339,27 +339,16 @@ TEST(FastCpu, StridedSliceMatchesReference) {
     tg::Shape x;
     tg::SliceDesc d;
   };
-  auto desc = [](std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s, int64_t bm = 0,
-                 int64_t em = 0, int64_t sq = 0) {
-    tg::SliceDesc d;
-    d.begin = std::move(b);
-    d.end = std::move(e);
-    d.strides = std::move(s);
-    d.begin_mask = bm;
-    d.end_mask = em;
-    d.squeeze_mask = sq;
-    return d;
-  };
   const std::vector<Case> cases = {
-      {{5, 7, 6}, desc({1, 0, 2}, {4, 7, 6}, {1, 2, 1})},
-      {{5, 7, 6}, desc({4, -1}, {0, -8}, {-1, -2})},
-      {{5, 7, 6}, desc({0, 3}, {0, 0}, {1, 1}, 1, 3)},          // x[:, 3:]
-      {{5, 7}, desc({2}, {3}, {1}, 0, 0, 1)},                  // x[2]
-      {{8, 6, 4}, desc({0, 0}, {8, 1}, {1, 1}, 0, 0, 2)},       // x[:, 0] (BERT's pooler)
-      {{4, 3, 5}, desc({1}, {3}, {1})},                        // later dims whole
-      {{4, 3, 5}, desc({3, 0}, {1, 3}, {1, 1})},                 // empty
-      {{2, 3, 4, 5}, desc({0, 0, 0, 4}, {2, 3, 4, 0}, {1, 1, 1, -1}, 0, 8)},  // last dim reversed
-      {{64, 300}, desc({0, 10}, {64, 290}, {3, 1})},
+      {{5, 7, 6}, slice_desc({1, 0, 2}, {4, 7, 6}, {1, 2, 1})},
+      {{5, 7, 6}, slice_desc({4, -1}, {0, -8}, {-1, -2})},
+      {{5, 7, 6}, slice_desc({0, 3}, {0, 0}, {1, 1}, 1, 3)},          // x[:, 3:]
+      {{5, 7}, slice_desc({2}, {3}, {1}, 0, 0, 1)},                  // x[2]
+      {{8, 6, 4}, slice_desc({0, 0}, {8, 1}, {1, 1}, 0, 0, 2)},       // x[:, 0] (BERT's pooler)
+      {{4, 3, 5}, slice_desc({1}, {3}, {1})},                        // later dims whole
+      {{4, 3, 5}, slice_desc({3, 0}, {1, 3}, {1, 1})},                 // empty
+      {{2, 3, 4, 5}, slice_desc({0, 0, 0, 4}, {2, 3, 4, 0}, {1, 1, 1, -1}, 0, 8)},  // last dim reversed
+      {{64, 300}, slice_desc({0, 10}, {64, 290}, {3, 1})},
   };
   uint64_t seed = 300;
   for (const Case& c : cases)

@@ -634,16 +634,7 @@ TEST(PassAlgebraicSimplify, SlicesThatKeepEverythingGo) {
   Graph g;
   Tensor x = g.placeholder({-1, -1, 8}, f32, "x");
   auto slice = [&](Tensor t, std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s, int64_t bm = 0,
-                   int64_t em = 0, int64_t sq = 0) {
-    SliceDesc d;
-    d.begin = std::move(b);
-    d.end = std::move(e);
-    d.strides = std::move(s);
-    d.begin_mask = bm;
-    d.end_mask = em;
-    d.squeeze_mask = sq;
-    return g.strided_slice(t, d);
-  };
+                   int64_t em = 0, int64_t sq = 0) { return g.strided_slice(t, slice_desc(b, e, s, bm, em, sq)); };
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   Tensor whole = slice(x, {0}, {kMax}, {1});                       // slice(x, 0, 0, INT64_MAX)
   Tensor masked = slice(whole, {5, 0, 0}, {0, 0, 8}, {1, 1, 1}, 3, 3);  // x[:, :, 0:8]
@@ -663,11 +654,7 @@ TEST(PassAlgebraicSimplify, SlicesThatKeepEverythingGo) {
   // Static dims: an end at the dim's size keeps it whole too.
   Graph h;
   Tensor xs = h.placeholder({3, 5}, f32, "x");
-  SliceDesc d;
-  d.begin = {0, 0};
-  d.end = {3, 5};
-  d.strides = {1, 1};
-  Tensor ys = h.exp(h.strided_slice(xs, d));
+  Tensor ys = h.exp(h.strided_slice(xs, slice_desc({0, 0}, {3, 5}, {1, 1})));
   Executable es = h.compile({{xs, xs.type()}}, {ys}, {}, {.device = Device::cpu()});
   EXPECT_EQ(count(es.impl().module, OpKind::StridedSlice), 0);
 }

@@ -8,8 +8,10 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/env.h"
+#include "tgraph/descriptors.h"
 #include "tgraph/error.h"
 
 /// Debugging switches (docs/switches.md) for the calling thread while in scope, in place of
@@ -44,3 +46,16 @@ class WithSwitches {
 /// The float with bit pattern b, and a float's bit pattern (ulp distances between floats of one sign).
 inline float float_from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 inline int32_t float_bits(float f) { return std::bit_cast<int32_t>(f); }
+
+/// A strided slice's description: begin, end and strides per sliced dim, and the masks.
+inline tg::SliceDesc slice_desc(std::vector<int64_t> begin, std::vector<int64_t> end, std::vector<int64_t> strides,
+                                int64_t begin_mask = 0, int64_t end_mask = 0, int64_t squeeze_mask = 0) {
+  tg::SliceDesc d;
+  d.begin = std::move(begin);
+  d.end = std::move(end);
+  d.strides = std::move(strides);
+  d.begin_mask = begin_mask;
+  d.end_mask = end_mask;
+  d.squeeze_mask = squeeze_mask;
+  return d;
+}

@@ -119,7 +119,9 @@ std::string problem_of(const AttentionCall& c) {
          exact(c.scale) + (c.causal ? "|c" : "|n");
 }
 
-std::string key_of(int device, const AttentionCall& c) { return std::to_string(device) + "|" + problem_of(c); }
+// The process's key of a problem on a device (plans, and saved plans handed over by loads).
+std::string device_key(int device, const std::string& problem) { return std::to_string(device) + "|" + problem; }
+std::string key_of(int device, const AttentionCall& c) { return device_key(device, problem_of(c)); }
 
 // Saved plans. Building a shape's plan asks cuDNN's heuristics and, for its fused attention
 // engine, compiles the kernel at run time: 0.6-0.8 s at the first lengths a machine meets, 40-55
@@ -137,11 +139,11 @@ std::map<std::string, std::string>& saved_plans() {  // key_of -> blob, from loa
   return m;
 }
 
-// The disk cache's entry of a call: the key first (a hash names the file; the key inside
-// confirms it), then the blob.
-std::string disk_key(int device, const AttentionCall& c) {
+// A saved plan's key, in the disk cache and among an executable's library choices.
+std::string saved_key(int device, const AttentionCall& c) {
   return library_signature(device) + "|attn|" + problem_of(c);
 }
+constexpr const char* kPlanExt = ".cudnnplan";
 
 std::shared_ptr<Plan> read_saved_plan(int device, const AttentionCall& c) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,11 +154,8 @@ std::shared_ptr<Plan> read_saved_plan(int device, const AttentionCall& c) {
     if (it != saved_plans().end()) blob = it->second;
   }
   if (blob.empty()) {
-    const std::string key = disk_key(device, c);
-    const std::vector<char> bytes = disk_cache_read(disk_cache_path(key, ".cudnnplan"));
-    if (bytes.size() <= key.size() + 1 || std::string(bytes.data(), key.size()) != key || bytes[key.size()] != '\0')
-      return nullptr;
-    blob.assign(bytes.begin() + static_cast<std::ptrdiff_t>(key.size()) + 1, bytes.end());
+    blob = disk_cache_read_keyed(saved_key(device, c), kPlanExt);
+    if (blob.empty()) return nullptr;
     where = "the disk cache";
   }
   auto g = std::make_shared<fe::graph::Graph>();
@@ -197,11 +196,7 @@ void save_plan(int device, const AttentionCall& c, fe::graph::Graph& g, Plan& pl
     return;
   }
   plan.blob.assign(data.begin(), data.end());
-  const std::string key = disk_key(device, c);
-  std::string entry = key;
-  entry.push_back('\0');
-  entry += plan.blob;
-  disk_cache_write(disk_cache_path(key, ".cudnnplan"), entry.data(), entry.size());
+  disk_cache_write_keyed(saved_key(device, c), kPlanExt, plan.blob);
 }
 
 std::mutex& plans_mutex() {
@@ -364,7 +359,7 @@ void forget_saved_plan(int device, const AttentionCall& c) {
     saved_plans().erase(key_of(device, c));
   }
   std::error_code ec;
-  std::filesystem::remove(disk_cache_path(disk_key(device, c), ".cudnnplan"), ec);
+  std::filesystem::remove(disk_cache_path(saved_key(device, c), kPlanExt), ec);
   std::lock_guard<std::mutex> lock(plans_mutex());
   plans().erase(slot_key(device, c, shares_kernels(c)));
 }
@@ -373,7 +368,7 @@ void forget_saved_plan(int device, const AttentionCall& c) {
 
 void cudnn_attention_provide(const std::string& problem, const std::string& value, int device) {
   std::lock_guard<std::mutex> lock(saved_mutex());
-  saved_plans().try_emplace(std::to_string(device) + "|" + problem, value);
+  saved_plans().try_emplace(device_key(device, problem), value);
 }
 
 bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why) {
@@ -427,7 +422,7 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok) return false;
   if (!p->blob.empty() && current_device_code())  // travels with the executable when it is saved
-    record_library_plan(library_signature(device) + "|attn|" + problem_of(c), p->blob, false);
+    record_library_plan(saved_key(device, c), p->blob, false);
   DeviceBuffer ws;
   if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(in[0].ptr)},

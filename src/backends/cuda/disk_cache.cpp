@@ -51,4 +51,17 @@ void disk_cache_write(const std::string& path, const char* data, size_t n) {
   if (!ok || ec) std::filesystem::remove(tmp, ec);
 }
 
+std::string disk_cache_read_keyed(const std::string& key, const std::string& ext) {
+  const std::vector<char> b = disk_cache_read(disk_cache_path(key, ext));
+  if (b.size() <= key.size() + 1 || std::string(b.data(), key.size()) != key || b[key.size()] != '\0') return {};
+  return std::string(b.begin() + static_cast<std::ptrdiff_t>(key.size()) + 1, b.end());
+}
+
+void disk_cache_write_keyed(const std::string& key, const std::string& ext, const std::string& bytes) {
+  std::string entry = key;
+  entry.push_back('\0');
+  entry += bytes;
+  disk_cache_write(disk_cache_path(key, ext), entry.data(), entry.size());
+}
+
 }  // namespace tg::detail

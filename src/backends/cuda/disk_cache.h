@@ -18,4 +18,9 @@ std::vector<char> disk_cache_read(const std::string& path);
 /// Writes the entry (best effort: a cache that cannot be written is only slower).
 void disk_cache_write(const std::string& path, const char* data, size_t n);
 
+/// An entry that holds its key before its bytes (key, NUL, bytes), so a hash collision of two
+/// keys reads as a miss: the bytes filed under `key`, empty when there are none.
+std::string disk_cache_read_keyed(const std::string& key, const std::string& ext);
+void disk_cache_write_keyed(const std::string& key, const std::string& ext, const std::string& bytes);
+
 }  // namespace tg::detail

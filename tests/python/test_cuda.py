@@ -483,3 +483,45 @@ def test_attention_at_several_sizes_in_a_torch_process(masked, tmp_path):
         else:
             assert "cudnn attention plan read from " + read_from in out.stderr, (step, out.stderr[-3000:])
             assert built == 0, (step, out.stderr[-3000:])
+
+
+# A convolution and a matmul whose library choices (cuDNN's algorithm, cuBLASLt's) a first
+# process asks the heuristics for and files in the compile cache; a second process with the same
+# cache takes them from there (no heuristics asked) and computes the same result. The sizes are
+# this test's own, so no other test's choices are in the cache. Prints the result's checksum.
+_LIBRARY_CHOICES = r"""
+import numpy as np
+import tgraph as tg
+rng = np.random.default_rng(3)
+a = rng.standard_normal((3, 19, 23, 5)).astype(np.float32)
+k = rng.standard_normal((3, 3, 5, 11)).astype(np.float32) * 0.2
+m = rng.standard_normal((11, 13)).astype(np.float32) * 0.3
+g = tg.Graph()
+x = g.placeholder(a.shape, tg.f32, "x")
+y = g.conv2d(x, g.constant(k), tg.ConvDesc(stride=[1, 1], explicit_padding=[1, 1, 1, 1])) @ g.constant(m)
+got = g.compile([x], [y], device="cuda").run([a])[0]
+want = g.compile([x], [y], device="cpu").run([a])[0]
+print("max diff", float(np.abs(got - want).max()))
+"""
+
+
+def test_library_choices_come_from_the_disk_cache_in_a_second_process(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+    env = dict(os.environ, TGRAPH_CACHE_DIR=str(tmp_path), TGRAPH_PROFILE="first")
+    for proc in ("first", "second"):
+        out = subprocess.run([sys.executable, "-c", _LIBRARY_CHOICES], capture_output=True, text=True, timeout=300,
+                             env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        diff = re.search(r"^max diff (\S+)", out.stdout, re.M)
+        assert diff and float(diff.group(1)) < 1e-3, out.stdout
+        asked = "cuDNN heuristics asked" in out.stderr, "cuBLASLt heuristic asked" in out.stderr
+        if proc == "first":
+            assert asked == (True, True), out.stderr[-3000:]
+            assert len(list(tmp_path.glob("*.choice"))) >= 2
+        else:
+            assert asked == (False, False), out.stderr[-3000:]
+            assert "cuDNN choice read from the disk cache" in out.stderr, out.stderr[-3000:]
+            assert "cuBLASLt saved algorithm taken" in out.stderr, out.stderr[-3000:]

@@ -28,7 +28,7 @@
 
 #include "backends/cpu/profile.h"
 #include "backends/cuda/cudnn_util.h"
-#include "backends/cuda/disk_cache.h"
+#include "runtime/disk_cache.h"
 #include "backends/cuda/library_plans.h"
 #include "runtime/device_code.h"
 #include "tgraph/error.h"

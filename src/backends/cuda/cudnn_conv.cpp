@@ -28,11 +28,13 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <variant>
 
+#include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_util.h"
@@ -96,14 +98,53 @@ Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch) {
   return best;
 }
 
-// The choice this process already has for a problem: its own (`exact`, declined ones too), else
-// the one made at the nearest batch size of its family (nearest_batch), unless
-// TGRAPH_CUDNN_FIND or TGRAPH_CUDNN_PER_BATCH asks every batch. Under cache_mutex.
-Choice known_choice(const std::string& key, const std::string& family, int64_t batch, bool& exact) {
+// "<algo> <math> <workspace>": a choice as an executable's file and the disk cache hold it.
+std::string choice_text(const Choice& c) {
+  return std::to_string(c.algo) + ' ' + std::to_string(int(c.math)) + ' ' + std::to_string(c.workspace);
+}
+// The choice in `text`; not ok when malformed (the heuristics are asked instead).
+Choice parse_choice(const std::string& text) {
+  std::istringstream in(text);
+  int algo = -1, math = -1;
+  size_t ws = 0;
+  if (!(in >> algo >> math >> ws) || algo < 0 || algo > 64 || math < 0 || math > 3 || ws > kMaxWorkspace) return {};
+  return Choice{true, algo, static_cast<cudnnMathType_t>(math), ws};
+}
+
+// A choice of this process's cache, and of its family (the key up to "|n<batch>"), so a
+// problem met at a new batch size reuses it as one chosen in this process would be. Under
+// cache_mutex.
+void adopt(const std::string& key, const Choice& choice) {
+  cache().try_emplace(key, choice);
+  const size_t bar = key.rfind("|n");
+  int64_t batch = 0;
+  try {
+    batch = bar == std::string::npos ? 0 : std::stoll(key.substr(bar + 2));
+  } catch (const std::exception&) {
+  }
+  if (batch > 0) families()[key.substr(0, bar)].try_emplace(batch, choice);
+}
+
+// The key of a choice on disk: the saved one (library_plans.h), Find's apart from the
+// heuristics' (a measured choice is not taken for a guess, nor the other way).
+std::string disk_key(const std::string& saved) { return env_flag("TGRAPH_CUDNN_FIND") ? saved + "|find" : saved; }
+
+// The choice this process already has for a problem: its own (`exact`, declined ones too), or
+// one an earlier process chose on this machine (the disk cache), else the one made at the
+// nearest batch size of its family (nearest_batch), unless TGRAPH_CUDNN_FIND or
+// TGRAPH_CUDNN_PER_BATCH asks every batch. Under cache_mutex.
+Choice known_choice(const std::string& key, const std::string& saved, const std::string& family, int64_t batch,
+                    bool& exact) {
   exact = false;
   if (auto it = cache().find(key); it != cache().end()) {
     exact = true;
     return it->second;
+  }
+  if (const Choice c = parse_choice(library_choice_from_disk(disk_key(saved))); c.ok) {
+    if (profiling_first_runs()) cpu_profile_add("cuda first run: convolution: cuDNN choice read from the disk cache", 0.0);
+    adopt(key, c);
+    exact = true;
+    return c;
   }
   if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
   auto f = families().find(family);
@@ -325,13 +366,14 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       << '|' << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
   const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
   const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
+  const std::string saved = library_signature(device) + "|conv|" + problem;
   // A convolution is cold when its call would ask cuDNN's heuristics, or run an algorithm no call
   // of its family has run in this process (its kernels not loaded yet): a first run makes it
   // ahead on a warm-up thread (library_warmup.h).
   if (cold) {
     std::lock_guard<std::mutex> cl(cache_mutex());
     bool exact = false;
-    const Choice c = known_choice(key, family, xd[0], exact);
+    const Choice c = known_choice(key, saved, family, xd[0], exact);
     *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c)));
     return false;
   }
@@ -420,7 +462,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   bool cached = false;
   {
     std::lock_guard<std::mutex> cl(cache_mutex());
-    known = known_choice(key, family, xd[0], cached);
+    known = known_choice(key, saved, family, xd[0], cached);
     if (cached) choice = known;
   }
   if (!cached) {  // another batch size's choice, its workspace asked for this one
@@ -435,6 +477,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     }
   }
   if (!cached) {
+    std::optional<CpuProfileScope> timed;
+    if (profiling_first_runs()) timed.emplace("cuda first run: convolution: cuDNN heuristics asked");
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TG_CUDA(cudaStreamIsCapturing(stream, &capture));
     const bool want_find = env_flag("TGRAPH_CUDNN_FIND"), find = want_find && capture == cudaStreamCaptureStatusNone;
@@ -485,16 +529,16 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
         break;
     }
     if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
-      std::lock_guard<std::mutex> cl(cache_mutex());
-      cache()[key] = choice;
-      if (choice.ok) families()[family][xd[0]] = choice;
+      {
+        std::lock_guard<std::mutex> cl(cache_mutex());
+        cache()[key] = choice;
+        if (choice.ok) families()[family][xd[0]] = choice;
+      }
+      if (choice.ok) library_choice_to_disk(disk_key(saved), choice_text(choice));
     }
   }
   if (!choice.ok) return false;
-  if (current_device_code())
-    record_library_plan(library_signature(device) + "|conv|" + problem,
-                        std::to_string(choice.algo) + ' ' + std::to_string(int(choice.math)) + ' ' +
-                            std::to_string(choice.workspace));
+  if (current_device_code()) record_library_plan(saved, choice_text(choice));
   TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
 
   DeviceBuffer ws;
@@ -598,25 +642,13 @@ bool cudnn_conv_cold(const GraphImpl& g, const Node& n, const std::vector<Tensor
   return cold;
 }
 
-// A choice saved with an executable ("<algo> <math> <workspace>", written above), for this
-// process's cache; a malformed one is ignored (the heuristics are asked instead).
+// A choice saved with an executable (choice_text), for this process's cache; a malformed one is
+// ignored (the heuristics are asked instead).
 void cudnn_conv_provide(const std::string& problem, const std::string& value, int device) {
-  std::istringstream in(value);
-  int algo = -1, math = -1;
-  size_t ws = 0;
-  if (!(in >> algo >> math >> ws) || algo < 0 || algo > 64 || math < 0 || math > 3 || ws > kMaxWorkspace) return;
-  const Choice choice{true, algo, static_cast<cudnnMathType_t>(math), ws};
-  // Its family too (the key up to "|n<batch>"): a loaded executable meeting a new batch size
-  // reuses it as one that chose it in this process would.
-  const size_t bar = problem.rfind("|n");
-  int64_t batch = 0;
-  try {
-    batch = bar == std::string::npos ? 0 : std::stoll(problem.substr(bar + 2));
-  } catch (const std::exception&) {
-  }
+  const Choice choice = parse_choice(value);
+  if (!choice.ok) return;
   std::lock_guard<std::mutex> cl(cache_mutex());
-  cache().try_emplace(std::to_string(device) + '|' + problem, choice);
-  if (batch > 0) families()[std::to_string(device) + '|' + problem.substr(0, bar)].try_emplace(batch, choice);
+  adopt(std::to_string(device) + '|' + problem, choice);
 }
 
 }  // namespace tg::detail

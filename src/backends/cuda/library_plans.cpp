@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backends/cuda/nvrtc_compiler.h"
+#include "runtime/disk_cache.h"
 
 namespace tg::detail {
 
@@ -18,6 +19,16 @@ std::string library_signature(int device) {
   const auto [major, minor] = nvrtc_arch(device);
   return made[device] = "cudnn" + std::to_string(cudnnGetVersion()) + ".cublasLt" +
                         std::to_string(cublasLtGetVersion()) + ".sm" + std::to_string(major) + std::to_string(minor);
+}
+
+namespace {
+constexpr const char* kChoiceExt = ".choice";
+}  // namespace
+
+std::string library_choice_from_disk(const std::string& key) { return disk_cache_read_keyed(key, kChoiceExt); }
+
+void library_choice_to_disk(const std::string& key, const std::string& value) {
+  disk_cache_write_keyed(key, kChoiceExt, value);
 }
 
 void provide_library_plans(const std::map<std::string, std::string>& plans, int device) {

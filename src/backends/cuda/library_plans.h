@@ -16,6 +16,13 @@ namespace tg::detail {
 /// "cudnn<version>.cublasLt<version>.sm<major><minor>" for `device`.
 std::string library_signature(int device);
 
+/// A library's choice made by an earlier process on this machine, by its saved key (above),
+/// from the disk cache (runtime/disk_cache.h): empty when there is none. Every path (C++, ONNX,
+/// the CLI, Python) then skips the heuristics a process before it asked.
+std::string library_choice_from_disk(const std::string& key);
+/// Files a choice just made (best effort).
+void library_choice_to_disk(const std::string& key, const std::string& value);
+
 /// Hands the saved choices whose signature matches `device`'s to the libraries' caches.
 void provide_library_plans(const std::map<std::string, std::string>& plans, int device);
 

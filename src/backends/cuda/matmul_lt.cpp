@@ -213,14 +213,32 @@ std::string problem_of(const Key& k) {
   return out;
 }
 
-// "<found> <hex of the algorithm's bytes>"
-void record(const Key& key, const Plan& p) {
+// A plan's choice as an executable's file and the disk cache hold it: "<found> <hex of the
+// algorithm's bytes>".
+std::string saved_text(const Plan& p) {
   static const char* hex = "0123456789abcdef";
   std::string v = p.found ? "1 " : "0 ";
   const auto* b = reinterpret_cast<const unsigned char*>(&p.algo);
   for (size_t i = 0; i < sizeof p.algo; ++i) v += hex[b[i] >> 4], v += hex[b[i] & 15];
-  record_library_plan(library_signature(std::get<10>(key)) + "|lt|" + problem_of(key), v);
+  return v;
 }
+
+// The choice in `value` (saved_text); false when malformed.
+bool parse_saved(const std::string& value, Saved& sv) {
+  if (value.size() != 2 + 2 * sizeof sv.algo || (value[0] != '0' && value[0] != '1')) return false;
+  sv.found = value[0] == '1';
+  auto* b = reinterpret_cast<unsigned char*>(&sv.algo);
+  for (size_t i = 0; i < sizeof sv.algo; ++i) {
+    auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    const int hi = nib(value[2 + 2 * i]), lo = nib(value[3 + 2 * i]);
+    if (hi < 0 || lo < 0) return false;
+    b[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+// A choice's key in an executable's file and the disk cache (library_plans.h).
+std::string saved_key(const Key& key) { return library_signature(std::get<10>(key)) + "|lt|" + problem_of(key); }
 
 }  // namespace
 
@@ -237,15 +255,7 @@ void matmul_lt_provide(const std::string& problem, const std::string& value, int
     at = comma + 1;
   }
   Saved sv;
-  if (f.size() != 11 || value.size() != 2 + 2 * sizeof sv.algo || (value[0] != '0' && value[0] != '1')) return;
-  sv.found = value[0] == '1';
-  auto* b = reinterpret_cast<unsigned char*>(&sv.algo);
-  for (size_t i = 0; i < sizeof sv.algo; ++i) {
-    auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-    const int hi = nib(value[2 + 2 * i]), lo = nib(value[3 + 2 * i]);
-    if (hi < 0 || lo < 0) return;
-    b[i] = static_cast<unsigned char>(hi * 16 + lo);
-  }
+  if (f.size() != 11 || !parse_saved(value, sv)) return;
   Key key{f[0], f[1], f[2], f[3], f[4], f[5], f[6] != 0, f[7] != 0, static_cast<int>(f[8]), f[9] != 0, device,
           static_cast<int>(f[10])};
   std::lock_guard<std::mutex> lock(plans_mutex());
@@ -316,16 +326,23 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
     auto it = plans().find(key);
     if (it == plans().end()) {
       made_now = true;
+      // A choice saved with a loaded executable, or made by an earlier process on this machine
+      // (the disk cache), else the heuristic's, written to the disk cache.
       auto sv = saved_plans().find(key);
+      Saved from_disk;
+      const Saved* known = sv != saved_plans().end() ? &sv->second
+                           : parse_saved(library_choice_from_disk(saved_key(key)), from_disk) ? &from_disk
+                                                                                               : nullptr;
       std::optional<CpuProfileScope> timed;
       if (profiling_first_runs())
-        timed.emplace(sv == saved_plans().end() ? "cuda first run: matmul: cuBLASLt heuristic asked"
-                                                : "cuda first run: matmul: cuBLASLt saved algorithm taken");
-      it = plans().emplace(key, make_plan(s, bias, aux, ctx, sv == saved_plans().end() ? nullptr : &sv->second)).first;
+        timed.emplace(known ? "cuda first run: matmul: cuBLASLt saved algorithm taken"
+                            : "cuda first run: matmul: cuBLASLt heuristic asked");
+      it = plans().emplace(key, make_plan(s, bias, aux, ctx, known)).first;
+      if (!known) library_choice_to_disk(saved_key(key), saved_text(it->second));
     }
     p = it->second;
   }
-  if (current_device_code()) record(key, p);
+  if (current_device_code()) record_library_plan(saved_key(key), saved_text(p));  // a run being saved
   if (!p.found) return false;
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
   // A plan's first launch in this process loads its kernel (unless a warm-up did).

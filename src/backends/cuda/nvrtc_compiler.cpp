@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/disk_cache.h"
+#include "runtime/disk_cache.h"
 #include "runtime/device_code.h"
 
 namespace tg::detail {

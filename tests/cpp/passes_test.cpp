@@ -9,6 +9,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose.h"
+#include "passes/fold_batch_norm.h"
 #include "ir/verifier.h"
 #include "runtime/executable_impl.h"
 #include "passes/pipeline.h"
@@ -607,6 +608,44 @@ TEST(PassFoldBatchNorm, FoldsIntoConstantFiltersAndKeepsValues) {
   Tensor bn_b = g.batch_norm(b, c3(6), c3(7), c3(8), c3(9), 3);
   Executable e = g.compile({{x, x.type()}, {wf, wf.type()}}, {a, bn_a, bn_b}, {}, {.device = Device::cpu()});
   EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 2);
+}
+
+// A dynamic executable's copies per size fold the same filters again: the folded filters are
+// remembered by the filters' buffer and the batch norm's parameters (fold_memo.h), so two
+// folds of one graph share them, and other parameters over the same filters fold their own.
+TEST(PassFoldBatchNorm, FoldsOfOneGraphShareTheFoldedFilters) {
+  const TensorData filters = TensorData::uniform({3, 3, 4, 5}, -1, 1, f32, 11);
+  auto folded = [&](uint64_t seed) {
+    Graph g;
+    Tensor x = g.placeholder({2, 6, 6, 4}, f32, "x");
+    ConvDesc d;
+    d.padding = PaddingStyle::same;
+    auto stat = [&](uint64_t s, double lo, double hi) { return g.constant(TensorData::uniform({5}, lo, hi, f32, s)); };
+    Tensor y = g.batch_norm(g.conv2d(x, g.constant(filters), d), stat(seed, -0.5, 0.5), stat(seed + 1, 0.5, 2.0),
+                            stat(seed + 2, 0.5, 1.5), stat(seed + 3, -0.5, 0.5), 3, 1e-3);
+    Module m = module_of(g, {y});
+    EXPECT_TRUE(FoldBatchNorm().run(m));
+    const GraphImpl& gi = m.graph;
+    for (const Node& n : gi.nodes)
+      if (n.kind == OpKind::Conv2d) {
+        const Node& w = gi.nodes[static_cast<size_t>(gi.values[static_cast<size_t>(n.inputs[1])].node)];
+        if (w.kind == OpKind::Constant && w.data.storage() != filters.storage()) return w.data;
+      }
+    return TensorData();
+  };
+  const TensorData a = folded(20), b = folded(20), c = folded(30);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(a.storage(), b.storage());
+  EXPECT_NE(a.storage(), c.storage());
+  // Each holds its own parameters' scale: filters * gamma / sqrt(var + eps) per output channel.
+  for (uint64_t seed : {20, 30}) {
+    const TensorData& got = seed == 20 ? a : c;
+    const TensorData var = TensorData::uniform({5}, 0.5, 2.0, f32, seed + 1),
+                     gamma = TensorData::uniform({5}, 0.5, 1.5, f32, seed + 2);
+    for (int64_t i = 0; i < filters.num_elements(); ++i)
+      EXPECT_NEAR(got.at(i), filters.at(i) * gamma.at(i % 5) / std::sqrt(var.at(i % 5) + 1e-3), 1e-5) << seed << " " << i;
+  }
 }
 
 // The exact GELU spelled in arithmetic (torch.onnx's x * (1 + erf(x / sqrt 2)) * 0.5, Hugging

@@ -385,6 +385,8 @@ struct Run {
   /// over, as calls for a LibraryWarmup (library_warmup.h). They refer to the graph: made
   /// before the run goes on.
   std::vector<WarmCall> library_warm_calls(int32_t b);
+  // Makes the device copies of block b's constants (Run::constant) ahead of their steps.
+  void upload_constants(int32_t b);
   std::vector<const void*> step_operands(const std::vector<int32_t>& values, std::vector<TensorType>& types) const;
   std::vector<void*> step_results(const std::vector<int32_t>& values, const std::vector<TensorType>& types);
   void pieces(const std::vector<Step>& steps);

@@ -509,6 +509,12 @@ DevTensor Run::constant(const Node& n) {
   return it->second;
 }
 
+void Run::upload_constants(int32_t b) {
+  for (const Step& s : plan(b).steps)
+    if (!s.fused() && g.nodes[static_cast<size_t>(s.node)].kind == OpKind::Constant)
+      (void)constant(g.nodes[static_cast<size_t>(s.node)]);
+}
+
 // A node with an input of no elements whose outputs all have none (a detector's zero boxes
 // through its box head) has nothing to compute: its outputs are allocated and no kernel or
 // library call runs (cuDNN and cuBLASLt refuse zero sizes, and a zero-block grid is an error).

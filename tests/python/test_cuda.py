@@ -525,3 +525,40 @@ def test_library_choices_come_from_the_disk_cache_in_a_second_process(tmp_path):
             assert asked == (False, False), out.stderr[-3000:]
             assert "cuDNN choice read from the disk cache" in out.stderr, out.stderr[-3000:]
             assert "cuBLASLt saved algorithm taken" in out.stderr, out.stderr[-3000:]
+
+
+# A convolution met at a batch size far (more than 4x) from the one it was chosen at: the new
+# size's first call runs it with that batch size's algorithm (kernels loaded) and asks cuDNN's
+# heuristics after the call; the next call (captured) uses their answer. Every call against the
+# CPU; with TGRAPH_NO_PROVISIONAL_CHOICES=1 the first call asks the heuristics itself. A fresh
+# compile cache: a choice filed there would be this batch size's own.
+_PROVISIONAL = r"""
+import numpy as np
+import tgraph as tg
+rng = np.random.default_rng(5)
+k = rng.standard_normal((3, 3, 8, 16)).astype(np.float32) * 0.2
+g = tg.Graph()
+x = g.placeholder([-1, 14, 10, 8], tg.f32, "x")
+y = g.conv2d(x, g.constant(k), tg.ConvDesc(stride=[1, 1], explicit_padding=[1, 1, 1, 1]))
+gpu, cpu = g.compile([x], [y], device="cuda"), g.compile([x], [y], device="cpu")
+for b in (32, 1, 1, 1):
+    a = rng.standard_normal((b, 14, 10, 8)).astype(np.float32)
+    print("diff", b, float(np.abs(gpu.run([a])[0] - cpu.run([a])[0]).max()), flush=True)
+"""
+
+
+@pytest.mark.parametrize("provisional", [True, False])
+def test_a_far_batch_size_first_runs_with_another_sizes_algorithm(provisional, tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+    env = dict(os.environ, TGRAPH_CACHE_DIR=str(tmp_path), TGRAPH_PROFILE="first")
+    if not provisional:
+        env["TGRAPH_NO_PROVISIONAL_CHOICES"] = "1"
+    out = subprocess.run([sys.executable, "-c", _PROVISIONAL], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    diffs = re.findall(r"^diff (\d+) (\S+)", out.stdout, re.M)
+    assert len(diffs) == 4, out.stdout
+    assert all(float(d) < 1e-3 for _, d in diffs), out.stdout
+    assert ("another batch size's algorithm" in out.stderr) == provisional, out.stderr[-3000:]

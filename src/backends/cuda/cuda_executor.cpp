@@ -393,6 +393,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   }
   IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
+  if (st.asking) {  // the first run's put-off library questions: answered before this run
+    st.asking->wait();
+    st.asking.reset();
+  }
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   uint64_t generation = 0;
   {
@@ -496,6 +500,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
                                                                         : r.clone(inputs.device[i]);
   r.host_synced = false;
   ++st.uncaptured;
+  // The first run takes other sizes' library choices whose kernels are loaded where it has none
+  // for its own, and asks the libraries after it (library_warmup.h).
+  ProvisionalChoices provisional(!st.prefetched);
   if (!st.prefetched) {
     st.prefetched = true;
     // Only head starts: a library call the warm-up did not make, or a kernel the prefetch did
@@ -558,6 +565,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     });
   }
   r.block(0);
+  st.asking = provisional.ask_later(r.ctx.index());
   r.donated.reset();  // what follows (the outputs' copies) the caller keeps: pool memory
   if (r.trace) {
     r.trace->close();

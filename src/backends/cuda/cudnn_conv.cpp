@@ -42,6 +42,7 @@
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/kernels_layout.h"
 #include "backends/cuda/library_plans.h"
+#include "backends/cuda/library_warmup.h"
 #include "core/env.h"
 #include "runtime/device_code.h"
 
@@ -86,10 +87,11 @@ std::string ran_key(const std::string& family, const Choice& c) {
 
 // The choice made at the batch size nearest `batch` (by ratio) within a factor of 4: beyond it
 // the best kernels differ (a batch of 1 against 32 ran 1.3x slower with 32's algorithms on the
-// H200), and the heuristics are asked instead. Not ok when there is none. Under cache_mutex.
-Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch) {
+// H200), and the heuristics are asked instead (a first run may still take one of any ratio
+// provisionally: provisional_choice). Not ok when there is none. Under cache_mutex.
+Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch, double max_ratio = 4.0) {
   Choice best;
-  double best_ratio = 4.0 + 1e-9;
+  double best_ratio = max_ratio + 1e-9;
   for (const auto& [b, c] : known) {
     if (!c.ok || b <= 0 || batch <= 0) continue;
     const double r = b > batch ? double(b) / double(batch) : double(batch) / double(b);
@@ -149,6 +151,18 @@ Choice known_choice(const std::string& key, const std::string& saved, const std:
   if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
   auto f = families().find(family);
   return f == families().end() ? Choice{} : nearest_batch(f->second, batch);
+}
+
+// A first run's provisional choice for a batch size the family has none near (ProvisionalChoices
+// installed): the choice at the nearest batch size of any ratio whose kernels are loaded, or
+// none (then the heuristics are asked now). Never under TGRAPH_CUDNN_FIND or
+// TGRAPH_CUDNN_PER_BATCH. Under cache_mutex.
+Choice provisional_choice(const std::string& family, int64_t batch) {
+  if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
+  auto f = families().find(family);
+  if (f == families().end()) return {};
+  const Choice c = nearest_batch(f->second, batch, 1e18);
+  return c.ok && ran().count(ran_key(family, c)) ? c : Choice{};
 }
 
 template <class Perf, class Get, class Workspace>
@@ -375,6 +389,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     bool exact = false;
     const Choice c = known_choice(key, saved, family, xd[0], exact);
     *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c)));
+    if (*cold && !exact && !c.ok && ProvisionalChoices::current()) *cold = !provisional_choice(family, xd[0]).ok;
     return false;
   }
 
@@ -476,6 +491,52 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       }
     }
   }
+  // A first run's provisional choice: another batch size's algorithm whose kernels are loaded,
+  // this once; the call is made again after the run on a warm-up thread, on scratch operands of
+  // its sizes, where it asks the heuristics and files their choice (loading its kernels for the
+  // capture that follows: ProvisionalChoices, library_warmup.h). Not for operands larger than a
+  // sixteenth of the free memory (several such calls run at once): those ask now.
+  bool provisional = false;
+  ProvisionalChoices* later = ProvisionalChoices::current();
+  if (!cached && later) {
+    Choice any;
+    {
+      std::lock_guard<std::mutex> cl(cache_mutex());
+      any = provisional_choice(family, xd[0]);
+    }
+    size_t ws = 0, free_b = 0, total_b = 0, operands = 0;
+    std::vector<TensorType> ti, to;
+    for (const DevArg& a : in) ti.push_back(a.type);
+    for (const DevOut& o : out) to.push_back(o.type);
+    for (const auto* ts : {&ti, &to})
+      for (const TensorType& t : *ts) operands += static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
+    if (any.ok && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      any = Choice{};
+    }
+    if (any.ok && operands <= free_b / 16 && cudnnSetConvolutionMathType(cdesc.d, any.math) == CUDNN_STATUS_SUCCESS &&
+        workspace_of(any.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
+      choice = Choice{true, any.algo, any.math, ws};
+      cached = provisional = true;
+      if (profiling_first_runs())
+        cpu_profile_add("cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)", 0.0);
+      auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
+      graph->allow_tf32 = g.allow_tf32;
+      later->put_off(key, [graph, node = n, ti, to, device](cudaStream_t s) {
+        DeviceContext& c = DeviceContext::get(device);
+        std::vector<DeviceBuffer> keep;
+        auto scratch = [&](const TensorType& t) {
+          keep.push_back(c.allocate(static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype), s));
+          return keep.back().get();
+        };
+        std::vector<DevArg> a;
+        std::vector<DevOut> o;
+        for (const TensorType& t : ti) a.push_back(DevArg{scratch(t), t});
+        for (const TensorType& t : to) o.push_back(DevOut{scratch(t), t});
+        conv_call(*graph, node, a, o, s, device, nullptr);
+      });
+    }
+  }
   if (!cached) {
     std::optional<CpuProfileScope> timed;
     if (profiling_first_runs()) timed.emplace("cuda first run: convolution: cuDNN heuristics asked");
@@ -538,7 +599,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     }
   }
   if (!choice.ok) return false;
-  if (current_device_code()) record_library_plan(saved, choice_text(choice));
+  if (current_device_code() && !provisional) record_library_plan(saved, choice_text(choice));
   TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
 
   DeviceBuffer ws;
@@ -567,9 +628,10 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       break;
   }
   if (cudnn_declines(s)) {
-    // Nothing was written to the output: remember and let the caller fall back.
+    // Nothing was written to the output: remember (unless the choice was provisional: the
+    // heuristics have yet to answer) and let the caller fall back.
     std::lock_guard<std::mutex> cl(cache_mutex());
-    cache()[key] = Choice{};
+    if (!provisional) cache()[key] = Choice{};
     return false;
   }
   cudnn_check(s, "cudnnConvolution (forward / backward)");

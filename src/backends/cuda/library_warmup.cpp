@@ -51,12 +51,13 @@ LibraryWarmup::LibraryWarmup(std::vector<WarmCall> calls, int device) : calls_(s
   const int n = std::min<int>(kThreads, static_cast<int>(calls_.size()));
   auto next = std::make_shared<std::atomic<size_t>>(0);
   // The executable's switches (CompileOptions::switches) hold on the warm-up threads too: a
-  // call made there reads them as it would in the run (cuDNN's per-batch choice, padding).
-  const std::map<std::string, std::string>* switches = switch_overrides();
+  // call made there reads them as it would in the run (cuDNN's per-batch choice, padding). A
+  // copy: questions a first run put off outlive the run (ProvisionalChoices).
+  auto switches = std::make_shared<const std::map<std::string, std::string>>(
+      switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
   for (int t = 0; t < n; ++t)
     threads_.emplace_back([this, next, device, t, switches] {
-      static const std::map<std::string, std::string> none;
-      SwitchScope scope(switches ? *switches : none);
+      SwitchScope scope(*switches);
       if (cudaSetDevice(device) != cudaSuccess) {
         cudaGetLastError();
         return;
@@ -83,5 +84,26 @@ void LibraryWarmup::wait() {
 }
 
 LibraryWarmup::~LibraryWarmup() { wait(); }
+
+namespace {
+thread_local ProvisionalChoices* installed = nullptr;
+}  // namespace
+
+ProvisionalChoices::ProvisionalChoices(bool on) : on_(on && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) {
+  if (!on_) return;
+  saved_ = installed;
+  installed = this;
+}
+
+ProvisionalChoices::~ProvisionalChoices() {
+  if (on_) installed = saved_;
+}
+
+ProvisionalChoices* ProvisionalChoices::current() { return installed; }
+
+std::unique_ptr<LibraryWarmup> ProvisionalChoices::ask_later(int device) {
+  if (asks_.empty()) return nullptr;
+  return std::make_unique<LibraryWarmup>(std::move(asks_), device);
+}
 
 }  // namespace tg::detail

@@ -10,6 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <memory>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +36,37 @@ class LibraryWarmup {
  private:
   std::vector<WarmCall> calls_;
   std::vector<std::thread> threads_;
+};
+
+/// A new size's first run may take, this once, a library choice made at another size whose
+/// kernels are loaded (a convolution's algorithm at another batch size, its workspace asked
+/// again) instead of asking the library's heuristics while the caller waits (6-12 ms per
+/// convolution on the H200, ~50 ms of ResNet-50's first call at batch 1 after 32). The questions
+/// it put off are collected here and asked on warm-up threads once the run is done (ask_later);
+/// the next run, the one a CUDA graph captures, waits for them and uses the heuristics'
+/// answers: the first call is fast, the steady ones as without this. Installed on the running
+/// thread for one first run when `on` (not under TGRAPH_NO_PROVISIONAL_CHOICES=1).
+class ProvisionalChoices {
+ public:
+  explicit ProvisionalChoices(bool on);
+  ~ProvisionalChoices();
+  ProvisionalChoices(const ProvisionalChoices&) = delete;
+  ProvisionalChoices& operator=(const ProvisionalChoices&) = delete;
+  /// The one installed on this thread, or null.
+  static ProvisionalChoices* current();
+  /// A question put off, by its problem's key (one ask per key): a call that asks the library
+  /// and files its answer.
+  void put_off(const std::string& key, WarmCall ask) {
+    if (keys_.insert(key).second) asks_.push_back(std::move(ask));
+  }
+  /// The questions put off, being asked from now on up to four threads (null when none).
+  std::unique_ptr<LibraryWarmup> ask_later(int device);
+
+ private:
+  std::vector<WarmCall> asks_;
+  std::set<std::string> keys_;
+  bool on_;
+  ProvisionalChoices* saved_ = nullptr;
 };
 
 /// Warm-up calls made in this process that returned without an error (for tests).

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,11 +26,19 @@ struct Slot {
   CudnnDevice cudnn;
 };
 
+struct Slots {
+  std::mutex mu;
+  std::map<std::pair<int, int>, std::unique_ptr<Slot>> by_device_and_index;
+};
+Slots& slots() {
+  static Slots s;
+  return s;
+}
+
 Slot* slot(int device, int index) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, std::unique_ptr<Slot>> slots;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = slots[{device, index}];
+  Slots& all = slots();
+  std::lock_guard<std::mutex> lock(all.mu);
+  auto& s = all.by_device_and_index[{device, index}];
   if (!s) {
     auto fresh = std::make_unique<Slot>();
     if (cudaStreamCreateWithFlags(&fresh->stream, cudaStreamNonBlocking) != cudaSuccess) {
@@ -38,6 +49,30 @@ Slot* slot(int device, int index) {
     s = std::move(fresh);
   }
   return s.get();
+}
+
+// Warm-up threads still running, process-wide. Questions a first run put off may still be
+// asked when the program ends (one call at a new size, then exit): an exit handler waits for
+// them (up to 10 s) before the statics they use (the device's context, the threads' cuDNN
+// handles) are destroyed. Registered after those statics are made, so it runs before their
+// destructors.
+struct InFlight {
+  std::mutex mu;
+  std::condition_variable done;
+  int threads = 0;
+};
+InFlight& in_flight() {
+  static InFlight* f = [] {
+    auto* made = new InFlight;  // never destroyed: the exit handler and late threads use it
+    (void)slots();  // made first, so destroyed after the handler has waited
+    std::atexit([] {
+      InFlight& f = in_flight();
+      std::unique_lock<std::mutex> lock(f.mu);
+      f.done.wait_for(lock, std::chrono::seconds(10), [&] { return f.threads == 0; });
+    });
+    return made;
+  }();
+  return *f;
 }
 
 }  // namespace
@@ -55,8 +90,20 @@ LibraryWarmup::LibraryWarmup(std::vector<WarmCall> calls, int device) : calls_(s
   // copy: questions a first run put off outlive the run (ProvisionalChoices).
   auto switches = std::make_shared<const std::map<std::string, std::string>>(
       switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
+  InFlight& flying = in_flight();
+  {
+    std::lock_guard<std::mutex> lock(flying.mu);
+    flying.threads += n;
+  }
   for (int t = 0; t < n; ++t)
-    threads_.emplace_back([this, next, device, t, switches] {
+    threads_.emplace_back([this, next, device, t, switches, &flying] {
+      struct Landed {  // however the thread ends
+        InFlight& f;
+        ~Landed() {
+          std::lock_guard<std::mutex> lock(f.mu);
+          if (--f.threads == 0) f.done.notify_all();
+        }
+      } landed{flying};
       SwitchScope scope(*switches);
       if (cudaSetDevice(device) != cudaSuccess) {
         cudaGetLastError();

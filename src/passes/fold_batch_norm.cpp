@@ -1,6 +1,7 @@
 #include "passes/fold_batch_norm.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ const TensorData* constant_of(const GraphImpl& g, int32_t v) {
 // per-element accessors (through double) took 0.7 s for ResNet-50's filters.
 template <class T>
 TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inner) {
+  if (w.num_elements() == 0 || s.empty() || inner <= 0) return w.clone();  // nothing to scale
   TensorData out(w.shape(), w.dtype());
   const T* src = w.ptr<T>();
   T* dst = out.ptr<T>();
@@ -35,15 +37,18 @@ TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inn
   return out;
 }
 
-// What a fold of w depends on beyond w's bytes (FoldMemo's step): the axis and the batch
-// norm's parameters, by a hash of their bytes.
-std::string fold_step(const std::vector<const TensorData*>& params, double epsilon, int64_t inner) {
+// What a fold of w depends on beyond w's bytes (FoldMemo's step): w's type, the axis, epsilon
+// (its exact bits) and the batch norm's parameters, by a hash of their bytes.
+std::string fold_step(const TensorData& w, const std::vector<const TensorData*>& params, double epsilon,
+                      int64_t o_axis) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (const TensorData* t : params) {
     const auto* b = static_cast<const unsigned char*>(t->data());
     for (size_t i = 0; i < t->nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
   }
-  return "fold_batch_norm inner=" + std::to_string(inner) + " eps=" + std::to_string(epsilon) + " params=" +
+  char eps[32];
+  std::snprintf(eps, sizeof eps, "%a", epsilon);
+  return "fold_batch_norm " + w.type().str() + " axis=" + std::to_string(o_axis) + " eps=" + eps + " params=" +
          std::to_string(h);
 }
 
@@ -103,7 +108,7 @@ bool FoldBatchNorm::run(Module& m) {
     for (size_t i = static_cast<size_t>(o_axis) + 1; i < wd.size(); ++i) inner *= wd[i];
     // A dynamic executable's copy per size folds the same filters again: remembered by the
     // filters' buffer (fold_memo.h), the copies share the scaled ones.
-    const std::string step = fold_step({mean, var, gamma, beta}, nd.epsilon, inner);
+    const std::string step = fold_step(*w, {mean, var, gamma, beta}, nd.epsilon, o_axis);
     TensorData w2;
     if (!FoldMemo::get().find(*w, step, w2)) {
       w2 = dt == DType::f32 ? scaled<float>(*w, s, inner) : scaled<double>(*w, s, inner);

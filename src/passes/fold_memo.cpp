@@ -5,6 +5,22 @@
 
 namespace tg::detail {
 
+namespace {
+thread_local FoldKeep* keeping = nullptr;
+}  // namespace
+
+FoldKeep::FoldKeep() : outermost_(keeping == nullptr) {
+  if (outermost_) keeping = this;
+}
+FoldKeep::~FoldKeep() {
+  if (outermost_) keeping = nullptr;
+}
+bool FoldKeep::active() { return keeping != nullptr; }
+void FoldKeep::note(const std::shared_ptr<std::byte>& buffer) {
+  if (keeping && buffer) keeping->held_.push_back(buffer);
+}
+std::vector<std::shared_ptr<std::byte>> FoldKeep::take() { return std::move(held_); }
+
 FoldMemo& FoldMemo::get() {
   static FoldMemo memo;
   return memo;
@@ -37,6 +53,7 @@ void FoldMemo::add(const TensorData& x, const std::string& step, const TensorDat
   }
   const Origin o = origin(x);
   entries_[{o.root_ptr, o.chain + step}] = Entry{o.root, out.storage(), out.type()};
+  FoldKeep::note(out.storage());
   origins_[out.data()] = Origin{out.storage(), o.root, o.root_ptr, o.chain + step};
 }
 

@@ -7,6 +7,7 @@
 #include "ops/builder.h"
 #include "ops/infer.h"
 #include "passes/layout.h"
+#include "passes/fold_memo.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
 #include "runtime/executable_impl.h"
@@ -95,6 +96,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   impl->precision = options.precision;
   impl->switches = options.switches;
   const SwitchScope switches(impl->switches);  // the passes see them
+  FoldKeep folds;  // what the passes fold, for a dynamic executable's copies (fold_memo.h)
   impl->store = variable_store_of(source);
   Module& m = impl->module;
   impl->output_perms = prepare_module(m, source, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
@@ -104,6 +106,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   for (const Tensor& t : targets) target_ids.push_back(t.id());
   for (const Operation& op : target_ops) op_ids.push_back(op.id());
   impl->specialize = specialize_source(*impl, source, feed_ids, target_ids, op_ids, options);
+  if (impl->specialize) impl->specialize->keep_folds(folds.take());
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <thread>
 #include <tuple>
 
 namespace tg::detail {
@@ -33,11 +34,23 @@ bool is_entry_name(const std::string& name) {
 std::atomic<bool> measured{false};
 std::atomic<uint64_t> unmeasured{0};
 
+// On a thread of its own (a scan of a large directory is milliseconds, and writes are made
+// under library locks), one at a time.
+std::atomic<bool> pruning{false};
+
 void maybe_prune(const std::string& dir, size_t n) {
   const uint64_t bound = disk_cache_bound();
   if (measured.exchange(true) && unmeasured.fetch_add(n) + n < bound / 8) return;
   unmeasured.store(0);
-  disk_cache_prune(dir, bound);
+  if (pruning.exchange(true)) return;
+  try {
+    std::thread([dir, bound] {
+      disk_cache_prune(dir, bound);
+      pruning.store(false);
+    }).detach();
+  } catch (const std::exception&) {  // no thread: pruned at a later write
+    pruning.store(false);
+  }
 }
 
 }  // namespace
@@ -108,7 +121,8 @@ void disk_cache_prune(const std::string& dir, uint64_t keep_bytes) {
       if (t < stale) fs::remove(it->path(), ec);
       continue;
     }
-    const uint64_t size = it->file_size(ec);
+    // Its size on disk: whole 4 KiB blocks (a choice's ~100 bytes take one).
+    const uint64_t size = (it->file_size(ec) + 4095) / 4096 * 4096;
     if (ec) continue;
     entries.emplace_back(t, size, it->path());
     total += size;
@@ -123,6 +137,10 @@ void disk_cache_prune(const std::string& dir, uint64_t keep_bytes) {
     fs::remove(p, ec);
     total -= size;
   }
+}
+
+void disk_cache_settle() {
+  while (pruning.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 std::string disk_cache_read_keyed(const std::string& key, const std::string& ext) {

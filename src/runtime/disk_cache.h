@@ -27,10 +27,13 @@ std::string disk_cache_read_keyed(const std::string& key, const std::string& ext
 void disk_cache_write_keyed(const std::string& key, const std::string& ext, const std::string& bytes);
 
 /// Deletes the least recently used entries of `dir` (only files named as entries are, and
-/// temp files a crash left behind) until they hold at most `keep_bytes`. Writes call it when
+/// temp files a crash left behind) until they hold at most `keep_bytes` (counted in whole 4 KiB
+/// blocks, as they take the disk). Writes call it when
 /// the cache may have grown past its bound; public for the tests.
 void disk_cache_prune(const std::string& dir, uint64_t keep_bytes);
 /// The bound in bytes (TGRAPH_KERNEL_CACHE_MB, read at each call).
 uint64_t disk_cache_bound();
+/// Returns once no pruning a write started is under way (writes prune on a thread of their own).
+void disk_cache_settle();
 
 }  // namespace tg::detail

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/profile.h"
 #include "core/env.h"
+#include "passes/fold_memo.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
 #include "tgraph/executable.h"
@@ -54,11 +55,13 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   o.disable_type_inference = false;
   std::shared_ptr<ExecutableImpl> made;
   CpuProfileScope timed("new size: its copy compiled");  // TGRAPH_PROFILE
+  FoldKeep folds;  // outermost: the copy's folds stay with the source, for the next copies
   try {
     made = compile_graph(g, feeds, targets, ops, o).impl_ptr();
   } catch (const Error&) {
     made = nullptr;  // a size the graph refuses statically: the dynamic run says why
   }
+  src.keep_folds(folds.take());
   // The caller reads outputs by this executable's layouts: a specialisation that chose other
   // ones is not used.
   if (made && made->output_perms != output_perms) made = nullptr;

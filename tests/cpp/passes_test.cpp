@@ -10,6 +10,7 @@
 #include "passes/dce.h"
 #include "passes/decompose.h"
 #include "passes/fold_batch_norm.h"
+#include "passes/fold_memo.h"
 #include "ir/verifier.h"
 #include "runtime/executable_impl.h"
 #include "passes/pipeline.h"
@@ -646,6 +647,62 @@ TEST(PassFoldBatchNorm, FoldsOfOneGraphShareTheFoldedFilters) {
     for (int64_t i = 0; i < filters.num_elements(); ++i)
       EXPECT_NEAR(got.at(i), filters.at(i) * gamma.at(i % 5) / std::sqrt(var.at(i % 5) + 1e-3), 1e-5) << seed << " " << i;
   }
+}
+
+// Filters with no elements (no output channels, or no input channels) fold to filters with
+// none, no crash.
+TEST(PassFoldBatchNorm, EmptyFiltersFold) {
+  for (int64_t out : {0, 3}) {
+    const int64_t in = out == 0 ? 2 : 0;
+    Graph g;
+    Tensor x = g.placeholder({1, 4, 4, in}, f32, "x");
+    ConvDesc d;
+    d.padding = PaddingStyle::same;
+    auto c = [&](uint64_t s) { return g.constant(TensorData::uniform({out}, 0.5, 1.5, f32, s)); };
+    Tensor y = g.batch_norm(g.conv2d(x, g.constant(TensorData::zeros({3, 3, in, out})), d), c(1), c(2), c(3), c(4), 3);
+    Module m = module_of(g, {y});
+    EXPECT_TRUE(FoldBatchNorm().run(m)) << out;
+  }
+}
+
+// A fold whose result a compile leaves dead (cast and transposed after it) is redone by the next
+// copy unless something holds it: FoldKeep, which a dynamic executable's source holds
+// (runtime/specialize.cpp), keeps it for the copies.
+TEST(PassFoldBatchNorm, AKeptFoldServesTheNextCopyAfterItsFirstReaderIsGone) {
+  const TensorData filters = TensorData::uniform({3, 3, 4, 5}, -1, 1, f32, 41);
+  Graph g;
+  Tensor x = g.placeholder({2, 6, 6, 4}, f32, "x");
+  ConvDesc d;
+  d.padding = PaddingStyle::same;
+  auto stat = [&](uint64_t s, double lo, double hi) { return g.constant(TensorData::uniform({5}, lo, hi, f32, s)); };
+  Tensor y = g.batch_norm(g.conv2d(x, g.constant(filters), d), stat(42, -0.5, 0.5), stat(43, 0.5, 2.0),
+                          stat(44, 0.5, 1.5), stat(45, -0.5, 0.5), 3, 1e-3);
+  auto folded = [&] {  // one copy's folded filters, the copy then gone
+    Module m = module_of(g, {y});
+    EXPECT_TRUE(FoldBatchNorm().run(m));
+    for (const Node& n : m.graph.nodes)
+      if (n.kind == OpKind::Conv2d) {  // the new convolution (the old one reads `filters`)
+        const TensorData& w = m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)].data;
+        if (w.storage() != filters.storage()) return std::weak_ptr<std::byte>(w.storage());
+      }
+    ADD_FAILURE() << "no folded filters";
+    return std::weak_ptr<std::byte>();
+  };
+  {
+    FoldKeep keep;
+    const std::weak_ptr<std::byte> first = folded();
+    ASSERT_FALSE(first.expired());  // held by `keep` alone
+    EXPECT_EQ(folded().lock(), first.lock());
+  }
+  const std::weak_ptr<std::byte> unkept = folded();
+  EXPECT_TRUE(unkept.expired());  // nothing held it: the next copy folds again
+  // A dynamic executable's source holds its compile's folds; a static one keeps none.
+  Tensor xd = g.placeholder({-1, 6, 6, 4}, f32, "xd");
+  Tensor yd = g.batch_norm(g.conv2d(xd, g.constant(filters), d), stat(46, -0.5, 0.5), stat(47, 0.5, 2.0),
+                           stat(48, 0.5, 1.5), stat(49, -0.5, 0.5), 3, 1e-3);
+  Executable e = g.compile({{xd, xd.type()}}, {yd}, {}, {.device = Device::cpu()});
+  ASSERT_TRUE(e.impl().specialize);
+  EXPECT_FALSE(e.impl().specialize->folds.empty());
 }
 
 // The exact GELU spelled in arithmetic (torch.onnx's x * (1 + erf(x / sqrt 2)) * 0.5, Hugging

@@ -385,6 +385,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
+  if (st.asking) {  // put-off library questions (ProvisionalChoices) answered first
+    st.asking->wait();
+    st.asking.reset();
+  }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {
@@ -502,7 +506,8 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   ++st.uncaptured;
   // The first run takes other sizes' library choices whose kernels are loaded where it has none
   // for its own, and asks the libraries after it (library_warmup.h).
-  ProvisionalChoices provisional(!st.prefetched);
+  std::optional<ProvisionalChoices> provisional;
+  provisional.emplace(!st.prefetched);
   if (!st.prefetched) {
     st.prefetched = true;
     // Only head starts: a library call the warm-up did not make, or a kernel the prefetch did
@@ -565,7 +570,12 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     });
   }
   r.block(0);
-  st.asking = provisional.ask_later(r.ctx.index());
+  try {
+    st.asking = provisional->ask_later(r.ctx.index());
+  } catch (const std::exception&) {  // no thread to ask on: the next run asks at its turn
+    st.asking.reset();
+  }
+  provisional.reset();  // the capture below (if any) must never take a provisional choice
   r.donated.reset();  // what follows (the outputs' copies) the caller keeps: pool memory
   if (r.trace) {
     r.trace->close();
@@ -583,7 +593,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     publish(exe, st, r.pending);  // the new values stay on the device until read
   }
   if (!synced && !st.is_warm(in_types)) st.warm.push_back(in_types);
-  if (try_capture && !synced && !all_lent && !inputs.defer_capture) {
+  // Not while library questions are being asked (ProvisionalChoices): the next run waits for
+  // their answers and captures with them.
+  if (try_capture && !synced && !all_lent && !inputs.defer_capture && !st.asking) {
     // This run's values go first (the variables' old values it kept for a failed run, its new
     // ones, now published, and whatever its slots still hold): the capture's memory would
     // otherwise be allocated beside them.
@@ -801,6 +813,10 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
+  if (st.asking) {  // put-off library questions (ProvisionalChoices) answered first
+    st.asking->wait();
+    st.asking.reset();
+  }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {
@@ -821,8 +837,14 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
 
 std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                       int iters) {
-  exe.run_cuda(inputs);  // records, then captures
+  exe.run_cuda(inputs);  // records, then captures (the next run does, while questions are asked)
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  bool again = false;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    again = !st.captured && !st.capture_failed;
+  }
+  if (again) exe.run_cuda(inputs);
   std::lock_guard<std::mutex> lock(st.mu);
   if (!st.captured) throw Error("[bench] the run was not captured into a CUDA graph: " + st.capture_error);
   cudaStream_t stream = DeviceContext::get(exe.device.index).stream();

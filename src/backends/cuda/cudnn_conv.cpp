@@ -61,26 +61,25 @@ struct Choice {
   size_t workspace = 0;
 };
 
-std::mutex& cache_mutex() {
-  static std::mutex mu;
-  return mu;
+// The process's choices. Never destroyed: warm-up threads asking put-off questions
+// (ProvisionalChoices) may still use them while the program exits.
+struct Choices {
+  std::mutex mu;
+  std::map<std::string, Choice> by_problem;                          // by device and problem
+  std::map<std::string, std::map<int64_t, Choice>> by_family;        // by device and problem
+                                                                     // without the batch, then batch
+  std::set<std::string> ran;  // the algorithms (with their math) that ran, by family: kernels loaded
+  std::set<std::string> no_reuse;  // problems a reused choice (disk, family) was declined for
+};
+Choices& choices() {
+  static Choices* c = new Choices;
+  return *c;
 }
-std::map<std::string, Choice>& cache() {  // by device and problem
-  static std::map<std::string, Choice> c;
-  return c;
-}
-// By device and problem without the batch, then by batch size.
-std::map<std::string, std::map<int64_t, Choice>>& families() {
-  static std::map<std::string, std::map<int64_t, Choice>> c;
-  return c;
-}
-
-// The algorithms (with their math) that ran in this process, by family: their kernels are
-// loaded. Under cache_mutex.
-std::set<std::string>& ran() {
-  static std::set<std::string> r;
-  return r;
-}
+std::mutex& cache_mutex() { return choices().mu; }
+std::map<std::string, Choice>& cache() { return choices().by_problem; }
+std::map<std::string, std::map<int64_t, Choice>>& families() { return choices().by_family; }
+// Under cache_mutex.
+std::set<std::string>& ran() { return choices().ran; }
 std::string ran_key(const std::string& family, const Choice& c) {
   return family + "|" + std::to_string(c.algo) + "|" + std::to_string(static_cast<int>(c.math));
 }
@@ -132,9 +131,10 @@ void adopt(const std::string& key, const Choice& choice) {
 std::string disk_key(const std::string& saved) { return env_flag("TGRAPH_CUDNN_FIND") ? saved + "|find" : saved; }
 
 // The choice this process already has for a problem: its own (`exact`, declined ones too), or
-// one an earlier process chose on this machine (the disk cache), else the one made at the
-// nearest batch size of its family (nearest_batch), unless TGRAPH_CUDNN_FIND or
-// TGRAPH_CUDNN_PER_BATCH asks every batch. Under cache_mutex.
+// to reuse (its workspace asked again: another GPU of the same architecture may differ) the one
+// an earlier process chose on this machine (the disk cache), else the one made at the nearest
+// batch size of its family (nearest_batch), unless TGRAPH_CUDNN_FIND or TGRAPH_CUDNN_PER_BATCH
+// asks every batch, or a reused choice was declined for this problem. Under cache_mutex.
 Choice known_choice(const std::string& key, const std::string& saved, const std::string& family, int64_t batch,
                     bool& exact) {
   exact = false;
@@ -142,10 +142,10 @@ Choice known_choice(const std::string& key, const std::string& saved, const std:
     exact = true;
     return it->second;
   }
+  if (choices().no_reuse.count(key)) return {};
   if (const Choice c = parse_choice(library_choice_from_disk(disk_key(saved))); c.ok) {
     if (profiling_first_runs()) cpu_profile_add("cuda first run: convolution: cuDNN choice read from the disk cache", 0.0);
-    adopt(key, c);
-    exact = true;
+    families()[family].try_emplace(batch, c);  // this batch size's own answer, for other sizes to reuse
     return c;
   }
   if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
@@ -537,7 +537,9 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       });
     }
   }
+  bool asked = false;  // the heuristics (or Find) chose it in this call
   if (!cached) {
+    asked = true;
     std::optional<CpuProfileScope> timed;
     if (profiling_first_runs()) timed.emplace("cuda first run: convolution: cuDNN heuristics asked");
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -628,10 +630,16 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       break;
   }
   if (cudnn_declines(s)) {
-    // Nothing was written to the output: remember (unless the choice was provisional: the
-    // heuristics have yet to answer) and let the caller fall back.
+    // Nothing was written to the output: let the caller fall back. A choice the heuristics made
+    // is remembered as declined; a reused one (disk, another batch size) is forgotten and the
+    // heuristics asked next time; a provisional one is answered after the run anyway.
     std::lock_guard<std::mutex> cl(cache_mutex());
-    if (!provisional) cache()[key] = Choice{};
+    if (asked) {
+      cache()[key] = Choice{};
+    } else if (!provisional) {
+      cache().erase(key);
+      choices().no_reuse.insert(key);
+    }
     return false;
   }
   cudnn_check(s, "cudnnConvolution (forward / backward)");

@@ -11,13 +11,14 @@
 namespace tg::detail {
 
 std::string library_signature(int device) {
-  static std::mutex mu;
-  static std::map<int, std::string> made;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = made.find(device);
-  if (it != made.end()) return it->second;
+  // Never destroyed (warm-up threads may ask while the program exits: library_warmup.h).
+  static auto* mu = new std::mutex;
+  static auto* made = new std::map<int, std::string>;
+  std::lock_guard<std::mutex> lock(*mu);
+  auto it = made->find(device);
+  if (it != made->end()) return it->second;
   const auto [major, minor] = nvrtc_arch(device);
-  return made[device] = "cudnn" + std::to_string(cudnnGetVersion()) + ".cublasLt" +
+  return (*made)[device] = "cudnn" + std::to_string(cudnnGetVersion()) + ".cublasLt" +
                         std::to_string(cublasLtGetVersion()) + ".sm" + std::to_string(major) + std::to_string(minor);
 }
 

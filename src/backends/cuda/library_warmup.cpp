@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <thread>
 #include <memory>
 #include <mutex>
 
@@ -52,27 +54,64 @@ Slot* slot(int device, int index) {
 }
 
 // Warm-up threads still running, process-wide. Questions a first run put off may still be
-// asked when the program ends (one call at a new size, then exit): an exit handler waits for
-// them (up to 10 s) before the statics they use (the device's context, the threads' cuDNN
-// handles) are destroyed. Registered after those statics are made, so it runs before their
-// destructors.
+// asked when the program ends (one call at a new size, then exit): an exit handler stops the
+// calls not yet begun and waits (10 s at most) for those under way, before the statics they
+// use are destroyed. A handler runs before the destructors of statics made before it was
+// registered, so one is registered each time questions are put off (wait_at_exit), after the
+// run that put them off made what they use (the choices' statics are never destroyed anyway).
 struct InFlight {
   std::mutex mu;
   std::condition_variable done;
   int threads = 0;
+  std::atomic<bool> exiting{false};
 };
 InFlight& in_flight() {
-  static InFlight* f = [] {
-    auto* made = new InFlight;  // never destroyed: the exit handler and late threads use it
-    (void)slots();  // made first, so destroyed after the handler has waited
-    std::atexit([] {
-      InFlight& f = in_flight();
-      std::unique_lock<std::mutex> lock(f.mu);
-      f.done.wait_for(lock, std::chrono::seconds(10), [&] { return f.threads == 0; });
-    });
-    return made;
-  }();
+  static InFlight* f = new InFlight;  // never destroyed: exit handlers and late threads use it
   return *f;
+}
+
+void wait_at_exit() {
+  (void)slots();
+  std::atexit([] {
+    InFlight& f = in_flight();
+    f.exiting = true;
+    std::unique_lock<std::mutex> lock(f.mu);
+    f.done.wait_for(lock, std::chrono::seconds(10), [&] { return f.threads == 0; });
+  });
+}
+
+// A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
+// turn, in slot t's stream and cuDNN handle, counted in flight until it ends.
+std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_ptr<std::atomic<size_t>> next,
+                        int device, std::shared_ptr<const std::map<std::string, std::string>> switches) {
+  InFlight& flying = in_flight();
+  return std::thread([calls, next, device, t, switches, &flying] {
+      struct Landed {  // however the thread ends
+        InFlight& f;
+        ~Landed() {
+          std::lock_guard<std::mutex> lock(f.mu);
+          if (--f.threads == 0) f.done.notify_all();
+        }
+      } landed{flying};
+      SwitchScope scope(*switches);
+      if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+      }
+      Slot* s = slot(device, t);
+      if (!s) return;
+      cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
+      for (size_t i; !flying.exiting && (i = next->fetch_add(1)) < calls->size();) {
+        try {
+          (*calls)[i](s->stream);
+          ++calls_made;
+        } catch (...) {  // only a head start: the run makes this call itself
+          cudaGetLastError();
+        }
+      }
+      if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
+      cudnn_thread_handle() = CudnnThreadHandle{};
+  });
 }
 
 }  // namespace
@@ -91,38 +130,20 @@ LibraryWarmup::LibraryWarmup(std::vector<WarmCall> calls, int device) : calls_(s
   auto switches = std::make_shared<const std::map<std::string, std::string>>(
       switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
   InFlight& flying = in_flight();
-  {
-    std::lock_guard<std::mutex> lock(flying.mu);
-    flying.threads += n;
+  threads_.reserve(static_cast<size_t>(n));  // a push_back never reallocates (a thread lost)
+  for (int t = 0; t < n; ++t) {
+    {
+      std::lock_guard<std::mutex> lock(flying.mu);
+      ++flying.threads;
+    }
+    try {
+      threads_.push_back(warm_thread(&calls_, t, next, device, switches));
+    } catch (...) {  // no thread: the calls not taken are made by the run itself
+      std::lock_guard<std::mutex> lock(flying.mu);
+      if (--flying.threads == 0) flying.done.notify_all();
+      break;
+    }
   }
-  for (int t = 0; t < n; ++t)
-    threads_.emplace_back([this, next, device, t, switches, &flying] {
-      struct Landed {  // however the thread ends
-        InFlight& f;
-        ~Landed() {
-          std::lock_guard<std::mutex> lock(f.mu);
-          if (--f.threads == 0) f.done.notify_all();
-        }
-      } landed{flying};
-      SwitchScope scope(*switches);
-      if (cudaSetDevice(device) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-      }
-      Slot* s = slot(device, t);
-      if (!s) return;
-      cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
-      for (size_t i; (i = next->fetch_add(1)) < calls_.size();) {
-        try {
-          calls_[i](s->stream);
-          ++calls_made;
-        } catch (...) {  // only a head start: the run makes this call itself
-          cudaGetLastError();
-        }
-      }
-      if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
-      cudnn_thread_handle() = CudnnThreadHandle{};
-    });
 }
 
 void LibraryWarmup::wait() {
@@ -150,6 +171,7 @@ ProvisionalChoices* ProvisionalChoices::current() { return installed; }
 
 std::unique_ptr<LibraryWarmup> ProvisionalChoices::ask_later(int device) {
   if (asks_.empty()) return nullptr;
+  wait_at_exit();
   return std::make_unique<LibraryWarmup>(std::move(asks_), device);
 }
 

@@ -138,9 +138,16 @@ Plan make_plan(const MatmulShape& s, const void* bias, const void* aux, DeviceCo
     set_batch(p.lb, s.batch, s.stride_a);
     set_batch(p.lc, s.batch, s.m * s.n);
   }
+  // A saved algorithm (a loaded executable's, the disk cache's) is checked against this
+  // problem first: one this cuBLASLt does not take for it is asked for again.
   if (saved && saved->found) {
-    p.algo = saved->algo;
-    return p;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(ctx.cublaslt()), p.desc, p.la, p.lb, p.lc, p.lc,
+                                &saved->algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= ctx.workspace_bytes()) {
+      p.algo = saved->algo;
+      return p;
+    }
   }
   cublasLtMatmulPreference_t pref;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -338,7 +345,9 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
         timed.emplace(known ? "cuda first run: matmul: cuBLASLt saved algorithm taken"
                             : "cuda first run: matmul: cuBLASLt heuristic asked");
       it = plans().emplace(key, make_plan(s, bias, aux, ctx, known)).first;
-      if (!known) library_choice_to_disk(saved_key(key), saved_text(it->second));
+      // Filed when the heuristic found one (an epilogue refused may be this call's pointers'
+      // alignment: the next process asks again).
+      if (!known && it->second.found) library_choice_to_disk(saved_key(key), saved_text(it->second));
     }
     p = it->second;
   }

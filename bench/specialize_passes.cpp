@@ -1,0 +1,98 @@
+// A new size's copy compile (issue 22) through the CUDA backend's passes, on any machine: a
+// ResNet-50 as torch.export hands it over (NCHW, OIHW filters and inference batch norms as
+// constants, dynamic batch), compiled first at one batch size, then at others as a dynamic
+// executable's per-size copies are (runtime/specialize.cpp: the source graph again, feeds typed
+// with the size), with the pass pipeline the CUDA backend asks for (decomposition, f16 autocast,
+// channels-last, space-to-depth). Runs no kernel. Prints each compile's time; TGRAPH_PROFILE=1
+// adds the time per pass.
+// Usage: bench_specialize_passes [precision f16|bf16|f32] [batches 32,1,7,64]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <tgraph/tgraph.h>
+
+#include "backends/cpu/profile.h"
+#include "passes/fold_memo.h"
+#include "passes/module.h"
+#include "passes/pipeline.h"
+
+namespace {
+
+struct Builder {
+  tg::Graph& g;
+  uint64_t seed = 1;
+  tg::Tensor constant(tg::Shape s, double lo, double hi) {
+    return g.constant(tg::TensorData::uniform(std::move(s), lo, hi, tg::f32, seed++));
+  }
+  tg::Tensor conv_bn(tg::Tensor x, int64_t k, int64_t out, int64_t stride, bool relu) {
+    const int64_t in = x.shape()[1];
+    tg::ConvDesc d;
+    d.stride = {stride, stride};
+    d.explicit_padding = {k / 2, k / 2, k / 2, k / 2};
+    d.data_layout = tg::Layout::nchw;
+    d.weights_layout = tg::Layout::oihw;
+    tg::Tensor y = g.conv2d(x, constant({out, in, k, k}, -0.1, 0.1), d);
+    y = g.batch_norm(y, constant({out}, -0.1, 0.1), constant({out}, 0.5, 1.5), constant({out}, 0.5, 1.5),
+                     constant({out}, -0.1, 0.1), 1, 1e-5);
+    return relu ? g.relu(y) : y;
+  }
+  tg::Tensor bottleneck(tg::Tensor x, int64_t width, int64_t stride) {
+    const int64_t out = width * 4;
+    tg::Tensor skip = (x.shape()[1] != out || stride != 1) ? conv_bn(x, 1, out, stride, false) : x;
+    tg::Tensor y = conv_bn(x, 1, width, 1, true);
+    y = conv_bn(y, 3, width, stride, true);
+    y = conv_bn(y, 1, out, 1, false);
+    return g.relu(g.add(y, skip));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string precision = argc > 1 ? argv[1] : "f16";
+  std::vector<int64_t> batches;
+  std::istringstream list(argc > 2 ? argv[2] : "32,1,7,64");
+  for (std::string b; std::getline(list, b, ',');) batches.push_back(std::atoll(b.c_str()));
+  tg::Graph g;
+  Builder b{g};
+  tg::Tensor x = g.placeholder({-1, 3, 224, 224}, tg::f32, "images");
+  tg::Tensor y = b.conv_bn(x, 7, 64, 2, true);
+  tg::PoolDesc pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.explicit_padding = {1, 1, 1, 1};
+  pool.data_layout = tg::Layout::nchw;
+  y = g.max_pool2d(y, pool);
+  const int64_t blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512};
+  for (int s = 0; s < 4; ++s)
+    for (int64_t i = 0; i < blocks[s]; ++i) y = b.bottleneck(y, widths[s], (i == 0 && s > 0) ? 2 : 1);
+  y = g.reduce_mean(y, {2, 3});
+  y = g.add(g.matmul(y, b.constant({2048, 1000}, -0.05, 0.05)), b.constant({1000}, -0.1, 0.1));
+  tg::detail::PipelineOptions o;
+  o.decompose_composites = true;
+  o.precision = precision == "bf16" ? tg::Precision::bf16 : precision == "f32" ? tg::Precision::f32 : tg::Precision::f16;
+  o.channels_last = true;
+  o.space_to_depth = true;
+  std::vector<tg::detail::Module> keep;  // the copies stay alive, as a dynamic executable's do
+  tg::detail::FoldKeep folds;            // and what they fold, as its source holds it
+  for (int64_t batch : batches) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tg::detail::Module m;
+    m.graph = g.impl();
+    m.graph.values[static_cast<size_t>(x.id())].type = tg::TensorType{tg::Shape{batch, 3, 224, 224}, tg::f32};
+    m.feeds.push_back(x.id());
+    m.targets.push_back(y.id());
+    tg::detail::reinfer(m.graph);
+    tg::detail::run_pipeline(m, o);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("batch %lld (%s): compiled in %.1f ms, %zu nodes\n", static_cast<long long>(batch), precision.c_str(),
+                ms, m.graph.nodes.size());
+    keep.push_back(std::move(m));
+    tg::detail::cpu_profile_flush("batch " + std::to_string(batch));
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Every figure issue 22 names, on the GPU machine, in one run (~8 min), into one log:
+#   TG_PY=1 TG_EXTRA="tgraph_gpu_tests" OUT=$OUT scripts/device-train.sh 'OUT=$OUT bench/issue22_figures.sh'
+# (device-train.sh builds bench_train_resnet, the GPU tests and the Python module first).
+# Caches: fresh TGRAPH_CACHE_DIR / CUDA_CACHE_PATH per part, so "cold" means a machine that
+# never compiled these shapes; "warm" parts reuse the part's own cache in a second process.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+LOG=$OUT/issue22.txt
+export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench
+fresh() { export TGRAPH_CACHE_DIR=$OUT/cache_$1 CUDA_CACHE_PATH=$OUT/cudacache_$1; rm -rf "$TGRAPH_CACHE_DIR" "$CUDA_CACHE_PATH"; }
+part() { echo; echo "=== $* ($(date +%T))"; }
+{
+  part "CUDA's start, step by step (three fresh processes, then two that import torch first)"
+  for a in "" "" "" torch torch; do python3 bench/cuda_start.py $a; done
+
+  part "GPU tests: library plans, attention, convolutions, executor; then test_cuda.py"
+  fresh tests
+  build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*' 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran"
+  (cd build-gpu && timeout 400 python3 -m pytest -q -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -5)
+
+  part "ResNet-50 f16 new sizes' first calls: cold machine, then a second process (profiled, then timed)"
+  fresh rn
+  for i in 1 2; do
+    echo "-- process $i (TGRAPH_PROFILE=first)"
+    TGRAPH_PROFILE=first timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls \
+      --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| |heuristics|another batch|disk cache|made ahead|copy compiled"
+  done
+  fresh rn_timed
+  echo "-- unprofiled, cold"
+  timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
+
+  part "BERT-base f16 new sizes' first calls: cold machine, then a second process"
+  fresh bert
+  for i in 1 2; do
+    echo "-- process $i"
+    timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\| "
+  done
+
+  part "BERT-base f16 .tgx loaded and first-run in a fresh process"
+  fresh load
+  timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 | head -30
+
+  part "ResNet-50 bf16 training step, batch 128: saved, then loaded and first-run in a fresh process"
+  fresh train
+  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -2
+  rm -rf "$TGRAPH_CACHE_DIR"
+  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -3; done
+  rm -f "$OUT/rn.tgx"
+} > "$LOG" 2>&1
+rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
+tail -c 2000 "$LOG"

@@ -55,13 +55,16 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   o.disable_type_inference = false;
   std::shared_ptr<ExecutableImpl> made;
   CpuProfileScope timed("new size: its copy compiled");  // TGRAPH_PROFILE
-  FoldKeep folds;  // outermost: the copy's folds stay with the source, for the next copies
+  // Outermost: the copy's folds stay with the source for the next copies — the first copy's
+  // only (a loaded executable's; a compiled one kept its own compile's), so sizes met later
+  // (folds of a size's own, a position table's slice) do not accumulate.
+  FoldKeep folds;
   try {
     made = compile_graph(g, feeds, targets, ops, o).impl_ptr();
   } catch (const Error&) {
     made = nullptr;  // a size the graph refuses statically: the dynamic run says why
   }
-  src.keep_folds(folds.take());
+  if (src.folds_empty()) src.keep_folds(folds.take());
   // The caller reads outputs by this executable's layouts: a specialisation that chose other
   // ones is not used.
   if (made && made->output_perms != output_perms) made = nullptr;

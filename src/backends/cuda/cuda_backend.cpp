@@ -2,6 +2,8 @@
 // (op by op, then captured CUDA graphs); loads hand the file's cubins to NVRTC's cache.
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "backends/cuda/attention_lowering.h"
 #include "backends/cuda/cuda_info.h"
@@ -81,10 +83,30 @@ class CudaBackend final : public Backend {
                    "again on first use\n",
                    path.c_str(), other, other_major, other_minor, major, minor);
   }
+  // cuDNN's handle on a thread of its own beside the device's context, stream, pool and
+  // cuBLASLt handle: each library loads its own code at its first handle (tens of ms), and only
+  // the context is shared (the second to ask waits for it).
   void warm_up(int index) const override {
     if (index < 0 || index >= device_count()) return;  // load's device check says why
-    DeviceContext::get(index);
-    (void)cudnn_device(index);
+    std::optional<std::thread> cudnn;
+    try {
+      cudnn.emplace([index] {
+        try {
+          (void)cudnn_device(index);
+        } catch (...) {  // made (or its error reported) where it is first used
+          cudaGetLastError();
+        }
+      });
+    } catch (const std::exception&) {  // no thread: made below, in turn
+    }
+    try {
+      DeviceContext::get(index);
+    } catch (...) {
+      if (cudnn) cudnn->join();
+      throw;
+    }
+    if (cudnn) cudnn->join();
+    else (void)cudnn_device(index);
   }
   bool device_code_ready(DeviceCode::Kernel& k) const override {
     if (!k.cubin.empty()) return true;

@@ -114,6 +114,7 @@ bool FoldBatchNorm::run(Module& m) {
       w2 = dt == DType::f32 ? scaled<float>(*w, s, inner) : scaled<double>(*w, s, inner);
       FoldMemo::get().add(*w, step, w2);
     }
+    FoldKeep::note(w2.storage());  // kept by a dynamic executable for its copies (fold_memo.h)
     TensorData b(Shape{C}, dt);
     for (int64_t c = 0; c < C; ++c) b.set(c, bias[static_cast<size_t>(c)]);
 

@@ -53,7 +53,6 @@ void FoldMemo::add(const TensorData& x, const std::string& step, const TensorDat
   }
   const Origin o = origin(x);
   entries_[{o.root_ptr, o.chain + step}] = Entry{o.root, out.storage(), out.type()};
-  FoldKeep::note(out.storage());
   origins_[out.data()] = Origin{out.storage(), o.root, o.root_ptr, o.chain + step};
 }
 

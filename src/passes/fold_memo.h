@@ -21,13 +21,14 @@
 
 namespace tg::detail {
 
-/// While alive on a thread, the buffers FoldMemo::add records (folded weights and the
-/// intermediates of their chains: a batch norm folded in f32, then cast, then transposed) are
-/// also held here. The memo holds results weakly, so an intermediate a compile leaves dead is
-/// freed and the next per-size copy would fold it again (a ResNet-50's batch norms: 26-75 ms a
-/// copy on 2 cores); a dynamic executable takes what its compiles collected into its source
-/// (runtime/specialize.cpp) and keeps it as long as it can compile copies. Nests: only the
-/// outermost collects.
+/// While alive on a thread, the costly folds a compile makes or finds in the memo (a batch
+/// norm folded into its filters: fold_batch_norm.cpp notes them) are also held here. The memo
+/// holds results weakly, so a fold a compile leaves dead (the folded f32 filters, cast and
+/// transposed after) is freed and the next per-size copy would fold it again (ResNet-50's batch
+/// norms: 26-75 ms a copy on 2 cores); a dynamic executable takes what its compile collected
+/// into its source (runtime/specialize.cpp) and keeps it as long as it can compile copies.
+/// Cheap folds (a weight's cast or transpose) are not held: done again per copy, their final
+/// results shared through the memo anyway. Nests: only the outermost collects.
 class FoldKeep {
  public:
   FoldKeep();
@@ -36,7 +37,7 @@ class FoldKeep {
   FoldKeep& operator=(const FoldKeep&) = delete;
   /// Whether one collects on this thread.
   static bool active();
-  /// Adds a buffer to this thread's collection, if one is active.
+  /// Adds a buffer to this thread's collection, if one is active (a fold made, or found).
   static void note(const std::shared_ptr<std::byte>& buffer);
   /// The buffers collected so far (this one's, empty when it is not the outermost).
   std::vector<std::shared_ptr<std::byte>> take();

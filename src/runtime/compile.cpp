@@ -2,6 +2,7 @@
 // pipeline, plan buffers, and wrap the result in an Executable.
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "core/env.h"
 #include "ops/builder.h"
@@ -96,7 +97,10 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   impl->precision = options.precision;
   impl->switches = options.switches;
   const SwitchScope switches(impl->switches);  // the passes see them
-  FoldKeep folds;  // what the passes fold, for a dynamic executable's copies (fold_memo.h)
+  // What the passes fold, for a dynamic executable's copies (fold_memo.h).
+  std::optional<FoldKeep> folds;
+  for (const auto& [t, type] : feeds)
+    if (!type.shape.is_static() && !folds && !env_flag("TGRAPH_NO_SPECIALIZE")) folds.emplace();
   impl->store = variable_store_of(source);
   Module& m = impl->module;
   impl->output_perms = prepare_module(m, source, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
@@ -106,7 +110,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   for (const Tensor& t : targets) target_ids.push_back(t.id());
   for (const Operation& op : target_ops) op_ids.push_back(op.id());
   impl->specialize = specialize_source(*impl, source, feed_ids, target_ids, op_ids, options);
-  if (impl->specialize) impl->specialize->keep_folds(folds.take());
+  if (impl->specialize && folds) impl->specialize->keep_folds(folds->take());
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -39,10 +39,10 @@ std::atomic<uint64_t> unmeasured{0};
 std::atomic<bool> pruning{false};
 
 void maybe_prune(const std::string& dir, size_t n) {
-  const uint64_t bound = disk_cache_bound();
-  if (measured.exchange(true) && unmeasured.fetch_add(n) + n < bound / 8) return;
+  const uint64_t bound = disk_cache_bound(), blocks = (n + 4095) / 4096 * 4096;  // as pruning counts
+  if (measured.exchange(true) && unmeasured.fetch_add(blocks) + blocks < bound / 8) return;
+  if (pruning.exchange(true)) return;  // the next write measures again
   unmeasured.store(0);
-  if (pruning.exchange(true)) return;
   try {
     std::thread([dir, bound] {
       disk_cache_prune(dir, bound);

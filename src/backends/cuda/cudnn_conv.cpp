@@ -389,7 +389,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     bool exact = false;
     const Choice c = known_choice(key, saved, family, xd[0], exact);
     *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c)));
-    if (*cold && !exact && !c.ok && ProvisionalChoices::current()) *cold = !provisional_choice(family, xd[0]).ok;
+    if (*cold && !exact && !c.ok && ProvisionalChoices::current() && !choices().no_reuse.count(key))
+      *cold = !provisional_choice(family, xd[0]).ok;
     return false;
   }
 
@@ -499,10 +500,17 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   bool provisional = false;
   ProvisionalChoices* later = ProvisionalChoices::current();
   if (!cached && later) {
+    // Never into a graph being captured (a caller capturing the run's stream): that graph
+    // would keep the provisional choice.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+      cudaGetLastError();
+      capturing = cudaStreamCaptureStatusActive;
+    }
     Choice any;
-    {
+    if (capturing == cudaStreamCaptureStatusNone) {
       std::lock_guard<std::mutex> cl(cache_mutex());
-      any = provisional_choice(family, xd[0]);
+      if (!choices().no_reuse.count(key)) any = provisional_choice(family, xd[0]);
     }
     size_t ws = 0, free_b = 0, total_b = 0, operands = 0;
     std::vector<TensorType> ti, to;
@@ -636,9 +644,14 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     std::lock_guard<std::mutex> cl(cache_mutex());
     if (asked) {
       cache()[key] = Choice{};
-    } else if (!provisional) {
-      cache().erase(key);
+    } else {  // reused or provisional: not this problem's, nor (for its size) its family's
+      if (!provisional) cache().erase(key);
       choices().no_reuse.insert(key);
+      auto f = families().find(family);
+      if (f != families().end()) {
+        auto b = f->second.find(xd[0]);
+        if (b != f->second.end() && b->second.algo == choice.algo && b->second.math == choice.math) f->second.erase(b);
+      }
     }
     return false;
   }

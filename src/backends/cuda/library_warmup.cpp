@@ -1,15 +1,17 @@
 #include "backends/cuda/library_warmup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
-#include <string>
-#include <thread>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "backends/cuda/cudnn_util.h"
 #include "core/env.h"
@@ -59,11 +61,17 @@ Slot* slot(int device, int index) {
 // use are destroyed. A handler runs before the destructors of statics made before it was
 // registered, so one is registered each time questions are put off (wait_at_exit), after the
 // run that put them off made what they use (the choices' statics are never destroyed anyway).
+// The handlers share one deadline (the first to run sets it) and wait only in the process
+// that registered them (a forked child inherits the count, not the threads); at most 64 are
+// registered (a server meeting many sizes), the later batches relying on the earlier ones.
 struct InFlight {
   std::mutex mu;
   std::condition_variable done;
   int threads = 0;
   std::atomic<bool> exiting{false};
+  std::chrono::steady_clock::time_point deadline{};
+  int handlers = 0;
+  pid_t pid = 0;
 };
 InFlight& in_flight() {
   static InFlight* f = new InFlight;  // never destroyed: exit handlers and late threads use it
@@ -72,11 +80,21 @@ InFlight& in_flight() {
 
 void wait_at_exit() {
   (void)slots();
+  InFlight& f = in_flight();
+  {
+    std::lock_guard<std::mutex> lock(f.mu);
+    if (f.handlers >= 64) return;
+    ++f.handlers;
+    f.pid = ::getpid();
+  }
   std::atexit([] {
     InFlight& f = in_flight();
+    if (f.pid != ::getpid()) return;
     f.exiting = true;
     std::unique_lock<std::mutex> lock(f.mu);
-    f.done.wait_for(lock, std::chrono::seconds(10), [&] { return f.threads == 0; });
+    if (f.deadline == std::chrono::steady_clock::time_point{})
+      f.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    f.done.wait_until(lock, f.deadline, [&] { return f.threads == 0; });
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -335,23 +336,27 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
       made_now = true;
       // A choice saved with a loaded executable, or made by an earlier process on this machine
       // (the disk cache), else the heuristic's, written to the disk cache.
+      // A refusal ("0") is never taken from either: an epilogue refused may have been the
+      // first call's pointers' alignment.
       auto sv = saved_plans().find(key);
       Saved from_disk;
       const Saved* known = sv != saved_plans().end() ? &sv->second
                            : parse_saved(library_choice_from_disk(saved_key(key)), from_disk) ? &from_disk
                                                                                                : nullptr;
+      if (known && !known->found) known = nullptr;
       std::optional<CpuProfileScope> timed;
       if (profiling_first_runs())
         timed.emplace(known ? "cuda first run: matmul: cuBLASLt saved algorithm taken"
                             : "cuda first run: matmul: cuBLASLt heuristic asked");
       it = plans().emplace(key, make_plan(s, bias, aux, ctx, known)).first;
-      // Filed when the heuristic found one (an epilogue refused may be this call's pointers'
-      // alignment: the next process asks again).
-      if (!known && it->second.found) library_choice_to_disk(saved_key(key), saved_text(it->second));
+      // Filed when the heuristic found one: asked (nothing known, or what was known failed
+      // cublasLtMatmulAlgoCheck in make_plan and was replaced).
+      const bool replaced = known && std::memcmp(&known->algo, &it->second.algo, sizeof known->algo) != 0;
+      if ((!known || replaced) && it->second.found) library_choice_to_disk(saved_key(key), saved_text(it->second));
     }
     p = it->second;
   }
-  if (current_device_code()) record_library_plan(saved_key(key), saved_text(p));  // a run being saved
+  if (current_device_code() && p.found) record_library_plan(saved_key(key), saved_text(p));  // a run being saved
   if (!p.found) return false;
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
   // A plan's first launch in this process loads its kernel (unless a warm-up did).

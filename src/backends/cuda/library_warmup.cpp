@@ -61,6 +61,8 @@ Slot* slot(int device, int index) {
 // use are destroyed. A handler runs before the destructors of statics made before it was
 // registered, so one is registered each time questions are put off (wait_at_exit), after the
 // run that put them off made what they use (the choices' statics are never destroyed anyway).
+// Not covered: a static that cuDNN itself first makes inside a put-off query (a sub-library it
+// loads lazily), if the program exits within the few tens of milliseconds the queries take.
 // The handlers share one deadline (the first to run sets it) and wait only in the process
 // that registered them (a forked child inherits the count, not the threads); at most 64 are
 // registered (a server meeting many sizes), the later batches relying on the earlier ones.

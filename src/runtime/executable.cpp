@@ -249,10 +249,13 @@ Executable Executable::load(const std::string& path) {
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
   const Backend& backend = backend_for(impl->device.kind, "[load] " + path + " was compiled for " + impl->device.str() + ";");
   {
+    // The device checked and the file's device code and library choices handed over while the
+    // warm-up thread still starts the device: the libraries' first calls (a loaded BERT's
+    // matmuls load their kernels) begin beside it.
     detail::CpuProfileScope timed("load: backend (device start-up waited for, device check, kernels handed over)");
-    warm.join();
     backend.check_device(impl->device, impl->precision, "[load] " + path + ":");
     backend.loaded(*impl, path);
+    warm.join();
   }
   // Dynamic feed dims: each size met runs a copy compiled from the graph the saved executable
   // was compiled from (version 5 files hold it); from an older file's optimised graph, whose

@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
       plans = exe.device_code->plans;
     }
     provide_library_plans(plans, exe.device.index);
+    // Their kernels loaded while the load finishes (the device's handles still being made).
+    if (library_warmup_enabled()) cuda_begin_library_calls(exe, matmul_lt_saved_warm_calls(exe.device.index));
     for (const auto& [key, k] : kernels) {
       if (k.major == major && k.minor == minor) {
         nvrtc_provide(k.major, k.minor, k.source, k.cubin);

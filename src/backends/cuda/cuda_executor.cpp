@@ -754,6 +754,17 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
 
 std::shared_ptr<void> make_cuda_state() { return std::make_shared<CudaState>(); }
 
+void cuda_begin_library_calls(const ExecutableImpl& exe, std::vector<WarmCall> calls) {
+  if (calls.empty() || !exe.backend_state) return;
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.asking) return;  // (never at a load: its state is fresh)
+  try {
+    st.asking = std::make_unique<LibraryWarmup>(std::move(calls), exe.device.index);
+  } catch (const std::exception&) {  // no thread: the first run makes them ahead itself
+  }
+}
+
 
 
 namespace {

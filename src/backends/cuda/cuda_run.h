@@ -205,8 +205,9 @@ struct CudaState {
   std::vector<bool> moved;
   int borrow_misses = 0;
   bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)
-  // The library questions the first run put off (ProvisionalChoices), being asked on warm-up
-  // threads: the next run waits for them, so what it captures uses their answers.
+  // Library calls under way on warm-up threads for the next run, which waits for them first:
+  // the questions a first run put off (ProvisionalChoices: what the next run captures uses
+  // their answers), or a load's saved matmuls (cuda_begin_library_calls).
   std::unique_ptr<LibraryWarmup> asking;
   // An op-by-op run without host round trips has compiled every kernel and made every library
   // plan: a run that finds no instance to replay captures one and replays it at once, instead of

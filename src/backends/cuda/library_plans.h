@@ -36,4 +36,10 @@ void cudnn_attention_provide(const std::string& problem, const std::string& valu
 /// on `device`, so a loaded executable's first run finds cuBLASLt's kernels loaded.
 std::vector<WarmCall> matmul_lt_saved_warm_calls(int device);
 
+struct ExecutableImpl;
+/// Starts `calls` on warm-up threads now, for `exe`'s next run to wait for before it starts
+/// (cuda_executor.cpp: CudaState::asking): a load begins its saved matmuls' first executions
+/// (their kernels' loading) while the device's other library handles are made.
+void cuda_begin_library_calls(const ExecutableImpl& exe, std::vector<WarmCall> calls);
+
 }  // namespace tg::detail

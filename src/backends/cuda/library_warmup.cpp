@@ -177,7 +177,8 @@ namespace {
 thread_local ProvisionalChoices* installed = nullptr;
 }  // namespace
 
-ProvisionalChoices::ProvisionalChoices(bool on) : on_(on && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) {
+ProvisionalChoices::ProvisionalChoices(bool on)
+    : on_(on && library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) {
   if (!on_) return;
   saved_ = installed;
   installed = this;

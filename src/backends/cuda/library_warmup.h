@@ -45,7 +45,8 @@ class LibraryWarmup {
 /// it put off are collected here and asked on warm-up threads once the run is done (ask_later);
 /// the next run, the one a CUDA graph captures, waits for them and uses the heuristics'
 /// answers: the first call is fast, the steady ones as without this. Installed on the running
-/// thread for one first run when `on` (not under TGRAPH_NO_PROVISIONAL_CHOICES=1).
+/// thread for one first run when `on` (not under TGRAPH_NO_PROVISIONAL_CHOICES=1 nor
+/// TGRAPH_NO_LIBRARY_WARMUP=1: the questions are asked on warm-up threads).
 class ProvisionalChoices {
  public:
   explicit ProvisionalChoices(bool on);

@@ -248,6 +248,7 @@ Executable Executable::load(const std::string& path) {
   }
   std::shared_ptr<ExecutableImpl> impl = deserialize_executable(reinterpret_cast<const char*>(file.get()), n, file);
   const Backend& backend = backend_for(impl->device.kind, "[load] " + path + " was compiled for " + impl->device.str() + ";");
+  const SwitchScope switches(impl->switches);  // the executable's own, for what the load starts too
   {
     // The device checked and the file's device code and library choices handed over while the
     // warm-up thread still starts the device: the libraries' first calls (a loaded BERT's
@@ -260,7 +261,6 @@ Executable Executable::load(const std::string& path) {
   // Dynamic feed dims: each size met runs a copy compiled from the graph the saved executable
   // was compiled from (version 5 files hold it); from an older file's optimised graph, whose
   // fused groups and rewrites its passes cannot take apart again (slower copies).
-  const SwitchScope switches(impl->switches);
   if (impl->specialize && env_flag("TGRAPH_NO_SPECIALIZE")) impl->specialize = nullptr;
   if (!impl->specialize) {
     CompileOptions options;

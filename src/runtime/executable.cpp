@@ -84,7 +84,8 @@ RunStats Executable::run_stats() const {
   };
   add(e);
   std::lock_guard<std::mutex> lock(e.specialized_mu);
-  for (const auto& [types, copy] : e.specialized) add(*copy);
+  for (const auto& [types, copy] : e.specialized)
+    if (copy) add(*copy);  // null: a size its compile refused
   return s;
 }
 

@@ -346,7 +346,8 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
   gather(exe);
   {
     std::lock_guard<std::mutex> lock(exe.specialized_mu);
-    for (const auto& [types, copy] : exe.specialized) gather(*copy);
+    for (const auto& [types, copy] : exe.specialized)
+      if (copy) gather(*copy);  // null: a size its compile refused
   }
   std::vector<const DeviceCode::Kernel*> out;
   // The kernels are CUDA's (NVRTC, sm_<major><minor>), whatever device the executable runs on.

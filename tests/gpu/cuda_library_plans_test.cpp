@@ -84,6 +84,9 @@ TEST(CudaLibraryPlans, FirstRunsMakeTheirLibraryCallsAheadAndMatchTheCpu) {
   // conv a -> relu -> conv b (a's problem again: made once ahead) -> conv c (stride 2) -> matmul;
   // batch 3 of 14 x 10 images, which no other test uses (the whole GPU suite runs in one
   // process: a convolution another test ran is not cold; a saved matmul choice is handed over once).
+  // An empty compile cache: choices an earlier run of this test filed would be taken instead of
+  // the heuristics' and provisional ones.
+  const gputest::FreshCacheDir cache("library-plans");
   auto build = [](Graph& g, int64_t batch) {
     Tensor x = g.placeholder(Shape({batch, 14, 10, 8}), DType::f32, "x");
     auto weights = [&](uint64_t seed) { return g.constant(TensorData::uniform({3, 3, 8, 8}, -0.3, 0.3, DType::f32, seed)); };

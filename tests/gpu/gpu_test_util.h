@@ -2,7 +2,12 @@
 // Comparisons shared by the GPU tests (each compares a CUDA run with the CPU backend).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +18,34 @@
 #include "tgraph/tensor_data.h"
 
 namespace gputest {
+
+/// TGRAPH_CACHE_DIR pointed at a fresh, empty directory while in scope (the compile cache is
+/// per machine: kernels, attention plans and library choices an earlier run of a test left
+/// there would change what a first run does), then restored and the directory removed.
+class FreshCacheDir {
+ public:
+  explicit FreshCacheDir(const std::string& name)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("tgraph-" + name + "-" + std::to_string(::getpid()) + "-" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()))) {
+    if (const char* b = std::getenv("TGRAPH_CACHE_DIR")) before_ = b, had_ = true;
+    ::setenv("TGRAPH_CACHE_DIR", dir_.c_str(), 1);
+  }
+  ~FreshCacheDir() {
+    if (had_) ::setenv("TGRAPH_CACHE_DIR", before_.c_str(), 1);
+    else ::unsetenv("TGRAPH_CACHE_DIR");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  FreshCacheDir(const FreshCacheDir&) = delete;
+  FreshCacheDir& operator=(const FreshCacheDir&) = delete;
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string before_;
+  bool had_ = false;
+};
 
 /// Element by element: NaN must meet NaN, infinities must be equal, tol == 0 means exact,
 /// otherwise |got - want| <= tol * (1 + |want|).

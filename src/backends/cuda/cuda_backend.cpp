@@ -14,6 +14,7 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/library_plans.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "core/env.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_run_device.h"
 #include "runtime/executable_impl.h"
@@ -29,7 +30,7 @@ class CudaBackend final : public Backend {
   std::string describe(int index) const override { return cuda_device_description(index); }
   void check_device(const Device& device, Precision precision, const std::string& what) const override {
     const int count = device_count();
-    if (device.index >= count)
+    if (device.index < 0 || device.index >= count)
       throw Error(what + " device " + device.str() + " is not available (" + std::to_string(count) +
                   " CUDA devices usable)");
     check_cuda_precision(precision, device.index);
@@ -68,8 +69,13 @@ class CudaBackend final : public Backend {
       plans = exe.device_code->plans;
     }
     provide_library_plans(plans, exe.device.index);
-    // Their kernels loaded while the load finishes (the device's handles still being made).
-    if (library_warmup_enabled()) cuda_begin_library_calls(exe, matmul_lt_saved_warm_calls(exe.device.index));
+    // Their kernels loaded while the load finishes (the device's handles still being made) —
+    // not for an executable with dynamic feed dims: its runs are its per-size copies', whose
+    // first run takes these calls and waits for them.
+    bool dynamic = false;
+    for (const TensorType& t : exe.feed_types) dynamic |= !t.shape.is_static();
+    if (library_warmup_enabled() && !(dynamic && !env_flag("TGRAPH_NO_SPECIALIZE")))
+      cuda_begin_library_calls(exe, matmul_lt_saved_warm_calls(exe.device.index));
     for (const auto& [key, k] : kernels) {
       if (k.major == major && k.minor == minor) {
         nvrtc_provide(k.major, k.minor, k.source, k.cubin);

@@ -759,9 +759,10 @@ void cuda_begin_library_calls(const ExecutableImpl& exe, std::vector<WarmCall> c
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
   if (st.asking) return;  // (never at a load: its state is fresh)
+  library_warmup_wait_at_exit();  // the program may end before the calls do
   try {
     st.asking = std::make_unique<LibraryWarmup>(std::move(calls), exe.device.index);
-  } catch (const std::exception&) {  // no thread: the first run makes them ahead itself
+  } catch (const std::exception&) {  // out of memory: the first run makes them at their turn
   }
 }
 

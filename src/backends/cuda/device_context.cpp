@@ -12,10 +12,12 @@
 namespace tg::detail {
 
 DeviceContext& DeviceContext::get(int index) {
-  static std::mutex mu;
-  static std::map<int, std::unique_ptr<DeviceContext>> contexts;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& c = contexts[index];
+  // Never destroyed: warm-up threads may still use a context while the program exits
+  // (library_warmup.h), and the driver frees what a context holds at exit anyway.
+  static auto* mu = new std::mutex;
+  static auto* contexts = new std::map<int, std::unique_ptr<DeviceContext>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  auto& c = (*contexts)[index];
   if (!c) c.reset(new DeviceContext(index));
   return *c;
 }

@@ -59,8 +59,9 @@ Slot* slot(int device, int index) {
 // asked when the program ends (one call at a new size, then exit): an exit handler stops the
 // calls not yet begun and waits (10 s at most) for those under way, before the statics they
 // use are destroyed. A handler runs before the destructors of statics made before it was
-// registered, so one is registered each time questions are put off (wait_at_exit), after the
-// run that put them off made what they use (the choices' statics are never destroyed anyway).
+// registered, so one is registered each time calls may outlive a run
+// (library_warmup_wait_at_exit), after the run that needs them made what they use (the
+// choices' statics and the device contexts are never destroyed anyway).
 // Not covered: a static that cuDNN itself first makes inside a put-off query (a sub-library it
 // loads lazily), if the program exits within the few tens of milliseconds the queries take.
 // The handlers share one deadline (the first to run sets it) and wait only in the process
@@ -80,7 +81,9 @@ InFlight& in_flight() {
   return *f;
 }
 
-void wait_at_exit() {
+}  // namespace
+
+void library_warmup_wait_at_exit() {
   (void)slots();
   InFlight& f = in_flight();
   {
@@ -99,6 +102,8 @@ void wait_at_exit() {
     f.done.wait_until(lock, f.deadline, [&] { return f.threads == 0; });
   });
 }
+
+namespace {
 
 // A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
 // turn, in slot t's stream and cuDNN handle, counted in flight until it ends.
@@ -192,7 +197,7 @@ ProvisionalChoices* ProvisionalChoices::current() { return installed; }
 
 std::unique_ptr<LibraryWarmup> ProvisionalChoices::ask_later(int device) {
   if (asks_.empty()) return nullptr;
-  wait_at_exit();
+  library_warmup_wait_at_exit();
   return std::make_unique<LibraryWarmup>(std::move(asks_), device);
 }
 

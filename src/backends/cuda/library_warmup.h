@@ -70,6 +70,11 @@ class ProvisionalChoices {
   ProvisionalChoices* saved_ = nullptr;
 };
 
+/// Registers (up to 64 times) an exit handler that stops the warm-up calls not begun and waits
+/// for those under way (10 s at most): call before starting calls that may outlive the run that
+/// needs them, after that run has made the statics they use.
+void library_warmup_wait_at_exit();
+
 /// Warm-up calls made in this process that returned without an error (for tests).
 long long library_warmup_calls_made();
 

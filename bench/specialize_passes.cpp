@@ -19,38 +19,7 @@
 #include "passes/fold_memo.h"
 #include "passes/module.h"
 #include "passes/pipeline.h"
-
-namespace {
-
-struct Builder {
-  tg::Graph& g;
-  uint64_t seed = 1;
-  tg::Tensor constant(tg::Shape s, double lo, double hi) {
-    return g.constant(tg::TensorData::uniform(std::move(s), lo, hi, tg::f32, seed++));
-  }
-  tg::Tensor conv_bn(tg::Tensor x, int64_t k, int64_t out, int64_t stride, bool relu) {
-    const int64_t in = x.shape()[1];
-    tg::ConvDesc d;
-    d.stride = {stride, stride};
-    d.explicit_padding = {k / 2, k / 2, k / 2, k / 2};
-    d.data_layout = tg::Layout::nchw;
-    d.weights_layout = tg::Layout::oihw;
-    tg::Tensor y = g.conv2d(x, constant({out, in, k, k}, -0.1, 0.1), d);
-    y = g.batch_norm(y, constant({out}, -0.1, 0.1), constant({out}, 0.5, 1.5), constant({out}, 0.5, 1.5),
-                     constant({out}, -0.1, 0.1), 1, 1e-5);
-    return relu ? g.relu(y) : y;
-  }
-  tg::Tensor bottleneck(tg::Tensor x, int64_t width, int64_t stride) {
-    const int64_t out = width * 4;
-    tg::Tensor skip = (x.shape()[1] != out || stride != 1) ? conv_bn(x, 1, out, stride, false) : x;
-    tg::Tensor y = conv_bn(x, 1, width, 1, true);
-    y = conv_bn(y, 3, width, stride, true);
-    y = conv_bn(y, 1, out, 1, false);
-    return g.relu(g.add(y, skip));
-  }
-};
-
-}  // namespace
+#include "resnet50_graph.h"
 
 int main(int argc, char** argv) {
   const std::string precision = argc > 1 ? argv[1] : "f16";
@@ -58,20 +27,10 @@ int main(int argc, char** argv) {
   std::istringstream list(argc > 2 ? argv[2] : "32,1,7,64");
   for (std::string b; std::getline(list, b, ',');) batches.push_back(std::atoll(b.c_str()));
   tg::Graph g;
-  Builder b{g};
+  bench::ResNet50 b{g, /*torch_like=*/true};
   tg::Tensor x = g.placeholder({-1, 3, 224, 224}, tg::f32, "images");
-  tg::Tensor y = b.conv_bn(x, 7, 64, 2, true);
-  tg::PoolDesc pool;
-  pool.kernel = {3, 3};
-  pool.stride = {2, 2};
-  pool.explicit_padding = {1, 1, 1, 1};
-  pool.data_layout = tg::Layout::nchw;
-  y = g.max_pool2d(y, pool);
-  const int64_t blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512};
-  for (int s = 0; s < 4; ++s)
-    for (int64_t i = 0; i < blocks[s]; ++i) y = b.bottleneck(y, widths[s], (i == 0 && s > 0) ? 2 : 1);
-  y = g.reduce_mean(y, {2, 3});
-  y = g.add(g.matmul(y, b.constant({2048, 1000}, -0.05, 0.05)), b.constant({1000}, -0.1, 0.1));
+  tg::Tensor y = g.reduce_mean(b.features(x), {2, 3});
+  y = g.add(g.matmul(y, b.weight({2048, 1000}, -0.05, 0.05, "fc")), b.weight({1000}, -0.1, 0.1, "fc_b"));
   tg::detail::PipelineOptions o;
   o.decompose_composites = true;
   o.precision = precision == "bf16" ? tg::Precision::bf16 : precision == "f32" ? tg::Precision::f32 : tg::Precision::f16;

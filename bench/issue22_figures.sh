@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Every figure issue 22 names, on the GPU machine, in one run (~8 min), into one log:
-#   TG_PY=1 TG_EXTRA="tgraph_gpu_tests" OUT=$OUT scripts/device-train.sh 'OUT=$OUT bench/issue22_figures.sh'
+# Every figure issue 22 names, on the GPU machine, into one log ($OUT/issue22-<part>.txt), in two
+# parts that each fit a device call with the build (~4-6 min each):
+#   TG_PY=1 TG_EXTRA="tgraph_gpu_tests" OUT=$OUT scripts/device-train.sh 'OUT=$OUT bench/issue22_figures.sh tests'
+#   ... 'OUT=$OUT bench/issue22_figures.sh figures'
 # (device-train.sh builds bench_train_resnet, the GPU tests and the Python module first).
+# "tests": CUDA's start step by step and the GPU tests of the issue's code; "figures": new
+# sizes' first calls (ResNet-50, BERT), loads and first runs (BERT .tgx, ResNet-50 training).
 # Caches: fresh TGRAPH_CACHE_DIR / CUDA_CACHE_PATH per part, so "cold" means a machine that
 # never compiled these shapes; "warm" parts reuse the part's own cache in a second process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
-LOG=$OUT/issue22.txt
+PART=${1:-tests}
+LOG=$OUT/issue22-$PART.txt
 export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench
 fresh() { export TGRAPH_CACHE_DIR=$OUT/cache_$1 CUDA_CACHE_PATH=$OUT/cudacache_$1; rm -rf "$TGRAPH_CACHE_DIR" "$CUDA_CACHE_PATH"; }
 part() { echo; echo "=== $* ($(date +%T))"; }
-{
+tests() {
   part "CUDA's start, step by step (three fresh processes, then two that import torch first)"
   for a in "" "" "" torch torch; do python3 bench/cuda_start.py $a; done
 
@@ -20,7 +25,9 @@ part() { echo; echo "=== $* ($(date +%T))"; }
   build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*' 2>&1 |
     grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran"
   (cd build-gpu && timeout 400 python3 -m pytest -q -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -5)
+}
 
+figures() {
   part "ResNet-50 f16 new sizes' first calls: cold machine, then a second process (profiled, then timed)"
   fresh rn
   for i in 1 2; do
@@ -49,6 +56,12 @@ part() { echo; echo "=== $* ($(date +%T))"; }
   rm -rf "$TGRAPH_CACHE_DIR"
   for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -3; done
   rm -f "$OUT/rn.tgx"
-} > "$LOG" 2>&1
+}
+
+case "$PART" in
+  tests) tests ;;
+  figures) figures ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures" >&2; exit 2 ;;
+esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

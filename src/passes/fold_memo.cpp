@@ -15,7 +15,6 @@ FoldKeep::FoldKeep() : outermost_(keeping == nullptr) {
 FoldKeep::~FoldKeep() {
   if (outermost_) keeping = nullptr;
 }
-bool FoldKeep::active() { return keeping != nullptr; }
 void FoldKeep::note(const std::shared_ptr<std::byte>& buffer) {
   if (keeping && buffer) keeping->held_.push_back(buffer);
 }

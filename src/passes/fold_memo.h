@@ -35,8 +35,6 @@ class FoldKeep {
   ~FoldKeep();
   FoldKeep(const FoldKeep&) = delete;
   FoldKeep& operator=(const FoldKeep&) = delete;
-  /// Whether one collects on this thread.
-  static bool active();
   /// Adds a buffer to this thread's collection, if one is active (a fold made, or found).
   static void note(const std::shared_ptr<std::byte>& buffer);
   /// The buffers collected so far (this one's, empty when it is not the outermost).

@@ -1,5 +1,6 @@
 // Graph::compile and Graph::run: copy the graph, specialise feed types, run the pass
 // pipeline, plan buffers, and wrap the result in an Executable.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -7,8 +8,8 @@
 #include "core/env.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "passes/layout.h"
 #include "passes/fold_memo.h"
+#include "passes/layout.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
 #include "runtime/executable_impl.h"
@@ -99,8 +100,9 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   const SwitchScope switches(impl->switches);  // the passes see them
   // What the passes fold, for a dynamic executable's copies (fold_memo.h).
   std::optional<FoldKeep> folds;
-  for (const auto& [t, type] : feeds)
-    if (!type.shape.is_static() && !folds && !env_flag("TGRAPH_NO_SPECIALIZE")) folds.emplace();
+  if (std::any_of(feeds.begin(), feeds.end(), [](const auto& f) { return !f.second.shape.is_static(); }) &&
+      !env_flag("TGRAPH_NO_SPECIALIZE"))
+    folds.emplace();
   impl->store = variable_store_of(source);
   Module& m = impl->module;
   impl->output_perms = prepare_module(m, source, feeds, targets, target_ops, options, &impl->feed_names, &impl->feed_types);
@@ -110,7 +112,7 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
   for (const Tensor& t : targets) target_ids.push_back(t.id());
   for (const Operation& op : target_ops) op_ids.push_back(op.id());
   impl->specialize = specialize_source(*impl, source, feed_ids, target_ids, op_ids, options);
-  if (impl->specialize && folds) impl->specialize->keep_folds(folds->take());
+  if (impl->specialize && folds) impl->specialize->folds = folds->take();
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes) {
       const Node& n = m.graph.nodes[static_cast<size_t>(id)];

@@ -22,17 +22,10 @@ struct SpecializeSource {
   GraphImpl graph;
   std::vector<int32_t> feeds, targets, ops;  // value / node ids in `graph`
   CompileOptions options;
-  // Weight folds the compiles made (passes/fold_memo.h: FoldKeep), held so each copy finds them.
-  mutable std::mutex folds_mu;
+  // The costly weight folds one compile made (passes/fold_memo.h: FoldKeep), held so each copy
+  // finds them: set by the compile that made this source, or by the first copy (under the
+  // executable's specialized_mu).
   mutable std::vector<std::shared_ptr<std::byte>> folds;
-  bool folds_empty() const {
-    std::lock_guard<std::mutex> lock(folds_mu);
-    return folds.empty();
-  }
-  void keep_folds(std::vector<std::shared_ptr<std::byte>> more) const {
-    std::lock_guard<std::mutex> lock(folds_mu);
-    folds.insert(folds.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-  }
 };
 
 struct ExecutableImpl {

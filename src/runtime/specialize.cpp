@@ -64,7 +64,7 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   } catch (const Error&) {
     made = nullptr;  // a size the graph refuses statically: the dynamic run says why
   }
-  if (src.folds_empty()) src.keep_folds(folds.take());
+  if (src.folds.empty()) src.folds = folds.take();
   // The caller reads outputs by this executable's layouts: a specialisation that chose other
   // ones is not used.
   if (made && made->output_perms != output_perms) made = nullptr;

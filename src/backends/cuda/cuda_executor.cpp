@@ -385,10 +385,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.asking) {  // put-off library questions (ProvisionalChoices) answered first
-    st.asking->wait();
-    st.asking.reset();
-  }
+  st.settle_library_calls();
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {
@@ -397,10 +394,6 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   }
   IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
-  if (st.asking) {  // the first run's put-off library questions: answered before this run
-    st.asking->wait();
-    st.asking.reset();
-  }
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   uint64_t generation = 0;
   {
@@ -825,10 +818,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.asking) {  // put-off library questions (ProvisionalChoices) answered first
-    st.asking->wait();
-    st.asking.reset();
-  }
+  st.settle_library_calls();
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {

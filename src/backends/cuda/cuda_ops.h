@@ -167,6 +167,11 @@ using DeviceOp = bool (*)(const GraphImpl& g, const Node& n, const std::vector<D
 /// The kernel family that covers op kind `k` on the device, or nullptr (device_ops.cpp: the
 /// one table of which op runs where; add a line there when a family gains an op).
 DeviceOp device_op_for(OpKind k);
+/// Calls `op` for `n` on scratch operands and results of these types (their values do not
+/// matter), allocated on `stream` and freed after: a library call made ahead of the run that
+/// needs it, to load its kernels or ask its heuristics (library_warmup.h).
+void call_on_scratch(DeviceOp op, const GraphImpl& g, const Node& n, const std::vector<TensorType>& in,
+                     const std::vector<TensorType>& out, cudaStream_t stream, int device);
 /// Whether a call of `n` with these operand and result types would now load a library's
 /// kernels, ask its heuristics or build its plan (none of its kind has run in this process):
 /// such calls a first run makes ahead, several at a time on scratch memory (library_warmup.h).

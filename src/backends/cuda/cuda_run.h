@@ -209,6 +209,10 @@ struct CudaState {
   // the questions a first run put off (ProvisionalChoices: what the next run captures uses
   // their answers), or a load's saved matmuls (cuda_begin_library_calls).
   std::unique_ptr<LibraryWarmup> asking;
+  void settle_library_calls() {  // under mu, before a run
+    if (asking) asking->wait();
+    asking.reset();
+  }
   // An op-by-op run without host round trips has compiled every kernel and made every library
   // plan: a run that finds no instance to replay captures one and replays it at once, instead of
   // another op-by-op run whose memory would sit beside the new graph's (cuda_executor.cpp).

@@ -394,18 +394,8 @@ std::vector<WarmCall> Run::library_warm_calls(int32_t b) {
     for (const auto* ts : {&types, &outs})
       for (const TensorType& t : *ts) operands += bytes(t);
     if (operands > free_bytes / 16) continue;
-    calls.push_back([&g = g, &n, types, outs, op = device_op_for(n.kind), device, bytes](cudaStream_t stream) {
-      DeviceContext& c = DeviceContext::get(device);
-      std::vector<DeviceBuffer> keep;
-      auto scratch = [&](const TensorType& t) {
-        keep.push_back(c.allocate(bytes(t), stream));
-        return keep.back().get();
-      };
-      std::vector<DevArg> in;
-      std::vector<DevOut> out;
-      for (const TensorType& t : types) in.push_back(DevArg{scratch(t), t});
-      for (const TensorType& t : outs) out.push_back(DevOut{scratch(t), t});
-      op(g, n, in, out, stream, device);
+    calls.push_back([&g = g, &n, types, outs, op = device_op_for(n.kind), device](cudaStream_t stream) {
+      call_on_scratch(op, g, n, types, outs, stream, device);
     });
   }
   return calls;

@@ -531,17 +531,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
       auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
       graph->allow_tf32 = g.allow_tf32;
       later->put_off(key, [graph, node = n, ti, to, device](cudaStream_t s) {
-        DeviceContext& c = DeviceContext::get(device);
-        std::vector<DeviceBuffer> keep;
-        auto scratch = [&](const TensorType& t) {
-          keep.push_back(c.allocate(static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype), s));
-          return keep.back().get();
-        };
-        std::vector<DevArg> a;
-        std::vector<DevOut> o;
-        for (const TensorType& t : ti) a.push_back(DevArg{scratch(t), t});
-        for (const TensorType& t : to) o.push_back(DevOut{scratch(t), t});
-        conv_call(*graph, node, a, o, s, device, nullptr);
+        call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
       });
     }
   }

@@ -81,6 +81,51 @@ InFlight& in_flight() {
   return *f;
 }
 
+// A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
+// turn, in slot t's stream and cuDNN handle, counted in flight from before it starts until it
+// ends (not counted when it cannot start: the exception goes to the caller).
+std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_ptr<std::atomic<size_t>> next,
+                        int device, std::shared_ptr<const std::map<std::string, std::string>> switches) {
+  InFlight& flying = in_flight();
+  auto land = [&flying] {
+    std::lock_guard<std::mutex> lock(flying.mu);
+    if (--flying.threads == 0) flying.done.notify_all();
+  };
+  {
+    std::lock_guard<std::mutex> lock(flying.mu);
+    ++flying.threads;
+  }
+  try {
+    return std::thread([calls, next, device, t, switches, &flying, land] {
+      struct Landed {  // however the thread ends
+        decltype(land) f;
+        ~Landed() { f(); }
+      } landed{land};
+      SwitchScope scope(*switches);
+      if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+      }
+      Slot* s = slot(device, t);
+      if (!s) return;
+      cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
+      for (size_t i; !flying.exiting && (i = next->fetch_add(1)) < calls->size();) {
+        try {
+          (*calls)[i](s->stream);
+          ++calls_made;
+        } catch (...) {  // only a head start: the run makes this call itself
+          cudaGetLastError();
+        }
+      }
+      if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
+      cudnn_thread_handle() = CudnnThreadHandle{};
+    });
+  } catch (...) {
+    land();
+    throw;
+  }
+}
+
 }  // namespace
 
 void library_warmup_wait_at_exit() {
@@ -103,44 +148,6 @@ void library_warmup_wait_at_exit() {
   });
 }
 
-namespace {
-
-// A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
-// turn, in slot t's stream and cuDNN handle, counted in flight until it ends.
-std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_ptr<std::atomic<size_t>> next,
-                        int device, std::shared_ptr<const std::map<std::string, std::string>> switches) {
-  InFlight& flying = in_flight();
-  return std::thread([calls, next, device, t, switches, &flying] {
-      struct Landed {  // however the thread ends
-        InFlight& f;
-        ~Landed() {
-          std::lock_guard<std::mutex> lock(f.mu);
-          if (--f.threads == 0) f.done.notify_all();
-        }
-      } landed{flying};
-      SwitchScope scope(*switches);
-      if (cudaSetDevice(device) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-      }
-      Slot* s = slot(device, t);
-      if (!s) return;
-      cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
-      for (size_t i; !flying.exiting && (i = next->fetch_add(1)) < calls->size();) {
-        try {
-          (*calls)[i](s->stream);
-          ++calls_made;
-        } catch (...) {  // only a head start: the run makes this call itself
-          cudaGetLastError();
-        }
-      }
-      if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
-      cudnn_thread_handle() = CudnnThreadHandle{};
-  });
-}
-
-}  // namespace
-
 long long library_warmup_calls_made() { return calls_made.load(); }
 
 bool library_warmup_enabled() { return !env_flag("TGRAPH_NO_LIBRARY_WARMUP"); }
@@ -154,18 +161,11 @@ LibraryWarmup::LibraryWarmup(std::vector<WarmCall> calls, int device) : calls_(s
   // copy: questions a first run put off outlive the run (ProvisionalChoices).
   auto switches = std::make_shared<const std::map<std::string, std::string>>(
       switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
-  InFlight& flying = in_flight();
   threads_.reserve(static_cast<size_t>(n));  // a push_back never reallocates (a thread lost)
   for (int t = 0; t < n; ++t) {
-    {
-      std::lock_guard<std::mutex> lock(flying.mu);
-      ++flying.threads;
-    }
     try {
       threads_.push_back(warm_thread(&calls_, t, next, device, switches));
     } catch (...) {  // no thread: the calls not taken are made by the run itself
-      std::lock_guard<std::mutex> lock(flying.mu);
-      if (--flying.threads == 0) flying.done.notify_all();
       break;
     }
   }

@@ -29,6 +29,13 @@ void record_library_plan(const std::string& key, const std::string& value, bool 
   else code->plans.try_emplace(key, value);
 }
 
+void record_library_plan_later(const std::string& key, std::function<std::string()> value_later) {
+  DeviceCode* code = current;
+  if (!code) return;
+  std::lock_guard<std::mutex> lock(code->mu);
+  if (!code->plans.count(key)) code->later.try_emplace(key, std::move(value_later));
+}
+
 DeviceCodeScope::DeviceCodeScope(DeviceCode* code) : saved_(current) { current = code; }
 DeviceCodeScope::~DeviceCodeScope() { current = saved_; }
 

@@ -4,6 +4,7 @@
 // hands the cubins back (nvrtc_provide), so a saved executable runs in a fresh process without
 // compiling (issue 22). Kept apart from the CUDA backend so a build without CUDA reads and
 // writes the same files.
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,6 +28,10 @@ struct DeviceCode {
   /// executable and handed back to the libraries' caches on load, so a loaded executable asks
   /// no heuristic what it had chosen (issue 22). Entries for other libraries are ignored.
   std::map<std::string, std::string> plans;
+  /// Library plans a run used no value of yet: cuDNN's attention plan for a shape still being
+  /// built on a thread while tgraph's own kernel stood in (cudnn_attention.cpp). Executable::save
+  /// asks each for its value (waiting for the build) and records a non-empty one in `plans`.
+  std::map<std::string, std::function<std::string()>> later;
   int compiled = 0;                       // kernels NVRTC compiled for this executable's runs
   int from_file = 0;                      // kernels whose cubin came from the executable's file
 
@@ -36,6 +41,10 @@ struct DeviceCode {
 /// Records a library choice in the DeviceCode of the run in progress on this thread (if any);
 /// `replace` false keeps a value already recorded (no copy of a large one on every run).
 void record_library_plan(const std::string& key, const std::string& value, bool replace = true);
+
+/// Records in the DeviceCode of the run in progress on this thread (if any) a library plan whose
+/// value `value_later` gives when asked (DeviceCode::later).
+void record_library_plan_later(const std::string& key, std::function<std::string()> value_later);
 
 /// The key of a kernel: "<major><minor>:<source>" (NVRTC's caches use the same).
 std::string device_code_key(int major, int minor, const std::string& source);

@@ -339,9 +339,16 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
   std::map<std::string, DeviceCode::Kernel> all;
   std::map<std::string, std::string> plans;
   auto gather = [&](const ExecutableImpl& e) {
-    std::lock_guard<std::mutex> lock(e.device_code->mu);
-    for (const auto& [key, k] : e.device_code->kernels) all.try_emplace(key, k);
-    for (const auto& [key, v] : e.device_code->plans) plans.try_emplace(key, v);
+    std::map<std::string, std::function<std::string()>> later;
+    {
+      std::lock_guard<std::mutex> lock(e.device_code->mu);
+      for (const auto& [key, k] : e.device_code->kernels) all.try_emplace(key, k);
+      for (const auto& [key, v] : e.device_code->plans) plans.try_emplace(key, v);
+      later = e.device_code->later;
+    }
+    for (const auto& [key, value] : later)  // outside the lock: a plan may still be being built
+      if (!plans.count(key))
+        if (std::string v = value(); !v.empty()) plans.emplace(key, std::move(v));
   };
   gather(exe);
   {

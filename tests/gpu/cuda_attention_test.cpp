@@ -1,14 +1,23 @@
 // scaled_dot_product_attention on CUDA as cuDNN's fused kernel (backends/cuda/cudnn_attention.cpp,
 // attention_lowering.cpp), against the CPU reference: every mask form the lowering rewrites,
 // causal, rank 3, a query with every key masked; and that the node really ran whole (or was
-// decomposed where the kernel does not apply).
+// decomposed where the kernel does not apply). The same cases through tgraph's own kernel
+// (kernels_attention.cu, TGRAPH_OWN_ATTENTION=1), and the tiered path: a cold shape's first
+// calls run that kernel while cuDNN's plan is built on a thread.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_ops.h"
 #include "gpu_test_util.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/graph.h"
@@ -41,8 +50,13 @@ struct Case {
   int mask = 0;  // 0 none, 1 additive [B,1,1,Lk] with -inf padding, 2 boolean [B,1,Lq,Lk] with a row all false
 };
 
-void run_case(const Case& c, DType t, double tol) {
-  SCOPED_TRACE(c.name + " " + dtype_name(t));
+// Which kernel runs the kept node: cuDNN's (its plan built at compile time, as before the
+// tiered path) or tgraph's own.
+const std::map<std::string, std::string> kCudnn{{"TGRAPH_NO_INTERIM_ATTENTION", "1"}};
+const std::map<std::string, std::string> kOwn{{"TGRAPH_OWN_ATTENTION", "1"}};
+
+void run_case(const Case& c, DType t, double tol, const std::map<std::string, std::string>& switches = kCudnn) {
+  SCOPED_TRACE(c.name + " " + dtype_name(t) + (switches.count("TGRAPH_OWN_ATTENTION") ? " (own kernel)" : ""));
   std::vector<TensorData> inputs{half_data(c.q, t, 1), half_data(c.k, t, 2), half_data(c.v, t, 3)};
   const int64_t Lq = c.q.dim(-2), Lk = c.k.dim(-2);
   if (c.mask == 1) {
@@ -65,7 +79,7 @@ void run_case(const Case& c, DType t, double tol) {
   if (ph.size() > 3) mask = ph[3];
   Tensor y = g.scaled_dot_product_attention(ph[0], ph[1], ph[2], mask, AttentionDesc{0.0, c.causal});
   auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .switches = switches});
   EXPECT_EQ(whole_attention(e), 1) << "attention was decomposed";
   for (int run = 0; run < 2; ++run) {  // the second replays the captured graph
     TensorData got = e.run(inputs)[0];
@@ -88,6 +102,19 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// Shapes that reach the own kernel's edges: head dims not a multiple of its 32-dim chunks (8,
+// 40), its largest (256), a value dim of its own, one query, lengths not a multiple of its
+// 32-key tiles, causal with more queries than keys, many heads.
+const std::vector<Case>& own_kernel_cases() {
+  static const std::vector<Case> all{
+      {"head dim 40, one query, padding bias", {3, 2, 1, 40}, {3, 2, 33, 40}, {3, 2, 33, 40}, false, 1},
+      {"head dim 256, causal, more queries than keys", {1, 2, 70, 256}, {1, 2, 50, 256}, {1, 2, 50, 256}, true},
+      {"head dim 8, value dim 24, 16 heads", {2, 16, 33, 8}, {2, 16, 65, 8}, {2, 16, 65, 24}},
+      {"head dim 96, 100 keys, boolean mask", {2, 3, 65, 96}, {2, 3, 100, 96}, {2, 3, 100, 96}, false, 2},
+  };
+  return all;
+}
+
 }  // namespace
 
 TEST(CudaAttention, FusedKernelMatchesTheReferenceInHalf) {
@@ -96,6 +123,62 @@ TEST(CudaAttention, FusedKernelMatchesTheReferenceInHalf) {
 
 TEST(CudaAttention, FusedKernelMatchesTheReferenceInBf16) {
   for (const Case& c : cases()) run_case(c, DType::bf16, 3e-2);
+}
+
+TEST(CudaAttention, OwnKernelMatchesTheReference) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    const double tol = t == DType::f16 ? 4e-3 : 3e-2;
+    for (const Case& c : cases()) run_case(c, t, tol, kOwn);
+    for (const Case& c : own_kernel_cases()) run_case(c, t, tol, kOwn);
+  }
+}
+
+// The tiered path: at a shape no process built a plan for (a fresh compile cache and a scale
+// of this test's own), the first run computes with tgraph's kernel while cuDNN's plan is built
+// on a thread, and is not captured; a save after it waits for the plan and writes it with the
+// executable; once the plan is built, the next run computes with cuDNN and captures, and the
+// one after replays. Every result as the CPU's.
+TEST(CudaAttention, AColdShapesFirstRunsUseTgraphsKernelWhileCudnnBuildsItsPlan) {
+  gputest::FreshCacheDir cache("interim-attention");
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const double tol = t == DType::f16 ? 4e-3 : 3e-2;
+    std::vector<TensorData> inputs{half_data({2, 3, 40, 64}, t, 61), half_data({2, 3, 56, 64}, t, 62),
+                                   half_data({2, 3, 56, 64}, t, 63), half_data({2, 1, 40, 56}, t, 64, 2.0)};
+    Graph g;
+    auto [ph, feeds] = gputest::placeholders_for(g, inputs);
+    const double scale = t == DType::f16 ? 0.1234567 : 0.1234568;
+    Tensor y = g.scaled_dot_product_attention(ph[0], ph[1], ph[2], ph[3], AttentionDesc{scale, false});
+    auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
+    const long long before = detail::cudnn_attention_stand_ins();
+    std::optional<Executable> compiled;
+    {
+      auto hold = detail::cudnn_attention_hold_builds(0);  // the plan is not done before the run needs it
+      compiled = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+      EXPECT_EQ(whole_attention(*compiled), 1);
+      gputest::expect_close(compiled->run(inputs)[0], want[0], tol, "first run");
+    }
+    Executable& e = *compiled;
+    EXPECT_EQ(detail::cudnn_attention_stand_ins() - before, 1) << "the first run did not use tgraph's kernel";
+    EXPECT_EQ(detail::cuda_graph_stats(e.impl()).replays, 0);
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("tgraph_interim_attention_" + std::to_string(::getpid()) + ".tgx")).string();
+    e.save(path);  // waits for the plan
+    {
+      Executable l = Executable::load(path);
+      std::lock_guard<std::mutex> lock(l.impl().device_code->mu);
+      int attn = 0;
+      for (const auto& [key, value] : l.impl().device_code->plans) attn += key.find("|attn|") != std::string::npos;
+      EXPECT_EQ(attn, 1) << "the plan built after the first run was not saved with the executable";
+    }
+    std::filesystem::remove(path);
+    detail::cudnn_attention_settle();
+    for (int run = 1; run < 3; ++run)
+      gputest::expect_close(e.run(inputs)[0], want[0], tol, "run " + std::to_string(run));
+    EXPECT_EQ(detail::cudnn_attention_stand_ins() - before, 1);
+    auto stats = detail::cuda_graph_stats(e.impl());
+    EXPECT_EQ(stats.replays, 1) << stats.error;
+  }
 }
 
 // f32 attention is decomposed (the fused kernel is half only); under f16 precision the same

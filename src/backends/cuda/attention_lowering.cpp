@@ -130,14 +130,15 @@ bool lower_cuda_attention(Module& m, int device) {
     if (ok && n.inputs.size() > 3) {
       ok = kernel_bias(G, n, bias);
       c.mask = Shape(bias), c.masked = true;
-      // A bias shared by every query ([b, h, 1, Lk], a padding mask) where cuDNN wants one per query.
-      if (ok && !cudnn_attention_supported(device, c) && bias[2] == 1) {
+      // A bias shared by every query ([b, h, 1, Lk], a padding mask) where cuDNN wants one per
+      // query (asked now, the plan built in turn: the form decides the graph).
+      if (ok && bias[2] == 1 && !cudnn_attention_supported(device, c)) {
         bias[2] = c.q.dim(-2);
         c.mask = Shape(bias);
       }
     }
     std::string why;
-    if (ok && !cudnn_attention_supported(device, c, &why)) {
+    if (ok && !cudnn_attention_kept(device, c, &why)) {
       ok = false;
       if (env_flag("TGRAPH_LOG_FALLBACK"))
         std::fprintf(stderr, "[tgraph] attention q %s k %s v %s decomposed: %s\n", c.q.str().c_str(), c.k.str().c_str(),

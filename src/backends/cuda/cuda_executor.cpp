@@ -562,7 +562,14 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
       d->give(p, n);
     });
   }
-  r.block(0);
+  // Attention at a shape whose cuDNN plan is still being built runs tgraph's own kernel
+  // meanwhile (InterimKernels): such a run is neither captured nor counted warm.
+  bool interim = false;
+  {
+    InterimKernels stand_ins;
+    r.block(0);
+    interim = stand_ins.used();
+  }
   try {
     st.asking = provisional->ask_later(r.ctx.index());
   } catch (const std::exception&) {  // no thread to ask on: the next run asks at its turn
@@ -585,10 +592,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     TG_CUDA(cudaStreamSynchronize(r.stream));
     publish(exe, st, r.pending);  // the new values stay on the device until read
   }
-  if (!synced && !st.is_warm(in_types)) st.warm.push_back(in_types);
+  if (!synced && !interim && !st.is_warm(in_types)) st.warm.push_back(in_types);
   // Not while library questions are being asked (ProvisionalChoices): the next run waits for
-  // their answers and captures with them.
-  if (try_capture && !synced && !all_lent && !inputs.defer_capture && !st.asking) {
+  // their answers and captures with them. Nor after stand-ins: a later run finds the plans.
+  if (try_capture && !synced && !all_lent && !inputs.defer_capture && !st.asking && !interim) {
     // This run's values go first (the variables' old values it kept for a failed run, its new
     // ones, now published, and whatever its slots still hold): the capture's memory would
     // otherwise be allocated beside them.
@@ -840,6 +847,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
 std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                       int iters) {
   exe.run_cuda(inputs);  // records, then captures (the next run does, while questions are asked)
+  cudnn_attention_settle();  // the plans stand-ins ran for, built: the next run captures with them
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   bool again = false;
   {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,19 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
                      cudaStream_t stream, int device);
 /// True when cuDNN runs this call on `device` (its plan is built and kept); else `why` says why.
 bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* why = nullptr);
+/// Whether the lowering keeps call c whole on `device`: as cudnn_attention_supported, except
+/// that a shape whose plan no process on the machine built (cuDNN compiles a kernel for it) is
+/// kept at once and its plan built on a thread of its own, tgraph's own attention kernel
+/// running its calls meanwhile (kernels_attention.h; not under TGRAPH_NO_INTERIM_ATTENTION=1).
+bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why = nullptr);
+/// Returns once every attention plan being built on a thread of its own is built (benchmarks
+/// before timing captured runs; tests).
+void cudnn_attention_settle();
+/// Calls tgraph's kernel ran while their cuDNN plan was being built, in this process (tests).
+long long cudnn_attention_stand_ins();
+/// Holds `device`'s attention plans being built on their thread while alive (tests: a build
+/// that ends before the run reaches its call leaves nothing for tgraph's kernel to stand in for).
+std::unique_lock<std::mutex> cudnn_attention_hold_builds(int device);
 /// True when tgraph was built with the cuDNN frontend.
 bool cudnn_attention_available();
 /// True when the call's shapes and dtype are of the kind cudnn_attention takes (no device asked).

@@ -7,8 +7,13 @@
 // broadcast over batch, heads and queries (dims 1 or full), causal (top-left) or not.
 // Plans are built once per shape and kept for the process; under an experimental switch shapes
 // that differ in the batch alone share compiled kernels (shares_kernels says why it is off).
+// A shape with no plan built or saved anywhere (cuDNN compiles a kernel for it: 0.1-0.8 s on the
+// H200) is built on a thread of its own while tgraph's own kernel (kernels_attention.cu) runs
+// its first calls: the tiered path (defer_build, and the stand-ins in cudnn_attention).
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -28,6 +33,8 @@
 
 #include "backends/cpu/profile.h"
 #include "backends/cuda/cudnn_util.h"
+#include "backends/cuda/kernels_attention.h"
+#include "backends/cuda/library_warmup.h"
 #include "runtime/disk_cache.h"
 #include "backends/cuda/library_plans.h"
 #include "runtime/device_code.h"
@@ -266,7 +273,8 @@ bool shares_kernels(const AttentionCall&) { return env_flag("TGRAPH_ATTENTION_SH
 // class's kernel cache: the first batch size of a class compiles cuDNN's kernel, every later
 // one binds the compiled kernel (issue 22's first call at a new size). Without it, a static
 // plan: read back where one was saved (read_saved_plan), else built and saved to the disk cache.
-std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
+// `on`: the cuDNN handle to build on (default the device's; a deferred build has one of its own).
+std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared, CudnnDevice* on = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
   std::vector<int64_t> q, k, v, mask;
@@ -296,7 +304,7 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   const std::vector<int64_t> od{q[0], q[1], q[2], v[3]};
   O->set_output(true).set_uid(kO).set_dim(od).set_stride(packed(od));
 
-  CudnnDevice& dev = cudnn_device(device);
+  CudnnDevice& dev = on ? *on : cudnn_device(device);
   std::lock_guard<std::mutex> lock(dev.mu);
   auto step = [&](fe::error_t e, const char* what) {
     if (e.is_good()) return true;
@@ -314,7 +322,7 @@ std::shared_ptr<Plan> build(int device, const AttentionCall& c, bool shared) {
   if (cpu_profiling()) {  // TGRAPH_PROFILE: which engine each plan took, and what building it cost
     std::string engine;
     if (!g->get_plan_name(engine).is_good()) engine = "?";
-    cpu_profile_add("cudnn attention plan built: " + engine + (shared ? " (shared)" : ""),
+    cpu_profile_add("cudnn attention plan built: " + engine + (shared ? " (shared)" : on ? " (on a thread)" : ""),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (!shared) save_plan(device, c, *g, *plan);
@@ -364,6 +372,155 @@ void forget_saved_plan(int device, const AttentionCall& c) {
   plans().erase(slot_key(device, c, shares_kernels(c)));
 }
 
+// The tiered path. Plans being built on a thread of their own while tgraph's own kernel runs
+// the shape's calls (InterimKernels, library_warmup.h), by slot key. Never destroyed: a build may
+// outlive the run that started it (the exit handler waits for it).
+struct Deferred {
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string blob;  // the built plan serialised (empty: refused, or cuDNN would not serialise it)
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done.load(); });
+  }
+};
+std::mutex& deferred_mutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+std::map<std::string, std::shared_ptr<Deferred>>& deferred() {
+  static auto* d = new std::map<std::string, std::shared_ptr<Deferred>>;
+  return *d;
+}
+std::shared_ptr<Deferred> deferred_of(const std::string& key) {
+  std::lock_guard<std::mutex> lock(deferred_mutex());
+  auto it = deferred().find(key);
+  return it == deferred().end() ? nullptr : it->second;
+}
+std::atomic<long long> stand_ins{0};
+
+// TGRAPH_OWN_ATTENTION=1: every kept attention call runs tgraph's own kernel (tests, and
+// measuring it beside cuDNN's).
+bool own_kernel_forced() { return env_flag("TGRAPH_OWN_ATTENTION"); }
+
+// The cuDNN handle deferred builds use, one per device (made once, kept): the device's own
+// handle stays free for the run meanwhile, and a plan is handed to it serialised, as a saved
+// one is (read_saved_plan).
+CudnnDevice* builder_handle(int device) {
+  static auto* mu = new std::mutex;  // (never destroyed: used by builds that outlive the program's statics)
+  static auto* handles = new std::map<int, CudnnDevice*>;
+  std::lock_guard<std::mutex> lock(*mu);
+  CudnnDevice*& h = (*handles)[device];
+  if (!h) {
+    auto fresh = std::make_unique<CudnnDevice>();
+    if (cudnnCreate(&fresh->handle) != CUDNN_STATUS_SUCCESS) return nullptr;
+    h = fresh.release();
+  }
+  return h;
+}
+
+// Runs call c with tgraph's own kernel; false when it does not take the call.
+bool own_attention(const AttentionCall& c, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                   cudaStream_t stream) {
+  std::vector<int64_t> q, k, v, mask;
+  if (!attention_geometry(c, q, k, v, mask) || !attention_kernel_takes(q[3], v[3])) return false;
+  AttentionArgs a;
+  a.q = in[0].ptr;
+  a.k = in[1].ptr;
+  a.v = in[2].ptr;
+  a.o = out[0].ptr;
+  a.batch = q[0], a.heads = q[1], a.lq = q[2], a.lk = k[2], a.dqk = q[3], a.dv = v[3];
+  if (c.masked) {  // dense over its own dims, a dim of 1 broadcast (keys always full)
+    a.bias = in[3].ptr;
+    long long stride = mask[3];
+    for (int d = 2; d >= 0; --d) {
+      a.bias_strides[d] = mask[static_cast<size_t>(d)] == 1 ? 0 : stride;
+      stride *= mask[static_cast<size_t>(d)];
+    }
+  }
+  a.scale = static_cast<float>(c.scale);
+  a.causal = c.causal;
+  a.bf16 = c.dtype == DType::bf16;
+  return launch_attention(a, stream) == cudaSuccess;
+}
+
+// True when a plan for c is saved where plan_for would read it (an executable's file, the disk
+// cache): reading one back takes 3 ms, so it is read, not deferred.
+bool saved_plan_at_hand(int device, const AttentionCall& c) {
+  {
+    std::lock_guard<std::mutex> lock(saved_mutex());
+    if (saved_plans().count(key_of(device, c))) return true;
+  }
+  std::error_code ec;
+  return std::filesystem::exists(disk_cache_path(saved_key(device, c), kPlanExt), ec);
+}
+
+// Starts building call c's plan on a thread of its own when none is built, being built or
+// saved and tgraph's kernel can run the call meanwhile; true when c's plan is being built so
+// (then and until it is done, cudnn_attention runs the call with tgraph's kernel where the run
+// allows it). Not under TGRAPH_NO_INTERIM_ATTENTION=1 or TGRAPH_NO_LIBRARY_WARMUP=1.
+bool defer_build(int device, const AttentionCall& c) {
+  std::vector<int64_t> q, k, v, mask;
+  if (shares_kernels(c) || !library_warmup_enabled() || env_flag("TGRAPH_NO_INTERIM_ATTENTION") ||
+      !attention_geometry(c, q, k, v, mask) || !attention_kernel_takes(q[3], v[3]))
+    return false;
+  const std::string key = slot_key(device, c, false);
+  if (deferred_of(key)) return true;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    if (plans().count(key)) return false;  // built, or being built here
+  }
+  if (saved_plan_at_hand(device, c)) return false;
+  auto d = std::make_shared<Deferred>();
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    if (!deferred().try_emplace(key, d).second) return true;  // another compile was first
+  }
+  library_warmup_wait_at_exit();  // after the statics the build uses (made above)
+  auto switches = std::make_shared<const std::map<std::string, std::string>>(
+      switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
+  try {
+    library_warmup_detached([device, c, d, key, switches] {
+      struct Done {  // however the build ends
+        Deferred& d;
+        ~Done() {
+          {
+            std::lock_guard<std::mutex> lock(d.mu);
+            d.done = true;
+          }
+          d.cv.notify_all();
+        }
+      } done{*d};
+      SwitchScope scope(*switches);
+      CudnnDevice* on = cudaSetDevice(device) == cudaSuccess ? builder_handle(device) : nullptr;
+      if (!on) {
+        cudaGetLastError();
+        return;  // plan_for builds it on the device's handle
+      }
+      std::shared_ptr<Plan> p = build(device, c, false, on);
+      if (p->ok && !p->blob.empty()) {  // handed to the device's handle as a saved plan
+        d->blob = p->blob;
+        std::lock_guard<std::mutex> lock(saved_mutex());
+        saved_plans().try_emplace(key_of(device, c), p->blob);
+      } else if (!p->ok) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
+        if (env_flag("TGRAPH_LOG_FALLBACK"))
+          std::fprintf(stderr, "[tgraph] attention q %s k %s v %s: cuDNN refused (%s); tgraph's own kernel runs it\n",
+                       c.q.str().c_str(), c.k.str().c_str(), c.v.str().c_str(), p->why.c_str());
+        auto refused = std::make_shared<PlanSlot>();
+        refused->plan = p;
+        std::lock_guard<std::mutex> lock(plans_mutex());
+        plans().try_emplace(key, refused);
+      }
+    });
+  } catch (const std::exception&) {  // no thread: built in turn, as without the tiered path
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    deferred().erase(key);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void cudnn_attention_provide(const std::string& problem, const std::string& value, int device) {
@@ -375,6 +532,29 @@ bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* 
   std::shared_ptr<Plan> p = plan_for(device, c);
   if (!p->ok && why) *why = p->why;
   return p->ok;
+}
+
+bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why) {
+  std::vector<int64_t> q, k, v, mask;
+  if (own_kernel_forced() && attention_geometry(c, q, k, v, mask) && attention_kernel_takes(q[3], v[3])) return true;
+  return defer_build(device, c) || cudnn_attention_supported(device, c, why);
+}
+
+void cudnn_attention_settle() {
+  std::vector<std::shared_ptr<Deferred>> all;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    for (const auto& [key, d] : deferred()) all.push_back(d);
+  }
+  for (const auto& d : all) d->wait();
+}
+
+long long cudnn_attention_stand_ins() { return stand_ins.load(); }
+
+std::unique_lock<std::mutex> cudnn_attention_hold_builds(int device) {
+  CudnnDevice* h = builder_handle(device);
+  if (!h) throw Error("[scaled_dot_product_attention] no cuDNN handle for device " + std::to_string(device));
+  return std::unique_lock<std::mutex>(h->mu);
 }
 
 namespace {
@@ -401,6 +581,8 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   std::vector<int64_t> q, k, v, mask;
   if (!call_of(n, in, out, c) || !attention_geometry(c, q, k, v, mask)) return false;
   const bool shared = shares_kernels(c);
+  if (own_kernel_forced() || deferred_of(slot_key(device, c, shared)))
+    return false;  // tgraph's kernel runs it (its plan being built on a thread of its own)
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (plans().count(slot_key(device, c, shared)))
@@ -419,8 +601,34 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   for (const DevOut& o : out) ot.push_back(o.type);
   AttentionCall c;
   if (!call_of(n, it, ot, c)) return false;
+  if (own_kernel_forced() && own_attention(c, in, out, stream)) return true;
+  const std::string key = slot_key(device, c, shares_kernels(c));
+  if (std::shared_ptr<Deferred> d = deferred_of(key)) {
+    if (!d->done) {
+      // The plan is still being built: tgraph's kernel stands in where the run allows it (not
+      // captured, a later run looks again); a capture, or a caller that cannot, waits for it.
+      InterimKernels* interim = InterimKernels::current();
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+      if (interim && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
+          capturing == cudaStreamCaptureStatusNone && own_attention(c, in, out, stream)) {
+        interim->note();
+        ++stand_ins;
+        // A save after this run waits for the plan and writes it with the executable.
+        record_library_plan_later(saved_key(device, c), [d] {
+          d->wait();
+          return d->blob;
+        });
+        return true;
+      }
+      cudaGetLastError();
+      d->wait();
+    }
+    std::lock_guard<std::mutex> lock(deferred_mutex());
+    deferred().erase(key);
+  }
   std::shared_ptr<Plan> p = plan_for(device, c);
-  if (!p->ok) return false;
+  // Refused (a deferred build: the lowering kept the node before cuDNN answered): tgraph's kernel.
+  if (!p->ok) return own_attention(c, in, out, stream);
   if (!p->blob.empty() && current_device_code())  // travels with the executable when it is saved
     record_library_plan(saved_key(device, c), p->blob, false);
   DeviceBuffer ws;
@@ -440,7 +648,7 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   if (!e.is_good() && p->read_back) {  // a saved plan this cuDNN will not run: built afresh
     forget_saved_plan(device, c);
     p = plan_for(device, c);
-    if (!p->ok) return false;
+    if (!p->ok) return own_attention(c, in, out, stream);
     if (p->workspace > 0) ws = op_workspace(static_cast<size_t>(p->workspace), stream, device);
     std::lock_guard<std::mutex> lock(dev.mu);
     TG_CUDNN(cudnnSetStream(dev.handle, stream));
@@ -469,6 +677,19 @@ bool cudnn_attention(const GraphImpl&, const Node&, const std::vector<DevArg>&, 
 bool cudnn_attention_cold(const GraphImpl&, const Node&, const std::vector<TensorType>&,
                           const std::vector<TensorType>&, int) {
   return false;
+}
+
+bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why) {
+  return cudnn_attention_supported(device, c, why);
+}
+
+void cudnn_attention_settle() {}
+
+long long cudnn_attention_stand_ins() { return 0; }
+
+std::unique_lock<std::mutex> cudnn_attention_hold_builds(int) {
+  static std::mutex none;
+  return std::unique_lock<std::mutex>(none);
 }
 
 #endif

@@ -148,6 +148,33 @@ void library_warmup_wait_at_exit() {
   });
 }
 
+void library_warmup_detached(std::function<void()> body) {
+  InFlight& flying = in_flight();
+  auto land = [&flying] {
+    std::lock_guard<std::mutex> lock(flying.mu);
+    if (--flying.threads == 0) flying.done.notify_all();
+  };
+  {
+    std::lock_guard<std::mutex> lock(flying.mu);
+    ++flying.threads;
+  }
+  try {
+    std::thread([body = std::move(body), land] {
+      struct Landed {  // however the thread ends
+        decltype(land) f;
+        ~Landed() { f(); }
+      } landed{land};
+      try {
+        body();
+      } catch (...) {
+      }
+    }).detach();
+  } catch (...) {
+    land();
+    throw;
+  }
+}
+
 long long library_warmup_calls_made() { return calls_made.load(); }
 
 bool library_warmup_enabled() { return !env_flag("TGRAPH_NO_LIBRARY_WARMUP"); }
@@ -180,7 +207,12 @@ LibraryWarmup::~LibraryWarmup() { wait(); }
 
 namespace {
 thread_local ProvisionalChoices* installed = nullptr;
+thread_local InterimKernels* interim = nullptr;
 }  // namespace
+
+InterimKernels::InterimKernels() : saved_(interim) { interim = this; }
+InterimKernels::~InterimKernels() { interim = saved_; }
+InterimKernels* InterimKernels::current() { return interim; }
 
 ProvisionalChoices::ProvisionalChoices(bool on)
     : on_(on && library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) {

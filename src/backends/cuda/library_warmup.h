@@ -32,6 +32,8 @@ class LibraryWarmup {
   LibraryWarmup(const LibraryWarmup&) = delete;
   LibraryWarmup& operator=(const LibraryWarmup&) = delete;
   void wait();
+  /// False when no thread could be started (the calls are not made).
+  bool started() const { return !threads_.empty(); }
 
  private:
   std::vector<WarmCall> calls_;
@@ -70,10 +72,38 @@ class ProvisionalChoices {
   ProvisionalChoices* saved_ = nullptr;
 };
 
+/// Installed on the running thread for a run that no CUDA graph captures: an op whose library
+/// plan is still being made on another thread may then run a stand-in kernel of tgraph's own
+/// (cuDNN's attention plan for a shape no process on the machine ran: 0.1-0.8 s of run-time
+/// compile on the H200) and say so (note()); the executor neither captures such a run nor counts
+/// its input types warm, so a later run looks again and the one that finds every plan made is
+/// captured. Where none is installed (a capture, a caller that cannot look again), the op waits
+/// for its plan.
+class InterimKernels {
+ public:
+  InterimKernels();
+  ~InterimKernels();
+  InterimKernels(const InterimKernels&) = delete;
+  InterimKernels& operator=(const InterimKernels&) = delete;
+  /// The one installed on this thread, or null.
+  static InterimKernels* current();
+  void note() { used_ = true; }
+  bool used() const { return used_; }
+
+ private:
+  bool used_ = false;
+  InterimKernels* saved_ = nullptr;
+};
+
 /// Registers (up to 64 times) an exit handler that stops the warm-up calls not begun and waits
 /// for those under way (10 s at most): call before starting calls that may outlive the run that
 /// needs them, after that run has made the statics they use.
 void library_warmup_wait_at_exit();
+
+/// Runs `body` on a detached thread counted with the warm-up threads, which the exit handler
+/// waits for (call library_warmup_wait_at_exit() first, after making the statics `body` uses).
+/// An exception out of `body` is dropped. Throws when no thread can be started.
+void library_warmup_detached(std::function<void()> body);
 
 /// Warm-up calls made in this process that returned without an error (for tests).
 long long library_warmup_calls_made();

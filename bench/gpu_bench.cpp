@@ -2,15 +2,18 @@
 // bench/gpu_bench_torch.py. Device time from CUDA events, warm-up, median of many runs,
 // inputs already on the device.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <tgraph/tgraph.h>
 
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/matmul_fp8.h"
 #include "backends/cuda/matmul_lt.h"
 #include "runtime/executable_impl.h"
@@ -374,9 +377,67 @@ void bench_mlp() {
     }
 }
 
+// scaled_dot_product_attention at BERT's shapes (f16, 12 heads of 64), three ways: cuDNN's fused
+// kernel, tgraph's own (kernels_attention.cu, the stand-in while cuDNN builds a cold shape's
+// plan) and the decomposition; device time of the captured call and its FLOP rate. Then a cold
+// shape's first call (compile + first run, wall clock; a scale of its own, so no plan of this
+// process or the compile cache fits): with the stand-in, and waiting for cuDNN's plan.
+void bench_attention() {
+  const std::vector<std::array<int64_t, 3>> shapes{{1, 128, 0}, {16, 128, 0}, {8, 512, 0}, {16, 128, 1}};
+  const std::vector<std::pair<const char*, std::map<std::string, std::string>>> ways{
+      {"cuDNN", {{"TGRAPH_NO_INTERIM_ATTENTION", "1"}}},
+      {"tgraph's kernel", {{"TGRAPH_OWN_ATTENTION", "1"}}},
+      {"decomposed", {{"TGRAPH_NO_FUSED_ATTENTION", "1"}}}};
+  for (const auto& [b, L, masked] : shapes) {
+    tg::Graph g;
+    const tg::Shape s({b, 12, L, 64});
+    tg::Tensor q = g.placeholder(s, tg::f16), k = g.placeholder(s, tg::f16), v = g.placeholder(s, tg::f16);
+    tg::Tensor m = g.placeholder({b, 1, L, L}, tg::f16);
+    tg::Tensor y = g.scaled_dot_product_attention(q, k, v, masked ? std::optional<tg::Tensor>(m) : std::nullopt);
+    std::vector<tg::TensorData> in;
+    for (int i = 0; i < 3; ++i) in.push_back(tg::TensorData::uniform(s, -1, 1, tg::f16, 80 + static_cast<uint64_t>(i)));
+    std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds{{q, q.type()}, {k, k.type()}, {v, v.type()}};
+    if (masked) {
+      in.push_back(tg::TensorData::uniform({b, 1, L, L}, -2, 0, tg::f16, 83));
+      feeds.emplace_back(m, m.type());
+    }
+    const double flop = 4.0 * static_cast<double>(b) * 12 * L * L * 64;
+    for (const auto& [name, switches] : ways) {
+      tg::Executable e = g.compile(feeds, {y}, {}, {.device = tg::Device::cuda(0), .switches = switches});
+      const double ms = median(tg::detail::cuda_time_replays(e.impl(), in, 5, 50));
+      std::printf("attention f16 %lld x 12 x %lld x 64%s, %s: %.4f ms (%.1f TFLOP/s)\n", static_cast<long long>(b),
+                  static_cast<long long>(L), masked ? " + bias [b,1,L,L]" : "", name, ms, flop / (ms * 1e-3) / 1e12);
+    }
+  }
+  for (int stand_in = 1; stand_in >= 0; --stand_in) {
+    const int64_t L = 96 + 8 * stand_in;  // a length and a scale this bench alone uses
+    tg::Graph g;
+    const tg::Shape s({16, 12, L, 64});
+    tg::Tensor q = g.placeholder(s, tg::f16), k = g.placeholder(s, tg::f16), v = g.placeholder(s, tg::f16);
+    tg::Tensor y = g.scaled_dot_product_attention(q, k, v, std::nullopt, tg::AttentionDesc{0.1171 + stand_in * 1e-4, false});
+    std::vector<tg::TensorData> in;
+    for (int i = 0; i < 3; ++i) in.push_back(tg::TensorData::uniform(s, -1, 1, tg::f16, 90 + static_cast<uint64_t>(i)));
+    std::map<std::string, std::string> sw;
+    if (!stand_in) sw["TGRAPH_NO_INTERIM_ATTENTION"] = "1";
+    const auto t0 = std::chrono::steady_clock::now();
+    tg::Executable e = g.compile({{q, q.type()}, {k, k.type()}, {v, v.type()}}, {y}, {},
+                                 {.device = tg::Device::cuda(0), .switches = sw});
+    e.run(in);
+    const double first = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    tg::detail::cudnn_attention_settle();
+    const auto t1 = std::chrono::steady_clock::now();
+    e.run(in);
+    const double second = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    std::printf("attention f16 16 x 12 x %lld x 64 at a cold shape, %s: first call (compile + run) %.1f ms, the "
+                "call after the plan is built %.1f ms; stand-in calls so far %lld\n",
+                static_cast<long long>(L), stand_in ? "tgraph's kernel standing in" : "waiting for cuDNN's plan", first,
+                second, tg::detail::cudnn_attention_stand_ins());
+  }
+}
+
 int main(int argc, char** argv) {
   // `bench_gpu batch_norm stencil`: only those parts (while_loop, gather_nd, stencil,
-  // autocast_conv_block, bias_grad, batch_norm, layer_norm, broadcast, mlp, fp8_matmul); no arguments: everything.
+  // autocast_conv_block, bias_grad, batch_norm, layer_norm, broadcast, mlp, fp8_matmul, attention); no arguments: everything.
   if (argc > 1) {
     const std::map<std::string, void (*)()> parts{{"while_loop", bench_while_loop},
                                                  {"gather_nd", bench_gather_nd},
@@ -387,7 +448,8 @@ int main(int argc, char** argv) {
                                                  {"layer_norm", bench_layer_norm},
                                                  {"broadcast", bench_broadcast},
                                                  {"mlp", bench_mlp},
-                                                 {"fp8_matmul", bench_fp8_matmul}};
+                                                 {"fp8_matmul", bench_fp8_matmul},
+                                                 {"attention", bench_attention}};
     for (int i = 1; i < argc; ++i) {
       auto it = parts.find(argv[i]);
       if (it == parts.end()) {

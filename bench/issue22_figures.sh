@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every figure issue 22 names, on the GPU machine, into one log ($OUT/issue22-<part>.txt), in two
 # parts that each fit a device call with the build (~4-6 min each):
-#   TG_PY=1 TG_EXTRA="tgraph_gpu_tests" OUT=$OUT scripts/device-train.sh 'OUT=$OUT bench/issue22_figures.sh tests'
+#   TG_PY=1 TG_EXTRA="tgraph_gpu_tests bench_gpu" OUT=$OUT scripts/device-train.sh 'OUT=$OUT bench/issue22_figures.sh tests'
 #   ... 'OUT=$OUT bench/issue22_figures.sh figures'
 # (device-train.sh builds bench_train_resnet, the GPU tests and the Python module first).
-# "tests": CUDA's start step by step and the GPU tests of the issue's code; "figures": new
+# "tests": CUDA's start step by step, the GPU tests of the issue's code and attention three ways
+# (cuDNN, tgraph's stand-in kernel, decomposed; a cold shape's first call); "figures": new
 # sizes' first calls (ResNet-50, BERT), loads and first runs (BERT .tgx, ResNet-50 training).
 # Caches: fresh TGRAPH_CACHE_DIR / CUDA_CACHE_PATH per part, so "cold" means a machine that
 # never compiled these shapes; "warm" parts reuse the part's own cache in a second process.
@@ -25,6 +26,10 @@ tests() {
   build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*' 2>&1 |
     grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran"
   (cd build-gpu && timeout 400 python3 -m pytest -q -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -5)
+
+  part "Attention at BERT's shapes: cuDNN, tgraph's kernel (the stand-in), decomposed; a cold shape's first call"
+  fresh attention
+  timeout 120 build-gpu/bench/bench_gpu attention 2>&1 | tail -20
 }
 
 figures() {
@@ -39,12 +44,15 @@ figures() {
   echo "-- unprofiled, cold"
   timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
 
-  part "BERT-base f16 new sizes' first calls: cold machine, then a second process"
+  part "BERT-base f16 new sizes' first calls: cold machine, then a second process; then cold, no stand-in"
   fresh bert
   for i in 1 2; do
     echo "-- process $i"
     timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\| "
   done
+  fresh bert_wait
+  echo "-- cold, TGRAPH_NO_INTERIM_ATTENTION=1 (each cold length's first call waits for cuDNN's plan)"
+  TGRAPH_NO_INTERIM_ATTENTION=1 timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\| "
 
   part "BERT-base f16 .tgx loaded and first-run in a fresh process"
   fresh load

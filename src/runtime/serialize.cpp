@@ -351,11 +351,13 @@ void write_device_code(Writer& w, const ExecutableImpl& exe) {
         if (std::string v = value(); !v.empty()) plans.emplace(key, std::move(v));
   };
   gather(exe);
-  {
+  std::vector<std::shared_ptr<const ExecutableImpl>> copies;  // gathered outside the lock (a
+  {                                                           // later plan may be waited for)
     std::lock_guard<std::mutex> lock(exe.specialized_mu);
     for (const auto& [types, copy] : exe.specialized)
-      if (copy) gather(*copy);  // null: a size its compile refused
+      if (copy) copies.push_back(copy);  // null: a size its compile refused
   }
+  for (const auto& copy : copies) gather(*copy);
   std::vector<const DeviceCode::Kernel*> out;
   // The kernels are CUDA's (NVRTC, sm_<major><minor>), whatever device the executable runs on.
   const Backend* backend = find_backend(Device::Kind::cuda);

@@ -81,6 +81,7 @@ void run_case(const Case& c, DType t, double tol, const std::map<std::string, st
   auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
   Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .switches = switches});
   EXPECT_EQ(whole_attention(e), 1) << "attention was decomposed";
+  const long long own_before = detail::cudnn_attention_own_calls();
   for (int run = 0; run < 2; ++run) {  // the second replays the captured graph
     TensorData got = e.run(inputs)[0];
     gputest::expect_close(got, want[0], tol, "run " + std::to_string(run));
@@ -89,6 +90,11 @@ void run_case(const Case& c, DType t, double tol, const std::map<std::string, st
   }
   auto stats = detail::cuda_graph_stats(e.impl());
   EXPECT_EQ(stats.replays, 1) << stats.error;
+  // Which kernel ran: tgraph's (the first run and the capture) or never.
+  if (switches.count("TGRAPH_OWN_ATTENTION"))
+    EXPECT_GE(detail::cudnn_attention_own_calls() - own_before, 1) << "tgraph's kernel did not run";
+  else
+    EXPECT_EQ(detail::cudnn_attention_own_calls(), own_before) << "tgraph's kernel ran where cuDNN's should";
 }
 
 const std::vector<Case>& cases() {
@@ -153,7 +159,7 @@ TEST(CudaAttention, AColdShapesFirstRunsUseTgraphsKernelWhileCudnnBuildsItsPlan)
     const long long before = detail::cudnn_attention_stand_ins();
     std::optional<Executable> compiled;
     {
-      auto hold = detail::cudnn_attention_hold_builds(0);  // the plan is not done before the run needs it
+      auto hold = detail::cudnn_attention_hold_builds();  // the plan is not done before the run needs it
       compiled = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
       EXPECT_EQ(whole_attention(*compiled), 1);
       gputest::expect_close(compiled->run(inputs)[0], want[0], tol, "first run");

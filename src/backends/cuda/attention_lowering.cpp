@@ -132,7 +132,9 @@ bool lower_cuda_attention(Module& m, int device) {
       c.mask = Shape(bias), c.masked = true;
       // A bias shared by every query ([b, h, 1, Lk], a padding mask) where cuDNN wants one per
       // query (asked now, the plan built in turn: the form decides the graph).
-      if (ok && bias[2] == 1 && !cudnn_attention_supported(device, c)) {
+      // Not when the queries are one (the full form is the same) or tgraph's kernel runs every call.
+      if (ok && bias[2] == 1 && c.q.dim(-2) > 1 && !env_flag("TGRAPH_OWN_ATTENTION") &&
+          !cudnn_attention_supported(device, c)) {
         bias[2] = c.q.dim(-2);
         c.mask = Shape(bias);
       }

@@ -610,6 +610,8 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
 
 }  // namespace
 
+CudaState::~CudaState() { cudnn_attention_settle(); }
+
 std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
   check_inputs(inputs);
   RunInputs io;

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,9 +60,12 @@ bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why =
 void cudnn_attention_settle();
 /// Calls tgraph's kernel ran while their cuDNN plan was being built, in this process (tests).
 long long cudnn_attention_stand_ins();
-/// Holds `device`'s attention plans being built on their thread while alive (tests: a build
-/// that ends before the run reaches its call leaves nothing for tgraph's kernel to stand in for).
-std::unique_lock<std::mutex> cudnn_attention_hold_builds(int device);
+/// Calls tgraph's attention kernel ran in this process, for any reason (tests).
+long long cudnn_attention_own_calls();
+/// While the token lives, attention plans deferred to their thread do not start building (30 s
+/// at most; tests: a build that ends before the run reaches its call leaves nothing for tgraph's
+/// kernel to stand in for).
+std::shared_ptr<void> cudnn_attention_hold_builds();
 /// True when tgraph was built with the cuDNN frontend.
 bool cudnn_attention_available();
 /// True when the call's shapes and dtype are of the kind cudnn_attention takes (no device asked).

@@ -176,6 +176,10 @@ struct CollectiveStream {
 };
 
 struct CudaState {
+  // Waits for attention plans still being built on their threads (cudnn_attention_settle): a
+  // program that compiles, runs once and returns from main would otherwise exit in the middle of
+  // a build, while cuDNN's lazily loaded sub-libraries the build made are torn down.
+  ~CudaState();
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -398,7 +399,15 @@ std::shared_ptr<Deferred> deferred_of(const std::string& key) {
   auto it = deferred().find(key);
   return it == deferred().end() ? nullptr : it->second;
 }
+// Drops the entry of `key` if it is still `d` (the key may have been deferred again since).
+void forget_deferred(const std::string& key, const std::shared_ptr<Deferred>& d) {
+  std::lock_guard<std::mutex> lock(deferred_mutex());
+  auto it = deferred().find(key);
+  if (it != deferred().end() && it->second == d) deferred().erase(it);
+}
 std::atomic<long long> stand_ins{0};
+std::atomic<long long> own_calls{0};
+std::atomic<int> builds_held{0};  // cudnn_attention_hold_builds
 
 // TGRAPH_OWN_ATTENTION=1: every kept attention call runs tgraph's own kernel (tests, and
 // measuring it beside cuDNN's).
@@ -442,7 +451,9 @@ bool own_attention(const AttentionCall& c, const std::vector<DevArg>& in, const 
   a.scale = static_cast<float>(c.scale);
   a.causal = c.causal;
   a.bf16 = c.dtype == DType::bf16;
-  return launch_attention(a, stream) == cudaSuccess;
+  if (launch_attention(a, stream) != cudaSuccess) return false;  // (the launch's error taken)
+  ++own_calls;
+  return true;
 }
 
 // True when a plan for c is saved where plan_for would read it (an executable's file, the disk
@@ -493,6 +504,11 @@ bool defer_build(int device, const AttentionCall& c) {
         }
       } done{*d};
       SwitchScope scope(*switches);
+      // Held by a test (cudnn_attention_hold_builds): 30 s at most, so a run that waits for
+      // the plan while the test holds it fails the test late instead of hanging it.
+      for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+           builds_held.load() > 0 && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       CudnnDevice* on = cudaSetDevice(device) == cudaSuccess ? builder_handle(device) : nullptr;
       if (!on) {
         cudaGetLastError();
@@ -514,8 +530,12 @@ bool defer_build(int device, const AttentionCall& c) {
       }
     });
   } catch (const std::exception&) {  // no thread: built in turn, as without the tiered path
-    std::lock_guard<std::mutex> lock(deferred_mutex());
-    deferred().erase(key);
+    {
+      std::lock_guard<std::mutex> lock(d->mu);
+      d->done = true;  // (a run that found the entry meanwhile waits for nothing)
+    }
+    d->cv.notify_all();
+    forget_deferred(key, d);
     return false;
   }
   return true;
@@ -551,11 +571,12 @@ void cudnn_attention_settle() {
 
 long long cudnn_attention_stand_ins() { return stand_ins.load(); }
 
-std::unique_lock<std::mutex> cudnn_attention_hold_builds(int device) {
-  CudnnDevice* h = builder_handle(device);
-  if (!h) throw Error("[scaled_dot_product_attention] no cuDNN handle for device " + std::to_string(device));
-  return std::unique_lock<std::mutex>(h->mu);
+std::shared_ptr<void> cudnn_attention_hold_builds() {
+  ++builds_held;
+  return std::shared_ptr<void>(nullptr, [](void*) { --builds_held; });
 }
+
+long long cudnn_attention_own_calls() { return own_calls.load(); }
 
 namespace {
 
@@ -607,7 +628,7 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
     if (!d->done) {
       // The plan is still being built: tgraph's kernel stands in where the run allows it (not
       // captured, a later run looks again); a capture, or a caller that cannot, waits for it.
-      InterimKernels* interim = InterimKernels::current();
+      InterimKernels* interim = env_flag("TGRAPH_NO_INTERIM_ATTENTION") ? nullptr : InterimKernels::current();
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
       if (interim && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
           capturing == cudaStreamCaptureStatusNone && own_attention(c, in, out, stream)) {
@@ -620,11 +641,9 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
         });
         return true;
       }
-      cudaGetLastError();
       d->wait();
     }
-    std::lock_guard<std::mutex> lock(deferred_mutex());
-    deferred().erase(key);
+    forget_deferred(key, d);
   }
   std::shared_ptr<Plan> p = plan_for(device, c);
   // Refused (a deferred build: the lowering kept the node before cuDNN answered): tgraph's kernel.
@@ -687,10 +706,9 @@ void cudnn_attention_settle() {}
 
 long long cudnn_attention_stand_ins() { return 0; }
 
-std::unique_lock<std::mutex> cudnn_attention_hold_builds(int) {
-  static std::mutex none;
-  return std::unique_lock<std::mutex>(none);
-}
+std::shared_ptr<void> cudnn_attention_hold_builds() { return nullptr; }
+
+long long cudnn_attention_own_calls() { return 0; }
 
 #endif
 

@@ -569,6 +569,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     InterimKernels stand_ins;
     r.block(0);
     interim = stand_ins.used();
+    st.building.merge(stand_ins.take());
   }
   try {
     st.asking = provisional->ask_later(r.ctx.index());
@@ -610,7 +611,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
 
 }  // namespace
 
-CudaState::~CudaState() { cudnn_attention_settle(); }
+CudaState::~CudaState() {
+  for (auto& [work, wait] : building) wait();
+}
 
 std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {
   check_inputs(inputs);

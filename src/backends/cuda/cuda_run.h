@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <list>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -176,10 +177,11 @@ struct CollectiveStream {
 };
 
 struct CudaState {
-  // Waits for attention plans still being built on their threads (cudnn_attention_settle): a
-  // program that compiles, runs once and returns from main would otherwise exit in the middle of
-  // a build, while cuDNN's lazily loaded sub-libraries the build made are torn down.
+  // Waits for the attention plans its runs' stand-ins were for (`building`), if still being
+  // built: a program that compiles, runs once and returns from main would otherwise exit in the
+  // middle of a build, while what cuDNN made on the build's thread is torn down.
   ~CudaState();
+  std::map<const void*, std::function<void()>> building;  // InterimKernels::note
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)

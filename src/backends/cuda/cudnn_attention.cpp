@@ -10,6 +10,8 @@
 // A shape with no plan built or saved anywhere (cuDNN compiles a kernel for it: 0.1-0.8 s on the
 // H200) is built on a thread of its own while tgraph's own kernel (kernels_attention.cu) runs
 // its first calls: the tiered path (defer_build, and the stand-ins in cudnn_attention).
+#include <dlfcn.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -429,6 +431,21 @@ CudnnDevice* builder_handle(int device) {
   return h;
 }
 
+// cuDNN loads its run-time compiled engines' library when it first builds such a plan: on the
+// build's thread, after the exit handler that waits for the build was registered, so an exit
+// during that build would destroy the library's statics first. Loaded here (from the directory
+// of the cuDNN this process runs, as cuDNN itself does; never unloaded) before the build's
+// thread registers a handler of its own. Best effort: a cuDNN without the library builds as before.
+void load_runtime_compiled_engines() {
+  static std::atomic<bool> tried{false};
+  if (tried.exchange(true)) return;
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&cudnnCreate), &info) || !info.dli_fname) return;
+  const std::string lib = (std::filesystem::path(info.dli_fname).parent_path() /
+                           ("libcudnn_engines_runtime_compiled.so." + std::to_string(CUDNN_MAJOR))).string();
+  if (!dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL)) dlerror();
+}
+
 // Runs call c with tgraph's own kernel; false when it does not take the call.
 bool own_attention(const AttentionCall& c, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
                    cudaStream_t stream) {
@@ -509,6 +526,8 @@ bool defer_build(int device, const AttentionCall& c) {
       for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
            builds_held.load() > 0 && std::chrono::steady_clock::now() < until;)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      load_runtime_compiled_engines();
+      library_warmup_wait_at_exit();  // (after what the line above made)
       CudnnDevice* on = cudaSetDevice(device) == cudaSuccess ? builder_handle(device) : nullptr;
       if (!on) {
         cudaGetLastError();
@@ -632,7 +651,7 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
       if (interim && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
           capturing == cudaStreamCaptureStatusNone && own_attention(c, in, out, stream)) {
-        interim->note();
+        interim->note(d.get(), [d] { d->wait(); });
         ++stand_ins;
         // A save after this run waits for the plan and writes it with the executable.
         record_library_plan_later(saved_key(device, c), [d] {

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -87,11 +88,14 @@ class InterimKernels {
   InterimKernels& operator=(const InterimKernels&) = delete;
   /// The one installed on this thread, or null.
   static InterimKernels* current();
-  void note() { used_ = true; }
-  bool used() const { return used_; }
+  /// A stand-in ran for the work `key` names, still under way; `wait_for` returns once it is
+  /// done (the executable waits for it before it is destroyed: CudaState::building).
+  void note(const void* key, std::function<void()> wait_for) { waits_.emplace(key, std::move(wait_for)); }
+  bool used() const { return !waits_.empty(); }
+  std::map<const void*, std::function<void()>> take() { return std::move(waits_); }
 
  private:
-  bool used_ = false;
+  std::map<const void*, std::function<void()>> waits_;
   InterimKernels* saved_ = nullptr;
 };
 

@@ -241,6 +241,41 @@ TEST(CudaAttention, MasksThatHideNothingAreDropped) {
   }
 }
 
+// A stream of new shapes, as a decoder's growing key length makes: one dynamic executable met
+// at 20 key lengths while the builds are held. Every call is right (tgraph's kernel stands in
+// each time), the builds wait in one bounded queue (the oldest dropped past 16) instead of a
+// thread each, and a length met again after its build was dropped is deferred again and right.
+TEST(CudaAttention, AStreamOfColdShapesStandsInAndItsBuildsAreBounded) {
+  gputest::FreshCacheDir cache("interim-attention-stream");
+  Graph g;
+  const Shape qs({1, 4, 1, 64}), ks({1, 4, -1, 64});
+  Tensor q = g.placeholder(qs, DType::f16, "q"), k = g.placeholder(ks, DType::f16, "k"), v = g.placeholder(ks, DType::f16, "v");
+  Tensor y = g.scaled_dot_product_attention(q, k, v, std::nullopt, AttentionDesc{0.1357911, false});
+  const std::vector<std::pair<Tensor, TensorType>> feeds{
+      {q, TensorType(qs, DType::f16)}, {k, TensorType(ks, DType::f16)}, {v, TensorType(ks, DType::f16)}};
+  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  auto inputs = [](int64_t len) {
+    return std::vector<TensorData>{half_data({1, 4, 1, 64}, DType::f16, 300 + static_cast<uint64_t>(len)),
+                                   half_data({1, 4, len, 64}, DType::f16, 400 + static_cast<uint64_t>(len)),
+                                   half_data({1, 4, len, 64}, DType::f16, 500 + static_cast<uint64_t>(len))};
+  };
+  const long long before = detail::cudnn_attention_stand_ins();
+  {
+    auto hold = detail::cudnn_attention_hold_builds();
+    for (int64_t len = 17; len < 37; ++len) {
+      auto in = inputs(len);
+      gputest::expect_close(e.run(in)[0], cpu.run(in)[0], 4e-3, "key length " + std::to_string(len));
+    }
+  }
+  EXPECT_EQ(detail::cudnn_attention_stand_ins() - before, 20);
+  detail::cudnn_attention_settle();
+  for (int64_t len : {17, 36, 17}) {  // 17's build was dropped (deferred again), 36's was made
+    auto in = inputs(len);
+    gputest::expect_close(e.run(in)[0], cpu.run(in)[0], 4e-3, "again at key length " + std::to_string(len));
+  }
+}
+
 // One executable with dynamic batch and sequence dims run at several sizes, each size's copy
 // with its own cuDNN plan: each size, larger and smaller than the first and with keys longer
 // than queries, matches the reference. The first is short, as BERT's first call was (16 x 16,

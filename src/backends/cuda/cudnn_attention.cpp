@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -379,14 +380,31 @@ void forget_saved_plan(int device, const AttentionCall& c) {
 // the shape's calls (InterimKernels, library_warmup.h), by slot key. Never destroyed: a build may
 // outlive the run that started it (the exit handler waits for it).
 struct Deferred {
+  std::atomic<bool> started{false};  // taken by the builder, or claimed by a run or a drop
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;
-  std::string blob;  // the built plan serialised (empty: refused, or cuDNN would not serialise it)
+  std::string blob;  // the built plan serialised (empty: refused, dropped, or not serialisable)
   void wait() {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done.load(); });
   }
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+  }
+  // Drops the build if the builder has not begun it (the queue's bound, an exit, an executable
+  // destroyed): true then, and a run meeting the shape again defers it again.
+  bool cancel() {
+    if (started.exchange(true)) return false;
+    cancelled = true;
+    finish();
+    return true;
+  }
+  std::atomic<bool> cancelled{false};
 };
 std::mutex& deferred_mutex() {
   static std::mutex* mu = new std::mutex;
@@ -484,80 +502,147 @@ bool saved_plan_at_hand(int device, const AttentionCall& c) {
   return std::filesystem::exists(disk_cache_path(saved_key(device, c), kPlanExt), ec);
 }
 
-// Starts building call c's plan on a thread of its own when none is built, being built or
-// saved and tgraph's kernel can run the call meanwhile; true when c's plan is being built so
-// (then and until it is done, cudnn_attention runs the call with tgraph's kernel where the run
-// allows it). Not under TGRAPH_NO_INTERIM_ATTENTION=1 or TGRAPH_NO_LIBRARY_WARMUP=1.
-bool defer_build(int device, const AttentionCall& c) {
+// Whether call c may be deferred: tgraph's kernel takes it, and neither
+// TGRAPH_NO_INTERIM_ATTENTION=1 nor TGRAPH_NO_LIBRARY_WARMUP=1 (nor the shared-kernel experiment).
+bool deferrable(const AttentionCall& c) {
   std::vector<int64_t> q, k, v, mask;
-  if (shares_kernels(c) || !library_warmup_enabled() || env_flag("TGRAPH_NO_INTERIM_ATTENTION") ||
-      !attention_geometry(c, q, k, v, mask) || !attention_kernel_takes(q[3], v[3]))
-    return false;
+  return !shares_kernels(c) && library_warmup_enabled() && !env_flag("TGRAPH_NO_INTERIM_ATTENTION") &&
+         attention_geometry(c, q, k, v, mask) && attention_kernel_takes(q[3], v[3]);
+}
+
+// Deferred builds wait in one queue, newest first, for one builder thread at a time (started
+// when there is work, gone when there is none): builds share the builder's cuDNN handle and one
+// at a time is as fast, and a stream of new shapes (a decoder's growing key length) must not
+// become a thread per shape. Past kMaxQueued waiting, the oldest are dropped: a shape met once
+// needs no plan, and one met again is deferred again.
+struct BuildJob {
+  int device;
+  AttentionCall call;
+  std::string key;
+  std::shared_ptr<Deferred> d;
+  std::shared_ptr<const std::map<std::string, std::string>> switches;
+};
+constexpr size_t kMaxQueued = 16;
+struct BuildQueue {
+  std::mutex mu;
+  std::deque<BuildJob> jobs;  // newest first
+  bool running = false;
+};
+BuildQueue& build_queue() {
+  static auto* q = new BuildQueue;  // never destroyed: the builder may outlive the program's statics
+  return *q;
+}
+
+// Builds one job's plan on the builder's handle and hands it over (or its refusal).
+void run_job(const BuildJob& job) {
+  struct Done {  // however the build ends
+    Deferred& d;
+    ~Done() { d.finish(); }
+  } done{*job.d};
+  SwitchScope scope(*job.switches);
+  CudnnDevice* on = cudaSetDevice(job.device) == cudaSuccess ? builder_handle(job.device) : nullptr;
+  if (!on) {
+    cudaGetLastError();
+    return;  // plan_for builds it on the device's handle
+  }
+  const AttentionCall& c = job.call;
+  std::shared_ptr<Plan> p = build(job.device, c, false, on);
+  if (p->ok && !p->blob.empty()) {  // handed to the device's handle as a saved plan
+    job.d->blob = p->blob;
+    std::lock_guard<std::mutex> lock(saved_mutex());
+    saved_plans().try_emplace(key_of(job.device, c), p->blob);
+  } else if (!p->ok) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
+    if (env_flag("TGRAPH_LOG_FALLBACK"))
+      std::fprintf(stderr, "[tgraph] attention q %s k %s v %s: cuDNN refused (%s); tgraph's own kernel runs it\n",
+                   c.q.str().c_str(), c.k.str().c_str(), c.v.str().c_str(), p->why.c_str());
+    auto refused = std::make_shared<PlanSlot>();
+    refused->plan = p;
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    plans().try_emplace(job.key, refused);
+  }
+}
+
+// The builder thread: jobs newest first until none is left (or the program exits).
+void builder_loop() {
+  load_runtime_compiled_engines();
+  library_warmup_wait_at_exit();  // (after what the line above made)
+  BuildQueue& q = build_queue();
+  for (;;) {
+    // Held by a test (cudnn_attention_hold_builds): 30 s at most, so a run that waits for a
+    // plan while the test holds the builds fails the test late instead of hanging it.
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         builds_held.load() > 0 && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    BuildJob job;
+    {
+      std::lock_guard<std::mutex> lock(q.mu);
+      if (q.jobs.empty() || library_warmup_exiting()) {
+        for (BuildJob& left : q.jobs) left.d->cancel();  // (exiting: nobody waits for a plan any more)
+        q.jobs.clear();
+        q.running = false;
+        return;
+      }
+      job = std::move(q.jobs.front());
+      q.jobs.pop_front();
+    }
+    if (job.d->started.exchange(true)) continue;  // claimed by a run that built it itself
+    run_job(job);
+  }
+}
+
+// Starts building call c's plan on the builder thread when none is built, being built or saved
+// and tgraph's kernel can run the call meanwhile; returns the entry runs look at (null: not
+// deferred: the plan is built, saved, or must be built in turn). Then, until it is done,
+// cudnn_attention runs the call with tgraph's kernel where the run allows it.
+std::shared_ptr<Deferred> defer_build(int device, const AttentionCall& c) {
+  if (!deferrable(c)) return nullptr;
   const std::string key = slot_key(device, c, false);
-  if (deferred_of(key)) return true;
+  if (auto d = deferred_of(key)) return d;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    if (plans().count(key)) return false;  // built, or being built here
+    if (plans().count(key)) return nullptr;  // built, or being built here
   }
-  if (saved_plan_at_hand(device, c)) return false;
+  if (saved_plan_at_hand(device, c)) return nullptr;
   auto d = std::make_shared<Deferred>();
   {
     std::lock_guard<std::mutex> lock(deferred_mutex());
-    if (!deferred().try_emplace(key, d).second) return true;  // another compile was first
+    auto [it, fresh] = deferred().try_emplace(key, d);
+    if (!fresh) return it->second;  // another compile or run was first
   }
   library_warmup_wait_at_exit();  // after the statics the build uses (made above)
-  auto switches = std::make_shared<const std::map<std::string, std::string>>(
-      switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{});
-  try {
-    library_warmup_detached([device, c, d, key, switches] {
-      struct Done {  // however the build ends
-        Deferred& d;
-        ~Done() {
-          {
-            std::lock_guard<std::mutex> lock(d.mu);
-            d.done = true;
-          }
-          d.cv.notify_all();
-        }
-      } done{*d};
-      SwitchScope scope(*switches);
-      // Held by a test (cudnn_attention_hold_builds): 30 s at most, so a run that waits for
-      // the plan while the test holds it fails the test late instead of hanging it.
-      for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-           builds_held.load() > 0 && std::chrono::steady_clock::now() < until;)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      load_runtime_compiled_engines();
-      library_warmup_wait_at_exit();  // (after what the line above made)
-      CudnnDevice* on = cudaSetDevice(device) == cudaSuccess ? builder_handle(device) : nullptr;
-      if (!on) {
-        cudaGetLastError();
-        return;  // plan_for builds it on the device's handle
-      }
-      std::shared_ptr<Plan> p = build(device, c, false, on);
-      if (p->ok && !p->blob.empty()) {  // handed to the device's handle as a saved plan
-        d->blob = p->blob;
-        std::lock_guard<std::mutex> lock(saved_mutex());
-        saved_plans().try_emplace(key_of(device, c), p->blob);
-      } else if (!p->ok) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
-        if (env_flag("TGRAPH_LOG_FALLBACK"))
-          std::fprintf(stderr, "[tgraph] attention q %s k %s v %s: cuDNN refused (%s); tgraph's own kernel runs it\n",
-                       c.q.str().c_str(), c.k.str().c_str(), c.v.str().c_str(), p->why.c_str());
-        auto refused = std::make_shared<PlanSlot>();
-        refused->plan = p;
-        std::lock_guard<std::mutex> lock(plans_mutex());
-        plans().try_emplace(key, refused);
-      }
-    });
-  } catch (const std::exception&) {  // no thread: built in turn, as without the tiered path
-    {
-      std::lock_guard<std::mutex> lock(d->mu);
-      d->done = true;  // (a run that found the entry meanwhile waits for nothing)
+  BuildJob job{device, c, key, d,
+               std::make_shared<const std::map<std::string, std::string>>(
+                   switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{})};
+  BuildQueue& q = build_queue();
+  std::vector<BuildJob> dropped;
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.jobs.push_front(std::move(job));
+    while (q.jobs.size() > kMaxQueued) {
+      dropped.push_back(std::move(q.jobs.back()));
+      q.jobs.pop_back();
     }
-    d->cv.notify_all();
-    forget_deferred(key, d);
-    return false;
+    start = !q.running;
+    q.running = true;
   }
-  return true;
+  for (BuildJob& j : dropped)
+    if (j.d->cancel()) forget_deferred(j.key, j.d);
+  if (start) try {
+      library_warmup_detached(builder_loop);
+    } catch (const std::exception&) {  // no thread: every queued build is made in turn instead
+      std::vector<BuildJob> left;
+      {
+        std::lock_guard<std::mutex> lock(q.mu);
+        left.assign(std::make_move_iterator(q.jobs.begin()), std::make_move_iterator(q.jobs.end()));
+        q.jobs.clear();
+        q.running = false;
+      }
+      for (BuildJob& j : left)
+        if (j.d->cancel()) forget_deferred(j.key, j.d);
+      return nullptr;
+    }
+  return d;
 }
 
 }  // namespace
@@ -576,7 +661,7 @@ bool cudnn_attention_supported(int device, const AttentionCall& c, std::string* 
 bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why) {
   std::vector<int64_t> q, k, v, mask;
   if (own_kernel_forced() && attention_geometry(c, q, k, v, mask) && attention_kernel_takes(q[3], v[3])) return true;
-  return defer_build(device, c) || cudnn_attention_supported(device, c, why);
+  return defer_build(device, c) != nullptr || cudnn_attention_supported(device, c, why);
 }
 
 void cudnn_attention_settle() {
@@ -621,8 +706,9 @@ bool cudnn_attention_cold(const GraphImpl&, const Node& n, const std::vector<Ten
   std::vector<int64_t> q, k, v, mask;
   if (!call_of(n, in, out, c) || !attention_geometry(c, q, k, v, mask)) return false;
   const bool shared = shares_kernels(c);
-  if (own_kernel_forced() || deferred_of(slot_key(device, c, shared)))
-    return false;  // tgraph's kernel runs it (its plan being built on a thread of its own)
+  if (own_kernel_forced() || deferred_of(slot_key(device, c, shared)) ||
+      (deferrable(c) && !saved_plan_at_hand(device, c)))
+    return false;  // tgraph's kernel runs it while its plan is built on the builder's thread
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (plans().count(slot_key(device, c, shared)))
@@ -643,23 +729,40 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
   if (!call_of(n, it, ot, c)) return false;
   if (own_kernel_forced() && own_attention(c, in, out, stream)) return true;
   const std::string key = slot_key(device, c, shares_kernels(c));
-  if (std::shared_ptr<Deferred> d = deferred_of(key)) {
+  std::shared_ptr<Deferred> d = deferred_of(key);
+  if (d && d->cancelled) {  // dropped before it was built: deferred again below if it may be
+    forget_deferred(key, d);
+    d = nullptr;
+  }
+  InterimKernels* interim = env_flag("TGRAPH_NO_INTERIM_ATTENTION") ? nullptr : InterimKernels::current();
+  bool cold = false;  // no plan built or being built: a loaded executable's shape, a dropped build
+  if (!d && interim) {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    cold = !plans().count(key);
+  }
+  if (cold) d = defer_build(device, c);
+  if (d) {
     if (!d->done) {
       // The plan is still being built: tgraph's kernel stands in where the run allows it (not
-      // captured, a later run looks again); a capture, or a caller that cannot, waits for it.
-      InterimKernels* interim = env_flag("TGRAPH_NO_INTERIM_ATTENTION") ? nullptr : InterimKernels::current();
+      // captured, a later run looks again); a capture, or a caller that cannot, waits for it —
+      // or builds it itself if the builder has not begun.
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
       if (interim && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
           capturing == cudaStreamCaptureStatusNone && own_attention(c, in, out, stream)) {
-        interim->note(d.get(), [d] { d->wait(); });
+        // The executable waits for a build under way before it is destroyed; one not begun is dropped.
+        interim->note(d.get(), [d] {
+          if (!d->cancel()) d->wait();
+        });
         ++stand_ins;
         // A save after this run waits for the plan and writes it with the executable.
-        record_library_plan_later(saved_key(device, c), [d] {
+        record_library_plan_later(saved_key(device, c), [d, device, c] {
           d->wait();
-          return d->blob;
+          if (!d->blob.empty()) return d->blob;
+          return disk_cache_read_keyed(saved_key(device, c), kPlanExt);  // built by a run instead
         });
         return true;
       }
+      if (!d->started.exchange(true)) d->finish();  // not begun (or dropped): plan_for below builds it now
       d->wait();
     }
     forget_deferred(key, d);

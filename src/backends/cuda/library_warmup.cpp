@@ -175,6 +175,8 @@ void library_warmup_detached(std::function<void()> body) {
   }
 }
 
+bool library_warmup_exiting() { return in_flight().exiting.load(); }
+
 long long library_warmup_calls_made() { return calls_made.load(); }
 
 bool library_warmup_enabled() { return !env_flag("TGRAPH_NO_LIBRARY_WARMUP"); }

@@ -109,6 +109,9 @@ void library_warmup_wait_at_exit();
 /// An exception out of `body` is dropped. Throws when no thread can be started.
 void library_warmup_detached(std::function<void()> body);
 
+/// True once the program has begun to exit (the exit handler runs): work not yet begun is dropped.
+bool library_warmup_exiting();
+
 /// Warm-up calls made in this process that returned without an error (for tests).
 long long library_warmup_calls_made();
 

@@ -37,6 +37,9 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   if (!specialize) return nullptr;
   for (const TensorType& t : types)
     if (!t.shape.is_static()) return nullptr;
+  // Copies evicted below are destroyed after the lock is let go: a copy's destruction may wait
+  // for a library build its runs relied on (the CUDA backend's attention plans).
+  std::vector<std::shared_ptr<ExecutableImpl>> evicted;
   std::lock_guard<std::mutex> lock(specialized_mu);
   for (auto it = specialized.begin(); it != specialized.end(); ++it)
     if (it->first == types) {
@@ -70,7 +73,10 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   if (made && made->output_perms != output_perms) made = nullptr;
   if (made) made->specialize = nullptr;
   specialized.emplace_front(types, made);
-  while (specialized.size() > kMaxSpecialized) specialized.pop_back();
+  while (specialized.size() > kMaxSpecialized) {
+    evicted.push_back(std::move(specialized.back().second));
+    specialized.pop_back();
+  }
   return made;
 }
 

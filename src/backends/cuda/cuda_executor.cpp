@@ -569,7 +569,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     InterimKernels stand_ins;
     r.block(0);
     interim = stand_ins.used();
-    st.building.merge(stand_ins.take());
+    st.note_building(stand_ins.take());
   }
   try {
     st.asking = provisional->ask_later(r.ctx.index());
@@ -612,7 +612,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
 }  // namespace
 
 CudaState::~CudaState() {
-  for (auto& [work, wait] : building) wait();
+  for (auto& work : building) work->settle();
 }
 
 std::vector<TensorData> ExecutableImpl::run_cuda(const std::vector<TensorData>& inputs) const {

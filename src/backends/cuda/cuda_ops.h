@@ -62,6 +62,10 @@ void cudnn_attention_settle();
 long long cudnn_attention_stand_ins();
 /// Calls tgraph's attention kernel ran in this process, for any reason (tests).
 long long cudnn_attention_own_calls();
+/// Deferred attention plans the builder thread built (or saw refused), and those dropped
+/// unbuilt by the queue's bound, in this process (tests).
+long long cudnn_attention_builds_made();
+long long cudnn_attention_builds_dropped();
 /// While the token lives, attention plans deferred to their thread do not start building (30 s
 /// at most; tests: a build that ends before the run reaches its call leaves nothing for tgraph's
 /// kernel to stand in for).

@@ -181,7 +181,13 @@ struct CudaState {
   // built: a program that compiles, runs once and returns from main would otherwise exit in the
   // middle of a build, while what cuDNN made on the build's thread is torn down.
   ~CudaState();
-  std::map<const void*, std::function<void()>> building;  // InterimKernels::note
+  std::vector<std::shared_ptr<PendingWork>> building;  // InterimKernels::note, unfinished ones
+  void note_building(std::vector<std::shared_ptr<PendingWork>> works) {
+    building.erase(std::remove_if(building.begin(), building.end(), [](const auto& w) { return w->finished(); }),
+                   building.end());
+    for (auto& w : works)
+      if (std::find(building.begin(), building.end(), w) == building.end()) building.push_back(std::move(w));
+  }
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)

@@ -379,7 +379,11 @@ void forget_saved_plan(int device, const AttentionCall& c) {
 // The tiered path. Plans being built on a thread of their own while tgraph's own kernel runs
 // the shape's calls (InterimKernels, library_warmup.h), by slot key. Never destroyed: a build may
 // outlive the run that started it (the exit handler waits for it).
-struct Deferred {
+struct Deferred;
+void forget_deferred(const std::string& key, const std::shared_ptr<Deferred>& d);
+struct Deferred : PendingWork, std::enable_shared_from_this<Deferred> {
+  explicit Deferred(std::string k) : key(std::move(k)) {}
+  const std::string key;  // slot_key
   std::atomic<bool> started{false};  // taken by the builder, or claimed by a run or a drop
   std::atomic<bool> done{false};
   std::mutex mu;
@@ -405,6 +409,12 @@ struct Deferred {
     return true;
   }
   std::atomic<bool> cancelled{false};
+  // PendingWork: an executable destroyed drops the build if not begun, else waits for it.
+  bool finished() const override { return done.load(); }
+  void settle() override {
+    if (cancel()) forget_deferred(key, shared_from_this());
+    else wait();
+  }
 };
 std::mutex& deferred_mutex() {
   static std::mutex* mu = new std::mutex;
@@ -427,7 +437,9 @@ void forget_deferred(const std::string& key, const std::shared_ptr<Deferred>& d)
 }
 std::atomic<long long> stand_ins{0};
 std::atomic<long long> own_calls{0};
+std::atomic<long long> builds_made{0}, builds_dropped{0};
 std::atomic<int> builds_held{0};  // cudnn_attention_hold_builds
+std::atomic<std::chrono::steady_clock::rep> held_until{0};  // one deadline per hold
 
 // TGRAPH_OWN_ATTENTION=1: every kept attention call runs tgraph's own kernel (tests, and
 // measuring it beside cuDNN's).
@@ -545,21 +557,35 @@ void run_job(const BuildJob& job) {
     cudaGetLastError();
     return;  // plan_for builds it on the device's handle
   }
+  // Another thread's capture in global mode (PyTorch's CUDA graphs) must neither fail this
+  // build's calls nor be invalidated by them.
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&relaxed);
   const AttentionCall& c = job.call;
   std::shared_ptr<Plan> p = build(job.device, c, false, on);
+  ++builds_made;
+  const bool cuda_failed = cudaGetLastError() != cudaSuccess;
   if (p->ok && !p->blob.empty()) {  // handed to the device's handle as a saved plan
     job.d->blob = p->blob;
-    std::lock_guard<std::mutex> lock(saved_mutex());
-    saved_plans().try_emplace(key_of(job.device, c), p->blob);
-  } else if (!p->ok) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
+    {
+      std::lock_guard<std::mutex> lock(saved_mutex());
+      saved_plans().try_emplace(key_of(job.device, c), p->blob);
+    }
+    forget_deferred(job.key, job.d);  // runs find the plan saved now (the entry's blob freed with it)
+  } else if (!p->ok && !cuda_failed) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
     if (env_flag("TGRAPH_LOG_FALLBACK"))
       std::fprintf(stderr, "[tgraph] attention q %s k %s v %s: cuDNN refused (%s); tgraph's own kernel runs it\n",
                    c.q.str().c_str(), c.k.str().c_str(), c.v.str().c_str(), p->why.c_str());
     auto refused = std::make_shared<PlanSlot>();
     refused->plan = p;
-    std::lock_guard<std::mutex> lock(plans_mutex());
-    plans().try_emplace(job.key, refused);
+    {
+      std::lock_guard<std::mutex> lock(plans_mutex());
+      plans().try_emplace(job.key, refused);
+    }
+    forget_deferred(job.key, job.d);
   }
+  // Otherwise (a CUDA error on this thread, or a plan cuDNN would not serialise) the entry stays
+  // done without a plan: the next run builds it in turn on the device's handle.
 }
 
 // The builder thread: jobs newest first until none is left (or the program exits).
@@ -568,10 +594,10 @@ void builder_loop() {
   library_warmup_wait_at_exit();  // (after what the line above made)
   BuildQueue& q = build_queue();
   for (;;) {
-    // Held by a test (cudnn_attention_hold_builds): 30 s at most, so a run that waits for a
-    // plan while the test holds the builds fails the test late instead of hanging it.
-    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-         builds_held.load() > 0 && std::chrono::steady_clock::now() < until;)
+    // Held by a test (cudnn_attention_hold_builds): 30 s from the hold at most, so a run that
+    // waits for a plan while the test holds the builds fails the test late instead of hanging.
+    while (builds_held.load() > 0 && !library_warmup_exiting() &&
+           std::chrono::steady_clock::now().time_since_epoch().count() < held_until.load())
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     BuildJob job;
     {
@@ -586,7 +612,10 @@ void builder_loop() {
       q.jobs.pop_front();
     }
     if (job.d->started.exchange(true)) continue;  // claimed by a run that built it itself
-    run_job(job);
+    try {
+      run_job(job);  // (finishes the job however it ends)
+    } catch (...) {  // a build that throws (the frontend, memory) is left to the run: the next job
+    }
   }
 }
 
@@ -597,26 +626,26 @@ void builder_loop() {
 std::shared_ptr<Deferred> defer_build(int device, const AttentionCall& c) {
   if (!deferrable(c)) return nullptr;
   const std::string key = slot_key(device, c, false);
-  if (auto d = deferred_of(key)) return d;
+  if (auto d = deferred_of(key); d && !d->cancelled) return d;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (plans().count(key)) return nullptr;  // built, or being built here
   }
   if (saved_plan_at_hand(device, c)) return nullptr;
-  auto d = std::make_shared<Deferred>();
+  auto d = std::make_shared<Deferred>(key);
   {
     std::lock_guard<std::mutex> lock(deferred_mutex());
     auto [it, fresh] = deferred().try_emplace(key, d);
-    if (!fresh) return it->second;  // another compile or run was first
+    if (!fresh && !it->second->cancelled) return it->second;  // another compile or run was first
+    it->second = d;
   }
-  library_warmup_wait_at_exit();  // after the statics the build uses (made above)
-  BuildJob job{device, c, key, d,
-               std::make_shared<const std::map<std::string, std::string>>(
-                   switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{})};
   BuildQueue& q = build_queue();
   std::vector<BuildJob> dropped;
   bool start = false;
-  {
+  try {
+    BuildJob job{device, c, key, d,
+                 std::make_shared<const std::map<std::string, std::string>>(
+                     switch_overrides() ? *switch_overrides() : std::map<std::string, std::string>{})};
     std::lock_guard<std::mutex> lock(q.mu);
     q.jobs.push_front(std::move(job));
     while (q.jobs.size() > kMaxQueued) {
@@ -625,9 +654,16 @@ std::shared_ptr<Deferred> defer_build(int device, const AttentionCall& c) {
     }
     start = !q.running;
     q.running = true;
+  } catch (...) {  // (memory): not deferred
+    d->cancel();
+    forget_deferred(key, d);
+    return nullptr;
   }
   for (BuildJob& j : dropped)
-    if (j.d->cancel()) forget_deferred(j.key, j.d);
+    if (j.d->cancel()) {
+      ++builds_dropped;
+      forget_deferred(j.key, j.d);
+    }
   if (start) try {
       library_warmup_detached(builder_loop);
     } catch (const std::exception&) {  // no thread: every queued build is made in turn instead
@@ -676,11 +712,16 @@ void cudnn_attention_settle() {
 long long cudnn_attention_stand_ins() { return stand_ins.load(); }
 
 std::shared_ptr<void> cudnn_attention_hold_builds() {
+  held_until = (std::chrono::steady_clock::now() + std::chrono::seconds(30)).time_since_epoch().count();
   ++builds_held;
   return std::shared_ptr<void>(nullptr, [](void*) { --builds_held; });
 }
 
 long long cudnn_attention_own_calls() { return own_calls.load(); }
+
+long long cudnn_attention_builds_made() { return builds_made.load(); }
+
+long long cudnn_attention_builds_dropped() { return builds_dropped.load(); }
 
 namespace {
 
@@ -749,10 +790,7 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
       if (interim && cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
           capturing == cudaStreamCaptureStatusNone && own_attention(c, in, out, stream)) {
-        // The executable waits for a build under way before it is destroyed; one not begun is dropped.
-        interim->note(d.get(), [d] {
-          if (!d->cancel()) d->wait();
-        });
+        interim->note(d);  // settled before the executable is destroyed
         ++stand_ins;
         // A save after this run waits for the plan and writes it with the executable.
         record_library_plan_later(saved_key(device, c), [d, device, c] {
@@ -765,9 +803,9 @@ bool cudnn_attention(const GraphImpl& g, const Node& n, const std::vector<DevArg
       if (!d->started.exchange(true)) d->finish();  // not begun (or dropped): plan_for below builds it now
       d->wait();
     }
-    forget_deferred(key, d);
   }
   std::shared_ptr<Plan> p = plan_for(device, c);
+  if (d) forget_deferred(key, d);  // (after plan_for made the shape's slot: nothing defers it again)
   // Refused (a deferred build: the lowering kept the node before cuDNN answered): tgraph's kernel.
   if (!p->ok) return own_attention(c, in, out, stream);
   if (!p->blob.empty() && current_device_code())  // travels with the executable when it is saved
@@ -831,6 +869,10 @@ long long cudnn_attention_stand_ins() { return 0; }
 std::shared_ptr<void> cudnn_attention_hold_builds() { return nullptr; }
 
 long long cudnn_attention_own_calls() { return 0; }
+
+long long cudnn_attention_builds_made() { return 0; }
+
+long long cudnn_attention_builds_dropped() { return 0; }
 
 #endif
 

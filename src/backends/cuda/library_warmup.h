@@ -73,6 +73,17 @@ class ProvisionalChoices {
   ProvisionalChoices* saved_ = nullptr;
 };
 
+/// Library work under way on another thread that a run relied on (an attention plan being
+/// built while tgraph's kernel stood in): the executable settles it before it is destroyed.
+class PendingWork {
+ public:
+  virtual ~PendingWork() = default;
+  /// True once nothing is left to wait for.
+  virtual bool finished() const = 0;
+  /// Returns once nothing is left to wait for (work not yet begun may be dropped).
+  virtual void settle() = 0;
+};
+
 /// Installed on the running thread for a run that no CUDA graph captures: an op whose library
 /// plan is still being made on another thread may then run a stand-in kernel of tgraph's own
 /// (cuDNN's attention plan for a shape no process on the machine ran: 0.1-0.8 s of run-time
@@ -88,14 +99,14 @@ class InterimKernels {
   InterimKernels& operator=(const InterimKernels&) = delete;
   /// The one installed on this thread, or null.
   static InterimKernels* current();
-  /// A stand-in ran for the work `key` names, still under way; `wait_for` returns once it is
-  /// done (the executable waits for it before it is destroyed: CudaState::building).
-  void note(const void* key, std::function<void()> wait_for) { waits_.emplace(key, std::move(wait_for)); }
-  bool used() const { return !waits_.empty(); }
-  std::map<const void*, std::function<void()>> take() { return std::move(waits_); }
+  /// A stand-in ran for `work`, still under way (the executable settles it before it is
+  /// destroyed: CudaState::building).
+  void note(std::shared_ptr<PendingWork> work) { works_.push_back(std::move(work)); }
+  bool used() const { return !works_.empty(); }
+  std::vector<std::shared_ptr<PendingWork>> take() { return std::move(works_); }
 
  private:
-  std::map<const void*, std::function<void()>> waits_;
+  std::vector<std::shared_ptr<PendingWork>> works_;
   InterimKernels* saved_ = nullptr;
 };
 

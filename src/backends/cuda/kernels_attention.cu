@@ -25,50 +25,36 @@ constexpr int kKeys = 32;   // keys per shared-memory tile
 constexpr int kThreads = kRows * kParts;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Pairs and single elements of the io dtype (H2: __half2 or __nv_bfloat162) to float and back.
+__device__ __forceinline__ float2 widen2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 widen2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+__device__ __forceinline__ void narrow2(float a, float b, __half2& h) { h = __floats2half2_rn(a, b); }
+__device__ __forceinline__ void narrow2(float a, float b, __nv_bfloat162& h) { h = __floats2bfloat162_rn(a, b); }
+__device__ __forceinline__ float widen1(const uint16_t* p, __half2) { return __half2float(*reinterpret_cast<const __half*>(p)); }
+__device__ __forceinline__ float widen1(const uint16_t* p, __nv_bfloat162) {
+  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
+}
+
 // Eight elements of the io dtype in 16 bytes, widened to float and back.
-template <bool BF16>
-struct Io;
-template <>
-struct Io<false> {
+template <class H2>
+struct Io {
   static __device__ __forceinline__ void widen(const uint4& u, float* f) {
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    const H2* h = reinterpret_cast<const H2*>(&u);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 p = __half22float2(h[i]);
+      const float2 p = widen2(h[i]);
       f[2 * i] = p.x;
       f[2 * i + 1] = p.y;
     }
   }
   static __device__ __forceinline__ uint4 narrow(const float* f) {
     uint4 u;
-    __half2* h = reinterpret_cast<__half2*>(&u);
+    H2* h = reinterpret_cast<H2*>(&u);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    for (int i = 0; i < 4; ++i) narrow2(f[2 * i], f[2 * i + 1], h[i]);
     return u;
   }
-  static __device__ __forceinline__ float one(const uint16_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
-};
-template <>
-struct Io<true> {
-  static __device__ __forceinline__ void widen(const uint4& u, float* f) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 p = __bfloat1622float2(h[i]);
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    }
-  }
-  static __device__ __forceinline__ uint4 narrow(const float* f) {
-    uint4 u;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    return u;
-  }
-  static __device__ __forceinline__ float one(const uint16_t* p) {
-    return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
-  }
+  static __device__ __forceinline__ float one(const uint16_t* p) { return widen1(p, H2{}); }
 };
 
 // Copies keys [k0, k0 + kKeys) of a [lk, d] matrix into tile (zeros past lk), 16 bytes a thread.
@@ -83,9 +69,9 @@ __device__ __forceinline__ void stage(const uint16_t* src, uint16_t* tile, long 
 }
 
 // NCH: chunks of 32 head dims a query holds (max(dqk, dv) <= 32 * NCH).
-template <bool BF16, int NCH>
+template <class H2, int NCH>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
-  using io = Io<BF16>;
+  using io = Io<H2>;
   extern __shared__ uint4 tiles[];  // keys then values, kKeys rows each
   const int dqk = static_cast<int>(a.dqk), dv = static_cast<int>(a.dv);
   uint16_t* ks = reinterpret_cast<uint16_t*>(tiles);
@@ -191,19 +177,19 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
 }
 
-template <bool BF16, int NCH>
+template <class H2, int NCH>
 cudaError_t launch(const AttentionArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
-  attention_kernel<BF16, NCH><<<grid, kThreads, shared, stream>>>(a);
+  attention_kernel<H2, NCH><<<grid, kThreads, shared, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <bool BF16>
+template <class H2>
 cudaError_t launch_for(const AttentionArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
   const long long d = a.dqk > a.dv ? a.dqk : a.dv;
-  if (d <= 32) return launch<BF16, 1>(a, grid, shared, stream);
-  if (d <= 64) return launch<BF16, 2>(a, grid, shared, stream);
-  if (d <= 128) return launch<BF16, 4>(a, grid, shared, stream);
-  return launch<BF16, 8>(a, grid, shared, stream);
+  if (d <= 32) return launch<H2, 1>(a, grid, shared, stream);
+  if (d <= 64) return launch<H2, 2>(a, grid, shared, stream);
+  if (d <= 128) return launch<H2, 4>(a, grid, shared, stream);
+  return launch<H2, 8>(a, grid, shared, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -225,7 +211,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (bh > 0x7fffffffLL || tiles > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(bh), static_cast<unsigned>(tiles));
   const size_t shared = static_cast<size_t>(kKeys * (a.dqk + a.dv)) * 2;  // at most 32 KiB
-  return a.bf16 ? launch_for<true>(a, grid, shared, stream) : launch_for<false>(a, grid, shared, stream);
+  return a.bf16 ? launch_for<__nv_bfloat162>(a, grid, shared, stream) : launch_for<__half2>(a, grid, shared, stream);
 }
 
 }  // namespace tg::detail

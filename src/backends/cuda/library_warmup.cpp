@@ -81,11 +81,9 @@ InFlight& in_flight() {
   return *f;
 }
 
-// A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
-// turn, in slot t's stream and cuDNN handle, counted in flight from before it starts until it
-// ends (not counted when it cannot start: the exception goes to the caller).
-std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_ptr<std::atomic<size_t>> next,
-                        int device, std::shared_ptr<const std::map<std::string, std::string>> switches) {
+// A thread running `body`, counted in flight from before it starts until it ends (not counted
+// when it cannot start: the exception goes to the caller). An exception out of body is dropped.
+std::thread counted_thread(std::function<void()> body) {
   InFlight& flying = in_flight();
   auto land = [&flying] {
     std::lock_guard<std::mutex> lock(flying.mu);
@@ -96,34 +94,46 @@ std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_p
     ++flying.threads;
   }
   try {
-    return std::thread([calls, next, device, t, switches, &flying, land] {
+    return std::thread([body = std::move(body), land] {
       struct Landed {  // however the thread ends
         decltype(land) f;
         ~Landed() { f(); }
       } landed{land};
-      SwitchScope scope(*switches);
-      if (cudaSetDevice(device) != cudaSuccess) {
-        cudaGetLastError();
-        return;
+      try {
+        body();
+      } catch (...) {
       }
-      Slot* s = slot(device, t);
-      if (!s) return;
-      cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
-      for (size_t i; !flying.exiting && (i = next->fetch_add(1)) < calls->size();) {
-        try {
-          (*calls)[i](s->stream);
-          ++calls_made;
-        } catch (...) {  // only a head start: the run makes this call itself
-          cudaGetLastError();
-        }
-      }
-      if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
-      cudnn_thread_handle() = CudnnThreadHandle{};
     });
   } catch (...) {
     land();
     throw;
   }
+}
+
+// A warm-up thread taking calls from `calls` (owned by its LibraryWarmup, which joins it) in
+// turn, in slot t's stream and cuDNN handle.
+std::thread warm_thread(const std::vector<WarmCall>* calls, int t, std::shared_ptr<std::atomic<size_t>> next,
+                        int device, std::shared_ptr<const std::map<std::string, std::string>> switches) {
+  return counted_thread([calls, next, device, t, switches] {
+    SwitchScope scope(*switches);
+    if (cudaSetDevice(device) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    Slot* s = slot(device, t);
+    if (!s) return;
+    cudnn_thread_handle() = CudnnThreadHandle{device, &s->cudnn};
+    for (size_t i; !in_flight().exiting && (i = next->fetch_add(1)) < calls->size();) {
+      try {
+        (*calls)[i](s->stream);
+        ++calls_made;
+      } catch (...) {  // only a head start: the run makes this call itself
+        cudaGetLastError();
+      }
+    }
+    if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
+    cudnn_thread_handle() = CudnnThreadHandle{};
+  });
 }
 
 }  // namespace
@@ -148,32 +158,7 @@ void library_warmup_wait_at_exit() {
   });
 }
 
-void library_warmup_detached(std::function<void()> body) {
-  InFlight& flying = in_flight();
-  auto land = [&flying] {
-    std::lock_guard<std::mutex> lock(flying.mu);
-    if (--flying.threads == 0) flying.done.notify_all();
-  };
-  {
-    std::lock_guard<std::mutex> lock(flying.mu);
-    ++flying.threads;
-  }
-  try {
-    std::thread([body = std::move(body), land] {
-      struct Landed {  // however the thread ends
-        decltype(land) f;
-        ~Landed() { f(); }
-      } landed{land};
-      try {
-        body();
-      } catch (...) {
-      }
-    }).detach();
-  } catch (...) {
-    land();
-    throw;
-  }
-}
+void library_warmup_detached(std::function<void()> body) { counted_thread(std::move(body)).detach(); }
 
 bool library_warmup_exiting() { return in_flight().exiting.load(); }
 

@@ -64,6 +64,14 @@ class DeviceCollectives {
                               void* stream) = 0;
   /// Rank `root`'s `bytes` from `in` written to every rank's `out`.
   virtual void broadcast(const void* in, void* out, size_t bytes, int root, void* stream) = 0;
+  /// What the communicator's watchdog (watch_device_step) needs: an event recorded on `stream`
+  /// now (the caller's until release_event), whether its work is done, NCCL's asynchronous
+  /// error ("" when none), and the abort that makes the communicator's kernels return.
+  virtual void* record_event(void* stream) = 0;
+  virtual bool event_done(void* event) = 0;
+  virtual void release_event(void* event) = 0;
+  virtual std::string async_error() = 0;
+  virtual void abort() = 0;
 };
 
 /// An NCCL communicator of r.world ranks on CUDA device `device`, set up through NCCL's own
@@ -82,5 +90,14 @@ bool nccl_available();
 /// false (f not run) otherwise. An error f throws breaks the communicator and comes back as
 /// tg::Error naming `op` and the rank.
 bool with_device_collectives(int device, const char* op, const std::function<void(DeviceCollectives&)>& f);
+
+/// Watches the work enqueued on `stream` (a cudaStream_t) so far — a step of a CUDA executable
+/// on `device` whose collectives run through NCCL — for the job's timeout, on the communicator's
+/// watchdog thread (watchdog.h): if NCCL reports a peer's failure first, or the time passes, the
+/// communicator is aborted (the step's kernels return, their results not valid; the peers fail
+/// too) and broken. No-op when the job runs no NCCL on `device`.
+void watch_device_step(int device, void* stream);
+/// Throws tg::Error naming `op` and the rank when the communicator on `device` is broken.
+void check_device_collectives(int device, const char* op);
 
 }  // namespace tg::detail

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "distributed/backend.h"
+#include "distributed/watchdog.h"
 #include "tgraph/device.h"
 #include "tgraph/error.h"
 
@@ -34,6 +35,8 @@ struct State {
   std::unique_ptr<detail::DeviceCollectives> device_engine;
   std::unique_ptr<detail::CollectiveBackend> engine;
   std::string broken;  // the error that broke the communicator
+  // Watches CUDA steps' NCCL work (watch_device_step); made at the first, gone before the engines.
+  std::unique_ptr<detail::Watchdog> watchdog;
 };
 
 State& state() {
@@ -187,6 +190,12 @@ std::string backend() { return state().backend; }
 
 void shutdown() {
   State& s = state();
+  std::unique_ptr<detail::Watchdog> dog;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    dog = std::move(s.watchdog);
+  }
+  dog.reset();  // (outside the lock: its thread may be waiting for it to abort)
   std::lock_guard<std::mutex> lock(s.mu);
   s.engine.reset();
   s.device_engine.reset();
@@ -297,6 +306,34 @@ bool with_device_collectives(int device, const char* op, const std::function<voi
   if (!s.device_engine || s.device_engine->device() != device) return false;
   distributed::guarded(op, [&] { f(*s.device_engine); });
   return true;
+}
+
+void watch_device_step(int device, void* stream) {
+  distributed::State& s = distributed::state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.device_engine || s.device_engine->device() != device || !s.broken.empty()) return;
+  if (!s.watchdog)
+    s.watchdog = std::make_unique<Watchdog>(
+        [&s] {  // NCCL's asynchronous error; a poll that finds the communicator busy asks next time
+          std::unique_lock<std::mutex> busy(s.mu, std::try_to_lock);
+          return busy.owns_lock() && s.device_engine ? s.device_engine->async_error() : std::string();
+        },
+        [&s](const std::string& why) {
+          std::lock_guard<std::mutex> held(s.mu);
+          if (s.device_engine) s.device_engine->abort();
+          if (s.broken.empty()) s.broken = distributed::where() + ": " + why + "; the communicator was aborted";
+        });
+  DeviceCollectives* e = s.device_engine.get();  // outlives the watchdog (shutdown's order)
+  void* event = e->record_event(stream);
+  s.watchdog->watch([e, event] { return e->event_done(event); }, s.timeout_s, [e, event] { e->release_event(event); });
+}
+
+void check_device_collectives(int device, const char* op) {
+  distributed::State& s = distributed::state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.device_engine || s.device_engine->device() != device || s.broken.empty()) return;
+  throw Error(std::string("[") + op + "] " + distributed::where() + ": the communicator failed (" + s.broken +
+              "); this step's results and variable writes are not valid: restart the job from a checkpoint");
 }
 
 }  // namespace tg::detail

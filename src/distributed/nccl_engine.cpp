@@ -96,6 +96,33 @@ class NcclEngine final : public DeviceCollectives {
   }
   int device() const override { return device_; }
   int world() const { return world_; }
+  void* record_event(void* stream) override {
+    cudaEvent_t e = nullptr;
+    cuda_ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    if (const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(stream)); r != cudaSuccess) {
+      cudaEventDestroy(e);
+      cuda_ok(r, "cudaEventRecord");
+    }
+    return e;
+  }
+  bool event_done(void* event) override {
+    const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (q == cudaErrorNotReady) return false;
+    if (q != cudaSuccess) (void)cudaGetLastError();  // (a device error: the run reports it, not the watch)
+    return true;
+  }
+  void release_event(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+  std::string async_error() override {
+    if (!comm_) return "";
+    nccl::Result async = nccl::success;
+    a_.comm_get_async_error(comm_, &async);
+    return async == nccl::success || async == nccl::in_progress ? "" : "NCCL: " + nccl::describe(a_, async, nullptr);
+  }
+  void abort() override {
+    if (!comm_) return;
+    a_.comm_abort(comm_);
+    comm_ = nullptr;
+  }
   bool reducible(DType t) const override { return type_of(t) >= 0; }
 
   void all_reduce(const void* in, void* out, size_t count, DType dtype, CollectiveReduce op, void* stream) override {

@@ -25,6 +25,7 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/library_warmup.h"
+#include "distributed/backend.h"
 #include "backends/cuda/lent_outputs.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
@@ -454,10 +455,21 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     }
     return ok;
   };
+  // A step whose collectives run through NCCL is watched for the job's timeout (a dead peer
+  // would leave its kernels waiting forever: the watchdog aborts the communicator) once it is
+  // enqueued, before anything waits for it; a broken communicator fails the run.
+  const bool collectives = st.has_collectives(g);
+  if (collectives) check_device_collectives(exe.device.index, "run");
+  auto watched = [&] {
+    if (collectives) watch_device_step(exe.device.index, r.stream);
+  };
   auto replay_current = [&] {
     ++st.replays;
     std::shared_ptr<Captured> cap = st.captured;
-    take(r, replay(exe, st, *cap, inputs, r), cap);
+    std::vector<DevTensor> targets = replay(exe, st, *cap, inputs, r);
+    watched();
+    take(r, targets, cap);
+    if (collectives) check_device_collectives(exe.device.index, "run");
   };
   bool all_lent = false;
   if (st.captured && fits(*st.captured)) {
@@ -586,7 +598,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   const bool synced = r.host_synced;
   std::vector<DevTensor> targets;
   for (int32_t v : exe.module.targets) targets.push_back(r.in(v));
+  watched();
   take(r, targets, nullptr);
+  if (collectives) check_device_collectives(exe.device.index, "run");  // before publishing
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
   if (!r.pending.empty()) {

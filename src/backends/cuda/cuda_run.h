@@ -189,6 +189,17 @@ struct CudaState {
       if (std::find(building.begin(), building.end(), w) == building.end()) building.push_back(std::move(w));
   }
   std::mutex mu;  // runs of one executable are serialised on the device's stream
+  // Whether the graph has collectives (their steps are watched: watch_device_step), found once.
+  int graph_collectives = -1;
+  bool has_collectives(const GraphImpl& g) {
+    if (graph_collectives < 0) {
+      graph_collectives = 0;
+      for (const Node& n : g.nodes)
+        graph_collectives |= n.kind == OpKind::AllReduce || n.kind == OpKind::AllGather ||
+                             n.kind == OpKind::ReduceScatter || n.kind == OpKind::Broadcast;
+    }
+    return graph_collectives > 0;
+  }
   std::map<int32_t, FusionPlan> plans;
   std::map<int32_t, std::vector<EpilogueMatch>> epilogues;  // per plan step (matmul_epilogue.h)
   // Per plan step of the top-level block: the values no later step reads (Run::releases).

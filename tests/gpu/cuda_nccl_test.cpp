@@ -133,3 +133,48 @@ TEST_F(Nccl, HostCollectivesGoThroughTheDeviceCommunicator) {
   gputest::expect_close(h, want, 0, "broadcast of one rank");
   distributed::barrier();
 }
+
+// The watchdog on a CUDA step's NCCL work (communicator.cpp, watchdog.h), in a job of one rank:
+// steps that finish in time are released and never fire it (many runs, captured); a step that
+// takes longer than the job's timeout (a slow chain of matmuls before its all_reduce, with a
+// timeout of 1 ms standing in for a dead peer) has the communicator aborted and its run fails
+// with an error naming the communicator, and so does every collective after it. Last in this
+// file: the communicator it breaks is shut down and joined again by the fixture.
+TEST(NcclWatchdog, AStepPastTheTimeoutAbortsTheCommunicatorAndFailsTheRun) {
+  if (!detail::nccl_available()) GTEST_SKIP() << "NCCL (libnccl.so.2) cannot be loaded here";
+  for (double timeout : {300.0, 0.001}) {
+    SCOPED_TRACE("timeout " + std::to_string(timeout));
+    distributed::Options o;
+    o.rank = 0;
+    o.world_size = 1;
+    o.backend = "nccl";
+    o.device = 0;
+    o.timeout_s = timeout;
+    distributed::init(o);
+    Graph g;
+    Tensor a = g.placeholder({4096, 4096}, f32, "a");
+    Tensor y = a;
+    for (int i = 0; i < 16; ++i) y = g.matmul(y, a);  // ~40 ms of f32 work before the collective
+    Tensor r = g.all_reduce(g.reduce_sum(y, {1}));
+    Executable e = g.compile({{a, a.type()}}, {r}, {}, {.device = Device::cuda(0)});
+    const TensorData x = TensorData::uniform({4096, 4096}, -0.015, 0.015, f32, 11);
+    if (timeout > 1) {
+      for (int run = 0; run < 4; ++run) EXPECT_NO_THROW(e.run({x})) << "run " << run;
+    } else {
+      try {
+        e.run({x});
+        ADD_FAILURE() << "a step past the timeout did not fail";
+      } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("the communicator failed"), std::string::npos) << err.what();
+        EXPECT_NE(std::string(err.what()).find("did not finish within"), std::string::npos) << err.what();
+      }
+      try {
+        e.run({x});
+        ADD_FAILURE() << "a run after the communicator failed did not fail";
+      } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("the communicator failed"), std::string::npos) << err.what();
+      }
+    }
+    distributed::shutdown();
+  }
+}

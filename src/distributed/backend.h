@@ -72,6 +72,8 @@ class DeviceCollectives {
   virtual void release_event(void* event) = 0;
   virtual std::string async_error() = 0;
   virtual void abort() = 0;
+  /// Makes the calling thread (the watchdog's) use this engine's device.
+  virtual void bind_thread() = 0;
 };
 
 /// An NCCL communicator of r.world ranks on CUDA device `device`, set up through NCCL's own

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "distributed/backend.h"
 #include "distributed/watchdog.h"
@@ -37,6 +39,7 @@ struct State {
   std::string broken;  // the error that broke the communicator
   // Watches CUDA steps' NCCL work (watch_device_step); made at the first, gone before the engines.
   std::unique_ptr<detail::Watchdog> watchdog;
+  bool closing = false;  // shutdown() under way: nothing new is watched
 };
 
 State& state() {
@@ -79,6 +82,8 @@ std::string where() {
 template <class F>
 void guarded(const char* op, F&& f) {
   State& s = state();
+  if (s.broken.empty() && s.watchdog && !s.watchdog->fired().empty())  // (it fired without the lock)
+    s.broken = where() + ": " + s.watchdog->fired() + "; the communicator was aborted";
   if (!s.broken.empty())
     throw Error(std::string("[") + op + "] the communicator failed earlier (" + s.broken + ")");
   try {
@@ -193,10 +198,15 @@ void shutdown() {
   std::unique_ptr<detail::Watchdog> dog;
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.closing = true;
     dog = std::move(s.watchdog);
   }
-  dog.reset();  // (outside the lock: its thread may be waiting for it to abort)
+  // Outside the lock (its thread may be waiting for it to abort). Steps still unfinished would
+  // make the engine's destruction wait for them forever if a peer is gone: aborted first.
+  if (dog) dog->abandon("the job was shut down with collectives unfinished");
+  dog.reset();
   std::lock_guard<std::mutex> lock(s.mu);
+  s.closing = false;
   s.engine.reset();
   s.device_engine.reset();
   s.backend = "none";
@@ -311,19 +321,26 @@ bool with_device_collectives(int device, const char* op, const std::function<voi
 void watch_device_step(int device, void* stream) {
   distributed::State& s = distributed::state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.device_engine || s.device_engine->device() != device || !s.broken.empty()) return;
-  if (!s.watchdog)
-    s.watchdog = std::make_unique<Watchdog>(
-        [&s] {  // NCCL's asynchronous error; a poll that finds the communicator busy asks next time
-          std::unique_lock<std::mutex> busy(s.mu, std::try_to_lock);
-          return busy.owns_lock() && s.device_engine ? s.device_engine->async_error() : std::string();
-        },
-        [&s](const std::string& why) {
-          std::lock_guard<std::mutex> held(s.mu);
-          if (s.device_engine) s.device_engine->abort();
-          if (s.broken.empty()) s.broken = distributed::where() + ": " + why + "; the communicator was aborted";
-        });
+  if (!s.device_engine || s.device_engine->device() != device || !s.broken.empty() || s.closing) return;
   DeviceCollectives* e = s.device_engine.get();  // outlives the watchdog (shutdown's order)
+  if (!s.watchdog) {
+    const std::string rank = distributed::where();
+    s.watchdog = std::make_unique<Watchdog>(
+        [&s, e] {  // NCCL's asynchronous error; a poll that finds the communicator busy asks next time
+          std::unique_lock<std::mutex> busy(s.mu, std::try_to_lock);
+          return busy.owns_lock() ? e->async_error() : std::string();
+        },
+        [&s, e, rank](const std::string& why) {
+          // Under the communicator's lock when it can be had within a second; otherwise its
+          // holder is stuck in a call behind the dead peer's work, and the abort is what frees
+          // it (NCCL's abort is meant for a hung communicator), so it goes ahead without.
+          std::unique_lock<std::mutex> held(s.mu, std::defer_lock);
+          for (int i = 0; i < 1000 && !held.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          e->abort();
+          if (held.owns_lock() && s.broken.empty()) s.broken = rank + ": " + why + "; the communicator was aborted";
+        },
+        std::chrono::milliseconds(2), [e] { e->bind_thread(); });
+  }
   void* event = e->record_event(stream);
   s.watchdog->watch([e, event] { return e->event_done(event); }, s.timeout_s, [e, event] { e->release_event(event); });
 }
@@ -331,7 +348,10 @@ void watch_device_step(int device, void* stream) {
 void check_device_collectives(int device, const char* op) {
   distributed::State& s = distributed::state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.device_engine || s.device_engine->device() != device || s.broken.empty()) return;
+  if (!s.device_engine || s.device_engine->device() != device) return;
+  if (s.broken.empty() && s.watchdog && !s.watchdog->fired().empty())  // (it fired without the lock)
+    s.broken = distributed::where() + ": " + s.watchdog->fired() + "; the communicator was aborted";
+  if (s.broken.empty()) return;
   throw Error(std::string("[") + op + "] " + distributed::where() + ": the communicator failed (" + s.broken +
               "); this step's results and variable writes are not valid: restart the job from a checkpoint");
 }

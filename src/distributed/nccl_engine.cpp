@@ -12,6 +12,7 @@
 #ifdef TGRAPH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -85,25 +86,36 @@ class NcclEngine final : public DeviceCollectives {
     int saved = 0;
     cuda_ok(cudaGetDevice(&saved), "cudaGetDevice");
     cuda_ok(cudaSetDevice(device), "cudaSetDevice");
-    const nccl::Result e = a_.comm_init_rank(&comm_, r.world, id, r.rank);
+    nccl::Comm comm = nullptr;
+    const nccl::Result e = a_.comm_init_rank(&comm, r.world, id, r.rank);
+    comm_ = comm;
     cudaSetDevice(saved);
     if (e != nccl::success)
       throw Error("[distributed] init: " + where(r) + " on CUDA device " + std::to_string(device) +
                   ": ncclCommInitRank failed: " + nccl::describe(a_, e, nullptr));
   }
   ~NcclEngine() override {
-    if (comm_) a_.comm_destroy(comm_);  // an aborted one is gone already (wait())
+    if (nccl::Comm c = comm_.load()) a_.comm_destroy(c);  // an aborted one is gone already
   }
   int device() const override { return device_; }
   int world() const { return world_; }
   void* record_event(void* stream) override {
     cudaEvent_t e = nullptr;
-    cuda_ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    if (const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(stream)); r != cudaSuccess) {
-      cudaEventDestroy(e);
-      cuda_ok(r, "cudaEventRecord");
+    cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (r == cudaSuccess) r = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+    if (r != cudaSuccess) {
+      if (e) cudaEventDestroy(e);
+      (void)cudaGetLastError();
+      throw Error(std::string("[distributed] watching a step's collectives: ") + cudaGetErrorString(r));
     }
     return e;
+  }
+  void bind_thread() override {
+    // The watchdog's thread: this device (a CUDA call there would otherwise make a context on
+    // device 0), and captures elsewhere in the process neither break its queries nor are broken.
+    if (cudaSetDevice(device_) != cudaSuccess) (void)cudaGetLastError();
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&relaxed);
   }
   bool event_done(void* event) override {
     const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(event));
@@ -119,9 +131,7 @@ class NcclEngine final : public DeviceCollectives {
     return async == nccl::success || async == nccl::in_progress ? "" : "NCCL: " + nccl::describe(a_, async, nullptr);
   }
   void abort() override {
-    if (!comm_) return;
-    a_.comm_abort(comm_);
-    comm_ = nullptr;
+    if (nccl::Comm c = comm_.exchange(nullptr)) a_.comm_abort(c);
   }
   bool reducible(DType t) const override { return type_of(t) >= 0; }
 
@@ -150,8 +160,7 @@ class NcclEngine final : public DeviceCollectives {
       a_.comm_get_async_error(comm_, &async);
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if ((async != nccl::success && async != nccl::in_progress) || waited > timeout_s) {
-        a_.comm_abort(comm_);
-        comm_ = nullptr;
+        abort();
         throw std::runtime_error(async != nccl::success ? "NCCL: " + nccl::describe(a_, async, nullptr)
                                                         : "NCCL did not finish within " +
                                                               std::to_string(static_cast<int>(timeout_s)) + " s");
@@ -193,7 +202,8 @@ class NcclEngine final : public DeviceCollectives {
   const nccl::Api& a_;
   int device_;
   int world_;
-  nccl::Comm comm_ = nullptr;
+  // Atomic: the communicator's watchdog may abort it from its thread (communicator.cpp).
+  std::atomic<nccl::Comm> comm_{nullptr};
 };
 
 // Host memory staged on the engine's device, one collective at a time on a stream of its own.

@@ -1,5 +1,6 @@
 #include "distributed/watchdog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -15,8 +16,12 @@ std::string seconds(double s) {
 }  // namespace
 
 Watchdog::Watchdog(std::function<std::string()> failure, std::function<void(const std::string&)> fire,
-                   std::chrono::milliseconds poll)
-    : failure_(std::move(failure)), fire_(std::move(fire)), poll_(poll), thread_([this] { loop(); }) {}
+                   std::chrono::milliseconds poll, std::function<void()> on_start)
+    : failure_(std::move(failure)),
+      fire_(std::move(fire)),
+      poll_(poll),
+      on_start_(std::move(on_start)),
+      thread_([this] { loop(); }) {}
 
 Watchdog::~Watchdog() {
   {
@@ -53,7 +58,33 @@ size_t Watchdog::watching() const {
   return items_.size();
 }
 
+bool Watchdog::abandon(const std::string& why) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!fired_.empty() || items_.empty()) return false;
+  std::vector<Item> items = std::move(items_);
+  items_.clear();
+  fire_locked(lock, std::move(items), why);
+  return true;
+}
+
+// Fires with `why` (the lock let go meanwhile) and releases `items` and whatever was watched since.
+void Watchdog::fire_locked(std::unique_lock<std::mutex>& lock, std::vector<Item> items, const std::string& why) {
+  fired_ = why;  // first: watch() releases new items at once from now on
+  lock.unlock();
+  fire_(why);
+  for (Item& i : items)
+    if (i.release) i.release();
+  lock.lock();
+  std::vector<Item> late = std::move(items_);
+  items_.clear();
+  lock.unlock();
+  for (Item& i : late)
+    if (i.release) i.release();
+  lock.lock();
+}
+
 void Watchdog::loop() {
+  if (on_start_) on_start_();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !items_.empty(); });
@@ -66,27 +97,33 @@ void Watchdog::loop() {
     std::string why = failure_ ? failure_() : "";
     const auto now = std::chrono::steady_clock::now();
     std::vector<Item> left;
+    bool progress = false;
     for (Item& i : items) {
       if (why.empty() && i.done()) {
         if (i.release) i.release();
+        progress = true;
         continue;
       }
-      if (why.empty() && now >= i.deadline)
-        why = "a collective did not finish within " + seconds(i.timeout_s) + " s (a peer died, hangs, or left the job)";
       left.push_back(std::move(i));
     }
-    if (!why.empty()) {
-      fire_(why);
-      for (Item& i : left)
-        if (i.release) i.release();
-      left.clear();
+    for (Item& i : left) {
+      // Work that finished lets what was queued behind it start: its time counts from now.
+      if (progress)
+        i.deadline = std::max(i.deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                    std::chrono::duration<double>(i.timeout_s)));
+      else if (why.empty() && now >= i.deadline)
+        why = "a collective did not finish within " + seconds(i.timeout_s) + " s (a peer died, hangs, or left the job)";
     }
     lock.lock();
-    if (!why.empty()) {
-      fired_ = why;
-      for (Item& i : items_)  // watched meanwhile: over too
+    if (!why.empty() && fired_.empty()) {  // (abandon() may have fired meanwhile)
+      fire_locked(lock, std::move(left), why);
+      continue;
+    }
+    if (!fired_.empty()) {
+      lock.unlock();
+      for (Item& i : left)
         if (i.release) i.release();
-      items_.clear();
+      lock.lock();
       continue;
     }
     // Items added while polling go after the ones still waiting.

@@ -20,18 +20,24 @@ class Watchdog {
  public:
   /// `failure`: the engine's asynchronous error ("" when none), asked at each poll while items
   /// are watched. `fire`: called once, on the watchdog's thread, with the reason.
+  /// `on_start`: run first on the watchdog's thread (the engine binds its device there).
   Watchdog(std::function<std::string()> failure, std::function<void(const std::string&)> fire,
-           std::chrono::milliseconds poll = std::chrono::milliseconds(2));
+           std::chrono::milliseconds poll = std::chrono::milliseconds(2), std::function<void()> on_start = {});
   /// Stops the thread; items still watched are released unfired.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
   /// Watches an item: `done` is polled until it says true (then `release` is called), for at
-  /// most timeout_s. Ignored (released at once) once the watchdog has fired.
+  /// most timeout_s — counted from when it was watched, or from when an item watched before it
+  /// finished, if later: work queued behind other work on a stream gets its own full time.
+  /// Ignored (released at once) once the watchdog has fired.
   void watch(std::function<bool()> done, double timeout_s, std::function<void()> release = {});
   /// The reason it fired, "" while it has not.
   std::string fired() const;
+  /// Fires now with `why` if anything is still watched (the owner is shutting down and would
+  /// otherwise wait for that work forever); true if it fired.
+  bool abandon(const std::string& why);
   /// Items being watched (tests).
   size_t watching() const;
 
@@ -43,10 +49,12 @@ class Watchdog {
     std::function<void()> release;
   };
   void loop();
+  void fire_locked(std::unique_lock<std::mutex>& lock, std::vector<Item> items, const std::string& why);
 
   std::function<std::string()> failure_;
   std::function<void(const std::string&)> fire_;
   const std::chrono::milliseconds poll_;
+  std::function<void()> on_start_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::vector<Item> items_;

@@ -99,3 +99,37 @@ TEST(Watchdog, DestructionReleasesWhatIsLeftWithoutFiring) {
   EXPECT_EQ(released.load(), 3);
   EXPECT_EQ(f.count.load(), 0);
 }
+
+// Work queued behind other work gets its full time from when the work before it finished: a
+// step waiting behind a slow (healthy) one does not fire.
+TEST(Watchdog, WorkQueuedBehindFinishedWorkGetsItsOwnTime) {
+  Fires f;
+  Watchdog w([] { return std::string(); }, [&](const std::string& why) { f.why = why, ++f.count; }, 1ms);
+  auto first = std::make_shared<std::atomic<bool>>(false), second = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<int> released{0};
+  w.watch([first] { return first->load(); }, 0.5, [&] { ++released; });
+  w.watch([second] { return second->load(); }, 0.5, [&] { ++released; });  // queued behind the first
+  std::this_thread::sleep_for(400ms);
+  *first = true;  // done before its deadline; the second has only now begun
+  std::this_thread::sleep_for(300ms);  // past the second's own deadline counted from its watch
+  EXPECT_EQ(f.count.load(), 0) << f.why;
+  *second = true;
+  EXPECT_TRUE(eventually([&] { return released.load() == 2; }));
+  EXPECT_EQ(f.count.load(), 0);
+}
+
+// Shutting down with work unfinished fires (the owner aborts what would otherwise be waited for
+// forever); with nothing watched it does not.
+TEST(Watchdog, AbandonFiresOnlyWhenWorkIsUnfinished) {
+  Fires f;
+  Watchdog w([] { return std::string(); }, [&](const std::string& why) { f.why = why, ++f.count; }, 1ms);
+  EXPECT_FALSE(w.abandon("shut down"));
+  std::atomic<int> released{0};
+  w.watch([] { return false; }, 300, [&] { ++released; });
+  EXPECT_TRUE(w.abandon("shut down"));
+  EXPECT_EQ(f.count.load(), 1);
+  EXPECT_EQ(f.why, "shut down");
+  EXPECT_TRUE(eventually([&] { return released.load() == 1; }));
+  EXPECT_FALSE(w.abandon("again"));
+  EXPECT_EQ(f.count.load(), 1);
+}

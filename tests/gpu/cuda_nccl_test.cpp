@@ -138,8 +138,8 @@ TEST_F(Nccl, HostCollectivesGoThroughTheDeviceCommunicator) {
 // steps that finish in time are released and never fire it (many runs, captured); a step that
 // takes longer than the job's timeout (a slow chain of matmuls before its all_reduce, with a
 // timeout of 1 ms standing in for a dead peer) has the communicator aborted and its run fails
-// with an error naming the communicator, and so does every collective after it. Last in this
-// file: the communicator it breaks is shut down and joined again by the fixture.
+// with an error naming the communicator, and so does the run after it. Each part leaves the job
+// (shutdown) however it ends, so the next tests can join again.
 TEST(NcclWatchdog, AStepPastTheTimeoutAbortsTheCommunicatorAndFailsTheRun) {
   if (!detail::nccl_available()) GTEST_SKIP() << "NCCL (libnccl.so.2) cannot be loaded here";
   for (double timeout : {300.0, 0.001}) {
@@ -151,10 +151,15 @@ TEST(NcclWatchdog, AStepPastTheTimeoutAbortsTheCommunicatorAndFailsTheRun) {
     o.device = 0;
     o.timeout_s = timeout;
     distributed::init(o);
+    struct Leave {  // however this part ends: the next tests join again
+      ~Leave() { distributed::shutdown(); }
+    } leave;
     Graph g;
     Tensor a = g.placeholder({4096, 4096}, f32, "a");
     Tensor y = a;
-    for (int i = 0; i < 16; ++i) y = g.matmul(y, a);  // ~40 ms of f32 work before the collective
+    // ~150 ms of f32 work enqueued before the collective, whose watch begins at its enqueue:
+    // the 1 ms timeout passes while the GPU is still busy.
+    for (int i = 0; i < 64; ++i) y = g.matmul(y, a);
     Tensor r = g.all_reduce(g.reduce_sum(y, {1}));
     Executable e = g.compile({{a, a.type()}}, {r}, {}, {.device = Device::cuda(0)});
     const TensorData x = TensorData::uniform({4096, 4096}, -0.015, 0.015, f32, 11);
@@ -175,6 +180,5 @@ TEST(NcclWatchdog, AStepPastTheTimeoutAbortsTheCommunicatorAndFailsTheRun) {
         EXPECT_NE(std::string(err.what()).find("the communicator failed"), std::string::npos) << err.what();
       }
     }
-    distributed::shutdown();
   }
 }

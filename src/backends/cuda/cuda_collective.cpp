@@ -90,6 +90,11 @@ bool Run::collective(const Node& n) {
       TG_CUDA(launch_divide(y.buf.get(), y.type.shape.num_elements(), t, static_cast<double>(world), s));
   });
   if (!ran) return false;
+  // Watched from now on in a run no graph captures (a replay's whole step is watched at launch):
+  // any wait for this stream that follows ends within the job's timeout.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+  if (bytes && cudaStreamIsCapturing(s, &capturing) == cudaSuccess && capturing == cudaStreamCaptureStatusNone)
+    watch_device_step(ctx.index(), s);
   if (side && bytes) {
     std::vector<cudaEvent_t>& done = st.collectives.done;
     if (collectives_issued == done.size()) done.push_back(make_event());

@@ -343,6 +343,7 @@ const std::vector<DevTensor>& replay(const ExecutableImpl& exe, CudaState& st, C
   }
   if (cap.loop_error) TG_CUDA(cudaMemsetAsync(cap.loop_error.get(), 0, sizeof(int), r.stream));
   TG_CUDA(cudaGraphLaunch(cap.exec, r.stream));
+  if (st.has_collectives(exe.module.graph)) watch_device_step(exe.device.index, r.stream);  // before any wait below
   int bad_step = 0;
   if (cap.loop_error) {
     TG_CUDA(cudaMemcpyAsync(&bad_step, cap.loop_error.get(), sizeof(int), cudaMemcpyDeviceToHost, r.stream));
@@ -455,19 +456,16 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     }
     return ok;
   };
-  // A step whose collectives run through NCCL is watched for the job's timeout (a dead peer
-  // would leave its kernels waiting forever: the watchdog aborts the communicator) once it is
-  // enqueued, before anything waits for it; a broken communicator fails the run.
+  // A step whose collectives run through NCCL is watched for the job's timeout once enqueued,
+  // before anything waits for it (a dead peer would leave its kernels waiting forever: the
+  // watchdog aborts the communicator): a replay right after its launch (replay()), an op-by-op
+  // run after each collective (Run::collective). A broken communicator fails the run.
   const bool collectives = st.has_collectives(g);
   if (collectives) check_device_collectives(exe.device.index, "run");
-  auto watched = [&] {
-    if (collectives) watch_device_step(exe.device.index, r.stream);
-  };
   auto replay_current = [&] {
     ++st.replays;
     std::shared_ptr<Captured> cap = st.captured;
     std::vector<DevTensor> targets = replay(exe, st, *cap, inputs, r);
-    watched();
     take(r, targets, cap);
     if (collectives) check_device_collectives(exe.device.index, "run");
   };
@@ -598,14 +596,15 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   const bool synced = r.host_synced;
   std::vector<DevTensor> targets;
   for (int32_t v : exe.module.targets) targets.push_back(r.in(v));
-  watched();
   take(r, targets, nullptr);
-  if (collectives) check_device_collectives(exe.device.index, "run");  // before publishing
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
   if (!r.pending.empty()) {
     TG_CUDA(cudaStreamSynchronize(r.stream));
+    if (collectives) check_device_collectives(exe.device.index, "run");  // an aborted step publishes nothing
     publish(exe, st, r.pending);  // the new values stay on the device until read
+  } else if (collectives) {
+    check_device_collectives(exe.device.index, "run");
   }
   if (!synced && !interim && !st.is_warm(in_types)) st.warm.push_back(in_types);
   // Not while library questions are being asked (ProvisionalChoices): the next run waits for

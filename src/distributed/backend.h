@@ -2,6 +2,7 @@
 // The engine under tg::distributed (distributed.h): what a collective library does for it.
 // One implementation per library: Gloo on the CPU (gloo_backend.cpp); NCCL between GPUs
 // (nccl_engine.cpp), which also serves host tensors through device copies.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -101,5 +102,8 @@ bool with_device_collectives(int device, const char* op, const std::function<voi
 void watch_device_step(int device, void* stream);
 /// Throws tg::Error naming `op` and the rank when the communicator on `device` is broken.
 void check_device_collectives(int device, const char* op);
+/// Counts the jobs joined in this process (distributed::init): a CUDA graph captured with NCCL
+/// calls of one communicator is not replayed after another is joined.
+uint64_t device_collectives_generation();
 
 }  // namespace tg::detail

@@ -40,6 +40,7 @@ struct State {
   // Watches CUDA steps' NCCL work (watch_device_step); made at the first, gone before the engines.
   std::unique_ptr<detail::Watchdog> watchdog;
   bool closing = false;  // shutdown() under way: nothing new is watched
+  uint64_t generation = 0;  // joins so far (device_collectives_generation)
 };
 
 State& state() {
@@ -185,6 +186,7 @@ void init(const Options& o) {
   s.device_engine = std::move(device_engine);
   s.broken.clear();
   s.initialized = true;
+  ++s.generation;
 }
 
 bool initialized() { return state().initialized; }
@@ -343,6 +345,12 @@ void watch_device_step(int device, void* stream) {
   }
   void* event = e->record_event(stream);
   s.watchdog->watch([e, event] { return e->event_done(event); }, s.timeout_s, [e, event] { e->release_event(event); });
+}
+
+uint64_t device_collectives_generation() {
+  distributed::State& s = distributed::state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.generation;
 }
 
 void check_device_collectives(int device, const char* op) {

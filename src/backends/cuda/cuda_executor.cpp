@@ -461,7 +461,16 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   // watchdog aborts the communicator): a replay right after its launch (replay()), an op-by-op
   // run after each collective (Run::collective). A broken communicator fails the run.
   const bool collectives = st.has_collectives(g);
-  if (collectives) check_device_collectives(exe.device.index, "run");
+  if (collectives) {
+    check_device_collectives(exe.device.index, "run");
+    // Captured with another job's communicator (shut down and joined again since): captured anew.
+    if (const uint64_t job = device_collectives_generation(); job != st.comm_generation) {
+      st.captured.reset();
+      st.spare.reset();
+      st.parked.clear();
+      st.comm_generation = job;
+    }
+  }
   auto replay_current = [&] {
     ++st.replays;
     std::shared_ptr<Captured> cap = st.captured;

@@ -191,6 +191,7 @@ struct CudaState {
   std::mutex mu;  // runs of one executable are serialised on the device's stream
   // Whether the graph has collectives (their steps are watched: watch_device_step), found once.
   int graph_collectives = -1;
+  uint64_t comm_generation = 0;  // the job whose communicator its captures call (device_collectives_generation)
   bool has_collectives(const GraphImpl& g) {
     if (graph_collectives < 0) {
       graph_collectives = 0;

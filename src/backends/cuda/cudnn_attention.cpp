@@ -571,7 +571,7 @@ void run_job(const BuildJob& job) {
       std::lock_guard<std::mutex> lock(saved_mutex());
       saved_plans().try_emplace(key_of(job.device, c), p->blob);
     }
-    forget_deferred(job.key, job.d);  // runs find the plan saved now (the entry's blob freed with it)
+    forget_deferred(job.key, job.d);  // runs find the plan among the saved ones now
   } else if (!p->ok && !cuda_failed) {  // refused: tgraph's kernel keeps running the shape (cudnn_attention)
     if (env_flag("TGRAPH_LOG_FALLBACK"))
       std::fprintf(stderr, "[tgraph] attention q %s k %s v %s: cuDNN refused (%s); tgraph's own kernel runs it\n",

@@ -97,22 +97,25 @@ void Watchdog::loop() {
     std::string why = failure_ ? failure_() : "";
     const auto now = std::chrono::steady_clock::now();
     std::vector<Item> left;
-    bool progress = false;
-    for (Item& i : items) {
-      if (why.empty() && i.done()) {
-        if (i.release) i.release();
-        progress = true;
+    bool finished_before = false;  // an item watched before this one finished in this poll
+    for (Item& i : items) {  // in the order they were watched
+      if (!why.empty()) {
+        left.push_back(std::move(i));
         continue;
       }
-      left.push_back(std::move(i));
-    }
-    for (Item& i : left) {
-      // Work that finished lets what was queued behind it start: its time counts from now.
-      if (progress)
+      if (i.done()) {
+        if (i.release) i.release();
+        finished_before = true;
+        continue;
+      }
+      // Work that finished lets what was queued behind it start: its time counts from now. Only
+      // work watched after it: an item watched earlier that hangs is not kept alive by others.
+      if (finished_before)
         i.deadline = std::max(i.deadline, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                     std::chrono::duration<double>(i.timeout_s)));
-      else if (why.empty() && now >= i.deadline)
+      else if (now >= i.deadline)
         why = "a collective did not finish within " + seconds(i.timeout_s) + " s (a peer died, hangs, or left the job)";
+      left.push_back(std::move(i));
     }
     lock.lock();
     if (!why.empty() && fired_.empty()) {  // (abandon() may have fired meanwhile)

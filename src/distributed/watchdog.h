@@ -30,7 +30,8 @@ class Watchdog {
 
   /// Watches an item: `done` is polled until it says true (then `release` is called), for at
   /// most timeout_s — counted from when it was watched, or from when an item watched before it
-  /// finished, if later: work queued behind other work on a stream gets its own full time.
+  /// was seen finished, if later: work queued behind other work on a stream gets its own full
+  /// time (and an item that hangs is never kept alive by items watched after it).
   /// Ignored (released at once) once the watchdog has fired.
   void watch(std::function<bool()> done, double timeout_s, std::function<void()> release = {});
   /// The reason it fired, "" while it has not.

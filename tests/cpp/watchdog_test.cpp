@@ -133,3 +133,25 @@ TEST(Watchdog, AbandonFiresOnlyWhenWorkIsUnfinished) {
   EXPECT_FALSE(w.abandon("again"));
   EXPECT_EQ(f.count.load(), 1);
 }
+
+// An item that hangs is not kept alive by items watched after it that keep finishing (other
+// streams' steps): it fires at its own deadline.
+TEST(Watchdog, AHungItemIsNotKeptAliveByLaterItemsFinishing) {
+  Fires f;
+  Watchdog w([] { return std::string(); }, [&](const std::string& why) { f.why = why, ++f.count; }, 1ms);
+  const auto start = std::chrono::steady_clock::now();
+  w.watch([] { return false; }, 0.2);  // hangs
+  std::atomic<bool> stop{false};
+  std::thread feeder([&] {  // a finished item every few milliseconds
+    while (!stop) {
+      w.watch([] { return true; }, 0.2);
+      std::this_thread::sleep_for(3ms);
+    }
+  });
+  const bool fired = eventually([&] { return f.count.load() == 1; });
+  stop = true;
+  feeder.join();
+  ASSERT_TRUE(fired);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}

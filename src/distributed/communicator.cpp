@@ -209,6 +209,7 @@ void shutdown() {
   dog.reset();
   std::lock_guard<std::mutex> lock(s.mu);
   s.closing = false;
+  ++s.generation;  // graphs captured with this communicator's calls are not replayed after it
   s.engine.reset();
   s.device_engine.reset();
   s.backend = "none";

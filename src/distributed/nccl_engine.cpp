@@ -3,6 +3,7 @@
 // (nccl_library.h), so this builds and runs without it.
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -125,12 +126,18 @@ class NcclEngine final : public DeviceCollectives {
   }
   void release_event(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
   std::string async_error() override {
-    if (!comm_) return "";
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    nccl::Comm c = comm_.load();
+    if (!c) return "";
     nccl::Result async = nccl::success;
-    a_.comm_get_async_error(comm_, &async);
+    a_.comm_get_async_error(c, &async);
     return async == nccl::success || async == nccl::in_progress ? "" : "NCCL: " + nccl::describe(a_, async, nullptr);
   }
   void abort() override {
+    // After the short calls under way (calls_mu_, a second at most: the abort is what frees a
+    // caller stuck behind a dead peer, so it does not wait longer).
+    std::unique_lock<std::mutex> lock(calls_mu_, std::defer_lock);
+    for (int i = 0; i < 1000 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (nccl::Comm c = comm_.exchange(nullptr)) a_.comm_abort(c);
   }
   bool reducible(DType t) const override { return type_of(t) >= 0; }
@@ -154,10 +161,15 @@ class NcclEngine final : public DeviceCollectives {
     const auto start = std::chrono::steady_clock::now();
     for (int spins = 0;; ++spins) {
       const cudaError_t q = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+      // Aborted meanwhile (the communicator's watchdog): the kernels returned without the data.
+      if (!comm_.load()) throw std::runtime_error("the NCCL communicator was aborted (a peer failed or hung)");
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) cuda_ok(q, "waiting for NCCL");
       nccl::Result async = nccl::success;
-      a_.comm_get_async_error(comm_, &async);
+      {
+        std::lock_guard<std::mutex> lock(calls_mu_);
+        if (nccl::Comm c = comm_.load()) a_.comm_get_async_error(c, &async);
+      }
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if ((async != nccl::success && async != nccl::in_progress) || waited > timeout_s) {
         abort();
@@ -202,8 +214,10 @@ class NcclEngine final : public DeviceCollectives {
   const nccl::Api& a_;
   int device_;
   int world_;
-  // Atomic: the communicator's watchdog may abort it from its thread (communicator.cpp).
+  // Atomic: the communicator's watchdog may abort it from its thread (communicator.cpp); the
+  // short queries and the abort are serialised by calls_mu_.
   std::atomic<nccl::Comm> comm_{nullptr};
+  std::mutex calls_mu_;
 };
 
 // Host memory staged on the engine's device, one collective at a time on a stream of its own.

@@ -60,6 +60,7 @@ size_t Watchdog::watching() const {
 
 bool Watchdog::abandon(const std::string& why) {
   std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return !polling_; });  // the items a poll holds are back in items_ then
   if (!fired_.empty() || items_.empty()) return false;
   std::vector<Item> items = std::move(items_);
   items_.clear();
@@ -93,6 +94,7 @@ void Watchdog::loop() {
     // only this thread removes items, so the ones taken stay valid.
     std::vector<Item> items = std::move(items_);
     items_.clear();
+    polling_ = true;
     lock.unlock();
     std::string why = failure_ ? failure_() : "";
     const auto now = std::chrono::steady_clock::now();
@@ -118,11 +120,13 @@ void Watchdog::loop() {
       left.push_back(std::move(i));
     }
     lock.lock();
-    if (!why.empty() && fired_.empty()) {  // (abandon() may have fired meanwhile)
+    polling_ = false;
+    idle_.notify_all();
+    if (!why.empty() && fired_.empty()) {
       fire_locked(lock, std::move(left), why);
       continue;
     }
-    if (!fired_.empty()) {
+    if (!fired_.empty()) {  // (it fired from abandon() while this poll ran: these are over too)
       lock.unlock();
       for (Item& i : left)
         if (i.release) i.release();

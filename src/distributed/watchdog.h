@@ -59,6 +59,8 @@ class Watchdog {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::vector<Item> items_;
+  bool polling_ = false;  // the thread holds the items outside the lock (abandon waits it out)
+  std::condition_variable idle_;
   std::string fired_;
   bool stop_ = false;
   std::thread thread_;  // last: started once the members above exist

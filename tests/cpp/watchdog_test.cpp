@@ -107,11 +107,12 @@ TEST(Watchdog, WorkQueuedBehindFinishedWorkGetsItsOwnTime) {
   Watchdog w([] { return std::string(); }, [&](const std::string& why) { f.why = why, ++f.count; }, 1ms);
   auto first = std::make_shared<std::atomic<bool>>(false), second = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int> released{0};
-  w.watch([first] { return first->load(); }, 0.5, [&] { ++released; });
-  w.watch([second] { return second->load(); }, 0.5, [&] { ++released; });  // queued behind the first
-  std::this_thread::sleep_for(400ms);
-  *first = true;  // done before its deadline; the second has only now begun
-  std::this_thread::sleep_for(300ms);  // past the second's own deadline counted from its watch
+  w.watch([first] { return first->load(); }, 2, [&] { ++released; });
+  w.watch([second] { return second->load(); }, 2, [&] { ++released; });  // queued behind the first
+  std::this_thread::sleep_for(500ms);
+  *first = true;  // done well before its deadline; the second has only now begun
+  ASSERT_TRUE(eventually([&] { return released.load() == 1; }));
+  std::this_thread::sleep_for(1800ms);  // past the second's own deadline counted from its watch
   EXPECT_EQ(f.count.load(), 0) << f.why;
   *second = true;
   EXPECT_TRUE(eventually([&] { return released.load() == 2; }));

@@ -23,7 +23,7 @@ tests() {
 
   part "GPU tests: library plans, attention, convolutions, executor; then test_cuda.py"
   fresh tests
-  build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:Nccl*' 2>&1 |
+  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:Nccl*' 2>&1 |
     grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran"
   (cd build-gpu && timeout 400 python3 -m pytest -q -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -5)
 

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "distributed/backend.h"
 #include "distributed/watchdog.h"
@@ -25,7 +24,9 @@ namespace tg::distributed {
 namespace {
 
 struct State {
-  std::mutex mu;  // one collective at a time: every rank must issue them in the same order
+  // One collective at a time: every rank must issue them in the same order. Timed: the
+  // watchdog's abort waits for it a second at most (watch_device_step).
+  std::timed_mutex mu;
   bool initialized = false;
   int rank = 0;
   int world = 1;
@@ -80,11 +81,16 @@ std::string where() {
 }
 
 // Runs f under the lock (the caller holds it); an engine error breaks the communicator.
+// The watchdog's reason, once it fired, as the communicator's error (the caller holds the lock).
+void take_watchdog_failure(State& s) {
+  if (s.broken.empty() && s.watchdog && !s.watchdog->fired().empty())
+    s.broken = where() + ": " + s.watchdog->fired() + "; the communicator was aborted";
+}
+
 template <class F>
 void guarded(const char* op, F&& f) {
   State& s = state();
-  if (s.broken.empty() && s.watchdog && !s.watchdog->fired().empty())  // (it fired without the lock)
-    s.broken = where() + ": " + s.watchdog->fired() + "; the communicator was aborted";
+  take_watchdog_failure(s);
   if (!s.broken.empty())
     throw Error(std::string("[") + op + "] the communicator failed earlier (" + s.broken + ")");
   try {
@@ -100,7 +106,7 @@ void guarded(const char* op, F&& f) {
 template <class F>
 void collective(const char* op, F&& f) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   guarded(op, [&] { f(s.engine.get()); });
 }
 
@@ -118,7 +124,7 @@ bool reducible(DType t) { return t == DType::f32 || t == DType::f64 || t == DTyp
 
 void init(const Options& o) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   if (s.initialized) throw Error("[distributed] init: already joined as " + where() + " (shutdown() first)");
   const int rank = o.rank >= 0 ? o.rank : env_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0);
   const int world = o.world_size >= 0 ? o.world_size : env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
@@ -199,7 +205,7 @@ void shutdown() {
   State& s = state();
   std::unique_ptr<detail::Watchdog> dog;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::lock_guard<std::timed_mutex> lock(s.mu);
     s.closing = true;
     dog = std::move(s.watchdog);
   }
@@ -207,7 +213,7 @@ void shutdown() {
   // make the engine's destruction wait for them forever if a peer is gone: aborted first.
   if (dog) dog->abandon("the job was shut down with collectives unfinished");
   dog.reset();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   s.closing = false;
   ++s.generation;  // graphs captured with this communicator's calls are not replayed after it
   s.engine.reset();
@@ -315,7 +321,7 @@ namespace tg::detail {
 
 bool with_device_collectives(int device, const char* op, const std::function<void(DeviceCollectives&)>& f) {
   distributed::State& s = distributed::state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   if (!s.device_engine || s.device_engine->device() != device) return false;
   distributed::guarded(op, [&] { f(*s.device_engine); });
   return true;
@@ -323,43 +329,40 @@ bool with_device_collectives(int device, const char* op, const std::function<voi
 
 void watch_device_step(int device, void* stream) {
   distributed::State& s = distributed::state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   if (!s.device_engine || s.device_engine->device() != device || !s.broken.empty() || s.closing) return;
   DeviceCollectives* e = s.device_engine.get();  // outlives the watchdog (shutdown's order)
-  if (!s.watchdog) {
-    const std::string rank = distributed::where();
+  if (!s.watchdog)
     s.watchdog = std::make_unique<Watchdog>(
         [&s, e] {  // NCCL's asynchronous error; a poll that finds the communicator busy asks next time
-          std::unique_lock<std::mutex> busy(s.mu, std::try_to_lock);
+          std::unique_lock<std::timed_mutex> busy(s.mu, std::try_to_lock);
           return busy.owns_lock() ? e->async_error() : std::string();
         },
-        [&s, e, rank](const std::string& why) {
+        [&s, e](const std::string&) {
           // Under the communicator's lock when it can be had within a second; otherwise its
           // holder is stuck in a call behind the dead peer's work, and the abort is what frees
-          // it (NCCL's abort is meant for a hung communicator), so it goes ahead without.
-          std::unique_lock<std::mutex> held(s.mu, std::defer_lock);
-          for (int i = 0; i < 1000 && !held.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          // it (NCCL's abort is meant for a hung communicator), so it goes ahead without (the
+          // next collective or check takes the watchdog's reason then).
+          std::unique_lock<std::timed_mutex> held(s.mu, std::chrono::seconds(1));
           e->abort();
-          if (held.owns_lock() && s.broken.empty()) s.broken = rank + ": " + why + "; the communicator was aborted";
+          if (held.owns_lock()) distributed::take_watchdog_failure(s);
         },
         std::chrono::milliseconds(2), [e] { e->bind_thread(); });
-  }
   void* event = e->record_event(stream);
   s.watchdog->watch([e, event] { return e->event_done(event); }, s.timeout_s, [e, event] { e->release_event(event); });
 }
 
 uint64_t device_collectives_generation() {
   distributed::State& s = distributed::state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   return s.generation;
 }
 
 void check_device_collectives(int device, const char* op) {
   distributed::State& s = distributed::state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::lock_guard<std::timed_mutex> lock(s.mu);
   if (!s.device_engine || s.device_engine->device() != device) return;
-  if (s.broken.empty() && s.watchdog && !s.watchdog->fired().empty())  // (it fired without the lock)
-    s.broken = distributed::where() + ": " + s.watchdog->fired() + "; the communicator was aborted";
+  distributed::take_watchdog_failure(s);
   if (s.broken.empty()) return;
   throw Error(std::string("[") + op + "] " + distributed::where() + ": the communicator failed (" + s.broken +
               "); this step's results and variable writes are not valid: restart the job from a checkpoint");

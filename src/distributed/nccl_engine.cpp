@@ -126,7 +126,7 @@ class NcclEngine final : public DeviceCollectives {
   }
   void release_event(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
   std::string async_error() override {
-    std::lock_guard<std::mutex> lock(calls_mu_);
+    std::lock_guard<std::timed_mutex> lock(calls_mu_);
     nccl::Comm c = comm_.load();
     if (!c) return "";
     nccl::Result async = nccl::success;
@@ -136,8 +136,7 @@ class NcclEngine final : public DeviceCollectives {
   void abort() override {
     // After the short calls under way (calls_mu_, a second at most: the abort is what frees a
     // caller stuck behind a dead peer, so it does not wait longer).
-    std::unique_lock<std::mutex> lock(calls_mu_, std::defer_lock);
-    for (int i = 0; i < 1000 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::unique_lock<std::timed_mutex> lock(calls_mu_, std::chrono::seconds(1));
     if (nccl::Comm c = comm_.exchange(nullptr)) a_.comm_abort(c);
   }
   bool reducible(DType t) const override { return type_of(t) >= 0; }
@@ -167,7 +166,7 @@ class NcclEngine final : public DeviceCollectives {
       if (q != cudaErrorNotReady) cuda_ok(q, "waiting for NCCL");
       nccl::Result async = nccl::success;
       {
-        std::lock_guard<std::mutex> lock(calls_mu_);
+        std::lock_guard<std::timed_mutex> lock(calls_mu_);
         if (nccl::Comm c = comm_.load()) a_.comm_get_async_error(c, &async);
       }
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -217,7 +216,7 @@ class NcclEngine final : public DeviceCollectives {
   // Atomic: the communicator's watchdog may abort it from its thread (communicator.cpp); the
   // short queries and the abort are serialised by calls_mu_.
   std::atomic<nccl::Comm> comm_{nullptr};
-  std::mutex calls_mu_;
+  std::timed_mutex calls_mu_;
 };
 
 // Host memory staged on the engine's device, one collective at a time on a stream of its own.

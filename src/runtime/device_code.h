@@ -29,7 +29,7 @@ struct DeviceCode {
   /// no heuristic what it had chosen (issue 22). Entries for other libraries are ignored.
   std::map<std::string, std::string> plans;
   /// Library plans a run used no value of yet: cuDNN's attention plan for a shape still being
-  /// built on a thread while tgraph's own kernel stood in (cudnn_attention.cpp). Executable::save
+  /// built on a thread while tgraph's own kernel stood in (attention_tiers.cpp). Executable::save
   /// asks each for its value (waiting for the build) and records a non-empty one in `plans`.
   std::map<std::string, std::function<std::string()>> later;
   int compiled = 0;                       // kernels NVRTC compiled for this executable's runs

@@ -25,10 +25,10 @@
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/library_warmup.h"
-#include "distributed/backend.h"
 #include "backends/cuda/lent_outputs.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
+#include "distributed/backend.h"
 #include "runtime/cuda_run_device.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/error.h"
@@ -608,13 +608,9 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   take(r, targets, nullptr);
   if (try_capture && synced) st.capture_error = "the run copied data to the host (an op without a GPU kernel)";
   if (std::string e = st.index_errors.take(g, r.stream); !e.empty()) throw Error(e);  // before publishing
-  if (!r.pending.empty()) {
-    TG_CUDA(cudaStreamSynchronize(r.stream));
-    if (collectives) check_device_collectives(exe.device.index, "run");  // an aborted step publishes nothing
-    publish(exe, st, r.pending);  // the new values stay on the device until read
-  } else if (collectives) {
-    check_device_collectives(exe.device.index, "run");
-  }
+  if (!r.pending.empty()) TG_CUDA(cudaStreamSynchronize(r.stream));
+  if (collectives) check_device_collectives(exe.device.index, "run");  // an aborted step publishes nothing
+  if (!r.pending.empty()) publish(exe, st, r.pending);  // the new values stay on the device until read
   if (!synced && !interim && !st.is_warm(in_types)) st.warm.push_back(in_types);
   // Not while library questions are being asked (ProvisionalChoices): the next run waits for
   // their answers and captures with them. Nor after stand-ins: a later run finds the plans.

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <list>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -3,7 +3,7 @@
 // one pass over the keys (an online softmax), compiled with the library for any batch, heads and
 // lengths. It stands in for cuDNN's fused attention while cuDNN builds its plan for a shape no
 // process on the machine ran (a run-time kernel compile of 0.1-0.8 s on the H200): the tiered
-// path of cudnn_attention.cpp. Not tuned to cuDNN's speed; correct for every call cuDNN takes.
+// path of attention_tiers.cpp. Not tuned to cuDNN's speed; correct for every call cuDNN takes.
 #include <cuda_runtime_api.h>
 
 namespace tg::detail {

@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -33,8 +32,6 @@ class LibraryWarmup {
   LibraryWarmup(const LibraryWarmup&) = delete;
   LibraryWarmup& operator=(const LibraryWarmup&) = delete;
   void wait();
-  /// False when no thread could be started (the calls are not made).
-  bool started() const { return !threads_.empty(); }
 
  private:
   std::vector<WarmCall> calls_;

@@ -404,7 +404,13 @@ void bench_attention() {
     const double flop = 4.0 * static_cast<double>(b) * 12 * L * L * 64;
     for (const auto& [name, switches] : ways) {
       tg::Executable e = g.compile(feeds, {y}, {}, {.device = tg::Device::cuda(0), .switches = switches});
+      const long long own_before = tg::detail::cudnn_attention_own_calls();
       const double ms = median(tg::detail::cuda_time_replays(e.impl(), in, 5, 50));
+      // Which kernel ran is asserted, not assumed: a switch that did not reach the run once
+      // made "tgraph's kernel" time cuDNN's.
+      const bool own_ran = tg::detail::cudnn_attention_own_calls() > own_before;
+      if (own_ran != (switches.count("TGRAPH_OWN_ATTENTION") > 0))
+        throw tg::Error(std::string("[bench] attention, ") + name + ": tgraph's kernel " + (own_ran ? "ran" : "did not run"));
       std::printf("attention f16 %lld x 12 x %lld x 64%s, %s: %.4f ms (%.1f TFLOP/s)\n", static_cast<long long>(b),
                   static_cast<long long>(L), masked ? " + bias [b,1,L,L]" : "", name, ms, flop / (ms * 1e-3) / 1e12);
     }

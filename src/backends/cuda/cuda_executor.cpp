@@ -845,6 +845,7 @@ CudaGraphStats cuda_graph_stats(const ExecutableImpl& exe) {
 
 std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                    int iters) {
+  const SwitchScope switches(exe.switches);  // its CompileOptions::switches, as Executable::run installs them
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
@@ -869,6 +870,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
 
 std::vector<double> cuda_time_replays(const ExecutableImpl& exe, const std::vector<TensorData>& inputs, int warmup,
                                       int iters) {
+  const SwitchScope switches(exe.switches);  // its CompileOptions::switches, as Executable::run installs them
   exe.run_cuda(inputs);  // records, then captures (the next run does, while questions are asked)
   cudnn_attention_settle();  // the plans stand-ins ran for, built: the next run captures with them
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());

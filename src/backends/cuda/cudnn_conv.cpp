@@ -29,13 +29,13 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <variant>
 
 #include "backends/cpu/profile.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/conv_choices.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_util.h"
 #include "backends/cuda/device_context.h"
@@ -47,123 +47,10 @@
 #include "runtime/device_code.h"
 
 namespace tg::detail {
+using namespace conv_choices;
 namespace {
 
 enum class Dir { forward, data, filter };
-
-constexpr size_t kMaxWorkspace = size_t(1) << 30;
-
-// The algorithm chosen for one configuration; ok false when cuDNN does not cover it.
-struct Choice {
-  bool ok = false;
-  int algo = 0;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace = 0;
-};
-
-// The process's choices. Never destroyed: warm-up threads asking put-off questions
-// (ProvisionalChoices) may still use them while the program exits.
-struct Choices {
-  std::mutex mu;
-  std::map<std::string, Choice> by_problem;                          // by device and problem
-  std::map<std::string, std::map<int64_t, Choice>> by_family;        // by device and problem
-                                                                     // without the batch, then batch
-  std::set<std::string> ran;  // the algorithms (with their math) that ran, by family: kernels loaded
-  std::set<std::string> no_reuse;  // problems a reused choice (disk, family) was declined for
-};
-Choices& choices() {
-  static Choices* c = new Choices;
-  return *c;
-}
-std::mutex& cache_mutex() { return choices().mu; }
-std::map<std::string, Choice>& cache() { return choices().by_problem; }
-std::map<std::string, std::map<int64_t, Choice>>& families() { return choices().by_family; }
-// Under cache_mutex.
-std::set<std::string>& ran() { return choices().ran; }
-std::string ran_key(const std::string& family, const Choice& c) {
-  return family + "|" + std::to_string(c.algo) + "|" + std::to_string(static_cast<int>(c.math));
-}
-
-// The choice made at the batch size nearest `batch` (by ratio) within a factor of 4: beyond it
-// the best kernels differ (a batch of 1 against 32 ran 1.3x slower with 32's algorithms on the
-// H200), and the heuristics are asked instead (a first run may still take one of any ratio
-// provisionally: provisional_choice). Not ok when there is none. Under cache_mutex.
-Choice nearest_batch(const std::map<int64_t, Choice>& known, int64_t batch, double max_ratio = 4.0) {
-  Choice best;
-  double best_ratio = max_ratio + 1e-9;
-  for (const auto& [b, c] : known) {
-    if (!c.ok || b <= 0 || batch <= 0) continue;
-    const double r = b > batch ? double(b) / double(batch) : double(batch) / double(b);
-    if (r <= best_ratio) best = c, best_ratio = r;
-  }
-  return best;
-}
-
-// "<algo> <math> <workspace>": a choice as an executable's file and the disk cache hold it.
-std::string choice_text(const Choice& c) {
-  return std::to_string(c.algo) + ' ' + std::to_string(int(c.math)) + ' ' + std::to_string(c.workspace);
-}
-// The choice in `text`; not ok when malformed (the heuristics are asked instead).
-Choice parse_choice(const std::string& text) {
-  std::istringstream in(text);
-  int algo = -1, math = -1;
-  size_t ws = 0;
-  if (!(in >> algo >> math >> ws) || algo < 0 || algo > 64 || math < 0 || math > 3 || ws > kMaxWorkspace) return {};
-  return Choice{true, algo, static_cast<cudnnMathType_t>(math), ws};
-}
-
-// A choice of this process's cache, and of its family (the key up to "|n<batch>"), so a
-// problem met at a new batch size reuses it as one chosen in this process would be. Under
-// cache_mutex.
-void adopt(const std::string& key, const Choice& choice) {
-  cache().try_emplace(key, choice);
-  const size_t bar = key.rfind("|n");
-  int64_t batch = 0;
-  try {
-    batch = bar == std::string::npos ? 0 : std::stoll(key.substr(bar + 2));
-  } catch (const std::exception&) {
-  }
-  if (batch > 0) families()[key.substr(0, bar)].try_emplace(batch, choice);
-}
-
-// The key of a choice on disk: the saved one (library_plans.h), Find's apart from the
-// heuristics' (a measured choice is not taken for a guess, nor the other way).
-std::string disk_key(const std::string& saved) { return env_flag("TGRAPH_CUDNN_FIND") ? saved + "|find" : saved; }
-
-// The choice this process already has for a problem: its own (`exact`, declined ones too), or
-// to reuse (its workspace asked again: another GPU of the same architecture may differ) the one
-// an earlier process chose on this machine (the disk cache), else the one made at the nearest
-// batch size of its family (nearest_batch), unless TGRAPH_CUDNN_FIND or TGRAPH_CUDNN_PER_BATCH
-// asks every batch, or a reused choice was declined for this problem. Under cache_mutex.
-Choice known_choice(const std::string& key, const std::string& saved, const std::string& family, int64_t batch,
-                    bool& exact) {
-  exact = false;
-  if (auto it = cache().find(key); it != cache().end()) {
-    exact = true;
-    return it->second;
-  }
-  if (choices().no_reuse.count(key)) return {};
-  if (const Choice c = parse_choice(library_choice_from_disk(disk_key(saved))); c.ok) {
-    if (profiling_first_runs()) cpu_profile_add("cuda first run: convolution: cuDNN choice read from the disk cache", 0.0);
-    families()[family].try_emplace(batch, c);  // this batch size's own answer, for other sizes to reuse
-    return c;
-  }
-  if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
-  auto f = families().find(family);
-  return f == families().end() ? Choice{} : nearest_batch(f->second, batch);
-}
-
-// A first run's provisional choice for a batch size the family has none near (ProvisionalChoices
-// installed): the choice at the nearest batch size of any ratio whose kernels are loaded, or
-// none (then the heuristics are asked now). Never under TGRAPH_CUDNN_FIND or
-// TGRAPH_CUDNN_PER_BATCH. Under cache_mutex.
-Choice provisional_choice(const std::string& family, int64_t batch) {
-  if (env_flag("TGRAPH_CUDNN_FIND") || env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
-  auto f = families().find(family);
-  if (f == families().end()) return {};
-  const Choice c = nearest_batch(f->second, batch, 1e18);
-  return c.ok && ran().count(ran_key(family, c)) ? c : Choice{};
-}
 
 template <class Perf, class Get, class Workspace>
 Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Get get, Workspace workspace_of) {

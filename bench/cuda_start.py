@@ -4,7 +4,8 @@ primary context, a first allocation, the runtime, cuBLASLt's and cuDNN's librari
 each timed in turn, through ctypes (no tgraph, no torch unless asked: `torch` first imports it,
 as tgraph.torch's processes have). Run it several times: the first process after the GPU was
 idle may pay the driver's own start-up.
-On the GPU machine:  python3 bench/cuda_start.py [torch]"""
+On the GPU machine:  python3 bench/cuda_start.py [torch] [matmuls]
+(`matmuls`: then BERT-base's f16 matmul shapes' first calls through torch, each against its second.)"""
 import ctypes
 import sys
 import time
@@ -51,6 +52,27 @@ def main():
     for (_, t0), (what, t1) in zip(marks, marks[1:]):
         print(f"{what:26s} {1e3 * (t1 - t0):8.1f} ms")
     print(f"{'total':26s} {1e3 * (marks[-1][1] - marks[0][1]):8.1f} ms (cuDNN {dn.cudnnGetVersion()})")
+    if "matmuls" in sys.argv[1:]:
+        first_matmuls()
+
+
+def first_matmuls():
+    """Each of BERT-base's f16 matmul shapes' first call in this process against its second,
+    through torch (its cuBLAS / cuBLASLt): what a library kernel's first load costs."""
+    import torch
+    torch.zeros(1, device="cuda")
+    for m, k, n in [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (2048, 768, 768), (2048, 768, 3072),
+                    (2048, 3072, 768), (16, 768, 768)]:
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        times = []
+        for _ in range(2):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            torch.matmul(a, b)
+            torch.cuda.synchronize()
+            times.append(1e3 * (time.perf_counter() - t))
+        print(f"first matmul f16 {m} x {k} x {n}: {times[0]:7.1f} ms, second {times[1]:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -387,7 +387,11 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  st.settle_library_calls();
+  if (st.asking) {
+    std::optional<CpuProfileScope> timed;
+    if (profiling_first_runs()) timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
+    st.settle_library_calls();
+  }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {
@@ -849,7 +853,11 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  st.settle_library_calls();
+  if (st.asking) {
+    std::optional<CpuProfileScope> timed;
+    if (profiling_first_runs()) timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
+    st.settle_library_calls();
+  }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {

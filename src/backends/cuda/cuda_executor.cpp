@@ -26,6 +26,7 @@
 #include "backends/cuda/kernels_copy.h"
 #include "backends/cuda/library_warmup.h"
 #include "backends/cuda/lent_outputs.h"
+#include "backends/cuda/library_plans.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
 #include "distributed/backend.h"
@@ -387,10 +388,10 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.asking) {
+  if (st.library_calls_pending()) {
     std::optional<CpuProfileScope> timed;
     if (profiling_first_runs()) timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
-    st.settle_library_calls();
+    st.settle_library_calls(!st.prefetched);
   }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
@@ -533,6 +534,15 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
     size_t warm_calls = 0;
     if (library_warmup_enabled()) try {
         std::vector<WarmCall> calls = r.library_warm_calls(0);
+        // Saved matmuls (a dynamic executable's first copy's, handed over by its load) load
+        // their kernels beside the run, which computes them with tgraph's kernel meanwhile.
+        std::vector<WarmCall> matmuls = matmul_lt_saved_warm_calls(r.ctx.index());
+        if (matmul_stand_in_enabled() && !matmuls.empty() && !st.loading) {
+          library_warmup_wait_at_exit();
+          st.loading = std::make_unique<LibraryWarmup>(std::move(matmuls), r.ctx.index());
+        } else {
+          for (WarmCall& c : matmuls) calls.push_back(std::move(c));
+        }
         warm_calls = calls.size();
         warm.emplace(std::move(calls), r.ctx.index());
       } catch (const std::exception&) {
@@ -618,7 +628,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!synced && !interim && !st.is_warm(in_types)) st.warm.push_back(in_types);
   // Not while library questions are being asked (ProvisionalChoices): the next run waits for
   // their answers and captures with them. Nor after stand-ins: a later run finds the plans.
-  if (try_capture && !synced && !all_lent && !inputs.defer_capture && !st.asking && !interim) {
+  if (try_capture && !synced && !all_lent && !inputs.defer_capture && !st.library_calls_pending() && !interim) {
     // This run's values go first (the variables' old values it kept for a failed run, its new
     // ones, now published, and whatever its slots still hold): the capture's memory would
     // otherwise be allocated beside them.
@@ -785,10 +795,10 @@ void cuda_begin_library_calls(const ExecutableImpl& exe, std::vector<WarmCall> c
   if (calls.empty() || !exe.backend_state) return;
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.asking) return;  // (never at a load: its state is fresh)
+  if (st.loading) return;  // (never at a load: its state is fresh)
   library_warmup_wait_at_exit();  // the program may end before the calls do
   try {
-    st.asking = std::make_unique<LibraryWarmup>(std::move(calls), exe.device.index);
+    st.loading = std::make_unique<LibraryWarmup>(std::move(calls), exe.device.index);
   } catch (const std::exception&) {  // out of memory: the first run makes them at their turn
   }
 }
@@ -853,10 +863,10 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.asking) {
+  if (st.library_calls_pending()) {
     std::optional<CpuProfileScope> timed;
     if (profiling_first_runs()) timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
-    st.settle_library_calls();
+    st.settle_library_calls(!st.prefetched);
   }
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));

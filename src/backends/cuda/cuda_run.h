@@ -28,6 +28,7 @@
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/matmul_epilogue.h"
+#include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
@@ -233,9 +234,17 @@ struct CudaState {
   // the questions a first run put off (ProvisionalChoices: what the next run captures uses
   // their answers), or a load's saved matmuls (cuda_begin_library_calls).
   std::unique_ptr<LibraryWarmup> asking;
-  void settle_library_calls() {  // under mu, before a run
+  // Saved matmuls' first launches (their kernels loading) begun by a load or a first run, which
+  // that first run does not wait for where its matmuls may stand in (matmul_stand_in_enabled):
+  // the run after it does.
+  std::unique_ptr<LibraryWarmup> loading;
+  bool library_calls_pending() const { return asking || loading; }
+  void settle_library_calls(bool first_run = false) {  // under mu, before a run
     if (asking) asking->wait();
     asking.reset();
+    if (first_run && matmul_stand_in_enabled()) return;
+    if (loading) loading->wait();
+    loading.reset();
   }
   // An op-by-op run without host round trips has compiled every kernel and made every library
   // plan: a run that finds no instance to replay captures one and replays it at once, instead of
@@ -413,9 +422,8 @@ struct Run {
   /// types, so the run itself waits only for the slowest of them.
   void prefetch_kernels(int32_t b);
   /// Before the first run of block b: its cold cuDNN calls (device_op_warm_probe) of static
-  /// types, each distinct one once on scratch memory, and the matmuls whose algorithms a load handed
-  /// over, as calls for a LibraryWarmup (library_warmup.h). They refer to the graph: made
-  /// before the run goes on.
+  /// types, each distinct one once on scratch memory, as calls for a LibraryWarmup
+  /// (library_warmup.h). They refer to the graph: made before the run goes on.
   std::vector<WarmCall> library_warm_calls(int32_t b);
   // Makes the device copies of block b's constants (Run::constant) ahead of their steps.
   void upload_constants(int32_t b);

@@ -363,7 +363,7 @@ void Run::prefetch_kernels(int32_t b) {
 
 std::vector<WarmCall> Run::library_warm_calls(int32_t b) {
   const int device = ctx.index();
-  std::vector<WarmCall> calls = matmul_lt_saved_warm_calls(device);
+  std::vector<WarmCall> calls;  // (the saved matmuls' are the executor's: cuda_executor.cpp)
   std::vector<std::pair<const Node*, std::vector<TensorType>>> seen;  // ResNet-50's 158 convolutions are 69 problems
   // Each call's operands take scratch memory (the pool keeps it for the run after): a call
   // whose operands exceed a sixteenth of the free memory (four run at once) is made in turn.

@@ -7,13 +7,16 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "backends/cpu/profile.h"
 #include "backends/cuda/device_context.h"
+#include "backends/cuda/kernels_matmul.h"
 #include "backends/cuda/library_plans.h"
+#include "core/env.h"
 #include "runtime/device_code.h"
 #include "tgraph/error.h"
 
@@ -190,6 +193,16 @@ std::map<int, std::vector<std::pair<Key, Saved>>>& unwarmed() {
   return u;
 }
 
+// The plans whose kernel has run in this process (CUDA loads a kernel at its first launch): by
+// launch() and by the warm-up calls. Guarded by plans_mutex.
+std::set<Key>& launched() {
+  static std::set<Key> l;
+  return l;
+}
+
+std::atomic<long long> stand_in_calls{0};
+constexpr double kStandInFlops = 4294967296.0;  // the largest call tgraph's kernel stands in for (stand_in)
+
 void free_plan(Plan& p) {
   if (p.la) cublasLtMatrixLayoutDestroy(p.la);
   if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
@@ -248,6 +261,97 @@ bool parse_saved(const std::string& value, Saved& sv) {
 // A choice's key in an executable's file and the disk cache (library_plans.h).
 std::string saved_key(const Key& key) { return library_signature(std::get<10>(key)) + "|lt|" + problem_of(key); }
 
+// Key's problem with algorithm sv run once on scratch memory (their values do not matter: the
+// layouts' extents, the bias (n) and an aux matrix as large as the result), through a plan of
+// its own (the cached ones' descriptors are shared under the device's lock): a warm-up call
+// that loads the algorithm's kernel for the run that follows.
+void first_launch(const Key& key, const Saved& sv, cudaStream_t stream) {
+  const auto& [m, n, k, batch, sa, sb, ta, tb, dt, tf32, device, epi] = key;
+  MatmulShape s{m, n, k, batch, sa, sb, ta, tb, static_cast<DType>(dt), tf32};
+  s.epilogue = static_cast<MatmulShape::Epilogue>(epi);
+  if (s.epilogue >= MatmulShape::Epilogue::count) return;
+  DeviceContext& ctx = DeviceContext::get(device);
+  const size_t es = dtype_size(s.dtype);
+  const size_t na = static_cast<size_t>(sa > 0 ? batch * sa : m * k), nb = static_cast<size_t>(sb > 0 ? batch * sb : k * n);
+  const size_t nc = static_cast<size_t>(batch * m * n);
+  DeviceBuffer a = ctx.allocate(na * es, stream), b = ctx.allocate(nb * es, stream), c = ctx.allocate(nc * es, stream);
+  DeviceBuffer bias = ctx.allocate(static_cast<size_t>(n) * es, stream);
+  DeviceBuffer aux = ctx.allocate(static_cast<size_t>(m * n) * es, stream);
+  DeviceBuffer ws = ctx.allocate(ctx.workspace_bytes(), stream);
+  Plan p = make_plan(s, bias.get(), aux.get(), ctx, &sv);
+  const bool ran = p.found &&
+                   run_plan(s, p, ctx, a.get(), b.get(), c.get(), ws.get(), ctx.workspace_bytes(), stream) == CUBLAS_STATUS_SUCCESS;
+  free_plan(p);
+  if (!ran) return;
+  std::lock_guard<std::mutex> lock(plans_mutex());
+  launched().insert(key);
+}
+
+// tgraph's kernel's form of the call, when it computes it (kernels_matmul.h): f16 / bf16 / f32
+// / f64, no epilogue or a forward one without an aux matrix (the aux and backward forms keep
+// cuBLASLt's own formats, which a later run's cuBLASLt call would read).
+std::optional<MatmulKernelArgs> kernel_args(const MatmulShape& s, const void* a, const void* b, const void* bias,
+                                            void* c) {
+  MatmulKernelArgs k;
+  switch (s.dtype) {
+    case DType::f16: k.type = MatmulKernelArgs::Type::f16; break;
+    case DType::bf16: k.type = MatmulKernelArgs::Type::bf16; break;
+    case DType::f32: k.type = MatmulKernelArgs::Type::f32; break;
+    case DType::f64: k.type = MatmulKernelArgs::Type::f64; break;
+    default: return std::nullopt;
+  }
+  switch (s.epilogue) {
+    case MatmulShape::Epilogue::none: k.epilogue = MatmulKernelArgs::Epilogue::none; break;
+    case MatmulShape::Epilogue::bias: k.epilogue = MatmulKernelArgs::Epilogue::bias; break;
+    case MatmulShape::Epilogue::relu_bias: k.epilogue = MatmulKernelArgs::Epilogue::relu_bias; break;
+    case MatmulShape::Epilogue::gelu_tanh_bias: k.epilogue = MatmulKernelArgs::Epilogue::gelu_tanh_bias; break;
+    default: return std::nullopt;
+  }
+  k.a = a, k.b = b, k.bias = bias, k.c = c;
+  k.m = s.m, k.n = s.n, k.k = s.k, k.batch = s.batch, k.stride_a = s.stride_a, k.stride_b = s.stride_b;
+  k.ta = s.transpose_a, k.tb = s.transpose_b;
+  return k;
+}
+
+// A first run (ProvisionalChoices installed: nothing captures it) meeting a plan whose kernel
+// has not run in this process computes the call with tgraph's kernel and puts the plan's first
+// launch off to the warm-up threads that ask the run's put-off questions after it: the next
+// run waits for them and finds the kernel loaded (that run is captured). A cuBLASLt kernel's
+// first launch loads its module: on the H200 tens of ms each, most of a loaded BERT's first run
+// and of a new batch size's first call. Not under TGRAPH_NO_INTERIM_MATMUL=1.
+bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a, const void* b, const void* bias,
+              void* c, cudaStream_t stream) {
+  ProvisionalChoices* later = ProvisionalChoices::current();
+  if (!later || !matmul_stand_in_enabled()) return false;
+  // Only calls tgraph's kernel finishes well inside a kernel's load (CUDA cores, ~10 TFLOP/s:
+  // 4.3 GFLOP in well under a millisecond): a large one run on it, a layer after layer, would
+  // cost more than the load it avoids.
+  if (2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) * static_cast<double>(s.batch) >
+      kStandInFlops)
+    return false;
+  const std::optional<MatmulKernelArgs> args = kernel_args(s, a, b, bias, c);
+  if (!args) return false;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    if (launched().count(key)) return false;
+  }
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return false;
+  }
+  if (launch_matmul(*args, stream) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  ++stand_in_calls;
+  Saved sv;
+  sv.algo = p.algo;
+  later->put_off("lt|" + std::to_string(std::get<10>(key)) + "|" + problem_of(key),
+                 [key, sv](cudaStream_t st) { first_launch(key, sv, st); });
+  return true;
+}
+
 }  // namespace
 
 void matmul_lt_provide(const std::string& problem, const std::string& value, int device) {
@@ -277,28 +381,7 @@ std::vector<WarmCall> matmul_lt_saved_warm_calls(int device) {
     todo.swap(unwarmed()[device]);
   }
   std::vector<WarmCall> calls;
-  for (const auto& [key, sv] : todo)
-    calls.push_back([key, sv, device](cudaStream_t stream) {
-      const auto& [m, n, k, batch, sa, sb, ta, tb, dt, tf32, dev, epi] = key;
-      (void)dev;
-      MatmulShape s{m, n, k, batch, sa, sb, ta, tb, static_cast<DType>(dt), tf32};
-      s.epilogue = static_cast<MatmulShape::Epilogue>(epi);
-      if (s.epilogue >= MatmulShape::Epilogue::count) return;
-      // Scratch operands of the problem's sizes (their values do not matter): the layouts'
-      // extents, the bias (n) and an aux matrix as large as the result.
-      DeviceContext& ctx = DeviceContext::get(device);
-      const size_t es = dtype_size(s.dtype);
-      const size_t na = static_cast<size_t>(sa > 0 ? batch * sa : m * k), nb = static_cast<size_t>(sb > 0 ? batch * sb : k * n);
-      const size_t nc = static_cast<size_t>(batch * m * n);
-      DeviceBuffer a = ctx.allocate(na * es, stream), b = ctx.allocate(nb * es, stream), c = ctx.allocate(nc * es, stream);
-      DeviceBuffer bias = ctx.allocate(static_cast<size_t>(n) * es, stream);
-      DeviceBuffer aux = ctx.allocate(static_cast<size_t>(m * n) * es, stream);
-      DeviceBuffer ws = ctx.allocate(ctx.workspace_bytes(), stream);
-      // A plan of its own (the cached ones' descriptors are shared under the device's lock).
-      Plan p = make_plan(s, bias.get(), aux.get(), ctx, &sv);
-      if (p.found) run_plan(s, p, ctx, a.get(), b.get(), c.get(), ws.get(), ctx.workspace_bytes(), stream);
-      free_plan(p);
-    });
+  for (const auto& [key, sv] : todo) calls.push_back([key, sv](cudaStream_t stream) { first_launch(key, sv, stream); });
   return calls;
 }
 
@@ -358,6 +441,10 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
   }
   if (current_device_code() && p.found) record_library_plan(saved_key(key), saved_text(p));  // a run being saved
   if (!p.found) return false;
+  if (stand_in(s, key, p, a, b, bias, c, stream)) {
+    if (s.epilogue != MatmulShape::Epilogue::none) ++epilogue_launches[static_cast<size_t>(s.epilogue)];
+    return true;
+  }
   std::lock_guard<std::mutex> lock(ctx.library_mutex());  // one workspace per device
   // A plan's first launch in this process loads its kernel (unless a warm-up did).
   std::optional<CpuProfileScope> timed;
@@ -369,9 +456,11 @@ bool launch(const MatmulShape& s, const void* a, const void* b, const void* bias
         run_plan(s, p, ctx, a, b, c, ctx.workspace(), ctx.workspace_bytes(), stream) != CUBLAS_STATUS_SUCCESS)
       return false;
     ++epilogue_launches[static_cast<size_t>(s.epilogue)];
-    return true;
+  } else {
+    lt_check(run_plan(s, p, ctx, a, b, c, ctx.workspace(), ctx.workspace_bytes(), stream), "matmul");
   }
-  lt_check(run_plan(s, p, ctx, a, b, c, ctx.workspace(), ctx.workspace_bytes(), stream), "matmul");
+  std::lock_guard<std::mutex> plans_lock(plans_mutex());
+  launched().insert(key);  // its kernel is loaded now
   return true;
 }
 
@@ -386,6 +475,12 @@ bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, cons
                         cudaStream_t stream, int device) {
   return launch(s, a, b, bias, aux, c, stream, device);
 }
+
+bool matmul_stand_in_enabled() {
+  return library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES") && !env_flag("TGRAPH_NO_INTERIM_MATMUL");
+}
+
+long long matmul_stand_ins() { return stand_in_calls.load(); }
 
 long long matmul_epilogue_launches(MatmulShape::Epilogue kind) {
   if (kind != MatmulShape::Epilogue::none) return epilogue_launches[static_cast<size_t>(kind)].load();

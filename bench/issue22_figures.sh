@@ -68,7 +68,7 @@ figures() {
 
 # "matmul": tgraph's matmul standing in for cuBLASLt kernels not yet loaded (first runs): its
 # GPU tests and the tests its change of first runs touches, what a cuBLASLt kernel's first
-# launch costs (through torch), and the first calls and loads it is for, with and without it.
+# launch costs (through torch), and the first calls and loads it is for.
 matmul() {
   part "GPU tests: the matmul stand-in and what it touches; then test_cuda.py"
   fresh mtests
@@ -79,22 +79,13 @@ matmul() {
   part "A cuBLASLt kernel's first launch in a process (through torch), against its second"
   python3 bench/cuda_start.py torch matmuls | grep -E "first matmul|total"
 
-  part "BERT-base f16 new sizes' first calls, cold: the stand-in, then TGRAPH_NO_INTERIM_MATMUL=1"
+  part "BERT-base f16 new sizes' first calls, cold, with the stand-in (session 35's figures part: without)"
   fresh bert_m
-  timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\| "
-  fresh bert_nm
-  TGRAPH_NO_INTERIM_MATMUL=1 timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\| "
+  timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\\| "
 
   part "BERT-base f16 .tgx loaded and first-run in a fresh process"
   fresh load_m
   timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 | grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
-
-  part "ResNet-50 bf16 training step, batch 128: loaded and first-run in a fresh process"
-  fresh train_m
-  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -1 | cut -c1-300
-  rm -rf "$TGRAPH_CACHE_DIR"
-  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -1 | cut -c1-300; done
-  rm -f "$OUT/rn.tgx"
 }
 
 case "$PART" in

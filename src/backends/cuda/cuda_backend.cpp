@@ -71,7 +71,7 @@ class CudaBackend final : public Backend {
     provide_library_plans(plans, exe.device.index);
     // Their kernels loaded while the load finishes (the device's handles still being made) —
     // not for an executable with dynamic feed dims: its runs are its per-size copies', whose
-    // first run takes these calls and waits for them.
+    // first run takes these calls (cuda_executor.cpp).
     bool dynamic = false;
     for (const TensorType& t : exe.feed_types) dynamic |= !t.shape.is_static();
     if (library_warmup_enabled() && !(dynamic && !env_flag("TGRAPH_NO_SPECIALIZE")))

@@ -232,7 +232,7 @@ struct CudaState {
   bool prefetched = false;  // the first run's kernels were announced (Run::prefetch_kernels)
   // Library calls under way on warm-up threads for the next run, which waits for them first:
   // the questions a first run put off (ProvisionalChoices: what the next run captures uses
-  // their answers), or a load's saved matmuls (cuda_begin_library_calls).
+  // their answers, and the first launches of the matmuls tgraph's kernel stood in for).
   std::unique_ptr<LibraryWarmup> asking;
   // Saved matmuls' first launches (their kernels loading) begun by a load or a first run, which
   // that first run does not wait for where its matmuls may stand in (matmul_stand_in_enabled):

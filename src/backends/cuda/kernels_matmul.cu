@@ -49,7 +49,7 @@ __device__ __forceinline__ Acc activate(Acc v, MatmulKernelArgs::Epilogue epilog
 template <class T, class Acc>
 __global__ void __launch_bounds__(kSide* kSide) matmul_kernel(MatmulKernelArgs p) {
   __shared__ Acc as[kDepth][kTile + 1];
-  __shared__ Acc bs[kDepth][kTile];
+  __shared__ Acc bs[kDepth][kTile + 1];  // (padded: a transposed b's stores go down columns)
   const int tid = static_cast<int>(threadIdx.x), tx = tid % kSide, ty = tid / kSide;
   const long long i0 = static_cast<long long>(blockIdx.y) * kTile, j0 = static_cast<long long>(blockIdx.x) * kTile;
   const long long batch = blockIdx.z;

@@ -32,14 +32,15 @@ void matmul_lt_provide(const std::string& problem, const std::string& value, int
 void cudnn_attention_provide(const std::string& problem, const std::string& value, int device);  // cudnn_attention.cpp
 
 /// The matmuls whose saved algorithms a load handed over and no warm-up has run yet, as calls
-/// for a LibraryWarmup (each once, on scratch memory of its sizes): taken by the next first run
-/// on `device`, so a loaded executable's first run finds cuBLASLt's kernels loaded.
+/// for a LibraryWarmup (each once, on scratch memory of its sizes): taken by a load or the next
+/// first run on `device`, so cuBLASLt's kernels load while the device starts or the run goes on
+/// (its matmuls stand in meanwhile: matmul_stand_in_enabled).
 std::vector<WarmCall> matmul_lt_saved_warm_calls(int device);
 
 struct ExecutableImpl;
-/// Starts `calls` on warm-up threads now, for `exe`'s next run to wait for before it starts
-/// (cuda_executor.cpp: CudaState::asking): a load begins its saved matmuls' first executions
-/// (their kernels' loading) while the device's other library handles are made.
+/// Starts `calls` on warm-up threads now (CudaState::loading), for `exe`'s second run to wait
+/// for (its first too when its matmuls may not stand in): a load begins its saved matmuls'
+/// first executions (their kernels' loading) while the device's other library handles are made.
 void cuda_begin_library_calls(const ExecutableImpl& exe, std::vector<WarmCall> calls);
 
 }  // namespace tg::detail

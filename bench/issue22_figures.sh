@@ -66,9 +66,10 @@ figures() {
   rm -f "$OUT/rn.tgx"
 }
 
-# "matmul": tgraph's matmul standing in for cuBLASLt kernels not yet loaded (first runs): its
-# GPU tests and the tests its change of first runs touches, what a cuBLASLt kernel's first
-# launch costs (through torch), and the first calls and loads it is for.
+# "matmul": the experiment TGRAPH_INTERIM_MATMUL=1 (tgraph's matmul standing in for cuBLASLt
+# kernels not yet loaded in a first run): its GPU tests and those its first runs touch, what a
+# cuBLASLt kernel's first launch costs (through torch), and a loaded BERT's first run, the case
+# it is for, without and with it (cold sizes: measured no gain in session 35).
 matmul() {
   part "GPU tests: the matmul stand-in and what it touches; then test_cuda.py"
   fresh mtests
@@ -79,13 +80,12 @@ matmul() {
   part "A cuBLASLt kernel's first launch in a process (through torch), against its second"
   python3 bench/cuda_start.py torch matmuls | grep -E "first matmul|total"
 
-  part "BERT-base f16 new sizes' first calls, cold, with the stand-in (session 35's figures part: without)"
-  fresh bert_m
-  timeout 150 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,16x128,1x128,16x512,4x64 2>&1 | grep -E "^\\| "
-
-  part "BERT-base f16 .tgx loaded and first-run in a fresh process"
-  fresh load_m
-  timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 | grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
+  for sw in 0 1; do
+    part "BERT-base f16 .tgx loaded and first-run in a fresh process, TGRAPH_INTERIM_MATMUL=$sw"
+    fresh load_m$sw
+    TGRAPH_INTERIM_MATMUL=$sw timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 |
+      grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
+  done
 }
 
 case "$PART" in

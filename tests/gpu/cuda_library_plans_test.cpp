@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -101,10 +100,7 @@ TEST(CudaLibraryPlans, FirstRunsMakeTheirLibraryCallsAheadAndMatchTheCpu) {
   Graph g;
   auto [x, y] = build(g, 3);
   const std::vector<std::pair<Tensor, TensorType>> feeds = {{x, TensorType(Shape({3, 14, 10, 8}), DType::f32)}};
-  // The matmul's cuBLASLt kernel loaded at its turn (the file carries the switch): tgraph's
-  // kernel standing in would put one more call off to a warm-up thread per new matmul.
-  const std::map<std::string, std::string> no_stand_in{{"TGRAPH_NO_INTERIM_MATMUL", "1"}};
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .switches = no_stand_in});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
   Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
   TensorData in = TensorData::uniform({3, 14, 10, 8}, -1, 1, DType::f32, 5);
   const TensorData want = cpu.run({in})[0];
@@ -132,7 +128,7 @@ TEST(CudaLibraryPlans, FirstRunsMakeTheirLibraryCallsAheadAndMatchTheCpu) {
   Graph gd;
   auto [xd, yd] = build(gd, -1);
   const std::vector<std::pair<Tensor, TensorType>> dfeeds = {{xd, TensorType(Shape({-1, 14, 10, 8}), DType::f32)}};
-  Executable dyn = gd.compile(dfeeds, {yd}, {}, {.device = Device::cuda(0), .switches = no_stand_in});
+  Executable dyn = gd.compile(dfeeds, {yd}, {}, {.device = Device::cuda(0)});
   Executable dcpu = gd.compile(dfeeds, {yd}, {}, {.device = Device::cpu()});
   for (auto [b, calls] : std::vector<std::pair<int64_t, long long>>{{3, 3}, {12, 3}, {13, 5}, {60, 7}}) {
     TensorData ib = TensorData::uniform({b, 14, 10, 8}, -1, 1, DType::f32, 20 + static_cast<uint64_t>(b));

@@ -1,12 +1,14 @@
 // tgraph's own matmul kernel (kernels_matmul.cu), which computes a first run's matmuls while
-// their cuBLASLt kernels are not loaded (matmul_lt.cpp): every operand form and forward
-// epilogue against a host product in double, then the executor's use of it — a first run
-// stands in and is not captured, the next captures with cuBLASLt (nothing stands in) and
-// matches the CPU.
+// their cuBLASLt kernels are not loaded under TGRAPH_INTERIM_MATMUL=1 (matmul_lt.cpp; an
+// experiment, off by default): every operand form and forward epilogue against a host product
+// in double, then the executor's use of it — a first run stands in and is not captured, the
+// next captures with cuBLASLt (nothing stands in) and matches the CPU; off, nothing stands in.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -105,7 +107,9 @@ TEST(CudaMatmulStandIn, KernelMatchesAHostProductForEveryForm) {
 // process): the first run computes them with tgraph's kernel and is not captured; the second
 // loads nothing more, is captured with cuBLASLt and replayed; every run matches the CPU.
 TEST(CudaMatmulStandIn, AFirstRunStandsInAndTheNextIsCapturedWithCublasLt) {
-  if (!detail::matmul_stand_in_enabled()) GTEST_SKIP() << "the stand-in is switched off in the environment";
+  for (const char* name : {"TGRAPH_NO_LIBRARY_WARMUP", "TGRAPH_NO_PROVISIONAL_CHOICES"})
+    if (const char* v = std::getenv(name); v && std::string(v) == "1") GTEST_SKIP() << name << " is set";
+  const std::map<std::string, std::string> on{{"TGRAPH_INTERIM_MATMUL", "1"}};
   for (DType t : {DType::f16, DType::bf16, DType::f32}) {
     SCOPED_TRACE(dtype_name(t));
     const double tol = t == DType::f16 ? 4e-3 : t == DType::bf16 ? 3e-2 : 1e-4;
@@ -119,7 +123,7 @@ TEST(CudaMatmulStandIn, AFirstRunStandsInAndTheNextIsCapturedWithCublasLt) {
     Tensor h = g.relu(g.add(g.matmul(ph[0], ph[1]), ph[2]));  // matmul + bias + relu: the epilogue form
     Tensor y = g.matmul(h, ph[3]);
     auto want = g.compile(feeds, {y, h}, {}, {.device = Device::cpu()}).run(inputs);
-    Executable e = g.compile(feeds, {y, h}, {}, {.device = Device::cuda(0)});
+    Executable e = g.compile(feeds, {y, h}, {}, {.device = Device::cuda(0), .switches = on});
     const long long before = detail::matmul_stand_ins();
     auto first = e.run(inputs);
     EXPECT_EQ(detail::matmul_stand_ins() - before, 2) << "the first run's two matmuls did not stand in";
@@ -137,15 +141,15 @@ TEST(CudaMatmulStandIn, AFirstRunStandsInAndTheNextIsCapturedWithCublasLt) {
   }
 }
 
-// TGRAPH_NO_INTERIM_MATMUL=1: the first run loads cuBLASLt's kernels at the matmuls' turn.
-TEST(CudaMatmulStandIn, TheSwitchTurnsItOff) {
+// Without TGRAPH_INTERIM_MATMUL=1 the first run loads cuBLASLt's kernels at the matmuls' turn.
+TEST(CudaMatmulStandIn, OffByDefault) {
   std::vector<TensorData> inputs{TensorData::uniform({91, 40}, -1, 1, DType::f16, 21),
                                  TensorData::uniform({40, 56}, -1, 1, DType::f16, 22)};
   Graph g;
   auto [ph, feeds] = gputest::placeholders_for(g, inputs);
   Tensor y = g.matmul(ph[0], ph[1]);
   auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .switches = {{"TGRAPH_NO_INTERIM_MATMUL", "1"}}});
+  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
   const long long before = detail::matmul_stand_ins();
   gputest::expect_close(e.run(inputs)[0], want[0], 4e-3, "first run");
   EXPECT_EQ(detail::matmul_stand_ins(), before);

@@ -349,8 +349,7 @@ def test_saved_executable_runs_in_a_fresh_process_without_compiling(rng, tmp_pat
     g = tg.Graph()
     x, y = build(g)
     z = g.reduce_sum(y * y + 0.5, [1])  # a reduction beside the fused elementwise kernels
-    # cuBLASLt's matmul in both first runs (tgraph's kernel standing in has other last bits).
-    exe = g.compile([x], [y, z], device="cuda", switches={"TGRAPH_NO_INTERIM_MATMUL": 1})
+    exe = g.compile([x], [y, z], device="cuda")
     a = rng.standard_normal((37, 64)).astype(np.float32)
     want = exe.run([a])[0]
     path = tmp_path / "model.tgx"
@@ -378,10 +377,9 @@ def test_saved_executable_carries_its_library_choices(rng, tmp_path):
     w = g.constant((rng.standard_normal((64, 64)) * 0.1).astype(np.float16))
     q = x @ w
     y = g.scaled_dot_product_attention(q, x, x)
-    # cuDNN's attention and cuBLASLt's matmul from the first run (not tgraph's kernels standing
-    # in while the plan builds or the kernel loads: their last bits differ, and the loaded run
-    # must match exactly; the switches travel with the file).
-    exe = g.compile([x], [y], device="cuda", switches={"TGRAPH_NO_INTERIM_ATTENTION": 1, "TGRAPH_NO_INTERIM_MATMUL": 1})
+    # cuDNN's attention from the first run (not tgraph's kernel standing in while the plan
+    # builds: its last bits differ from cuDNN's, and the loaded run must match exactly).
+    exe = g.compile([x], [y], device="cuda", switches={"TGRAPH_NO_INTERIM_ATTENTION": 1})
     a = rng.standard_normal((2, 4, 64, 64)).astype(np.float16)
     want = exe.run([a])[0]
     path = tmp_path / "attention.tgx"

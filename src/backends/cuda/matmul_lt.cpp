@@ -323,7 +323,8 @@ std::optional<MatmulKernelArgs> kernel_args(const MatmulShape& s, const void* a,
 // launch off to the warm-up threads that ask the run's put-off questions after it: the next
 // run waits for them and finds the kernel loaded (that run is captured). A cuBLASLt kernel's
 // first launch loads its module: on the H200 tens of ms each, most of a loaded BERT's first run
-// and of a new batch size's first call. Not under TGRAPH_NO_INTERIM_MATMUL=1.
+// and of a new batch size's first call. Only under TGRAPH_INTERIM_MATMUL=1 (measured no gain at
+// cold batch sizes, session 35; the loaded first run it is for is not measured yet).
 bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a, const void* b, const void* bias,
               void* c, cudaStream_t stream) {
   ProvisionalChoices* later = ProvisionalChoices::current();
@@ -488,7 +489,7 @@ bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, cons
 }
 
 bool matmul_stand_in_enabled() {
-  return library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES") && !env_flag("TGRAPH_NO_INTERIM_MATMUL");
+  return env_flag("TGRAPH_INTERIM_MATMUL") && library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES");
 }
 
 long long matmul_stand_ins() { return stand_in_calls.load(); }

@@ -375,6 +375,16 @@ namespace {
 // uncaptured run's, in pool memory of their own).
 using Take = std::function<void(Run&, const std::vector<DevTensor>&, const std::shared_ptr<Captured>&)>;
 
+// Waits (under st.mu, before a run) for the library calls earlier runs or the load began, timed
+// in first-run profiles; a first run whose matmuls may stand in leaves a load's loading.
+void settle_library_calls(CudaState& st, bool first_run) {
+  if (!st.library_calls_pending()) return;
+  std::optional<CpuProfileScope> timed;
+  if (profiling_first_runs() && (st.asking || !(first_run && matmul_stand_in_enabled())))
+    timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
+  st.settle_library_calls(first_run);
+}
+
 // One run on the device: replays the captured graph when the input types and variables are
 // those it was captured with, otherwise runs op by op (and captures when it can). `take`
 // receives the targets while the run still holds the executable's lock, before variable
@@ -388,13 +398,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   if (!exe.backend_state) throw Error("[run] executable has no CUDA state");
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.library_calls_pending()) {
-    const bool first = !st.prefetched;  // (a first run leaves a load's matmuls loading: cuda_run.h)
-    std::optional<CpuProfileScope> timed;
-    if (profiling_first_runs() && (st.asking || !(first && matmul_stand_in_enabled())))
-      timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
-    st.settle_library_calls(first);
-  }
+  settle_library_calls(st, !st.prefetched);  // (a first run may leave a load's matmuls loading: cuda_run.h)
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {
@@ -865,13 +869,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   exe.check_inputs(inputs);
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
-  if (st.library_calls_pending()) {
-    const bool first = !st.prefetched;  // (a first run leaves a load's matmuls loading: cuda_run.h)
-    std::optional<CpuProfileScope> timed;
-    if (profiling_first_runs() && (st.asking || !(first && matmul_stand_in_enabled())))
-      timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
-    st.settle_library_calls(first);
-  }
+  settle_library_calls(st, false);  // everything: the timed runs are captured replays
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
   if (st.sm_count == 0) {

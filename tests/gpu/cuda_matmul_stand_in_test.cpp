@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -16,7 +17,6 @@
 #include "backends/cuda/matmul_lt.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
-#include "cpp/test_util.h"
 #include "gpu/gpu_test_util.h"
 
 using namespace tg;

@@ -24,9 +24,10 @@
 #include "backends/cuda/cuda_run.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/kernels_copy.h"
-#include "backends/cuda/library_warmup.h"
 #include "backends/cuda/lent_outputs.h"
 #include "backends/cuda/library_plans.h"
+#include "backends/cuda/library_warmup.h"
+#include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/pinned_staging.h"
 #include "core/env.h"
 #include "distributed/backend.h"
@@ -378,11 +379,12 @@ using Take = std::function<void(Run&, const std::vector<DevTensor>&, const std::
 // Waits (under st.mu, before a run) for the library calls earlier runs or the load began, timed
 // in first-run profiles; a first run whose matmuls may stand in leaves a load's loading.
 void settle_library_calls(CudaState& st, bool first_run) {
-  if (!st.library_calls_pending()) return;
+  const bool keep_loading = first_run && matmul_stand_in_enabled();
+  if (!st.asking && (!st.loading || keep_loading)) return;
   std::optional<CpuProfileScope> timed;
-  if (profiling_first_runs() && (st.asking || !(first_run && matmul_stand_in_enabled())))
-    timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
-  st.settle_library_calls(first_run);
+  if (profiling_first_runs()) timed.emplace("cuda run: library calls begun earlier (a load's, a first run's), waited for");
+  st.asking.reset();  // (a LibraryWarmup's destruction waits for its calls)
+  if (!keep_loading) st.loading.reset();
 }
 
 // One run on the device: replays the captured graph when the input types and variables are

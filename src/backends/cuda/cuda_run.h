@@ -28,7 +28,6 @@
 #include "backends/cuda/cuda_stencil.h"
 #include "backends/cuda/device_context.h"
 #include "backends/cuda/matmul_epilogue.h"
-#include "backends/cuda/matmul_lt.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/pinned_staging.h"
 #include "backends/cuda/reduce_stitch_kernel.h"
@@ -239,13 +238,6 @@ struct CudaState {
   // the run after it does.
   std::unique_ptr<LibraryWarmup> loading;
   bool library_calls_pending() const { return asking || loading; }
-  void settle_library_calls(bool first_run = false) {  // under mu, before a run
-    if (asking) asking->wait();
-    asking.reset();
-    if (first_run && matmul_stand_in_enabled()) return;
-    if (loading) loading->wait();
-    loading.reset();
-  }
   // An op-by-op run without host round trips has compiled every kernel and made every library
   // plan: a run that finds no instance to replay captures one and replays it at once, instead of
   // another op-by-op run whose memory would sit beside the new graph's (cuda_executor.cpp).

@@ -34,8 +34,8 @@
 #include <variant>
 
 #include "backends/cpu/profile.h"
-#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/conv_choices.h"
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_util.h"
 #include "backends/cuda/device_context.h"

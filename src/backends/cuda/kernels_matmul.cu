@@ -25,15 +25,10 @@ __device__ __forceinline__ float widen(__half x) { return __half2float(x); }
 __device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float widen(float x) { return x; }
 __device__ __forceinline__ double widen(double x) { return x; }
-template <class T>
-__device__ __forceinline__ T narrow(float x);
-template <>
-__device__ __forceinline__ __half narrow<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ float narrow<float>(float x) { return x; }
-__device__ __forceinline__ double narrow_d(double x) { return x; }
+__device__ __forceinline__ void store(__half& o, float x) { o = __float2half_rn(x); }
+__device__ __forceinline__ void store(__nv_bfloat16& o, float x) { o = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void store(float& o, float x) { o = x; }
+__device__ __forceinline__ void store(double& o, double x) { o = x; }
 
 template <class Acc>
 __device__ __forceinline__ Acc activate(Acc v, MatmulKernelArgs::Epilogue epilogue) {
@@ -98,8 +93,7 @@ __global__ void __launch_bounds__(kSide* kSide) matmul_kernel(MatmulKernelArgs p
       if (j >= p.n) continue;
       Acc v = acc[r][c];
       if (p.epilogue != MatmulKernelArgs::Epilogue::none) v = activate(v + Acc(widen(bias[j])), p.epilogue);
-      if constexpr (sizeof(Acc) == 8) out[i * p.n + j] = narrow_d(v);
-      else out[i * p.n + j] = narrow<T>(v);
+      store(out[i * p.n + j], v);
     }
   }
 }

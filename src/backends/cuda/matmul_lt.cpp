@@ -322,9 +322,10 @@ std::optional<MatmulKernelArgs> kernel_args(const MatmulShape& s, const void* a,
 // has not run in this process computes the call with tgraph's kernel and puts the plan's first
 // launch off to the warm-up threads that ask the run's put-off questions after it: the next
 // run waits for them and finds the kernel loaded (that run is captured). A cuBLASLt kernel's
-// first launch loads its module: on the H200 tens of ms each, most of a loaded BERT's first run
-// and of a new batch size's first call. Only under TGRAPH_INTERIM_MATMUL=1 (measured no gain at
-// cold batch sizes, session 35; the loaded first run it is for is not measured yet).
+// first launch loads its module (0.3-19 ms per BERT shape on the H200, through torch); a loaded
+// BERT's first run was thought to wait ~100 ms for its saved matmuls' loads. Only under
+// TGRAPH_INTERIM_MATMUL=1 (measured no gain at cold batch sizes, session 35; the loaded first
+// run it is for is not measured yet).
 bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a, const void* b, const void* bias,
               void* c, cudaStream_t stream) {
   ProvisionalChoices* later = ProvisionalChoices::current();

@@ -488,4 +488,8 @@ struct Run {
   void captured_while(const Node& n);
 };
 
+/// Waits (under st.mu, before a run) for the library calls earlier runs or a load began, timed
+/// in first-run profiles; a first run whose matmuls may stand in leaves a load's loading.
+void settle_library_calls(CudaState& st, bool first_run);
+
 }  // namespace tg::detail::cuda_run

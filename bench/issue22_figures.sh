@@ -88,11 +88,58 @@ matmul() {
   done
 }
 
+# "sizes" (session 36): a dynamic executable's neighbouring size classes compiled ahead
+# (runtime/size_classes.h) and the matmul stand-in on for loaded first runs by default: their GPU
+# tests, then BERT-base f16's new sizes' first calls (cold, a second process, cold without the
+# prefetch) and cold 1 x 128 profiled. "sizes2": ResNet-50's new sizes, the loaded BERT's first
+# run with the defaults and with TGRAPH_INTERIM_MATMUL=0.
+BERT_SIZES=16x16,16x128,1x128,16x512,4x64
+sizes() {
+  part "GPU tests: sizes prepared ahead, the matmul stand-in, the executor, attention, library plans; test_cuda.py"
+  fresh stests
+  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaSizeClasses.*:CudaMatmulStandIn.*:CudaExecutor*:CudaAttention.*:CudaLibraryPlans.*:CudaShared*' 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -40
+  (cd build-gpu && timeout 200 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
+
+  part "BERT-base f16 new sizes' first calls: cold, a second process, then cold with TGRAPH_NO_SIZE_PREFETCH=1"
+  fresh bert
+  for i in 1 2; do
+    echo "-- process $i"
+    timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
+  done
+  fresh bert_off
+  echo "-- cold, TGRAPH_NO_SIZE_PREFETCH=1"
+  TGRAPH_NO_SIZE_PREFETCH=1 timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
+  part "BERT-base f16 cold 16 x 16 then 1 x 128, profiled (TGRAPH_PROFILE=first)"
+  fresh bert_prof
+  TGRAPH_PROFILE=first timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes 16x16,1x128 2>&1 |
+    grep -E "^\| |generated elementwise|broadcast_to|copy compiled|matmul"
+}
+
+sizes2() {
+  part "ResNet-50 f16 new sizes' first calls: cold, then a second process"
+  fresh rn
+  for i in 1 2; do
+    echo "-- process $i"
+    timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
+  done
+  for sw in default 0; do
+    part "BERT-base f16 .tgx loaded and first-run in a fresh process, TGRAPH_INTERIM_MATMUL=$sw"
+    fresh load_$sw
+    if [ $sw = default ]; then unset TGRAPH_INTERIM_MATMUL; else export TGRAPH_INTERIM_MATMUL=$sw; fi
+    timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 |
+      grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
+  done
+  unset TGRAPH_INTERIM_MATMUL
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
   matmul) matmul ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul" >&2; exit 2 ;;
+  sizes) sizes ;;
+  sizes2) sizes2 ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

@@ -40,6 +40,12 @@ class Backend {
   /// false leaves it out of the file (it failed to compile when run too; a load compiles and
   /// reports it again). Backends without generated kernels keep none.
   virtual bool device_code_ready(DeviceCode::Kernel& kernel) const { return false; }
+  /// Whether its runs use kernels generated per size (worth preparing sizes ahead:
+  /// prefetch_kernels).
+  virtual bool generates_kernels() const { return false; }
+  /// Starts making the generated kernels a first run of exe would need, running nothing and
+  /// allocating no device memory (a size prepared ahead: size_classes.h).
+  virtual void prefetch_kernels(const ExecutableImpl& exe) const {}
   /// A run with host inputs and outputs; variables change only when the whole run succeeds.
   virtual std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const = 0;
   /// A run on tensors in device memory, outputs left there; `stream`: a caller's CUDA stream the

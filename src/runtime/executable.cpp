@@ -27,7 +27,12 @@ std::vector<TensorData> ExecutableImpl::run(const std::vector<TensorData>& input
     check_inputs(inputs);
     std::vector<TensorType> types;
     for (const TensorData& t : inputs) types.push_back(t.type());
-    if (auto s = specialized_for(types)) return s->run(inputs);
+    bool fresh = false;
+    if (auto s = specialized_for(types, &fresh)) {
+      std::vector<TensorData> out = s->run(inputs);
+      if (fresh) prepare_sizes_near(types);
+      return out;
+    }
   }
   return backend_for(device.kind).run(*this, inputs);
 }

@@ -26,7 +26,13 @@ struct SpecializeSource {
   // finds them: set by the compile that made this source, or by the first copy (under the
   // executable's specialized_mu).
   mutable std::vector<std::shared_ptr<std::byte>> folds;
+  std::vector<TensorType> declared;  // the feeds' types, -1 for a dynamic dim
+  // Held while a copy compiles (a size's, or one prepared ahead on the background thread:
+  // size_classes.h); also guards `classes`, the size classes met or prepared.
+  mutable std::mutex compile_mu;
+  mutable std::vector<uint32_t> classes;
 };
+
 
 struct ExecutableImpl {
   Module module;
@@ -70,11 +76,20 @@ struct ExecutableImpl {
   std::shared_ptr<const SpecializeSource> specialize;
   mutable std::mutex specialized_mu;
   mutable std::list<std::pair<std::vector<TensorType>, std::shared_ptr<ExecutableImpl>>> specialized;
-  /// The executable made for inputs of these types (null: run this one, dynamic).
-  std::shared_ptr<ExecutableImpl> specialized_for(const std::vector<TensorType>& types) const;
+  /// The executable made for inputs of these types (null: run this one, dynamic). `fresh`, if
+  /// given, is set when it was made by this call (its caller then runs it and calls
+  /// prepare_sizes_near).
+  std::shared_ptr<ExecutableImpl> specialized_for(const std::vector<TensorType>& types, bool* fresh = nullptr) const;
+  /// After the first run at a new size: where the backend generates kernels, compiles the
+  /// copies of the neighbouring size classes not met yet on the background thread and has the
+  /// backend prepare their kernels (size_classes.h). TGRAPH_NO_SIZE_PREFETCH=1: nothing.
+  void prepare_sizes_near(const std::vector<TensorType>& types) const;
 };
 
 inline constexpr size_t kMaxSpecialized = 8;
+
+/// Compiles the copy of `src` for feeds of these types (null: a size the graph refuses).
+std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src, const std::vector<TensorType>& types);
 
 /// What exe (compiled from `graph` with these feeds, targets, target ops and options) keeps to
 /// compile copies per size: null when its feed types are static or TGRAPH_NO_SPECIALIZE is set.
@@ -89,6 +104,8 @@ Executable compile_graph(GraphImpl& source, const std::vector<std::pair<Tensor, 
 
 /// Fresh CUDA executor state for an executable (defined in the CUDA backend).
 std::shared_ptr<void> make_cuda_state();
+/// Starts compiling the generated kernels exe's first run would need (CUDA backend; nothing run).
+void cuda_prefetch_kernels(const ExecutableImpl& exe);
 
 /// Whole-run CUDA graph captures and replays of an executable, and why capture was given up.
 struct CudaGraphStats {

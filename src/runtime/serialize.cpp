@@ -782,6 +782,7 @@ std::shared_ptr<ExecutableImpl> deserialize_payload(const char* data, size_t siz
     source->options.precision = exe->precision;
     source->options.switches = exe->switches;
     source->options.disable_type_inference = true;
+    source->declared = exe->feed_types;
     exe->specialize = std::move(source);
   }
   // Ready for its backend's runs (a build without that backend refuses the file in load()).

@@ -13,6 +13,7 @@
 
 
 #include "backends/cuda/nvrtc_compiler.h"
+#include "runtime/size_classes.h"
 #include "gpu/gpu_test_util.h"
 #include "runtime/executable_impl.h"
 #include "tgraph/tgraph.h"
@@ -238,6 +239,7 @@ TEST(CudaExecutor, OutOfMemoryIsAnError) {
 }
 
 TEST(CudaExecutor, KernelsAreCachedOnDisk) {
+  detail::background_jobs_wait();  // (sizes an earlier test's dynamic executable prepares ahead compile too)
   auto s0 = detail::nvrtc_stats();
   Graph g;
   Tensor x = g.placeholder({16}, f32, "x");
@@ -260,6 +262,7 @@ TEST(CudaExecutor, FirstRunPrefetchesItsKernels) {
       ("tgraph-prefetch-" + std::to_string(::getpid()) + "-" +
        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   ::setenv("TGRAPH_CACHE_DIR", dir.c_str(), 1);
+  detail::background_jobs_wait();  // (sizes an earlier test's dynamic executable prepares ahead compile too)
   auto s0 = detail::nvrtc_stats();
   Graph g;
   // four kernels at least: four reductions of four different inputs through four different

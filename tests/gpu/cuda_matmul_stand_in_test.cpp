@@ -1,8 +1,10 @@
 // tgraph's own matmul kernel (kernels_matmul.cu), which computes a first run's matmuls while
-// their cuBLASLt kernels are not loaded under TGRAPH_INTERIM_MATMUL=1 (matmul_lt.cpp; an
-// experiment, off by default): every operand form and forward epilogue against a host product
-// in double, then the executor's use of it — a first run stands in and is not captured, the
-// next captures with cuBLASLt (nothing stands in) and matches the CPU; off, nothing stands in.
+// their cuBLASLt kernels are not loaded (matmul_lt.cpp: by default a loaded executable's saved
+// algorithms, everywhere under TGRAPH_INTERIM_MATMUL=1): every operand form and forward
+// epilogue against a host product in double, then the executor's use of it — a first run stands
+// in and is not captured, the next captures with cuBLASLt (nothing stands in) and matches the
+// CPU; a compiled executable by default: nothing stands in. (The loaded case, which needs a
+// fresh process: tests/python/test_cuda.py, test_saved_executable_carries_its_library_choices.)
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -141,8 +143,9 @@ TEST(CudaMatmulStandIn, AFirstRunStandsInAndTheNextIsCapturedWithCublasLt) {
   }
 }
 
-// Without TGRAPH_INTERIM_MATMUL=1 the first run loads cuBLASLt's kernels at the matmuls' turn.
-TEST(CudaMatmulStandIn, OffByDefault) {
+// Without TGRAPH_INTERIM_MATMUL=1 a compiled (not loaded) executable's first run loads
+// cuBLASLt's kernels at the matmuls' turn: by default only a file's saved algorithms stand in.
+TEST(CudaMatmulStandIn, OnlyForALoadsSavedAlgorithmsByDefault) {
   std::vector<TensorData> inputs{TensorData::uniform({91, 40}, -1, 1, DType::f16, 21),
                                  TensorData::uniform({40, 56}, -1, 1, DType::f16, 22)};
   Graph g;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/size_classes.h"
 #include "backends/cuda/attention_plans.h"
 #include "backends/cuda/kernels_attention.h"
 #include "backends/cuda/library_warmup.h"
@@ -351,6 +352,10 @@ bool attention_stand_in(const AttentionCall& c, const std::vector<DevArg>& in, c
 
 bool cudnn_attention_kept(int device, const AttentionCall& c, std::string* why) {
   if (own_kernel_forced() && own_kernel_takes(c)) return true;
+  // A size compiled ahead (runtime/size_classes.h) takes the form a compile for use would, and
+  // starts no build: a plan for a size nobody may run would hold the builder (~1 s).
+  if (compiling_ahead() && deferrable(c) && !attention_plan_made(device, c) && !attention_plan_saved(device, c))
+    return true;
   return defer_build(device, c) != nullptr || cudnn_attention_supported(device, c, why);
 }
 

@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
     return p;
   }
   void prepare(ExecutableImpl& exe) const override { exe.backend_state = make_cuda_state(); }
+  bool generates_kernels() const override { return true; }
+  void prefetch_kernels(const ExecutableImpl& exe) const override { cuda_prefetch_kernels(exe); }
   // Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
   // another architecture are left out with one notice (their kernels compile on first use).
   void loaded(const ExecutableImpl& exe, const std::string& path) const override {

@@ -680,7 +680,12 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
     types.push_back(inputs[i].type());
   }
   exe.check_input_types(types);
-  if (auto s = exe.specialized_for(types)) return run_cuda_device(*s, inputs, caller, donated);  // specialize.cpp
+  bool fresh = false;
+  if (auto s = exe.specialized_for(types, &fresh)) {  // specialize.cpp
+    std::vector<DeviceTensor> out = run_cuda_device(*s, inputs, caller, donated);
+    if (fresh) exe.prepare_sizes_near(types);
+    return out;
+  }
   RunInputs io;
   io.donated.assign(inputs.size(), false);
   for (size_t i : donated)
@@ -789,6 +794,20 @@ std::vector<DeviceTensor> run_cuda_device(const ExecutableImpl& exe, const std::
 }
 
 std::shared_ptr<void> make_cuda_state() { return std::make_shared<CudaState>(); }
+
+void cuda_prefetch_kernels(const ExecutableImpl& exe) {
+  if (!exe.backend_state || env_flag("TGRAPH_NO_KERNEL_PREFETCH")) return;
+  auto& st = *static_cast<CudaState*>(exe.backend_state.get());
+  std::lock_guard<std::mutex> lock(st.mu);
+  DeviceContext& ctx = DeviceContext::get(exe.device.index);
+  if (st.sm_count == 0) {  // as a run sets them: reductions' sources depend on them
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
+    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
+  }
+  const GraphImpl& g = exe.module.graph;
+  Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
+  r.prefetch_kernels(0);
+}
 
 void cuda_run::settle_library_calls(CudaState& st, bool first_run) {
   const bool keep_loading = first_run && matmul_stand_in_enabled();

@@ -322,14 +322,15 @@ std::optional<MatmulKernelArgs> kernel_args(const MatmulShape& s, const void* a,
 // has not run in this process computes the call with tgraph's kernel and puts the plan's first
 // launch off to the warm-up threads that ask the run's put-off questions after it: the next
 // run waits for them and finds the kernel loaded (that run is captured). A cuBLASLt kernel's
-// first launch loads its module (0.3-19 ms per BERT shape on the H200, through torch); a loaded
-// BERT's first run was thought to wait ~100 ms for its saved matmuls' loads. Only under
-// TGRAPH_INTERIM_MATMUL=1 (measured no gain at cold batch sizes, session 35; the loaded first
-// run it is for is not measured yet).
+// first launch loads its module (0.3-19 ms per BERT shape on the H200, through torch). By
+// default only for the plans an executable's file saved (a loaded BERT-base f16's first run:
+// 202 -> 154 ms, session 36); everywhere under TGRAPH_INTERIM_MATMUL=1 (cold batch sizes:
+// measured no gain, and their second call pays the capture: session 35).
 bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a, const void* b, const void* bias,
               void* c, cudaStream_t stream) {
   ProvisionalChoices* later = ProvisionalChoices::current();
-  if (!later || !matmul_stand_in_enabled()) return false;
+  const MatmulStandIn mode = matmul_stand_in_mode();
+  if (!later || mode == MatmulStandIn::off) return false;
   // Only calls tgraph's kernel finishes well inside a kernel's load (CUDA cores, ~10 TFLOP/s:
   // 4.3 GFLOP in well under a millisecond): a large one run on it, a layer after layer, would
   // cost more than the load it avoids.
@@ -345,6 +346,7 @@ bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     if (launched().count(key)) return false;
+    if (mode == MatmulStandIn::loaded && !saved_plans().count(key)) return false;
   }
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) {
@@ -356,6 +358,7 @@ bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a
     return false;
   }
   ++stand_in_calls;
+  if (profiling_first_runs()) cpu_profile_add("cuda first run: matmul: tgraph's kernel stood in (cuBLASLt's not loaded)", 0);
   Saved sv;
   sv.algo = p.algo;
   later->put_off("lt|" + std::to_string(std::get<10>(key)) + "|" + problem_of(key),
@@ -489,9 +492,14 @@ bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, cons
   return launch(s, a, b, bias, aux, c, stream, device);
 }
 
-bool matmul_stand_in_enabled() {
-  return env_flag("TGRAPH_INTERIM_MATMUL") && library_warmup_enabled() && !env_flag("TGRAPH_NO_PROVISIONAL_CHOICES");
+MatmulStandIn matmul_stand_in_mode() {
+  if (!library_warmup_enabled() || env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) return MatmulStandIn::off;
+  const char* v = env_value("TGRAPH_INTERIM_MATMUL");
+  if (v && std::strcmp(v, "0") == 0) return MatmulStandIn::off;
+  return v && std::strcmp(v, "1") == 0 ? MatmulStandIn::everywhere : MatmulStandIn::loaded;
 }
+
+bool matmul_stand_in_enabled() { return matmul_stand_in_mode() != MatmulStandIn::off; }
 
 long long matmul_stand_ins() { return stand_in_calls.load(); }
 

@@ -43,10 +43,14 @@ void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cuda
 /// written for bias_grad; `aux` is written by the aux forms and read by drelu and dgelu_tanh.
 bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* aux, void* c,
                         cudaStream_t stream, int device);
-/// True under TGRAPH_INTERIM_MATMUL=1 (an experiment, off by default), unless
-/// TGRAPH_NO_PROVISIONAL_CHOICES=1 or TGRAPH_NO_LIBRARY_WARMUP=1: a first run computes a matmul
-/// whose cuBLASLt kernel has not run in this process with tgraph's own kernel
-/// (kernels_matmul.h) and loads the kernel after the run.
+/// Where a first run computes a matmul whose cuBLASLt kernel has not run in this process with
+/// tgraph's own kernel (kernels_matmul.h) and loads the kernel after the run: `loaded` (the
+/// default) only for the algorithms an executable's file saved, whose loads a load began;
+/// `everywhere` under TGRAPH_INTERIM_MATMUL=1; `off` under TGRAPH_INTERIM_MATMUL=0,
+/// TGRAPH_NO_PROVISIONAL_CHOICES=1 or TGRAPH_NO_LIBRARY_WARMUP=1.
+enum class MatmulStandIn { off, loaded, everywhere };
+MatmulStandIn matmul_stand_in_mode();
+/// matmul_stand_in_mode() != off: a load's saved matmuls are loaded beside its first run.
 bool matmul_stand_in_enabled();
 /// The matmuls tgraph's kernel computed in this process in cuBLASLt's stead (for tests).
 long long matmul_stand_ins();

@@ -211,6 +211,9 @@ CompiledKernel nvrtc_kernel(const std::string& source, const std::string& name, 
       lock.unlock();
       cubin = f.get();  // a compile error is thrown here, with NVRTC's log
       lock.lock();
+      // Recorded for this run's executable too: the prefetch may have been another's (a size
+      // prepared ahead, runtime/size_classes.h), and a save must carry the kernel.
+      note(major, minor, source, DeviceCode::Origin::memory);
     } else {
       lock.unlock();
       bool hit;

@@ -1,0 +1,92 @@
+// A dynamic executable's neighbouring size classes prepared ahead (runtime/size_classes.h):
+// after its first run at 16 x 4 x 32, the batch-1 copy's kernels (another broadcasting, so other
+// sources) are compiled on the background thread, and the first run at batch 1 compiles or
+// reads from disk none of them; with TGRAPH_NO_SIZE_PREFETCH=1 it does. Values match the CPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "backends/cuda/nvrtc_compiler.h"
+#include "gpu/gpu_test_util.h"
+#include "runtime/size_classes.h"
+#include "tgraph/tgraph.h"
+
+using namespace tg;
+
+namespace {
+
+// A kernel cache of its own, empty (kernels are named by their structure: an earlier run of
+// the test would have left them on disk, where a prefetch does not compile them).
+class FreshKernelCache {
+ public:
+  FreshKernelCache() {
+    if (const char* v = std::getenv("TGRAPH_CACHE_DIR")) saved_ = v, had_ = true;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tgraph-sizes-" + std::to_string(::getpid()) + "-" +
+            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    ::setenv("TGRAPH_CACHE_DIR", dir_.c_str(), 1);
+  }
+  ~FreshKernelCache() {
+    if (had_) ::setenv("TGRAPH_CACHE_DIR", saved_.c_str(), 1);
+    else ::unsetenv("TGRAPH_CACHE_DIR");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::string saved_;
+  bool had_ = false;
+};
+
+// f(a) * m + 0.5 over a [b, 4, s] and a mask-like m [b, 1, s] (f: exp or tanh, so the two tests'
+// kernels differ): at b = 1 the dims coalesce otherwise than at b > 1, so the group's kernel is
+// another source.
+struct Case {
+  Graph g;
+  Executable gpu, cpu;
+  Case(bool tanh, const std::map<std::string, std::string>& switches) {
+    Tensor a = g.placeholder({-1, 4, -1}, DType::f32, "a");
+    Tensor m = g.placeholder({-1, 1, -1}, DType::f32, "m");
+    Tensor y = g.add(g.mul(tanh ? g.tanh(a) : g.exp(a), m), g.scalar(0.5));
+    std::vector<std::pair<Tensor, TensorType>> feeds{{a, a.type()}, {m, m.type()}};
+    gpu = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .disable_type_inference = true, .switches = switches});
+    cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu(), .disable_type_inference = true});
+  }
+  // Runs at batch b; returns the kernels this run compiled or read from disk.
+  int run(int64_t b, uint64_t seed) {
+    std::vector<TensorData> in{TensorData::uniform({b, 4, 32}, -1, 1, DType::f32, seed),
+                               TensorData::uniform({b, 1, 32}, 0, 1, DType::f32, seed + 1)};
+    const auto s0 = detail::nvrtc_stats();
+    auto got = gpu.run(in);
+    const auto s1 = detail::nvrtc_stats();
+    gputest::expect_close(got[0], cpu.run(in)[0], 1e-5, "batch " + std::to_string(b));
+    return (s1.compiled + s1.disk_hits) - (s0.compiled + s0.disk_hits);
+  }
+};
+
+TEST(CudaSizeClasses, ABatchOfOneFindsItsKernelsPreparedAhead) {
+  FreshKernelCache cache;
+  detail::background_jobs_wait();
+  Case on(false, {});
+  EXPECT_GE(on.run(16, 1), 1);  // the first size compiles its kernel
+  detail::background_jobs_wait();  // the batch-1 copy's kernels queued...
+  EXPECT_EQ(on.run(1, 3), 0) << "the batch-1 run compiled (or read from disk) a kernel";  // ...and taken
+  EXPECT_EQ(on.run(7, 5), 0);  // a batch of several: the first size's kernel
+}
+
+TEST(CudaSizeClasses, OffTheBatchOfOneCompilesItsOwn) {
+  FreshKernelCache cache;
+  detail::background_jobs_wait();
+  Case off(true, {{"TGRAPH_NO_SIZE_PREFETCH", "1"}});
+  EXPECT_GE(off.run(16, 7), 1);
+  detail::background_jobs_wait();
+  EXPECT_GE(off.run(1, 9), 1) << "batch 1 shares batch 16's kernel: the test shows nothing";
+}
+
+}  // namespace

@@ -28,8 +28,11 @@ struct SpecializeSource {
   mutable std::vector<std::shared_ptr<std::byte>> folds;
   std::vector<TensorType> declared;  // the feeds' types, -1 for a dynamic dim
   // Held while a copy compiles (a size's, or one prepared ahead on the background thread:
-  // size_classes.h); also guards `classes`, the size classes met or prepared.
+  // size_classes.h).
   mutable std::mutex compile_mu;
+  // The size classes met or prepared (size_classes.h); a lock of its own, so a run never
+  // waits for a compile ahead to look.
+  mutable std::mutex classes_mu;
   mutable std::vector<uint32_t> classes;
 };
 

@@ -61,6 +61,7 @@ std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src, const 
   if (src.folds.empty()) src.folds = folds.take();
   if (made) made->specialize = nullptr;
   const uint32_t c = size_class(src.declared, types);
+  std::lock_guard<std::mutex> classes_lock(src.classes_mu);
   if (std::find(src.classes.begin(), src.classes.end(), c) == src.classes.end()) src.classes.push_back(c);
   return made;
 }
@@ -101,7 +102,7 @@ void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) co
   if (!backend || !backend->generates_kernels()) return;
   std::vector<std::vector<TensorType>> todo;
   {
-    std::lock_guard<std::mutex> lock(specialize->compile_mu);
+    std::lock_guard<std::mutex> lock(specialize->classes_mu);
     for (auto& [c, near] : neighbour_sizes(specialize->declared, types)) {
       if (std::find(specialize->classes.begin(), specialize->classes.end(), c) != specialize->classes.end()) continue;
       specialize->classes.push_back(c);  // (taken now: not queued twice)

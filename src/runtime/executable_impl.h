@@ -16,6 +16,8 @@
 
 namespace tg::detail {
 
+struct ExecutableImpl;
+
 /// What an executable with dynamic feed dims keeps to be compiled again for one concrete size
 /// (specialize.cpp): its source graph (a copy), feeds, targets, target ops and options.
 struct SpecializeSource {
@@ -34,6 +36,11 @@ struct SpecializeSource {
   // waits for a compile ahead to look.
   mutable std::mutex classes_mu;
   mutable std::vector<uint32_t> classes;
+  // Copies compiled ahead, newest first (up to kMaxAhead), taken by the first run at exactly
+  // their sizes (a batch of 1 of an image model is one); guarded by classes_mu.
+  mutable std::list<std::pair<std::vector<TensorType>, std::shared_ptr<ExecutableImpl>>> ahead;
+  /// The copy compiled ahead for exactly these types, taken out (null: none).
+  std::shared_ptr<ExecutableImpl> take_ahead(const std::vector<TensorType>& types) const;
 };
 
 
@@ -90,6 +97,7 @@ struct ExecutableImpl {
 };
 
 inline constexpr size_t kMaxSpecialized = 8;
+inline constexpr size_t kMaxAhead = 4;
 
 /// Compiles the copy of `src` for feeds of these types (null: a size the graph refuses).
 std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src, const std::vector<TensorType>& types);

@@ -66,6 +66,17 @@ std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src, const 
   return made;
 }
 
+std::shared_ptr<ExecutableImpl> SpecializeSource::take_ahead(const std::vector<TensorType>& types) const {
+  std::lock_guard<std::mutex> lock(classes_mu);
+  for (auto it = ahead.begin(); it != ahead.end(); ++it)
+    if (it->first == types) {
+      std::shared_ptr<ExecutableImpl> copy = std::move(it->second);
+      ahead.erase(it);
+      return copy;
+    }
+  return nullptr;
+}
+
 std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vector<TensorType>& types, bool* fresh) const {
   if (!specialize) return nullptr;
   for (const TensorType& t : types)
@@ -79,9 +90,11 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
       specialized.splice(specialized.begin(), specialized, it);  // most recently used first
       return it->second;
     }
-  std::shared_ptr<ExecutableImpl> made;
-  {
-    CpuProfileScope timed("new size: its copy compiled");  // TGRAPH_PROFILE
+  std::shared_ptr<ExecutableImpl> made = specialize->take_ahead(types);
+  if (made) {
+    CpuProfileScope timed("new size: its copy compiled ahead, taken");  // TGRAPH_PROFILE (counted)
+  } else {
+    CpuProfileScope timed("new size: its copy compiled");
     made = compile_copy(*specialize, types);
   }
   // The caller reads outputs by this executable's layouts: a specialisation that chose other
@@ -121,6 +134,9 @@ void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) co
       if (!copy) continue;
       const SwitchScope switches(copy->switches);
       backend->prefetch_kernels(*copy);
+      std::lock_guard<std::mutex> lock(src->classes_mu);
+      src->ahead.emplace_front(near, std::move(copy));
+      if (src->ahead.size() > kMaxAhead) src->ahead.pop_back();
     }
   });
 }

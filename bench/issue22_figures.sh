@@ -17,15 +17,27 @@ LOG=$OUT/issue22-$PART.txt
 export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench
 fresh() { export TGRAPH_CACHE_DIR=$OUT/cache_$1 CUDA_CACHE_PATH=$OUT/cudacache_$1; rm -rf "$TGRAPH_CACHE_DIR" "$CUDA_CACHE_PATH"; }
 part() { echo; echo "=== $* ($(date +%T))"; }
+# The GPU tests matching $1 (failures in full), then test_cuda.py.
+gpu_tests() {
+  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter="$1" 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -40
+  (cd build-gpu && timeout 200 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
+}
+# A BERT-base f16 .tgx loaded and first-run in a fresh process (profiled in another), with
+# TGRAPH_INTERIM_MATMUL=$1 ("": unset, the default).
+loaded_bert() {
+  part "BERT-base f16 .tgx loaded and first-run in a fresh process, TGRAPH_INTERIM_MATMUL=${1:-unset}"
+  fresh "load_m${1:-d}"
+  env ${1:+TGRAPH_INTERIM_MATMUL=$1} timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 |
+    grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
+}
 tests() {
   part "CUDA's start, step by step (three fresh processes, then two that import torch first)"
   for a in "" "" "" torch torch; do python3 bench/cuda_start.py $a; done
 
   part "GPU tests: library plans, attention, convolutions, executor; then test_cuda.py"
   fresh tests
-  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:Nccl*' 2>&1 |
-    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran"
-  (cd build-gpu && timeout 400 python3 -m pytest -q -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -5)
+  gpu_tests 'CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:Nccl*'
 
   part "Attention at BERT's shapes: cuDNN, tgraph's kernel (the stand-in), decomposed; a cold shape's first call"
   fresh attention
@@ -73,19 +85,12 @@ figures() {
 matmul() {
   part "GPU tests: the matmul stand-in and what it touches; then test_cuda.py"
   fresh mtests
-  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaMatmulStandIn.*:CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:CudaMatmulEpilogue*:DeviceTensorGpu*:GraphMemoryGpu*:Nccl*' 2>&1 |
-    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -40
-  (cd build-gpu && timeout 200 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
+  gpu_tests 'CudaMatmulStandIn.*:CudaAttention.*:CudaLibraryPlans.*:Cudnn*:CudaExecutor*:CudaShared*:CudaMatmulEpilogue*:DeviceTensorGpu*:GraphMemoryGpu*:Nccl*'
 
   part "A cuBLASLt kernel's first launch in a process (through torch), against its second"
   python3 bench/cuda_start.py torch matmuls | grep -E "first matmul|total"
 
-  for sw in 0 1; do
-    part "BERT-base f16 .tgx loaded and first-run in a fresh process, TGRAPH_INTERIM_MATMUL=$sw"
-    fresh load_m$sw
-    TGRAPH_INTERIM_MATMUL=$sw timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 |
-      grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
-  done
+  for sw in 0 1; do loaded_bert $sw; done
 }
 
 # "sizes" (session 36): a dynamic executable's neighbouring size classes compiled ahead
@@ -97,9 +102,7 @@ BERT_SIZES=16x16,16x128,1x128,16x512,4x64
 sizes() {
   part "GPU tests: sizes prepared ahead, the matmul stand-in, the executor, attention, library plans; test_cuda.py"
   fresh stests
-  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaSizeClasses.*:CudaMatmulStandIn.*:CudaExecutor*:CudaAttention.*:CudaLibraryPlans.*:CudaShared*' 2>&1 |
-    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -40
-  (cd build-gpu && timeout 200 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
+  gpu_tests 'CudaSizeClasses.*:CudaMatmulStandIn.*:CudaExecutor*:CudaAttention.*:CudaLibraryPlans.*:CudaShared*'
 
   part "BERT-base f16 new sizes' first calls: cold, a second process, then cold with TGRAPH_NO_SIZE_PREFETCH=1"
   fresh bert
@@ -123,14 +126,7 @@ sizes2() {
     echo "-- process $i"
     timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
   done
-  for sw in default 0; do
-    part "BERT-base f16 .tgx loaded and first-run in a fresh process, TGRAPH_INTERIM_MATMUL=$sw"
-    fresh load_$sw
-    if [ $sw = default ]; then unset TGRAPH_INTERIM_MATMUL; else export TGRAPH_INTERIM_MATMUL=$sw; fi
-    timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 |
-      grep -E "alone|cuda run|cuda first run: (matmul|constants|library)|load: backend"
-  done
-  unset TGRAPH_INTERIM_MATMUL
+  for sw in "" 0; do loaded_bert "$sw"; done
 }
 
 case "$PART" in

@@ -3,11 +3,7 @@
 // sources) are compiled on the background thread, and the first run at batch 1 compiles or
 // reads from disk none of them; with TGRAPH_NO_SIZE_PREFETCH=1 it does. Values match the CPU.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 
@@ -19,30 +15,6 @@
 using namespace tg;
 
 namespace {
-
-// A kernel cache of its own, empty (kernels are named by their structure: an earlier run of
-// the test would have left them on disk, where a prefetch does not compile them).
-class FreshKernelCache {
- public:
-  FreshKernelCache() {
-    if (const char* v = std::getenv("TGRAPH_CACHE_DIR")) saved_ = v, had_ = true;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tgraph-sizes-" + std::to_string(::getpid()) + "-" +
-            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    ::setenv("TGRAPH_CACHE_DIR", dir_.c_str(), 1);
-  }
-  ~FreshKernelCache() {
-    if (had_) ::setenv("TGRAPH_CACHE_DIR", saved_.c_str(), 1);
-    else ::unsetenv("TGRAPH_CACHE_DIR");
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
- private:
-  std::filesystem::path dir_;
-  std::string saved_;
-  bool had_ = false;
-};
 
 // f(a) * m + 0.5 over a [b, 4, s] and a mask-like m [b, 1, s] (f: exp or tanh, so the two tests'
 // kernels differ): at b = 1 the dims coalesce otherwise than at b > 1, so the group's kernel is
@@ -71,7 +43,7 @@ struct Case {
 };
 
 TEST(CudaSizeClasses, ABatchOfOneFindsItsKernelsPreparedAhead) {
-  FreshKernelCache cache;
+  gputest::FreshCacheDir cache("sizes");  // empty: a prefetch does not compile what is on disk
   detail::background_jobs_wait();
   Case on(false, {});
   EXPECT_GE(on.run(16, 1), 1);  // the first size compiles its kernel
@@ -81,7 +53,7 @@ TEST(CudaSizeClasses, ABatchOfOneFindsItsKernelsPreparedAhead) {
 }
 
 TEST(CudaSizeClasses, OffTheBatchOfOneCompilesItsOwn) {
-  FreshKernelCache cache;
+  gputest::FreshCacheDir cache("sizes");  // empty: a prefetch does not compile what is on disk
   detail::background_jobs_wait();
   Case off(true, {{"TGRAPH_NO_SIZE_PREFETCH", "1"}});
   EXPECT_GE(off.run(16, 7), 1);

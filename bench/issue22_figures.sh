@@ -129,13 +129,30 @@ sizes2() {
   for sw in "" 0; do loaded_bert "$sw"; done
 }
 
+# "one": the figures of "sizes" and "sizes2" that one device call holds (~5 min with the build).
+one() {
+  part "GPU tests: sizes prepared ahead, the matmul stand-in, the executor; test_cuda.py"
+  fresh otests
+  gpu_tests 'CudaSizeClasses.*:CudaMatmulStandIn.*:CudaExecutor*:CudaShared*'
+  part "BERT-base f16 new sizes' first calls: cold, then cold with TGRAPH_NO_SIZE_PREFETCH=1"
+  fresh bert
+  timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
+  fresh bert_off
+  TGRAPH_NO_SIZE_PREFETCH=1 timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
+  part "ResNet-50 f16 new sizes' first calls, cold"
+  fresh rn
+  timeout 150 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
+  loaded_bert ""
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
   matmul) matmul ;;
   sizes) sizes ;;
   sizes2) sizes2 ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2" >&2; exit 2 ;;
+  one) one ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

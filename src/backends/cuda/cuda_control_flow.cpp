@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/pinned_staging.h"
 
 namespace tg::detail {
 namespace {
@@ -332,11 +331,9 @@ size_t GraphMemory::live_peak() const {
   return free_->live_peak;
 }
 
-// Through pinned staging (pinned_staging.h): a loaded BERT-base f16's 220 MB of constants took
-// 45 ms of its first run as pageable copies (~5 GB/s on the H200 machine).
 void graph_upload(DeviceContext& ctx, void* dst, const void* src, size_t bytes) {
   cudaStream_t side = stream_at(ctx.index(), 0);
-  copy_to_device(dst, src, bytes, side);
+  if (bytes) TG_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, side));
   TG_CUDA(cudaStreamSynchronize(side));
 }
 

@@ -46,6 +46,9 @@ class Backend {
   /// Starts making the generated kernels a first run of exe would need, running nothing and
   /// allocating no device memory (a size prepared ahead: size_classes.h).
   virtual void prefetch_kernels(const ExecutableImpl& exe) const {}
+  /// Called on the background thread before each job that compiles ahead (CUDA: relaxed
+  /// capture mode, so its calls never break a caller's capture on another thread).
+  virtual void background_thread() const {}
   /// A run with host inputs and outputs; variables change only when the whole run succeeds.
   virtual std::vector<TensorData> run(const ExecutableImpl& exe, const std::vector<TensorData>& inputs) const = 0;
   /// A run on tensors in device memory, outputs left there; `stream`: a caller's CUDA stream the

@@ -24,8 +24,9 @@ void each_dynamic_dim(const std::vector<TensorType>& declared, const std::vector
   }
 }
 
-// One thread, started on first use, for jobs run in order; joined at exit (statics built before
-// it, such as the op registry a compile reads, are destroyed after the handler runs).
+// One thread, started on first use, for jobs run in order; joined at exit. Statics built before
+// the first job is queued (the op registry, the passes' and backends' tables a compile reads:
+// the executable's own compile and first run came first) are destroyed after the handler runs.
 struct Background {
   std::mutex mu;
   std::condition_variable cv;
@@ -63,11 +64,12 @@ Background& background() {
 
 void stop_background() {
   Background& b = background();
+  std::deque<std::function<void()>> dropped;  // destroyed outside the lock (they hold copies)
   {
     std::lock_guard<std::mutex> lock(b.mu);
     b.stopping = true;
     b.done += b.jobs.size();
-    b.jobs.clear();
+    dropped.swap(b.jobs);
   }
   b.cv.notify_all();
   if (b.worker.joinable()) b.worker.join();

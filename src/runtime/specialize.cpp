@@ -124,21 +124,30 @@ void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) co
   }
   if (todo.empty()) return;
   // The job holds the source, not this executable: destroying it meanwhile is fine.
-  run_in_background([src = specialize, todo = std::move(todo), backend] {
-    for (const std::vector<TensorType>& near : todo) {
-      std::shared_ptr<ExecutableImpl> copy;
-      {
-        CompilingAhead ahead;
-        copy = compile_copy(*src, near);
-      }
-      if (!copy) continue;
-      const SwitchScope switches(copy->switches);
-      backend->prefetch_kernels(*copy);
-      std::lock_guard<std::mutex> lock(src->classes_mu);
-      src->ahead.emplace_front(near, std::move(copy));
-      if (src->ahead.size() > kMaxAhead) src->ahead.pop_back();
-    }
-  });
+  try {
+    run_in_background([src = specialize, todo = std::move(todo), backend] {
+      backend->background_thread();
+      for (const std::vector<TensorType>& near : todo) try {
+          std::shared_ptr<ExecutableImpl> copy;
+          {
+            CompilingAhead ahead;
+            copy = compile_copy(*src, near);
+          }
+          if (!copy) continue;
+          const SwitchScope switches(copy->switches);
+          backend->prefetch_kernels(*copy);
+          std::shared_ptr<ExecutableImpl> dropped;  // (destroyed outside the lock)
+          std::lock_guard<std::mutex> lock(src->classes_mu);
+          src->ahead.emplace_front(near, std::move(copy));
+          if (src->ahead.size() > kMaxAhead) {
+            dropped = std::move(src->ahead.back().second);
+            src->ahead.pop_back();
+          }
+        } catch (const std::exception&) {  // the next size still; this one is compiled in turn
+        }
+    });
+  } catch (const std::exception&) {  // (memory) nothing prepared: the run's outputs stand
+  }
 }
 
 }  // namespace tg::detail

@@ -1,10 +1,9 @@
 // tgraph's own matmul kernel (kernels_matmul.cu), which computes a first run's matmuls while
-// their cuBLASLt kernels are not loaded (matmul_lt.cpp: by default a loaded executable's saved
-// algorithms, everywhere under TGRAPH_INTERIM_MATMUL=1): every operand form and forward
-// epilogue against a host product in double, then the executor's use of it — a first run stands
-// in and is not captured, the next captures with cuBLASLt (nothing stands in) and matches the
-// CPU; a compiled executable by default: nothing stands in. (The loaded case, which needs a
-// fresh process: tests/python/test_cuda.py, test_saved_executable_carries_its_library_choices.)
+// their cuBLASLt kernels are not loaded (matmul_lt.cpp, under TGRAPH_INTERIM_MATMUL: `loaded`
+// for a loaded executable's saved algorithms, `1` everywhere; off by default): every operand
+// form and forward epilogue against a host product in double, then the executor's use of it — a
+// first run stands in and is not captured, the next captures with cuBLASLt (nothing stands in)
+// and matches the CPU; by default, and under `loaded` for a compiled executable, nothing does.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/kernels_matmul.h"
@@ -143,20 +143,24 @@ TEST(CudaMatmulStandIn, AFirstRunStandsInAndTheNextIsCapturedWithCublasLt) {
   }
 }
 
-// Without TGRAPH_INTERIM_MATMUL=1 a compiled (not loaded) executable's first run loads
-// cuBLASLt's kernels at the matmuls' turn: by default only a file's saved algorithms stand in.
-TEST(CudaMatmulStandIn, OnlyForALoadsSavedAlgorithmsByDefault) {
-  std::vector<TensorData> inputs{TensorData::uniform({91, 40}, -1, 1, DType::f16, 21),
-                                 TensorData::uniform({40, 56}, -1, 1, DType::f16, 22)};
-  Graph g;
-  auto [ph, feeds] = gputest::placeholders_for(g, inputs);
-  Tensor y = g.matmul(ph[0], ph[1]);
-  auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
-  const long long before = detail::matmul_stand_ins();
-  gputest::expect_close(e.run(inputs)[0], want[0], 4e-3, "first run");
-  EXPECT_EQ(detail::matmul_stand_ins(), before);
-  EXPECT_EQ(detail::cuda_graph_stats(e.impl()).captures, 1);  // captured at once, as before
+// By default (and under TGRAPH_INTERIM_MATMUL=loaded for an executable not loaded from a file)
+// the first run loads cuBLASLt's kernels at the matmuls' turn.
+TEST(CudaMatmulStandIn, OffByDefaultAndForACompiledExecutableUnderLoaded) {
+  // Each case its own row count: a plan new to the process.
+  for (const auto& [rows, switches] : std::vector<std::pair<int64_t, std::map<std::string, std::string>>>{
+           {91, {}}, {93, {{"TGRAPH_INTERIM_MATMUL", "loaded"}}}}) {
+    std::vector<TensorData> inputs{TensorData::uniform({rows, 40}, -1, 1, DType::f16, 21),
+                                   TensorData::uniform({40, 56}, -1, 1, DType::f16, 22)};
+    Graph g;
+    auto [ph, feeds] = gputest::placeholders_for(g, inputs);
+    Tensor y = g.matmul(ph[0], ph[1]);
+    auto want = g.compile(feeds, {y}, {}, {.device = Device::cpu()}).run(inputs);
+    const long long before = detail::matmul_stand_ins();
+    Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0), .switches = switches});
+    gputest::expect_close(e.run(inputs)[0], want[0], 4e-3, "first run, rows " + std::to_string(rows));
+    EXPECT_EQ(detail::matmul_stand_ins(), before) << rows;
+    EXPECT_EQ(detail::cuda_graph_stats(e.impl()).captures, 1) << rows;  // captured at once, as before
+  }
 }
 
 }  // namespace

@@ -16,14 +16,17 @@
 #include <vector>
 
 #include "backends/cuda/attention_lowering.h"
+#include "backends/cuda/attention_plans.h"
 #include "backends/cuda/cuda_ops.h"
 #include "core/env.h"
+#include "runtime/size_classes.h"
 #include "ops/builder.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_folding.h"
 #include "passes/decompose.h"
 #include "passes/match_attention.h"
 #include "passes/rewrite.h"
+#include "tgraph/error.h"
 
 namespace tg::detail {
 namespace {
@@ -133,10 +136,15 @@ bool lower_cuda_attention(Module& m, int device) {
       // A bias shared by every query ([b, h, 1, Lk], a padding mask) where cuDNN wants one per
       // query (asked now, the plan built in turn: the form decides the graph).
       // Not when the queries are one (the full form is the same) or tgraph's kernel runs every call.
-      if (ok && bias[2] == 1 && c.q.dim(-2) > 1 && !env_flag("TGRAPH_OWN_ATTENTION") &&
-          !cudnn_attention_supported(device, c)) {
-        bias[2] = c.q.dim(-2);
-        c.mask = Shape(bias);
+      if (ok && bias[2] == 1 && c.q.dim(-2) > 1 && !env_flag("TGRAPH_OWN_ATTENTION")) {
+        // A size compiled ahead (runtime/size_classes.h) does not ask (a plan built on the
+        // background thread for a size nobody may run): it is given up unless the answer is known.
+        if (compiling_ahead() && !attention_plan_made(device, c))
+          throw Error("[compile] a size compiled ahead needs cuDNN's answer for attention " + c.q.str());
+        if (!cudnn_attention_supported(device, c)) {
+          bias[2] = c.q.dim(-2);
+          c.mask = Shape(bias);
+        }
       }
     }
     std::string why;

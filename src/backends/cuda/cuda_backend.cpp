@@ -58,6 +58,10 @@ class CudaBackend final : public Backend {
   void prepare(ExecutableImpl& exe) const override { exe.backend_state = make_cuda_state(); }
   bool generates_kernels() const override { return true; }
   void prefetch_kernels(const ExecutableImpl& exe) const override { cuda_prefetch_kernels(exe); }
+  void background_thread() const override {
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&relaxed);
+  }
   // Hands the file's cubins to NVRTC's cache, so the runs compile none of them; those built for
   // another architecture are left out with one notice (their kernels compile on first use).
   void loaded(const ExecutableImpl& exe, const std::string& path) const override {

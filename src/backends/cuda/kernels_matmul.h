@@ -1,8 +1,8 @@
 #pragma once
 // tgraph's own matmul kernel (kernels_matmul.cu): c = op(a) op(b) in matmul_lt's operand forms,
-// with its forward epilogues, compiled with the library. It stands in for cuBLASLt in a first
-// run while a plan's kernel is not loaded yet (a loaded executable's saved algorithms; every
-// plan under TGRAPH_INTERIM_MATMUL=1):
+// with its forward epilogues, compiled with the library. Under TGRAPH_INTERIM_MATMUL (`loaded`:
+// a loaded executable's saved algorithms; `1`: every plan) it stands in for cuBLASLt in a first
+// run while a plan's kernel is not loaded yet:
 // a cuBLASLt kernel's first launch in a process loads its module (0.3-19 ms on the H200), and
 // a loaded executable's first run meets several (matmul_lt.cpp decides when). CUDA cores, f32
 // (f64) accumulation: a stand-in for a few calls, not a replacement. No tgraph headers: nvcc

@@ -322,10 +322,11 @@ std::optional<MatmulKernelArgs> kernel_args(const MatmulShape& s, const void* a,
 // has not run in this process computes the call with tgraph's kernel and puts the plan's first
 // launch off to the warm-up threads that ask the run's put-off questions after it: the next
 // run waits for them and finds the kernel loaded (that run is captured). A cuBLASLt kernel's
-// first launch loads its module (0.3-19 ms per BERT shape on the H200, through torch). By
-// default only for the plans an executable's file saved (a loaded BERT-base f16's first run:
-// 202 -> 154 ms, session 36); everywhere under TGRAPH_INTERIM_MATMUL=1 (cold batch sizes:
-// measured no gain, and their second call pays the capture: session 35).
+// first launch loads its module (0.3-19 ms per BERT shape on the H200, through torch). Only
+// under TGRAPH_INTERIM_MATMUL: `loaded`, for the plans an executable's file saved (a loaded
+// BERT-base f16's first run 202 -> 140-154 ms, session 36), `1` everywhere (cold batch sizes:
+// no gain, and their second call pays the capture: session 35). Off by default: a loaded
+// first run's values would differ in the last bits from the saving process's and later runs'.
 bool stand_in(const MatmulShape& s, const Key& key, const Plan& p, const void* a, const void* b, const void* bias,
               void* c, cudaStream_t stream) {
   ProvisionalChoices* later = ProvisionalChoices::current();
@@ -495,8 +496,10 @@ bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, cons
 MatmulStandIn matmul_stand_in_mode() {
   if (!library_warmup_enabled() || env_flag("TGRAPH_NO_PROVISIONAL_CHOICES")) return MatmulStandIn::off;
   const char* v = env_value("TGRAPH_INTERIM_MATMUL");
-  if (v && std::strcmp(v, "0") == 0) return MatmulStandIn::off;
-  return v && std::strcmp(v, "1") == 0 ? MatmulStandIn::everywhere : MatmulStandIn::loaded;
+  if (!v) return MatmulStandIn::off;
+  return std::strcmp(v, "1") == 0 ? MatmulStandIn::everywhere
+         : std::strcmp(v, "loaded") == 0 ? MatmulStandIn::loaded
+                                          : MatmulStandIn::off;
 }
 
 bool matmul_stand_in_enabled() { return matmul_stand_in_mode() != MatmulStandIn::off; }

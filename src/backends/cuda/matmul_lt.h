@@ -44,10 +44,10 @@ void matmul_lt(const MatmulShape& s, const void* a, const void* b, void* c, cuda
 bool matmul_lt_epilogue(const MatmulShape& s, const void* a, const void* b, const void* bias, void* aux, void* c,
                         cudaStream_t stream, int device);
 /// Where a first run computes a matmul whose cuBLASLt kernel has not run in this process with
-/// tgraph's own kernel (kernels_matmul.h) and loads the kernel after the run: `loaded` (the
-/// default) only for the algorithms an executable's file saved, whose loads a load began;
-/// `everywhere` under TGRAPH_INTERIM_MATMUL=1; `off` under TGRAPH_INTERIM_MATMUL=0,
-/// TGRAPH_NO_PROVISIONAL_CHOICES=1 or TGRAPH_NO_LIBRARY_WARMUP=1.
+/// tgraph's own kernel (kernels_matmul.h) and loads the kernel after the run: `off` (the
+/// default, and under TGRAPH_NO_PROVISIONAL_CHOICES=1 or TGRAPH_NO_LIBRARY_WARMUP=1);
+/// `loaded` under TGRAPH_INTERIM_MATMUL=loaded, only for the algorithms an executable's file
+/// saved (whose loads a load began); `everywhere` under TGRAPH_INTERIM_MATMUL=1.
 enum class MatmulStandIn { off, loaded, everywhere };
 MatmulStandIn matmul_stand_in_mode();
 /// matmul_stand_in_mode() != off: a load's saved matmuls are loaded beside its first run.

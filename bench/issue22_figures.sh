@@ -145,6 +145,21 @@ one() {
   loaded_bert ""
 }
 
+# "final": the GPU tests of the session's changes and the new sizes' first calls (~3 min).
+final() {
+  part "GPU tests: sizes prepared ahead, the matmul stand-in, the executor; test_cuda.py's loads"
+  fresh ftests
+  timeout 150 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudaSizeClasses.*:CudaMatmulStandIn.*:CudaExecutor*' 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|Expected|Which is|actual" | head -30
+  (cd build-gpu && timeout 100 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py -k "saved or attention_at_several" 2>&1 | tail -3)
+  part "BERT-base f16 new sizes' first calls, cold"
+  fresh bert
+  timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
+  part "ResNet-50 f16 new sizes' first calls, cold"
+  fresh rn
+  timeout 120 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
@@ -152,7 +167,8 @@ case "$PART" in
   sizes) sizes ;;
   sizes2) sizes2 ;;
   one) one ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one" >&2; exit 2 ;;
+  final) final ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

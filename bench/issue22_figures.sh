@@ -145,7 +145,7 @@ one() {
   loaded_bert ""
 }
 
-# "final": the GPU tests of the session's changes and the new sizes' first calls (~3 min).
+# "final": the GPU tests of the session's changes and BERT's new sizes' first calls (~2 min).
 final() {
   part "GPU tests: sizes prepared ahead, the matmul stand-in, the executor; test_cuda.py's loads"
   fresh ftests
@@ -155,9 +155,6 @@ final() {
   part "BERT-base f16 new sizes' first calls, cold"
   fresh bert
   timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
-  part "ResNet-50 f16 new sizes' first calls, cold"
-  fresh rn
-  timeout 120 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes 32x224,64x224,1x224,7x224,256x224 2>&1 | grep -E "^\| "
 }
 
 case "$PART" in

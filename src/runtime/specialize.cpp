@@ -21,8 +21,10 @@
 namespace tg::detail {
 
 std::shared_ptr<const SpecializeSource> specialize_source(const ExecutableImpl& exe, const GraphImpl& graph,
-                                                          std::vector<int32_t> feeds, std::vector<int32_t> targets,
-                                                          std::vector<int32_t> ops, const CompileOptions& options) {
+                                                          std::vector<int32_t> feeds,
+                                                          std::vector<int32_t> targets,
+                                                          std::vector<int32_t> ops,
+                                                          const CompileOptions& options) {
   bool dynamic = false;
   for (const TensorType& t : exe.feed_types) dynamic |= !t.shape.is_static();
   if (!dynamic || env_flag("TGRAPH_NO_SPECIALIZE")) return nullptr;
@@ -37,11 +39,13 @@ std::shared_ptr<const SpecializeSource> specialize_source(const ExecutableImpl& 
   return src;
 }
 
-std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src, const std::vector<TensorType>& types) {
+std::shared_ptr<ExecutableImpl> compile_copy(const SpecializeSource& src,
+                                             const std::vector<TensorType>& types) {
   std::lock_guard<std::mutex> lock(src.compile_mu);
   auto& g = const_cast<GraphImpl&>(src.graph);  // compile reads it (its variable store is set)
   std::vector<std::pair<Tensor, TensorType>> feeds;
-  for (size_t i = 0; i < src.feeds.size() && i < types.size(); ++i) feeds.emplace_back(Tensor(&g, src.feeds[i]), types[i]);
+  for (size_t i = 0; i < src.feeds.size() && i < types.size(); ++i)
+    feeds.emplace_back(Tensor(&g, src.feeds[i]), types[i]);
   std::vector<Tensor> targets;
   for (int32_t v : src.targets) targets.emplace_back(&g, v);
   std::vector<Operation> ops;
@@ -77,7 +81,8 @@ std::shared_ptr<ExecutableImpl> SpecializeSource::take_ahead(const std::vector<T
   return nullptr;
 }
 
-std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vector<TensorType>& types, bool* fresh) const {
+std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vector<TensorType>& types,
+                                                                bool* fresh) const {
   if (!specialize) return nullptr;
   for (const TensorType& t : types)
     if (!t.shape.is_static()) return nullptr;
@@ -113,41 +118,48 @@ void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) co
   if (!specialize || env_flag("TGRAPH_NO_SIZE_PREFETCH")) return;
   const Backend* backend = find_backend(device.kind);
   if (!backend || !backend->generates_kernels()) return;
+  // Called after a run succeeded: nothing here may fail it (memory: nothing prepared).
+  try {
+    queue_sizes_near(types, *backend);
+  } catch (const std::exception&) {
+  }
+}
+
+void ExecutableImpl::queue_sizes_near(const std::vector<TensorType>& types, const Backend& b) const {
+  const Backend* backend = &b;
   std::vector<std::vector<TensorType>> todo;
   {
     std::lock_guard<std::mutex> lock(specialize->classes_mu);
     for (auto& [c, near] : neighbour_sizes(specialize->declared, types)) {
-      if (std::find(specialize->classes.begin(), specialize->classes.end(), c) != specialize->classes.end()) continue;
+      if (std::find(specialize->classes.begin(), specialize->classes.end(), c) != specialize->classes.end())
+        continue;
       specialize->classes.push_back(c);  // (taken now: not queued twice)
       todo.push_back(std::move(near));
     }
   }
   if (todo.empty()) return;
   // The job holds the source, not this executable: destroying it meanwhile is fine.
-  try {
-    run_in_background([src = specialize, todo = std::move(todo), backend] {
-      backend->background_thread();
-      for (const std::vector<TensorType>& near : todo) try {
-          std::shared_ptr<ExecutableImpl> copy;
-          {
-            CompilingAhead ahead;
-            copy = compile_copy(*src, near);
-          }
-          if (!copy) continue;
-          const SwitchScope switches(copy->switches);
-          backend->prefetch_kernels(*copy);
-          std::shared_ptr<ExecutableImpl> dropped;  // (destroyed outside the lock)
-          std::lock_guard<std::mutex> lock(src->classes_mu);
-          src->ahead.emplace_front(near, std::move(copy));
-          if (src->ahead.size() > kMaxAhead) {
-            dropped = std::move(src->ahead.back().second);
-            src->ahead.pop_back();
-          }
-        } catch (const std::exception&) {  // the next size still; this one is compiled in turn
+  run_in_background([src = specialize, todo = std::move(todo), backend] {
+    backend->background_thread();
+    for (const std::vector<TensorType>& near : todo) try {
+        std::shared_ptr<ExecutableImpl> copy;
+        {
+          CompilingAhead ahead;
+          copy = compile_copy(*src, near);
         }
-    });
-  } catch (const std::exception&) {  // (memory) nothing prepared: the run's outputs stand
-  }
+        if (!copy) continue;
+        const SwitchScope switches(copy->switches);
+        backend->prefetch_kernels(*copy);
+        std::shared_ptr<ExecutableImpl> dropped;  // (destroyed outside the lock)
+        std::lock_guard<std::mutex> lock(src->classes_mu);
+        src->ahead.emplace_front(near, std::move(copy));
+        if (src->ahead.size() > kMaxAhead) {
+          dropped = std::move(src->ahead.back().second);
+          src->ahead.pop_back();
+        }
+      } catch (const std::exception&) {  // the next size still; this one is compiled in turn
+      }
+  });
 }
 
 }  // namespace tg::detail

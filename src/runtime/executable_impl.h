@@ -16,7 +16,6 @@
 
 namespace tg::detail {
 
-class Backend;
 struct ExecutableImpl;
 
 /// What an executable with dynamic feed dims keeps to be compiled again for one concrete size
@@ -43,7 +42,6 @@ struct SpecializeSource {
   /// The copy compiled ahead for exactly these types, taken out (null: none).
   std::shared_ptr<ExecutableImpl> take_ahead(const std::vector<TensorType>& types) const;
 };
-
 
 struct ExecutableImpl {
   Module module;
@@ -95,8 +93,6 @@ struct ExecutableImpl {
   /// copies of the neighbouring size classes not met yet on the background thread and has the
   /// backend prepare their kernels (size_classes.h). TGRAPH_NO_SIZE_PREFETCH=1: nothing.
   void prepare_sizes_near(const std::vector<TensorType>& types) const;
-  /// prepare_sizes_near's work once the backend is known to generate kernels (may throw).
-  void queue_sizes_near(const std::vector<TensorType>& types, const Backend& backend) const;
 };
 
 inline constexpr size_t kMaxSpecialized = 8;

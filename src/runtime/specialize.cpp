@@ -114,19 +114,12 @@ std::shared_ptr<ExecutableImpl> ExecutableImpl::specialized_for(const std::vecto
   return made;
 }
 
-void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) const {
-  if (!specialize || env_flag("TGRAPH_NO_SIZE_PREFETCH")) return;
-  const Backend* backend = find_backend(device.kind);
-  if (!backend || !backend->generates_kernels()) return;
-  // Called after a run succeeded: nothing here may fail it (memory: nothing prepared).
-  try {
-    queue_sizes_near(types, *backend);
-  } catch (const std::exception&) {
-  }
-}
+namespace {
 
-void ExecutableImpl::queue_sizes_near(const std::vector<TensorType>& types, const Backend& b) const {
-  const Backend* backend = &b;
+// prepare_sizes_near's work: the classes near `types` not met yet, queued for the background
+// thread (may throw: memory).
+void queue_sizes_near(const std::shared_ptr<const SpecializeSource>& specialize, const std::vector<TensorType>& types,
+                      const Backend* backend) {
   std::vector<std::vector<TensorType>> todo;
   {
     std::lock_guard<std::mutex> lock(specialize->classes_mu);
@@ -160,6 +153,19 @@ void ExecutableImpl::queue_sizes_near(const std::vector<TensorType>& types, cons
       } catch (const std::exception&) {  // the next size still; this one is compiled in turn
       }
   });
+}
+
+}  // namespace
+
+void ExecutableImpl::prepare_sizes_near(const std::vector<TensorType>& types) const {
+  if (!specialize || env_flag("TGRAPH_NO_SIZE_PREFETCH")) return;
+  const Backend* backend = find_backend(device.kind);
+  if (!backend || !backend->generates_kernels()) return;
+  // Called after a run succeeded: nothing here may fail it (memory: nothing prepared).
+  try {
+    queue_sizes_near(specialize, types, backend);
+  } catch (const std::exception&) {
+  }
 }
 
 }  // namespace tg::detail

@@ -19,13 +19,13 @@
 #include "backends/cuda/attention_plans.h"
 #include "backends/cuda/cuda_ops.h"
 #include "core/env.h"
-#include "runtime/size_classes.h"
 #include "ops/builder.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_folding.h"
 #include "passes/decompose.h"
 #include "passes/match_attention.h"
 #include "passes/rewrite.h"
+#include "runtime/size_classes.h"
 #include "tgraph/error.h"
 
 namespace tg::detail {

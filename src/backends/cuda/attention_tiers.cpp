@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/size_classes.h"
 #include "backends/cuda/attention_plans.h"
 #include "backends/cuda/kernels_attention.h"
 #include "backends/cuda/library_warmup.h"
 #include "core/env.h"
 #include "runtime/device_code.h"
+#include "runtime/size_classes.h"
 
 namespace tg::detail {
 

@@ -377,7 +377,6 @@ namespace {
 // uncaptured run's, in pool memory of their own).
 using Take = std::function<void(Run&, const std::vector<DevTensor>&, const std::shared_ptr<Captured>&)>;
 
-
 // One run on the device: replays the captured graph when the input types and variables are
 // those it was captured with, otherwise runs op by op (and captures when it can). `take`
 // receives the targets while the run still holds the executable's lock, before variable
@@ -394,10 +393,7 @@ void run_common(const ExecutableImpl& exe, const RunInputs& inputs, const Take& 
   settle_library_calls(st, !st.prefetched);  // (a first run may leave a load's matmuls loading: cuda_run.h)
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
-  if (st.sm_count == 0) {
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
-  }
+  st.know_device(exe.device.index);
   IndexErrors::Scope index_scope(st.index_errors, st.own_memory(ctx), ctx.stream());
   const GraphImpl& g = exe.module.graph;
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
@@ -800,10 +796,7 @@ void cuda_prefetch_kernels(const ExecutableImpl& exe) {
   auto& st = *static_cast<CudaState*>(exe.backend_state.get());
   std::lock_guard<std::mutex> lock(st.mu);
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
-  if (st.sm_count == 0) {  // as a run sets them: reductions' sources depend on them
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
-  }
+  st.know_device(exe.device.index);
   const GraphImpl& g = exe.module.graph;
   Run r{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   r.prefetch_kernels(0);

@@ -83,10 +83,7 @@ std::vector<double> cuda_time_runs(const ExecutableImpl& exe, const std::vector<
   settle_library_calls(st, false);  // everything: the timed runs are captured replays
   DeviceContext& ctx = DeviceContext::get(exe.device.index);
   TG_CUDA(cudaSetDevice(exe.device.index));
-  if (st.sm_count == 0) {
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_count, cudaDevAttrMultiProcessorCount, exe.device.index));
-    TG_CUDA(cudaDeviceGetAttribute(&st.sm_major, cudaDevAttrComputeCapabilityMajor, exe.device.index));
-  }
+  st.know_device(exe.device.index);
   const GraphImpl& g = exe.module.graph;
   Run proto{exe, st, g, ctx, ctx.stream(), std::vector<DevTensor>(g.values.size()), {}, {}};
   std::vector<DevTensor> dev_in;

@@ -258,6 +258,12 @@ struct CudaState {
   std::vector<TensorType> trace_types;
   int sm_count = 0;
   int sm_major = 0;  // compute capability (set with sm_count)
+  // Sets sm_count and sm_major for `device` once (reductions' sources depend on them).
+  void know_device(int device) {
+    if (sm_count != 0) return;
+    TG_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    TG_CUDA(cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, device));
+  }
   IndexErrors index_errors;  // out-of-range indices clamped on the device (cuda_indexing.cpp)
   CollectiveStream collectives;  // NCCL's work beside the runs (cuda_collective.cpp)
   // The executable's constants and index-error record: memory that captured graphs read, so

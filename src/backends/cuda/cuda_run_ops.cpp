@@ -275,6 +275,15 @@ struct GroupLaunch {
   int vec = 1;
 };
 
+// Node `id` as a group of one (its output, its distinct inputs): how a lone elementwise op runs.
+FusionGroup lone_group(const GraphImpl& g, int32_t id) {
+  const Node& n = g.nodes[static_cast<size_t>(id)];
+  FusionGroup single{{id}, {}, {n.outputs[0]}};
+  for (int32_t v : n.inputs)
+    if (std::find(single.inputs.begin(), single.inputs.end(), v) == single.inputs.end()) single.inputs.push_back(v);
+  return single;
+}
+
 GroupLaunch group_launch(const GraphImpl& g, const FusionGroup& grp, const Shape& shape,
                          const std::vector<Shape>& in_shapes, const std::vector<const void*>& ins,
                          const std::vector<void*>& outs, bool sets_condition) {
@@ -344,24 +353,22 @@ void Run::prefetch_kernels(int32_t b) {
     // A lone elementwise op runs as a group of one (node()): BERT's attention-mask
     // broadcast_tos, ~34 ms each when compiled in turn at a cold batch size (session 36).
     std::optional<FusionGroup> single;
-    if (!s.is_group()) {
+    if (s.is_group()) {
+      GroupInfo& info = st.groups[&s.group];
+      if (info.supported < 0) info.supported = elementwise_supported(g, s.group) ? 1 : 0;
+      if (!info.supported) continue;
+    } else {
       if (s.stitch || s.node < 0 || s.pinned) continue;  // (a pinned op runs inside a library call)
       const Node& n = g.nodes[static_cast<size_t>(s.node)];
+      // As node() dispatches: views, matmuls and device kernels come before a lone group.
       if (n.kind == OpKind::Reshape || n.kind == OpKind::ExpandDims || n.kind == OpKind::Squeeze ||
           n.kind == OpKind::Bitcast || n.kind == OpKind::MatMul || device_op_for(n.kind) || n.outputs.empty() ||
           !elementwise_kernel_op(g, n))
         continue;
-      single = FusionGroup{{s.node}, {}, {n.outputs[0]}};
-      for (int32_t v : n.inputs)
-        if (std::find(single->inputs.begin(), single->inputs.end(), v) == single->inputs.end()) single->inputs.push_back(v);
+      single = lone_group(g, s.node);
       if (!elementwise_supported(g, *single)) continue;
     }
     const FusionGroup& grp = single ? *single : s.group;
-    if (!single) {
-      GroupInfo& info = st.groups[&grp];
-      if (info.supported < 0) info.supported = elementwise_supported(g, grp) ? 1 : 0;
-      if (!info.supported) continue;
-    }
     if (grp.nodes.empty()) continue;
     const Shape& shape = g.type(g.nodes[static_cast<size_t>(grp.nodes.back())].outputs[0]).shape;  // as group_shape
     if (!shape.is_static() || shape.rank() > kMaxRank || shape.num_elements() == 0) continue;
@@ -580,12 +587,10 @@ void Run::node(const Node& n) {
         break;
       }
       if (elementwise_kernel_op(g, n)) {  // control dependencies only order it: still one kernel
-        FusionGroup single{{static_cast<int32_t>(&n - g.nodes.data())}, {}, {n.outputs[0]}};
-        for (int32_t v : n.inputs)
-          if (std::find(single.inputs.begin(), single.inputs.end(), v) == single.inputs.end()) single.inputs.push_back(v);
         // Kernels are cached by the group's address: keep it in the executable's state.
-        auto& kept = st.singles[single.nodes[0]];
-        if (kept.nodes.empty()) kept = single;
+        const auto id = static_cast<int32_t>(&n - g.nodes.data());
+        auto& kept = st.singles[id];
+        if (kept.nodes.empty()) kept = lone_group(g, id);
         group(kept);
         return;
       }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -37,14 +39,41 @@ TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inn
   return out;
 }
 
+// The batch norm's per-channel scale gamma / sqrt(var + eps) and shift beta - mean * scale, in
+// double, read through the parameters' own type (at() per element: 30% of a ResNet-50 copy's
+// fold).
+template <class T>
+void scale_shift(const TensorData& mean, const TensorData& var, const TensorData& gamma, const TensorData& beta,
+                 double epsilon, std::vector<double>& s, std::vector<double>& shift) {
+  const T *m = mean.ptr<T>(), *v = var.ptr<T>(), *g = gamma.ptr<T>(), *b = beta.ptr<T>();
+  for (size_t c = 0; c < s.size(); ++c) {
+    s[c] = static_cast<double>(g[c]) / std::sqrt(static_cast<double>(v[c]) + epsilon);
+    shift[c] = static_cast<double>(b[c]) - static_cast<double>(m[c]) * s[c];
+  }
+}
+
+template <class T>
+TensorData column(const std::vector<double>& values) {
+  TensorData out(Shape{static_cast<int64_t>(values.size())}, std::is_same_v<T, float> ? DType::f32 : DType::f64);
+  T* dst = out.ptr<T>();
+  for (size_t c = 0; c < values.size(); ++c) dst[c] = static_cast<T>(values[c]);
+  return out;
+}
+
 // What a fold of w depends on beyond w's bytes (FoldMemo's step): w's type, the axis, epsilon
 // (its exact bits) and the batch norm's parameters, by a hash of their bytes.
 std::string fold_step(const TensorData& w, const std::vector<const TensorData*>& params, double epsilon,
                       int64_t o_axis) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, a word at a time
   for (const TensorData* t : params) {
     const auto* b = static_cast<const unsigned char*>(t->data());
-    for (size_t i = 0; i < t->nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    const size_t n = t->nbytes();
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+      std::memcpy(&w, b + i, 8);
+      h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   }
   char eps[32];
   std::snprintf(eps, sizeof eps, "%a", epsilon);
@@ -98,10 +127,8 @@ bool FoldBatchNorm::run(Module& m) {
     if (G.type(bn.outputs[0]).dtype != dt || G.type(conv.inputs[0]).dtype != dt) return {};
 
     std::vector<double> s(static_cast<size_t>(C)), bias(static_cast<size_t>(C));
-    for (int64_t c = 0; c < C; ++c) {
-      s[static_cast<size_t>(c)] = gamma->at(c) / std::sqrt(var->at(c) + nd.epsilon);
-      bias[static_cast<size_t>(c)] = beta->at(c) - mean->at(c) * s[static_cast<size_t>(c)];
-    }
+    if (dt == DType::f32) scale_shift<float>(*mean, *var, *gamma, *beta, nd.epsilon, s, bias);
+    else scale_shift<double>(*mean, *var, *gamma, *beta, nd.epsilon, s, bias);
     // Filters scaled along their output-channel axis (stride: the product of the dims after it).
     const auto& wd = w->shape().dims();
     int64_t inner = 1;
@@ -115,8 +142,7 @@ bool FoldBatchNorm::run(Module& m) {
       FoldMemo::get().add(*w, step, w2);
     }
     FoldKeep::note(w2.storage());  // kept by a dynamic executable for its copies (fold_memo.h)
-    TensorData b(Shape{C}, dt);
-    for (int64_t c = 0; c < C; ++c) b.set(c, bias[static_cast<size_t>(c)]);
+    const TensorData b = dt == DType::f32 ? column<float>(bias) : column<double>(bias);
 
     // Copies first: adding nodes may move the graph's node storage (conv, cd point into it).
     const ConvDesc desc = cd;

@@ -51,7 +51,7 @@ struct Walk {
   // value is needed anyway, and the chain must die with the match); returns the first non-view.
   int32_t through_views(int32_t v) const {
     for (const Node* p = producer(g, v); p && order_view(g, *p); p = producer(g, v)) {
-      if (uses[static_cast<size_t>(v)] != 1) break;
+      if (!single(v)) break;
       v = p->inputs[0];
     }
     return v;
@@ -68,7 +68,8 @@ struct Walk {
     }
     return std::nullopt;
   }
-  bool single(int32_t v) const { return uses[static_cast<size_t>(v)] == 1; }
+  // (A value an earlier match made is not counted: not single.)
+  bool single(int32_t v) const { return static_cast<size_t>(v) < uses.size() && uses[static_cast<size_t>(v)] == 1; }
 };
 
 bool static_shape(const Shape& s) { return s.ranked() && s.is_static(); }

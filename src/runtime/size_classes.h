@@ -11,6 +11,7 @@
 // and in the disk cache for the next process).
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,15 @@ void background_jobs_wait();
 /// True on a thread compiling a copy ahead of use (a neighbouring size class): a backend then
 /// starts no library work for it that only a run needs (cuDNN attention plans).
 bool compiling_ahead();
+
+/// Thrown where a copy compiled ahead would need what it may not ask for on the background
+/// thread (a cuDNN answer not known yet): the copy is given up, and the size compiles in turn
+/// when a run meets it. Not a tg::Error: a pass that keeps a node it cannot rewrite on an Error
+/// (rewrite_nodes) would otherwise swallow it and compile the size another way (attention
+/// decomposed) — a copy a later run would then take for good.
+struct AheadGivenUp : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 /// Marks this thread as compiling ahead while alive.
 class CompilingAhead {

@@ -191,6 +191,66 @@ TEST(PassAutocast, ChainedMatmulsReadTheHalfResultDirectly) {
   EXPECT_EQ(producer(m, outer.inputs[0]).kind, OpKind::MatMul);
 }
 
+// A Linear's x @ W^T with W a constant: the weight is cast, then transposed (the same bits as
+// the cast of the transpose), so the cast folds as a weight's cast and the transpose becomes
+// the matmul's flag — no transposed copy of the weight, in f32 or in half, and a dynamic
+// executable's per-size copies fold nothing but the cast the first found (fold_memo.h). A
+// transpose of a value that is not a constant is cast as before.
+TEST(PassAutocast, AConstantWeightIsCastBeforeItsTranspose) {
+  const TensorData w = TensorData::uniform({24, 16}, -1, 1, f32, 5);
+  Graph g;
+  Tensor x = g.placeholder({-1, 16}, f32, "x");
+  Tensor act = g.placeholder({24, 16}, f32, "act");
+  Tensor y = g.matmul(x, g.transpose(g.constant(w), {1, 0}));
+  Tensor z = g.matmul(x, g.transpose(act, {1, 0}));
+  Module m = module_of(g, {y, z});
+  EXPECT_TRUE(Autocast(DType::f16).run(m));
+  expect_autocast(m, DType::f16);
+  const Node& mm = producer(m, producer(m, y.id()).inputs[0]);
+  ASSERT_EQ(mm.kind, OpKind::MatMul);
+  const Node& t = producer(m, mm.inputs[1]);
+  ASSERT_EQ(t.kind, OpKind::Transpose);
+  const Node& c = producer(m, t.inputs[0]);
+  ASSERT_EQ(c.kind, OpKind::Cast);
+  EXPECT_EQ(producer(m, c.inputs[0]).kind, OpKind::Constant);
+  const Node& mz = producer(m, producer(m, z.id()).inputs[0]);
+  EXPECT_EQ(producer(m, mz.inputs[1]).kind, OpKind::Cast) << "an activation's transpose is cast as before";
+
+  // Through the whole pipeline: the matmul reads the weight's half copy with its transpose flag.
+  Module full = module_of(g, {y});
+  full.graph.values[static_cast<size_t>(x.id())].type = TensorType({4, 16}, f32);
+  reinfer(full.graph);
+  run_pipeline(full, true, true, Precision::f16, false);
+  int transposes = 0, matmuls = 0;
+  for (int32_t id : live_nodes(full)) {
+    const Node& n = full.graph.nodes[static_cast<size_t>(id)];
+    transposes += n.kind == OpKind::Transpose;
+    if (n.kind != OpKind::MatMul) continue;
+    ++matmuls;
+    EXPECT_TRUE(std::get<MatmulDesc>(n.attr).transpose_b);
+    const Node& weight = producer(full, n.inputs[1]);
+    ASSERT_EQ(weight.kind, OpKind::Constant);
+    ASSERT_EQ(weight.data.type(), TensorType({24, 16}, DType::f16));
+    for (int64_t i = 0; i < w.num_elements(); ++i) {
+      TensorData one({1}, DType::f16);
+      one.set(0, w.at(i));
+      ASSERT_EQ(weight.data.at(i), one.at(0)) << i;
+    }
+  }
+  EXPECT_EQ(matmuls, 1);
+  EXPECT_EQ(transposes, 0);
+
+  // And the values, at two sizes of one dynamic executable, within half rounding of f32's.
+  Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .precision = Precision::f16});
+  Executable r = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+  for (int64_t rows : {4, 7}) {
+    TensorData in = TensorData::uniform({rows, 16}, -1, 1, f32, 9);
+    const auto got = e.run({in})[0].to_vector(), want = r.run({in})[0].to_vector();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-2) << rows << " rows, " << i;
+  }
+}
+
 TEST(PassAutocast, LeavesOtherDtypesAndOpsAlone) {
   Graph g;
   Tensor a = g.placeholder({3, 4}, f64, "a");

@@ -14,6 +14,7 @@
 #include "ir/verifier.h"
 #include "runtime/executable_impl.h"
 #include "passes/pipeline.h"
+#include "passes/rewrite.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
 #include "module_util.h"
@@ -345,6 +346,70 @@ TEST(PassConstantFolding, WeightTransposeReadByAMatmulBecomesItsFlag) {
   Executable r = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .optimize = false});
   const auto got = e.run({in})[0].to_vector(), want = r.run({in})[0].to_vector();
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+}
+
+// rewrite_nodes moves the uses of a rewritten node's outputs lazily (at each visit, and every
+// node's at the end): a later node's rewrite still sees the earlier rewrites' values, and the
+// readers, control dependencies and targets of every rewritten node end on its replacement.
+TEST(PassRewrite, LaterNodesSeeEarlierRewritesAndUsesMove) {
+  Graph g;
+  Tensor x = g.placeholder({3}, f32, "x");
+  Tensor a = g.exp(x);
+  Tensor b = g.exp(a);
+  Tensor c = g.add(a, b);
+  Tensor d = g.control_dependency({b.op()}, [&] { return std::vector<Tensor>{g.neg(x)}; })[0];
+  Module m = module_of(g, {c, d, b});
+  int visits = 0, saw_rewritten = 0;
+  EXPECT_TRUE(rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    if (n.kind != OpKind::Exp) return {};
+    ++visits;
+    // exp(v) as exp(v + 0): the replacement's exp reads an add.
+    const Node* p = h.impl().producer(in[0].id());
+    if (p && p->kind == OpKind::Exp && h.impl().producer(p->inputs[0])->kind == OpKind::Add) ++saw_rewritten;
+    return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
+  }));
+  EXPECT_EQ(visits, 2);
+  EXPECT_EQ(saw_rewritten, 1) << "the second exp's rewrite did not read the first's replacement";
+  EXPECT_EQ(verify(m.graph), "");
+  const GraphImpl& G = m.graph;
+  const Node& sum = *G.producer(m.targets[0]);
+  ASSERT_EQ(sum.kind, OpKind::Add);
+  for (int32_t v : sum.inputs) {
+    EXPECT_NE(v, a.id());
+    EXPECT_NE(v, b.id());
+    EXPECT_EQ(G.producer(G.producer(v)->inputs[0])->kind, OpKind::Add);
+  }
+  EXPECT_NE(m.targets[2], b.id());
+  EXPECT_EQ(m.targets[2], sum.inputs[1]);
+  const Node& neg = *G.producer(m.targets[1]);
+  ASSERT_EQ(neg.control_deps.size(), 1u);
+  EXPECT_EQ(neg.control_deps[0], G.values[static_cast<size_t>(m.targets[2])].node);
+  // And the values: exp(x) + exp(exp(x)), through the rewritten graph.
+  Graph r;
+  r.impl() = G;
+  TensorData in = TensorData::uniform({3}, -1, 1, f32, 4);
+  const auto got = r.run({{Tensor(&r.impl(), x.id()), in}}, {Tensor(&r.impl(), m.targets[0])})[0].to_vector();
+  const auto xs = in.to_vector();
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[i], std::exp(xs[i]) + std::exp(std::exp(xs[i])), 1e-4);
+
+  // A rewrite that throws what is not a tg::Error (a copy compiled ahead given up) stops the
+  // pass, not only that node, and leaves the graph whole: the first exp's rewrite moved its uses.
+  Module stopped = module_of(g, {c});
+  int seen = 0;
+  EXPECT_THROW(rewrite_nodes(stopped,
+                             [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+                               if (n.kind != OpKind::Exp) return {};
+                               if (seen++ == 1) {
+                                 h.neg(in[0]);  // built, then dropped with the throw
+                                 throw std::runtime_error("given up");
+                               }
+                               return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
+                             }),
+               std::runtime_error);
+  EXPECT_EQ(verify(stopped.graph), "");
+  const Node& second = *stopped.graph.producer(b.id());
+  ASSERT_EQ(second.kind, OpKind::Exp);
+  EXPECT_NE(second.inputs[0], a.id()) << "the first rewrite's uses did not move";
 }
 
 TEST(PassCse, MergesEqualPureOpsOnly) {

@@ -140,7 +140,7 @@ bool lower_cuda_attention(Module& m, int device) {
         // A size compiled ahead (runtime/size_classes.h) does not ask (a plan built on the
         // background thread for a size nobody may run): it is given up unless the answer is known.
         if (compiling_ahead() && !attention_plan_made(device, c))
-          throw Error("[compile] a size compiled ahead needs cuDNN's answer for attention " + c.q.str());
+          throw AheadGivenUp("[compile] a size compiled ahead needs cuDNN's answer for attention " + c.q.str());
         if (!cudnn_attention_supported(device, c)) {
           bias[2] = c.q.dim(-2);
           c.mask = Shape(bias);

@@ -16,7 +16,11 @@
 #include <tgraph/tgraph.h>
 
 #include "backends/cpu/profile.h"
+#ifdef TGRAPH_HAVE_CUDA
+#include "backends/cuda/matmul_epilogue.h"
+#endif
 #include "passes/fold_memo.h"
+#include "passes/fusion.h"
 #include "passes/module.h"
 #include "passes/pipeline.h"
 #include "resnet50_graph.h"
@@ -47,9 +51,18 @@ int main(int argc, char** argv) {
     m.targets.push_back(y.id());
     tg::detail::reinfer(m.graph);
     tg::detail::run_pipeline(m, o);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("batch %lld (%s): compiled in %.1f ms, %zu nodes\n", static_cast<long long>(batch), precision.c_str(),
+    const auto t1 = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    std::printf("batch %lld (%s): compiled in %.1f ms, %zu nodes", static_cast<long long>(batch), precision.c_str(),
                 ms, m.graph.nodes.size());
+#ifdef TGRAPH_HAVE_CUDA
+    // The first run's fusion plan (cuda_run_ops.cpp plans each block at its first run).
+    const tg::detail::FusionPlan plan = tg::detail::plan_fusion(m, 0, tg::detail::cuda_fusion_options());
+    std::printf("; CUDA fusion plan %.1f ms, %zu steps",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count(),
+                plan.steps.size());
+#endif
+    std::printf("\n");
     keep.push_back(std::move(m));
     tg::detail::cpu_profile_flush("batch " + std::to_string(batch));
   }

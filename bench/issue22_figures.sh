@@ -157,6 +157,16 @@ final() {
   timeout 100 python3 bench/dynamic_sizes.py --first-calls --sizes $BERT_SIZES 2>&1 | grep -E "^\| "
 }
 
+# "alltests": every GPU test and test_cuda.py (session 37 changed passes every CUDA compile runs:
+# rewrite_nodes, autocast's weight casts), failures in full (~5 min after the build).
+alltests() {
+  part "All GPU tests, then test_cuda.py"
+  fresh atests
+  timeout 420 build-gpu/tests/tgraph_gpu_tests 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -60
+  (cd build-gpu && timeout 150 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
@@ -165,7 +175,8 @@ case "$PART" in
   sizes2) sizes2 ;;
   one) one ;;
   final) final ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final" >&2; exit 2 ;;
+  alltests) alltests ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

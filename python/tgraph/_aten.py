@@ -579,26 +579,40 @@ def _index(c: _Ctx, x, indices):
 
 def _row_major_view(c: _Ctx, x, size, stride, storage_offset) -> bool:
     """Whether as_strided(x, size, stride, offset) is a reshape: every element of x once, in
-    row-major order (dims of size 1 may have any stride), over storage laid out as x is."""
-    size = [int(v) for v in size]
-    n = int(np.prod(size)) if size else 1
-    expect, acc = [0] * len(size), 1
-    for d in range(len(size) - 1, -1, -1):
-        expect[d] = acc
-        acc *= size[d]
-    same = all(sz == 1 or st == ex for sz, st, ex in zip(size, stride, expect))
+    row-major order (dims of size 1 may have any stride), over storage laid out as x is. Sizes
+    and strides may be symbolic (dynamic shapes: a channels-last model's flatten after its pool
+    is as_strided(mean, [s0, 2048, 1, 1], ...)): compared as torch's expressions."""
     src = c.node.args[0].meta.get("val") if isinstance(c.node.args[0], torch.fx.Node) else None
     # as_strided reads the input's storage: a reshape only when that storage is the row-major
     # layout of the logical tensor
-    plain = isinstance(src, torch.Tensor) and src.is_contiguous() and src.storage_offset() == 0
-    return (storage_offset or 0) == 0 and n == int(np.prod(x.shape) if x.rank else 1) and same and plain
+    if not (isinstance(src, torch.Tensor) and src.is_contiguous() and src.storage_offset() == 0):
+        return False
+    if _sym_expr(storage_offset or 0) != 0:
+        return False
+    size = [_sym_expr(v) for v in size]
+    stride = [_sym_expr(v) for v in stride]
+    expect, acc = [0] * len(size), 1
+    for d in range(len(size) - 1, -1, -1):
+        expect[d] = acc
+        acc = acc * size[d]
+    n = acc
+    numel = 1
+    for v in src.shape:
+        numel = numel * _sym_expr(v)
+
+    def equal(a, b) -> bool:
+        diff = a - b
+        return diff == 0 or getattr(diff, "is_zero", False) is True or \
+            (hasattr(diff, "expand") and diff.expand() == 0)
+    same = all(equal(sz, 1) or equal(st, ex) for sz, st, ex in zip(size, stride, expect))
+    return equal(n, numel) and same
 
 
 def _as_strided(c: _Ctx, x, size, stride, storage_offset=0):
     """Only the form decompositions leave that is a reshape (_row_major_view)."""
     if not _row_major_view(c, x, size, stride, storage_offset):
         raise UnsupportedOp(f"[torch] as_strided with size {list(size)}, stride {list(stride)} is not a reshape")
-    return c.g.reshape(x, [int(v) for v in size])
+    return _view(c, x, list(size))
 
 
 def _as_strided_scatter(c: _Ctx, x, src, size, stride, storage_offset=0):

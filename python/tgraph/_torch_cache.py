@@ -45,12 +45,20 @@ def _plain(v) -> bool:
     return isinstance(v, _PLAIN) or (isinstance(v, (tuple, list)) and all(isinstance(x, _PLAIN) for x in v))
 
 
-def key(module: torch.nn.Module, signature, options) -> str | None:
-    """The entry's name, or None where the module cannot be hashed (a tensor subclass, say)."""
+def key(module: torch.nn.Module, signatures: list, options) -> list | None:
+    """The entries' names, one per signature (the module's weights hashed once for all), or
+    None where the module cannot be hashed (a tensor subclass, say)."""
     try:
-        return _key(module, signature, options)
+        module_hash = _module_hash(module)
+        return [_named(module_hash, s, options) for s in signatures]
     except Exception:  # noqa: BLE001  (no cache rather than no model)
         return None
+
+
+def _named(module_hash: bytes, signature, options) -> str:
+    h = hashlib.sha1(f"tgraph {tg.__version__} torch {torch.__version__} {options!r} {signature!r}".encode())
+    h.update(module_hash)
+    return h.hexdigest()
 
 
 def _source_of(cls, files: dict) -> bytes:
@@ -97,11 +105,11 @@ def _device_rows(t: torch.Tensor) -> torch.Tensor:
     return (b.view(torch.int64).view(-1, _ROW) * _multipliers(t.device)).sum(dim=1)
 
 
-def _key(module: torch.nn.Module, signature, options) -> str:
-    # SHA-1 for speed (hardware-accelerated: 0.27 s for BERT-base's 440 MB of weights, blake2b
-    # 0.47 s); the key names an entry, it defends against no one.
+def _module_hash(module: torch.nn.Module) -> bytes:
+    """The module's classes' sources, attributes and weights, hashed. SHA-1 for speed
+    (hardware-accelerated: 0.27 s for BERT-base's 440 MB of weights, blake2b 0.47 s); the key
+    names an entry, it defends against no one."""
     h = hashlib.sha1()
-    h.update(f"tgraph {tg.__version__} torch {torch.__version__} {options!r} {signature!r}".encode())
     sources, files = set(), {}
     for name, m in module.named_modules():
         cls = type(m)
@@ -124,7 +132,7 @@ def _key(module: torch.nn.Module, signature, options) -> str:
             h.update(memoryview(t.contiguous().view(-1).view(torch.uint8).cpu().numpy()))
     if on_device:  # one copy back for all of them
         h.update(memoryview(torch.cat(on_device).cpu().numpy()))
-    return h.hexdigest()
+    return h.digest()
 
 
 _PENDING: list = []  # threads writing entries (store_later)

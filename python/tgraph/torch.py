@@ -308,15 +308,18 @@ class TorchModule(torch.nn.Module):
         from torch.utils import _pytree as pytree
         flat, _ = pytree.tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        sig = _loose_signature(flat) if self._dynamic else _signature(flat)
         py = tuple(repr(a) for a in flat if not isinstance(a, torch.Tensor))
-        k = _torch_cache.key(self._module, (sig, py), (self._device, self._precision, self._dynamic))
-        if k is not None:
+        # dynamic: the entry of an executable for every size, and the one of this size's where the
+        # sizes could not be kept (a per-size executable must not answer for other sizes)
+        sigs = ([(_loose_signature(flat), py)] if self._dynamic else []) + [(_signature(flat), py)]
+        keys = _torch_cache.key(self._module, sigs, (self._device, self._precision, self._dynamic))
+        for k in keys or []:
             hit = self._from_cache(k, tensors)
             if hit is not None:
                 return hit
         entry = self._build_uncached(args, kwargs)
         compiled, spec = entry
+        k = None if keys is None else keys[0] if getattr(compiled, "symbolic", False) else keys[-1]
         if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms) \
                 and not any(isinstance(o, InputOut) for o in compiled.outs):
             compiled.pending_store = (k, {
@@ -340,7 +343,7 @@ class TorchModule(torch.nn.Module):
             spec = pytree.treespec_loads(meta["spec"])
         except (KeyError, TypeError, ValueError):
             return None
-        if compiled.symbolic and not _accepts(compiled, tensors):
+        if not _accepts(compiled, tensors):  # (a per-size executable: these exact sizes)
             return None
         _STATS["cache_hits"] += 1
         return compiled, spec

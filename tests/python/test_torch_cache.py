@@ -123,6 +123,32 @@ def test_the_entry_is_written_while_the_caller_goes_on(cache, monkeypatch):
         assert counts() == (e0, h0 + 1)  # waited for the entry, then loaded it
 
 
+class SizeAsNumber(nn.Module):
+    """Uses a size as an arbitrary number: dynamic=True falls back to one executable per size."""
+
+    def forward(self, x):
+        return x[1:] * torch.arange(1, x.shape[0], dtype=x.dtype)[:, None]
+
+
+def test_a_per_size_fallback_is_cached_per_size(cache, monkeypatch):
+    """Where dynamic=True could not keep the sizes, each size's executable is an entry of its
+    own: a later compile at another size does not take one made for the first (it ran it on
+    the wrong size and failed), and the same size comes back from the cache."""
+    monkeypatch.setattr(tgt, "_REPORTED", set())  # (its once-per-process line stays for other tests)
+    model = SizeAsNumber()
+    with torch.no_grad():
+        e0, h0 = counts()
+        x4 = torch.randn(4, 3)
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x4), model(x4))
+        tgt._torch_cache.wait()
+        x6 = torch.randn(6, 3)
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x6), model(x6))
+        assert counts() == (e0 + 2, h0)  # compiled for 6, not taken from 4's entry
+        tgt._torch_cache.wait()
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x4), model(x4))
+        assert counts() == (e0 + 2, h0 + 1)
+
+
 def test_device_weights_hash_where_they_are():
     """The reduction that keys GPU weights without copying them (run here on CPU tensors, the
     same torch code): equal bytes give equal rows, one flipped bit or two swapped words differ,

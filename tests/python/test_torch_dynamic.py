@@ -97,6 +97,22 @@ def test_static_compile_still_specialises():
     assert compiles() - before == 2
 
 
+def test_a_channels_last_flatten_stays_dynamic():
+    """A channels-last convolution network's flatten after its pooling reaches tgraph as
+    as_strided(mean, [s0, C, 1, 1], ...) on the CPU: a reshape with a symbolic size, kept
+    dynamic (it compiled per size)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 4)).eval().to(memory_format=torch.channels_last)
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for b in (4, 2, 7):
+            x = torch.randn(b, 3, 12, 12).contiguous(memory_format=torch.channels_last)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    assert compiles() - before == 1
+
+
 class SizeAsNumber(nn.Module):
     """Uses a size as an arbitrary number (a range of n - 1 values): tgraph cannot keep it
     symbolic, so this model compiles per size, with a line that says why."""
@@ -107,8 +123,9 @@ class SizeAsNumber(nn.Module):
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
-def test_a_size_tgraph_cannot_name_compiles_per_size(capsys, entry):
+def test_a_size_tgraph_cannot_name_compiles_per_size(capsys, monkeypatch, entry):
     """The fallback compiles each size whole (nothing is left to PyTorch)."""
+    monkeypatch.setattr(tgt, "_REPORTED", set())  # the line is printed once per process: this test's
     model = SizeAsNumber()
     fast = tgt.compile(model, dynamic=True) if entry == "export" else \
         torch.compile(model, backend="tgraph", dynamic=True)

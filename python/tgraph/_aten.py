@@ -97,12 +97,16 @@ class _Ctx:
         self.rng_feed = None  # a Philox state fed per run, made when a random op needs it
         self.rng = None       # the state threaded from one random op to the next
         self.sym_sources = {}  # sympy symbol -> (fed tensor, dim) whose size it is (dynamic shapes)
+        # a derived symbolic size (an expression of the symbols: a strided convolution's
+        # (h - 1) // 2 + 1) -> (tensor, dim) of the latest converted result that has it
+        self.derived = {}
 
-    def dims(self, shape, like: tg.Tensor | None = None):
+    def dims(self, shape, like: tg.Tensor | None = None, known: dict | None = None):
         """A size list as a reshape / broadcast_to target: (codes, sources). Fixed sizes stay
         numbers; a symbolic size that is a fed tensor's dim becomes tg.dim_from_source of that
-        tensor; -1 (torch's "this dim of `like`", as expand has it) takes like's dim; any other
-        symbolic size (a product) is None, for the caller to infer or refuse."""
+        tensor (or of another tensor's, by `known`: expression -> (tensor, dim)); -1 (torch's
+        "this dim of `like`", as expand has it) takes like's dim; any other symbolic size (a
+        product) is None, for the caller to infer or refuse."""
         codes, sources, offset = [], [], {}
 
         def source(t, d):
@@ -123,6 +127,10 @@ class _Ctx:
                     codes.append(e)
             elif e in self.sym_sources:
                 codes.append(source(*self.sym_sources[e]))
+            elif known and e in known:
+                codes.append(source(*known[e]))
+            elif e in self.derived:
+                codes.append(source(*self.derived[e]))
             else:
                 codes.append(None)
         return codes, sources
@@ -443,8 +451,19 @@ def _traced_shape(c: _Ctx, shape):
     return list(v.shape) if isinstance(v, torch.Tensor) and len(v.shape) == len(shape) else list(shape)
 
 
+def _input_dims(c: _Ctx, x) -> dict:
+    """The symbolic dims of the node's first input x as torch traced them: expression -> (x,
+    dim). A derived size (a strided convolution's (h - 1) // 2 + 1) is no fed tensor's dim, but a
+    view that keeps it (a channel shuffle's [b, g, c / g, h, w]) names it as x's."""
+    v = c.node.args[0].meta.get("val") if c.node is not None and c.node.args and \
+        isinstance(c.node.args[0], torch.fx.Node) else None
+    if not isinstance(v, torch.Tensor) or len(v.shape) != x.rank:
+        return {}
+    return {_sym_expr(d): (x, i) for i, d in enumerate(v.shape) if x.shape[i] < 0 and _is_dynamic(d)}
+
+
 def _view(c: _Ctx, x, shape):
-    codes, sources = c.dims(_traced_shape(c, shape))
+    codes, sources = c.dims(_traced_shape(c, shape), known=_input_dims(c, x))
     if codes.count(None) + codes.count(-1) > 1:
         raise tg.Error(f"[torch] view to {list(shape)}: more than one size tgraph cannot name")
     codes = [-1 if d is None else d for d in codes]
@@ -928,10 +947,14 @@ def _along_axis(c: _Ctx, x, axis: int, m: np.ndarray):
     if np.all((m == 0) | (m == 1)) and np.all(m.sum(0) == 1):
         idx = g.constant(np.argmax(m, 0).astype(np.int64))
         return g.gather(x, idx, axis=axis)
-    before = int(np.prod(x.shape[:axis]))
-    after = int(np.prod(x.shape[axis + 1:]))
+    # a dynamic batch (-1) is what the reshapes infer; two dynamic sizes they cannot
+    before = -1 if any(d < 0 for d in x.shape[:axis]) else int(np.prod(x.shape[:axis]))
+    after = -1 if any(d < 0 for d in x.shape[axis + 1:]) else int(np.prod(x.shape[axis + 1:]))
     shape = list(x.shape)
     shape[axis] = n_out
+    if shape.count(-1) > 1 or (before < 0 and after < 0):
+        raise tg.Error(f"[torch] a separable map (interpolation, adaptive pooling) of {list(x.shape)}: "
+                       "more than one dynamic size")
     if after == 1:
         y = g.matmul(g.reshape(x, [before, n_in]), g.constant(m.astype(np.float32), dtype=x.dtype))
     else:
@@ -1491,6 +1514,9 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                     raise _at(tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
                                        f"{tuple(v.shape)}"), node)
                 r = c.cast(r, tg_dtype(v.dtype))
+                for d, size in enumerate(v.shape):  # its derived sizes, for later views to name
+                    if r.shape[d] < 0 and _is_dynamic(size) and not getattr(_sym_expr(size), "is_Symbol", False):
+                        c.derived[_sym_expr(size)] = (r, d)
             env[node.name] = r
         elif node.op == "output":
             out_struct = node.args[0]

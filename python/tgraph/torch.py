@@ -353,14 +353,27 @@ class TorchModule(torch.nn.Module):
             try:
                 return self._build_from(args, kwargs, dynamic=True)
             except tg.Error as e:
-                _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {str(e).splitlines()[0]}")
+                why = str(e).splitlines()[0]
+            # The leading (batch) dims alone: a model whose other sizes tgraph cannot keep
+            # symbolic (an adaptive pooling of a free image size, a view of a derived size) still
+            # takes every batch size in one executable, one per size of its other dims.
+            try:
+                entry = self._build_from(args, kwargs, dynamic="batch")
+                if getattr(entry[0], "symbolic", False):
+                    _report_line(f"tgraph: only the batch size kept dynamic (one executable per other size): {why}")
+                    return entry
+            except tg.Error:
+                pass
+            _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {why}")
         return self._build_from(args, kwargs, dynamic=False)
 
-    def _build_from(self, args, kwargs, dynamic: bool):
+    def _build_from(self, args, kwargs, dynamic):
+        """dynamic: False, True (every dim of every tensor input may vary) or "batch" (dim 0)."""
         from torch.utils import _pytree as pytree
         shapes = None
-        if dynamic:  # every dim of every tensor input may vary (torch specialises what must not)
-            auto = lambda t: {d: torch.export.Dim.AUTO for d in range(t.dim())} if isinstance(t, torch.Tensor) \
+        if dynamic:  # torch specialises what must not vary
+            free = (lambda t: range(t.dim())) if dynamic is True else (lambda t: range(min(t.dim(), 1)))
+            auto = lambda t: {d: torch.export.Dim.AUTO for d in free(t)} if isinstance(t, torch.Tensor) \
                 else None  # noqa: E731
             shapes = tuple(pytree.tree_map(auto, a) for a in args) + tuple(pytree.tree_map(auto, v)
                                                                            for v in (kwargs or {}).values())

@@ -113,13 +113,80 @@ def test_a_channels_last_flatten_stays_dynamic():
     assert compiles() - before == 1
 
 
+class ChannelShuffle(nn.Module):
+    """A strided convolution, then views of its derived sizes ((h - 1) // 2 + 1): a channel
+    shuffle (ShuffleNet) and a Linear over channels-last pixels (ConvNeXt: [b*h*w, c] back to
+    [b, h, w, c]). tgraph names those sizes by the dims of tensors that have them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 6)
+
+    def forward(self, x):
+        y = self.conv(x)
+        b, c, h, w = y.shape
+        y = y.view(b, 2, c // 2, h, w).transpose(1, 2).reshape(b, c, h, w)
+        return self.fc(y.permute(0, 2, 3, 1))
+
+
+def test_views_of_derived_sizes_stay_dynamic():
+    torch.manual_seed(0)
+    model = ChannelShuffle().eval()
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for b, h, w in ((2, 9, 12), (3, 16, 7), (5, 10, 10)):
+            x = torch.randn(b, 3, h, w)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    assert compiles() - before == 1
+
+
+def test_a_free_image_size_tgraph_cannot_keep_still_keeps_the_batch(capsys, monkeypatch):
+    """Adaptive pooling of a free image size is no fixed window: every dim dynamic fails, the
+    batch alone does not — one executable per image size, each for every batch size, with a
+    line that says so."""
+    monkeypatch.setattr(tgt, "_REPORTED", set())
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d((3, 3)), nn.Flatten(), nn.Linear(36, 5)).eval()
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for b, s in ((2, 11), (3, 11), (6, 11), (2, 14), (4, 14)):
+            x = torch.randn(b, 3, s, s)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    assert "only the batch size kept dynamic" in capsys.readouterr().err
+    assert compiles() - before == 2
+
+
 class SizeAsNumber(nn.Module):
-    """Uses a size as an arbitrary number (a range of n - 1 values): tgraph cannot keep it
+    """Uses a size as an arbitrary number (pads by the batch size): tgraph cannot keep it
     symbolic, so this model compiles per size, with a line that says why."""
+
+    def forward(self, x):
+        return nn.functional.pad(x, (0, x.shape[0]))
+
+
+class SizeOfASlice(nn.Module):
+    """A range of n - 1 values against x[1:]: the size n - 1 is no fed tensor's dim, but it is
+    the slice's, which names it."""
 
     def forward(self, x):
         n = x.shape[0]
         return x[1:] * torch.arange(1, n, dtype=x.dtype)[:, None]
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
+    model = SizeOfASlice()
+    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
+        torch.compile(model, backend="tgraph", dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for n in (4, 6, 9):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(fast(x), model(x))
+    assert compiles() - before == 1
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])

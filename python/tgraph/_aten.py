@@ -484,9 +484,8 @@ def _squeeze(c: _Ctx, x, dims=None):
 
 def _select(c: _Ctx, x, dim, index):
     dim %= x.rank
-    if x.shape[dim] < 0 and int(index) < 0:
-        raise tg.Error("[torch] select from the end of a dynamic dim")
-    index = index % x.shape[dim] if x.shape[dim] > 0 else index
+    # (from the end of a dynamic dim: strided_slice's squeezed index counts from the end too)
+    index = index % x.shape[dim] if x.shape[dim] > 0 else int(index)
     begin = [0] * x.rank
     end = [0] * x.rank
     begin[dim], end[dim] = index, index + 1
@@ -511,14 +510,19 @@ def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
 def _slice_desc(x: tg.Tensor, dim: int, start, end, step) -> tg.SliceDesc:
     """torch's x[..., start:end:step, ...] on dim, clamped as torch clamps."""
     n = x.shape[dim]
-    if n < 0:  # a dynamic dim: from a non-negative start to its end (masks), else refused
+    if n < 0:  # a dynamic dim: torch's clamping is strided_slice's for a positive step (a
+        # negative index counts from the end, both clamped to [0, n]), resolved at each size
         start = int(0 if start is None else start)
-        if start < 0 or (end is not None and int(end) < 2 ** 62) or step < 1:
+        whole_end = end is None or int(end) >= 2 ** 62
+        if step < 1:
             raise tg.Error(f"[torch] slice {start}:{end}:{step} of a dynamic dim")
         b, e, s = [0] * x.rank, [0] * x.rank, [1] * x.rank
         b[dim], s[dim] = start, step
+        if not whole_end:
+            e[dim] = int(end)
         mask = ((1 << x.rank) - 1) & ~(1 << dim)
-        return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask, end_mask=mask | (1 << dim))
+        return tg.SliceDesc(begin=b, end=e, strides=s, begin_mask=mask,
+                            end_mask=mask | (1 << dim) if whole_end else mask)
     start = 0 if start is None else start
     end = n if end is None else end
     start = max(0, min(n, start + n if start < 0 else start))
@@ -1510,6 +1514,8 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
                           node) from e
             v = node.meta.get("val")
             if isinstance(r, tg.Tensor) and isinstance(v, torch.Tensor):
+                if not _same_shape(r.shape, v.shape) and _pinnable(r.shape, v.shape):
+                    r = _pin(c, r, v.shape)
                 if not _same_shape(r.shape, v.shape):
                     raise _at(tg.Error(f"[torch] {node.target} (node {node.name}) made shape {r.shape}, torch says "
                                        f"{tuple(v.shape)}"), node)
@@ -1557,6 +1563,25 @@ def _size_value(name: str, node: torch.fx.Node, args, traced):
     elif not any(isinstance(a, Sym) for a in args):
         return node.target(*args)  # operator.mul / floordiv / ... of numbers
     return Sym(_sym_expr(traced)) if _is_dynamic(traced) else int(_sym_expr(traced))
+
+
+def _pinnable(ours, theirs) -> bool:
+    """Whether torch fixed sizes that tgraph keeps dynamic, and nothing else differs: x[:, -3:]
+    of a dynamic dim is 3 long (torch's guards hold the size where that is so), a pooling of a
+    32-pixel image to 1 x 1 stays 1 over the range torch allows."""
+    return len(ours) == len(theirs) and all(
+        _is_dynamic(b) or a == int(_sym_expr(b)) or a < 0 for a, b in zip(ours, theirs))
+
+
+def _pin(c: _Ctx, r: tg.Tensor, shape) -> tg.Tensor:
+    """r reshaped to torch's shape: its fixed sizes as numbers, the rest named as views name
+    them (one left to infer); r unchanged where that cannot be done (the shape check then says
+    what differs)."""
+    known = {_sym_expr(d): (r, i) for i, d in enumerate(shape) if r.shape[i] < 0 and _is_dynamic(d)}
+    codes, sources = c.dims(list(shape), known=known)
+    if codes.count(None) > 1:
+        return r
+    return c.g.reshape(r, [-1 if d is None else d for d in codes], sources)
 
 
 def _same_shape(ours, theirs) -> bool:

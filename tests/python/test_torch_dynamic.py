@@ -159,6 +159,26 @@ def test_a_free_image_size_tgraph_cannot_keep_still_keeps_the_batch(capsys, monk
     assert compiles() - before == 2
 
 
+class EndsOfADynamicDim(nn.Module):
+    """Indices from the end of a dynamic dim (the last step, all but the last, the last three:
+    wav2vec2's positional convolution trims x[:, :, :-1]) and a size torch fixes that tgraph
+    infers dynamic (x[:, -3:] is 3 long)."""
+
+    def forward(self, x):
+        return x[:, -1] * 2 + x[:, 0:-1].sum(1) + x[:, -3:].mean(1) + x[:, -3:][:, 1]
+
+
+def test_indices_from_the_end_of_a_dynamic_dim():
+    model = EndsOfADynamicDim()
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for b, n in ((2, 5), (3, 9), (4, 3)):
+            x = torch.randn(b, n, 4)
+            torch.testing.assert_close(fast(x), model(x))
+    assert compiles() - before == 1
+
+
 class SizeAsNumber(nn.Module):
     """Uses a size as an arbitrary number (pads by the batch size): tgraph cannot keep it
     symbolic, so this model compiles per size, with a line that says why."""

@@ -196,9 +196,9 @@ class SizeOfASlice(nn.Module):
         return x[1:] * torch.arange(1, n, dtype=x.dtype)[:, None]
 
 
-@pytest.mark.parametrize("entry", ["export", "dynamo"])
-def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
-    model = SizeOfASlice()
+def compiles_over_three_sizes(model, entry) -> int:
+    """Executables compiled while `model` through `entry` (tgraph.torch.compile or torch.compile
+    with tgraph's backend, dynamic) runs [n, 3] inputs of three sizes, each against eager."""
     fast = tgt.compile(model, dynamic=True) if entry == "export" else \
         torch.compile(model, backend="tgraph", dynamic=True)
     before = compiles()
@@ -206,26 +206,24 @@ def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
         for n in (4, 6, 9):
             x = torch.randn(n, 3)
             torch.testing.assert_close(fast(x), model(x))
-    assert compiles() - before == 1
+    return compiles() - before
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
+    assert compiles_over_three_sizes(SizeOfASlice(), entry) == 1
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_a_size_tgraph_cannot_name_compiles_per_size(capsys, monkeypatch, entry):
     """The fallback compiles each size whole (nothing is left to PyTorch)."""
     monkeypatch.setattr(tgt, "_REPORTED", set())  # the line is printed once per process: this test's
-    model = SizeAsNumber()
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
-    before = compiles()
-    with torch.no_grad():
-        for n in (4, 6, 9):
-            x = torch.randn(n, 3)
-            torch.testing.assert_close(fast(x), model(x))
+    made = compiles_over_three_sizes(SizeAsNumber(), entry)
     err = capsys.readouterr().err
     if entry == "export":  # (the line is printed once per process)
         assert "dynamic sizes not kept, compiling per size" in err
     assert "left to PyTorch" not in err
-    assert compiles() - before == 3
+    assert made == 3
 
 
 def test_gradients_through_a_dynamic_training_graph():

@@ -1303,7 +1303,7 @@ _CONVERTERS: dict[str, Callable] = {
     "_assert_tensor_metadata": _no_op, "_assert_scalar": _no_op, "_assert_async": _no_op,
     # elementwise
     "add": _binary("add"), "sub": _binary("sub"), "rsub": lambda c, a, b, alpha=1: _binary("sub")(c, b, a, alpha),
-    "mul": _binary("mul"), "div": _binary("div"), "remainder": _binary("floor_mod"), "fmod": _binary("mod"),
+    "mul": _binary("mul"), "div": _binary("div"), "true_divide": _binary("div"), "remainder": _binary("floor_mod"), "fmod": _binary("mod"),
     "maximum": _binary("maximum_nan"), "minimum": _binary("minimum_nan"), "atan2": _binary("atan2"),
     "eq": _binary("equal", True), "ne": _binary("not_equal", True), "lt": _binary("less", True),
     "le": _binary("less_equal", True), "gt": _binary("greater", True), "ge": _binary("greater_equal", True),
@@ -1327,7 +1327,10 @@ _CONVERTERS: dict[str, Callable] = {
     "gelu": _gelu, "leaky_relu": _leaky_relu, "elu": _elu,
     "hardsigmoid": lambda c, x: c.g.hard_sigmoid(x, 1 / 6, 0.5),
     "hardswish": lambda c, x: c.g.mul(x, c.g.hard_sigmoid(x, 1 / 6, 0.5)),
-    "_to_copy": _to_copy, "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
+    "_to_copy": _to_copy,
+    # prims' cast (AOTAutograd's decompositions of a decoder's attention mask leave it)
+    "convert_element_type": lambda c, x, dtype=None: c.cast(x, c.out_dtype or tg_dtype(dtype)),
+    "clone": lambda c, x, **kw: c.g.identity(x) if x.dtype != tg.bool_ else x,
     "alias": lambda c, x: x, "contiguous": lambda c, x, memory_format=None: x, "detach": lambda c, x: x, "lift_fresh_copy": lambda c, x: x,
     "copy": lambda c, dst, src, non_blocking=False: _broadcast_like(c, c.cast(c.tensor(src, dst), dst.dtype), dst),
     # reductions

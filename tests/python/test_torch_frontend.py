@@ -1102,3 +1102,19 @@ def test_exported_programs_convert_without_a_second_trace(monkeypatch):
     assert calls == []
     check(InPlace(), x)
     assert calls == [1]
+
+
+def test_prims_cast_and_true_divide_run_in_tgraph(capfd):
+    """AOTAutograd leaves prims.convert_element_type and aten.true_divide in decoders' graphs
+    (a causal mask's cast, a scale): both convert, nothing is left to PyTorch."""
+    def f(x, y):
+        h = torch.ops.prims.convert_element_type.default(x, torch.float16)
+        return torch.true_divide(h.float(), y) + torch.ops.prims.convert_element_type.default(y, torch.float64)
+
+    x, y = torch.randn(3, 5), torch.rand(3, 5) + 0.5
+    fast = torch.compile(f, backend="tgraph")
+    with torch.no_grad():
+        got, want = fast(x, y), f(x, y)
+    assert got.dtype == want.dtype == torch.float64
+    torch.testing.assert_close(got, want)
+    assert "left to PyTorch" not in capfd.readouterr().err

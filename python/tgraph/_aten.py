@@ -496,7 +496,14 @@ def _select(c: _Ctx, x, dim, index):
 
 def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
     dim %= x.rank
-    if _is_dynamic(end) and (start in (None, 0)) and step == 1:
+    if end is not None and _is_dynamic(end):  # an end torch knows is at or past the dim's size (s + 1 of s): to the end
+        v = c.node.args[0].meta.get("val") if c.node is not None and isinstance(c.node.args[0], torch.fx.Node) \
+            else None
+        if isinstance(v, torch.Tensor) and len(v.shape) == x.rank:
+            past = _sym_expr(end) - _sym_expr(v.shape[dim])
+            if past == 0 or getattr(past, "is_nonnegative", None) is True:
+                end = None
+    if end is not None and _is_dynamic(end) and (start in (None, 0)) and step == 1:
         (code,), sources = c.dims([end])
         if code is None:
             raise tg.Error(f"[torch] slice to {end}: a size tgraph cannot name")

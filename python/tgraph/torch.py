@@ -119,6 +119,12 @@ def _loose_signature(values) -> tuple:
                  for v in values)
 
 
+def _batch_free(values) -> tuple:
+    """The sizes of every tensor's dims past the first: what an executable whose batch dims
+    alone are dynamic is specialised on besides _loose_signature."""
+    return tuple(tuple(v.shape[1:]) for v in values if isinstance(v, torch.Tensor))
+
+
 def _symbolic(gm: torch.fx.GraphModule) -> bool:
     """Whether TorchDynamo / export traced `gm` with symbolic sizes (dynamic=True, mark_dynamic,
     dynamic_shapes): a size placeholder, or a tensor placeholder with a symbolic dim."""
@@ -164,7 +170,7 @@ def _remembered(last, plain: torch.Tensor, fed: torch.Tensor, view):
 class _Compiled:
     """One executable for one input signature, with how its outputs map back to torch."""
 
-    symbolic = False  # its graph keeps torch's symbolic sizes: it serves every size
+    symbolic = False  # True: its graph keeps torch's symbolic sizes, every size; "batch": the leading dims only
     pending_store = None  # (key, meta) to write to the compile cache after its first run
 
     def __init__(self, exe: tg.Executable, outs: list, random: bool, nhwc_inputs=(), donate=()):
@@ -309,9 +315,12 @@ class TorchModule(torch.nn.Module):
         flat, _ = pytree.tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         py = tuple(repr(a) for a in flat if not isinstance(a, torch.Tensor))
-        # dynamic: the entry of an executable for every size, and the one of this size's where the
-        # sizes could not be kept (a per-size executable must not answer for other sizes)
-        sigs = ([(_loose_signature(flat), py)] if self._dynamic else []) + [(_signature(flat), py)]
+        # dynamic: the entries of an executable for every size, of one for every batch size at
+        # these other sizes, and of one for these sizes alone (where none of the sizes could be
+        # kept): each answers only for the sizes its key names
+        sigs = [(_signature(flat), py)]
+        if self._dynamic:
+            sigs = [(_loose_signature(flat), py), (_loose_signature(flat), _batch_free(flat), py)] + sigs
         keys = _torch_cache.key(self._module, sigs, (self._device, self._precision, self._dynamic))
         for k in keys or []:
             hit = self._from_cache(k, tensors)
@@ -319,7 +328,8 @@ class TorchModule(torch.nn.Module):
                 return hit
         entry = self._build_uncached(args, kwargs)
         compiled, spec = entry
-        k = None if keys is None else keys[0] if getattr(compiled, "symbolic", False) else keys[-1]
+        symbolic = getattr(compiled, "symbolic", False)
+        k = None if keys is None else keys[0 if symbolic is True else 1 if symbolic == "batch" else -1]
         if k is not None and spec is not None and isinstance(compiled, _Compiled) and not any(compiled.perms) \
                 and not any(isinstance(o, InputOut) for o in compiled.outs):
             compiled.pending_store = (k, {
@@ -405,7 +415,8 @@ class TorchModule(torch.nn.Module):
             user = [u for u in user if u not in py_values]
         if len(tensors) != len(user):
             raise tg.Error(f"[torch] {len(tensors)} tensor inputs for {len(user)} exported inputs")
-        symbolic = dynamic and _symbolic(ep.graph_module)
+        # True, "batch" (only the leading dims may vary) or False
+        symbolic = dynamic if dynamic and _symbolic(ep.graph_module) else False
         traced = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
         types = [tg.TensorType(_traced_dims(traced.get(u)) if symbolic else list(t.shape), tg_dtype(t.dtype))
                  for u, t in zip(user, tensors)]

@@ -37,12 +37,7 @@ int whole_attention(const Executable& e) {
   return n;
 }
 
-TensorData half_data(Shape s, DType t, uint64_t seed, double scale = 1.0) {
-  TensorData f = TensorData::uniform(std::move(s), -scale, scale, DType::f32, seed);
-  TensorData h = TensorData::zeros(f.shape(), t);
-  for (int64_t i = 0; i < f.num_elements(); ++i) h.set(i, f.at(i));
-  return h;
-}
+using gputest::half_data;
 
 struct Case {
   std::string name;
@@ -341,9 +336,7 @@ TEST(CudaAttention, MaskedCallsAtGrowingSizesMatchTheCpu) {
   uint64_t seed = 40;
   for (const auto& [b, len] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {16, 128}, {2, 512}, {3, 40}, {16, 16}}) {
     SCOPED_TRACE("batch " + std::to_string(b) + " length " + std::to_string(len));
-    TensorData mask = half_data({b, 1, 1, len}, DType::f16, seed++, 2.0);
-    for (int64_t i = 0; i < b; ++i)  // the last 3*i keys of batch i are padding
-      for (int64_t j = std::max<int64_t>(1, len - 3 * i); j < len; ++j) mask.set(i * len + j, -10000.0);
+    TensorData mask = gputest::padding_mask(b, len, seed++);
     std::vector<TensorData> in{half_data({b, 4, len, 64}, DType::f16, seed++), half_data({b, 4, len, 64}, DType::f16, seed++),
                                half_data({b, 4, len, 64}, DType::f16, seed++), mask};
     auto want = cpu.run(in);

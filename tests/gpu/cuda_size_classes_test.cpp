@@ -4,7 +4,6 @@
 // them; with TGRAPH_NO_SIZE_PREFETCH=1 it does. Values match the CPU.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <map>
 #include <string>
 
@@ -72,13 +71,6 @@ int whole_attention(const detail::ExecutableImpl& e) {
   return n;
 }
 
-TensorData half_uniform(Shape s, uint64_t seed, double lo = -1, double hi = 1) {
-  TensorData f = TensorData::uniform(std::move(s), lo, hi, DType::f32, seed);
-  TensorData h = TensorData::zeros(f.shape(), DType::f16);
-  for (int64_t i = 0; i < f.num_elements(); ++i) h.set(i, f.at(i));
-  return h;
-}
-
 }  // namespace
 
 // A padding mask [b, 1, 1, L] (BERT's, when an attention_mask is passed): the batch-1 copy
@@ -100,11 +92,10 @@ TEST(CudaSizeClasses, APaddingMaskedAttentionIsNotCompiledAheadDecomposed) {
   Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
   const int64_t L = 56;  // a length no other test's plans have
   auto inputs = [&](int64_t b, uint64_t seed) {
-    TensorData mask = half_uniform({b, 1, 1, L}, seed, -2, 2);
-    for (int64_t i = 0; i < b; ++i)  // the last 3*i keys of batch i are padding
-      for (int64_t j = std::max<int64_t>(1, L - 3 * i); j < L; ++j) mask.set(i * L + j, -10000.0);
-    return std::vector<TensorData>{half_uniform({b, 4, L, 64}, seed + 1), half_uniform({b, 4, L, 64}, seed + 2),
-                                   half_uniform({b, 4, L, 64}, seed + 3), mask};
+    return std::vector<TensorData>{gputest::half_data({b, 4, L, 64}, DType::f16, seed + 1),
+                                   gputest::half_data({b, 4, L, 64}, DType::f16, seed + 2),
+                                   gputest::half_data({b, 4, L, 64}, DType::f16, seed + 3),
+                                   gputest::padding_mask(b, L, seed)};
   };
   const auto sixteen = inputs(16, 10);
   gputest::expect_close(e.run(sixteen)[0], cpu.run(sixteen)[0], 4e-3, "batch 16");

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -106,6 +108,23 @@ void differential(const std::string& what, Build build, const std::vector<tg::Te
   } else {
     EXPECT_EQ(stats.captures, 0) << what;
   }
+}
+
+/// Uniform values in [-scale, scale) from `seed`, rounded to `t` (a half type).
+inline tg::TensorData half_data(tg::Shape s, tg::DType t, uint64_t seed, double scale = 1.0) {
+  tg::TensorData f = tg::TensorData::uniform(std::move(s), -scale, scale, tg::DType::f32, seed);
+  tg::TensorData h = tg::TensorData::zeros(f.shape(), t);
+  for (int64_t i = 0; i < f.num_elements(); ++i) h.set(i, f.at(i));
+  return h;
+}
+
+/// An additive f16 padding mask [b, 1, 1, len] (BERT's form when an attention_mask is passed):
+/// values in [-2, 2), and the last 3*i keys of batch i (all but the first) at -10000.
+inline tg::TensorData padding_mask(int64_t b, int64_t len, uint64_t seed) {
+  tg::TensorData mask = half_data({b, 1, 1, len}, tg::DType::f16, seed, 2.0);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = std::max<int64_t>(1, len - 3 * i); j < len; ++j) mask.set(i * len + j, -10000.0);
+  return mask;
 }
 
 }  // namespace gputest

@@ -275,6 +275,20 @@ struct GroupLaunch {
   int vec = 1;
 };
 
+// Whether Run::node runs n as a lone group (no view, matmul, control flow, collective or device
+// kernel takes it first): what prefetch_kernels prefetches for a step that is no group.
+bool runs_as_lone_group(const GraphImpl& g, const Node& n) {
+  switch (n.kind) {
+    case OpKind::Reshape: case OpKind::ExpandDims: case OpKind::Squeeze: case OpKind::Bitcast:
+    case OpKind::NonZeroIndices: case OpKind::MatMul: case OpKind::IfElse: case OpKind::ForLoop:
+    case OpKind::WhileLoop: case OpKind::AllReduce: case OpKind::AllGather: case OpKind::ReduceScatter:
+    case OpKind::Broadcast:
+      return false;
+    default:
+      return !device_op_for(n.kind) && !n.outputs.empty() && elementwise_kernel_op(g, n);
+  }
+}
+
 // Node `id` as a group of one (its output, its distinct inputs): how a lone elementwise op runs.
 FusionGroup lone_group(const GraphImpl& g, int32_t id) {
   const Node& n = g.nodes[static_cast<size_t>(id)];
@@ -359,12 +373,7 @@ void Run::prefetch_kernels(int32_t b) {
       if (!info.supported) continue;
     } else {
       if (s.stitch || s.node < 0 || s.pinned) continue;  // (a pinned op runs inside a library call)
-      const Node& n = g.nodes[static_cast<size_t>(s.node)];
-      // As node() dispatches: views, matmuls and device kernels come before a lone group.
-      if (n.kind == OpKind::Reshape || n.kind == OpKind::ExpandDims || n.kind == OpKind::Squeeze ||
-          n.kind == OpKind::Bitcast || n.kind == OpKind::MatMul || device_op_for(n.kind) || n.outputs.empty() ||
-          !elementwise_kernel_op(g, n))
-        continue;
+      if (!runs_as_lone_group(g, g.nodes[static_cast<size_t>(s.node)])) continue;
       single = lone_group(g, s.node);
       if (!elementwise_supported(g, *single)) continue;
     }
@@ -586,7 +595,7 @@ void Run::node(const Node& n) {
         if (device_op(n, op)) return;
         break;
       }
-      if (elementwise_kernel_op(g, n)) {  // control dependencies only order it: still one kernel
+      if (runs_as_lone_group(g, n)) {  // control dependencies only order it: still one kernel
         // Kernels are cached by the group's address: keep it in the executable's state.
         const auto id = static_cast<int32_t>(&n - g.nodes.data());
         auto& kept = st.singles[id];

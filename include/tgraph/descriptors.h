@@ -238,6 +238,31 @@ struct ResizeDesc {
   Layout data_layout = Layout::nhwc;
   TG_FIELDS(size, mode, coordinates, rounding, data_layout)
 };
+/// What a sized_op becomes once its sizes are known.
+enum class SizedKind : uint8_t { reshape, broadcast_to, pad, slice, tile, arange, resize };
+/// sized_op: an op whose sizes are 1-D integer tensors computed in the graph from other
+/// tensors' sizes (shape_of and integer arithmetic), as a model exported with dynamic axes
+/// computes a padding up to a multiple of a window, a range over a feature map's height or an
+/// upsampling to a skip connection's size. Its output dims are dynamic until the sizes are
+/// known: in each size's copy of a dynamic executable they are, and the node becomes the op
+/// itself (docs/decisions.md, "Sizes computed in the graph"). Operands after the data input:
+/// reshape / broadcast_to (bidirectional, as numpy and ONNX Expand) the target shape; pad
+/// [before..., after...] (mode and constant in `pad`); slice begin, end, strides over `axes`
+/// (numpy's clamping; other axes whole); tile the multiples; arange start, limit, delta (no
+/// data input; dtype in `arange`); resize the [h, w] size (the rest in `resize`).
+/// `copy_zeros`: a reshape's 0 keeps the input's dim there (ONNX Reshape without allowzero).
+/// `dims`: the output dims the builder could tell (-1 where not; empty: none), so what follows
+/// knows a channel count computed beside dynamic dims.
+struct SizedDesc {
+  SizedKind op = SizedKind::reshape;
+  std::vector<int64_t> axes;
+  PadDesc pad;
+  ArangeDesc arange;
+  ResizeDesc resize;
+  bool copy_zeros = false;
+  std::vector<int64_t> dims;
+  TG_FIELDS(op, axes, pad, arange, resize, copy_zeros, dims)
+};
 /// Random tensors from an explicit Philox state (i64[2]: seed, counter).
 struct RandomDesc {
   std::vector<int64_t> shape;

@@ -289,6 +289,29 @@ class Graph {
   Tensor depth_to_space(Tensor x, int64_t block, Layout layout = Layout::nhwc);
   Tensor resize(Tensor x, const ResizeDesc& d);
 
+  // ---- shape ops whose sizes are tensors computed in the graph --------------------------------
+  // As MPSGraph's reshape(withShapeTensor:) and ONNX's Reshape / Pad / Slice / Range: the sizes
+  // are 1-D integer tensors computed from other tensors' sizes (shape_of and integer arithmetic:
+  // a padding up to a multiple of a window, a range over a feature map's height, an upsampling
+  // to a skip connection's size). Sizes known when built give the plain op; otherwise a
+  // sized_op whose output dims are dynamic until they are known, as they are in each size's copy
+  // of a dynamic executable. Sizes that depend on tensor values, not only on sizes, are refused.
+  // (Named *_sized: `reshape(x, {})` must stay the reshape to a scalar.)
+  /// `copy_zeros`: a 0 in `shape` keeps x's dim there (ONNX Reshape without allowzero).
+  Tensor reshape_sized(Tensor x, Tensor shape, bool copy_zeros = false);
+  /// numpy's bidirectional broadcast of x and `shape` (ONNX Expand).
+  Tensor broadcast_to_sized(Tensor x, Tensor shape);
+  /// pads: [before..., after...], one of each per dim of x.
+  Tensor pad_sized(Tensor x, Tensor pads, PadMode mode = PadMode::constant, double constant = 0.0);
+  /// numpy slicing of `axes` (begin / end / strides one per axis; negatives count from the
+  /// end; clamped to the dim); other axes whole.
+  Tensor slice_sized(Tensor x, Tensor begin, Tensor end, Tensor strides, std::vector<int64_t> axes);
+  Tensor tile_sized(Tensor x, Tensor multiples);
+  /// start, limit, delta: single numbers.
+  Tensor arange_sized(Tensor start, Tensor limit, Tensor delta, DType dtype);
+  /// `size`: [h, w]; d.size is ignored.
+  Tensor resize_sized(Tensor x, Tensor size, const ResizeDesc& d);
+
   // ---- random --------------------------------------------------------------------------------
   /// A Philox state (i64[2]: seed, counter) to thread through random ops.
   Tensor random_state(int64_t seed);

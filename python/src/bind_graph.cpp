@@ -365,6 +365,16 @@ void bind_graph(nb::module_& m) {
   c.def("space_to_depth", method(&Graph::space_to_depth), "x"_a, "block"_a, "layout"_a = tg::Layout::nhwc);
   c.def("depth_to_space", method(&Graph::depth_to_space), "x"_a, "block"_a, "layout"_a = tg::Layout::nhwc);
   c.def("resize", method(&Graph::resize), "x"_a, "desc"_a);
+  // Sizes as 1-D integer tensors computed in the graph from other tensors' sizes (shape_of and
+  // arithmetic): the plain op where known when built, else a sized_op known per size.
+  c.def("reshape_sized", method(&Graph::reshape_sized), "x"_a, "shape"_a, "copy_zeros"_a = false);
+  c.def("broadcast_to_sized", method(&Graph::broadcast_to_sized), "x"_a, "shape"_a);
+  c.def("pad_sized", method(&Graph::pad_sized), "x"_a, "pads"_a, "mode"_a = tg::PadMode::constant,
+        "constant"_a = 0.0);
+  c.def("slice_sized", method(&Graph::slice_sized), "x"_a, "begin"_a, "end"_a, "strides"_a, "axes"_a);
+  c.def("tile_sized", method(&Graph::tile_sized), "x"_a, "multiples"_a);
+  c.def("arange_sized", method(&Graph::arange_sized), "start"_a, "limit"_a, "delta"_a, "dtype"_a = tg::f32);
+  c.def("resize_sized", method(&Graph::resize_sized), "x"_a, "size"_a, "desc"_a);
 
   // random
   c.def("random_state", method(&Graph::random_state), "seed"_a);

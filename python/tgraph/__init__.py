@@ -385,6 +385,16 @@ def _constant(self: Graph, value, name: str = "", dtype=None) -> Tensor:
     return self._constant(a, name)
 
 
+def _sized_op(self, kind: str, *args, **kwargs):
+    """The sized_op of `kind` (reshape, broadcast_to, pad, slice, tile, arange, resize): the
+    Graph.<kind>_sized method, whose sizes are tensors computed from other tensors' sizes."""
+    kinds = ("reshape", "broadcast_to", "pad", "slice", "tile", "arange", "resize")
+    if kind not in kinds:
+        raise Error(f"[sized_op] kind {kind!r} is not one of {', '.join(kinds)}")
+    return getattr(self, kind + "_sized")(*args, **kwargs)
+
+
+Graph.sized_op = _sized_op
 Graph._constant = Graph.constant
 Graph.constant = _constant
 Graph.compile = _compile

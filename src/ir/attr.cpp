@@ -57,6 +57,10 @@ std::string enum_name(CollectiveReduce v) {
   static const char* const n[] = {"sum", "mean", "max", "min"};
   return pick(n, static_cast<int>(v));
 }
+std::string enum_name(SizedKind v) {
+  static const char* const n[] = {"reshape", "broadcast_to", "pad", "slice", "tile", "arange", "resize"};
+  return pick(n, static_cast<int>(v));
+}
 std::string enum_name(DType v) { return dtype_name(v); }
 
 }  // namespace tg::detail

@@ -19,7 +19,7 @@ using Attr = std::variant<NoDesc, ReduceDesc, AxisDesc, CumulativeDesc, TopKDesc
                           SplitDesc, SliceDesc, PadDesc, TileDesc, ArangeDesc, OneHotDesc,
                           BlockDesc, ResizeDesc, RandomDesc, DropoutDesc, GatherDesc, ScatterDesc,
                           StencilDesc, NameDesc, OptimizerDesc, SeedDesc, ScaledMatmulDesc,
-                          CollectiveDesc>;
+                          CollectiveDesc, SizedDesc>;
 
 template <class T>
 concept Reflected = requires(const T& t) { t.fields(); };
@@ -61,6 +61,7 @@ std::string enum_name(ScatterMode v);
 std::string enum_name(Reduction v);
 std::string enum_name(Boundary v);
 std::string enum_name(CollectiveReduce v);
+std::string enum_name(SizedKind v);
 std::string enum_name(DType v);
 
 template <class T>

@@ -25,6 +25,8 @@ std::string describe_inputs(const InferContext& c, std::initializer_list<const c
 /// False (with `err` set) when a code points past the sources' dims.
 bool resolve_dim_sources(const InferContext& c, std::vector<int64_t>& dims, std::vector<bool>& from_source,
                          InferResult& err);
+/// Spatial dim positions of a rank-4 activation in layout l; false if l is not nhwc / nchw.
+bool spatial_axes(Layout l, int64_t& h, int64_t& w, int64_t& ch);
 /// Requires exactly n inputs.
 bool arity_ok(const InferContext& c, size_t n, InferResult& err);
 
@@ -41,7 +43,7 @@ TG_FAMILY(attention) TG_FAMILY(reshape) TG_FAMILY(transpose) TG_FAMILY(broadcast
 TG_FAMILY(expand_dims) TG_FAMILY(squeeze) TG_FAMILY(concat) TG_FAMILY(split)
 TG_FAMILY(strided_slice) TG_FAMILY(slice_update) TG_FAMILY(pad) TG_FAMILY(tile)
 TG_FAMILY(reverse) TG_FAMILY(shape_of) TG_FAMILY(arange) TG_FAMILY(one_hot)
-TG_FAMILY(space_depth) TG_FAMILY(resize) TG_FAMILY(random_state) TG_FAMILY(random)
+TG_FAMILY(space_depth) TG_FAMILY(resize) TG_FAMILY(sized) TG_FAMILY(random_state) TG_FAMILY(random)
 TG_FAMILY(dropout) TG_FAMILY(gather) TG_FAMILY(scatter) TG_FAMILY(non_zero) TG_FAMILY(stencil)
 TG_FAMILY(collective)
 TG_FAMILY(if_else) TG_FAMILY(for_loop) TG_FAMILY(while_loop)

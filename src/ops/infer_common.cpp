@@ -70,6 +70,16 @@ bool resolve_dim_sources(const InferContext& c, std::vector<int64_t>& dims, std:
   return true;
 }
 
+// Spatial dim positions of a rank-4 activation in layout l; false if l is not nhwc / nchw.
+bool spatial_axes(Layout l, int64_t& h, int64_t& w, int64_t& ch) {
+  if (l != Layout::nhwc && l != Layout::nchw) return false;
+  bool last = l == Layout::nhwc;
+  h = last ? 1 : 2;
+  w = h + 1;
+  ch = last ? 3 : 1;
+  return true;
+}
+
 bool arity_ok(const InferContext& c, size_t n, InferResult& err) {
   if (c.inputs.size() == n) return true;
   err = op_error(c, "expects " + std::to_string(n) + " inputs, got " +

@@ -57,16 +57,6 @@ InferResult slice_shape(const InferContext& c, const Shape& in, const SliceDesc&
   return {{TensorType(Shape(out), DType::f32)}, {}};
 }
 
-// Spatial dim positions of a rank-4 activation in layout l; false if l is not nhwc / nchw.
-bool spatial_axes(Layout l, int64_t& h, int64_t& w, int64_t& ch) {
-  if (l != Layout::nhwc && l != Layout::nchw) return false;
-  bool last = l == Layout::nhwc;
-  h = last ? 1 : 2;
-  w = h + 1;
-  ch = last ? 3 : 1;
-  return true;
-}
-
 }  // namespace
 
 InferResult infer_strided_slice(const InferContext& c) {

@@ -24,7 +24,7 @@ enum class Family : uint8_t {
   select, clamp, reduce, reduce_float, reduce_logical, arg_reduce, cumulative, top_k, sort,
   matmul, scaled_matmul, band_part, conv, conv_grad, pool, pool_grad, norm, softmax, loss, attention, reshape,
   transpose, broadcast_to, broadcast_like, sum_to_like, expand_dims, squeeze, concat, split, strided_slice, slice_update, pad,
-  tile, reverse, shape_of, arange, one_hot, space_depth, resize, random_state, random, dropout,
+  tile, reverse, shape_of, arange, one_hot, space_depth, resize, sized, random_state, random, dropout,
   gather, scatter, non_zero, stencil, if_else, for_loop, while_loop, collective
 };
 

@@ -160,6 +160,7 @@ X(OneHot, "one_hot", one_hot, OneHotDesc)
 X(SpaceToDepth, "space_to_depth", space_depth, BlockDesc)
 X(DepthToSpace, "depth_to_space", space_depth, BlockDesc)
 X(Resize, "resize", resize, ResizeDesc)
+X(SizedOp, "sized_op", sized, SizedDesc)
 // random
 X(RandomState, "random_state", random_state, SeedDesc)
 X(Random, "random", random, RandomDesc)

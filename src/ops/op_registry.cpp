@@ -38,6 +38,8 @@ FamilyInfo family_info(Family f) {
     F(strided_slice, kShapeOnly) F(slice_update, kShapeOnly) F(pad, kShapeOnly)
     F(tile, kShapeOnly) F(reverse, kShapeOnly) F(shape_of, kShapeOnly) F(arange, kSource)
     F(one_hot, 0) F(space_depth, kShapeOnly) F(resize, 0)
+    // Opaque to the passes: it becomes its op when its sizes are known (sized_op.cpp).
+    F(sized, 0)
     F(random_state, kSource) F(random, 0) F(dropout, 0)
     F(gather, 0) F(scatter, 0) F(non_zero, 0) F(stencil, 0)
     F(if_else, kHasRegions) F(for_loop, kHasRegions) F(while_loop, kHasRegions)

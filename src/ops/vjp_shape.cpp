@@ -51,6 +51,34 @@ V concat_vjp(VjpContext& c) {
   return c.g.split(c.dout[0], sizes, axis);
 }
 V split_vjp(VjpContext& c) { return {c.g.concat(c.dout, c.attr<SplitDesc>().axis)}; }
+// A sized_op's sizes get no gradient (integers); x's: reshaped back, summed back over what was
+// broadcast, or a constant padding's window sliced out with the forward's own amounts.
+V sized_vjp(VjpContext& c) {
+  const auto& d = c.attr<SizedDesc>();
+  V g(c.in.size());
+  if (d.op == SizedKind::reshape) {
+    g[0] = reshape_back(c, c.dout[0], c.in[0]);
+    return g;
+  }
+  if (d.op == SizedKind::broadcast_to) {  // both dynamic alike ([-1, -1]) yet broadcast: summed back
+    g[0] = c.g.sum_to_like(c.dout[0], c.in[0]);
+    return g;
+  }
+  if (d.op == SizedKind::pad && d.pad.mode == PadMode::constant && c.in[0].shape().ranked()) {
+    const int64_t r = c.in[0].rank();
+    const Tensor pads = c.in[1];
+    const Tensor before = c.g.slice(pads, {0}, {r});
+    const Tensor end = c.g.add(before, c.g.cast(c.g.shape_of(c.in[0]), pads.dtype()));
+    std::vector<int64_t> axes;
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    const Tensor ones = c.g.constant(TensorData::full(Shape({r}), 1.0, pads.dtype()));
+    g[0] = c.g.slice_sized(c.dout[0], before, end, ones, axes);
+    return g;
+  }
+  throw Error("[gradients] sized_op (" + enum_name(d.op) +
+              "): no gradient rule for this kind with sizes computed in the graph (reshape, broadcast_to and "
+              "constant pad have one)");
+}
 
 }  // namespace
 
@@ -66,6 +94,7 @@ void register_shape_vjps(VjpTable& t) {
   set(OpKind::SumToLike, sum_to_like_vjp);
   set(OpKind::Concat, concat_vjp);
   set(OpKind::Split, split_vjp);
+  set(OpKind::SizedOp, sized_vjp);
 }
 
 }  // namespace tg::detail

@@ -8,6 +8,7 @@
 #include "core/env.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
+#include "passes/resolve_sized.h"
 #include "passes/fold_memo.h"
 #include "passes/layout.h"
 #include "passes/pipeline.h"
@@ -71,6 +72,8 @@ std::vector<std::vector<int64_t>> prepare_module(Module& m, const GraphImpl& g,
   // The feed types flow through inference: static feed dims specialise the graph, -1 dims
   // (what disable_type_inference callers feed) keep it dynamic, resolved at run time.
   reinfer(m.graph);
+  // Sizes computed in the graph (sized_op) that these feed types fix: the ops they stand for.
+  resolve_sized_ops(m.graph);
   // Each backend asks for its passes (runtime/backend.h): the CUDA one, for instance, has no
   // kernels for composite norms and losses, which become primitives.
   run_pipeline(m, backend_for(options.device.kind, "[compile] device " + options.device.str() + ":").pipeline(options));

@@ -67,6 +67,9 @@ struct Case {
   Build build;
   double tol = 1;      // multiplies the float tolerance of each output's dtype
   bool exact = false;  // float outputs must be equal too (data movement)
+  // Its ops appear only where the graph is built with dynamic dims (sized_op: sizes known when
+  // built give the plain op), so only the dynamic sweep finds them in the graph.
+  bool dynamic_only = false;
 };
 
 std::vector<DType> dts(std::initializer_list<std::vector<DType>> parts) {
@@ -884,6 +887,30 @@ void shape_cases(std::vector<Case>& cs) {
            [](Graph& g, const Ts& x, DType) {
              return Ts{g.tile(x[0], {2, 1, 3}), g.tile(x[1], {3})};
            });
+  // Sizes computed from the inputs' sizes: a padding up to a multiple of 4, a flatten of a
+  // product, a range over a dim, a slice of the second half, a tile by a dim, a broadcast.
+  cs.push_back(
+      {.label = "sized_op",
+       .ops = {K::SizedOp},
+       .dtypes = kAll,
+       .inputs = {FullRange(Shape{3, 5, 6})},
+       .build = [](Graph& g, const Ts& x, DType) {
+         auto one = [&](int64_t v) { return g.constant(TensorData::from_vector(Shape{1}, i64, {double(v)})); };
+         auto dim = [&](Tensor t, int64_t i) { return g.slice(g.shape_of(t), {i}, {i + 1}); };
+         Tensor up = g.floor_mod(g.sub(one(4), g.floor_mod(dim(x[0], 1), one(4))), one(4));
+         Tensor pads = g.concat({one(0), one(1), one(0), one(0), up, one(2)}, 0);
+         Tensor half = g.div(dim(x[0], 2), one(2));
+         Tensor n = g.reshape(dim(x[0], 0), {});
+         return Ts{g.pad_sized(x[0], pads, PadMode::constant, 1.0), g.pad_sized(x[0], pads, PadMode::edge),
+                   g.reshape_sized(x[0], g.concat({g.mul(dim(x[0], 0), dim(x[0], 1)), dim(x[0], 2)}, 0)),
+                   g.slice_sized(x[0], half, one(INT64_MAX), one(1), {2}),
+                   g.slice_sized(x[0], g.sub(dim(x[0], 1), one(1)), one(-100), one(-2), {1}),
+                   g.tile_sized(x[0], g.concat({one(1), dim(x[0], 0), one(1)}, 0)),
+                   g.broadcast_to_sized(x[0], g.concat({one(2), one(1), one(1), dim(x[0], 2)}, 0)),
+                   g.arange_sized(g.scalar(1.0, i64), g.cast(n, i64), g.scalar(1.0, i64), i32)};
+       },
+       .exact = true,
+       .dynamic_only = true});
   movement("reverse", K::Reverse, {FullRange(Shape{3, 4, 5})}, [](Graph& g, const Ts& x, DType) {
     return Ts{g.reverse(x[0], {0, 2}), g.reverse(x[0], {-1})};
   });
@@ -1362,10 +1389,13 @@ void run_case(const Case& c) {
       const uint64_t seed = fnv(what);
       for (size_t i = 0; i < c.inputs.size(); ++i) in.push_back(c.inputs[i](t, seed + 7919 * i));
       Prepared pc = prepare(c, t, in);
-      for (K k : c.ops) {
-        bool found = false;
-        for (const detail::Node& n : pc.g.impl().nodes) found |= n.kind == k;
-        EXPECT_TRUE(found) << what << ": the graph has no " << name_of(k) << " op";
+      if (!c.dynamic_only || dynamic_mode()) {
+        Prepared built = c.dynamic_only ? prepare(c, t, in, true) : Prepared{};
+        for (K k : c.ops) {
+          bool found = false;
+          for (const detail::Node& n : (c.dynamic_only ? built : pc).g.impl().nodes) found |= n.kind == k;
+          EXPECT_TRUE(found) << what << ": the graph has no " << name_of(k) << " op";
+        }
       }
       Executable cpu = compile(pc, Device::cpu());
       std::vector<TensorData> want0 = cpu.run(in), want1 = cpu.run(in);

@@ -1,6 +1,7 @@
 // The reference interpreter's entry points: concrete inference, dispatch on the op family,
 // and the index/element helpers shared by the family files.
 #include "backends/cpu/reference.h"
+#include "ops/sized_op.h"
 
 #include <cstring>
 
@@ -182,13 +183,25 @@ bool executor_runs(Family f) {
 
 }  // namespace
 
-bool reference_evaluates(OpKind k) { return family_eval(op_def(k).family) != nullptr; }
+bool reference_evaluates(OpKind k) { return k == OpKind::SizedOp || family_eval(op_def(k).family) != nullptr; }
 
 bool executor_evaluates(OpKind k) { return executor_runs(op_def(k).family); }
 
 std::vector<TensorData> reference_eval(const GraphImpl& g, const Node& n,
                                        const std::vector<TensorData>& inputs) {
   if (n.kind == OpKind::Constant) return {n.data};
+  if (n.kind == OpKind::SizedOp) {  // its sizes are here: run the op it stands for
+    const size_t data = sized_data_inputs(std::get<SizedDesc>(n.attr));
+    if (inputs.size() < data) throw Error(op_tag(n.kind) + "misses its data input");
+    std::vector<TensorType> types;
+    for (size_t i = 0; i < data; ++i) types.push_back(inputs[i].type());
+    PlainOp p = sized_as_plain(n, std::vector<TensorData>(inputs.begin() + static_cast<long>(data), inputs.end()), types);
+    Node plain = n;
+    plain.kind = p.kind;
+    plain.attr = std::move(p.attr);
+    plain.inputs = std::move(p.inputs);
+    return reference_eval(g, plain, std::vector<TensorData>(inputs.begin(), inputs.begin() + static_cast<long>(data)));
+  }
   const OpDef& def = op_def(n.kind);
   if (executor_runs(def.family))
     throw Error(op_tag(n.kind) + "is run by the executor, not by the reference interpreter");

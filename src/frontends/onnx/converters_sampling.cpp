@@ -160,9 +160,70 @@ void resize_apply(Ctx& c, const ResizeParams& p, std::vector<ResizeAxis> axes) {
   c.out(0, y.dtype() == dt ? y : g.cast(g.rint(y), dt));
 }
 
+// A resize of an NCHW tensor whose image size is not known at import (a model exported with
+// dynamic axes): tgraph's resize op, its [h, w] known per size — given (sizes, a constant or
+// computed from sizes) or x's times integer scales (where ONNX's scale is exactly out / in, the
+// ratio the op uses). Nearest and linear with the coordinate modes the op has.
+void resize_dynamic(Ctx& c, const ResizeParams& p, const std::vector<int64_t>& axes, const std::vector<double>& scales,
+                    std::optional<Tensor> sizes) {
+  Graph& g = c.g;
+  Tensor x = c.in(0);
+  const std::string why = " with a dynamic image size";
+  if (x.rank() != 4) c.fail("resizes a rank-4 NCHW input" + why + ", got " + x.shape().str());
+  ResizeDesc d;
+  d.data_layout = Layout::nchw;
+  if (p.mode == "nearest") d.mode = ResizeMode::nearest;
+  else if (p.mode == "linear") d.mode = ResizeMode::bilinear;
+  else c.fail("mode '" + p.mode + "' is supported" + why + " as nearest or linear only");
+  if (p.coord == "half_pixel") d.coordinates = CoordinateMode::half_pixel;
+  else if (p.coord == "pytorch_half_pixel") d.coordinates = CoordinateMode::pytorch_half_pixel;
+  else if (p.coord == "align_corners") d.coordinates = CoordinateMode::align_corners;
+  else if (p.coord == "asymmetric") d.coordinates = CoordinateMode::asymmetric;
+  else c.fail("coordinate_transformation_mode '" + p.coord + "' is not supported" + why);
+  if (p.nearest == "round_prefer_floor") d.rounding = NearestRounding::round_prefer_floor;
+  else if (p.nearest == "round_prefer_ceil") d.rounding = NearestRounding::round_prefer_ceil;
+  else if (p.nearest == "floor") d.rounding = NearestRounding::floor;
+  else d.rounding = NearestRounding::ceil;
+  if (p.antialias) c.fail("antialias is not supported" + why);
+  if (c.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch")
+    c.fail("keep_aspect_ratio_policy other than stretch is not supported" + why);
+  // The [h, w] operand: sizes of axes 2 and 3 (N and C must stay).
+  Tensor hw;
+  if (sizes) {
+    std::vector<int64_t> at(4, -1);  // position of each dim in the sizes
+    for (size_t i = 0; i < axes.size(); ++i) at[static_cast<size_t>(axes[i])] = static_cast<int64_t>(i);
+    auto sym = c.sym_in(3);
+    for (int64_t a = 0; a < 2; ++a) {
+      if (at[static_cast<size_t>(a)] < 0) continue;
+      const bool kept = sym && at[static_cast<size_t>(a)] < static_cast<int64_t>(sym->size()) &&
+                        [&] {
+                          const SymDim& e = (*sym)[static_cast<size_t>(at[static_cast<size_t>(a)])];
+                          if (e.kind == SymDim::Kind::known) return e.value == x.shape()[a];
+                          return e.kind == SymDim::Kind::dim && e.source == x && e.dim == a;
+                        }();
+      if (!kept) c.fail("sizes must keep dims 0 and 1 (N, C) of x " + x.shape().str() + why);
+    }
+    if (at[2] < 0 || at[3] < 0) c.fail("sizes must give both spatial dims" + why);
+    Tensor s64 = g.cast(*sizes, DType::i64);
+    hw = g.concat({g.slice(s64, {at[2]}, {at[2] + 1}), g.slice(s64, {at[3]}, {at[3] + 1})}, 0);
+  } else {
+    std::vector<double> k(4, 1.0);
+    for (size_t i = 0; i < axes.size(); ++i) k[static_cast<size_t>(axes[i])] = scales[i];
+    if (k[0] != 1 || k[1] != 1) c.fail("scales must keep dims 0 and 1 (N, C)" + why);
+    for (int a : {2, 3})
+      if (k[static_cast<size_t>(a)] < 1 || k[static_cast<size_t>(a)] != std::floor(k[static_cast<size_t>(a)]))
+        c.fail("scales " + std::to_string(k[2]) + ", " + std::to_string(k[3]) + " are supported" + why +
+               " only as whole numbers >= 1");
+    Tensor factor = g.constant(TensorData::from_vector(Shape{2}, DType::i64, {k[2], k[3]}));
+    hw = g.mul(g.slice(g.shape_of(x), {2}, {4}), factor);
+  }
+  c.out(0, g.resize_sized(x, hw, d));
+}
+
 void resize(Ctx& c) {
   Tensor x = c.in(0);
-  auto d = static_dims(c, x, "Resize");
+  if (!x.shape().ranked()) c.fail("Resize needs a ranked input");
+  const std::vector<int64_t> d = x.shape().dims();
   int64_t r = x.rank();
   ResizeParams p;
   p.mode = c.attr_s("mode", "nearest");
@@ -186,17 +247,33 @@ void resize(Ctx& c) {
   for (auto& a : axes) a = norm_axis(c, a, r);
   std::vector<double> scales, roi;
   std::vector<int64_t> sizes;
+  std::optional<Tensor> sized;  // sizes computed from the inputs' sizes
   if (c.opset < 11) {
     scales = c.const_in(1).to_vector();
   } else {
     if (c.has_input(1) && c.const_in(1).num_elements()) roi = c.const_in(1).to_vector();
     if (c.has_input(2) && c.const_in(2).num_elements()) scales = c.const_in(2).to_vector();
-    if (c.has_input(3) && c.const_in(3).num_elements()) sizes = c.ints_in(3);
+    if (c.sized_in(3)) sized = c.in(3);
+    else if (c.has_input(3) && c.const_in(3).num_elements()) sizes = c.ints_in(3);
   }
-  if (scales.empty() == sizes.empty()) c.fail("exactly one of scales and sizes must be given");
+  if (scales.empty() == (sizes.empty() && !sized)) c.fail("exactly one of scales and sizes must be given");
   size_t k = axes.size();
   if ((!scales.empty() && scales.size() != k) || (!sizes.empty() && sizes.size() != k))
     c.fail("scales / sizes must have one value per resized axis");
+  if (sized) return resize_dynamic(c, p, axes, scales, sized);
+  // Axes kept at their size are left out (a dynamic batch's, with scale 1); any other axis whose
+  // size is dynamic takes the op (its interpolation matrix needs the size).
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t in = d[static_cast<size_t>(axes[i])];
+    const bool kept = p.coord != "tf_crop_and_resize" && (sizes.empty() ? scales[i] == 1 : sizes[i] == in);
+    if (in < 0 && !kept) {
+      if (!sizes.empty())
+        return resize_dynamic(c, p, axes, scales, c.g.constant(TensorData::from_vector(
+                                                       Shape{static_cast<int64_t>(k)}, DType::i64,
+                                                       std::vector<double>(sizes.begin(), sizes.end()))));
+      return resize_dynamic(c, p, axes, scales, std::nullopt);
+    }
+  }
   // With sizes, not_larger / not_smaller keep the aspect ratio: every resized axis takes the
   // smallest / largest of the per-axis scales, its size rounded half up.
   double kept = 0;
@@ -210,6 +287,7 @@ void resize(Ctx& c) {
     ResizeAxis ax;
     ax.axis = axes[i];
     ax.in = d[static_cast<size_t>(ax.axis)];
+    if (ax.in < 0) continue;  // kept at its (dynamic) size
     if (!sizes.empty() && kept > 0) {
       ax.scale = kept;
       ax.out = static_cast<int64_t>(std::floor(kept * static_cast<double>(ax.in) + 0.5));  // half up

@@ -56,11 +56,12 @@ Tensor iota(Graph& g, int64_t code, const std::vector<Tensor>& sources) {
 void reshape(Ctx& c) {
   Tensor x = c.in(0);
   if (c.opset >= 5) {
-    if (auto t = dyn_target(c, 1, x, c.attr_i("allowzero", 0) == 0, false)) {
-      if (std::count(t->codes.begin(), t->codes.end(), -1) > 1)
-        c.fail("the shape has more than one size the importer cannot name (products of dynamic dims)");
-      return c.out(0, c.g.reshape(x, t->codes, t->sources));
-    }
+    const bool copy_zeros = c.attr_i("allowzero", 0) == 0;
+    auto t = dyn_target(c, 1, x, copy_zeros, false);
+    if (t && std::count(t->codes.begin(), t->codes.end(), -1) <= 1) return c.out(0, c.g.reshape(x, t->codes, t->sources));
+    // Sizes the importer cannot name dim by dim (a product of dynamic dims, floor divisions):
+    // computed in the graph, known per size.
+    if (c.sized_in(1)) return c.out(0, c.g.reshape_sized(x, c.in(1), copy_zeros));
   }
   std::vector<int64_t> shape = c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1);
   bool allowzero = c.attr_i("allowzero", 0) != 0;
@@ -139,25 +140,45 @@ void split(Ctx& c) {
   for (size_t i = 0; i < parts.size(); ++i) c.out(static_cast<int>(i), parts[i]);
 }
 
+// Slice bounds computed from sizes (x[:, h // 2:], x[..., :n - 1]): a sized_op over the listed axes.
+void sized_slice(Ctx& c, Tensor x) {
+  if (c.has_input(3) && !c.is_const(3)) c.fail("axes that depend on the inputs are not supported");
+  Tensor starts = c.in(1);
+  const int64_t k = starts.shape().ranked() && starts.rank() == 1 ? starts.shape()[0] : -1;
+  if (k < 0) c.fail("starts must be a 1-D tensor of static length, got " + starts.type().str());
+  std::vector<int64_t> axes;
+  if (c.has_input(3)) axes = c.ints_in(3);
+  else
+    for (int64_t i = 0; i < k; ++i) axes.push_back(i);
+  Tensor steps = c.has_input(4) ? c.in(4) : c.g.constant(TensorData::full(Shape{k}, 1.0, DType::i64));
+  c.out(0, c.g.slice_sized(x, starts, c.in(2), steps, axes));
+}
+
 void slice(Ctx& c) {
   Tensor x = c.in(0);
   std::vector<int64_t> starts, ends, axes, steps;
   if (c.opset >= 10 && !c.is_const(2) && c.is_const(1) && (!c.has_input(3) || c.is_const(3)) &&
       (!c.has_input(4) || c.is_const(4))) {
     // x[..., 0:n, ...] with n a dynamic dim: all of an axis that is that dim, else the first n
-    // rows gathered (a position table cut to the sequence length)
+    // rows gathered (a position table cut to the sequence length); other bounds below
     auto t = sym_target(c, 2);
     starts = c.ints_in(1);
     axes = c.has_input(3) ? c.ints_in(3) : std::vector<int64_t>{0};
     steps = c.has_input(4) ? c.ints_in(4) : std::vector<int64_t>{1};
-    if (!t || t->codes.size() != 1 || starts.size() != 1 || axes.size() != 1 || steps.size() != 1 || starts[0] != 0 ||
-        steps[0] != 1 || t->codes[0] > kDimFromSource)
-      c.fail("ends that depend on the inputs are supported as one dynamic dim, from 0, step 1");
-    const int64_t a = norm_axis(c, axes[0], x.rank());
-    auto e = c.sym_in(2);
-    const SymDim& d = (*e)[0];
-    if (d.source == x && d.dim == a) return c.alias(0, 0);
-    return c.out(0, c.g.gather(x, iota(c.g, t->codes[0], t->sources), a));
+    if (t && t->codes.size() == 1 && starts.size() == 1 && axes.size() == 1 && steps.size() == 1 && starts[0] == 0 &&
+        steps[0] == 1 && t->codes[0] <= kDimFromSource) {
+      const int64_t a = norm_axis(c, axes[0], x.rank());
+      auto e = c.sym_in(2);
+      const SymDim& d = (*e)[0];
+      if (d.source == x && d.dim == a) return c.alias(0, 0);
+      return c.out(0, c.g.gather(x, iota(c.g, t->codes[0], t->sources), a));
+    }
+  }
+  if (c.opset >= 10) {  // bounds computed from sizes; values known only at run time fail below
+    bool sized = false, other = false;
+    for (int i : {1, 2, 4})
+      if (c.has_input(i) && !c.is_const(i)) (c.sized_in(i) ? sized : other) = true;
+    if (sized && !other) return sized_slice(c, x);
   }
   if (c.opset < 10) {
     starts = c.attr_ints("starts");
@@ -259,11 +280,10 @@ void reverse_sequence(Ctx& c) {
 void expand(Ctx& c) {
   Tensor x = c.in(0);
   if (auto t = dyn_target(c, 1, x, false, true)) {
-    if (std::count(t->codes.begin(), t->codes.end(), -1) > 0)
-      c.fail("the shape has a size the importer cannot name (a product of dynamic dims)");
-    if (static_cast<int64_t>(t->codes.size()) < x.rank()) c.fail("the shape has fewer dims than the input");
-    return c.out(0, c.g.broadcast_to(x, t->codes, t->sources));
+    if (std::count(t->codes.begin(), t->codes.end(), -1) == 0 && static_cast<int64_t>(t->codes.size()) >= x.rank())
+      return c.out(0, c.g.broadcast_to(x, t->codes, t->sources));
   }
+  if (c.sized_in(1)) return c.out(0, c.g.broadcast_to_sized(x, c.in(1)));  // known per size
   std::vector<int64_t> shape = c.ints_in(1);
   std::vector<int64_t> xd = x.shape().dims();
   size_t r = std::max(shape.size(), xd.size());
@@ -277,7 +297,38 @@ void expand(Ctx& c) {
   c.out(0, c.g.broadcast_to(x, out));
 }
 
-void tile(Ctx& c) { c.out(0, c.g.tile(c.in(0), c.ints_in(1))); }
+void tile(Ctx& c) {
+  if (c.sized_in(1)) return c.out(0, c.g.tile_sized(c.in(0), c.in(1)));  // multiples known per size
+  c.out(0, c.g.tile(c.in(0), c.ints_in(1)));
+}
+
+// Pad amounts computed from sizes (up to a multiple of a window): a sized_op, the amounts
+// spread over every dim (zeros where `axes` leaves one out).
+void sized_pad(Ctx& c, Tensor x, double value) {
+  const int64_t r = x.rank();
+  std::string mode = c.attr_s("mode", "constant");
+  if (mode == "wrap") c.fail("wrap padding by amounts that depend on the inputs' sizes is not supported");
+  PadMode m = mode == "constant" ? PadMode::constant
+              : mode == "reflect" ? PadMode::reflect
+              : mode == "edge"    ? PadMode::edge
+                                  : (c.fail("mode '" + mode + "' is not supported"), PadMode::constant);
+  Tensor pads = c.g.cast(c.in(1), DType::i64);
+  if (c.opset >= 18 && c.has_input(3)) {
+    std::vector<int64_t> axes = c.ints_in(3);
+    const int64_t k = static_cast<int64_t>(axes.size());
+    for (auto& a : axes) a = norm_axis(c, a, r);
+    Tensor zero = c.g.constant(TensorData::full(Shape{1}, 0.0, DType::i64));
+    std::vector<Tensor> full;
+    for (int64_t side = 0; side < 2; ++side)
+      for (int64_t d = 0; d < r; ++d) {
+        auto it = std::find(axes.begin(), axes.end(), d);
+        const int64_t i = it - axes.begin();
+        full.push_back(it == axes.end() ? zero : c.g.slice(pads, {side * k + i}, {side * k + i + 1}));
+      }
+    pads = c.g.concat(full, 0);
+  }
+  c.out(0, c.g.pad_sized(x, pads, m, value));
+}
 
 // Wrap (circular) padding, axis by axis: enough whole copies of x tiled, then the window.
 Tensor pad_wrap(Ctx& c, Tensor x, const std::vector<int64_t>& before, const std::vector<int64_t>& after) {
@@ -307,8 +358,9 @@ void pad(Ctx& c) {
     pads = c.attr_ints("pads", c.attr_ints("paddings"));
     value = c.attr_f("value", 0.f);
   } else {
-    pads = c.ints_in(1);
     if (c.has_input(2)) value = c.const_in(2).at(0);
+    if (c.sized_in(1)) return sized_pad(c, x, value);
+    pads = c.ints_in(1);
   }
   std::vector<int64_t> axes;
   if (c.opset >= 18 && c.has_input(3)) axes = c.ints_in(3);
@@ -379,13 +431,14 @@ void constant(Ctx& c) {
 
 void constant_of_shape(Ctx& c) {
   if (!c.is_const(0)) {
-    if (auto t = sym_target(c, 0)) {
-      if (t->unknown) c.fail("the shape has a size the importer cannot name (a product of dynamic dims)");
-      auto v = c.attr_t("value");
-      TensorData one = v && v->num_elements() ? *v : TensorData::full(Shape{1}, 0.0, DType::f32);
+    auto v = c.attr_t("value");
+    TensorData one = v && v->num_elements() ? *v : TensorData::full(Shape{1}, 0.0, DType::f32);
+    auto t = sym_target(c, 0);
+    if (t && !t->unknown) {
       Tensor scalar = c.g.reshape(c.g.constant(one), {});
       return c.out(0, t->codes.empty() ? scalar : c.g.broadcast_to(scalar, t->codes, t->sources));
     }
+    if (c.sized_in(0)) return c.out(0, c.g.broadcast_to_sized(c.g.reshape(c.g.constant(one), {}), c.in(0)));
   }
   std::vector<int64_t> shape = c.ints_in(0);
   double total = 1;
@@ -408,6 +461,10 @@ void range(Ctx& c) {
     if (t && t->codes.size() == 1 && t->codes[0] <= kDimFromSource && s0.at(0) == 0 && d0.at(0) == 1)
       return c.out(0, c.g.cast(iota(c.g, t->codes[0], t->sources), s0.dtype()));
   }
+  // Bounds computed from sizes (a grid over a feature map's height): known per size.
+  if ((!c.is_const(0) || !c.is_const(1) || !c.is_const(2)) && (c.is_const(0) || c.sized_in(0)) &&
+      (c.is_const(1) || c.sized_in(1)) && (c.is_const(2) || c.sized_in(2)))
+    return c.out(0, c.g.arange_sized(c.in(0), c.in(1), c.in(2), c.in(0).dtype()));
   TensorData s = c.const_in(0), l = c.const_in(1), d = c.const_in(2);
   // Its length, ceil((limit - start) / delta), within the importer's size limit: a folded
   // constant of a hostile limit had asked for 2^53 bytes (fuzz_onnx_import).

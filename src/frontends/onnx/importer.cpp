@@ -5,6 +5,7 @@
 
 #include "core/read_file.h"
 #include "frontends/onnx/importer.h"
+#include "ops/sized_op.h"
 #include "tgraph/executable.h"
 #include "tgraph/onnx.h"
 
@@ -82,6 +83,13 @@ bool Ctx::is_const(int i) const {
   if (!has_input(i)) return false;
   auto it = values_.find(node.input(i));
   return it != values_.end() && (it->second.constant || it->second.const_derived);
+}
+
+bool Ctx::sized_in(int i) const {
+  if (!has_input(i) || is_const(i)) return false;
+  auto it = values_.find(node.input(i));
+  if (it == values_.end() || it->second.kind != Value::Kind::tensor) return false;
+  return !depends_on_values(g.impl(), in(i).id());
 }
 
 TensorData Ctx::const_in(int i) const {

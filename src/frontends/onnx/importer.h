@@ -110,6 +110,9 @@ class Ctx {
   TensorData const_in(int i) const;
   std::vector<int64_t> ints_in(int i) const;
   bool is_const(int i) const;
+  /// Input i is not known at import time but is computed from tensors' sizes alone (Shape,
+  /// constants and arithmetic): a size a sized_op takes (Graph::*_sized), known per size.
+  bool sized_in(int i) const;
   /// Input i's elements as SymDims: followed symbolically, or a small known integer input's
   /// numbers; nullopt when neither (sym_shape.cpp).
   std::optional<std::vector<SymDim>> sym_in(int i) const;

@@ -109,3 +109,36 @@ TEST(CudaSizeClasses, APaddingMaskedAttentionIsNotCompiledAheadDecomposed) {
   gputest::expect_close(e.run(one)[0], cpu.run(one)[0], 4e-3, "batch 1");
   detail::background_jobs_wait();
 }
+
+// Sizes computed in the graph (sized_op: a padding up to a multiple of 4, a nearest upsampling
+// by 2, a flatten of a product, a range over a dim): each size's copy turns them into the plain
+// ops, whose kernels run and are captured at that size like any other. Values match the CPU, on
+// each size's first (uncaptured) and second (captured) runs.
+TEST(CudaSizeClasses, SizesComputedInTheGraphRunPerSize) {
+  Graph g;
+  Tensor x = g.placeholder({-1, 3, -1, -1}, DType::f32, "x");
+  auto one = [&](int64_t v) { return g.constant(TensorData::from_vector(Shape{1}, DType::i64, {double(v)})); };
+  auto dim = [&](Tensor t, int64_t i) { return g.slice(g.shape_of(t), {i}, {i + 1}); };
+  Tensor up = g.floor_mod(g.sub(one(4), g.floor_mod(dim(x, 2), one(4))), one(4));
+  Tensor padded = g.pad_sized(g.exp(x), g.concat({one(0), one(0), one(0), one(0), one(0), one(0), up, one(0)}, 0));
+  ResizeDesc r;
+  r.mode = ResizeMode::nearest;
+  r.data_layout = Layout::nchw;
+  Tensor big = g.resize_sized(padded, g.mul(g.slice(g.shape_of(padded), {2}, {4}), one(2)), r);
+  Tensor flat = g.reshape_sized(big, g.concat({dim(big, 0), g.mul(g.mul(dim(big, 1), dim(big, 2)), dim(big, 3))}, 0));
+  Tensor rows = g.arange_sized(g.scalar(0.0, DType::i64), g.reshape(g.cast(dim(x, 2), DType::i64), {}),
+                               g.scalar(1.0, DType::i64), DType::f32);
+  std::vector<std::pair<Tensor, TensorType>> feeds{{x, x.type()}};
+  Executable gpu = g.compile(feeds, {flat, rows}, {}, {.device = Device::cuda(0)});
+  Executable cpu = g.compile(feeds, {flat, rows}, {}, {.device = Device::cpu()});
+  uint64_t seed = 3;
+  for (Shape s : {Shape({2, 3, 5, 7}), Shape({1, 3, 8, 4}), Shape({3, 3, 2, 9})}) {
+    TensorData in = TensorData::uniform(s, -1, 1, DType::f32, seed++);
+    auto want = cpu.run({in});
+    for (int k = 0; k < 2; ++k) {
+      auto got = gpu.run({in});
+      gputest::expect_close(got[0], want[0], 1e-5, "flat " + s.str());
+      gputest::expect_close(got[1], want[1], 0, "rows " + s.str());
+    }
+  }
+}

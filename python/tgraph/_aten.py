@@ -3,6 +3,7 @@ a tgraph graph from an FX graph of ATen ops (torch.export's core ATen, AOTAutogr
 and backward graphs, make_fx's). tgraph.torch compiles and runs what this builds."""
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any, Callable, NamedTuple
@@ -135,6 +136,37 @@ class _Ctx:
                 codes.append(None)
         return codes, sources
 
+    def size_tensor(self, sizes) -> tg.Tensor:
+        """Sizes (numbers, or torch's expressions over the input sizes) as a 1-D i64 tensor computed
+        in the graph from the fed tensors' dims: what a sized op (Graph.*_sized) takes, known in
+        each size's copy of the executable. Raises where an expression is beyond it."""
+        return self.g.concat([self.g.reshape(self.size_scalar(v), [1]) for v in sizes], 0)
+
+    def size_scalar(self, v) -> tg.Tensor:
+        """One size as a 0-D i64 tensor computed in the graph (size_tensor)."""
+        g, e = self.g, _sym_expr(v)
+        if isinstance(e, int) or getattr(e, "is_Integer", False):
+            return g.constant(np.array(int(e), np.int64))
+        for table in (self.sym_sources, self.derived):
+            if e in table:
+                t, d = table[e]
+                return g.reshape(g.slice(g.shape_of(t), [d], [d + 1]), [])
+        kind = type(e).__name__
+        args = [self.size_scalar(a) for a in getattr(e, "args", ())]
+        if getattr(e, "is_Add", False):
+            return functools.reduce(g.add, args)
+        if getattr(e, "is_Mul", False):
+            return functools.reduce(g.mul, args)
+        if getattr(e, "is_Pow", False) and getattr(e.args[1], "is_Integer", False) and 0 < int(e.args[1]) <= 4:
+            return functools.reduce(g.mul, [args[0]] * int(e.args[1]))
+        if kind in ("Mod", "PythonMod") and len(args) == 2:
+            return g.floor_mod(args[0], args[1])
+        if kind == "FloorDiv" and len(args) == 2:  # exact: (a - a mod b) / b
+            return g.div(g.sub(args[0], g.floor_mod(args[0], args[1])), args[1])
+        if kind in ("Max", "Min") and args:
+            return functools.reduce(g.maximum if kind == "Max" else g.minimum, args)
+        raise tg.Error(f"[torch] the size {e} ({kind}) is not one tgraph computes in the graph")
+
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
         feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
@@ -157,6 +189,8 @@ class _Ctx:
         if isinstance(v, tg.Tensor):
             return v
         t = dtype or (like.dtype if like is not None else (tg.f32 if isinstance(v, float) else tg.i64))
+        if isinstance(v, Sym):  # a size used as a number (x * n): computed in the graph per size
+            return self.cast(self.size_scalar(v), t)
         if t in _FLOATS or t == tg.bool_ or not float(v).is_integer():
             return self.g.scalar(float(v), t)
         return self.g.constant(np.array(int(v), dtype=tg.numpy_dtype(t)))
@@ -463,17 +497,18 @@ def _input_dims(c: _Ctx, x) -> dict:
 
 
 def _view(c: _Ctx, x, shape):
-    codes, sources = c.dims(_traced_shape(c, shape), known=_input_dims(c, x))
-    if codes.count(None) + codes.count(-1) > 1:
-        raise tg.Error(f"[torch] view to {list(shape)}: more than one size tgraph cannot name")
+    traced = _traced_shape(c, shape)
+    codes, sources = c.dims(traced, known=_input_dims(c, x))
+    if codes.count(None) + codes.count(-1) > 1:  # products of sizes: computed in the graph, per size
+        return c.g.reshape_sized(x, c.size_tensor(traced))
     codes = [-1 if d is None else d for d in codes]
     return c.g.reshape(x, codes, sources)
 
 
 def _expand(c: _Ctx, x, shape, implicit=False):
     codes, sources = c.dims(list(shape), like=x)
-    if None in codes:
-        raise tg.Error(f"[torch] expand to {list(shape)}: a size tgraph cannot name")
+    if None in codes:  # computed in the graph, per size (-1, "x's own dim", as 1: bidirectional)
+        return c.g.broadcast_to_sized(x, c.size_tensor([1 if _sym_expr(s) == -1 else s for s in shape]))
     return c.g.broadcast_to(x, codes, sources)
 
 
@@ -505,12 +540,15 @@ def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
                 end = None
     if end is not None and _is_dynamic(end) and (start in (None, 0)) and step == 1:
         (code,), sources = c.dims([end])
-        if code is None:
-            raise tg.Error(f"[torch] slice to {end}: a size tgraph cannot name")
+        if code is None:  # an end computed from sizes
+            return c.g.slice_sized(x, c.size_tensor([0]), c.size_tensor([end]), c.size_tensor([1]), [dim])
         if x.shape[dim] < 0 and sources and c.sym_sources.get(_sym_expr(end), (None,))[0] is x:
             return x  # the whole dynamic dim
         # x[..., :n, ...] with n known at run time: the first n along dim, gathered
         return c.g.gather(x, _iota(c, code, sources), dim)
+    if any(v is not None and _is_dynamic(v) for v in (start, end, step)):  # bounds computed from sizes
+        return c.g.slice_sized(x, c.size_tensor([0 if start is None else start]),
+                               c.size_tensor([2 ** 63 - 1 if end is None else end]), c.size_tensor([step]), [dim])
     return c.g.strided_slice(x, _slice_desc(x, dim, start, end, step))
 
 
@@ -693,8 +731,8 @@ def _full(c: _Ctx, shape, value, **kw):
     if not len(shape):
         return c.g.scalar(float(value), t)
     codes, sources = c.dims(list(shape))
-    if None in codes:
-        raise tg.Error(f"[torch] a tensor of size {list(shape)}: a size tgraph cannot name")
+    if None in codes:  # computed in the graph, per size
+        return c.g.broadcast_to_sized(c.g.scalar(float(value), t), c.size_tensor(list(shape)))
     return c.g.broadcast_to(c.g.scalar(float(value), t), codes, sources)
 
 
@@ -739,6 +777,8 @@ def _constant_pad_nd(c: _Ctx, x, pad, value=0.0):
     after = [0] * x.rank
     for i in range(len(pad) // 2):  # torch pads the last dim first
         before[x.rank - 1 - i], after[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if any(_is_dynamic(p) for p in pad):  # by sizes (Swin's window padding): known per size
+        return c.g.pad_sized(x, c.size_tensor(before + after), mode="constant", constant=float(value))
     if min(before + after) < 0:  # negative padding crops (Swin's backward of its window padding)
         dims = list(x.shape)
         if any(dims[d] < 0 for d in range(x.rank) if before[d] < 0 or after[d] < 0):
@@ -815,8 +855,8 @@ def _arange(c: _Ctx, start, end=None, step=1, **kw):
     if any(_is_dynamic(v) for v in (start, end, step)):
         # a length known at run time: start + step * (0, 1, ..., n - 1), n as torch traced it
         (code,), sources = c.dims(_traced_shape(c, [end]))
-        if code is None or _is_dynamic(start) or _is_dynamic(step):
-            raise tg.Error(f"[torch] arange({start}, {end}, {step}): a size tgraph cannot name")
+        if code is None or _is_dynamic(start) or _is_dynamic(step):  # bounds computed in the graph
+            return c.g.arange_sized(c.size_scalar(start), c.size_scalar(end), c.size_scalar(step), t)
         return c.g.add(c.g.mul(c.cast(_iota(c, code, sources), t), c.tensor(step, dtype=t)), c.tensor(start, dtype=t))
     return c.g.arange(float(start), float(end), float(step), t)
 
@@ -1021,6 +1061,8 @@ def _interpolate(c: _Ctx, x, output_size, *rest):
     else:
         scales = list(rest) + [None] * (nd - len(rest))
     op = getattr(torch.ops.aten, name).default
+    if any(d < 0 for d in x.shape[2:]) or any(_is_dynamic(o) for o in out):  # sizes known per size: the resize op
+        return _resize_dynamic(c, x, name, align, out, scales)
 
     def probe(k, n):
         eye = _probe_input(k, n, nd)
@@ -1028,6 +1070,26 @@ def _interpolate(c: _Ctx, x, output_size, *rest):
         s = [scales[k] if j == k else None for j in range(nd)]
         return op(eye, o, align, *s) if corners else op(eye, o, *s)
     return _separable(c, x, probe)
+
+
+def _resize_dynamic(c: _Ctx, x, name: str, align: bool, out: list, scales: list):
+    """A 2-D nearest / nearest-exact / bilinear interpolation of an image whose size is dynamic:
+    the resize op (NCHW) to torch's traced output size, computed in the graph. torch's source
+    coordinate uses the scale factor where one is given, the op in / out: equal for whole-number
+    factors, the only ones taken."""
+    modes = {"upsample_nearest2d": (tg.ResizeMode.nearest, tg.CoordinateMode.asymmetric, tg.NearestRounding.floor),
+             "_upsample_nearest_exact2d": (tg.ResizeMode.nearest, tg.CoordinateMode.half_pixel,
+                                           tg.NearestRounding.round_prefer_ceil),
+             "upsample_bilinear2d": (tg.ResizeMode.bilinear, tg.CoordinateMode.align_corners if align
+                                     else tg.CoordinateMode.half_pixel, tg.NearestRounding.floor)}
+    if name not in modes:
+        raise tg.Error(f"[torch] {name} of an image of dynamic size {list(x.shape)}: only nearest, nearest-exact "
+                       "and bilinear 2-D interpolation keep the size dynamic")
+    if any(f is not None and (f < 1 or float(f) != int(f)) for f in scales):
+        raise tg.Error(f"[torch] {name} of an image of dynamic size by scale factors {scales}: whole numbers only")
+    mode, coords, rounding = modes[name]
+    desc = tg.ResizeDesc(mode=mode, coordinates=coords, rounding=rounding, data_layout=tg.Layout.nchw)
+    return c.g.resize_sized(c.cast(x, c.out_dtype or x.dtype), c.size_tensor(out), desc)
 
 
 def _adaptive_avg_probe(nd: int, out: list) -> Callable[[int, int], torch.Tensor]:
@@ -1570,9 +1632,18 @@ def _size_value(name: str, node: torch.fx.Node, args, traced):
         dims = [x.shape[args[1] % x.rank]] if name == "sym_size" else list(x.shape)
         if min(dims, default=0) >= 0:
             return int(np.prod(dims, dtype=np.int64))
-    elif not any(isinstance(a, Sym) for a in args):
+    elif not any(isinstance(a, Sym) for a in _flat(args)):
         return node.target(*args)  # operator.mul / floordiv / ... of numbers
     return Sym(_sym_expr(traced)) if _is_dynamic(traced) else int(_sym_expr(traced))
+
+
+def _flat(args):
+    """args with lists and tuples opened (torch.sym_sum takes its sizes as a list)."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
 
 
 def _pinnable(ours, theirs) -> bool:

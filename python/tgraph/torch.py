@@ -32,7 +32,7 @@ from torch.utils.dlpack import to_dlpack as _to_capsule
 import tgraph as tg
 from tgraph import _torch_cache
 from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users and tests)
-    _CONVERTERS, Converted, InputOut, SizeOut, UnsupportedOp, _packet_name, convert, convertible, tg_dtype,
+    _CONVERTERS, Converted, InputOut, SizeOut, UnsupportedOp, _is_dynamic, _packet_name, convert, convertible, tg_dtype,
 )
 from tgraph._decomp import decompositions, export_decompositions
 
@@ -549,6 +549,8 @@ def _dynamic_whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, d
     if any(not convertible(n) for n in gm.graph.nodes):
         bad = next(n for n in gm.graph.nodes if not convertible(n))
         raise UnsupportedOp(f"[torch] no converter for {bad.target} (node {bad.name})")
+    if _views_at_dynamic_offsets(gm):  # left to torch per size (_first_run), so the offset is right
+        raise UnsupportedOp("[torch] an output is a view of an input at an offset that depends on the sizes")
     return _whole(gm, inputs, free_layouts, symbolic=True, donated=donated)
 
 
@@ -588,7 +590,7 @@ def _first_run(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donat
 
 def _first_run_converted(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, donated):
     """_first_run's conversion loop: the nodes tgraph refuses join those left to torch."""
-    left = {n.name for n in gm.graph.nodes if not convertible(n)}
+    left = {n.name for n in gm.graph.nodes if not convertible(n)} | _views_at_dynamic_offsets(gm)
     while True:
         try:
             if left and _strict():
@@ -627,6 +629,26 @@ def _with_view_sources(gm: torch.fx.GraphModule, left: set) -> None:
                 _packet_name(src.target) in _VIEWS:
             left.add(src.name)
             todo.append(src)
+
+
+def _views_at_dynamic_offsets(gm: torch.fx.GraphModule) -> set:
+    """The view chains from an input to an output whose storage offset is symbolic (x[n // 2:]):
+    AOTAutograd rebuilds such an output as a view of the input from the returned tensor's own
+    offset, which a tensor tgraph returns (its own memory, offset 0) does not have; torch makes
+    these views, so the offset is the input's."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    chains = set()
+    for o in (out.args[0] if out is not None and isinstance(out.args[0], (list, tuple)) else []):
+        v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor) or not _is_dynamic(v.storage_offset()):
+            continue
+        chain, n = [], o
+        while isinstance(n, torch.fx.Node) and n.op == "call_function" and _packet_name(n.target) in _VIEWS:
+            chain.append(n.name)
+            n = n.args[0] if n.args else None
+        if isinstance(n, torch.fx.Node) and n.op == "placeholder":
+            chains.update(chain)
+    return chains
 
 
 _REPORTED: set = set()

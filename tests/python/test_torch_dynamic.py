@@ -182,12 +182,24 @@ def test_indices_from_the_end_of_a_dynamic_dim(entry):
     assert compiles() - before == 1
 
 
-class SizeAsNumber(nn.Module):
-    """Uses a size as an arbitrary number (pads by the batch size): tgraph cannot keep it
-    symbolic, so this model compiles per size, with a line that says why."""
+class SizesAsNumbers(nn.Module):
+    """Sizes used as numbers: a padding by the batch size up to a multiple of 4, a product of
+    sizes in a view, a range to 2n + 1, a slice from n // 2, the batch size as a factor. tgraph
+    computes them in the graph (sized ops), known per size: one executable."""
 
     def forward(self, x):
-        return nn.functional.pad(x, (0, x.shape[0]))
+        n = x.shape[0]
+        p = nn.functional.pad(x, (0, (4 - n % 4) % 4))
+        flat = p.reshape(p.shape[0] * p.shape[1])
+        return flat * n, torch.arange(2 * n + 1, dtype=x.dtype), x[n // 2:] * 2
+
+
+class AdaptiveOverADynamicDim(nn.Module):
+    """Adaptive pooling over the dynamic dim: its windows' bounds depend on the size and no sized
+    op computes them, so this model compiles per size, with a line that says why."""
+
+    def forward(self, x):
+        return nn.functional.adaptive_avg_pool1d(x.T[None], 2)
 
 
 class SizeOfASlice(nn.Module):
@@ -213,6 +225,27 @@ def compiles_over_three_sizes(model, entry) -> int:
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_sizes_used_as_numbers_stay_dynamic(capsys, entry):
+    assert compiles_over_three_sizes(SizesAsNumbers(), entry) == 1
+    assert "compiling per size" not in capsys.readouterr().err
+
+
+class ViewAtASizedOffset(nn.Module):
+    """An output that is a view of the input at an offset that depends on its size."""
+
+    def forward(self, x):
+        return x[x.shape[0] // 2:]
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_a_view_of_an_input_at_a_sized_offset_has_the_right_values(entry):
+    """Through TorchDynamo, AOTAutograd rebuilds an output aliasing an input from the returned
+    tensor's offset: tgraph's own result (offset 0) gave x[:k] for x[n // 2:] (a wrong answer, per
+    size too, before session 38); torch now makes that view."""
+    assert compiles_over_three_sizes(ViewAtASizedOffset(), entry) >= 1
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
     assert compiles_over_three_sizes(SizeOfASlice(), entry) == 1
 
@@ -221,7 +254,7 @@ def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
 def test_a_size_tgraph_cannot_name_compiles_per_size(capsys, monkeypatch, entry):
     """The fallback compiles each size whole (nothing is left to PyTorch)."""
     monkeypatch.setattr(tgt, "_REPORTED", set())  # the line is printed once per process: this test's
-    made = compiles_over_three_sizes(SizeAsNumber(), entry)
+    made = compiles_over_three_sizes(AdaptiveOverADynamicDim(), entry)
     err = capsys.readouterr().err
     if entry == "export":  # (the line is printed once per process)
         assert "dynamic sizes not kept, compiling per size" in err

@@ -145,9 +145,12 @@ std::optional<TensorData> known_size_value(const GraphImpl& g, int32_t v,
   return out;
 }
 
-std::vector<std::optional<int64_t>> partial_size_value(const GraphImpl& g, int32_t v) {
-  using Elems = std::vector<std::optional<int64_t>>;
-  std::unordered_map<int32_t, std::optional<TensorData>> memo;
+namespace {
+
+using Elems = std::vector<std::optional<int64_t>>;
+
+// partial_size_value with one memo of known values for the whole walk.
+Elems partial_elems(const GraphImpl& g, int32_t v, std::unordered_map<int32_t, std::optional<TensorData>>& memo) {
   if (auto t = known_size_value(g, v, memo)) {
     if (t->shape().rank() > 1) return {};
     Elems r;
@@ -164,16 +167,16 @@ std::vector<std::optional<int64_t>> partial_size_value(const GraphImpl& g, int32
     for (int64_t d : g.type(n.inputs[0]).shape.dims()) r.push_back(d >= 0 ? std::optional<int64_t>(d) : std::nullopt);
   } else if (n.kind == OpKind::Concat) {
     for (int32_t i : n.inputs) {
-      Elems e = partial_size_value(g, i);
+      Elems e = partial_elems(g, i, memo);
       if (static_cast<int64_t>(e.size()) != (g.type(i).shape.rank() == 0 ? 1 : g.type(i).shape[0])) return {};
       r.insert(r.end(), e.begin(), e.end());
     }
   } else if (n.kind == OpKind::Cast || n.kind == OpKind::Reshape || n.kind == OpKind::Identity) {
     if (is_float(type.dtype)) return {};
-    r = partial_size_value(g, n.inputs[0]);
+    r = partial_elems(g, n.inputs[0], memo);
   } else if (n.kind == OpKind::StridedSlice) {  // a static slice of a shape vector
     const auto& d = std::get<SliceDesc>(n.attr);
-    Elems in = partial_size_value(g, n.inputs[0]);
+    Elems in = partial_elems(g, n.inputs[0], memo);
     if (in.empty() || d.strides.size() != 1 || d.strides[0] != 1 || d.squeeze_mask) return {};
     const int64_t m = static_cast<int64_t>(in.size());
     auto at = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + m : i, 0, m); };
@@ -182,6 +185,13 @@ std::vector<std::optional<int64_t>> partial_size_value(const GraphImpl& g, int32
   }
   if (static_cast<int64_t>(r.size()) != len) return Elems(static_cast<size_t>(len));
   return r;
+}
+
+}  // namespace
+
+std::vector<std::optional<int64_t>> partial_size_value(const GraphImpl& g, int32_t v) {
+  std::unordered_map<int32_t, std::optional<TensorData>> memo;
+  return partial_elems(g, v, memo);
 }
 
 std::vector<int64_t> sized_known_dims(const SizedDesc& d, const Shape& x,
@@ -273,20 +283,12 @@ PlainOp sized_as_plain(const Node& n, const std::vector<TensorData>& sizes, cons
       p.attr = ShapeDesc{shape};
       break;
     }
-    case SizedKind::broadcast_to: {
-      // numpy's bidirectional broadcast of x's shape and the target (ONNX Expand).
-      std::vector<int64_t> t = s0;
-      const int64_t r = std::max<int64_t>(static_cast<int64_t>(t.size()), x.rank());
-      std::vector<int64_t> out(static_cast<size_t>(r));
-      for (int64_t i = 0; i < r; ++i) {
-        const int64_t ti = i - (r - static_cast<int64_t>(t.size())), xi = i - (r - x.rank());
-        const int64_t a = ti >= 0 ? t[static_cast<size_t>(ti)] : 1, b = xi >= 0 ? x[xi] : 1;
-        if (a != b && a != 1 && b != 1)
-          throw Error(tag + "cannot broadcast x " + x.str() + " to " + Shape(t).str());
-        out[static_cast<size_t>(i)] = a == 1 ? b : a;
-      }
+    case SizedKind::broadcast_to: {  // numpy's bidirectional broadcast of x and the target (ONNX Expand)
+      const bool negative = std::any_of(s0.begin(), s0.end(), [](int64_t v) { return v < 0; });
+      const std::optional<Shape> out = negative ? std::nullopt : broadcast_shapes(x, Shape(s0));
+      if (!out) throw Error(tag + "cannot broadcast x " + x.str() + " to " + Shape(s0).str());
       p.kind = OpKind::BroadcastTo;
-      p.attr = ShapeDesc{out};
+      p.attr = ShapeDesc{out->dims()};
       break;
     }
     case SizedKind::pad: {
@@ -323,40 +325,24 @@ PlainOp sized_as_plain(const Node& n, const std::vector<TensorData>& sizes, cons
       break;
     }
     case SizedKind::slice: {
-      // numpy's slicing of each listed axis: negative positions count from the end, then clamp.
+      // numpy's slicing of each listed axis: strided_slice counts negative positions from the
+      // end and clamps as numpy does (as the ONNX importer's Slice relies on); other axes whole.
       const std::vector<int64_t> b = s0, e = ints(sizes[1]), st = ints(sizes[2]);
       if (b.size() != d.axes.size() || e.size() != d.axes.size() || st.size() != d.axes.size())
         throw Error(tag + "takes one begin, end and stride per axis " + Shape(d.axes).str());
-      const int64_t r = x.rank();
+      const int64_t r = x.rank(), big = int64_t{1} << 62;
       SliceDesc sd{std::vector<int64_t>(static_cast<size_t>(r), 0), std::vector<int64_t>(static_cast<size_t>(r), 0),
                    std::vector<int64_t>(static_cast<size_t>(r), 1), (int64_t(1) << r) - 1, (int64_t(1) << r) - 1, 0};
       for (size_t k = 0; k < d.axes.size(); ++k) {
         auto a = normalize_axis(d.axes[k], r);
         if (!a) throw Error(tag + "axis " + std::to_string(d.axes[k]) + " out of range for x " + x.str());
-        const int64_t dim = x[*a], step = st[k];
-        if (step == 0) throw Error(tag + "a stride of 0 on axis " + std::to_string(*a));
-        auto place = [&](int64_t v) {
-          if (v < 0) v = v < -dim ? (step > 0 ? 0 : -1) : v + dim;
-          if (step > 0) return std::clamp<int64_t>(v, 0, dim);
-          return std::clamp<int64_t>(v, -1, dim - 1);
-        };
-        const int64_t bi = place(b[k]), ei = place(e[k]);
-        const auto bit = int64_t(1) << *a;
-        sd.begin[static_cast<size_t>(*a)] = bi;
-        sd.strides[static_cast<size_t>(*a)] = step;
-        sd.begin_mask &= ~bit;
-        if (step < 0 && ei < 0) {
-          sd.end[static_cast<size_t>(*a)] = 0;  // through element 0: the mask says "to the end"
-        } else {
-          sd.end[static_cast<size_t>(*a)] = ei;
-          sd.end_mask &= ~bit;
-        }
-        if (step < 0 && bi < 0) {  // an empty slice backwards from before the start
-          sd.begin[static_cast<size_t>(*a)] = 0;
-          sd.end[static_cast<size_t>(*a)] = 0;
-          sd.strides[static_cast<size_t>(*a)] = 1;
-          sd.end_mask &= ~bit;
-        }
+        if (st[k] == 0) throw Error(tag + "a stride of 0 on axis " + std::to_string(*a));
+        const auto at = static_cast<size_t>(*a);
+        sd.begin[at] = std::clamp(b[k], -big, big);
+        sd.end[at] = std::clamp(e[k], -big, big);
+        sd.strides[at] = st[k];
+        sd.begin_mask &= ~(int64_t(1) << *a);
+        sd.end_mask &= ~(int64_t(1) << *a);
       }
       p.kind = OpKind::StridedSlice;
       p.attr = sd;

@@ -324,22 +324,13 @@ TEST(CudaAttention, CallsAtSeveralSizesMatchTheCpu) {
 // through one executable at several sizes, the first short and the later ones longer: each
 // size as the CPU.
 TEST(CudaAttention, MaskedCallsAtGrowingSizesMatchTheCpu) {
-  Graph g;
-  const Shape qs({-1, 4, -1, 64}), ms({-1, 1, 1, -1});
-  Tensor q = g.placeholder(qs, DType::f16, "q"), k = g.placeholder(qs, DType::f16, "k"), v = g.placeholder(qs, DType::f16, "v");
-  Tensor m = g.placeholder(ms, DType::f16, "m");
-  Tensor y = g.scaled_dot_product_attention(q, k, v, m);
-  const std::vector<std::pair<Tensor, TensorType>> feeds{{q, TensorType(qs, DType::f16)}, {k, TensorType(qs, DType::f16)},
-                                                         {v, TensorType(qs, DType::f16)}, {m, TensorType(ms, DType::f16)}};
-  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  gputest::MaskedAttention a;
   uint64_t seed = 40;
   for (const auto& [b, len] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {16, 128}, {2, 512}, {3, 40}, {16, 16}}) {
     SCOPED_TRACE("batch " + std::to_string(b) + " length " + std::to_string(len));
-    TensorData mask = gputest::padding_mask(b, len, seed++);
-    std::vector<TensorData> in{half_data({b, 4, len, 64}, DType::f16, seed++), half_data({b, 4, len, 64}, DType::f16, seed++),
-                               half_data({b, 4, len, 64}, DType::f16, seed++), mask};
-    auto want = cpu.run(in);
-    for (int run = 0; run < 2; ++run) gputest::expect_close(e.run(in)[0], want[0], 4e-3, "run " + std::to_string(run));
+    std::vector<TensorData> in = gputest::MaskedAttention::inputs(b, len, seed);
+    seed += 4;
+    auto want = a.cpu.run(in);
+    for (int run = 0; run < 2; ++run) gputest::expect_close(a.gpu.run(in)[0], want[0], 4e-3, "run " + std::to_string(run));
   }
 }

@@ -81,22 +81,11 @@ int whole_attention(const detail::ExecutableImpl& e) {
 TEST(CudaSizeClasses, APaddingMaskedAttentionIsNotCompiledAheadDecomposed) {
   detail::background_jobs_wait();
   gputest::FreshCacheDir cache("sizes");
-  Graph g;
-  const Shape qs({-1, 4, -1, 64}), ms({-1, 1, 1, -1});
-  Tensor q = g.placeholder(qs, DType::f16, "q"), k = g.placeholder(qs, DType::f16, "k"), v = g.placeholder(qs, DType::f16, "v");
-  Tensor m = g.placeholder(ms, DType::f16, "m");
-  Tensor y = g.scaled_dot_product_attention(q, k, v, m);
-  const std::vector<std::pair<Tensor, TensorType>> feeds{{q, TensorType(qs, DType::f16)}, {k, TensorType(qs, DType::f16)},
-                                                         {v, TensorType(qs, DType::f16)}, {m, TensorType(ms, DType::f16)}};
-  Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
-  Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
+  gputest::MaskedAttention a;
+  Executable& cpu = a.cpu;
+  Executable& e = a.gpu;
   const int64_t L = 56;  // a length no other test's plans have
-  auto inputs = [&](int64_t b, uint64_t seed) {
-    return std::vector<TensorData>{gputest::half_data({b, 4, L, 64}, DType::f16, seed + 1),
-                                   gputest::half_data({b, 4, L, 64}, DType::f16, seed + 2),
-                                   gputest::half_data({b, 4, L, 64}, DType::f16, seed + 3),
-                                   gputest::padding_mask(b, L, seed)};
-  };
+  auto inputs = [&](int64_t b, uint64_t seed) { return gputest::MaskedAttention::inputs(b, L, seed); };
   const auto sixteen = inputs(16, 10);
   gputest::expect_close(e.run(sixteen)[0], cpu.run(sixteen)[0], 4e-3, "batch 16");
   detail::background_jobs_wait();  // the neighbouring classes' compiles ahead, batch 1 among them

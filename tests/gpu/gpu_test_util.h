@@ -127,4 +127,27 @@ inline tg::TensorData padding_mask(int64_t b, int64_t len, uint64_t seed) {
   return mask;
 }
 
+/// BERT-style masked attention over dynamic sizes: q, k, v [b, 4, L, 64] and an additive
+/// padding mask [b, 1, 1, L], f16, compiled for the CPU and for CUDA (one graph).
+struct MaskedAttention {
+  tg::Graph g;
+  tg::Executable cpu, gpu;
+  MaskedAttention() {
+    const tg::Shape qs({-1, 4, -1, 64}), ms({-1, 1, 1, -1});
+    tg::Tensor q = g.placeholder(qs, tg::DType::f16, "q"), k = g.placeholder(qs, tg::DType::f16, "k"),
+               v = g.placeholder(qs, tg::DType::f16, "v"), m = g.placeholder(ms, tg::DType::f16, "m");
+    tg::Tensor y = g.scaled_dot_product_attention(q, k, v, m);
+    const std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds{
+        {q, tg::TensorType(qs, tg::DType::f16)}, {k, tg::TensorType(qs, tg::DType::f16)},
+        {v, tg::TensorType(qs, tg::DType::f16)}, {m, tg::TensorType(ms, tg::DType::f16)}};
+    cpu = g.compile(feeds, {y}, {}, {.device = tg::Device::cpu()});
+    gpu = g.compile(feeds, {y}, {}, {.device = tg::Device::cuda(0)});
+  }
+  /// Its inputs at batch b and length len (the mask a padding mask).
+  static std::vector<tg::TensorData> inputs(int64_t b, int64_t len, uint64_t seed) {
+    return {half_data({b, 4, len, 64}, tg::DType::f16, seed + 1), half_data({b, 4, len, 64}, tg::DType::f16, seed + 2),
+            half_data({b, 4, len, 64}, tg::DType::f16, seed + 3), padding_mask(b, len, seed)};
+  }
+};
+
 }  // namespace gputest

@@ -540,12 +540,11 @@ def _slice(c: _Ctx, x, dim=0, start=None, end=None, step=1):
                 end = None
     if end is not None and _is_dynamic(end) and (start in (None, 0)) and step == 1:
         (code,), sources = c.dims([end])
-        if code is None:  # an end computed from sizes
-            return c.g.slice_sized(x, c.size_tensor([0]), c.size_tensor([end]), c.size_tensor([1]), [dim])
-        if x.shape[dim] < 0 and sources and c.sym_sources.get(_sym_expr(end), (None,))[0] is x:
-            return x  # the whole dynamic dim
-        # x[..., :n, ...] with n known at run time: the first n along dim, gathered
-        return c.g.gather(x, _iota(c, code, sources), dim)
+        if code is not None:  # (an end no dim names is computed from sizes, below)
+            if x.shape[dim] < 0 and sources and c.sym_sources.get(_sym_expr(end), (None,))[0] is x:
+                return x  # the whole dynamic dim
+            # x[..., :n, ...] with n known at run time: the first n along dim, gathered
+            return c.g.gather(x, _iota(c, code, sources), dim)
     if any(v is not None and _is_dynamic(v) for v in (start, end, step)):  # bounds computed from sizes
         return c.g.slice_sized(x, c.size_tensor([0 if start is None else start]),
                                c.size_tensor([2 ** 63 - 1 if end is None else end]), c.size_tensor([step]), [dim])

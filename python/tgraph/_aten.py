@@ -76,17 +76,17 @@ class InputOut(NamedTuple):
 
 
 def _sym_expr(v):
-    """The sympy expression of a SymInt / Sym, an int for a concrete size."""
+    """The sympy expression of a SymInt / SymFloat / Sym, a number for a concrete one."""
     if isinstance(v, Sym):
         return v.expr
-    if isinstance(v, torch.SymInt):
+    if isinstance(v, (torch.SymInt, torch.SymFloat)):
         return v.node.expr
     return v
 
 
 def _is_dynamic(v) -> bool:
     e = _sym_expr(v)
-    return not isinstance(e, int) and not getattr(e, "is_Integer", False)
+    return not isinstance(e, (int, float)) and not getattr(e, "is_number", False)
 
 
 class _Ctx:
@@ -143,20 +143,32 @@ class _Ctx:
         return self.g.concat([self.g.reshape(self.size_scalar(v), [1]) for v in sizes], 0)
 
     def size_scalar(self, v) -> tg.Tensor:
-        """One size as a 0-D i64 tensor computed in the graph (size_tensor)."""
+        """One size as a 0-D tensor computed in the graph (size_tensor): i64, or f64 for a float
+        computed from sizes (torch's decompositions divide sizes: `IntTrueDiv(h_out, h)`)."""
         g, e = self.g, _sym_expr(v)
         if isinstance(e, int) or getattr(e, "is_Integer", False):
             return g.constant(np.array(int(e), np.int64))
+        if isinstance(e, float) or getattr(e, "is_number", False):
+            return g.constant(np.array(float(e), np.float64))
         for table in (self.sym_sources, self.derived):
             if e in table:
                 t, d = table[e]
                 return g.reshape(g.slice(g.shape_of(t), [d], [d + 1]), [])
         kind = type(e).__name__
         args = [self.size_scalar(a) for a in getattr(e, "args", ())]
+        if any(a.dtype == tg.f64 for a in args):  # a float among them: all computed as floats
+            args = [self.cast(a, tg.f64) for a in args]
         if getattr(e, "is_Add", False):
             return functools.reduce(g.add, args)
         if getattr(e, "is_Mul", False):
             return functools.reduce(g.mul, args)
+        if kind in ("IntTrueDiv", "FloatTrueDiv") and len(args) == 2:
+            return g.div(self.cast(args[0], tg.f64), self.cast(args[1], tg.f64))
+        if kind == "ToFloat" and len(args) == 1:
+            return self.cast(args[0], tg.f64)
+        rounding = {"FloorToInt": g.floor, "CeilToInt": g.ceil, "TruncToInt": g.trunc}
+        if kind in rounding and len(args) == 1:
+            return self.cast(rounding[kind](self.cast(args[0], tg.f64)), tg.i64)
         if getattr(e, "is_Pow", False) and getattr(e.args[1], "is_Integer", False) and 0 < int(e.args[1]) <= 4:
             return functools.reduce(g.mul, [args[0]] * int(e.args[1]))
         if kind in ("Mod", "PythonMod") and len(args) == 2:
@@ -844,6 +856,8 @@ def _hardtanh(c: _Ctx, x, lo=-1.0, hi=1.0):
 
 
 def _scalar_tensor(c: _Ctx, v, **kw):
+    if isinstance(v, Sym):  # a size made a tensor (decompositions that compute with sizes)
+        return c.tensor(v, dtype=c.out_dtype or tg.f32)
     return c.g.scalar(float(v), c.out_dtype or tg.f32)
 
 
@@ -1099,13 +1113,59 @@ def _adaptive_avg_probe(nd: int, out: list) -> Callable[[int, int], torch.Tensor
 
 
 def _adaptive_avg_pool(c: _Ctx, x, output_size):
-    return _separable(c, x, _adaptive_avg_probe(x.rank - 2, list(c.node.meta["val"].shape[2:])))
+    out = list(c.node.meta["val"].shape[2:])
+    if any(d < 0 for d in x.shape[2:]):  # windows known per size: weights computed in the graph
+        return _adaptive_avg_dynamic(c, x, out)
+    return _separable(c, x, _adaptive_avg_probe(x.rank - 2, out))
+
+
+def _adaptive_matrix(c: _Ctx, x, axis: int, o: int, t: tg.DType) -> tg.Tensor:
+    """The [n, o] weights of adaptive average pooling to o along `axis` of x, whose size n is
+    known only per size: torch's windows [floor(i n / o), ceil((i + 1) n / o)), each averaged,
+    computed in the graph from n (so one executable serves every n)."""
+    g = c.g
+    i64 = lambda v: g.constant(np.asarray(v, np.int64))  # noqa: E731
+    n = g.reshape(g.slice(g.shape_of(x), [axis], [axis + 1]), [])
+    j = g.expand_dims(g.arange_sized(i64(0), n, i64(1), tg.i64), [1])     # [n, 1]
+    i = np.arange(o, dtype=np.int64)
+    start = g.div(g.mul(i64(i), n), i64(o))                                 # [o] (sizes >= 0:
+    end = g.div(g.add(g.mul(i64(i + 1), n), i64(o - 1)), i64(o))            #  division floors)
+    inside = g.logical_and(g.greater_equal(j, start), g.less(j, end))
+    return g.div(g.cast(inside, t), g.cast(g.sub(end, start), t))
+
+
+def _adaptive_avg_dynamic(c: _Ctx, x, out: list, grad=None):
+    """Adaptive average pooling of x to spatial sizes `out` (or, with grad, x's gradient from
+    the pooled one's) where x's spatial sizes are dynamic: each axis through its weight matrix
+    (_adaptive_matrix) by a matmul over that axis, the matrix broadcast over the other dims; a
+    forward pooling to size 1 is a mean."""
+    if any(_is_dynamic(o) for o in out):
+        raise tg.Error(f"[torch] adaptive average pooling of {list(x.shape)} to sizes {out} computed from the input's")
+    g = c.g
+    y = grad if grad is not None else x
+    t = c.out_dtype or y.dtype
+    y = c.cast(y, t)
+    for k, o in enumerate(int(s) for s in out):
+        a, last = 2 + k, y.rank - 1
+        if x.shape[a] == o:
+            continue
+        if grad is None and o == 1:
+            y = g.reduce_mean(y, [a], keep_dims=True)
+            continue
+        swap = list(range(y.rank))  # axis a and the last trade places (its own inverse)
+        swap[a], swap[last] = last, a
+        y = y if a == last else g.transpose(y, swap)
+        y = g.matmul(y, _adaptive_matrix(c, x, a, o, t), transpose_b=grad is not None)
+        y = y if a == last else g.transpose(y, swap)
+    return y
 
 
 def _adaptive_avg_pool_backward(c: _Ctx, grad, x):
     """The gradient of adaptive average pooling: each spatial axis through the transpose of the
     forward's matrix (torch's own windows)."""
     nd = x.rank - 2
+    if any(d < 0 for d in x.shape[2:]):
+        return _adaptive_avg_dynamic(c, x, list(grad.shape[2:]), grad)
     probe = _adaptive_avg_probe(nd, list(grad.shape[2:]))
     y = c.cast(grad, c.out_dtype or grad.dtype)
     for k in range(nd):
@@ -1119,6 +1179,8 @@ def _adaptive_max_pool(c: _Ctx, x, output_size):
     windows' taps (short windows repeat their last) and takes their maximum."""
     if 1 in _used_outputs(c):
         raise UnsupportedOp("[torch] adaptive max pooling's indices")
+    if any(d < 0 for d in x.shape[2:]):  # (its taps per window depend on the size)
+        raise tg.Error(f"[torch] adaptive max pooling of {list(x.shape)}: a spatial size that varies")
     g = c.g
     y = x
     for k, o in enumerate(c.node.meta["val"][0].shape[2:]):
@@ -1619,7 +1681,7 @@ def _is_size_node(node: torch.fx.Node) -> bool:
     if _packet_name(node.target) in ("sym_size", "sym_numel"):
         return True
     v = node.meta.get("val")
-    return isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool) and not any(
+    return isinstance(v, (torch.SymInt, torch.SymFloat, int, float)) and not isinstance(v, bool) and not any(
         isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) for a in node.args)
 
 
@@ -1633,7 +1695,9 @@ def _size_value(name: str, node: torch.fx.Node, args, traced):
             return int(np.prod(dims, dtype=np.int64))
     elif not any(isinstance(a, Sym) for a in _flat(args)):
         return node.target(*args)  # operator.mul / floordiv / ... of numbers
-    return Sym(_sym_expr(traced)) if _is_dynamic(traced) else int(_sym_expr(traced))
+    if _is_dynamic(traced):
+        return Sym(_sym_expr(traced))
+    return float(_sym_expr(traced)) if isinstance(traced, (float, torch.SymFloat)) else int(_sym_expr(traced))
 
 
 def _flat(args):

@@ -123,12 +123,12 @@ def test_the_entry_is_written_while_the_caller_goes_on(cache, monkeypatch):
         assert counts() == (e0, h0 + 1)  # waited for the entry, then loaded it
 
 
-class AdaptiveOverADynamicDim(nn.Module):
-    """Adaptive pooling over the dynamic dim (windows whose bounds depend on the size, which no
-    sized op computes): dynamic=True falls back to one executable per size."""
+class AdaptiveMaxOverADynamicDim(nn.Module):
+    """Adaptive max pooling over the dynamic dim (taps per window that depend on the size, which
+    tgraph does not compute in the graph): dynamic=True falls back to one executable per size."""
 
     def forward(self, x):
-        return nn.functional.adaptive_avg_pool1d(x.T[None], 2)
+        return nn.functional.adaptive_max_pool1d(x.T[None], 2)
 
 
 def test_a_per_size_fallback_is_cached_per_size(cache, monkeypatch):
@@ -136,7 +136,7 @@ def test_a_per_size_fallback_is_cached_per_size(cache, monkeypatch):
     own: a later compile at another size does not take one made for the first (it ran it on
     the wrong size and failed), and the same size comes back from the cache."""
     monkeypatch.setattr(tgt, "_REPORTED", set())  # (its once-per-process line stays for other tests)
-    model = AdaptiveOverADynamicDim()
+    model = AdaptiveMaxOverADynamicDim()
     with torch.no_grad():
         e0, h0 = counts()
         x4 = torch.randn(4, 3)

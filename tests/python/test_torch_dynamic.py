@@ -143,12 +143,12 @@ def test_views_of_derived_sizes_stay_dynamic():
 
 
 def test_a_free_image_size_tgraph_cannot_keep_still_keeps_the_batch(capsys, monkeypatch):
-    """Adaptive pooling of a free image size is no fixed window: every dim dynamic fails, the
-    batch alone does not — one executable per image size, each for every batch size, with a
-    line that says so."""
+    """Adaptive max pooling of a free image size takes as many taps per window as the size
+    makes: every dim dynamic fails, the batch alone does not — one executable per image size,
+    each for every batch size, with a line that says so."""
     monkeypatch.setattr(tgt, "_REPORTED", set())
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d((3, 3)), nn.Flatten(), nn.Linear(36, 5)).eval()
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveMaxPool2d((3, 3)), nn.Flatten(), nn.Linear(36, 5)).eval()
     fast = tgt.compile(model, dynamic=True)
     before = compiles()
     with torch.no_grad():
@@ -194,12 +194,13 @@ class SizesAsNumbers(nn.Module):
         return flat * n, torch.arange(2 * n + 1, dtype=x.dtype), x[n // 2:] * 2
 
 
-class AdaptiveOverADynamicDim(nn.Module):
-    """Adaptive pooling over the dynamic dim: its windows' bounds depend on the size and no sized
-    op computes them, so this model compiles per size, with a line that says why."""
+class AdaptiveMaxOverADynamicDim(nn.Module):
+    """Adaptive max pooling over the dynamic dim: its taps per window depend on the size, which
+    tgraph does not compute in the graph, so this model compiles per size, with a line that says
+    why."""
 
     def forward(self, x):
-        return nn.functional.adaptive_avg_pool1d(x.T[None], 2)
+        return nn.functional.adaptive_max_pool1d(x.T[None], 2)
 
 
 class SizeOfASlice(nn.Module):
@@ -254,7 +255,7 @@ def test_a_size_made_from_another_is_named_by_a_tensor_that_has_it(entry):
 def test_a_size_tgraph_cannot_name_compiles_per_size(capsys, monkeypatch, entry):
     """The fallback compiles each size whole (nothing is left to PyTorch)."""
     monkeypatch.setattr(tgt, "_REPORTED", set())  # the line is printed once per process: this test's
-    made = compiles_over_three_sizes(AdaptiveOverADynamicDim(), entry)
+    made = compiles_over_three_sizes(AdaptiveMaxOverADynamicDim(), entry)
     err = capsys.readouterr().err
     if entry == "export":  # (the line is printed once per process)
         assert "dynamic sizes not kept, compiling per size" in err
@@ -281,6 +282,89 @@ def test_gradients_through_a_dynamic_training_graph():
         for (name, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
     assert compiles() - before == 2  # the forward and the backward, once each
+
+
+class AdaptiveHead(nn.Module):
+    """A VGG-style head: convolutions, then adaptive average pooling to a fixed 3 x 2 (and a
+    global one) of an image whose size varies, so its windows do: computed in the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 3 * 2 + 4, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        pooled = nn.functional.adaptive_avg_pool2d(y, (3, 2))
+        return self.fc(torch.cat([torch.flatten(pooled, 1), torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1)], 1))
+
+
+# image sizes: windows that overlap (7 -> 3), split evenly (6 -> 3, 4 -> 2), repeat (2 -> 3)
+ADAPTIVE_SIZES = [(2, 7, 5), (3, 6, 4), (2, 2, 9), (4, 11, 2)]
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_adaptive_pooling_of_a_free_image_size_is_one_executable(capsys, entry):
+    torch.manual_seed(0)
+    model = AdaptiveHead().eval()
+    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
+        torch.compile(model, backend="tgraph", dynamic=True)
+    gen = torch.Generator().manual_seed(6)
+    before = compiles()
+    with torch.no_grad():
+        for b, h, w in ADAPTIVE_SIZES:
+            x = torch.randn(b, 3, h, w, generator=gen)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5, msg=f"{b}x{h}x{w}")
+    assert compiles() - before == 1
+    assert "per size" not in capsys.readouterr().err
+
+
+def test_adaptive_pooling_gradients_at_every_image_size():
+    """The backward of adaptive average pooling over a dynamic image (the forward's weights
+    transposed) against eager's, one forward and one backward executable."""
+    torch.manual_seed(0)
+    model, ref = AdaptiveHead(), AdaptiveHead()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(7)
+    before = compiles()
+    for b, h, w in ADAPTIVE_SIZES:
+        x = torch.randn(b, 3, h, w, generator=gen)
+        model.zero_grad()
+        ref.zero_grad()
+        fast(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{h}x{w}")
+    assert compiles() - before == 2
+
+
+class Upsamplings(nn.Module):
+    """A decoder's upsamplings of an image whose size varies: nearest-exact by 2 (torch's
+    decomposition computes a float scale from the sizes), nearest and bilinear to another
+    tensor's size."""
+
+    def forward(self, x, skip):
+        up = nn.functional.interpolate(x, scale_factor=2, mode="nearest-exact")
+        near = nn.functional.interpolate(x, size=skip.shape[2:], mode="nearest")
+        lin = nn.functional.interpolate(x, size=skip.shape[2:], mode="bilinear", align_corners=False)
+        return up + skip, near * lin
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_upsamplings_of_a_free_image_size_are_one_executable(capsys, entry):
+    model = Upsamplings()
+    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
+        torch.compile(model, backend="tgraph", dynamic=True)
+    gen = torch.Generator().manual_seed(8)
+    before = compiles()
+    with torch.no_grad():
+        for b, h, w in [(2, 5, 6), (3, 7, 4), (2, 4, 9)]:
+            x, skip = torch.randn(b, 3, h, w, generator=gen), torch.randn(b, 3, 2 * h, 2 * w, generator=gen)
+            for y, r in zip(fast(x, skip), model(x, skip)):
+                torch.testing.assert_close(y, r, rtol=1e-5, atol=1e-5, msg=f"{b}x{h}x{w}")
+    assert compiles() - before == 1
+    assert "per size" not in capsys.readouterr().err
 
 
 def test_a_first_call_of_size_one_does_not_fix_the_rest():

@@ -342,18 +342,25 @@ def test_adaptive_pooling_gradients_at_every_image_size():
 class Upsamplings(nn.Module):
     """A decoder's upsamplings of an image whose size varies: nearest-exact by 2 (torch's
     decomposition computes a float scale from the sizes), nearest and bilinear to another
-    tensor's size."""
+    tensor's size; and a fixed grid (a ViT's position table) bicubic to the image's size, as
+    DINOv2 and ViT's interpolate_pos_encoding do."""
+
+    def __init__(self):
+        super().__init__()
+        self.grid = nn.Parameter(torch.randn(1, 3, 4, 4))
 
     def forward(self, x, skip):
         up = nn.functional.interpolate(x, scale_factor=2, mode="nearest-exact")
         near = nn.functional.interpolate(x, size=skip.shape[2:], mode="nearest")
         lin = nn.functional.interpolate(x, size=skip.shape[2:], mode="bilinear", align_corners=False)
-        return up + skip, near * lin
+        pos = nn.functional.interpolate(self.grid, size=x.shape[2:], mode="bicubic", align_corners=False)
+        return up + skip, near * lin, x + pos
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_upsamplings_of_a_free_image_size_are_one_executable(capsys, entry):
-    model = Upsamplings()
+    torch.manual_seed(0)
+    model = Upsamplings().eval()
     fast = tgt.compile(model, dynamic=True) if entry == "export" else \
         torch.compile(model, backend="tgraph", dynamic=True)
     gen = torch.Generator().manual_seed(8)

@@ -17,6 +17,13 @@ On CUDA the inference entries compare against eager on the same GPU with TF32 of
 cuDNN allows it by default; tgraph's f32 is true f32), and the training entry runs only
 tgraph's step on the GPU: its references (eager f32, f64, the kink test) stay on the CPU.
 
+With --dynamic, each entry compiles with dynamic=True and runs three sizes (batch and image /
+sequence / audio length: _sizes) against eager, counting the executables compiled: "dynamic" is
+one for every size, "per image size" / "per size" say what tgraph (or torch.export, which
+specialises what it must) could not keep, with tgraph.torch's line saying why.
+
+    PYTHONPATH=build/python python3 bench/torch_coverage.py --dynamic --family transformers
+
 Not part of `make test`: the whole run takes hours on 2 CPU cores.
 """
 from __future__ import annotations
@@ -622,6 +629,115 @@ def run_one(family: str, name: str, entries: list[str]) -> list[dict]:
     return rows
 
 
+# ---- dynamic sizes (issue 22) ------------------------------------------------------------------
+
+def _sizes(family: str, name: str, args, kwargs) -> list | None:
+    """The three (batch, length) pairs a --dynamic run feeds, the builder's first with its batch
+    made 2 (torch.export fixes a dim it first sees as 1): a length is an image's side, a token or
+    audio sequence's length; None where the inputs cannot vary (whisper's features, detection's
+    image lists, optical flow's pairs)."""
+    import torch
+    first = next((v for v in list(args) + list(kwargs.values()) if isinstance(v, torch.Tensor)), None)
+    if first is None or name == "whisper" or "raft" in name:
+        return None
+    n = first.shape[-1]
+    if name in FIXED_SIDE or name.startswith("vit_"):  # position tables of one image size
+        return [(2, n), (3, n), (5, n)]
+    if first.dim() >= 4:  # images (and video): sides a multiple of 16 (downsampling depth)
+        return [(2, n), (3, n + 16), (4, n + 32)]
+    return [(2, n), (3, n + n // 2), (2, 2 * n + n // 2)]
+
+
+FIXED_SIDE = {"vit", "deit", "beit"}  # (and torchvision's vit_*): the batch alone varies
+
+
+def _resized(args, kwargs, b: int, n: int, gen):
+    """args and kwargs with every tensor drawn anew at batch b and length n (the last dims that
+    had the first tensor's length: an image's two sides, a sequence's or audio's length); token
+    ids in the builders' range, attention masks ones with the second row's tail masked."""
+    import torch
+    from torch.utils._pytree import tree_map
+    side = None
+
+    def one(v):
+        nonlocal side
+        if not isinstance(v, torch.Tensor):
+            return v
+        shape = list(v.shape)
+        side = side or shape[-1]
+        shape[0] = b
+        for d in range(len(shape) - 1, 0, -1):
+            if shape[d] != side:
+                break
+            shape[d] = n
+        if v.is_floating_point():
+            return torch.randn(shape, generator=gen, dtype=v.dtype)
+        if set(v.unique().tolist()) <= {0, 1}:  # a mask
+            m = torch.ones(shape, dtype=v.dtype)
+            m[1, shape[1] * 3 // 4:] = 0
+            return m
+        return torch.randint(3, 100, shape, generator=gen, dtype=v.dtype)
+    return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
+
+
+def run_dynamic(family: str, name: str, entries: list[str]) -> list[dict]:
+    """Each entry with dynamic=True at _sizes' three sizes against eager; the executables it
+    compiled and tgraph.torch's lines about what it kept."""
+    import torch
+    torch.set_num_threads(int(os.environ.get("TG_COV_THREADS", 0)) or max(1, os.cpu_count() or 1))
+    import tgraph.torch as tgt
+    left = _track_left(tgt)
+    lines: list[str] = []
+    real_line = tgt._report_line
+
+    def report_line(line):
+        real_line(line)
+        line = line.removeprefix("tgraph: ")[:200]
+        if line not in lines:
+            lines.append(line)
+    tgt._report_line = report_line
+    torch.manual_seed(0)
+    model, args, kwargs = (build_torchvision if family == "torchvision" else build_transformers)(name)
+    model.eval()
+    sizes = _sizes(family, name, args, kwargs)
+    rows = []
+    for entry in entries:
+        row = {"model": name, "family": family, "entry": entry, "dynamic": True}
+        if sizes is None:
+            row.update(status="skip", why="inputs of fixed size")
+            rows.append(row)
+            continue
+        left.clear()
+        lines.clear()
+        torch._dynamo.reset()
+        tgt._REPORTED.clear()
+        try:
+            fast = tgt.compile(model, dynamic=True) if entry == "compile" else \
+                torch.compile(model, backend="tgraph", dynamic=True)
+            used = lambda: tgt.stats()["executables"] + tgt.stats()["cache_hits"]  # noqa: E731 (compiled or loaded)
+            before = used()
+            gen = torch.Generator().manual_seed(1)
+            why, calls = None, []
+            for b, n in sizes:
+                a, k = _resized(args, kwargs, b, n, gen)
+                with torch.no_grad():
+                    want = model(*a, **k)
+                    t = time.time()
+                    got = fast(*a, **k)
+                calls.append(round(time.time() - t, 2))
+                why = why or (lambda w: w and f"{b} x {n}: {w}")(_compare(got, want))
+            made = used() - before
+            row.update(executables=made, sizes=" / ".join(f"{b}x{n}" for b, n in sizes), calls_s=calls)
+            _verdict(row, why, left)
+            if row["status"] == "pass":
+                row["status"] = "dynamic" if made == 1 else "per size" if made >= len(sizes) else "partly"
+                row["why"] = "; ".join(lines) or ("" if made == 1 else "(no line from tgraph: torch specialised a size)")
+        except Exception as e:  # noqa: BLE001  (the table says why)
+            _failed(row, e)
+        rows.append(row)
+    return rows
+
+
 # ---- the driver ----------------------------------------------------------------------------------
 
 def main() -> None:
@@ -637,14 +753,17 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N): where the models run")
     ap.add_argument("--jobs", type=int, default=1, help="models run at once, each in its own process")
     ap.add_argument("--resume", help="skip the models this JSONL file already has a row for")
+    ap.add_argument("--dynamic", action="store_true", help="dynamic=True at three sizes: executables compiled")
     ap.add_argument("--one", nargs=2, metavar=("FAMILY", "NAME"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ["TG_COV_DEVICE"] = a.device
     if a.jobs > 1:  # the CPU cores shared between the models running at once
         os.environ.setdefault("TG_COV_THREADS", str(max(1, (os.cpu_count() or 1) // a.jobs)))
     entries = ["compile", "backend"] if a.entry == "both" else [a.entry]
+    if a.dynamic and a.entry == "train":
+        ap.error("--dynamic runs the inference entries")
     if a.one:
-        for row in run_one(a.one[0], a.one[1], entries):
+        for row in (run_dynamic if a.dynamic else run_one)(a.one[0], a.one[1], entries):
             print("RESULT " + json.dumps(row), flush=True)
         return
     todo = []
@@ -668,7 +787,8 @@ def main() -> None:
                      "why": "too large for a 2-core CPU run (--include-large runs it)"} for e in entries]
         t = time.time()
         try:
-            p = subprocess.run([sys.executable, __file__, "--one", fam, name, "--entry", a.entry],
+            p = subprocess.run([sys.executable, __file__, "--one", fam, name, "--entry", a.entry] +
+                               (["--dynamic"] if a.dynamic else []),
                                capture_output=True, text=True, timeout=a.timeout)
             got = [json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")]
             if not got:
@@ -701,6 +821,9 @@ def main() -> None:
 
 
 def _line(r: dict) -> str:
+    if r.get("dynamic"):
+        made = f"{r['executables']} for {r['sizes']}" if "executables" in r else "-"
+        return f"{r['model']:<40} {r['entry']:<8} {r['status']:<12} {made:<32} {r.get('why', '')}"
     t = f"{r['first_call_s']:.1f}" if "first_call_s" in r else "-"
     return f"{r['model']:<40} {r['entry']:<8} {r['status']:<12} {t:>7}  {r.get('why', '')}"
 
@@ -709,14 +832,24 @@ def summary(rows: list[dict]) -> str:
     out = []
     for entry in sorted({r["entry"] for r in rows}):
         rs = [r for r in rows if r["entry"] == entry]
-        counts = {s: sum(r["status"] == s for r in rs) for s in ("pass", "partitioned", "fail", "skip")}
-        ran = len(rs) - counts["skip"]
+        kinds = ("dynamic", "partly", "per size") if any(r.get("dynamic") for r in rs) else ("pass",)
+        counts = {s: sum(r["status"] == s for r in rs) for s in kinds + ("partitioned", "fail", "skip")}
+        ran, whole = len(rs) - counts["skip"], sum(counts[k] for k in kinds)
         out.append(f"{entry}: {len(rs)} models, " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
-                   (f"; entirely in tgraph: {counts['pass']}/{ran} ({100 * counts['pass'] / ran:.0f}%)" if ran else ""))
+                   (f"; entirely in tgraph: {whole}/{ran} ({100 * whole / ran:.0f}%)" if ran else ""))
     return "\n".join(out)
 
 
 def markdown(rows: list[dict]) -> str:
+    if any(r.get("dynamic") for r in rows):
+        lines = ["| model | family | entry point | result | executables for the sizes | calls (s) | why |",
+                 "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            made = f"{r['executables']} for {r['sizes']}" if "executables" in r else "-"
+            calls = " / ".join(f"{c:.2f}" for c in r.get("calls_s", [])) or "-"
+            why = r.get("why", "").replace("|", "\\|")
+            lines.append(f"| {r['model']} | {r['family']} | {r['entry']} | {r['status']} | {made} | {calls} | {why} |")
+        return "\n".join(lines) + "\n"
     lines = ["| model | family | entry point | result | first call (s) | why |", "|---|---|---|---|---|---|"]
     for r in rows:
         t = f"{r['first_call_s']:.1f}" if "first_call_s" in r else "-"

@@ -35,6 +35,7 @@ from tgraph._aten import (  # noqa: F401  (the converter; re-exported for users 
     _CONVERTERS, Converted, InputOut, SizeOut, UnsupportedOp, _is_dynamic, _packet_name, convert, convertible, tg_dtype,
 )
 from tgraph._decomp import decompositions, export_decompositions
+from tgraph._size_checks import accepts as _accepts, size_guards as _size_guards, traced_dims as _traced_dims
 
 __all__ = ["compile", "backend", "training_backend", "TorchModule", "convert", "UnsupportedOp", "stats"]
 
@@ -58,58 +59,6 @@ def _signature(values) -> tuple:
         else:
             out.append(("py", v))
     return tuple(out)
-
-
-def _traced_dims(v) -> list:
-    """A traced tensor's dims, -1 where torch keeps them symbolic."""
-    return [-1 if isinstance(d, torch.SymInt) and not d.node.expr.is_Integer else int(d) for d in v.shape]
-
-
-def _size_guards(ep, user: list) -> list:
-    """What torch.export assumed of the symbolic sizes, as checks of the inputs' dims: each
-    symbol's range (a position table bounds a sequence) and equal sizes where two inputs share a
-    symbol. [(kind, ...)] A symbol left at export's default range, [2, inf) (its 0/1
-    specialisation), takes 1 too, as the exported program's own module does: tgraph infers every
-    op again at the concrete size, so broadcasting at 1 is numpy's. A range the code refined
-    (a table's length, a size compared in the model) is checked whole."""
-    ranges = {str(k): (v.lower, v.upper) for k, v in ep.range_constraints.items()}
-    first, guards = {}, []
-    traced = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
-    for k, name in enumerate(user):
-        v = traced.get(name)
-        for d, size in enumerate(v.shape if isinstance(v, torch.Tensor) else ()):
-            if not isinstance(size, torch.SymInt) or size.node.expr.is_Integer:
-                continue
-            sym = str(size.node.expr)
-            lo, hi = ranges.get(sym, (0, None))
-            lo = int(lo) if lo is not None and str(lo) not in ("-int_oo", "-oo") else 0
-            hi = int(hi) if hi is not None and str(hi) not in ("int_oo", "oo") else None
-            if (lo, hi) == (2, None):
-                lo = 1
-            guards.append(("range", k, d, lo, hi))
-            if sym in first:
-                guards.append(("equal", k, d) + first[sym])
-            else:
-                first[sym] = (k, d)
-    return guards
-
-
-def _accepts(compiled, tensors: list) -> bool:
-    """Whether a symbolic executable takes these tensors: every dim it fixed has their size and
-    the sizes it left free are within what torch.export assumed (_size_guards); otherwise the
-    module exports again for them (and torch itself says why a size cannot be taken)."""
-    types = compiled.exe.input_types
-    if not all(len(t.shape) == len(x.shape) and all(d < 0 or d == n for d, n in zip(t.shape, x.shape))
-               for t, x in zip(types, tensors)):
-        return False
-    for g in getattr(compiled, "guards", ()):
-        if g[0] == "range":
-            n = tensors[g[1]].shape[g[2]]
-            if n < g[3] or (g[4] is not None and n > g[4]):
-                return False
-        elif tensors[g[1]].shape[g[2]] != tensors[g[3]].shape[g[4]]:
-            return False
-    return True
 
 
 def _loose_signature(values) -> tuple:

@@ -1,6 +1,7 @@
 """tgraph.torch.compile's disk cache (issue 22): a model seen before starts from its cached
 executable, without torch.export; changed weights or code miss; two processes writing one
 entry at once leave a whole entry; a broken entry is rebuilt."""
+import math
 import os
 import subprocess
 import sys
@@ -148,6 +149,52 @@ def test_a_per_size_fallback_is_cached_per_size(cache, monkeypatch):
         tgt._torch_cache.wait()
         torch.testing.assert_close(tgt.compile(model, dynamic=True)(x4), model(x4))
         assert counts() == (e0 + 2, h0 + 1)
+
+
+class SizeMathInPython(nn.Module):
+    """k = int(ceil(n / 2)) is a plain number in the trace, held by a shape guard of torch's."""
+
+    def forward(self, x):
+        k = int(math.ceil(x.shape[0] / 2))
+        return nn.functional.pad(x, (0, 0, 0, 2 * k - x.shape[0])).reshape(k, 8) * 2
+
+
+def test_a_cached_dynamic_entry_keeps_torchs_shape_guards(cache):
+    """The guards torch.export recorded come back with a cached symbolic executable: loaded for
+    n = 5 (the k of 6, which stored it), not for 8 (another k), which compiles its own."""
+    model = SizeMathInPython()
+    with torch.no_grad():
+        e0, h0 = counts()
+        x6 = torch.randn(6, 4)
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x6), model(x6))
+        tgt._torch_cache.wait()
+        x5 = torch.randn(5, 4)
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x5), model(x5))
+        assert counts() == (e0 + 1, h0 + 1)
+        x8 = torch.randn(8, 4)
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x8), model(x8))
+        assert counts()[0] == e0 + 2
+
+
+def test_a_cached_guard_that_is_not_arithmetic_is_never_run(cache, tmp_path):
+    """A cache file's guard is read back as Python source: one that is anything but arithmetic
+    over the sizes (here a call that would write a file) leaves that entry unused."""
+    import json
+    model = SizeMathInPython()
+    x6 = torch.randn(6, 4)
+    with torch.no_grad():
+        tgt.compile(model, dynamic=True)(x6)
+        tgt._torch_cache.wait()
+        marker = tmp_path / "ran"
+        for meta in cache.glob("*.json"):
+            m = json.loads(meta.read_text())
+            for g in m.get("guards", []):
+                if g[0] == "code":
+                    g[2] = f"open({str(marker)!r}, 'w') or True"
+            meta.write_text(json.dumps(m))
+        e0, h0 = counts()
+        torch.testing.assert_close(tgt.compile(model, dynamic=True)(x6), model(x6))
+        assert counts() == (e0 + 1, h0) and not marker.exists()
 
 
 def test_device_weights_hash_where_they_are():

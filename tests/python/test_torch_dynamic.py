@@ -1,6 +1,8 @@
 """tgraph.torch with dynamic sizes (issue 22): graphs torch traces with symbolic sizes compile
 into one tgraph executable that runs at every size, against eager PyTorch on random inputs;
 tgraph.torch.stats()["executables"] counts the compiles."""
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -372,6 +374,34 @@ def test_upsamplings_of_a_free_image_size_are_one_executable(capsys, entry):
                 torch.testing.assert_close(y, r, rtol=1e-5, atol=1e-5, msg=f"{b}x{h}x{w}")
     assert compiles() - before == 1
     assert "per size" not in capsys.readouterr().err
+
+
+class SizeMathInPython(nn.Module):
+    """A size computed in Python: int(ceil(n / 2)) becomes a plain number in the trace (3 for
+    n = 5 or 6), held by a guard torch records; the padding to 2k rows is n's. At n = 8 that
+    graph would crop two rows and view the rest as [3, 8]: a wrong answer, not an error."""
+
+    def forward(self, x):
+        k = int(math.ceil(x.shape[0] / 2))
+        return nn.functional.pad(x, (0, 0, 0, 2 * k - x.shape[0])).reshape(k, 8) * 2
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_a_size_torch_guards_is_checked_before_a_run(entry):
+    """torch.export's shape guards (beyond each size's range) decide which sizes an executable
+    takes: 5 shares 6's executable (the same k), 8 and 7 get one of their own, each right.
+    (TorchDynamo keeps k symbolic, ceil(n / 2) computed in the graph: one executable.)"""
+    model = SizeMathInPython()
+    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
+        torch.compile(model, backend="tgraph", dynamic=True)
+    made = []
+    with torch.no_grad():
+        for n in (6, 5, 8, 7):
+            before = compiles()
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(fast(x), model(x), msg=f"n = {n}")
+            made.append(compiles() - before)
+    assert made == ([1, 0, 1, 0] if entry == "export" else [1, 0, 0, 0])
 
 
 def test_a_first_call_of_size_one_does_not_fix_the_rest():

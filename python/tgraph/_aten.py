@@ -855,6 +855,16 @@ def _hardtanh(c: _Ctx, x, lo=-1.0, hi=1.0):
     return _clamp(c, x, lo, hi)
 
 
+def _repeat(c: _Ctx, x, reps):
+    """x.repeat(reps): a tile, with leading axes of 1 where reps has more; counts that are sizes
+    (Bloom repeats its ALiBi table by the batch) computed in the graph (tile_sized)."""
+    if len(reps) > x.rank:
+        x = c.g.expand_dims(x, list(range(len(reps) - x.rank)))
+    if any(_is_dynamic(r) for r in reps):
+        return c.g.tile_sized(x, c.size_tensor(reps))
+    return c.g.tile(x, [int(r) for r in reps])
+
+
 def _scalar_tensor(c: _Ctx, v, **kw):
     if isinstance(v, Sym):  # a size made a tensor (decompositions that compute with sizes)
         return c.tensor(v, dtype=c.out_dtype or tg.f32)
@@ -1515,8 +1525,7 @@ _CONVERTERS: dict[str, Callable] = {
     "stack": lambda c, xs, dim=0: c.g.stack(list(xs), dim % (xs[0].rank + 1)),
     "split_with_sizes": _split_with_sizes, "split": _split, "constant_pad_nd": _constant_pad_nd,
     "index_select": _index_select, "gather": _gather, "flip": lambda c, x, dims: c.g.reverse(x, _axes(dims, x.rank)),
-    "repeat": lambda c, x, reps: c.g.tile(x if len(reps) == x.rank else c.g.reshape(
-        x, [1] * (len(reps) - x.rank) + list(x.shape)), list(reps)),
+    "repeat": _repeat,
     "full": _full, "full_like": _full_like, "zeros_like": lambda c, x, **kw: _full_like(c, x, 0),
     "ones_like": lambda c, x, **kw: _full_like(c, x, 1), "zeros": lambda c, shape, **kw: _full(c, shape, 0),
     "ones": lambda c, shape, **kw: _full(c, shape, 1), "scalar_tensor": _scalar_tensor, "arange": _arange,

@@ -186,14 +186,15 @@ def test_indices_from_the_end_of_a_dynamic_dim(entry):
 
 class SizesAsNumbers(nn.Module):
     """Sizes used as numbers: a padding by the batch size up to a multiple of 4, a product of
-    sizes in a view, a range to 2n + 1, a slice from n // 2, the batch size as a factor. tgraph
+    sizes in a view, a range to 2n + 1, a slice from n // 2, the batch size as a factor and as a
+    repeat count (Bloom's ALiBi table). tgraph
     computes them in the graph (sized ops), known per size: one executable."""
 
     def forward(self, x):
         n = x.shape[0]
         p = nn.functional.pad(x, (0, (4 - n % 4) % 4))
         flat = p.reshape(p.shape[0] * p.shape[1])
-        return flat * n, torch.arange(2 * n + 1, dtype=x.dtype), x[n // 2:] * 2
+        return flat * n, torch.arange(2 * n + 1, dtype=x.dtype), x[n // 2:] * 2, x[:1].repeat(n, 2)
 
 
 class AdaptiveMaxOverADynamicDim(nn.Module):

@@ -659,7 +659,7 @@ def _resized(args, kwargs, b: int, n: int, gen):
     from torch.utils._pytree import tree_map
     side = None
 
-    def one(v):
+    def one(v, name=""):
         nonlocal side
         if not isinstance(v, torch.Tensor):
             return v
@@ -672,12 +672,14 @@ def _resized(args, kwargs, b: int, n: int, gen):
             shape[d] = n
         if v.is_floating_point():
             return torch.randn(shape, generator=gen, dtype=v.dtype)
-        if set(v.unique().tolist()) <= {0, 1}:  # a mask
+        if "mask" in name and v.dim() == 2:
             m = torch.ones(shape, dtype=v.dtype)
-            m[1, shape[1] * 3 // 4:] = 0
+            m[1 % shape[0], shape[1] * 3 // 4:] = 0
             return m
+        if not v.any():  # (token type ids of one type)
+            return torch.zeros(shape, dtype=v.dtype)
         return torch.randint(3, 100, shape, generator=gen, dtype=v.dtype)
-    return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
+    return tree_map(one, tuple(args)), {k: tree_map(lambda v, k=k: one(v, k), w) for k, w in kwargs.items()}
 
 
 def run_dynamic(family: str, name: str, entries: list[str]) -> list[dict]:

@@ -144,7 +144,13 @@ class _Ctx:
 
     def size_scalar(self, v) -> tg.Tensor:
         """One size as a 0-D tensor computed in the graph (size_tensor): i64, or f64 for a float
-        computed from sizes (torch's decompositions divide sizes: `IntTrueDiv(h_out, h)`)."""
+        computed from sizes (torch's decompositions divide sizes: `IntTrueDiv(h_out, h)`). An
+        integer that sympy computes through a fraction (`s0 / 2` of an even s0) comes back i64."""
+        t = self._size_scalar(v)
+        e = _sym_expr(v)
+        return self.cast(t, tg.i64) if t.dtype == tg.f64 and getattr(e, "is_integer", False) else t
+
+    def _size_scalar(self, v) -> tg.Tensor:
         g, e = self.g, _sym_expr(v)
         if isinstance(e, int) or getattr(e, "is_Integer", False):
             return g.constant(np.array(int(e), np.int64))
@@ -1123,8 +1129,9 @@ def _adaptive_avg_probe(nd: int, out: list) -> Callable[[int, int], torch.Tensor
 
 
 def _adaptive_avg_pool(c: _Ctx, x, output_size):
-    out = list(c.node.meta["val"].shape[2:])
-    if any(d < 0 for d in x.shape[2:]):  # windows known per size: weights computed in the graph
+    nd = len(output_size)  # (an unbatched input has one leading dim, not two)
+    out = list(c.node.meta["val"].shape[-nd:])
+    if any(d < 0 for d in x.shape[-nd:]):  # windows known per size: weights computed in the graph
         return _adaptive_avg_dynamic(c, x, out)
     return _separable(c, x, _adaptive_avg_probe(x.rank - 2, out))
 
@@ -1156,7 +1163,7 @@ def _adaptive_avg_dynamic(c: _Ctx, x, out: list, grad=None):
     t = c.out_dtype or y.dtype
     y = c.cast(y, t)
     for k, o in enumerate(int(s) for s in out):
-        a, last = 2 + k, y.rank - 1
+        a, last = y.rank - len(out) + k, y.rank - 1
         if x.shape[a] == o:
             continue
         if grad is None and o == 1:
@@ -1174,8 +1181,9 @@ def _adaptive_avg_pool_backward(c: _Ctx, grad, x):
     """The gradient of adaptive average pooling: each spatial axis through the transpose of the
     forward's matrix (torch's own windows)."""
     nd = x.rank - 2
-    if any(d < 0 for d in x.shape[2:]):
-        return _adaptive_avg_dynamic(c, x, list(grad.shape[2:]), grad)
+    dyn = 3 if _packet_name(c.node.target).startswith("_adaptive_avg_pool3d") else 2  # (its spatial rank)
+    if any(d < 0 for d in x.shape[-dyn:]):
+        return _adaptive_avg_dynamic(c, x, list(grad.shape[-dyn:]), grad)
     probe = _adaptive_avg_probe(nd, list(grad.shape[2:]))
     y = c.cast(grad, c.out_dtype or grad.dtype)
     for k in range(nd):
@@ -1189,12 +1197,14 @@ def _adaptive_max_pool(c: _Ctx, x, output_size):
     windows' taps (short windows repeat their last) and takes their maximum."""
     if 1 in _used_outputs(c):
         raise UnsupportedOp("[torch] adaptive max pooling's indices")
-    if any(d < 0 for d in x.shape[2:]):  # (its taps per window depend on the size)
+    nd = len(output_size)  # (an unbatched input has one leading dim, not two)
+    if any(d < 0 for d in x.shape[-nd:]):  # (its taps per window depend on the size)
         raise tg.Error(f"[torch] adaptive max pooling of {list(x.shape)}: a spatial size that varies")
     g = c.g
     y = x
-    for k, o in enumerate(c.node.meta["val"][0].shape[2:]):
-        a, n = 2 + k, x.shape[2 + k]
+    for k, o in enumerate(c.node.meta["val"][0].shape[-nd:]):
+        a = x.rank - nd + k
+        n = x.shape[a]
         starts = [(i * n) // o for i in range(o)]
         ends = [-((-(i + 1) * n) // o) for i in range(o)]
         taps = max(e - b for b, e in zip(starts, ends))

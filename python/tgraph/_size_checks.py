@@ -30,7 +30,7 @@ def size_guards(ep, user: list) -> list:
     does: tgraph infers every op again at the concrete size, so broadcasting at 1 is numpy's. A
     range the code refined (a table's length, a size compared in the model) is checked whole."""
     ranges = {str(k): (v.lower, v.upper) for k, v in ep.range_constraints.items()}
-    first, guards, symbols, env = {}, [], {}, None
+    first, guards, dims, env = {}, [], {}, None  # dims: each distinct symbolic size -> (input, dim, example)
     traced = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
     for k, name in enumerate(user):
         v = traced.get(name)
@@ -48,82 +48,118 @@ def size_guards(ep, user: list) -> list:
                 guards.append(("equal", k, d) + first[sym])
             else:
                 first[sym] = (k, d)
-                symbols[size.node.expr] = (k, d)
+                dims[size.node.expr] = (k, d, size.node.hint)
                 env = size.node.shape_env
-    code = _guard_code(env, symbols)
+    code = _guard_code(env, dims)
     if code is not None:
         guards.append(code)
     return guards
 
 
-def _guard_code(env, symbols: dict):
-    """The shape guards of torch's shape environment over the inputs' symbols as one Python
-    expression: ("code", [[name, input, dim], ...], source), or None where there are none. The
-    guards of a symbol's sign or 0/1 specialisation (`s0 >= 2`) are left to the ranges above,
-    which relax that one; a guard torch's printer cannot write is left out (tgraph's own shape
-    inference still refuses, with the op and the shapes, a size its graph cannot take)."""
-    if env is None or not symbols:
+def _guard_code(env, dims: dict):
+    """The shape guards of torch's shape environment as one Python expression over the inputs'
+    dims: ("code", [[name, input, dim], ...], source), or None where there are none. The
+    variables are the symbols that are input dims themselves; an input dim that is an expression
+    of them (an input of size 2n beside one of n) is a variable of its own, equal to that
+    expression. The 0/1 specialisation (`s0 >= 2`, `s0 != 1`) is left to the ranges, which relax
+    that one. A guard torch's printer cannot write (or over a symbol no input dim is) leaves the
+    executable taking its example's sizes only: ("only", [[input, dim, size], ...])."""
+    if env is None or not dims:
         return None
     from torch.utils._sympy.printers import PythonPrinter
-    printer, parts = PythonPrinter(), []
-    for g in getattr(env, "guards", ()):
-        e = g.expr
-        if not e.free_symbols or not e.free_symbols <= set(symbols) or _bounds_one_symbol(e):
-            continue
-        try:
+    printer, parts, names = PythonPrinter(), [], []
+    symbols = {e for e in dims if e.is_Symbol}
+    try:
+        for e, (k, d, _) in dims.items():
+            if e.is_Symbol:
+                names.append([str(e), k, d])
+            elif e.free_symbols <= symbols:  # a derived input dim: a variable, equal to its expression
+                names.append([f"_d{k}_{d}", k, d])
+                parts.append(f"_d{k}_{d} == ({printer.doprint(e)})")
+            else:
+                raise ValueError(f"an input dim {e} over a symbol no input dim is")
+        allowed = {n[0] for n in names}
+        for src in parts:
+            _check_source(src, allowed)
+        fixed = dict(getattr(env, "replacements", {}))  # symbols torch fixed (a dim of 4 it specialised)
+        for g in getattr(env, "guards", ()):
+            e = g.expr.xreplace(fixed) if fixed else g.expr
+            if not e.free_symbols or _specialises_zero_or_one(e):
+                continue
+            if not e.free_symbols <= symbols:
+                raise ValueError(f"a guard over a symbol no input dim is: {e}")
             src = printer.doprint(e)
-            _check_source(src, {str(s) for s in symbols})
-        except Exception:  # noqa: BLE001  (left out: see above)
-            continue
-        if src not in parts:
-            parts.append(src)
+            _check_source(src, allowed)
+            if src not in parts:
+                parts.append(src)
+    except Exception:  # noqa: BLE001  (an unwritable guard: the example's sizes only)
+        return ("only", [[k, d, int(hint)] for k, d, hint in dims.values() if hint is not None])
     if not parts:
         return None
-    names = [[str(s), k, d] for s, (k, d) in symbols.items()]
     return ("code", names, " and ".join(f"({p})" for p in parts))
 
 
-def _bounds_one_symbol(e) -> bool:
-    """A guard that only bounds one symbol by a number (`s0 >= 2`, `s1 <= 512`): the range
-    constraints hold those, relaxed where they are export's default."""
-    return len(e.free_symbols) == 1 and getattr(e, "is_Relational", False) and \
-        any(a.is_Symbol for a in e.args) and any(a.is_Number for a in e.args)
+def _specialises_zero_or_one(e) -> bool:
+    """`s >= 2`, `s > 1`, `s != 0`, `s != 1` (and `s >= 0`, `s > 0`, `s >= 1`): export's
+    assumption that a symbolic size is neither 0 nor 1, which the ranges relax (size_guards)."""
+    import sympy
+    if len(e.free_symbols) != 1 or len(e.args) != 2:
+        return False
+    lhs, rhs = e.args
+    if not (lhs.is_Symbol and rhs.is_Number) and not (rhs.is_Symbol and lhs.is_Number):
+        return False
+    sym_left = lhs.is_Symbol
+    n = int(rhs if sym_left else lhs)
+    if isinstance(e, sympy.Ne):
+        return n in (0, 1)
+    lower = (isinstance(e, sympy.GreaterThan) and sym_left) or (isinstance(e, sympy.LessThan) and not sym_left)
+    strict = (isinstance(e, sympy.StrictGreaterThan) and sym_left) or (isinstance(e, sympy.StrictLessThan) and not sym_left)
+    return (lower and n <= 2) or (strict and n <= 1)
 
 
-# What a guard's source may use: arithmetic, comparisons and these functions, over the symbols.
-_FUNCTIONS = {"ceil", "floor", "trunc", "sqrt", "log2", "min", "max", "abs", "int", "float", "round",
-              "sym_min", "sym_max", "sym_float", "sym_int", "sym_sqrt", "sym_ite", "sym_not"}
+# What a guard's source may use: arithmetic, comparisons and these functions, over the variables
+# (_guard_code). The same names make the scope it is evaluated in (_guard_function).
+_BARE = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round, "bool": bool}
+_MATH = {"ceil", "floor", "trunc", "sqrt", "log2"}
+_TORCH = {"sym_min", "sym_max", "sym_float", "sym_int", "sym_sqrt", "sym_ite", "sym_not"}
 _NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Constant,
           ast.Attribute, ast.Load, ast.IfExp, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub,
           ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def _check_source(src: str, symbols: set) -> ast.Expression:
+def _check_source(src: str, variables: set) -> ast.Expression:
     """The parsed source of a guard, refused (ValueError) unless it is arithmetic over the
-    symbols and the functions above: the source is also read back from the compile cache's
-    files, so nothing else is ever evaluated."""
+    variables and the functions above, powers by small whole numbers: the source is also read
+    back from the compile cache's files, so nothing else is ever evaluated."""
     tree = ast.parse(src, mode="eval")
     for node in ast.walk(tree):
         if not isinstance(node, _NODES):
             raise ValueError(f"a guard uses {type(node).__name__}")
-        if isinstance(node, ast.Name) and node.id not in symbols | _FUNCTIONS | {"math", "torch"}:
+        if isinstance(node, ast.Name) and node.id not in variables | set(_BARE) | {"math", "torch"}:
             raise ValueError(f"a guard names {node.id}")
-        if isinstance(node, ast.Attribute) and (node.attr not in _FUNCTIONS or not isinstance(node.value, ast.Name)):
+        if isinstance(node, ast.Attribute) and not (
+                isinstance(node.value, ast.Name) and (node.value.id, node.attr) in
+                {("math", f) for f in _MATH} | {("torch", f) for f in _TORCH}):
             raise ValueError(f"a guard reads .{node.attr}")
-        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (bool, int, float)):
             raise ValueError("a guard holds a non-number")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and not (
+                isinstance(node.right, ast.Constant) and isinstance(node.right.value, (int, float))
+                and abs(node.right.value) <= 64):
+            raise ValueError("a guard raises to a power that is not a small number")
     return tree
 
 
 def _guard_function(code):
-    """The callable of a ("code", names, source) guard: the symbols' sizes in, True where every
-    guard holds."""
+    """The callable of a ("code", names, source) guard: the variables' sizes in, True where
+    every guard holds."""
     _, names, src = code
-    symbols = [n[0] for n in names]
-    _check_source(src, set(symbols))
-    scope = {"__builtins__": {}, "math": math, "torch": torch, "bool": bool, "min": min, "max": max, "abs": abs,
-             "int": int, "float": float, "round": round}
-    return eval(f"lambda {', '.join(symbols)}: bool({src})", scope)  # noqa: S307  (checked above)
+    variables = [n[0] for n in names]
+    if not all(isinstance(v, str) and v.isidentifier() for v in variables):
+        raise ValueError("a guard's variables are not names")
+    _check_source(src, set(variables))
+    scope = {"__builtins__": {}, "math": math, "torch": torch, **_BARE}
+    return eval(f"lambda {', '.join(variables)}: bool({src})", scope)  # noqa: S307  (checked above)
 
 
 def accepts(compiled, tensors: list) -> bool:
@@ -154,16 +190,17 @@ def _accepts(compiled, shapes: tuple) -> bool:
         elif g[0] == "equal":
             if shapes[g[1]][g[2]] != shapes[g[3]][g[4]]:
                 return False
+        elif g[0] == "only":
+            if any(shapes[k][d] != n for k, d, n in g[1]):
+                return False
         elif g[0] == "code":
-            fn = compiled.__dict__.get("_guard_fn")
-            if fn is None:
-                try:
-                    fn = compiled._guard_fn = _guard_function(g)
-                except (ValueError, SyntaxError, TypeError):  # (a cache file's guard that is no
-                    return False                               #  arithmetic: that entry is not used)
-            try:
+            try:  # (a cache file's guard that is no arithmetic, one dividing by a size of 0: not taken)
+                fn = compiled.__dict__.get("_guard_fn") or _guard_function(g)
+                compiled._guard_fn = fn
                 if not fn(*(shapes[k][d] for _, k, d in g[1])):
                     return False
-            except (ArithmeticError, ValueError):  # (a guard dividing by a size of 0)
+            except Exception:  # noqa: BLE001
                 return False
+        else:
+            return False  # (a kind this version does not know, from a cache file)
     return True

@@ -405,6 +405,45 @@ def test_a_size_torch_guards_is_checked_before_a_run(entry):
     assert made == ([1, 0, 1, 0] if entry == "export" else [1, 0, 0, 0])
 
 
+class BranchOnASize(nn.Module):
+    """A branch on one size (torch records `n != 5` when it traces 6) and a second input twice
+    the first's length (its dim is `2 n`, no symbol of its own)."""
+
+    def forward(self, x, y):
+        z = x * 3 if x.shape[0] == 5 else x * 2
+        return z + y[: x.shape[0]] + y[x.shape[0]:]
+
+
+def test_guards_on_one_size_and_on_a_derived_input_dim():
+    """An executable traced at 6 takes 7 (one executable), not 5 (its other branch: exported
+    again); an input whose dim is twice the other's stays one executable, its relation checked
+    (a y of another length is exported again, and torch refuses it)."""
+    model = BranchOnASize()
+    fast = tgt.compile(model, dynamic=True)
+    made = []
+    with torch.no_grad():
+        for n in (6, 7, 5, 4):
+            before = compiles()
+            x, y = torch.randn(n, 3), torch.randn(2 * n, 3)
+            torch.testing.assert_close(fast(x, y), model(x, y), msg=f"n = {n}")
+            made.append(compiles() - before)
+        assert made == [1, 0, 1, 0]
+        with pytest.raises(Exception):  # y not twice x: no executable takes it, and torch.export says why
+            fast(torch.randn(6, 3), torch.randn(11, 3))
+
+
+def test_adaptive_pooling_of_an_unbatched_free_image():
+    """(C, H, W) without a batch: the pooled axes are the last ones."""
+    model = nn.AdaptiveAvgPool2d((3, 2))
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for s in ((4, 7, 5), (4, 9, 6), (4, 11, 3)):
+            x = torch.randn(*s)
+            torch.testing.assert_close(fast(x), model(x))
+    assert compiles() - before == 1
+
+
 def test_a_first_call_of_size_one_does_not_fix_the_rest():
     """torch.export fixes a dim whose example size is 1: that executable takes batch 1 only, and
     a later batch of 4 gets its own symbolic one (not an error), which serves batch 6 too."""

@@ -115,19 +115,13 @@ def decompositions() -> dict:
 
 
 def export_decompositions():
-    """What tgraph.torch.compile's torch.export graphs (inference) are lowered with: torch.export's
-    default table, less what tgraph converts whole: scaled_dot_product_attention (one fused kernel
-    on CUDA; its math form elsewhere) instead of torch's math decomposition, and 2-D nearest,
-    nearest-exact and bilinear interpolation, whose decompositions compute float scales from the
-    sizes (`sym_float(h) / (2.0 * h)`), which a dynamic image cannot keep; tgraph's converter makes
-    the resize op at the size computed in the graph. (The dynamo path's table, which training
-    shares, keeps them: their backwards have no converters.)"""
+    """What tgraph.torch.compile's torch.export graphs are lowered with: torch.export's default
+    table, less scaled_dot_product_attention, which tgraph converts whole (one fused kernel on
+    CUDA; its math form elsewhere) instead of torch's math decomposition."""
     import torch
-    aten = torch.ops.aten
     table = torch.export.default_decompositions()
-    whole = [aten.scaled_dot_product_attention.default]
-    for op in (aten.upsample_nearest2d, aten._upsample_nearest_exact2d, aten.upsample_bilinear2d):
-        whole += [getattr(op, o) for o in op.overloads() if o in ("default", "vec")]
-    for op in whole:
-        table.pop(op, None)
+    try:
+        del table[torch.ops.aten.scaled_dot_product_attention.default]
+    except KeyError:
+        pass
     return table

@@ -343,8 +343,8 @@ def test_adaptive_pooling_gradients_at_every_image_size():
 
 
 class Upsamplings(nn.Module):
-    """A decoder's upsamplings of an image whose size varies: nearest-exact by 2 (torch's
-    decomposition computes a float scale from the sizes), nearest and bilinear to another
+    """A decoder's upsamplings of an image whose size varies: nearest-exact by 2 and by 1.5
+    (torch's decomposition computes a float scale from the sizes), nearest and bilinear to another
     tensor's size; and a fixed grid (a ViT's position table) bicubic to the image's size, as
     DINOv2 and ViT's interpolate_pos_encoding do."""
 
@@ -354,10 +354,11 @@ class Upsamplings(nn.Module):
 
     def forward(self, x, skip):
         up = nn.functional.interpolate(x, scale_factor=2, mode="nearest-exact")
+        third = nn.functional.interpolate(x, scale_factor=1.5, mode="nearest-exact")
         near = nn.functional.interpolate(x, size=skip.shape[2:], mode="nearest")
         lin = nn.functional.interpolate(x, size=skip.shape[2:], mode="bilinear", align_corners=False)
         pos = nn.functional.interpolate(self.grid, size=x.shape[2:], mode="bicubic", align_corners=False)
-        return up + skip, near * lin, x + pos
+        return up + skip, near * lin, x + pos, third
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])

@@ -220,6 +220,7 @@ class TorchModule(torch.nn.Module):
         self._dynamic = dynamic
         self._cache: dict = {}
         self.dynamo_reason = None  # why the last signature built went through TorchDynamo, if it did
+        self._dynamo_module = None  # that route's torch.compile'd module: one for every signature
 
     def recompile(self) -> None:
         """Forgets the compiled executables (after the module's weights changed)."""
@@ -261,6 +262,8 @@ class TorchModule(torch.nn.Module):
 
     def _build(self, args, kwargs):
         from torch.utils import _pytree as pytree
+        if self._dynamo_module is not None and (self.dynamo_reason or "").startswith("torch.export failed"):
+            return self._dynamo_module, None  # (torch.export failed at another signature: it would again)
         flat, _ = pytree.tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         py = tuple(repr(a) for a in flat if not isinstance(a, torch.Tensor))
@@ -323,7 +326,12 @@ class TorchModule(torch.nn.Module):
                     return entry
             except tg.Error:
                 pass
-            _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {why}")
+            entry = self._build_from(args, kwargs, dynamic=False)
+            if entry[1] is None:  # torch.export fails whatever the sizes: TorchDynamo keeps them dynamic
+                _report_line(f"tgraph: through TorchDynamo, its graphs' sizes dynamic ({self.dynamo_reason})")
+            else:
+                _report_line(f"tgraph: dynamic sizes not kept, compiling per size: {why}")
+            return entry
         return self._build_from(args, kwargs, dynamic=False)
 
     def _build_from(self, args, kwargs, dynamic):
@@ -391,8 +399,12 @@ class TorchModule(torch.nn.Module):
         """Where torch.export fails (a model it cannot handle, or a bug of the installed torch:
         Hugging Face GPT-2 under torch 2.15), run the module through TorchDynamo with tgraph's
         backend instead: Python that export rejects (data-dependent branches) runs between the
-        graphs, and each graph runs in tgraph."""
-        return torch.compile(self._module, backend=backend, dynamic=False), None
+        graphs, and each graph runs in tgraph. With dynamic=True, TorchDynamo's too: its graphs
+        keep the sizes symbolic (decoders, whose cache objects torch.export refuses: one tgraph
+        executable per graph for every sequence length)."""
+        if self._dynamo_module is None:
+            self._dynamo_module = torch.compile(self._module, backend=backend, dynamic=bool(self._dynamic))
+        return self._dynamo_module, None
 
 
 def compile(module: torch.nn.Module, *, device=None, precision: str = "f32",  # noqa: A001

@@ -445,6 +445,33 @@ def test_adaptive_pooling_of_an_unbatched_free_image():
     assert compiles() - before == 1
 
 
+class Box:
+    """An output type torch.export does not know (as a decoder's cache object)."""
+
+    def __init__(self, t):
+        self.t = t
+
+
+class ReturnsAnObject(nn.Module):
+    def forward(self, x):
+        return Box(torch.relu(x) * x.shape[0] + x.sum(0))
+
+
+def test_a_model_export_refuses_keeps_its_sizes_through_torchdynamo(capsys):
+    """torch.export fails whatever the sizes (an output of a type it does not know): the module
+    goes through TorchDynamo once, whose graphs keep the sizes symbolic — one executable for
+    every size, and no export tried again at each new size."""
+    model = ReturnsAnObject()
+    fast = tgt.compile(model, dynamic=True)
+    before = compiles()
+    with torch.no_grad():
+        for n in (2, 3, 5, 9):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(fast(x).t, model(x).t)
+    assert compiles() - before == 1
+    assert "through TorchDynamo" in capsys.readouterr().err
+
+
 def test_a_first_call_of_size_one_does_not_fix_the_rest():
     """torch.export fixes a dim whose example size is 1: that executable takes batch 1 only, and
     a later batch of 4 gets its own symbolic one (not an error), which serves batch 6 too."""

@@ -14,6 +14,13 @@ def compiles():
     return tgt.stats()["executables"]
 
 
+def through(model, entry):
+    """model through tgraph.torch.compile ("export") or torch.compile with tgraph's backend
+    ("dynamo"), sizes dynamic."""
+    return tgt.compile(model, dynamic=True) if entry == "export" else \
+        torch.compile(model, backend="tgraph", dynamic=True)
+
+
 class ConvNet(nn.Module):
     """Convolutions, batch norm, pooling and a flatten whose batch (and image size) vary."""
 
@@ -174,8 +181,7 @@ class EndsOfADynamicDim(nn.Module):
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_indices_from_the_end_of_a_dynamic_dim(entry):
     model = EndsOfADynamicDim()
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
+    fast = through(model, entry)
     before = compiles()
     with torch.no_grad():
         for b, n in ((2, 5), (3, 9), (4, 7)):
@@ -218,8 +224,7 @@ class SizeOfASlice(nn.Module):
 def compiles_over_three_sizes(model, entry) -> int:
     """Executables compiled while `model` through `entry` (tgraph.torch.compile or torch.compile
     with tgraph's backend, dynamic) runs [n, 3] inputs of three sizes, each against eager."""
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
+    fast = through(model, entry)
     before = compiles()
     with torch.no_grad():
         for n in (4, 6, 9):
@@ -310,8 +315,7 @@ ADAPTIVE_SIZES = [(2, 7, 5), (3, 6, 4), (2, 2, 9), (4, 11, 2)]
 def test_adaptive_pooling_of_a_free_image_size_is_one_executable(capsys, entry):
     torch.manual_seed(0)
     model = AdaptiveHead().eval()
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
+    fast = through(model, entry)
     gen = torch.Generator().manual_seed(6)
     before = compiles()
     with torch.no_grad():
@@ -365,8 +369,7 @@ class Upsamplings(nn.Module):
 def test_upsamplings_of_a_free_image_size_are_one_executable(capsys, entry):
     torch.manual_seed(0)
     model = Upsamplings().eval()
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
+    fast = through(model, entry)
     gen = torch.Generator().manual_seed(8)
     before = compiles()
     with torch.no_grad():
@@ -394,8 +397,7 @@ def test_a_size_torch_guards_is_checked_before_a_run(entry):
     takes: 5 shares 6's executable (the same k), 8 and 7 get one of their own, each right.
     (TorchDynamo keeps k symbolic, ceil(n / 2) computed in the graph: one executable.)"""
     model = SizeMathInPython()
-    fast = tgt.compile(model, dynamic=True) if entry == "export" else \
-        torch.compile(model, backend="tgraph", dynamic=True)
+    fast = through(model, entry)
     made = []
     with torch.no_grad():
         for n in (6, 5, 8, 7):

@@ -158,8 +158,7 @@ class _Ctx:
             return g.constant(np.array(float(e), np.float64))
         for table in (self.sym_sources, self.derived):
             if e in table:
-                t, d = table[e]
-                return g.reshape(g.slice(g.shape_of(t), [d], [d + 1]), [])
+                return self.dim_scalar(*table[e])
         kind = type(e).__name__
         args = [self.size_scalar(a) for a in getattr(e, "args", ())]
         if any(a.dtype == tg.f64 for a in args):  # a float among them: all computed as floats
@@ -184,6 +183,10 @@ class _Ctx:
         if kind in ("Max", "Min") and args:
             return functools.reduce(g.maximum if kind == "Max" else g.minimum, args)
         raise tg.Error(f"[torch] the size {e} ({kind}) is not one tgraph computes in the graph")
+
+    def dim_scalar(self, t: tg.Tensor, d: int) -> tg.Tensor:
+        """Dim d of t as a 0-D i64 tensor (its size at run time)."""
+        return self.g.reshape(self.g.slice(self.g.shape_of(t), [d], [d + 1]), [])
 
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
@@ -1142,7 +1145,7 @@ def _adaptive_matrix(c: _Ctx, x, axis: int, o: int, t: tg.DType) -> tg.Tensor:
     computed in the graph from n (so one executable serves every n)."""
     g = c.g
     i64 = lambda v: g.constant(np.asarray(v, np.int64))  # noqa: E731
-    n = g.reshape(g.slice(g.shape_of(x), [axis], [axis + 1]), [])
+    n = c.dim_scalar(x, axis)
     j = g.expand_dims(g.arange_sized(i64(0), n, i64(1), tg.i64), [1])     # [n, 1]
     i = np.arange(o, dtype=np.int64)
     start = g.div(g.mul(i64(i), n), i64(o))                                 # [o] (sizes >= 0:
@@ -1181,9 +1184,9 @@ def _adaptive_avg_pool_backward(c: _Ctx, grad, x):
     """The gradient of adaptive average pooling: each spatial axis through the transpose of the
     forward's matrix (torch's own windows)."""
     nd = x.rank - 2
-    dyn = 3 if _packet_name(c.node.target).startswith("_adaptive_avg_pool3d") else 2  # (its spatial rank)
-    if any(d < 0 for d in x.shape[-dyn:]):
-        return _adaptive_avg_dynamic(c, x, list(grad.shape[-dyn:]), grad)
+    spatial = 3 if _packet_name(c.node.target).startswith("_adaptive_avg_pool3d") else 2
+    if any(d < 0 for d in x.shape[-spatial:]):
+        return _adaptive_avg_dynamic(c, x, list(grad.shape[-spatial:]), grad)
     probe = _adaptive_avg_probe(nd, list(grad.shape[2:]))
     y = c.cast(grad, c.out_dtype or grad.dtype)
     for k in range(nd):

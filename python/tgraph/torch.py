@@ -221,6 +221,7 @@ class TorchModule(torch.nn.Module):
         self._cache: dict = {}
         self.dynamo_reason = None  # why the last signature built went through TorchDynamo, if it did
         self._dynamo_module = None  # that route's torch.compile'd module: one for every signature
+        self._export_fails = False  # torch.export failed at some signature: the TorchDynamo route for all
 
     def recompile(self) -> None:
         """Forgets the compiled executables (after the module's weights changed)."""
@@ -262,8 +263,8 @@ class TorchModule(torch.nn.Module):
 
     def _build(self, args, kwargs):
         from torch.utils import _pytree as pytree
-        if self._dynamo_module is not None and (self.dynamo_reason or "").startswith("torch.export failed"):
-            return self._dynamo_module, None  # (torch.export failed at another signature: it would again)
+        if self._export_fails:  # (at another signature: it would again)
+            return self._through_dynamo()
         flat, _ = pytree.tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         py = tuple(repr(a) for a in flat if not isinstance(a, torch.Tensor))
@@ -356,6 +357,7 @@ class TorchModule(torch.nn.Module):
             if dynamic:
                 raise tg.Error(f"[torch] torch.export with dynamic sizes failed: {type(e).__name__}: {first[:120]}")
             self.dynamo_reason = f"torch.export failed: {type(e).__name__}: {first[:120]}"
+            self._export_fails = True
             return self._through_dynamo()
         sig = ep.graph_signature
         user = [s.arg.name for s in sig.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]

@@ -122,6 +122,7 @@ def _specialises_zero_or_one(e) -> bool:
 _BARE = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round, "bool": bool}
 _MATH = {"ceil", "floor", "trunc", "sqrt", "log2"}
 _TORCH = {"sym_min", "sym_max", "sym_float", "sym_int", "sym_sqrt", "sym_ite", "sym_not"}
+_ATTRIBUTES = {("math", f) for f in _MATH} | {("torch", f) for f in _TORCH}
 _NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Constant,
           ast.Attribute, ast.Load, ast.IfExp, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub,
           ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -132,14 +133,14 @@ def _check_source(src: str, variables: set) -> ast.Expression:
     variables and the functions above, powers by small whole numbers: the source is also read
     back from the compile cache's files, so nothing else is ever evaluated."""
     tree = ast.parse(src, mode="eval")
+    names = set(variables) | set(_BARE) | {"math", "torch"}
     for node in ast.walk(tree):
         if not isinstance(node, _NODES):
             raise ValueError(f"a guard uses {type(node).__name__}")
-        if isinstance(node, ast.Name) and node.id not in variables | set(_BARE) | {"math", "torch"}:
+        if isinstance(node, ast.Name) and node.id not in names:
             raise ValueError(f"a guard names {node.id}")
         if isinstance(node, ast.Attribute) and not (
-                isinstance(node.value, ast.Name) and (node.value.id, node.attr) in
-                {("math", f) for f in _MATH} | {("torch", f) for f in _TORCH}):
+                isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _ATTRIBUTES):
             raise ValueError(f"a guard reads .{node.attr}")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (bool, int, float)):
             raise ValueError("a guard holds a non-number")

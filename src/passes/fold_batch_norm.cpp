@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/element.h"
 #include "passes/fold_memo.h"
 #include "passes/rewrite.h"
 
@@ -22,10 +23,11 @@ const TensorData* constant_of(const GraphImpl& g, int32_t v) {
   return n.kind == OpKind::Constant && !n.data.empty() ? &n.data : nullptr;
 }
 
-// w scaled by s[c] along its output-channel axis (element i's c is (i / inner) % C), in its own type: the
-// per-element accessors (through double) took 0.7 s for ResNet-50's filters.
-template <class T>
-TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inner) {
+// w scaled by s[c] along its output-channel axis (element i's c is (i / inner) % C), in its own
+// type, each product in float or double and rounded once: the per-element accessors (through
+// double) took 0.7 s for ResNet-50's filters. `load` / `store` read and write one element.
+template <class T, class Load, class Store>
+TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inner, Load load, Store store) {
   if (w.num_elements() == 0 || s.empty() || inner <= 0) return w.clone();  // nothing to scale
   TensorData out(w.shape(), w.dtype());
   const T* src = w.ptr<T>();
@@ -34,29 +36,44 @@ TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inn
   for (int64_t o = 0, i = 0; o < outer; ++o)
     for (int64_t c = 0; c < C; ++c) {
       const double sc = s[static_cast<size_t>(c)];
-      for (int64_t k = 0; k < inner; ++k, ++i) dst[i] = static_cast<T>(src[i] * sc);
+      for (int64_t k = 0; k < inner; ++k, ++i) dst[i] = store(load(src[i]) * sc);
     }
   return out;
 }
 
-// The batch norm's per-channel scale gamma / sqrt(var + eps) and shift beta - mean * scale, in
-// double, read through the parameters' own type (at() per element: 30% of a ResNet-50 copy's
-// fold).
-template <class T>
-void scale_shift(const TensorData& mean, const TensorData& var, const TensorData& gamma, const TensorData& beta,
-                 double epsilon, std::vector<double>& s, std::vector<double>& shift) {
-  const T *m = mean.ptr<T>(), *v = var.ptr<T>(), *g = gamma.ptr<T>(), *b = beta.ptr<T>();
-  for (size_t c = 0; c < s.size(); ++c) {
-    s[c] = static_cast<double>(g[c]) / std::sqrt(static_cast<double>(v[c]) + epsilon);
-    shift[c] = static_cast<double>(b[c]) - static_cast<double>(m[c]) * s[c];
+TensorData scaled_filters(const TensorData& w, const std::vector<double>& s, int64_t inner) {
+  const auto same = [](auto v) { return v; };
+  switch (w.dtype()) {
+    case DType::f32: return scaled<float>(w, s, inner, same, [](double v) { return static_cast<float>(v); });
+    case DType::f64: return scaled<double>(w, s, inner, same, same);
+    case DType::f16:
+      return scaled<uint16_t>(w, s, inner, [](uint16_t h) { return static_cast<double>(half_to_float(h)); },
+                              [](double v) { return float_to_half(static_cast<float>(v)); });
+    default:  // bf16
+      return scaled<uint16_t>(w, s, inner, [](uint16_t h) { return static_cast<double>(bf16_to_float(h)); },
+                              [](double v) { return float_to_bf16(static_cast<float>(v)); });
   }
 }
 
-template <class T>
-TensorData column(const std::vector<double>& values) {
-  TensorData out(Shape{static_cast<int64_t>(values.size())}, std::is_same_v<T, float> ? DType::f32 : DType::f64);
-  T* dst = out.ptr<T>();
-  for (size_t c = 0; c < values.size(); ++c) dst[c] = static_cast<T>(values[c]);
+// The batch norm's per-channel scale gamma / sqrt(var + eps) and shift beta - mean * scale, in
+// double, read through the parameters' own type (one switch per tensor: at() per element took
+// 30% of a ResNet-50 copy's fold).
+void scale_shift(const TensorData& mean, const TensorData& var, const TensorData& gamma, const TensorData& beta,
+                 double epsilon, std::vector<double>& s, std::vector<double>& shift) {
+  std::vector<double> m(s.size()), v(s.size()), g(s.size()), b(s.size());
+  const std::pair<const TensorData*, std::vector<double>*> reads[] = {{&mean, &m}, {&var, &v}, {&gamma, &g}, {&beta, &b}};
+  for (const auto& [t, to] : reads)
+    for (size_t c = 0; c < s.size(); ++c) (*to)[c] = load_element(t->data(), t->dtype(), static_cast<int64_t>(c));
+  for (size_t c = 0; c < s.size(); ++c) {
+    s[c] = g[c] / std::sqrt(v[c] + epsilon);
+    shift[c] = b[c] - m[c] * s[c];
+  }
+}
+
+// The shift as a [C] constant of `dt`.
+TensorData column(const std::vector<double>& values, DType dt) {
+  TensorData out(Shape{static_cast<int64_t>(values.size())}, dt);
+  for (size_t c = 0; c < values.size(); ++c) store_element(out.data(), dt, static_cast<int64_t>(c), values[c]);
   return out;
 }
 
@@ -120,15 +137,19 @@ bool FoldBatchNorm::run(Module& m) {
                      *gamma = constant_of(G, bn.inputs[3]), *beta = constant_of(G, bn.inputs[4]);
     if (!w || !mean || !var || !gamma || !beta) return {};
     const DType dt = w->dtype();
-    if (dt != DType::f32 && dt != DType::f64) return {};  // half filters would round the product
+    // Half filters too: the scale is computed in double and each product rounded once, as
+    // PyTorch's own conv-bn folding does in the filters' type. Unfolded, a half batch norm is
+    // decomposed, its scale computed in half, and a dynamic executable's copy per size carried
+    // its ~800 nodes through every pass (ResNet-50 f16: 8 ms of a copy's 14 on the H200's
+    // host; session 40).
+    if (dt != DType::f32 && dt != DType::f64 && dt != DType::f16 && dt != DType::bf16) return {};
     const int64_t C = w->shape().dims()[static_cast<size_t>(o_axis)];
     for (const TensorData* t : {mean, var, gamma, beta})
       if (t->num_elements() != C || t->dtype() != dt) return {};
     if (G.type(bn.outputs[0]).dtype != dt || G.type(conv.inputs[0]).dtype != dt) return {};
 
     std::vector<double> s(static_cast<size_t>(C)), bias(static_cast<size_t>(C));
-    if (dt == DType::f32) scale_shift<float>(*mean, *var, *gamma, *beta, nd.epsilon, s, bias);
-    else scale_shift<double>(*mean, *var, *gamma, *beta, nd.epsilon, s, bias);
+    scale_shift(*mean, *var, *gamma, *beta, nd.epsilon, s, bias);
     // Filters scaled along their output-channel axis (stride: the product of the dims after it).
     const auto& wd = w->shape().dims();
     int64_t inner = 1;
@@ -138,11 +159,11 @@ bool FoldBatchNorm::run(Module& m) {
     const std::string step = fold_step(*w, {mean, var, gamma, beta}, nd.epsilon, o_axis);
     TensorData w2;
     if (!FoldMemo::get().find(*w, step, w2)) {
-      w2 = dt == DType::f32 ? scaled<float>(*w, s, inner) : scaled<double>(*w, s, inner);
+      w2 = scaled_filters(*w, s, inner);
       FoldMemo::get().add(*w, step, w2);
     }
     FoldKeep::note(w2.storage());  // kept by a dynamic executable for its copies (fold_memo.h)
-    const TensorData b = dt == DType::f32 ? column<float>(bias) : column<double>(bias);
+    const TensorData b = column(bias, dt);
 
     // Copies first: adding nodes may move the graph's node storage (conv, cd point into it).
     const ConvDesc desc = cd;

@@ -770,6 +770,56 @@ TEST(PassFoldBatchNorm, AKeptFoldServesTheNextCopyAfterItsFirstReaderIsGone) {
   EXPECT_FALSE(e.impl().specialize->folds.empty());
 }
 
+// Half filters fold too (a model in f16 or bf16, as torch's .half() makes it): each folded
+// filter is the exact filter times gamma / sqrt(var + eps) computed in double and rounded once
+// to the filters' type, and the compiled values stay within the type's rounding of the
+// unoptimised graph's (the batch norm in half, decomposed there).
+TEST(PassFoldBatchNorm, HalfFiltersFoldWithOneRounding) {
+  for (DType half : {DType::f16, DType::bf16}) {
+    const int64_t C = 5;
+    ConvDesc d;
+    d.padding = PaddingStyle::same;
+    auto cast = [&](const TensorData& t) { return t.cast(half); };
+    const TensorData filters = cast(TensorData::uniform({3, 3, 4, C}, -1, 1, f32, 51));
+    const TensorData mean = cast(TensorData::uniform({C}, -0.5, 0.5, f32, 52)),
+                     var = cast(TensorData::uniform({C}, 0.5, 2.0, f32, 53)),
+                     gamma = cast(TensorData::uniform({C}, 0.5, 1.5, f32, 54)),
+                     beta = cast(TensorData::uniform({C}, -0.5, 0.5, f32, 55));
+    Graph g;
+    Tensor x = g.placeholder({2, 6, 6, 4}, half, "x");
+    Tensor y = g.batch_norm(g.conv2d(x, g.constant(filters), d), g.constant(mean), g.constant(var),
+                            g.constant(gamma), g.constant(beta), 3, 1e-3);
+    Module m = module_of(g, {y});
+    ASSERT_TRUE(FoldBatchNorm().run(m)) << dtype_name(half);
+    const TensorData* got = nullptr;
+    for (const Node& n : m.graph.nodes)
+      if (n.kind == OpKind::Conv2d) {
+        const Node& w = m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)];
+        if (w.kind == OpKind::Constant && w.data.storage() != filters.storage()) got = &w.data;
+      }
+    ASSERT_NE(got, nullptr);
+    ASSERT_EQ(got->dtype(), half);
+    for (int64_t i = 0; i < filters.num_elements(); ++i) {
+      const double want = filters.at(i) * gamma.at(i % C) / std::sqrt(var.at(i % C) + 1e-3);
+      TensorData one = TensorData::zeros({1}, half);
+      one.set(0, want);  // rounded once to the type
+      ASSERT_EQ(got->at(i), one.at(0)) << dtype_name(half) << " at " << i;
+    }
+    const TensorData in = cast(TensorData::uniform({2, 6, 6, 4}, -2, 2, f32, 56));
+    Executable e = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu()});
+    EXPECT_EQ(count(e.impl().module, OpKind::BatchNorm), 0);
+    Executable plain = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .optimize = false});
+    const TensorData a = e.run({in})[0], b = plain.run({in})[0];
+    const double tol = half == DType::f16 ? 1e-2 : 6e-2;
+    double largest = 0;
+    for (int64_t i = 0; i < b.num_elements(); ++i) {
+      EXPECT_NEAR(a.at(i), b.at(i), tol * std::max(1.0, std::fabs(b.at(i)))) << dtype_name(half) << " at " << i;
+      largest = std::max(largest, std::fabs(b.at(i)));
+    }
+    EXPECT_GT(largest, 1.0);  // (values of some size: the comparison means something)
+  }
+}
+
 // The exact GELU spelled in arithmetic (torch.onnx's x * (1 + erf(x / sqrt 2)) * 0.5, Hugging
 // Face's x * 0.5 * (1 + erf(x * (1 / sqrt 2)))) becomes one gelu op, with the same values; a
 // near miss (another constant) stays arithmetic.

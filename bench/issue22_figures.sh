@@ -167,6 +167,23 @@ alltests() {
   (cd build-gpu && timeout 150 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
 }
 
+# "newsize" (session 40): ResNet-50's new batch sizes' first calls with a new size's convolutions
+# made ahead on the warm-up threads, then without (TGRAPH_NO_NEW_SIZE_WARMUP=1), each cold and
+# profiled once; needs only the Python module (~1.5 min after its build).
+RN_SIZES=32x224,64x224,1x224,7x224,256x224
+newsize() {
+  for off in "" 1; do
+    part "ResNet-50 f16 new sizes' first calls, cold, TGRAPH_NO_NEW_SIZE_WARMUP=${off:-unset}"
+    fresh "rn$off"
+    env ${off:+TGRAPH_NO_NEW_SIZE_WARMUP=1} timeout 100 python3 bench/dynamic_sizes.py --model resnet50 --first-calls \
+      --sizes $RN_SIZES 2>&1 | grep -E "^\| "
+  done
+  part "ResNet-50 f16 cold, profiled (TGRAPH_PROFILE=first)"
+  fresh rnp
+  TGRAPH_PROFILE=first timeout 100 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes $RN_SIZES 2>&1 |
+    grep -E "^\| |first call|new size|cuda first run: (conv|library|convolution)|compile: (fold|channels|constant)"
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
@@ -176,7 +193,8 @@ case "$PART" in
   one) one ;;
   final) final ;;
   alltests) alltests ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests" >&2; exit 2 ;;
+  newsize) newsize ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests|newsize" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

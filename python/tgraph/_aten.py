@@ -305,27 +305,55 @@ def _convolution(c: _Ctx, x, w, bias, stride, padding, dilation, transposed, out
 def _conv3d_as_2d(c: _Ctx, x, w, stride, padding, dilation, groups):
     """conv3d as one conv2d (the CPU's conv3d is the reference loop; conv2d runs oneDNN): each
     output depth gathers its kd input depths into the channels ([N Do, G kd Cg, H, W]) and the
-    weights [O, Cg, kd, kh, kw] become [O, kd Cg, kh, kw] in that order."""
+    weights [O, Cg, kd, kh, kw] become [O, kd Cg, kh, kw] in that order. Batch, depth and image
+    sizes that vary (-1) are computed in the graph (sized slices and reshapes, fixed in each
+    size's copy): one executable for a video model's every clip size."""
     g = c.g
     n, ch, depth, h, wd = x.shape
     o, cg, kd, kh, kw = w.shape
     sd, pd, dd = stride[0], padding[0], dilation[0]
-    do = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
     xt = g.transpose(x, [0, 2, 1, 3, 4])  # [N, D, C, H, W]
     if pd:
         xt = g.pad(xt, [0, pd, 0, 0, 0], [0, pd, 0, 0, 0])
-    taps = [g.strided_slice(xt, tg.SliceDesc(begin=[0, t * dd, 0, 0, 0], end=[0, t * dd + (do - 1) * sd + 1, 0, 0, 0],
-                                             strides=[1, sd, 1, 1, 1], begin_mask=0b11101, end_mask=0b11101))
-            for t in range(kd)]
-    cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
-    cols = g.reshape(cols, [n * do, kd, groups, cg, h, wd])
-    cols = g.reshape(g.transpose(cols, [0, 2, 1, 3, 4, 5]), [n * do, groups * kd * cg, h, wd])
-    w2 = g.reshape(g.transpose(w, [0, 2, 1, 3, 4]), [o, kd * cg, kh, kw])
     d = tg.ConvDesc(stride=list(stride[1:]), dilation=list(dilation[1:]),
                     explicit_padding=[p for p in padding[1:] for _ in (0, 1)], groups=groups,
                     data_layout="nchw", weights_layout="oihw")
+    w2 = g.reshape(g.transpose(w, [0, 2, 1, 3, 4]), [o, kd * cg, kh, kw])
+    if min(n, depth, h, wd) >= 0:
+        do = (depth + 2 * pd - dd * (kd - 1) - 1) // sd + 1
+        taps = [g.strided_slice(xt, tg.SliceDesc(begin=[0, t * dd, 0, 0, 0],
+                                                 end=[0, t * dd + (do - 1) * sd + 1, 0, 0, 0],
+                                                 strides=[1, sd, 1, 1, 1], begin_mask=0b11101, end_mask=0b11101))
+                for t in range(kd)]
+        cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
+        cols = g.reshape(cols, [n * do, kd, groups, cg, h, wd])
+        cols = g.reshape(g.transpose(cols, [0, 2, 1, 3, 4, 5]), [n * do, groups * kd * cg, h, wd])
+        y = g.conv2d(cols, w2, d)  # [N Do, O, Ho, Wo]
+        y = g.reshape(y, [n, do, o, y.shape[2], y.shape[3]])
+        return g.transpose(y, [0, 2, 1, 3, 4])
+
+    def num(v):
+        return g.constant(np.array(v, np.int64))
+
+    def size(t, k):  # dim k of t as a 0-D i64 tensor, a number where it is fixed
+        return num(t.shape[k]) if t.shape[k] >= 0 else c.dim_scalar(t, k)
+
+    def sizes(*vs):
+        return g.concat([g.reshape(v if isinstance(v, tg.Tensor) else num(v), [1]) for v in vs], 0)
+
+    # Do = (D + 2 pd - dd (kd - 1) - 1) // sd + 1, the span never negative (the convolution
+    # refuses a clip shorter than its kernel at its own run)
+    span = g.maximum(g.add(size(x, 2), num(2 * pd - dd * (kd - 1) - 1)), num(0))
+    do = g.add(g.div(g.sub(span, g.floor_mod(span, num(sd))), num(sd)) if sd > 1 else span, num(1))
+    taps = [g.slice_sized(xt, sizes(t * dd), sizes(g.add(num(t * dd + 1), g.mul(g.sub(do, num(1)), num(sd)))),
+                          sizes(sd), [1]) for t in range(kd)]
+    cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
+    nd = g.mul(size(x, 0), do)
+    hh, ww = size(x, 3), size(x, 4)
+    cols = g.reshape_sized(cols, sizes(nd, kd, groups, cg, hh, ww))
+    cols = g.reshape_sized(g.transpose(cols, [0, 2, 1, 3, 4, 5]), sizes(nd, groups * kd * cg, hh, ww))
     y = g.conv2d(cols, w2, d)  # [N Do, O, Ho, Wo]
-    y = g.reshape(y, [n, do, o, y.shape[2], y.shape[3]])
+    y = g.reshape_sized(y, sizes(size(x, 0), do, o, size(y, 2), size(y, 3)))
     return g.transpose(y, [0, 2, 1, 3, 4])
 
 

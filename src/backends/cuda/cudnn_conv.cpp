@@ -438,7 +438,11 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
                           0.0);
         auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
         graph->allow_tf32 = g.allow_tf32;
-        later->put_off(key, [graph, node = n, ti, to, device](cudaStream_t s) {
+        later->put_off(key, [graph, node = n, ti, to, device, key](cudaStream_t s) {
+          {  // the question itself: not a provisional call made ahead (one left unmade marks it)
+            std::lock_guard<std::mutex> cl(cache_mutex());
+            choices().ahead_provisional.erase(key);
+          }
           call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
         });
       }

@@ -32,12 +32,14 @@ TensorData scaled(const TensorData& w, const std::vector<double>& s, int64_t inn
   TensorData out(w.shape(), w.dtype());
   const T* src = w.ptr<T>();
   T* dst = out.ptr<T>();
-  const int64_t C = static_cast<int64_t>(s.size()), outer = w.num_elements() / (C * inner);
-  for (int64_t o = 0, i = 0; o < outer; ++o)
-    for (int64_t c = 0; c < C; ++c) {
-      const double sc = s[static_cast<size_t>(c)];
-      for (int64_t k = 0; k < inner; ++k, ++i) dst[i] = store(load(src[i]) * sc);
-    }
+  const int64_t C = static_cast<int64_t>(s.size()), rows = w.num_elements() / inner;
+  // Threaded: a half filter's conversions cost ~15 ns an element in software (ResNet-50 f16:
+  // 0.4 s of its first compile on one core).
+#pragma omp parallel for schedule(static) if (rows * inner > (int64_t{1} << 16))
+  for (int64_t r = 0; r < rows; ++r) {  // row r: output channel r % C
+    const double sc = s[static_cast<size_t>(r % C)];
+    for (int64_t k = r * inner, end = k + inner; k < end; ++k) dst[k] = store(load(src[k]) * sc);
+  }
   return out;
 }
 

@@ -188,6 +188,33 @@ class _Ctx:
         """Dim d of t as a 0-D i64 tensor (its size at run time)."""
         return self.g.reshape(self.g.slice(self.g.shape_of(t), [d], [d + 1]), [])
 
+    # Sizes a converter computes from its operands' dims, where some may vary (-1): a number where
+    # the dim is fixed, else a 0-D i64 tensor. Arithmetic on the -1 itself would make a negative
+    # number, which a reshape reads as a size taken from a shape source (or refuses).
+    def dim(self, t: tg.Tensor, d: int):
+        """Dim d of t: its number where fixed, else its size at run time (dim_scalar)."""
+        return t.shape[d] if t.shape[d] >= 0 else self.dim_scalar(t, d)
+
+    def size_number(self, v: int) -> tg.Tensor:
+        return self.g.constant(np.array(int(v), np.int64))
+
+    def size_product(self, *sizes):
+        """The product of sizes (numbers or 0-D i64 tensors, as dim gives them)."""
+        number = math.prod(int(v) for v in sizes if not isinstance(v, tg.Tensor))
+        tensors = [v for v in sizes if isinstance(v, tg.Tensor)]
+        if not tensors:
+            return number
+        product = functools.reduce(self.g.mul, tensors)
+        return product if number == 1 else self.g.mul(product, self.size_number(number))
+
+    def reshape_to(self, x: tg.Tensor, sizes) -> tg.Tensor:
+        """x reshaped to `sizes` (numbers or 0-D i64 tensors): a reshape when all are numbers,
+        else one sized in the graph (fixed in each size's copy of the executable)."""
+        if not any(isinstance(v, tg.Tensor) for v in sizes):
+            return self.g.reshape(x, [int(v) for v in sizes])
+        parts = [v if isinstance(v, tg.Tensor) else self.size_number(v) for v in sizes]
+        return self.g.reshape_sized(x, self.g.concat([self.g.reshape(v, [1]) for v in parts], 0))
+
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
         feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
@@ -332,28 +359,26 @@ def _conv3d_as_2d(c: _Ctx, x, w, stride, padding, dilation, groups):
         y = g.reshape(y, [n, do, o, y.shape[2], y.shape[3]])
         return g.transpose(y, [0, 2, 1, 3, 4])
 
-    def num(v):
-        return g.constant(np.array(v, np.int64))
-
-    def size(t, k):  # dim k of t as a 0-D i64 tensor, a number where it is fixed
-        return num(t.shape[k]) if t.shape[k] >= 0 else c.dim_scalar(t, k)
+    num = c.size_number
 
     def sizes(*vs):
         return g.concat([g.reshape(v if isinstance(v, tg.Tensor) else num(v), [1]) for v in vs], 0)
 
     # Do = (D + 2 pd - dd (kd - 1) - 1) // sd + 1, the span never negative (the convolution
     # refuses a clip shorter than its kernel at its own run)
-    span = g.maximum(g.add(size(x, 2), num(2 * pd - dd * (kd - 1) - 1)), num(0))
+    depth = c.dim(x, 2)
+    span = g.maximum(g.add(depth if isinstance(depth, tg.Tensor) else num(depth), num(2 * pd - dd * (kd - 1) - 1)),
+                     num(0))
     do = g.add(g.div(g.sub(span, g.floor_mod(span, num(sd))), num(sd)) if sd > 1 else span, num(1))
     taps = [g.slice_sized(xt, sizes(t * dd), sizes(g.add(num(t * dd + 1), g.mul(g.sub(do, num(1)), num(sd)))),
                           sizes(sd), [1]) for t in range(kd)]
     cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
-    nd = g.mul(size(x, 0), do)
-    hh, ww = size(x, 3), size(x, 4)
-    cols = g.reshape_sized(cols, sizes(nd, kd, groups, cg, hh, ww))
-    cols = g.reshape_sized(g.transpose(cols, [0, 2, 1, 3, 4, 5]), sizes(nd, groups * kd * cg, hh, ww))
+    nd = c.size_product(c.dim(x, 0), do)
+    hh, ww = c.dim(x, 3), c.dim(x, 4)
+    cols = c.reshape_to(cols, [nd, kd, groups, cg, hh, ww])
+    cols = c.reshape_to(g.transpose(cols, [0, 2, 1, 3, 4, 5]), [nd, groups * kd * cg, hh, ww])
     y = g.conv2d(cols, w2, d)  # [N Do, O, Ho, Wo]
-    y = g.reshape_sized(y, sizes(size(x, 0), do, o, size(y, 2), size(y, 3)))
+    y = c.reshape_to(y, [c.dim(x, 0), do, o, c.dim(y, 2), c.dim(y, 3)])
     return g.transpose(y, [0, 2, 1, 3, 4])
 
 
@@ -1257,13 +1282,13 @@ def _pool3d_as_2d(c: _Ctx, x, kernel, stride, padding, dilation, pool2d, ceil_mo
     s = three(stride, k)
     p = three(padding, [0, 0, 0])
     dl = three(dilation, [1, 1, 1])
-    n, ch, d, h, w = x.shape
-    hw = pool2d(g.reshape(x, [n, ch * d, h, w]), _pool_desc(k[1:], s[1:], p[1:], dl[1:], ceil_mode,
-                                                            count_include_pad))
-    ho, wo = hw.shape[2], hw.shape[3]
-    y = pool2d(g.reshape(hw, [n, ch, d, ho * wo]), _pool_desc([k[0], 1], [s[0], 1], [p[0], 0], [dl[0], 1],
-                                                              ceil_mode, count_include_pad))
-    return g.reshape(y, [n, ch, y.shape[2], ho, wo])
+    n, ch, d, h, w = (c.dim(x, i) for i in range(5))  # (sizes that vary computed in the graph)
+    hw = pool2d(c.reshape_to(x, [n, c.size_product(ch, d), h, w]),
+                _pool_desc(k[1:], s[1:], p[1:], dl[1:], ceil_mode, count_include_pad))
+    ho, wo = c.dim(hw, 2), c.dim(hw, 3)
+    y = pool2d(c.reshape_to(hw, [n, ch, d, c.size_product(ho, wo)]),
+               _pool_desc([k[0], 1], [s[0], 1], [p[0], 0], [dl[0], 1], ceil_mode, count_include_pad))
+    return c.reshape_to(y, [n, ch, c.dim(y, 2), ho, wo])
 
 
 def _max_pool3d_with_indices(c: _Ctx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
@@ -1339,6 +1364,9 @@ def _grid_sampler_2d(c: _Ctx, x, grid, mode, padding_mode, align_corners):
         raise UnsupportedOp(f"[torch] grid_sampler_2d with mode {mode}, padding_mode {padding_mode}")
     n, ch, h, w = x.shape
     _, ho, wo, _ = grid.shape
+    if min(h, w, ho, wo) < 0:  # (the image's size is a number in the sampling's arithmetic below)
+        raise tg.Error(f"[torch] grid_sampler_2d of an image {list(x.shape)} by a grid {list(grid.shape)} "
+                       "whose sizes vary: only the batch may")
     gx, gy = [g.reshape(t, [n, 1, ho * wo]) for t in g.split(c.cast(grid, x.dtype), [1, 1], 3)]
 
     def source(v, size):
@@ -1391,6 +1419,9 @@ def _roi_align(c: _Ctx, x, rois, spatial_scale, pooled_height, pooled_width, sam
     if int(sampling_ratio) <= 0:
         raise UnsupportedOp("[torch] roi_align with an adaptive sampling ratio (taps per bin from each box's size)")
     n, ch, h, w = x.shape
+    if h < 0 or w < 0:  # (the image's size is a number in the sampling's arithmetic below)
+        raise tg.Error(f"[torch] roi_align over a feature map {list(x.shape)} whose size varies: only the batch "
+                       "and the box count may")
     k = rois.shape[0]
     ph, pw, sr = int(pooled_height), int(pooled_width), int(sampling_ratio)
     f32 = tg.f32
@@ -1425,7 +1456,7 @@ def _roi_align(c: _Ctx, x, rois, spatial_scale, pooled_height, pooled_width, sam
     hs, ws = ph * sr, pw * sr
     in_y, y_lo, y_hi, wy_lo, wy_hi = axis(coords(start_h, bin_h, ph), h)  # [K, hs]
     in_x, x_lo, x_hi, wx_lo, wx_hi = axis(coords(start_w, bin_w, pw), w)  # [K, ws]
-    rows = g.reshape(g.transpose(x, [0, 2, 3, 1]), [n * h * w, ch])
+    rows = c.reshape_to(g.transpose(x, [0, 2, 3, 1]), [c.size_product(c.dim(x, 0), h, w), ch])
     base = g.mul(g.cast(b, tg.i64), c.tensor(h, dtype=tg.i64))  # [K, 1]: the image's first row
 
     def col(t):  # [K, s] -> [K, s, 1]

@@ -528,24 +528,46 @@ class Video(nn.Module):
         self.a = nn.Conv3d(3, 8, (3, 3, 3), stride=(1, 2, 2), padding=(1, 1, 1))
         self.b = nn.Conv3d(8, 8, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0))
         self.c = nn.Conv3d(8, 4, (2, 3, 3), dilation=(2, 1, 1))
+        self.max = nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
+        self.avg = nn.AvgPool3d((1, 2, 2), stride=(1, 2, 2))
 
-    def forward(self, x):
-        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+    def forward(self, x):  # (pooling first: torch cannot tell a late pooling's input is never too small)
+        return self.c(self.max(torch.relu(self.b(torch.relu(self.a(self.avg(x)))))))
 
 
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_a_video_models_every_clip_size_is_one_executable(capsys, entry):
-    """conv3d runs as conv2d over gathered frames; its reshapes take the batch times the output
-    frames and the image size from the graph at each size (were one executable per clip size)."""
+    """conv3d runs as conv2d over gathered frames, 3-D pooling as two 2-D poolings; their reshapes
+    take the batch times the output frames and the image size from the graph at each size (were
+    one executable per clip size, and the pooling's reshape refused a varying size)."""
     torch.manual_seed(0)
     model = Video().eval()
     fast = through(model, entry)
     gen = torch.Generator().manual_seed(7)
     before = compiles()
     with torch.no_grad():
-        for shape in [(2, 3, 8, 16, 12), (3, 3, 9, 12, 20), (4, 3, 7, 10, 14)]:
+        for shape in [(2, 3, 8, 48, 40), (3, 3, 10, 40, 56), (4, 3, 12, 64, 48)]:
             x = torch.randn(*shape, generator=gen)
             torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4, msg=str(shape))
     assert compiles() - before == 1
     assert "per size" not in capsys.readouterr().err
 
+
+class Resample(nn.Module):
+    """grid_sample of an image by a grid of sample points, both of sizes that vary."""
+
+    def forward(self, x, grid):
+        return nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+def test_grid_sampling_of_a_varying_image_size_computes_eagers_values():
+    """grid_sample's taps use the image's size as a number: a varying one is refused there (the
+    model then keeps the batch dynamic, one executable per image size), never sampled with -1."""
+    model = Resample().eval()
+    fast = tgt.compile(model, dynamic=True)
+    gen = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for b, h, w, ho, wo in [(2, 12, 16, 5, 7), (3, 20, 14, 6, 4), (4, 12, 16, 5, 7)]:
+            x = torch.randn(b, 3, h, w, generator=gen)
+            grid = torch.rand(b, ho, wo, 2, generator=gen) * 2.2 - 1.1
+            torch.testing.assert_close(fast(x, grid), model(x, grid), rtol=1e-4, atol=1e-5, msg=f"{b}x{h}x{w}")

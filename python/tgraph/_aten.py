@@ -412,11 +412,11 @@ def _batch_norm_functional(c: _Ctx, x, weight, bias, running_mean, running_var, 
         empty = g.constant(np.zeros(0, np.float32), dtype=x.dtype)
         return (y, empty, empty, running_mean, running_var)
     y, mean, var, rstd = _batch_statistics(c, x, weight, bias, eps)
-    n = int(np.prod(x.shape)) // x.shape[1]
+    n = c.size_product(*(c.dim(x, a) for a in range(x.rank) if a != 1))  # (computed where a size varies)
     m = c.scalar(momentum, mean)
     keep = c.scalar(1.0 - momentum, mean)
     new_mean = g.add(g.mul(running_mean, keep), g.mul(mean, m))
-    unbiased = g.mul(var, c.scalar(n / max(n - 1, 1), var))
+    unbiased = g.mul(var, _bessel(c, var, n, 1, at_most_one=1.0))
     new_var = g.add(g.mul(running_var, keep), g.mul(unbiased, m))
     return (y, mean, rstd, new_mean, new_var)
 
@@ -863,14 +863,31 @@ def _constant_pad_nd(c: _Ctx, x, pad, value=0.0):
     return c.g.pad(x, before, after, mode="constant", constant=float(value))
 
 
+def _bessel(c: _Ctx, like: tg.Tensor, n, corr, at_most_one: float | None = None) -> tg.Tensor:
+    """n / (n - corr) as a scalar of like's type, for n values (a number, or a 0-D i64 tensor
+    where a size varies); where n <= corr, `at_most_one` divided by (n - corr)'s floor of 1 as
+    the batch norm's running variance has it, else NaN (torch's variance without a degree of
+    freedom)."""
+    if not isinstance(n, tg.Tensor):
+        if n > corr:
+            return c.scalar(n / (n - corr), like)
+        return c.scalar(n / at_most_one if at_most_one is not None else float("nan"), like)
+    g = c.g
+    nf = c.cast(n, like.dtype)
+    extra = c.scalar(float(corr), nf)
+    factor = g.div(nf, g.sub(nf, extra))
+    instead = g.div(nf, c.scalar(at_most_one, nf)) if at_most_one is not None else c.scalar(float("nan"), nf)
+    return g.select(g.less_equal(nf, extra), instead, factor)
+
+
 def _var(c: _Ctx, x, dims=None, correction=None, keepdim=False, **kw):
     axes = _axes(dims, x.rank)
-    n = int(np.prod([x.shape[a] for a in axes]))
+    n = c.size_product(*(c.dim(x, a) for a in axes))  # (computed where a size varies)
     corr = 1 if correction is None else correction
     v = c.g.reduce_variance(x, axes, keepdim)
     if corr == 0:
         return v
-    return c.g.mul(v, c.scalar(n / (n - corr) if n > corr else float("nan"), v))  # torch: NaN without dof
+    return c.g.mul(v, _bessel(c, v, n, corr))  # torch: NaN without a degree of freedom
 
 
 def _argminmax(op: str):

@@ -571,3 +571,53 @@ def test_grid_sampling_of_a_varying_image_size_computes_eagers_values():
             x = torch.randn(b, 3, h, w, generator=gen)
             grid = torch.rand(b, ho, wo, 2, generator=gen) * 2.2 - 1.1
             torch.testing.assert_close(fast(x, grid), model(x, grid), rtol=1e-4, atol=1e-5, msg=f"{b}x{h}x{w}")
+
+
+class Spread(nn.Module):
+    """Variances over a dim whose size varies (the correction's n is that size)."""
+
+    def forward(self, x):
+        return torch.var(x, dim=1), torch.var(x, dim=(0, 2), correction=2), x.std(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_variances_over_a_varying_dim_correct_by_its_size(entry):
+    """torch.var's correction n / (n - c) takes n at each size (it was a product of -1s: a wrong
+    factor, silently)."""
+    model = Spread()
+    fast = through(model, entry)
+    gen = torch.Generator().manual_seed(9)
+    before = compiles()
+    with torch.no_grad():
+        for shape in [(2, 5, 7), (3, 9, 4), (4, 6, 11)]:
+            x = torch.randn(*shape, generator=gen)
+            for got, want in zip(fast(x), model(x)):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=str(shape))
+    assert compiles() - before == 1
+
+
+class NormedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_a_training_batch_norms_running_variance_at_every_size():
+    """tgraph_train, sizes dynamic: the running variance takes the batch variance times
+    n / (n - 1) with n the batch's elements per channel at each size, as eager's does."""
+    torch.manual_seed(0)
+    model, ref = NormedNet(), NormedNet()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(10)
+    for b, h, w in [(2, 6, 5), (3, 4, 7), (5, 8, 6)]:
+        x = torch.randn(b, 3, h, w, generator=gen)
+        fast(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        torch.testing.assert_close(model.bn.running_var, ref.bn.running_var, rtol=1e-5, atol=1e-6,
+                                   msg=f"{b}x{h}x{w}")
+        torch.testing.assert_close(model.bn.running_mean, ref.bn.running_mean, rtol=1e-5, atol=1e-6)

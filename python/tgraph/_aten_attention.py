@@ -20,6 +20,9 @@ from . import _aten as A
 
 
 def _scale(q: tg.Tensor, scale) -> float:
+    if scale is None and q.shape[-1] < 0:  # (1 / sqrt(-1) would be NaN scores)
+        raise tg.Error(f"[torch] attention over queries {list(q.shape)} whose head size varies: give the "
+                       "scale, or a fixed head size")
     return float(scale) if scale is not None else 1.0 / float(np.sqrt(q.shape[-1]))
 
 

@@ -233,6 +233,22 @@ def compiles_over_three_sizes(model, entry) -> int:
     return compiles() - before
 
 
+def compiles_over(model, entry, shapes, seed, rtol=1e-4, atol=1e-5) -> int:
+    """Executables compiled while `model` through `entry` runs random inputs of `shapes`, each
+    output (a tensor or a tuple of them) against eager's."""
+    fast = through(model, entry)
+    gen = torch.Generator().manual_seed(seed)
+    before = compiles()
+    with torch.no_grad():
+        for shape in shapes:
+            x = torch.randn(*shape, generator=gen)
+            got, want = fast(x), model(x)
+            pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+            for a, b in pairs:
+                torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=str(shape))
+    return compiles() - before
+
+
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_sizes_used_as_numbers_stay_dynamic(capsys, entry):
     assert compiles_over_three_sizes(SizesAsNumbers(), entry) == 1
@@ -314,15 +330,7 @@ ADAPTIVE_SIZES = [(2, 7, 5), (3, 6, 4), (2, 2, 9), (4, 11, 2)]
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_adaptive_pooling_of_a_free_image_size_is_one_executable(capsys, entry):
     torch.manual_seed(0)
-    model = AdaptiveHead().eval()
-    fast = through(model, entry)
-    gen = torch.Generator().manual_seed(6)
-    before = compiles()
-    with torch.no_grad():
-        for b, h, w in ADAPTIVE_SIZES:
-            x = torch.randn(b, 3, h, w, generator=gen)
-            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5, msg=f"{b}x{h}x{w}")
-    assert compiles() - before == 1
+    assert compiles_over(AdaptiveHead().eval(), entry, [(b, 3, h, w) for b, h, w in ADAPTIVE_SIZES], 6) == 1
     assert "per size" not in capsys.readouterr().err
 
 
@@ -541,15 +549,8 @@ def test_a_video_models_every_clip_size_is_one_executable(capsys, entry):
     take the batch times the output frames and the image size from the graph at each size (were
     one executable per clip size, and the pooling's reshape refused a varying size)."""
     torch.manual_seed(0)
-    model = Video().eval()
-    fast = through(model, entry)
-    gen = torch.Generator().manual_seed(7)
-    before = compiles()
-    with torch.no_grad():
-        for shape in [(2, 3, 8, 48, 40), (3, 3, 10, 40, 56), (4, 3, 12, 64, 48)]:
-            x = torch.randn(*shape, generator=gen)
-            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4, msg=str(shape))
-    assert compiles() - before == 1
+    clips = [(2, 3, 8, 48, 40), (3, 3, 10, 40, 56), (4, 3, 12, 64, 48)]
+    assert compiles_over(Video().eval(), entry, clips, 7, atol=1e-4) == 1
     assert "per size" not in capsys.readouterr().err
 
 
@@ -584,16 +585,7 @@ class Spread(nn.Module):
 def test_variances_over_a_varying_dim_correct_by_its_size(entry):
     """torch.var's correction n / (n - c) takes n at each size (it was a product of -1s: a wrong
     factor, silently)."""
-    model = Spread()
-    fast = through(model, entry)
-    gen = torch.Generator().manual_seed(9)
-    before = compiles()
-    with torch.no_grad():
-        for shape in [(2, 5, 7), (3, 9, 4), (4, 6, 11)]:
-            x = torch.randn(*shape, generator=gen)
-            for got, want in zip(fast(x), model(x)):
-                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=str(shape))
-    assert compiles() - before == 1
+    assert compiles_over(Spread(), entry, [(2, 5, 7), (3, 9, 4), (4, 6, 11)], 9) == 1
 
 
 class NormedNet(nn.Module):

@@ -771,14 +771,32 @@ def _cat(c: _Ctx, xs, dim=0):
     return c.g.concat([c.cast(x, t) for x in xs], dim % xs[0].rank)
 
 
+def _pieces(c: _Ctx, x, dim: int, lengths) -> tuple:
+    """x cut along dim into consecutive pieces of `lengths` (numbers or torch's sizes), the last
+    the rest: slices whose bounds are computed in the graph where a size varies."""
+    out, start = [], 0
+    for k, n in enumerate(lengths):
+        end = None if k == len(lengths) - 1 else _sym_expr(start) + _sym_expr(n)
+        end = end if end is None or not _is_dynamic(end) else Sym(end)
+        out.append(_slice(c, x, dim, start, end, 1))
+        start = end
+    return tuple(out)
+
+
 def _split_with_sizes(c: _Ctx, x, sizes, dim=0):
-    return tuple(c.g.split(x, list(sizes), dim % x.rank))
+    dim %= x.rank
+    if x.shape[dim] < 0 or any(_is_dynamic(n) for n in sizes):
+        return _pieces(c, x, dim, list(sizes))
+    return tuple(c.g.split(x, [int(n) for n in sizes], dim))
 
 
 def _split(c: _Ctx, x, size, dim=0):
-    n = x.shape[dim % x.rank]
+    dim %= x.rank
+    n = x.shape[dim]
+    if n < 0 or _is_dynamic(size):  # as many pieces as torch traced (it guards their count)
+        return _pieces(c, x, dim, [size] * len(c.node.meta["val"]))
     sizes = [size] * (n // size) + ([n % size] if n % size else [])
-    return tuple(c.g.split(x, sizes, dim % x.rank))
+    return tuple(c.g.split(x, sizes, dim))
 
 
 def _softmax(op: str):

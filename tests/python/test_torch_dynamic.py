@@ -613,3 +613,21 @@ def test_a_training_batch_norms_running_variance_at_every_size():
         torch.testing.assert_close(model.bn.running_var, ref.bn.running_var, rtol=1e-5, atol=1e-6,
                                    msg=f"{b}x{h}x{w}")
         torch.testing.assert_close(model.bn.running_mean, ref.bn.running_mean, rtol=1e-5, atol=1e-6)
+
+
+class Halves(nn.Module):
+    """Splits along a dim whose size varies: into chunks of a fixed size (torch guards their
+    count), and into sizes computed from the size."""
+
+    def forward(self, x):
+        a, b, *rest = torch.split(x, 4, dim=1)
+        n = x.shape[2]
+        left, right = torch.split(x, [n // 2, n - n // 2], dim=2)
+        return a * 2, b.sum(1), rest[-1].mean(1), left.amax(2), right - 1
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_splits_of_a_varying_dim(entry):
+    """torch.split by a chunk size over a dim that varies was cut by the -1 itself (a piece of
+    size 3 of any size); by sizes computed from the size it took torch's sizes as numbers."""
+    assert compiles_over(Halves(), entry, [(2, 10, 6), (3, 11, 9), (4, 12, 8)], 11) == 1

@@ -70,7 +70,15 @@ def _lse(c, q, k, bias, is_causal, scale, i: int) -> tg.Tensor:
     want = _meta(c, i)
     if not isinstance(want, torch.Tensor):
         return lse
-    shape = [int(d) for d in want.shape]
+    dims = [A._sym_expr(d) for d in want.shape]
+    if any(A._is_dynamic(d) for d in dims):  # sizes that vary: torch's shape must be the queries' own
+        qv = c.node.args[0].meta.get("val") if isinstance(c.node.args[0], torch.fx.Node) else None
+        qdims = [A._sym_expr(d) for d in qv.shape[:-1]] if isinstance(qv, torch.Tensor) else None
+        if qdims is not None and len(dims) == lse.rank == len(qdims) and all(a == b for a, b in zip(dims, qdims)):
+            return lse
+        raise tg.Error(f"[torch] {c.node.target}: log-sum-exp of shape {dims} for queries {list(q.shape)} whose "
+                       "sizes vary")
+    shape = [int(d) for d in dims]
     if shape == list(lse.shape):
         return lse
     if int(np.prod(shape)) == int(np.prod(lse.shape)):

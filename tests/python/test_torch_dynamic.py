@@ -631,3 +631,36 @@ def test_splits_of_a_varying_dim(entry):
     """torch.split by a chunk size over a dim that varies was cut by the -1 itself (a piece of
     size 3 of any size); by sizes computed from the size it took torch's sizes as numbers."""
     assert compiles_over(Halves(), entry, [(2, 10, 6), (3, 11, 9), (4, 12, 8)], 11) == 1
+
+
+class FusedAttention(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(b, s, d)
+
+
+def test_training_through_fused_attention_at_every_length():
+    """tgraph_train, sizes dynamic, over F.scaled_dot_product_attention (causal): one forward and
+    one backward for every batch and length, gradients as eager's."""
+    torch.manual_seed(0)
+    model, ref = FusedAttention(), FusedAttention()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(12)
+    before = compiles()
+    for b, s in [(2, 6), (3, 9), (4, 5)]:
+        x = torch.randn(b, s, 16, generator=gen)
+        model.zero_grad()
+        ref.zero_grad()
+        fast(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
+    assert compiles() - before == 2  # the forward and the backward, once each

@@ -55,7 +55,11 @@ def _filler(c, i: int):
     the flash kernel's sequence offsets): zeros of torch's shape and type, or the SymInt."""
     v = _meta(c, i)
     if not isinstance(v, torch.Tensor):
+        if v is not None and A._is_dynamic(A._sym_expr(v)):  # a size that varies (the longest sequence)
+            return A.Sym(A._sym_expr(v))
         return int(v) if v is not None else 0
+    if any(A._is_dynamic(A._sym_expr(d)) for d in v.shape):
+        raise tg.Error(f"[torch] {c.node.target}: an auxiliary output of shape {list(v.shape)} whose sizes vary")
     # the random-number state is uint64, which tgraph lacks: i64 of the same size stands in
     dt = tg.i64 if v.dtype in (torch.uint64, torch.uint32) else A.tg_dtype(v.dtype)
     return c.g.constant(np.zeros(tuple(int(d) for d in v.shape), dtype=tg.numpy_dtype(dt)))

@@ -215,6 +215,18 @@ class _Ctx:
         parts = [v if isinstance(v, tg.Tensor) else self.size_number(v) for v in sizes]
         return self.g.reshape_sized(x, self.g.concat([self.g.reshape(v, [1]) for v in parts], 0))
 
+    def keep_mask(self, like: tg.Tensor, rate: float) -> tg.Tensor:
+        """A boolean tensor of like's shape, each element True with probability 1 - rate, from the
+        run's random stream: where like's sizes vary (a training step over a varying sequence),
+        through the dropout op, whose values take its input's run-time shape (random_uniform's
+        shape is numbers)."""
+        if self.rng_feed is None:
+            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
+            self.rng = self.rng_feed
+        ones = self.g.broadcast_like(self.g.scalar(1.0, tg.f32), like)
+        kept, self.rng = self.g.dropout(ones, self.rng, float(rate))
+        return self.g.not_equal(kept, self.g.scalar(0.0, tg.f32))
+
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
         feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
@@ -1028,7 +1040,10 @@ def _native_dropout(c: _Ctx, x, p, train=True):
     """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
     if train is False or p == 0:  # ATen: train=None means training
         return (x, c.g.broadcast_to(c.g.scalar(1.0, tg.bool_), list(x.shape)) if x.rank else c.g.scalar(1.0, tg.bool_))
-    keep = c.g.greater_equal(c.random_uniform(x.shape), c.g.scalar(float(p), tg.f32))
+    if min(x.shape, default=0) < 0:  # sizes that vary: the dropout op's mask
+        keep = c.keep_mask(x, float(p))
+    else:
+        keep = c.g.greater_equal(c.random_uniform(x.shape), c.g.scalar(float(p), tg.f32))
     scaled = c.g.mul(x, c.scalar(1.0 / (1.0 - p), x)) if p < 1 else c.g.mul(x, c.scalar(0.0, x))
     return (c.g.select(keep, scaled, c.g.mul(x, c.scalar(0.0, x))), keep)
 
@@ -1036,6 +1051,8 @@ def _native_dropout(c: _Ctx, x, p, train=True):
 def _bernoulli(c: _Ctx, x, p=None, generator=None):
     """bernoulli(x) (probabilities x) or bernoulli(x, p) (a number or a tensor): 1 with that
     probability, in the result's type."""
+    if min(x.shape, default=0) < 0 and p is not None and not isinstance(p, tg.Tensor):
+        return c.cast(c.keep_mask(x, 1.0 - float(p)), c.out_dtype or x.dtype)  # sizes that vary
     prob = x if p is None else p if isinstance(p, tg.Tensor) else c.tensor(float(p), dtype=tg.f32)
     u = c.random_uniform(x.shape)
     hit = c.g.less(u, c.cast(prob, tg.f32))

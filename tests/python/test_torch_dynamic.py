@@ -664,3 +664,38 @@ def test_training_through_fused_attention_at_every_length():
         for (name, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
     assert compiles() - before == 2  # the forward and the backward, once each
+
+
+class Dropped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 32)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x):
+        return self.drop(self.lin(x))
+
+
+def test_dropout_in_training_over_varying_sizes():
+    """tgraph_train, sizes dynamic, with dropout: one forward and one backward for every batch and
+    length (the mask was drawn with a shape of numbers: one executable per size); a quarter of
+    the values dropped, the rest scaled by 4/3, a fresh mask each run, and the gradient passing
+    exactly where the mask kept."""
+    torch.manual_seed(0)
+    model = Dropped()
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(13)
+    before = compiles()
+    for b, s in [(2, 24), (3, 40), (4, 17)]:
+        x = torch.randn(b, s, 16, generator=gen)
+        model.zero_grad()
+        y = fast(x)
+        y.sum().backward()
+        kept = y != 0
+        plain = model.lin(x).detach()
+        assert abs(1 - float(kept.float().mean()) - 0.25) < 0.08, f"{b}x{s}"
+        torch.testing.assert_close(y.detach(), torch.where(kept, plain / 0.75, torch.zeros_like(plain)),
+                                   rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model.lin.bias.grad, kept.float().sum((0, 1)) / 0.75, rtol=1e-5, atol=1e-5)
+        assert not torch.equal(kept, fast(x) != 0)  # a fresh mask each run
+    assert compiles() - before == 2  # the forward and the backward, once each

@@ -1366,10 +1366,15 @@ def _scatter(c: _Ctx, x, dim, index, src, reduce=None, include_self=True):
     if reduce is not None and (reduce not in _SCATTER_MODES or not include_self):
         raise UnsupportedOp(f"[torch] scatter with reduce={reduce!r}, include_self={include_self}")
     idx_shape = list(index.shape)
+    varies = min(idx_shape, default=0) < 0
     if isinstance(src, tg.Tensor):
         src = c.cast(src, x.dtype)
         if list(src.shape) != idx_shape:
+            if varies:  # (a slice to the index's sizes would take -1 for "to the end")
+                raise tg.Error(f"[torch] scatter of src {list(src.shape)} by an index {idx_shape} whose sizes vary")
             src = g.slice(src, [0] * src.rank, idx_shape)
+    elif varies:  # a number spread over the index's sizes at run time (nll_loss's backward)
+        src = g.broadcast_like(c.tensor(src, x), index)
     else:
         src = g.broadcast_to(c.tensor(src, x), idx_shape) if idx_shape else c.tensor(src, x)
     mode = _SCATTER_MODES[reduce] if reduce is not None else "set"

@@ -699,3 +699,36 @@ def test_dropout_in_training_over_varying_sizes():
         torch.testing.assert_close(model.lin.bias.grad, kept.float().sum((0, 1)) / 0.75, rtol=1e-5, atol=1e-5)
         assert not torch.equal(kept, fast(x) != 0)  # a fresh mask each run
     assert compiles() - before == 2  # the forward and the backward, once each
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(12, 5)
+
+    def forward(self, x, labels):
+        return nn.functional.cross_entropy(self.lin(x), labels)
+
+
+def test_a_loss_by_labels_trains_at_every_batch_size():
+    """tgraph_train, sizes dynamic, through cross-entropy by class labels: its backward scatters
+    a number over the labels' varying size (it was spread to a shape of -1s: the backward
+    failed at its first run), gradients as eager's."""
+    torch.manual_seed(0)
+    model, ref = Classifier(), Classifier()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(14)
+    before = compiles()
+    for b in (4, 7, 3):
+        x, labels = torch.randn(b, 12, generator=gen), torch.randint(0, 5, (b,), generator=gen)
+        model.zero_grad()
+        ref.zero_grad()
+        loss = fast(x, labels)
+        loss.backward()
+        want = ref(x, labels)
+        want.backward()
+        torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{name} at batch {b}")
+    assert compiles() - before == 2

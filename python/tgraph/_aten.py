@@ -180,6 +180,8 @@ class _Ctx:
             return g.floor_mod(args[0], args[1])
         if kind == "FloorDiv" and len(args) == 2:  # exact: (a - a mod b) / b
             return g.div(g.sub(args[0], g.floor_mod(args[0], args[1])), args[1])
+        if kind in ("FloatPow", "PowByNatural") and len(args) == 2:  # (a head size's square root)
+            return g.pow(self.cast(args[0], tg.f64), self.cast(args[1], tg.f64))
         if kind in ("Max", "Min") and args:
             return functools.reduce(g.maximum if kind == "Max" else g.minimum, args)
         raise tg.Error(f"[torch] the size {e} ({kind}) is not one tgraph computes in the graph")
@@ -206,6 +208,14 @@ class _Ctx:
             return number
         product = functools.reduce(self.g.mul, tensors)
         return product if number == 1 else self.g.mul(product, self.size_number(number))
+
+    def broadcast_dims(self, x: tg.Tensor, sizes) -> tg.Tensor:
+        """x broadcast to `sizes` (numbers or 0-D i64 tensors): broadcast_to when all are numbers,
+        else one sized in the graph."""
+        if not any(isinstance(v, tg.Tensor) for v in sizes):
+            return self.g.broadcast_to(x, [int(v) for v in sizes])
+        parts = [v if isinstance(v, tg.Tensor) else self.size_number(v) for v in sizes]
+        return self.g.broadcast_to_sized(x, self.g.concat([self.g.reshape(v, [1]) for v in parts], 0))
 
     def reshape_to(self, x: tg.Tensor, sizes) -> tg.Tensor:
         """x reshaped to `sizes` (numbers or 0-D i64 tensors): a reshape when all are numbers,
@@ -826,7 +836,10 @@ def _to_copy(c: _Ctx, x, dtype=None, **kw):
 
 
 def _broadcast_like(c: _Ctx, x: tg.Tensor, like: tg.Tensor) -> tg.Tensor:
-    return x if tuple(x.shape) == tuple(like.shape) else c.g.broadcast_to(x, list(like.shape))
+    if tuple(x.shape) == tuple(like.shape) and min(like.shape, default=0) >= 0:
+        return x
+    # (sizes that vary: like's at run time; broadcast_to would take its -1s as sizes)
+    return c.g.broadcast_to(x, list(like.shape)) if min(like.shape, default=0) >= 0 else c.g.broadcast_like(x, like)
 
 
 def _full(c: _Ctx, shape, value, **kw):
@@ -1005,16 +1018,20 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     head count, as torch does."""
     if dropout_p:
         raise tg.Error(f"[torch] scaled_dot_product_attention with dropout_p={dropout_p}: only inference is converted")
-    if enable_gqa and q.rank >= 3 and k.shape[-3] != q.shape[-3]:
-        hq, hk = q.shape[-3], k.shape[-3]
-        if hq < 0 or hk <= 0 or hq % hk:
+    if enable_gqa and q.rank >= 3 and (k.shape[-3] != q.shape[-3] or k.shape[-3] < 0):
+        a = q.rank - 3
+        hq, hk = c.dim(q, a), c.dim(k, a)  # (head counts that vary: their ratio computed in the graph)
+        fixed = not isinstance(hq, tg.Tensor) and not isinstance(hk, tg.Tensor)
+        if fixed and (hk <= 0 or hq % hk):
             raise tg.Error(f"[torch] scaled_dot_product_attention: {hq} query heads over {hk} key heads")
+        group = hq // hk if fixed else c.g.div(
+            hq if isinstance(hq, tg.Tensor) else c.size_number(hq), hk if isinstance(hk, tg.Tensor) else c.size_number(hk))
 
-        def repeat(t):
-            s = list(t.shape)
+        def repeat(t):  # each key / value head over its group of query heads
+            s = [c.dim(t, i) for i in range(t.rank)]
             r = s[:-3] + [hk, 1] + s[-2:]
-            return c.g.reshape(c.g.broadcast_to(c.g.reshape(t, r), s[:-3] + [hk, hq // hk] + s[-2:]),
-                               s[:-3] + [hq] + s[-2:])
+            return c.reshape_to(c.broadcast_dims(c.reshape_to(t, r), s[:-3] + [hk, group] + s[-2:]),
+                                s[:-3] + [hq] + s[-2:])
         k, v = repeat(k), repeat(v)
     return c.g.scaled_dot_product_attention(q, k, v, attn_mask, tg.AttentionDesc(scale=scale or 0.0,
                                                                                   causal=bool(is_causal)))
@@ -1039,7 +1056,7 @@ def _linear(c: _Ctx, x, weight, bias=None):
 def _native_dropout(c: _Ctx, x, p, train=True):
     """(y, mask): torch's dropout in training (inverted scaling); a fresh mask every run."""
     if train is False or p == 0:  # ATen: train=None means training
-        return (x, c.g.broadcast_to(c.g.scalar(1.0, tg.bool_), list(x.shape)) if x.rank else c.g.scalar(1.0, tg.bool_))
+        return (x, _broadcast_like(c, c.g.scalar(1.0, tg.bool_), x) if x.rank else c.g.scalar(1.0, tg.bool_))
     if min(x.shape, default=0) < 0:  # sizes that vary: the dropout op's mask
         keep = c.keep_mask(x, float(p))
     else:
@@ -1110,7 +1127,10 @@ def _index_put(c: _Ctx, x, indices, values, accumulate=False):
     # values are laid out as x[indices] is; scatter_nd takes them with the index dims first
     res_shape = [front[i] for i in a.back] if a.back else front
     v = c.cast(c.tensor(values, x), x.dtype)
-    v = g.broadcast_to(v, res_shape) if list(v.shape) != res_shape else v
+    if list(v.shape) != res_shape:
+        if min(res_shape, default=0) < 0:  # (broadcast_to would take the -1s as sizes)
+            raise tg.Error(f"[torch] index_put of values {list(v.shape)} into places {res_shape} whose sizes vary")
+        v = g.broadcast_to(v, res_shape)
     if a.back:
         v = g.transpose(v, list(np.argsort(a.back)))
     y = g.scatter_nd(a.xt, a.idx, v, mode="add" if accumulate else "set")

@@ -732,3 +732,26 @@ def test_a_loss_by_labels_trains_at_every_batch_size():
         for (name, p), q in zip(model.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{name} at batch {b}")
     assert compiles() - before == 2
+
+
+class GroupedQueries(nn.Module):
+    """Attention with fewer key / value heads than query heads (enable_gqa)."""
+
+    def forward(self, q, k, v):
+        return nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+@pytest.mark.parametrize("entry", ["export", "dynamo"])
+def test_grouped_query_attention_at_every_length(entry):
+    """The key and value heads repeated over the query heads' groups by sizes computed in the
+    graph (the repeat was a broadcast to a shape of -1s)."""
+    model = GroupedQueries()
+    fast = through(model, entry)
+    gen = torch.Generator().manual_seed(15)
+    before = compiles()
+    with torch.no_grad():
+        for b, s in [(3, 6), (5, 9), (4, 7)]:
+            q = torch.randn(b, 4, s, 8, generator=gen)
+            k, v = torch.randn(b, 2, s, 8, generator=gen), torch.randn(b, 2, s, 8, generator=gen)
+            torch.testing.assert_close(fast(q, k, v), model(q, k, v), rtol=1e-4, atol=1e-5, msg=f"{b}x{s}")
+    assert compiles() - before == 1

@@ -684,7 +684,34 @@ def _slice_scatter(c: _Ctx, x, src, dim=0, start=None, end=None, step=1):
         taken = g.gather(c.cast(src, x.dtype), g.minimum(rows, g.maximum(g.sub(count, i64(1)), i64(0))), dim)
         keep = g.reshape(g.less(rows, count), [n if d == dim else 1 for d in range(x.rank)])
         return g.select(keep, taken, x)
+    if step == 1 and (x.shape[dim] < 0 or any(v is not None and _is_dynamic(v) for v in (start, end))):
+        return _slice_scatter_sized(c, x, c.cast(src, x.dtype), dim, start, end)
     return c.g.slice_update(x, c.cast(src, x.dtype), _slice_desc(x, dim % x.rank, start, end, step))
+
+
+def _slice_scatter_sized(c: _Ctx, x, src, dim: int, start, end):
+    """x with src written over [start, end) along dim, bounds (Python's: negative from the end,
+    clamped) computed in the graph where they or the dim vary (GPT-2's shifted-logits gradient
+    over a varying length): src padded to x's size there, chosen where a row is inside."""
+    g = c.g
+    i64 = lambda v: c.tensor(v, dtype=tg.i64)  # noqa: E731
+    n = c.dim_scalar(x, dim) if x.shape[dim] < 0 else i64(x.shape[dim])
+
+    def bound(v, default):
+        if v is None or (not _is_dynamic(v) and int(v) >= 2 ** 62):
+            return default
+        t = c.size_scalar(v) if _is_dynamic(v) else i64(int(v))
+        t = g.select(g.less(t, i64(0)), g.add(t, n), t)
+        return g.minimum(g.maximum(t, i64(0)), n)
+    b = bound(start, i64(0))
+    e = g.maximum(bound(end, n), b)
+    zero = i64(0)
+    pads = [b if d == dim else zero for d in range(x.rank)] + [g.sub(n, e) if d == dim else zero for d in range(x.rank)]
+    placed = g.pad_sized(src, g.concat([g.reshape(p, [1]) for p in pads], 0), mode="constant", constant=0.0)
+    rows = g.arange_sized(i64(0), n, i64(1), tg.i64)
+    inside = g.logical_and(g.greater_equal(rows, b), g.less(rows, e))
+    inside = c.reshape_to(inside, [c.dim(x, d) if d == dim else 1 for d in range(x.rank)])
+    return g.select(inside, placed, x)
 
 
 class _AdvancedIndex(NamedTuple):
@@ -1717,12 +1744,13 @@ class Converted(NamedTuple):
 
 def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tensor],
             input_types: list[tg.TensorType], py_values: dict | None = None,
-            input_perms: dict | None = None) -> "Converted":
+            input_perms: dict | None = None, size_feeds=frozenset()) -> "Converted":
     """Builds a tgraph graph from an FX graph of ATen ops. `inputs`: the placeholder names fed at
     run time (in order, with input_types); `constants`: placeholder or attribute name -> tensor
     baked in; `py_values`: placeholders that are Python values (sizes); `input_perms`: inputs fed
     as a permutation of their value (name -> perm: the feed is transpose(value, perm), e.g. the
-    NHWC storage of a channels-last tensor). Returns (graph, feeds, outputs, output structure)."""
+    NHWC storage of a channels-last tensor); `size_feeds`: size placeholders fed as the length of
+    a byte vector (their symbol is its dim 0). Returns (graph, feeds, outputs, output structure)."""
     py_values = py_values or {}
     input_perms = input_perms or {}
     g = tg.Graph()
@@ -1746,7 +1774,14 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
     for node in graph.nodes:
         c.node = node
         if node.op == "placeholder":
-            if node.name in types:
+            if node.name in size_feeds:  # a size, as the length of a byte vector
+                fed = g.placeholder([-1], tg.u8, node.name)
+                feeds.append(fed)
+                e = _sym_expr(node.meta["val"])
+                c.sym_sources[e] = (fed, 0)
+                sym_feeds[e] = (len(feeds) - 1, 0)
+                env[node.name] = Sym(e)
+            elif node.name in types:
                 t = types[node.name]
                 perm = input_perms.get(node.name)
                 if perm:
@@ -1822,7 +1857,7 @@ def convert(graph: torch.fx.Graph, inputs: list, constants: dict[str, torch.Tens
     flat = list(out_struct) if isinstance(out_struct, (list, tuple)) else [out_struct]
     fed = {name: k for k, name in enumerate(inputs)}
     outs = [InputOut(fed[o.name]) if isinstance(o, torch.fx.Node) and o.op == "placeholder" and o.name in fed
-            else value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+            and o.name not in size_feeds else value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
     for i, o in enumerate(outs):
         if isinstance(o, Sym):
             free = {s: sym_feeds[s] for s in o.expr.free_symbols if s in sym_feeds}

@@ -448,9 +448,22 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
     # graph is specialised to these inputs' sizes (the per-size fallback of a symbolic graph too)
     symbolic = symbolic and _symbolic(aten)
     names, types, py_values, perms, nhwc, donate = [], [], {}, {}, [], []
+    # A size placeholder whose symbol no tensor placeholder has as a dim (AOTAutograd hands a
+    # backward the sequence length s while its tensors are s - 1 long: GPT-2's shifted labels) is
+    # fed as the length of a byte vector, so the graph knows it from a shape like any other size.
+    named = {_sym_dim(d) for n in placeholders if isinstance(n.meta.get("val"), torch.Tensor)
+             for d in n.meta["val"].shape} - {None}
+    size_feeds = set()
     for k, (node, v) in enumerate(zip(placeholders, inputs)):
         name = node.name
         traced = node.meta.get("val")
+        if symbolic and not isinstance(v, torch.Tensor) and isinstance(traced, torch.SymInt) and \
+                _sym_dim(traced) is not None and _sym_dim(traced) not in named:
+            named.add(_sym_dim(traced))
+            size_feeds.add(name)
+            names.append(name)
+            types.append(tg.TensorType([-1], tg.u8))
+            continue
         if isinstance(v, torch.Tensor):
             if k in donated:
                 donate.append(len(names))
@@ -463,9 +476,33 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
         else:
             py_values[name] = traced if symbolic and isinstance(traced, torch.SymInt) else v
     constants = {n.target: _attr(aten, n.target) for n in aten.graph.nodes if n.op == "get_attr"}
-    g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values, perms)
+    g, feeds, outs, out_struct, random = convert(aten.graph, names, constants, types, py_values, perms, size_feeds)
     run = _executable(g, feeds, outs, random, _device_of(inputs), _torch_precision(), free_layouts, nhwc, donate)
+    run.size_inputs = {k for k, n in enumerate(placeholders) if n.name in size_feeds}
     return run, not isinstance(out_struct, (list, tuple))
+
+
+def _sym_dim(d):
+    """The symbol a size is (a SymInt that is one symbol), else None."""
+    if not isinstance(d, torch.SymInt):
+        return None
+    e = d.node.expr
+    return e if getattr(e, "is_Symbol", False) else None
+
+
+_SIZE_VECTORS: dict = {}  # (length, device) -> a byte vector of that length (_whole's size feeds)
+
+
+def _size_vector(n: int, like: list) -> torch.Tensor:
+    """A byte vector of length n on the device of the tensors in `like` (a size fed by its shape)."""
+    dev = next((t.device for t in like if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    key = (int(n), str(dev))
+    v = _SIZE_VECTORS.get(key)
+    if v is None:
+        if len(_SIZE_VECTORS) > 256:
+            _SIZE_VECTORS.clear()
+        v = _SIZE_VECTORS[key] = torch.zeros(int(n), dtype=torch.uint8, device=dev)
+    return v
 
 
 def _per_signature(lower: Callable[[list], torch.fx.GraphModule], free_layouts: bool = False,
@@ -526,8 +563,11 @@ def _whole(gm: torch.fx.GraphModule, inputs: list, free_layouts: bool, symbolic:
            donated=frozenset()) -> Callable:
     compiled, single = _compile_graph(gm, inputs, free_layouts, symbolic, donated)
 
+    sizes = getattr(compiled, "size_inputs", set())
+
     def run(ins):
-        r = compiled([t for t in ins if isinstance(t, torch.Tensor)])
+        r = compiled([t if isinstance(t, torch.Tensor) else _size_vector(t, ins)
+                      for k, t in enumerate(ins) if isinstance(t, torch.Tensor) or k in sizes])
         return r[0] if single else tuple(r)
     return run
 

@@ -755,3 +755,40 @@ def test_grouped_query_attention_at_every_length(entry):
             k, v = torch.randn(b, 2, s, 8, generator=gen), torch.randn(b, 2, s, 8, generator=gen)
             torch.testing.assert_close(fast(q, k, v), model(q, k, v), rtol=1e-4, atol=1e-5, msg=f"{b}x{s}")
     assert compiles() - before == 1
+
+
+class Shifted(nn.Module):
+    """A language model's loss: each position predicts the next label (GPT-2's shifted logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 11)
+
+    def forward(self, x, labels):
+        logits = self.lin(x)
+        return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1))
+
+
+def test_a_shifted_loss_trains_at_every_length():
+    """tgraph_train, sizes dynamic: the backward gets the length s as a size while its tensors are
+    s - 1 long (fed to tgraph as a byte vector's length), and writes the shifted logits' gradient
+    back at a bound computed from it (slice_scatter); it compiled per size before. Gradients as
+    eager's."""
+    torch.manual_seed(0)
+    model, ref = Shifted(), Shifted()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    gen = torch.Generator().manual_seed(16)
+    before = compiles()
+    for b, s in [(3, 7), (2, 12), (4, 9)]:
+        x, labels = torch.randn(b, s, 8, generator=gen), torch.randint(0, 11, (b, s), generator=gen)
+        model.zero_grad()
+        ref.zero_grad()
+        loss = fast(x, labels)
+        loss.backward()
+        want = ref(x, labels)
+        want.backward()
+        torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{name} at {b}x{s}")
+    assert compiles() - before == 2

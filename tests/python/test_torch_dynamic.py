@@ -249,6 +249,30 @@ def compiles_over(model, entry, shapes, seed, rtol=1e-4, atol=1e-5) -> int:
     return compiles() - before
 
 
+def trains_like_eager(make, batches) -> int:
+    """Executables compiled while a model from `make` trains through tgraph_train, sizes dynamic,
+    on each input tuple of `batches`: its loss (its output, or a tensor output's mean square) and
+    every gradient against an eager copy's."""
+    torch.manual_seed(0)
+    model, ref = make(), make()
+    ref.load_state_dict(model.state_dict())
+    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
+    before = compiles()
+    for args in batches:
+        model.zero_grad()
+        ref.zero_grad()
+        loss, want = fast(*args), ref(*args)
+        if loss.dim():
+            loss, want = loss.square().mean(), want.square().mean()
+        loss.backward()
+        want.backward()
+        torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5,
+                                       msg=f"{name} at {[list(a.shape) for a in args]}")
+    return compiles() - before
+
+
 @pytest.mark.parametrize("entry", ["export", "dynamo"])
 def test_sizes_used_as_numbers_stay_dynamic(capsys, entry):
     assert compiles_over_three_sizes(SizesAsNumbers(), entry) == 1
@@ -649,21 +673,9 @@ class FusedAttention(nn.Module):
 def test_training_through_fused_attention_at_every_length():
     """tgraph_train, sizes dynamic, over F.scaled_dot_product_attention (causal): one forward and
     one backward for every batch and length, gradients as eager's."""
-    torch.manual_seed(0)
-    model, ref = FusedAttention(), FusedAttention()
-    ref.load_state_dict(model.state_dict())
-    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
     gen = torch.Generator().manual_seed(12)
-    before = compiles()
-    for b, s in [(2, 6), (3, 9), (4, 5)]:
-        x = torch.randn(b, s, 16, generator=gen)
-        model.zero_grad()
-        ref.zero_grad()
-        fast(x).square().mean().backward()
-        ref(x).square().mean().backward()
-        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"{name} at {b}x{s}")
-    assert compiles() - before == 2  # the forward and the backward, once each
+    batches = [(torch.randn(b, s, 16, generator=gen),) for b, s in [(2, 6), (3, 9), (4, 5)]]
+    assert trains_like_eager(FusedAttention, batches) == 2  # the forward and the backward, once each
 
 
 class Dropped(nn.Module):
@@ -714,24 +726,9 @@ def test_a_loss_by_labels_trains_at_every_batch_size():
     """tgraph_train, sizes dynamic, through cross-entropy by class labels: its backward scatters
     a number over the labels' varying size (it was spread to a shape of -1s: the backward
     failed at its first run), gradients as eager's."""
-    torch.manual_seed(0)
-    model, ref = Classifier(), Classifier()
-    ref.load_state_dict(model.state_dict())
-    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
     gen = torch.Generator().manual_seed(14)
-    before = compiles()
-    for b in (4, 7, 3):
-        x, labels = torch.randn(b, 12, generator=gen), torch.randint(0, 5, (b,), generator=gen)
-        model.zero_grad()
-        ref.zero_grad()
-        loss = fast(x, labels)
-        loss.backward()
-        want = ref(x, labels)
-        want.backward()
-        torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
-        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{name} at batch {b}")
-    assert compiles() - before == 2
+    batches = [(torch.randn(b, 12, generator=gen), torch.randint(0, 5, (b,), generator=gen)) for b in (4, 7, 3)]
+    assert trains_like_eager(Classifier, batches) == 2
 
 
 class GroupedQueries(nn.Module):
@@ -774,21 +771,7 @@ def test_a_shifted_loss_trains_at_every_length():
     s - 1 long (fed to tgraph as a byte vector's length), and writes the shifted logits' gradient
     back at a bound computed from it (slice_scatter); it compiled per size before. Gradients as
     eager's."""
-    torch.manual_seed(0)
-    model, ref = Shifted(), Shifted()
-    ref.load_state_dict(model.state_dict())
-    fast = torch.compile(model, backend="tgraph_train", dynamic=True)
     gen = torch.Generator().manual_seed(16)
-    before = compiles()
-    for b, s in [(3, 7), (2, 12), (4, 9)]:
-        x, labels = torch.randn(b, s, 8, generator=gen), torch.randint(0, 11, (b, s), generator=gen)
-        model.zero_grad()
-        ref.zero_grad()
-        loss = fast(x, labels)
-        loss.backward()
-        want = ref(x, labels)
-        want.backward()
-        torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
-        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{name} at {b}x{s}")
-    assert compiles() - before == 2
+    batches = [(torch.randn(b, s, 8, generator=gen), torch.randint(0, 11, (b, s), generator=gen))
+               for b, s in [(3, 7), (2, 12), (4, 9)]]
+    assert trains_like_eager(Shifted, batches) == 2

@@ -2,7 +2,7 @@
 weights, dropout off so eager is a reference) trained through torch.compile(backend="tgraph_train",
 dynamic=True) at four batch x length sizes; per size the step's time, the loss and the largest
 gradient difference against eager, and the executables compiled so far.
-    PYTHONPATH=build/python python3 bench/torch_train_dynamic.py [bert gpt2 llama]"""
+    PYTHONPATH=build/python python3 bench/torch_train_dynamic.py [bert roberta gpt2 llama qwen2 t5]"""
 import sys
 import time
 
@@ -25,11 +25,20 @@ def model(name: str):
     if name == "bert":
         return transformers.BertForMaskedLM(transformers.BertConfig(**SMALL, hidden_dropout_prob=0.0,
                                                                     attention_probs_dropout_prob=0.0))
+    if name == "roberta":
+        return transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+            **SMALL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=64))
+    if name == "qwen2":
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SMALL, num_key_value_heads=2))
+    if name == "t5":
+        return transformers.T5ForConditionalGeneration(transformers.T5Config(
+            d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16, vocab_size=1000, dropout_rate=0.0,
+            decoder_start_token_id=0, pad_token_id=0))
     raise SystemExit(f"unknown model {name}")
 
 
 def main():
-    for name in sys.argv[1:] or ["bert", "gpt2", "llama"]:
+    for name in sys.argv[1:] or ["bert", "roberta", "gpt2", "llama", "qwen2", "t5"]:
         torch.manual_seed(0)
         m, ref = model(name).train(), model(name).train()
         ref.load_state_dict(m.state_dict())

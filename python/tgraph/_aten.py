@@ -476,6 +476,8 @@ def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilati
         dx = g.conv2d(dy, w, d) if output_mask[0] else None
         dw = weight_grad(x, dy, list(w.shape), d) if output_mask[1] else None
     else:
+        if output_mask[0] and min(x.shape) < 0:  # (the op takes the input's size as numbers)
+            raise tg.Error(f"[torch] a convolution's input gradient to an input {list(x.shape)} whose sizes vary")
         dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
         dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
     db = g.reduce_sum(dy, [a for a in range(dy.rank) if a != 1]) if output_mask[2] else None

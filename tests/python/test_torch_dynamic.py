@@ -775,3 +775,22 @@ def test_a_shifted_loss_trains_at_every_length():
     batches = [(torch.randn(b, s, 8, generator=gen), torch.randint(0, 11, (b, s), generator=gen))
                for b, s in [(3, 7), (2, 12), (4, 9)]]
     assert trains_like_eager(Shifted, batches) == 2
+
+
+class TwoConvs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(4, 2, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_convolution_training_over_varying_sizes_computes_eagers_gradients():
+    """A convolution's input gradient takes the input's size as numbers: over sizes that vary it
+    is refused while converting (the graphs then compile per size), where it failed at its first
+    run ("shape [-1,-1,-1,4] is not static"). Gradients as eager's at every size."""
+    gen = torch.Generator().manual_seed(17)
+    batches = [(torch.randn(b, 3, h, w, generator=gen),) for b, h, w in [(2, 8, 10), (3, 12, 8), (4, 9, 9)]]
+    assert trains_like_eager(TwoConvs, batches) >= 2

@@ -476,15 +476,41 @@ def _convolution_backward(c: _Ctx, dy, x, w, bias_sizes, stride, padding, dilati
         dx = g.conv2d(dy, w, d) if output_mask[0] else None
         dw = weight_grad(x, dy, list(w.shape), d) if output_mask[1] else None
     else:
-        if output_mask[0] and min(x.shape) < 0:  # (the op takes the input's size as numbers)
-            raise tg.Error(f"[torch] a convolution's input gradient to an input {list(x.shape)} whose sizes vary")
-        dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
+        if output_mask[0] and min(x.shape) < 0:
+            if nd != 2:
+                raise tg.Error(f"[torch] a 3-D convolution's input gradient to an input {list(x.shape)} whose sizes vary")
+            dx = _conv_data_grad_sized(c, dy, w, x, d)
+        else:
+            dx = data_grad(dy, w, list(x.shape), d) if output_mask[0] else None
         dw = weight_grad(dy, x, list(w.shape), d) if output_mask[1] else None
     db = g.reduce_sum(dy, [a for a in range(dy.rank) if a != 1]) if output_mask[2] else None
     if nd == 1:
         dx = g.squeeze(dx, [2]) if dx is not None else None
         dw = g.squeeze(dw, [2]) if dw is not None else None
     return (dx, dw, db)
+
+
+def _conv_data_grad_sized(c: _Ctx, dy, w, x, d: tg.ConvDesc) -> tg.Tensor:
+    """A 2-D convolution's input gradient where the input's sizes vary (conv2d_data_grad takes
+    them as numbers): the transposed convolution of dy without padding is the gradient over the
+    padded input's positions, `full`; the input's are full's from `padding` on, zeros past its
+    end (positions no window reached). Cut and padded by sizes computed in the graph, so each
+    size's copy holds static ops."""
+    g = c.g
+    i64 = lambda v: c.tensor(v, dtype=tg.i64)  # noqa: E731
+    full = g.conv_transpose2d(dy, w, tg.ConvDesc(stride=list(d.stride), dilation=list(d.dilation),
+                                                 explicit_padding=[0, 0, 0, 0], groups=d.groups,
+                                                 data_layout="nchw", weights_layout="oihw"))
+    before = [d.explicit_padding[0], d.explicit_padding[2]]
+    # full zero-extended so that [before, before + x) lies inside it, then that window
+    extra = [g.maximum(g.sub(g.add(c.dim_scalar(x, 2 + k), i64(before[k])), c.dim_scalar(full, 2 + k)), i64(0))
+             for k in range(2)]
+    zero = i64(0)
+    pads = g.concat([g.reshape(v, [1]) for v in [zero, zero, zero, zero, zero, zero, extra[0], extra[1]]], 0)
+    grown = g.pad_sized(full, pads, mode="constant", constant=0.0)
+    ends = [g.add(c.dim_scalar(x, 2 + k), i64(before[k])) for k in range(2)]
+    return g.slice_sized(grown, g.constant(np.array(before, np.int64)),
+                         g.concat([g.reshape(e, [1]) for e in ends], 0), g.constant(np.array([1, 1], np.int64)), [2, 3])
 
 
 def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices=None):

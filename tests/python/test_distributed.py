@@ -326,12 +326,12 @@ full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.param
 print("RESULT " + json.dumps({"losses": losses, "params": [p.detach().tolist() for p in full],
                               "executables": tgraph.torch.stats()["executables"]}))
 td.destroy_process_group()
-if mode == "fsdp":
-    # PyTorch's Gloo worker thread may still destroy a finished all-reduce while the interpreter
-    # finalises, and abort the process (pytorch/pytorch#190489; seen 1 in 87 runs here even after
-    # destroy_process_group): the results are out, so the rank leaves without finalising.
-    sys.stdout.flush()
-    os._exit(0)
+# PyTorch's Gloo worker thread may still destroy a finished all-reduce while the interpreter
+# finalises, and abort the process (pytorch/pytorch#190489; seen 1 in 87 FSDP runs here even after
+# destroy_process_group, and once in a DDP run of CI on 2026-12-05): the results are out, so every
+# rank leaves without finalising.
+sys.stdout.flush()
+os._exit(0)
 '''
 
 

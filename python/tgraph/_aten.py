@@ -137,7 +137,8 @@ class _Ctx:
         return codes, sources
 
     def size_tensor(self, sizes) -> tg.Tensor:
-        """Sizes (numbers, or torch's expressions over the input sizes) as a 1-D i64 tensor computed
+        """Sizes (numbers, torch's expressions over the input sizes, or 0-D i64 tensors a converter
+        computed) as a 1-D i64 tensor computed
         in the graph from the fed tensors' dims: what a sized op (Graph.*_sized) takes, known in
         each size's copy of the executable. Raises where an expression is beyond it."""
         return self.g.concat([self.g.reshape(self.size_scalar(v), [1]) for v in sizes], 0)
@@ -145,7 +146,10 @@ class _Ctx:
     def size_scalar(self, v) -> tg.Tensor:
         """One size as a 0-D tensor computed in the graph (size_tensor): i64, or f64 for a float
         computed from sizes (torch's decompositions divide sizes: `IntTrueDiv(h_out, h)`). An
-        integer that sympy computes through a fraction (`s0 / 2` of an even s0) comes back i64."""
+        integer that sympy computes through a fraction (`s0 / 2` of an even s0) comes back i64. A
+        0-D tensor (a size a converter computed, _Ctx.dim) is taken as it is."""
+        if isinstance(v, tg.Tensor):
+            return v
         t = self._size_scalar(v)
         e = _sym_expr(v)
         return self.cast(t, tg.i64) if t.dtype == tg.f64 and getattr(e, "is_integer", False) else t
@@ -197,9 +201,6 @@ class _Ctx:
         """Dim d of t: its number where fixed, else its size at run time (dim_scalar)."""
         return t.shape[d] if t.shape[d] >= 0 else self.dim_scalar(t, d)
 
-    def size_number(self, v: int) -> tg.Tensor:
-        return self.g.constant(np.array(int(v), np.int64))
-
     def size_product(self, *sizes):
         """The product of sizes (numbers or 0-D i64 tensors, as dim gives them)."""
         number = math.prod(int(v) for v in sizes if not isinstance(v, tg.Tensor))
@@ -207,43 +208,42 @@ class _Ctx:
         if not tensors:
             return number
         product = functools.reduce(self.g.mul, tensors)
-        return product if number == 1 else self.g.mul(product, self.size_number(number))
+        return product if number == 1 else self.g.mul(product, self.size_scalar(number))
 
     def broadcast_dims(self, x: tg.Tensor, sizes) -> tg.Tensor:
         """x broadcast to `sizes` (numbers or 0-D i64 tensors): broadcast_to when all are numbers,
         else one sized in the graph."""
         if not any(isinstance(v, tg.Tensor) for v in sizes):
             return self.g.broadcast_to(x, [int(v) for v in sizes])
-        parts = [v if isinstance(v, tg.Tensor) else self.size_number(v) for v in sizes]
-        return self.g.broadcast_to_sized(x, self.g.concat([self.g.reshape(v, [1]) for v in parts], 0))
+        return self.g.broadcast_to_sized(x, self.size_tensor(sizes))
 
     def reshape_to(self, x: tg.Tensor, sizes) -> tg.Tensor:
         """x reshaped to `sizes` (numbers or 0-D i64 tensors): a reshape when all are numbers,
         else one sized in the graph (fixed in each size's copy of the executable)."""
         if not any(isinstance(v, tg.Tensor) for v in sizes):
             return self.g.reshape(x, [int(v) for v in sizes])
-        parts = [v if isinstance(v, tg.Tensor) else self.size_number(v) for v in sizes]
-        return self.g.reshape_sized(x, self.g.concat([self.g.reshape(v, [1]) for v in parts], 0))
+        return self.g.reshape_sized(x, self.size_tensor(sizes))
+
+    def _random_state(self) -> tg.Tensor:
+        """The state the next random op draws from (the run's fed Philox state, made at the first)."""
+        if self.rng_feed is None:
+            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
+            self.rng = self.rng_feed
+        return self.rng
 
     def keep_mask(self, like: tg.Tensor, rate: float) -> tg.Tensor:
         """A boolean tensor of like's shape, each element True with probability 1 - rate, from the
         run's random stream: where like's sizes vary (a training step over a varying sequence),
         through the dropout op, whose values take its input's run-time shape (random_uniform's
         shape is numbers)."""
-        if self.rng_feed is None:
-            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
-            self.rng = self.rng_feed
         ones = self.g.broadcast_like(self.g.scalar(1.0, tg.f32), like)
-        kept, self.rng = self.g.dropout(ones, self.rng, float(rate))
+        kept, self.rng = self.g.dropout(ones, self._random_state(), float(rate))
         return self.g.not_equal(kept, self.g.scalar(0.0, tg.f32))
 
     def random_uniform(self, shape) -> tg.Tensor:
         """Uniform [0, 1) values of `shape` from the run's random stream: the stream's state is a
         feed that every run gets fresh from torch's generator (so torch.manual_seed governs it)."""
-        if self.rng_feed is None:
-            self.rng_feed = self.g.placeholder([2], tg.i64, "rng_state")
-            self.rng = self.rng_feed
-        v, self.rng = self.g.random(self.rng, tg.RandomDesc(shape=[int(d) for d in shape]))
+        v, self.rng = self.g.random(self._random_state(), tg.RandomDesc(shape=[int(d) for d in shape]))
         return v
 
     @property
@@ -381,19 +381,14 @@ def _conv3d_as_2d(c: _Ctx, x, w, stride, padding, dilation, groups):
         y = g.reshape(y, [n, do, o, y.shape[2], y.shape[3]])
         return g.transpose(y, [0, 2, 1, 3, 4])
 
-    num = c.size_number
-
-    def sizes(*vs):
-        return g.concat([g.reshape(v if isinstance(v, tg.Tensor) else num(v), [1]) for v in vs], 0)
-
+    num = c.size_scalar
     # Do = (D + 2 pd - dd (kd - 1) - 1) // sd + 1, the span never negative (the convolution
     # refuses a clip shorter than its kernel at its own run)
-    depth = c.dim(x, 2)
-    span = g.maximum(g.add(depth if isinstance(depth, tg.Tensor) else num(depth), num(2 * pd - dd * (kd - 1) - 1)),
-                     num(0))
+    span = g.maximum(g.add(num(c.dim(x, 2)), num(2 * pd - dd * (kd - 1) - 1)), num(0))
     do = g.add(g.div(g.sub(span, g.floor_mod(span, num(sd))), num(sd)) if sd > 1 else span, num(1))
-    taps = [g.slice_sized(xt, sizes(t * dd), sizes(g.add(num(t * dd + 1), g.mul(g.sub(do, num(1)), num(sd)))),
-                          sizes(sd), [1]) for t in range(kd)]
+    taps = [g.slice_sized(xt, c.size_tensor([t * dd]), c.size_tensor([g.add(num(t * dd + 1), g.mul(g.sub(do, num(1)),
+                                                                                                     num(sd)))]),
+                          c.size_tensor([sd]), [1]) for t in range(kd)]
     cols = g.stack(taps, 2) if kd > 1 else g.expand_dims(taps[0], [2])  # [N, Do, kd, C, H, W]
     nd = c.size_product(c.dim(x, 0), do)
     hh, ww = c.dim(x, 3), c.dim(x, 4)
@@ -497,20 +492,15 @@ def _conv_data_grad_sized(c: _Ctx, dy, w, x, d: tg.ConvDesc) -> tg.Tensor:
     end (positions no window reached). Cut and padded by sizes computed in the graph, so each
     size's copy holds static ops."""
     g = c.g
-    i64 = lambda v: c.tensor(v, dtype=tg.i64)  # noqa: E731
     full = g.conv_transpose2d(dy, w, tg.ConvDesc(stride=list(d.stride), dilation=list(d.dilation),
                                                  explicit_padding=[0, 0, 0, 0], groups=d.groups,
                                                  data_layout="nchw", weights_layout="oihw"))
     before = [d.explicit_padding[0], d.explicit_padding[2]]
     # full zero-extended so that [before, before + x) lies inside it, then that window
-    extra = [g.maximum(g.sub(g.add(c.dim_scalar(x, 2 + k), i64(before[k])), c.dim_scalar(full, 2 + k)), i64(0))
-             for k in range(2)]
-    zero = i64(0)
-    pads = g.concat([g.reshape(v, [1]) for v in [zero, zero, zero, zero, zero, zero, extra[0], extra[1]]], 0)
-    grown = g.pad_sized(full, pads, mode="constant", constant=0.0)
-    ends = [g.add(c.dim_scalar(x, 2 + k), i64(before[k])) for k in range(2)]
-    return g.slice_sized(grown, g.constant(np.array(before, np.int64)),
-                         g.concat([g.reshape(e, [1]) for e in ends], 0), g.constant(np.array([1, 1], np.int64)), [2, 3])
+    ends = [g.add(c.dim_scalar(x, 2 + k), c.size_scalar(before[k])) for k in range(2)]
+    extra = [g.maximum(g.sub(ends[k], c.dim_scalar(full, 2 + k)), c.size_scalar(0)) for k in range(2)]
+    grown = g.pad_sized(full, c.size_tensor([0] * 6 + extra), mode="constant", constant=0.0)
+    return g.slice_sized(grown, c.size_tensor(before), c.size_tensor(ends), c.size_tensor([1, 1]), [2, 3])
 
 
 def _max_pool2d_backward(c: _Ctx, dy, x, kernel, stride, padding, dilation, ceil_mode, indices=None):
@@ -722,20 +712,19 @@ def _slice_scatter_sized(c: _Ctx, x, src, dim: int, start, end):
     clamped) computed in the graph where they or the dim vary (GPT-2's shifted-logits gradient
     over a varying length): src padded to x's size there, chosen where a row is inside."""
     g = c.g
-    i64 = lambda v: c.tensor(v, dtype=tg.i64)  # noqa: E731
-    n = c.dim_scalar(x, dim) if x.shape[dim] < 0 else i64(x.shape[dim])
+    i64 = c.size_scalar
+    n = i64(c.dim(x, dim))
 
     def bound(v, default):
         if v is None or (not _is_dynamic(v) and int(v) >= 2 ** 62):
             return default
-        t = c.size_scalar(v) if _is_dynamic(v) else i64(int(v))
+        t = c.size_scalar(v)
         t = g.select(g.less(t, i64(0)), g.add(t, n), t)
         return g.minimum(g.maximum(t, i64(0)), n)
     b = bound(start, i64(0))
     e = g.maximum(bound(end, n), b)
-    zero = i64(0)
-    pads = [b if d == dim else zero for d in range(x.rank)] + [g.sub(n, e) if d == dim else zero for d in range(x.rank)]
-    placed = g.pad_sized(src, g.concat([g.reshape(p, [1]) for p in pads], 0), mode="constant", constant=0.0)
+    pads = [b if d == dim else 0 for d in range(x.rank)] + [g.sub(n, e) if d == dim else 0 for d in range(x.rank)]
+    placed = g.pad_sized(src, c.size_tensor(pads), mode="constant", constant=0.0)
     rows = g.arange_sized(i64(0), n, i64(1), tg.i64)
     inside = g.logical_and(g.greater_equal(rows, b), g.less(rows, e))
     inside = c.reshape_to(inside, [c.dim(x, d) if d == dim else 1 for d in range(x.rank)])
@@ -1079,8 +1068,7 @@ def _sdpa(c: _Ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         fixed = not isinstance(hq, tg.Tensor) and not isinstance(hk, tg.Tensor)
         if fixed and (hk <= 0 or hq % hk):
             raise tg.Error(f"[torch] scaled_dot_product_attention: {hq} query heads over {hk} key heads")
-        group = hq // hk if fixed else c.g.div(
-            hq if isinstance(hq, tg.Tensor) else c.size_number(hq), hk if isinstance(hk, tg.Tensor) else c.size_number(hk))
+        group = hq // hk if fixed else c.g.div(c.size_scalar(hq), c.size_scalar(hk))
 
         def repeat(t):  # each key / value head over its group of query heads
             s = [c.dim(t, i) for i in range(t.rank)]

@@ -138,9 +138,9 @@ class _Ctx:
 
     def size_tensor(self, sizes) -> tg.Tensor:
         """Sizes (numbers, torch's expressions over the input sizes, or 0-D i64 tensors a converter
-        computed) as a 1-D i64 tensor computed
-        in the graph from the fed tensors' dims: what a sized op (Graph.*_sized) takes, known in
-        each size's copy of the executable. Raises where an expression is beyond it."""
+        computed) as a 1-D i64 tensor computed in the graph from the fed tensors' dims: what a
+        sized op (Graph.*_sized) takes, known in each size's copy of the executable. Raises where
+        an expression is beyond it."""
         return self.g.concat([self.g.reshape(self.size_scalar(v), [1]) for v in sizes], 0)
 
     def size_scalar(self, v) -> tg.Tensor:

@@ -457,9 +457,9 @@ def _compile_graph(aten: torch.fx.GraphModule, inputs: list, free_layouts: bool 
     for k, (node, v) in enumerate(zip(placeholders, inputs)):
         name = node.name
         traced = node.meta.get("val")
-        if symbolic and not isinstance(v, torch.Tensor) and isinstance(traced, torch.SymInt) and \
-                _sym_dim(traced) is not None and _sym_dim(traced) not in named:
-            named.add(_sym_dim(traced))
+        sym = _sym_dim(traced) if symbolic and not isinstance(v, torch.Tensor) else None
+        if sym is not None and sym not in named:
+            named.add(sym)
             size_feeds.add(name)
             names.append(name)
             types.append(tg.TensorType([-1], tg.u8))

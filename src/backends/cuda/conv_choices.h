@@ -35,8 +35,6 @@ struct Choices {
                                                                // the batch, then batch
   std::set<std::string> ran;       // the algorithms (with their math) that ran, by family: kernels loaded
   std::set<std::string> no_reuse;  // problems a reused choice (disk, family) was declined for
-  std::set<std::string> ran_problems;  // the algorithms (with their math) that ran, by problem
-  std::set<std::string> ahead_provisional;  // problems a first run makes ahead with a provisional choice
 };
 Choices& choices();
 
@@ -45,7 +43,6 @@ inline std::mutex& cache_mutex() { return choices().mu; }
 inline std::map<std::string, Choice>& cache() { return choices().by_problem; }
 inline std::map<std::string, std::map<int64_t, Choice>>& families() { return choices().by_family; }
 inline std::set<std::string>& ran() { return choices().ran; }
-inline std::set<std::string>& ran_problems() { return choices().ran_problems; }
 /// The key of `ran` for algorithm c of `family`.
 std::string ran_key(const std::string& family, const Choice& c);
 

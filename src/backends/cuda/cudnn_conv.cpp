@@ -268,30 +268,16 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
   const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
   const std::string saved = library_signature(device) + "|conv|" + problem;
-  // A convolution is cold when its call would ask cuDNN's heuristics, run an algorithm no call
-  // of its family has run in this process (its kernels not loaded yet), or run a known algorithm
-  // at a problem size none ran at: a first run makes it ahead on a warm-up thread
-  // (library_warmup.h). The last is cuDNN's work per new size inside the call, ~0.5-0.9 ms per
-  // convolution on the H200, one after another in an op-by-op run: ResNet-50's first call at a
-  // new batch size spent 26-50 ms of its 49-95 in its 53 convolutions (session 40); on four
-  // threads ahead it overlaps the kernels' generation and the constants' upload.
-  // TGRAPH_NO_NEW_SIZE_WARMUP=1 makes those in turn.
+  // A convolution is cold when its call would ask cuDNN's heuristics, or run an algorithm no call
+  // of its family has run in this process (its kernels not loaded yet): a first run makes it
+  // ahead on a warm-up thread (library_warmup.h).
   if (cold) {
     std::lock_guard<std::mutex> cl(cache_mutex());
     bool exact = false;
     const Choice c = known_choice(key, saved, family, xd[0], exact);
-    const bool new_sizes = !env_flag("TGRAPH_NO_NEW_SIZE_WARMUP");
-    *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c))) ||
-            (new_sizes && !ran_problems().count(ran_key(key, c)));
-    if (!exact && !c.ok && ProvisionalChoices::current() && !choices().no_reuse.count(key)) {
-      // The run takes another batch size's algorithm this once (below): made ahead with it, on
-      // a warm-up thread that has no ProvisionalChoices of its own (ahead_provisional).
-      const Choice p = provisional_choice(family, xd[0]);
-      if (p.ok) {
-        *cold = new_sizes && !ran_problems().count(ran_key(key, p));
-        if (*cold) choices().ahead_provisional.insert(key);
-      }
-    }
+    *cold = !(exact || c.ok) || (c.ok && !ran().count(ran_key(family, c)));
+    if (*cold && !exact && !c.ok && ProvisionalChoices::current() && !choices().no_reuse.count(key))
+      *cold = !provisional_choice(family, xd[0]).ok;
     return false;
   }
 
@@ -400,12 +386,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // sixteenth of the free memory (several such calls run at once): those ask now.
   bool provisional = false;
   ProvisionalChoices* later = ProvisionalChoices::current();
-  bool ahead = false;  // a warm-up thread making a first run's provisional call ahead of it
-  if (!cached && !later && cudnn_thread_handle().own) {
-    std::lock_guard<std::mutex> cl(cache_mutex());
-    ahead = choices().ahead_provisional.erase(key) > 0;
-  }
-  if (!cached && (later || ahead)) {
+  if (!cached && later) {
     // Never into a graph being captured (a caller capturing the run's stream): that graph
     // would keep the provisional choice.
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -432,20 +413,13 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
         workspace_of(any.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
       choice = Choice{true, any.algo, any.math, ws};
       cached = provisional = true;
-      if (later) {  // (a call made ahead leaves the question to the run's own call)
-        if (profiling_first_runs())
-          cpu_profile_add("cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)",
-                          0.0);
-        auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
-        graph->allow_tf32 = g.allow_tf32;
-        later->put_off(key, [graph, node = n, ti, to, device, key](cudaStream_t s) {
-          {  // the question itself: not a provisional call made ahead (one left unmade marks it)
-            std::lock_guard<std::mutex> cl(cache_mutex());
-            choices().ahead_provisional.erase(key);
-          }
-          call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
-        });
-      }
+      if (profiling_first_runs())
+        cpu_profile_add("cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)", 0.0);
+      auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
+      graph->allow_tf32 = g.allow_tf32;
+      later->put_off(key, [graph, node = n, ti, to, device](cudaStream_t s) {
+        call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
+      });
     }
   }
   bool asked = false;  // the heuristics (or Find) chose it in this call
@@ -562,7 +536,6 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   {
     std::lock_guard<std::mutex> cl(cache_mutex());
     ran().insert(ran_key(family, choice));
-    ran_problems().insert(ran_key(key, choice));
   }
   if (dir == Dir::data && padded) {
     // dx is the interior of the padded x's gradient.

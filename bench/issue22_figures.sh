@@ -167,21 +167,38 @@ alltests() {
   (cd build-gpu && timeout 150 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
 }
 
-# "newsize" (session 40): ResNet-50's new batch sizes' first calls with a new size's convolutions
-# made ahead on the warm-up threads, then without (TGRAPH_NO_NEW_SIZE_WARMUP=1), each cold and
-# profiled once; needs only the Python module (~1.5 min after its build).
+# "graphconv" (session 41): half-precision convolutions through cuDNN's graph API with kept
+# plans (backends/cuda/cudnn_conv_graph.h): their GPU tests and those of what they touch, then
+# ResNet-50's new sizes' first calls with them and with the legacy calls
+# (TGRAPH_CUDNN_LEGACY=1), each cold, then profiled. "graphconv2": the steady state the same two
+# ways (a dynamic executable, per-size ones, eager) and the bf16 training step, C++ API.
 RN_SIZES=32x224,64x224,1x224,7x224,256x224
-newsize() {
-  for off in "" 1; do
-    part "ResNet-50 f16 new sizes' first calls, cold, TGRAPH_NO_NEW_SIZE_WARMUP=${off:-unset}"
-    fresh "rn$off"
-    env ${off:+TGRAPH_NO_NEW_SIZE_WARMUP=1} timeout 100 python3 bench/dynamic_sizes.py --model resnet50 --first-calls \
+graphconv() {
+  part "GPU tests: the graph API's convolutions, cuDNN, library plans, size classes, executor"
+  fresh gtests
+  timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter='CudnnGraph.*:Cudnn.*:CudaLibraryPlans.*:CudaSizeClasses.*:CudaExecutor*' 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]|against|graph API" | head -50
+  for legacy in "" 1; do
+    part "ResNet-50 f16 new sizes' first calls, cold, TGRAPH_CUDNN_LEGACY=${legacy:-unset}"
+    fresh "rn$legacy"
+    env ${legacy:+TGRAPH_CUDNN_LEGACY=1} timeout 100 python3 bench/dynamic_sizes.py --model resnet50 --first-calls \
       --sizes $RN_SIZES 2>&1 | grep -E "^\| "
   done
   part "ResNet-50 f16 cold, profiled (TGRAPH_PROFILE=first)"
   fresh rnp
   TGRAPH_PROFILE=first timeout 100 python3 bench/dynamic_sizes.py --model resnet50 --first-calls --sizes $RN_SIZES 2>&1 |
-    grep -E "^\| |first call|new size|cuda first run: (conv|library|convolution)|compile: (fold|channels|constant)"
+    grep -E "^\| |first call|new size|cuda first run|compile: (fold|channels|constant)" | head -60
+}
+graphconv2() {
+  for legacy in "" 1; do
+    part "ResNet-50 f16 steady (dynamic, per size, eager), TGRAPH_CUDNN_LEGACY=${legacy:-unset}"
+    fresh "st$legacy"
+    env ${legacy:+TGRAPH_CUDNN_LEGACY=1} timeout 170 python3 bench/dynamic_sizes.py --model resnet50 --batches 1,7,64,256 --seqs 224 2>&1 | tail -8
+    part "ResNet-50 bf16 training step, batch 256, C++ API, TGRAPH_CUDNN_LEGACY=${legacy:-unset}"
+    env ${legacy:+TGRAPH_CUDNN_LEGACY=1} timeout 120 build-gpu/bench/bench_train_resnet --batch 256 --iters 20 --warmup 3 2>&1 | tail -3
+  done
+  part "PyTorch eager's training step beside it (train_models.py, eager and the C++ row)"
+  timeout 200 python3 bench/train_models.py --paths eager,cpp --configs bf16:256 --curve 0 2>&1 | tail -8
 }
 
 case "$PART" in
@@ -193,8 +210,9 @@ case "$PART" in
   one) one ;;
   final) final ;;
   alltests) alltests ;;
-  newsize) newsize ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests|newsize" >&2; exit 2 ;;
+  graphconv) graphconv ;;
+  graphconv2) graphconv2 ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests|graphconv|graphconv2" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

@@ -76,8 +76,9 @@ inline CudnnThreadHandle& cudnn_thread_handle() {
 }
 
 /// The handle for cuDNN's legacy calls (convolution, pooling), which keep no state in it:
-/// this thread's own while it warms calls up, else the device's. Graph-API plans (attention)
-/// are built and executed on the device's handle only.
+/// this thread's own while it warms calls up, else the device's. Attention's graph-API plans
+/// are built and executed on the device's handle only; convolutions' (cudnn_conv_graph.h) on
+/// either (a plan built on one handle executes on another of its device).
 inline CudnnDevice& cudnn_legacy_device(int device) {
   const CudnnThreadHandle& t = cudnn_thread_handle();
   return t.own && t.device == device ? *t.own : cudnn_device(device);

@@ -1,5 +1,7 @@
 #include "backends/cuda/library_plans.h"
 
+#include "backends/cuda/cudnn_conv_graph.h"
+
 #include <cublasLt.h>
 #include <cudnn.h>
 
@@ -41,6 +43,7 @@ void provide_library_plans(const std::map<std::string, std::string>& plans, int 
     if (kind_end == std::string::npos) continue;
     const std::string kind = key.substr(sig.size(), kind_end - sig.size()), problem = key.substr(kind_end + 1);
     if (kind == "conv") cudnn_conv_provide(problem, value, device);
+    else if (kind == "convg") cudnn_conv_graph_provide(problem, value, device);
     else if (kind == "lt") matmul_lt_provide(problem, value, device);
     else if (kind == "attn") cudnn_attention_provide(problem, value, device);
   }

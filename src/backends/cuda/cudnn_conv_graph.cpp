@@ -1,0 +1,397 @@
+// Half-precision convolutions through cuDNN's graph API: plans built once per problem, kept,
+// executed by every later call (cudnn_conv_graph.h says why).
+#include "backends/cuda/cudnn_conv_graph.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "backends/cpu/profile.h"
+#include "backends/cuda/conv_choices.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/library_plans.h"
+#include "backends/cuda/library_warmup.h"
+#include "core/env.h"
+#include "runtime/device_code.h"
+
+#if TGRAPH_HAVE_CUDNN_FRONTEND
+#include <cudnn_frontend.h>
+#endif
+
+namespace tg::detail {
+
+#if TGRAPH_HAVE_CUDNN_FRONTEND
+namespace fe = cudnn_frontend;
+namespace {
+
+// An engine and its knobs: what the heuristics chose for a problem, as a new batch size builds
+// it again.
+struct Engine {
+  bool ok = false;
+  int64_t id = -1;
+  std::vector<std::pair<int64_t, int64_t>> knobs;  // (KnobType_t, value), sorted
+  bool operator==(const Engine& o) const { return ok == o.ok && id == o.id && knobs == o.knobs; }
+};
+
+std::string engine_text(const Engine& e) {
+  std::string s = "g " + std::to_string(e.id) + ' ';
+  if (e.knobs.empty()) s += '-';
+  for (size_t i = 0; i < e.knobs.size(); ++i)
+    s += (i ? "," : "") + std::to_string(e.knobs[i].first) + '=' + std::to_string(e.knobs[i].second);
+  return s;
+}
+
+Engine parse_engine(const std::string& text) {
+  std::istringstream in(text);
+  std::string tag, knobs;
+  Engine e;
+  if (!(in >> tag >> e.id >> knobs) || tag != "g" || e.id < 0 || e.id > 100000) return {};
+  if (knobs != "-") {
+    std::istringstream ks(knobs);
+    std::string kv;
+    while (std::getline(ks, kv, ',')) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) return {};
+      try {
+        e.knobs.emplace_back(std::stoll(kv.substr(0, eq)), std::stoll(kv.substr(eq + 1)));
+      } catch (const std::exception&) {
+        return {};
+      }
+    }
+  }
+  e.ok = true;
+  return e;
+}
+
+// A built plan. Executions are serialised on it (the host part only, ~20 us): a warm-up thread
+// and the run may hold the same one.
+struct Plan {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t index = 0;  // the plan's index in the graph
+  int64_t workspace = 0;
+  Engine engine;
+  bool provisional = false;  // another batch size's engine, this first run only
+  bool executed = false;     // its kernels loaded
+  std::mutex mu;
+};
+
+// The process's graph-API convolutions. Never destroyed (warm-up threads may still run while
+// the program exits).
+struct Store {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Plan>> plans;         // by key
+  std::map<std::string, Engine> chosen;                       // by key: asked, provided, on disk
+  std::map<std::string, std::map<int64_t, Engine>> families;  // by family, then batch
+  std::set<std::string> ran;                                  // family|engine executed
+  std::set<std::string> declined;                             // keys the graph API does not run
+  std::set<std::string> no_reuse;                             // keys another size's engine failed for
+  std::set<std::string> ahead_provisional;                    // keys a warm-up builds provisionally
+};
+Store& store() {
+  static Store* s = new Store;
+  return *s;
+}
+
+std::string ran_key(const std::string& family, const Engine& e) { return family + '|' + engine_text(e); }
+
+// The engine at the batch size nearest `batch` within `max_ratio` (4: beyond it the best
+// kernels differ, conv_choices.cpp's nearest_batch), among those whose kernels ran when
+// `loaded`.
+Engine nearest(const std::string& family, int64_t batch, double max_ratio, bool loaded) {
+  Store& s = store();
+  auto f = s.families.find(family);
+  if (f == s.families.end()) return {};
+  Engine best;
+  double best_ratio = max_ratio + 1e-9;
+  for (const auto& [b, e] : f->second) {
+    if (!e.ok || b <= 0 || batch <= 0 || (loaded && !s.ran.count(ran_key(family, e)))) continue;
+    const double r = b > batch ? double(b) / double(batch) : double(batch) / double(b);
+    if (r <= best_ratio) best = e, best_ratio = r;
+  }
+  return best;
+}
+
+std::string saved_key(const GraphConvKeys& k, int device) {
+  return library_signature(device) + "|convg|" + k.problem;
+}
+
+// The engine this process knows for the problem without asking: its own, a saved or cached one,
+// the nearest batch size's within a factor of 4 (not under TGRAPH_CUDNN_PER_BATCH). Under mu.
+Engine known(const GraphConvKeys& k, int device) {
+  Store& s = store();
+  if (auto it = s.chosen.find(k.key); it != s.chosen.end()) return it->second;
+  if (s.no_reuse.count(k.key)) return {};
+  if (const Engine e = parse_engine(library_choice_from_disk(saved_key(k, device))); e.ok) {
+    if (profiling_first_runs())
+      cpu_profile_add("cuda first run: convolution: cuDNN choice read from the disk cache", 0.0);
+    s.families[k.family].try_emplace(k.batch, e);
+    return e;
+  }
+  if (env_flag("TGRAPH_CUDNN_PER_BATCH")) return {};
+  return nearest(k.family, k.batch, 4.0, false);
+}
+
+std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims, bool channels_last) {
+  // dims in N, C, spatial order; memory N, spatial, C when channels last.
+  std::vector<size_t> order;  // memory order, outermost first
+  order.push_back(0);
+  if (channels_last) {
+    for (size_t i = 2; i < dims.size(); ++i) order.push_back(i);
+    order.push_back(1);
+  } else {
+    for (size_t i = 1; i < dims.size(); ++i) order.push_back(i);
+  }
+  std::vector<int64_t> st(dims.size());
+  int64_t acc = 1;
+  for (size_t j = order.size(); j-- > 0;) {
+    st[order[j]] = acc;
+    acc *= dims[order[j]];
+  }
+  return st;
+}
+
+enum Uid : int64_t { kX = 1, kW = 2, kY = 3 };
+
+// The problem's plan: with `engine` when given, else the heuristics' first buildable plan
+// (no runtime-compiled engines: a kernel compiled for the problem costs 0.1-1 s; nor reduced
+// precision reductions: the legacy calls accumulate in float; workspace within kMaxWorkspace).
+std::shared_ptr<Plan> build(const GraphConv& c, cudnnHandle_t h, const Engine* engine) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(c.dtype == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
+    return fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(
+        packed_strides(dims, c.channels_last));
+  };
+  // The padding after each spatial dim is the padding before: the legacy descriptor's one value
+  // per dim, which cudnn_conv.cpp checked gives the real output extents (or padded x itself).
+  const std::vector<int64_t>& post = c.pad;
+  std::shared_ptr<fe::graph::Tensor_attributes> out;
+  switch (c.dir) {
+    case 0: {
+      auto X = g->tensor(tensor("x", kX, c.x)), W = g->tensor(tensor("w", kW, c.w));
+      out = g->conv_fprop(X, W,
+                          fe::graph::Conv_fprop_attributes()
+                              .set_pre_padding(c.pad)
+                              .set_post_padding(post)
+                              .set_stride(c.stride)
+                              .set_dilation(c.dil));
+      out->set_uid(kY).set_dim(c.y).set_stride(packed_strides(c.y, c.channels_last));
+      break;
+    }
+    case 1: {
+      auto DY = g->tensor(tensor("dy", kY, c.y)), W = g->tensor(tensor("w", kW, c.w));
+      out = g->conv_dgrad(DY, W,
+                          fe::graph::Conv_dgrad_attributes()
+                              .set_pre_padding(c.pad)
+                              .set_post_padding(post)
+                              .set_stride(c.stride)
+                              .set_dilation(c.dil));
+      out->set_uid(kX).set_dim(c.x).set_stride(packed_strides(c.x, c.channels_last));
+      break;
+    }
+    default: {
+      auto DY = g->tensor(tensor("dy", kY, c.y)), X = g->tensor(tensor("x", kX, c.x));
+      out = g->conv_wgrad(DY, X,
+                          fe::graph::Conv_wgrad_attributes()
+                              .set_pre_padding(c.pad)
+                              .set_post_padding(post)
+                              .set_stride(c.stride)
+                              .set_dilation(c.dil));
+      out->set_uid(kW).set_dim(c.w).set_stride(packed_strides(c.w, c.channels_last));
+      break;
+    }
+  }
+  out->set_output(true);
+  if (!g->validate().is_good() || !g->build_operation_graph(h).is_good()) return nullptr;
+  if (engine) {
+    std::unordered_map<fe::KnobType_t, int64_t> knobs;
+    for (auto [t, v] : engine->knobs) knobs[static_cast<fe::KnobType_t>(t)] = v;
+    if (!g->create_execution_plan(engine->id, knobs).is_good()) return nullptr;
+  } else {
+    if (!g->create_execution_plans({fe::HeurMode_t::A}).is_good()) return nullptr;
+    g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+    g->deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
+    g->deselect_workspace_greater_than(static_cast<int64_t>(conv_choices::kMaxWorkspace));
+  }
+  if (!g->check_support(h).is_good()) return nullptr;
+  const int64_t count = g->get_execution_plan_count();
+  for (int64_t i = 0; i < count; ++i) {
+    if (!g->build_plan_at_index(i).is_good()) continue;
+    auto p = std::make_shared<Plan>();
+    int64_t ws = 0;
+    if (!g->get_workspace_size_plan_at_index(i, ws).is_good() ||
+        ws > static_cast<int64_t>(conv_choices::kMaxWorkspace))
+      continue;
+    std::unordered_map<fe::KnobType_t, int64_t> knobs;
+    if (!g->get_engine_and_knobs_at_index(i, p->engine.id, knobs).is_good()) continue;
+    for (auto [t, v] : knobs) p->engine.knobs.emplace_back(static_cast<int64_t>(t), v);
+    std::sort(p->engine.knobs.begin(), p->engine.knobs.end());
+    p->engine.ok = true;
+    p->graph = g;
+    p->index = i;
+    p->workspace = ws;
+    return p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+static std::atomic<int64_t> graph_executions{0};  // graph_conv_executions
+
+bool graph_conv_takes(DType dtype) {
+  return (dtype == DType::f16 || dtype == DType::bf16) && !env_flag("TGRAPH_CUDNN_LEGACY");
+}
+
+int64_t graph_conv_executions() { return graph_executions.load(); }
+
+bool graph_conv_declined(const GraphConvKeys& k) {
+  std::lock_guard<std::mutex> l(store().mu);
+  return store().declined.count(k.key) > 0;
+}
+
+bool graph_conv_cold(const GraphConvKeys& k, int device) {
+  Store& s = store();
+  std::lock_guard<std::mutex> l(s.mu);
+  if (s.declined.count(k.key)) return false;
+  if (auto it = s.plans.find(k.key); it != s.plans.end()) {
+    std::lock_guard<std::mutex> pl(it->second->mu);
+    return !it->second->executed;
+  }
+  // A first run with no known engine takes another size's whose kernels ran, built ahead.
+  if (!known(k, device).ok && ProvisionalChoices::current() && !env_flag("TGRAPH_CUDNN_PER_BATCH") &&
+      nearest(k.family, k.batch, 1e18, true).ok)
+    s.ahead_provisional.insert(k.key);
+  return true;
+}
+
+void graph_conv_drop_provisional(const std::string& key) {
+  Store& s = store();
+  std::lock_guard<std::mutex> l(s.mu);
+  s.ahead_provisional.erase(key);
+  auto it = s.plans.find(key);
+  if (it != s.plans.end() && it->second->provisional) s.plans.erase(it);
+}
+
+bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h, cudaStream_t stream,
+                    int device, void* x, void* w, void* y, bool may_provisional, bool* provisional) {
+  Store& s = store();
+  std::shared_ptr<Plan> plan;
+  Engine reuse, any;
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    if (s.declined.count(k.key)) return false;
+    if (auto it = s.plans.find(k.key); it != s.plans.end()) plan = it->second;
+    if (!plan) {
+      reuse = known(k, device);
+      const bool ahead = s.ahead_provisional.erase(k.key) > 0;
+      if (!reuse.ok && (may_provisional || ahead) && !env_flag("TGRAPH_CUDNN_PER_BATCH"))
+        any = nearest(k.family, k.batch, 1e18, true);
+    }
+  }
+  if (!plan) {
+    bool asked = false;
+    if (reuse.ok) {
+      plan = build(c, h, &reuse);
+      std::lock_guard<std::mutex> l(s.mu);
+      if (!plan) s.no_reuse.insert(k.key);  // another size's (or a saved) engine does not run it
+    }
+    if (!plan && any.ok) {
+      plan = build(c, h, &any);
+      if (plan) plan->provisional = true;
+    }
+    if (!plan) {
+      std::optional<CpuProfileScope> timed;
+      if (profiling_first_runs())
+        timed.emplace("cuda first run: convolution: cuDNN heuristics asked (graph)");
+      plan = build(c, h, nullptr);
+      asked = true;
+    }
+    std::lock_guard<std::mutex> l(s.mu);
+    if (!plan) {
+      s.declined.insert(k.key);
+      return false;
+    }
+    if (!plan->provisional) {
+      s.chosen[k.key] = plan->engine;
+      if (asked) s.families[k.family][k.batch] = plan->engine;
+    }
+    auto [it, fresh] = s.plans.emplace(k.key, plan);
+    if (!fresh) plan = it->second;  // another thread built it meanwhile: one plan per problem
+    if (asked) library_choice_to_disk(saved_key(k, device), engine_text(plan->engine));
+  }
+  if (plan->provisional) {
+    // Never into a graph being captured: it would keep another size's engine.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+      cudaGetLastError();
+      capturing = cudaStreamCaptureStatusActive;
+    }
+    if (capturing != cudaStreamCaptureStatusNone) {
+      graph_conv_drop_provisional(k.key);
+      return graph_conv_run(c, k, h, stream, device, x, w, y, false, provisional);
+    }
+    if (provisional) *provisional = true;
+  } else if (current_device_code()) {
+    record_library_plan(saved_key(k, device), engine_text(plan->engine));
+  }
+  DeviceBuffer ws;
+  if (plan->workspace > 0) ws = op_workspace(static_cast<size_t>(plan->workspace), stream, device);
+  std::unordered_map<int64_t, void*> pack = {{kX, x}, {kW, w}, {kY, y}};
+  {
+    std::lock_guard<std::mutex> pl(plan->mu);
+    if (cudnnSetStream(h, stream) != CUDNN_STATUS_SUCCESS) return false;
+    auto e = plan->graph->execute_plan_at_index(h, pack, ws.get(), plan->index);
+    if (!e.is_good()) {
+      // Nothing launched: the legacy calls run this problem from now on.
+      std::lock_guard<std::mutex> l(s.mu);
+      s.declined.insert(k.key);
+      s.plans.erase(k.key);
+      return false;
+    }
+    plan->executed = true;
+  }
+  ++graph_executions;
+  std::lock_guard<std::mutex> l(s.mu);
+  s.ran.insert(ran_key(k.family, plan->engine));
+  return true;
+}
+
+void cudnn_conv_graph_provide(const std::string& problem, const std::string& value, int device) {
+  const Engine e = parse_engine(value);
+  if (!e.ok) return;
+  const std::string key = std::to_string(device) + '|' + problem;
+  std::lock_guard<std::mutex> l(store().mu);
+  store().chosen.try_emplace(key, e);
+  const size_t bar = key.rfind("|n");
+  try {
+    const int64_t batch = bar == std::string::npos ? 0 : std::stoll(key.substr(bar + 2));
+    if (batch > 0) store().families[key.substr(0, bar)].try_emplace(batch, e);
+  } catch (const std::exception&) {
+  }
+}
+
+#else  // no cuDNN frontend: every convolution takes the legacy calls
+
+bool graph_conv_takes(DType) { return false; }
+int64_t graph_conv_executions() { return 0; }
+bool graph_conv_declined(const GraphConvKeys&) { return true; }
+bool graph_conv_cold(const GraphConvKeys&, int) { return false; }
+void graph_conv_drop_provisional(const std::string&) {}
+bool graph_conv_run(const GraphConv&, const GraphConvKeys&, cudnnHandle_t, cudaStream_t, int, void*, void*,
+                    void*, bool, bool*) {
+  return false;
+}
+void cudnn_conv_graph_provide(const std::string&, const std::string&, int) {}
+
+#endif
+
+}  // namespace tg::detail

@@ -248,7 +248,9 @@ std::shared_ptr<Plan> build(const GraphConv& c, cudnnHandle_t h, const Engine* e
 static std::atomic<int64_t> graph_executions{0};  // graph_conv_executions
 
 bool graph_conv_takes(DType dtype) {
-  return (dtype == DType::f16 || dtype == DType::bf16) && !env_flag("TGRAPH_CUDNN_LEGACY");
+  // TGRAPH_CUDNN_FIND times the legacy algorithms (cudnnFind): those calls then.
+  return (dtype == DType::f16 || dtype == DType::bf16) && !env_flag("TGRAPH_CUDNN_LEGACY") &&
+         !env_flag("TGRAPH_CUDNN_FIND");
 }
 
 int64_t graph_conv_executions() { return graph_executions.load(); }

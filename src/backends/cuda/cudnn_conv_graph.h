@@ -37,7 +37,7 @@ struct GraphConv {
 };
 
 /// True when `dtype` convolutions go through the graph API (f16, bf16; not under
-/// TGRAPH_CUDNN_LEGACY=1).
+/// TGRAPH_CUDNN_LEGACY=1 nor TGRAPH_CUDNN_FIND=1, which times the legacy algorithms).
 bool graph_conv_takes(DType dtype);
 
 /// Where a call stands. `key` / `family` / `problem` are cudnn_conv.cpp's (the problem with the

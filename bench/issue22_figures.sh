@@ -201,6 +201,21 @@ graphconv2() {
   timeout 200 python3 bench/train_models.py --paths eager,cpp --configs bf16:256 --curve 0 2>&1 | tail -8
 }
 
+# "loads" (session 41): a BERT-base f16 .tgx and a ResNet-50 bf16 training step loaded and
+# first-run in fresh processes (the second now with its convolutions' engines in the file),
+# and CUDA's own start beside them.
+loads() {
+  part "CUDA's start in a fresh process (twice)"
+  for i in 1 2; do python3 bench/cuda_start.py | tail -2; done
+  loaded_bert ""
+  part "ResNet-50 bf16 training step, batch 128: saved, then loaded and first-run in two fresh processes"
+  fresh train
+  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -1
+  rm -rf "$TGRAPH_CACHE_DIR"
+  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -1; done
+  rm -f "$OUT/rn.tgx"
+}
+
 case "$PART" in
   tests) tests ;;
   figures) figures ;;
@@ -212,7 +227,8 @@ case "$PART" in
   alltests) alltests ;;
   graphconv) graphconv ;;
   graphconv2) graphconv2 ;;
-  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests|graphconv|graphconv2" >&2; exit 2 ;;
+  loads) loads ;;
+  *) echo "usage: bench/issue22_figures.sh tests|figures|matmul|sizes|sizes2|one|final|alltests|graphconv|graphconv2|loads" >&2; exit 2 ;;
 esac > "$LOG" 2>&1
 rm -rf "$OUT"/cache_* "$OUT"/cudacache_*
 tail -c 2000 "$LOG"

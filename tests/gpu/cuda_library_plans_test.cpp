@@ -52,11 +52,7 @@ TEST(CudaLibraryPlans, ChoicesTravelWithTheFileUnderThisProcesssSignature) {
   const std::string path = (std::filesystem::temp_directory_path() / "tgraph_library_plans.tgx").string();
   e.save(path);
   Executable l = Executable::load(path);
-  std::map<std::string, std::string> plans;
-  {
-    std::lock_guard<std::mutex> lock(l.impl().device_code->mu);
-    plans = l.impl().device_code->plans;
-  }
+  const std::map<std::string, std::string> plans = gputest::library_plans_of(l);
   ASSERT_FALSE(plans.empty());
   const std::string sig = detail::library_signature(0) + "|";
   for (const auto& [key, value] : plans) EXPECT_EQ(key.compare(0, sig.size(), sig), 0) << key;

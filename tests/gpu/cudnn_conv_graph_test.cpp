@@ -30,18 +30,6 @@ namespace {
 
 double tolerance(DType t) { return t == bf16 ? 3e-2 : 5e-3; }
 
-ConvDesc desc(Layout data, Layout weights, std::vector<int64_t> stride = {}, std::vector<int64_t> dil = {},
-              PaddingStyle p = PaddingStyle::explicit_, std::vector<int64_t> pad = {}, int64_t groups = 1) {
-  ConvDesc d;
-  d.data_layout = data;
-  d.weights_layout = weights;
-  d.stride = std::move(stride);
-  d.dilation = std::move(dil);
-  d.padding = p;
-  d.explicit_padding = std::move(pad);
-  d.groups = groups;
-  return d;
-}
 
 // The largest |got - want| relative to the largest |want|.
 double rel_error(const TensorData& got, const TensorData& want) {
@@ -79,16 +67,16 @@ using P = PaddingStyle;
 // and of the legacy calls.
 TEST(CudnnGraph, HalfConvolutionsRunThroughKeptPlansAndMatchTheLegacyCalls) {
   const std::vector<Case> cases = {
-      {"3x3 pad 1 nhwc", {2, 14, 12, 16}, {3, 3, 16, 32}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
-      {"1x1 oihw nhwc", {2, 14, 12, 32}, {64, 32, 1, 1}, desc(L::nhwc, L::oihw)},
-      {"3x3 stride 2 nhwc", {2, 15, 14, 16}, {3, 3, 16, 24}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"3x3 pad 1 nhwc", {2, 14, 12, 16}, {3, 3, 16, 32}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"1x1 oihw nhwc", {2, 14, 12, 32}, {64, 32, 1, 1}, gputest::conv_desc(L::nhwc, L::oihw)},
+      {"3x3 stride 2 nhwc", {2, 15, 14, 16}, {3, 3, 16, 24}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
       {"stem 7x7 stride 2, 3 channels (padded to 8)", {2, 32, 30, 3}, {7, 7, 3, 16},
-       desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {3, 3, 3, 3})},
-      {"nchw oihw valid", {2, 8, 9, 11}, {16, 8, 3, 3}, desc(L::nchw, L::oihw)},
-      {"grouped 2 nhwc", {2, 9, 11, 16}, {3, 3, 8, 16}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
-      {"dilation 2 nhwc", {2, 11, 12, 8}, {3, 3, 8, 16}, desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
-      {"same odd total stride 2 (x padded)", {2, 10, 10, 8}, {3, 3, 8, 16}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
-      {"conv3d ndhwc", {2, 5, 8, 6, 8}, {3, 3, 3, 8, 16}, desc(L::ndhwc, L::dhwio, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 1, 1}),
+       gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {3, 3, 3, 3})},
+      {"nchw oihw valid", {2, 8, 9, 11}, {16, 8, 3, 3}, gputest::conv_desc(L::nchw, L::oihw)},
+      {"grouped 2 nhwc", {2, 9, 11, 16}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
+      {"dilation 2 nhwc", {2, 11, 12, 8}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
+      {"same odd total stride 2 (x padded)", {2, 10, 10, 8}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"conv3d ndhwc", {2, 5, 8, 6, 8}, {3, 3, 3, 8, 16}, gputest::conv_desc(L::ndhwc, L::dhwio, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 1, 1}),
        true},
   };
   for (const Case& c : cases)
@@ -195,11 +183,7 @@ TEST(CudnnGraph, EnginesTravelWithTheFile) {
   const std::string path = (std::filesystem::temp_directory_path() / "tgraph_conv_graph.tgx").string();
   e.save(path);
   Executable l = Executable::load(path);
-  std::map<std::string, std::string> plans;
-  {
-    std::lock_guard<std::mutex> lock(l.impl().device_code->mu);
-    plans = l.impl().device_code->plans;
-  }
+  const std::map<std::string, std::string> plans = gputest::library_plans_of(l);
   int convg = 0;
   for (const auto& [key, value] : plans)
     if (key.find("|convg|") != std::string::npos) {

@@ -110,53 +110,41 @@ struct ConvCase {
   bool covered = true;
 };
 
-ConvDesc desc(Layout data, Layout weights, std::vector<int64_t> stride = {}, std::vector<int64_t> dil = {},
-              PaddingStyle p = PaddingStyle::explicit_, std::vector<int64_t> pad = {}, int64_t groups = 1) {
-  ConvDesc d;
-  d.data_layout = data;
-  d.weights_layout = weights;
-  d.stride = std::move(stride);
-  d.dilation = std::move(dil);
-  d.padding = p;
-  d.explicit_padding = std::move(pad);
-  d.groups = groups;
-  return d;
-}
 
 using L = Layout;
 using P = PaddingStyle;
 
 std::vector<ConvCase> conv_cases() {
   return {
-      {"nhwc hwio pad 1", {2, 9, 11, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
-      {"nchw oihw valid", {2, 6, 9, 11}, {8, 6, 3, 3}, desc(L::nchw, L::oihw)},
-      {"nhwc oihw", {2, 9, 11, 6}, {8, 6, 3, 2}, desc(L::nhwc, L::oihw, {}, {}, P::explicit_, {1, 1, 0, 0})},
+      {"nhwc hwio pad 1", {2, 9, 11, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"nchw oihw valid", {2, 6, 9, 11}, {8, 6, 3, 3}, gputest::conv_desc(L::nchw, L::oihw)},
+      {"nhwc oihw", {2, 9, 11, 6}, {8, 6, 3, 2}, gputest::conv_desc(L::nhwc, L::oihw, {}, {}, P::explicit_, {1, 1, 0, 0})},
       // A 1x1 oihw filter is already in cuDNN's KRSC order for NHWC data: read and written in place.
-      {"nhwc oihw 1x1", {2, 9, 11, 16}, {8, 16, 1, 1}, desc(L::nhwc, L::oihw)},
-      {"nhwc oihw 1x1 stride 2", {2, 9, 11, 16}, {24, 16, 1, 1}, desc(L::nhwc, L::oihw, {2, 2})},
-      {"nchw hwio", {2, 6, 9, 11}, {2, 3, 6, 8}, desc(L::nchw, L::hwio, {}, {}, P::explicit_, {0, 0, 1, 1})},
-      {"groups 2 nhwc", {2, 9, 11, 6}, {3, 3, 3, 8}, desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
-      {"groups 2 nchw", {2, 6, 9, 11}, {8, 3, 3, 3}, desc(L::nchw, L::oihw, {}, {}, P::valid, {}, 2)},
-      {"depthwise x2", {2, 9, 11, 6}, {3, 3, 1, 12}, desc(L::nhwc, L::hwio, {}, {}, P::same, {}, 6)},
-      {"depthwise nchw", {2, 6, 9, 11}, {6, 1, 3, 3}, desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}, 6)},
-      {"stride 2", {2, 10, 11, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
-      {"stride 2,1 nchw", {2, 6, 10, 11}, {8, 6, 3, 3}, desc(L::nchw, L::oihw, {2, 1})},
-      {"dilation 2", {2, 11, 12, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
-      {"dilation 2 stride 2 nchw", {2, 6, 13, 12}, {8, 6, 3, 3}, desc(L::nchw, L::oihw, {2, 2}, {2, 1})},
-      {"same even total", {2, 9, 11, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {}, {}, P::same)},
-      {"same stride 2 even total", {2, 11, 11, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"nhwc oihw 1x1", {2, 9, 11, 16}, {8, 16, 1, 1}, gputest::conv_desc(L::nhwc, L::oihw)},
+      {"nhwc oihw 1x1 stride 2", {2, 9, 11, 16}, {24, 16, 1, 1}, gputest::conv_desc(L::nhwc, L::oihw, {2, 2})},
+      {"nchw hwio", {2, 6, 9, 11}, {2, 3, 6, 8}, gputest::conv_desc(L::nchw, L::hwio, {}, {}, P::explicit_, {0, 0, 1, 1})},
+      {"groups 2 nhwc", {2, 9, 11, 6}, {3, 3, 3, 8}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
+      {"groups 2 nchw", {2, 6, 9, 11}, {8, 3, 3, 3}, gputest::conv_desc(L::nchw, L::oihw, {}, {}, P::valid, {}, 2)},
+      {"depthwise x2", {2, 9, 11, 6}, {3, 3, 1, 12}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::same, {}, 6)},
+      {"depthwise nchw", {2, 6, 9, 11}, {6, 1, 3, 3}, gputest::conv_desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}, 6)},
+      {"stride 2", {2, 10, 11, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"stride 2,1 nchw", {2, 6, 10, 11}, {8, 6, 3, 3}, gputest::conv_desc(L::nchw, L::oihw, {2, 1})},
+      {"dilation 2", {2, 11, 12, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
+      {"dilation 2 stride 2 nchw", {2, 6, 13, 12}, {8, 6, 3, 3}, gputest::conv_desc(L::nchw, L::oihw, {2, 2}, {2, 1})},
+      {"same even total", {2, 9, 11, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::same)},
+      {"same stride 2 even total", {2, 11, 11, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
       // same_lower with an odd total puts the odd unit before: cuDNN with that padding on both
       // sides gives the same output extent and values.
-      {"same_lower odd total", {2, 10, 10, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same_lower)},
+      {"same_lower odd total", {2, 10, 10, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same_lower)},
       {"explicit asymmetric harmless", {2, 10, 10, 6}, {3, 3, 6, 8},
-       desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 0, 1, 0})},
+       gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 0, 1, 0})},
       // The odd unit after changes the output extent: x is padded explicitly.
-      {"same odd total (padded)", {2, 10, 10, 6}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"same odd total (padded)", {2, 10, 10, 6}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
       {"explicit asymmetric (padded)", {2, 9, 9, 6}, {3, 3, 6, 8},
-       desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 0, 0, 1})},
-      {"same even kernel (padded)", {2, 7, 6, 6}, {2, 2, 6, 8}, desc(L::nhwc, L::hwio, {}, {}, P::same)},
+       gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 0, 0, 1})},
+      {"same even kernel (padded)", {2, 7, 6, 6}, {2, 2, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::same)},
       {"grouped dilated asymmetric nchw (padded)", {2, 4, 9, 8}, {6, 2, 3, 3},
-       desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)},
+       gputest::conv_desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)},
   };
 }
 
@@ -203,7 +191,7 @@ TEST(Cudnn, StemChannelsPaddedToEight) {
   for (Layout wl : {L::hwio, L::oihw})
     for (DType t : {bf16, f16}) {
       const Shape xs{2, 32, 30, 3}, ws = wl == L::hwio ? Shape{7, 7, 3, 16} : Shape{16, 3, 7, 7};
-      const ConvDesc d = desc(L::nhwc, wl, {2, 2}, {}, P::explicit_, {3, 3, 3, 3});
+      const ConvDesc d = gputest::conv_desc(L::nhwc, wl, {2, 2}, {}, P::explicit_, {3, 3, 3, 3});
       Shape y;
       {
         Graph g;
@@ -234,9 +222,9 @@ TEST(Cudnn, StemChannelsPaddedToEight) {
 
 // f64 computes in double (DOUBLE_CONFIG) in the NCHW layout, padded explicitly too.
 TEST(Cudnn, Conv2dF64Nchw) {
-  for (const ConvDesc& d : {desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}),
-                            desc(L::nchw, L::oihw, {2, 2}, {}, P::same),
-                            desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)}) {
+  for (const ConvDesc& d : {gputest::conv_desc(L::nchw, L::oihw, {}, {}, P::explicit_, {1, 1, 1, 1}),
+                            gputest::conv_desc(L::nchw, L::oihw, {2, 2}, {}, P::same),
+                            gputest::conv_desc(L::nchw, L::oihw, {2, 2}, {1, 2}, P::explicit_, {1, 0, 2, 1}, 2)}) {
     const Shape xs{2, 4, 9, 8}, ws{6, 4 / d.groups, 3, 3};
     Shape y;
     {
@@ -262,16 +250,16 @@ TEST(Cudnn, ConvTranspose2d) {
     Shape x, w;
     ConvDesc d;
   };
-  ConvDesc op1 = desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1});
+  ConvDesc op1 = gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1});
   op1.output_padding = {1, 1};
   std::vector<Case> cases{
       // hwio for conv_transpose: [kh, kw, C_out/groups, C_in].
-      {"nhwc hwio stride 2", {2, 5, 6, 8}, {3, 3, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"nhwc hwio stride 2", {2, 5, 6, 8}, {3, 3, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
       {"nhwc hwio output_padding 1", {2, 5, 6, 8}, {3, 3, 6, 8}, op1},
       // oihw for conv_transpose: [C_in, C_out/groups, kh, kw].
-      {"nchw oihw groups 2", {2, 8, 5, 6}, {8, 3, 3, 3}, desc(L::nchw, L::oihw, {1, 1}, {}, P::valid, {}, 2)},
-      {"nhwc oihw dilation 2", {2, 5, 6, 8}, {8, 6, 3, 3}, desc(L::nhwc, L::oihw, {}, {2, 2})},
-      {"same stride 2", {2, 5, 6, 8}, {4, 4, 6, 8}, desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"nchw oihw groups 2", {2, 8, 5, 6}, {8, 3, 3, 3}, gputest::conv_desc(L::nchw, L::oihw, {1, 1}, {}, P::valid, {}, 2)},
+      {"nhwc oihw dilation 2", {2, 5, 6, 8}, {8, 6, 3, 3}, gputest::conv_desc(L::nhwc, L::oihw, {}, {2, 2})},
+      {"same stride 2", {2, 5, 6, 8}, {4, 4, 6, 8}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
   };
   for (const Case& c : cases)
     for (DType t : {f32, f16, bf16}) {
@@ -287,8 +275,8 @@ TEST(Cudnn, Conv3dAndItsGrads) {
                                     std::tuple{L::ndhwc, L::dhwio, P::same}}) {
     bool last = data == L::ndhwc;
     // same with even kernel extents (3, 3, 2) puts the odd unit after: padded explicitly.
-    ConvDesc d = pad == P::same ? desc(data, weights, {}, {}, P::same)
-                                : desc(data, weights, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 0, 0});
+    ConvDesc d = pad == P::same ? gputest::conv_desc(data, weights, {}, {}, P::same)
+                                : gputest::conv_desc(data, weights, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 0, 0});
     Shape x = last ? Shape{2, 5, 8, 6, 4} : Shape{2, 4, 5, 8, 6};
     Shape w = last ? Shape{3, 3, 2, 4, 6} : Shape{6, 4, 3, 3, 2};
     std::string n = std::string(last ? "ndhwc" : "ncdhw") + (pad == P::same ? " same" : "");

@@ -10,16 +10,41 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/executable_impl.h"
+#include "tgraph/descriptors.h"
 #include "tgraph/executable.h"
 #include "tgraph/graph.h"
 #include "tgraph/tensor_data.h"
 
 namespace gputest {
+
+/// A convolution's descriptor: layouts, stride, dilation, padding style (explicit by default,
+/// then its values), groups.
+inline tg::ConvDesc conv_desc(tg::Layout data, tg::Layout weights, std::vector<int64_t> stride = {},
+                              std::vector<int64_t> dil = {}, tg::PaddingStyle p = tg::PaddingStyle::explicit_,
+                              std::vector<int64_t> pad = {}, int64_t groups = 1) {
+  tg::ConvDesc d;
+  d.data_layout = data;
+  d.weights_layout = weights;
+  d.stride = std::move(stride);
+  d.dilation = std::move(dil);
+  d.padding = p;
+  d.explicit_padding = std::move(pad);
+  d.groups = groups;
+  return d;
+}
+
+/// The library choices a loaded executable carries (runtime/device_code.h's plans).
+inline std::map<std::string, std::string> library_plans_of(const tg::Executable& e) {
+  std::lock_guard<std::mutex> lock(e.impl().device_code->mu);
+  return e.impl().device_code->plans;
+}
 
 /// TGRAPH_CACHE_DIR pointed at a fresh, empty directory while in scope (the compile cache is
 /// per machine: kernels, attention plans and library choices an earlier run of a test left

@@ -77,7 +77,7 @@ struct Plan {
   int64_t workspace = 0;
   Engine engine;
   bool provisional = false;  // another batch size's engine, this first run only
-  bool executed = false;     // its kernels loaded
+  std::atomic<bool> executed{false};  // its kernels loaded
   std::mutex mu;
 };
 
@@ -264,10 +264,7 @@ bool graph_conv_cold(const GraphConvKeys& k, int device) {
   Store& s = store();
   std::lock_guard<std::mutex> l(s.mu);
   if (s.declined.count(k.key)) return false;
-  if (auto it = s.plans.find(k.key); it != s.plans.end()) {
-    std::lock_guard<std::mutex> pl(it->second->mu);
-    return !it->second->executed;
-  }
+  if (auto it = s.plans.find(k.key); it != s.plans.end()) return !it->second->executed;
   // A first run with no known engine takes another size's whose kernels ran, built ahead.
   if (!known(k, device).ok && ProvisionalChoices::current() && !env_flag("TGRAPH_CUDNN_PER_BATCH") &&
       nearest(k.family, k.batch, 1e18, true).ok)
@@ -348,19 +345,20 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
   DeviceBuffer ws;
   if (plan->workspace > 0) ws = op_workspace(static_cast<size_t>(plan->workspace), stream, device);
   std::unordered_map<int64_t, void*> pack = {{kX, x}, {kW, w}, {kY, y}};
+  bool ok = false;
   {
-    std::lock_guard<std::mutex> pl(plan->mu);
-    if (cudnnSetStream(h, stream) != CUDNN_STATUS_SUCCESS) return false;
-    auto e = plan->graph->execute_plan_at_index(h, pack, ws.get(), plan->index);
-    if (!e.is_good()) {
-      // Nothing launched: the legacy calls run this problem from now on.
-      std::lock_guard<std::mutex> l(s.mu);
-      s.declined.insert(k.key);
-      s.plans.erase(k.key);
-      return false;
-    }
-    plan->executed = true;
+    std::lock_guard<std::mutex> pl(plan->mu);  // (never held while taking the store's mutex)
+    ok = cudnnSetStream(h, stream) == CUDNN_STATUS_SUCCESS &&
+         plan->graph->execute_plan_at_index(h, pack, ws.get(), plan->index).is_good();
   }
+  if (!ok) {
+    // Nothing launched: the legacy calls run this problem from now on.
+    std::lock_guard<std::mutex> l(s.mu);
+    s.declined.insert(k.key);
+    s.plans.erase(k.key);
+    return false;
+  }
+  plan->executed = true;
   ++graph_executions;
   std::lock_guard<std::mutex> l(s.mu);
   s.ran.insert(ran_key(k.family, plan->engine));

@@ -3,6 +3,8 @@
 // legacy calls (TGRAPH_CUDNN_LEGACY=1) and the CPU; one executable over batch sizes (a known
 // engine reused, one taken provisionally and asked again after the run) against the CPU; and the
 // engines travelling with a saved executable.
+#include "backends/cuda/cudnn_conv_graph.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/library_plans.h"
 #include "cpp/test_util.h"
 #include "gpu/direct_op_util.h"
@@ -29,7 +30,6 @@ using tg::detail::OpKind;
 namespace {
 
 double tolerance(DType t) { return t == bf16 ? 3e-2 : 5e-3; }
-
 
 // The largest |got - want| relative to the largest |want|.
 double rel_error(const TensorData& got, const TensorData& want) {
@@ -67,16 +67,36 @@ using P = PaddingStyle;
 // and of the legacy calls.
 TEST(CudnnGraph, HalfConvolutionsRunThroughKeptPlansAndMatchTheLegacyCalls) {
   const std::vector<Case> cases = {
-      {"3x3 pad 1 nhwc", {2, 14, 12, 16}, {3, 3, 16, 32}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"3x3 pad 1 nhwc",
+       {2, 14, 12, 16},
+       {3, 3, 16, 32},
+       gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1})},
       {"1x1 oihw nhwc", {2, 14, 12, 32}, {64, 32, 1, 1}, gputest::conv_desc(L::nhwc, L::oihw)},
-      {"3x3 stride 2 nhwc", {2, 15, 14, 16}, {3, 3, 16, 24}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
-      {"stem 7x7 stride 2, 3 channels (padded to 8)", {2, 32, 30, 3}, {7, 7, 3, 16},
+      {"3x3 stride 2 nhwc",
+       {2, 15, 14, 16},
+       {3, 3, 16, 24},
+       gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {1, 1, 1, 1})},
+      {"stem 7x7 stride 2, 3 channels (padded to 8)",
+       {2, 32, 30, 3},
+       {7, 7, 3, 16},
        gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::explicit_, {3, 3, 3, 3})},
       {"nchw oihw valid", {2, 8, 9, 11}, {16, 8, 3, 3}, gputest::conv_desc(L::nchw, L::oihw)},
-      {"grouped 2 nhwc", {2, 9, 11, 16}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
-      {"dilation 2 nhwc", {2, 11, 12, 8}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
-      {"same odd total stride 2 (x padded)", {2, 10, 10, 8}, {3, 3, 8, 16}, gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
-      {"conv3d ndhwc", {2, 5, 8, 6, 8}, {3, 3, 3, 8, 16}, gputest::conv_desc(L::ndhwc, L::dhwio, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 1, 1}),
+      {"grouped 2 nhwc",
+       {2, 9, 11, 16},
+       {3, 3, 8, 16},
+       gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1}, 2)},
+      {"dilation 2 nhwc",
+       {2, 11, 12, 8},
+       {3, 3, 8, 16},
+       gputest::conv_desc(L::nhwc, L::hwio, {}, {2, 2}, P::explicit_, {2, 2, 2, 2})},
+      {"same odd total stride 2 (x padded)",
+       {2, 10, 10, 8},
+       {3, 3, 8, 16},
+       gputest::conv_desc(L::nhwc, L::hwio, {2, 2}, {}, P::same)},
+      {"conv3d ndhwc",
+       {2, 5, 8, 6, 8},
+       {3, 3, 3, 8, 16},
+       gputest::conv_desc(L::ndhwc, L::dhwio, {1, 2, 1}, {}, P::explicit_, {1, 1, 1, 1, 1, 1}),
        true},
   };
   for (const Case& c : cases)
@@ -102,15 +122,27 @@ TEST(CudnnGraph, HalfConvolutionsRunThroughKeptPlansAndMatchTheLegacyCalls) {
       };
       const bool nd3 = c.nd3;
       const std::vector<Dir> dirs = {
-          {"forward", fwd, Attr{d}, {TensorData::uniform(xs, -1, 1, t, 1), TensorData::uniform(wsh, -1, 1, t, 2)}, ys,
-           [d, nd3](Graph& g, const std::vector<Tensor>& v) { return nd3 ? g.conv3d(v[0], v[1], d) : g.conv2d(v[0], v[1], d); }},
-          {"data grad", dgrad, Attr{ConvGradDesc{d, xs.dims()}},
-           {TensorData::uniform(ys, -1, 1, t, 3), TensorData::uniform(wsh, -1, 1, t, 4)}, xs,
+          {"forward",
+           fwd,
+           Attr{d},
+           {TensorData::uniform(xs, -1, 1, t, 1), TensorData::uniform(wsh, -1, 1, t, 2)},
+           ys,
+           [d, nd3](Graph& g, const std::vector<Tensor>& v) {
+             return nd3 ? g.conv3d(v[0], v[1], d) : g.conv2d(v[0], v[1], d);
+           }},
+          {"data grad",
+           dgrad,
+           Attr{ConvGradDesc{d, xs.dims()}},
+           {TensorData::uniform(ys, -1, 1, t, 3), TensorData::uniform(wsh, -1, 1, t, 4)},
+           xs,
            [d, xs, nd3](Graph& g, const std::vector<Tensor>& v) {
              return nd3 ? g.conv3d_data_grad(v[0], v[1], xs, d) : g.conv2d_data_grad(v[0], v[1], xs, d);
            }},
-          {"weight grad", wgrad, Attr{ConvGradDesc{d, wsh.dims()}},
-           {TensorData::uniform(ys, -1, 1, t, 5), TensorData::uniform(xs, -1, 1, t, 6)}, wsh,
+          {"weight grad",
+           wgrad,
+           Attr{ConvGradDesc{d, wsh.dims()}},
+           {TensorData::uniform(ys, -1, 1, t, 5), TensorData::uniform(xs, -1, 1, t, 6)},
+           wsh,
            [d, wsh, nd3](Graph& g, const std::vector<Tensor>& v) {
              return nd3 ? g.conv3d_weight_grad(v[0], v[1], wsh, d) : g.conv2d_weight_grad(v[0], v[1], wsh, d);
            }},
@@ -121,17 +153,20 @@ TEST(CudnnGraph, HalfConvolutionsRunThroughKeptPlansAndMatchTheLegacyCalls) {
         const TensorData want = on_cpu(dir.build, dir.in);
         TensorData graph_api, legacy;
         const int64_t before = detail::graph_conv_executions();
-        ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in, TensorType{dir.out, t}, graph_api));
+        ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in,
+                                        TensorType{dir.out, t}, graph_api));
         EXPECT_EQ(detail::graph_conv_executions() - before, 1) << "the graph API did not run it";
         {
           WithSwitches legacy_calls({{"TGRAPH_CUDNN_LEGACY", "1"}});
-          ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in, TensorType{dir.out, t}, legacy));
+          ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in,
+                                          TensorType{dir.out, t}, legacy));
         }
         EXPECT_LE(rel_error(graph_api, want), tolerance(t)) << "against the CPU";
         EXPECT_LE(rel_error(graph_api, legacy), tolerance(t)) << "against the legacy calls";
         // Again: the kept plan.
         TensorData again;
-        ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in, TensorType{dir.out, t}, again));
+        ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, dir.kind, dir.attr, dir.in,
+                                        TensorType{dir.out, t}, again));
         EXPECT_EQ(rel_error(again, graph_api), 0.0) << "the kept plan gave other values";
       }
     }
@@ -145,17 +180,22 @@ TEST(CudnnGraph, OneExecutableAtEveryBatchSizeMatchesTheCpu) {
   const gputest::FreshCacheDir cache("conv-graph");
   Graph g;
   Tensor x = g.placeholder(Shape({-1, 10, 14, 8}), DType::f16, "x");
-  auto weights = [&](uint64_t seed) { return g.constant(TensorData::uniform({3, 3, 8, 8}, -0.3, 0.3, DType::f16, seed)); };
+  auto weights = [&](uint64_t seed) {
+    return g.constant(TensorData::uniform({3, 3, 8, 8}, -0.3, 0.3, DType::f16, seed));
+  };
   ConvDesc same;
   same.padding = PaddingStyle::same;
   ConvDesc s2 = same;
   s2.stride = {2, 2};
-  Tensor y = g.conv2d(g.relu(g.conv2d(g.relu(g.conv2d(x, weights(1), same)), weights(2), same)), weights(3), s2);
-  const std::vector<std::pair<Tensor, TensorType>> feeds = {{x, TensorType(Shape({-1, 10, 14, 8}), DType::f16)}};
+  Tensor y =
+      g.conv2d(g.relu(g.conv2d(g.relu(g.conv2d(x, weights(1), same)), weights(2), same)), weights(3), s2);
+  const std::vector<std::pair<Tensor, TensorType>> feeds = {
+      {x, TensorType(Shape({-1, 10, 14, 8}), DType::f16)}};
   Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
   Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
   for (int64_t b : {3, 12, 13, 60, 1, 13}) {
-    const TensorData in = TensorData::uniform({b, 10, 14, 8}, -1, 1, DType::f16, 40 + static_cast<uint64_t>(b));
+    const TensorData in =
+        TensorData::uniform({b, 10, 14, 8}, -1, 1, DType::f16, 40 + static_cast<uint64_t>(b));
     const TensorData want = cpu.run({in})[0];
     for (int run = 0; run < 3; ++run) {
       const int64_t before = detail::graph_conv_executions();
@@ -173,8 +213,10 @@ TEST(CudnnGraph, EnginesTravelWithTheFile) {
   Tensor x = g.placeholder(Shape({2, 12, 12, 8}), DType::bf16, "x");
   ConvDesc same;
   same.padding = PaddingStyle::same;
-  Tensor y = g.relu(g.conv2d(x, g.constant(TensorData::uniform({3, 3, 8, 16}, -0.3, 0.3, DType::bf16, 7)), same));
-  const std::vector<std::pair<Tensor, TensorType>> feeds = {{x, TensorType(Shape({2, 12, 12, 8}), DType::bf16)}};
+  Tensor y =
+      g.relu(g.conv2d(x, g.constant(TensorData::uniform({3, 3, 8, 16}, -0.3, 0.3, DType::bf16, 7)), same));
+  const std::vector<std::pair<Tensor, TensorType>> feeds = {
+      {x, TensorType(Shape({2, 12, 12, 8}), DType::bf16)}};
   Executable e = g.compile(feeds, {y}, {}, {.device = Device::cuda(0)});
   Executable cpu = g.compile(feeds, {y}, {}, {.device = Device::cpu()});
   const TensorData in = TensorData::uniform({2, 12, 12, 8}, -1, 1, DType::bf16, 8);

@@ -76,7 +76,7 @@ struct Plan {
   int64_t index = 0;  // the plan's index in the graph
   int64_t workspace = 0;
   Engine engine;
-  bool provisional = false;  // another batch size's engine, this first run only
+  bool provisional = false;           // another batch size's engine, this first run only
   std::atomic<bool> executed{false};  // its kernels loaded
   std::mutex mu;
 };

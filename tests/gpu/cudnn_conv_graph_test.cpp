@@ -238,3 +238,36 @@ TEST(CudnnGraph, EnginesTravelWithTheFile) {
   EXPECT_LE(rel_error(l.run({in})[0], want), 3e-2);
   std::filesystem::remove(path);
 }
+
+// The plans kept are bounded (the least recently used goes): with room for 2, three problems in
+// turn keep 2, and each evicted one is built again and gives the same values.
+TEST(CudnnGraph, PlansKeptAreBoundedAndAnEvictedOneIsBuiltAgain) {
+  struct Restore {
+    ~Restore() { detail::graph_conv_plans_kept(2048); }
+  } restore;
+  detail::graph_conv_plans_kept(2);
+  const ConvDesc d = gputest::conv_desc(L::nhwc, L::hwio, {}, {}, P::explicit_, {1, 1, 1, 1});
+  std::vector<TensorData> first;
+  for (int round = 0; round < 2; ++round)
+    for (int64_t c : {8, 16, 24}) {
+      const std::vector<TensorData> in = {
+          TensorData::uniform({1, 6, 7, c}, -1, 1, f16, 60 + static_cast<uint64_t>(c)),
+          TensorData::uniform({3, 3, c, 8}, -1, 1, f16, 70 + static_cast<uint64_t>(c))};
+      TensorData got;
+      const int64_t before = detail::graph_conv_executions();
+      ASSERT_TRUE(gputest::run_direct(detail::cudnn_conv, OpKind::Conv2d, Attr{d}, in,
+                                      TensorType{Shape{1, 6, 7, 8}, f16}, got));
+      EXPECT_EQ(detail::graph_conv_executions() - before, 1);
+      EXPECT_LE(detail::graph_conv_plans_kept(), 2u);
+      if (round == 0) {
+        EXPECT_LE(
+            rel_error(
+                got,
+                on_cpu([d](Graph& g, const std::vector<Tensor>& v) { return g.conv2d(v[0], v[1], d); }, in)),
+            tolerance(f16));
+        first.push_back(got);
+      } else {
+        EXPECT_EQ(rel_error(got, first[static_cast<size_t>(c / 8 - 1)]), 0.0) << "channels " << c;
+      }
+    }
+}

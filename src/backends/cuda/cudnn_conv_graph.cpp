@@ -78,6 +78,7 @@ struct Plan {
   Engine engine;
   bool provisional = false;           // another batch size's engine, this first run only
   std::atomic<bool> executed{false};  // its kernels loaded
+  uint64_t last_use = 0;              // the store's clock at its last call (under the store's mutex)
   std::mutex mu;
 };
 
@@ -92,6 +93,11 @@ struct Store {
   std::set<std::string> declined;                             // keys the graph API does not run
   std::set<std::string> no_reuse;                             // keys another size's engine failed for
   std::set<std::string> ahead_provisional;                    // keys a warm-up builds provisionally
+  uint64_t clock = 0;                                         // calls so far
+  // At most this many plans are kept (a serving process meets new sizes without end; each plan
+  // holds cuDNN descriptors): the least recently used goes. A captured graph does not need its
+  // plans, and a call running one holds it.
+  size_t max_plans = 2048;
 };
 Store& store() {
   static Store* s = new Store;
@@ -255,6 +261,12 @@ bool graph_conv_takes(DType dtype) {
 
 int64_t graph_conv_executions() { return graph_executions.load(); }
 
+size_t graph_conv_plans_kept(size_t max_plans) {
+  std::lock_guard<std::mutex> l(store().mu);
+  if (max_plans > 0) store().max_plans = max_plans;
+  return store().plans.size();
+}
+
 bool graph_conv_declined(const GraphConvKeys& k) {
   std::lock_guard<std::mutex> l(store().mu);
   return store().declined.count(k.key) > 0;
@@ -288,7 +300,10 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
   {
     std::lock_guard<std::mutex> l(s.mu);
     if (s.declined.count(k.key)) return false;
-    if (auto it = s.plans.find(k.key); it != s.plans.end()) plan = it->second;
+    if (auto it = s.plans.find(k.key); it != s.plans.end()) {
+      plan = it->second;
+      plan->last_use = ++s.clock;
+    }
     if (!plan) {
       reuse = known(k, device);
       const bool ahead = s.ahead_provisional.erase(k.key) > 0;
@@ -325,6 +340,13 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
     }
     auto [it, fresh] = s.plans.emplace(k.key, plan);
     if (!fresh) plan = it->second;  // another thread built it meanwhile: one plan per problem
+    plan->last_use = ++s.clock;
+    while (s.plans.size() > s.max_plans) {
+      auto oldest = s.plans.begin();
+      for (auto p = s.plans.begin(); p != s.plans.end(); ++p)
+        if (p->second->last_use < oldest->second->last_use) oldest = p;
+      s.plans.erase(oldest);
+    }
     if (asked) library_choice_to_disk(saved_key(k, device), engine_text(plan->engine));
   }
   if (plan->provisional) {
@@ -383,6 +405,7 @@ void cudnn_conv_graph_provide(const std::string& problem, const std::string& val
 
 bool graph_conv_takes(DType) { return false; }
 int64_t graph_conv_executions() { return 0; }
+size_t graph_conv_plans_kept(size_t) { return 0; }
 bool graph_conv_declined(const GraphConvKeys&) { return true; }
 bool graph_conv_cold(const GraphConvKeys&, int) { return false; }
 void graph_conv_drop_provisional(const std::string&) {}

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +67,10 @@ void graph_conv_drop_provisional(const std::string& key);
 
 /// How many convolutions this process executed through the graph API (tests read it).
 int64_t graph_conv_executions();
+
+/// How many plans are kept now; with `max_plans` > 0 the most kept from now on (2048 by
+/// default; the least recently used goes). For tests.
+size_t graph_conv_plans_kept(size_t max_plans = 0);
 
 /// A choice saved with an executable (kind "convg"), for this process's cache.
 void cudnn_conv_graph_provide(const std::string& problem, const std::string& value, int device);

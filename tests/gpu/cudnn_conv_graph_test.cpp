@@ -271,3 +271,37 @@ TEST(CudnnGraph, PlansKeptAreBoundedAndAnEvictedOneIsBuiltAgain) {
       }
     }
 }
+
+// f32 compiled with TF32 allowed takes the graph API too (forward and both gradients of a
+// training step's convolution); exact f32 keeps the legacy calls (FMA-only algorithms).
+TEST(CudnnGraph, Tf32ConvolutionsTakeTheGraphApiExactF32DoesNot) {
+  Graph g;
+  Tensor x = g.placeholder(Shape({2, 12, 10, 16}), DType::f32, "x");
+  Tensor w = g.placeholder(Shape({3, 3, 16, 16}), DType::f32, "w");
+  ConvDesc same;
+  same.padding = PaddingStyle::same;
+  Tensor loss = g.reduce_sum(g.square(g.conv2d(x, w, same)));
+  const auto grads = g.gradients(loss, {x, w});
+  const Tensor dw = grads.at(w), dx = grads.at(x);
+  const std::vector<std::pair<Tensor, TensorType>> feeds = {
+      {x, TensorType(Shape({2, 12, 10, 16}), DType::f32)},
+      {w, TensorType(Shape({3, 3, 16, 16}), DType::f32)}};
+  const std::vector<TensorData> in = {TensorData::uniform({2, 12, 10, 16}, -1, 1, DType::f32, 12),
+                                      TensorData::uniform({3, 3, 16, 16}, -0.3, 0.3, DType::f32, 11)};
+  const std::vector<TensorData> want = g.compile(feeds, {dw, dx}, {}, {.device = Device::cpu()}).run(in);
+  for (Precision p : {Precision::tf32, Precision::f32}) {
+    Executable e = g.compile(feeds, {dw, dx}, {}, {.device = Device::cuda(0), .precision = p});
+    const int64_t before = detail::graph_conv_executions();
+    const std::vector<TensorData> got = e.run(in);
+    const int64_t ran = detail::graph_conv_executions() - before;
+    if (p == Precision::tf32) {
+      EXPECT_GE(ran, 3) << "forward, data and weight gradients through the graph API";
+      EXPECT_LE(rel_error(got[0], want[0]), 1e-2);
+      EXPECT_LE(rel_error(got[1], want[1]), 1e-2);
+    } else {
+      EXPECT_EQ(ran, 0) << "exact f32 took the graph API";
+      EXPECT_LE(rel_error(got[0], want[0]), 1e-5);
+      EXPECT_LE(rel_error(got[1], want[1]), 1e-5);
+    }
+  }
+}

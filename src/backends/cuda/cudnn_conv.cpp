@@ -1,9 +1,9 @@
 // cuDNN convolution: conv2d / conv3d forward, their data and weight gradients, and
 // conv_transpose2d (the data gradient of the forward conv with the same descriptor and
-// weights). f16 / bf16 run through cuDNN's graph API with a plan kept per problem
-// (cudnn_conv_graph.h: the legacy calls cost 10-40x more on the host per call); f32, f64 and
-// what the graph API declines through the legacy API of cuDNN 9, described below. Both take the
-// operands this file prepares.
+// weights). f16 / bf16 (and f32 with TF32 allowed) run through cuDNN's graph API with a plan
+// kept per problem (cudnn_conv_graph.h: the legacy calls cost 10-40x more on the host per call);
+// exact f32, f64 and what the graph API declines through the legacy API of cuDNN 9, described
+// below. Both take the operands this file prepares.
 //
 // Every op is described as the forward convolution x (*) w = y it belongs to:
 //   conv*            (x, w) -> y      cudnnConvolutionForward
@@ -294,7 +294,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // of its family has run in this process (its kernels not loaded yet): a first run makes it
   // ahead on a warm-up thread (library_warmup.h).
   const GraphConvKeys gkeys{key, family, problem, xd[0]};
-  const bool graph_api = graph_conv_takes(dt);
+  const bool graph_api = graph_conv_takes(dt, dt == DType::f32 && g.allow_tf32);
   if (cold && graph_api && !graph_conv_declined(gkeys)) {
     *cold = graph_conv_cold(gkeys, device);
     return false;
@@ -375,9 +375,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
                      : perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr)
                                     : static_cast<const void*>(wtmp.get());
   void* wout = dir != Dir::filter ? nullptr : cpad > 0 ? wpad.get() : perm.empty() ? out[0].ptr : wtmp.get();
-  // The workspace `algo` needs for this problem (a reused or queried choice).
-  // Half precision: cuDNN's graph API, a plan kept per problem (cudnn_conv_graph.h); what it
-  // declines goes on through the legacy calls below.
+  // Half precision and TF32: cuDNN's graph API, a plan kept per problem
+  // (cudnn_conv_graph.h); what it declines goes on through the legacy calls below.
   bool ran_graph = false;
   if (graph_api) {
     GraphConv gc;
@@ -414,6 +413,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     }
   }
   if (!ran_graph) {
+    // The workspace `algo` needs for this problem (a reused or queried choice).
     auto workspace_of = [&](int algo, size_t* ws) {
       switch (dir) {
         case Dir::forward:

@@ -169,7 +169,9 @@ enum Uid : int64_t { kX = 1, kW = 2, kY = 3 };
 // precision reductions: the legacy calls accumulate in float; workspace within kMaxWorkspace).
 std::shared_ptr<Plan> build(const GraphConv& c, cudnnHandle_t h, const Engine* engine) {
   auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(c.dtype == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+  g->set_io_data_type(c.dtype == DType::bf16  ? fe::DataType_t::BFLOAT16
+                      : c.dtype == DType::f32 ? fe::DataType_t::FLOAT
+                                              : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
@@ -253,10 +255,11 @@ std::shared_ptr<Plan> build(const GraphConv& c, cudnnHandle_t h, const Engine* e
 
 static std::atomic<int64_t> graph_executions{0};  // graph_conv_executions
 
-bool graph_conv_takes(DType dtype) {
-  // TGRAPH_CUDNN_FIND times the legacy algorithms (cudnnFind): those calls then.
-  return (dtype == DType::f16 || dtype == DType::bf16) && !env_flag("TGRAPH_CUDNN_LEGACY") &&
-         !env_flag("TGRAPH_CUDNN_FIND");
+bool graph_conv_takes(DType dtype, bool tf32) {
+  // TGRAPH_CUDNN_FIND times the legacy algorithms (cudnnFind): those calls then. Exact f32 stays
+  // on them too: they pick FMA-only algorithms by math type.
+  return (dtype == DType::f16 || dtype == DType::bf16 || (dtype == DType::f32 && tf32)) &&
+         !env_flag("TGRAPH_CUDNN_LEGACY") && !env_flag("TGRAPH_CUDNN_FIND");
 }
 
 int64_t graph_conv_executions() { return graph_executions.load(); }
@@ -403,7 +406,7 @@ void cudnn_conv_graph_provide(const std::string& problem, const std::string& val
 
 #else  // no cuDNN frontend: every convolution takes the legacy calls
 
-bool graph_conv_takes(DType) { return false; }
+bool graph_conv_takes(DType, bool) { return false; }
 int64_t graph_conv_executions() { return 0; }
 size_t graph_conv_plans_kept(size_t) { return 0; }
 bool graph_conv_declined(const GraphConvKeys&) { return true; }

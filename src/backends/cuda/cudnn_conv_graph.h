@@ -1,5 +1,5 @@
 #pragma once
-// Half-precision convolutions through cuDNN's graph API (cudnn_frontend): an execution plan
+// Half-precision (and TF32) convolutions through cuDNN's graph API (cudnn_frontend): an execution plan
 // built once per problem, kept, and executed by each later call. cuDNN 9's legacy calls
 // (cudnnConvolutionForward ...) build their plan inside every call: 0.15-0.6 ms on the host
 // per call on the H100 even for the problem it ran just before (bench/cudnn_call_cost.cpp),
@@ -32,14 +32,15 @@ namespace tg::detail {
 /// before each spatial dim (after: what the output extents leave).
 struct GraphConv {
   int dir = 0;  // 0 forward (x, w -> y), 1 data gradient (dy, w -> dx), 2 filter gradient (dy, x -> dw)
-  DType dtype = DType::f16;
+  DType dtype = DType::f16;  // f16, bf16, or f32 computed with TF32 allowed
   bool channels_last = true;
   std::vector<int64_t> x, w, y, pad, stride, dil;
 };
 
-/// True when `dtype` convolutions go through the graph API (f16, bf16; not under
-/// TGRAPH_CUDNN_LEGACY=1 nor TGRAPH_CUDNN_FIND=1, which times the legacy algorithms).
-bool graph_conv_takes(DType dtype);
+/// True when `dtype` convolutions go through the graph API: f16, bf16, and f32 where TF32 is
+/// allowed (`tf32`); not under TGRAPH_CUDNN_LEGACY=1 nor TGRAPH_CUDNN_FIND=1, which times the
+/// legacy algorithms.
+bool graph_conv_takes(DType dtype, bool tf32);
 
 /// Where a call stands. `key` / `family` / `problem` are cudnn_conv.cpp's (the problem with the
 /// device, without the batch, without the device).

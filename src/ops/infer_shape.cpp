@@ -78,6 +78,16 @@ InferResult infer_broadcast_to(const InferContext& c) {
     if (d < -1) return op_error(c, "negative dimension in target " + Shape(dims).str());
   Shape target(dims);
   const Shape& in = c.inputs[0].shape;
+  // A -1 in the target (not taken from a source) keeps x's size there: where x has 1 there, or
+  // no dim at all, no run can ever give it a size.
+  if (in.ranked())
+    for (int64_t i = 0; i < target.rank(); ++i) {
+      const int64_t j = i - (target.rank() - in.rank());
+      if (dims[static_cast<size_t>(i)] == -1 && !from_source[static_cast<size_t>(i)] && (j < 0 || in[j] == 1))
+        return op_error(c, "target " + target.str() + " leaves dim " + std::to_string(i) + " as -1 where x " +
+                               in.str() + " has " + (j < 0 ? std::string("no dim") : std::string("1")) +
+                               ": its size is unknown (give it, or a shape source that has it)");
+    }
   auto b = broadcast_shapes(in, target);
   if (!b || b->rank() != target.rank())
     return op_error(c, "cannot broadcast " + in.str() + " to " + target.str());

@@ -56,6 +56,20 @@ TEST(IrBuild, BroadcastEdgeCases) {
   EXPECT_TG_ERROR(g.add(g.placeholder({2, 3}, f32), g.placeholder({4}, f32)), "[add]", "[2,3]", "[4]");
 }
 
+// A -1 in broadcast_to's target keeps x's (possibly dynamic) size there; where x has 1 or no
+// dim, no run could give it one: refused when built, naming the op, target and input (it used to
+// compile and fail at run time with "shape [-1,1] is not static").
+TEST(IrBuild, BroadcastToMinusOneKeepsXsSizeOrIsRefused) {
+  Graph g;
+  EXPECT_EQ(g.broadcast_to(g.placeholder({-1, 3}, f32), {-1, 3}).shape(), (Shape{-1, 3}));
+  EXPECT_EQ(g.broadcast_to(g.placeholder({5, 1}, f32), {-1, 4}).shape(), (Shape{5, 4}));
+  EXPECT_TG_ERROR(g.broadcast_to(g.placeholder({1, 1}, f32), {-1, 1}), "[broadcast_to]", "[-1,1]", "[1,1]", "dim 0");
+  EXPECT_TG_ERROR(g.broadcast_to(g.placeholder({3}, f32), {-1, 3}), "[broadcast_to]", "no dim");
+  // Taken from a shape source instead: its size at run time.
+  Tensor like = g.placeholder({-1, 7}, f32);
+  EXPECT_EQ(g.broadcast_to(g.placeholder({1, 1}, f32), {dim_from_source(0), 1}, {like}).shape(), (Shape{-1, 1}));
+}
+
 TEST(IrBuild, MatmulErrorNamesShapes) {
   Graph g;
   Tensor a = g.placeholder({2, 3}, f32, "a");

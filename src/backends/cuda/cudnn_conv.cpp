@@ -295,8 +295,23 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // ahead on a warm-up thread (library_warmup.h).
   const GraphConvKeys gkeys{key, family, problem, xd[0]};
   const bool graph_api = graph_conv_takes(dt, dt == DType::f32 && g.allow_tf32);
+  // Whether another batch size's algorithm may serve a first run: not for operands larger than a
+  // sixteenth of the free memory (the question put off runs on scratch operands of their sizes,
+  // several at once).
+  auto provisional_fits = [&] {
+    size_t operands = 0, free_b = 0, total_b = 0;
+    for (const DevArg& a : in)
+      operands += static_cast<size_t>(a.type.shape.num_elements()) * dtype_size(a.type.dtype);
+    for (const DevOut& o : out)
+      operands += static_cast<size_t>(o.type.shape.num_elements()) * dtype_size(o.type.dtype);
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return operands <= free_b / 16;
+  };
   if (cold && graph_api && !graph_conv_declined(gkeys)) {
-    *cold = graph_conv_cold(gkeys, device);
+    *cold = graph_conv_cold(gkeys, device, ProvisionalChoices::current() && provisional_fits());
     return false;
   }
   if (cold) {
@@ -395,7 +410,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     void* gy = dir == Dir::forward ? out[0].ptr : const_cast<void*>(in[0].ptr);
     ProvisionalChoices* later = ProvisionalChoices::current();
     bool provisional = false;
-    ran_graph = graph_conv_run(gc, gkeys, h, stream, device, gx, gw, gy, later != nullptr, &provisional);
+    ran_graph =
+        graph_conv_run(gc, gkeys, h, stream, device, gx, gw, gy, later && provisional_fits(), &provisional);
     if (ran_graph && provisional && later) {
       if (profiling_first_runs())
         cpu_profile_add(

@@ -2,13 +2,16 @@
 // executed by every later call (cudnn_conv_graph.h says why).
 #include "backends/cuda/cudnn_conv_graph.h"
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -47,24 +50,38 @@ std::string engine_text(const Engine& e) {
   return s;
 }
 
+// A whole decimal integer (nothing before or after it), or nullopt.
+std::optional<int64_t> whole_int(std::string_view t) {
+  int64_t v = 0;
+  const auto [end, err] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (err != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+// The engine in `text` (a saved executable's or the disk cache's: untrusted), or not ok.
 Engine parse_engine(const std::string& text) {
   std::istringstream in(text);
-  std::string tag, knobs;
+  std::string tag, id, knobs, extra;
   Engine e;
-  if (!(in >> tag >> e.id >> knobs) || tag != "g" || e.id < 0 || e.id > 100000) return {};
+  if (!(in >> tag >> id >> knobs) || (in >> extra) || tag != "g") return {};
+  const auto n = whole_int(id);
+  if (!n || *n < 0 || *n > 100000) return {};
+  e.id = *n;
   if (knobs != "-") {
+    if (knobs.back() == ',') return {};  // (getline would drop the empty knob after it)
     std::istringstream ks(knobs);
     std::string kv;
     while (std::getline(ks, kv, ',')) {
       const size_t eq = kv.find('=');
-      if (eq == std::string::npos) return {};
-      try {
-        e.knobs.emplace_back(std::stoll(kv.substr(0, eq)), std::stoll(kv.substr(eq + 1)));
-      } catch (const std::exception&) {
-        return {};
-      }
+      if (eq == std::string::npos || e.knobs.size() >= 64) return {};
+      const auto t = whole_int(std::string_view(kv).substr(0, eq)),
+                 v = whole_int(std::string_view(kv).substr(eq + 1));
+      if (!t || !v || *t < 0 || *t > 1000) return {};
+      e.knobs.emplace_back(*t, *v);
     }
+    if (e.knobs.empty()) return {};
   }
+  std::sort(e.knobs.begin(), e.knobs.end());
   e.ok = true;
   return e;
 }
@@ -77,6 +94,7 @@ struct Plan {
   int64_t workspace = 0;
   Engine engine;
   bool provisional = false;           // another batch size's engine, this first run only
+  bool asked = false;                 // the heuristics chose it (else provided, on disk, another size's)
   std::atomic<bool> executed{false};  // its kernels loaded
   uint64_t last_use = 0;              // the store's clock at its last call (under the store's mutex)
   std::mutex mu;
@@ -219,16 +237,16 @@ std::shared_ptr<Plan> build(const GraphConv& c, cudnnHandle_t h, const Engine* e
   }
   out->set_output(true);
   if (!g->validate().is_good() || !g->build_operation_graph(h).is_good()) return nullptr;
-  if (engine) {
+  if (engine) {  // (a saved or cached one may come from an untrusted file: filtered the same)
     std::unordered_map<fe::KnobType_t, int64_t> knobs;
     for (auto [t, v] : engine->knobs) knobs[static_cast<fe::KnobType_t>(t)] = v;
     if (!g->create_execution_plan(engine->id, knobs).is_good()) return nullptr;
-  } else {
-    if (!g->create_execution_plans({fe::HeurMode_t::A}).is_good()) return nullptr;
-    g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
-    g->deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
-    g->deselect_workspace_greater_than(static_cast<int64_t>(conv_choices::kMaxWorkspace));
+  } else if (!g->create_execution_plans({fe::HeurMode_t::A}).is_good()) {
+    return nullptr;
   }
+  g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+  g->deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
+  g->deselect_workspace_greater_than(static_cast<int64_t>(conv_choices::kMaxWorkspace));
   if (!g->check_support(h).is_good()) return nullptr;
   const int64_t count = g->get_execution_plan_count();
   for (int64_t i = 0; i < count; ++i) {
@@ -275,13 +293,14 @@ bool graph_conv_declined(const GraphConvKeys& k) {
   return store().declined.count(k.key) > 0;
 }
 
-bool graph_conv_cold(const GraphConvKeys& k, int device) {
+bool graph_conv_cold(const GraphConvKeys& k, int device, bool provisional_fits) {
   Store& s = store();
   std::lock_guard<std::mutex> l(s.mu);
   if (s.declined.count(k.key)) return false;
   if (auto it = s.plans.find(k.key); it != s.plans.end()) return !it->second->executed;
   // A first run with no known engine takes another size's whose kernels ran, built ahead.
-  if (!known(k, device).ok && ProvisionalChoices::current() && !env_flag("TGRAPH_CUDNN_PER_BATCH") &&
+  if (provisional_fits && ProvisionalChoices::current() && !s.no_reuse.count(k.key) &&
+      !env_flag("TGRAPH_CUDNN_PER_BATCH") && !known(k, device).ok &&
       nearest(k.family, k.batch, 1e18, true).ok)
     s.ahead_provisional.insert(k.key);
   return true;
@@ -300,66 +319,74 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
   Store& s = store();
   std::shared_ptr<Plan> plan;
   Engine reuse, any;
+  bool allow_provisional = false;
   {
     std::lock_guard<std::mutex> l(s.mu);
     if (s.declined.count(k.key)) return false;
+    // The run's own first call, or a warm-up thread making it ahead, may take another size's
+    // engine (never one that failed for this problem).
+    const bool ahead = s.ahead_provisional.erase(k.key) > 0;
+    allow_provisional =
+        (may_provisional || ahead) && !s.no_reuse.count(k.key) && !env_flag("TGRAPH_CUDNN_PER_BATCH");
     if (auto it = s.plans.find(k.key); it != s.plans.end()) {
       plan = it->second;
       plan->last_use = ++s.clock;
     }
     if (!plan) {
       reuse = known(k, device);
-      const bool ahead = s.ahead_provisional.erase(k.key) > 0;
-      if (!reuse.ok && (may_provisional || ahead) && !env_flag("TGRAPH_CUDNN_PER_BATCH"))
-        any = nearest(k.family, k.batch, 1e18, true);
+      if (!reuse.ok && allow_provisional) any = nearest(k.family, k.batch, 1e18, true);
     }
   }
   if (!plan) {
-    bool asked = false;
-    if (reuse.ok) {
-      plan = build(c, h, &reuse);
+    std::shared_ptr<Plan> built;
+    if (reuse.ok && !(built = build(c, h, &reuse))) {
+      // A provided, cached or another size's engine does not run it: the heuristics from now on.
       std::lock_guard<std::mutex> l(s.mu);
-      if (!plan) s.no_reuse.insert(k.key);  // another size's (or a saved) engine does not run it
+      s.no_reuse.insert(k.key);
+      s.chosen.erase(k.key);
     }
-    if (!plan && any.ok) {
-      plan = build(c, h, &any);
-      if (plan) plan->provisional = true;
-    }
-    if (!plan) {
+    if (!built && any.ok && (built = build(c, h, &any))) built->provisional = true;
+    if (!built) {
       std::optional<CpuProfileScope> timed;
       if (profiling_first_runs())
         timed.emplace("cuda first run: convolution: cuDNN heuristics asked (graph)");
-      plan = build(c, h, nullptr);
-      asked = true;
+      if ((built = build(c, h, nullptr))) built->asked = true;
     }
     std::lock_guard<std::mutex> l(s.mu);
-    if (!plan) {
+    if (!built) {
       s.declined.insert(k.key);
       return false;
     }
-    if (!plan->provisional) {
-      s.chosen[k.key] = plan->engine;
-      if (asked) s.families[k.family][k.batch] = plan->engine;
+    auto it = s.plans.find(k.key);
+    if (it == s.plans.end() || (it->second->provisional && !built->provisional)) {
+      s.plans[k.key] = plan = built;
+      if (!built->provisional) {
+        s.chosen[k.key] = built->engine;
+        if (built->asked) {
+          s.families[k.family][k.batch] = built->engine;
+          library_choice_to_disk(saved_key(k, device), engine_text(built->engine));
+        }
+      }
+      while (s.plans.size() > s.max_plans) {
+        auto oldest = s.plans.begin();
+        for (auto p = s.plans.begin(); p != s.plans.end(); ++p)
+          if (p->second->last_use < oldest->second->last_use) oldest = p;
+        s.plans.erase(oldest);
+      }
+    } else {
+      plan = it->second;  // another thread built it meanwhile: one plan per problem
     }
-    auto [it, fresh] = s.plans.emplace(k.key, plan);
-    if (!fresh) plan = it->second;  // another thread built it meanwhile: one plan per problem
     plan->last_use = ++s.clock;
-    while (s.plans.size() > s.max_plans) {
-      auto oldest = s.plans.begin();
-      for (auto p = s.plans.begin(); p != s.plans.end(); ++p)
-        if (p->second->last_use < oldest->second->last_use) oldest = p;
-      s.plans.erase(oldest);
-    }
-    if (asked) library_choice_to_disk(saved_key(k, device), engine_text(plan->engine));
   }
   if (plan->provisional) {
-    // Never into a graph being captured: it would keep another size's engine.
+    // Another size's engine serves one first run (its question put off, ProvisionalChoices), and
+    // never goes into a graph being captured: otherwise the heuristics are asked now.
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
       cudaGetLastError();
       capturing = cudaStreamCaptureStatusActive;
     }
-    if (capturing != cudaStreamCaptureStatusNone) {
+    if (!allow_provisional || capturing != cudaStreamCaptureStatusNone) {
       graph_conv_drop_provisional(k.key);
       return graph_conv_run(c, k, h, stream, device, x, w, y, false, provisional);
     }
@@ -377,10 +404,17 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
          plan->graph->execute_plan_at_index(h, pack, ws.get(), plan->index).is_good();
   }
   if (!ok) {
-    // Nothing launched: the legacy calls run this problem from now on.
+    // Nothing launched; the legacy calls run this one. An engine the heuristics chose sends the
+    // problem to them for good; another (provided, cached, another size's) is forgotten and the
+    // heuristics asked next time, as the legacy path does with a reused algorithm.
     std::lock_guard<std::mutex> l(s.mu);
-    s.declined.insert(k.key);
-    s.plans.erase(k.key);
+    if (plan->asked) {
+      s.declined.insert(k.key);
+    } else {
+      s.no_reuse.insert(k.key);
+      s.chosen.erase(k.key);
+    }
+    if (auto it = s.plans.find(k.key); it != s.plans.end() && it->second == plan) s.plans.erase(it);
     return false;
   }
   plan->executed = true;
@@ -389,6 +423,8 @@ bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h,
   s.ran.insert(ran_key(k.family, plan->engine));
   return true;
 }
+
+bool graph_conv_engine_parses(const std::string& text) { return parse_engine(text).ok; }
 
 void cudnn_conv_graph_provide(const std::string& problem, const std::string& value, int device) {
   const Engine e = parse_engine(value);
@@ -410,12 +446,13 @@ bool graph_conv_takes(DType, bool) { return false; }
 int64_t graph_conv_executions() { return 0; }
 size_t graph_conv_plans_kept(size_t) { return 0; }
 bool graph_conv_declined(const GraphConvKeys&) { return true; }
-bool graph_conv_cold(const GraphConvKeys&, int) { return false; }
+bool graph_conv_cold(const GraphConvKeys&, int, bool) { return false; }
 void graph_conv_drop_provisional(const std::string&) {}
 bool graph_conv_run(const GraphConv&, const GraphConvKeys&, cudnnHandle_t, cudaStream_t, int, void*, void*,
                     void*, bool, bool*) {
   return false;
 }
+bool graph_conv_engine_parses(const std::string&) { return false; }
 void cudnn_conv_graph_provide(const std::string&, const std::string&, int) {}
 
 #endif

@@ -50,15 +50,18 @@ struct GraphConvKeys {
 };
 
 /// A first run's question: whether the call would build a plan or run one no call has run yet
-/// (its kernels not loaded): then it is made ahead on a warm-up thread. False once the graph
-/// API declined the problem (the legacy path answers then).
-bool graph_conv_cold(const GraphConvKeys& k, int device);
+/// (its kernels not loaded): then it is made ahead on a warm-up thread, with another size's
+/// engine where the run would take one (`provisional_fits`: its operands are small enough for
+/// the question put off to run on scratch memory). False once the graph API declined the
+/// problem (the legacy path answers then).
+bool graph_conv_cold(const GraphConvKeys& k, int device, bool provisional_fits);
 /// True when the graph API declined the problem (the legacy calls run it).
 bool graph_conv_declined(const GraphConvKeys& k);
 
 /// Runs the convolution on `h` and `stream`: x, w, y are the forward's operands, the one
 /// written is dir's output. `may_provisional`: a first run (ProvisionalChoices installed, the
-/// stream not captured) may take another batch size's engine of any ratio; `*provisional` is
+/// operands small enough) may take another batch size's engine of any ratio (never into a
+/// captured stream; a later call finding one asks the heuristics instead); `*provisional` is
 /// set when it did, and the caller puts the question off (graph_conv_drop_provisional, then the
 /// call again on scratch). False when the graph API declines it (nothing written).
 bool graph_conv_run(const GraphConv& c, const GraphConvKeys& k, cudnnHandle_t h, cudaStream_t stream,
@@ -72,6 +75,11 @@ int64_t graph_conv_executions();
 /// How many plans are kept now; with `max_plans` > 0 the most kept from now on (2048 by
 /// default; the least recently used goes). For tests.
 size_t graph_conv_plans_kept(size_t max_plans = 0);
+
+/// Whether `text` is an engine as a saved executable or the disk cache holds one ("g <engine>
+/// <knob>=<value>,..." or "g <engine> -"): whole numbers only, at most 64 knobs, nothing after.
+/// Anything else is ignored (the heuristics asked). For tests.
+bool graph_conv_engine_parses(const std::string& text);
 
 /// A choice saved with an executable (kind "convg"), for this process's cache.
 void cudnn_conv_graph_provide(const std::string& problem, const std::string& value, int device);

@@ -86,6 +86,12 @@ bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewr
         auto& nodes = G.blocks[static_cast<size_t>(b)].nodes;
         bool ok = !out.empty() && out.size() == n.outputs.size();
         for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i].type() == G.type(n.outputs[i]);
+        // A replacement that is (or already stands for) another of the node's own outputs would
+        // make the lazy moves below chase each other for ever (outputs swapped): kept as it was.
+        for (size_t i = 0; ok && i < out.size(); ++i) {
+          const int32_t to = value(out[i].id());
+          for (size_t j = 0; ok && j < n.outputs.size(); ++j) ok = to != n.outputs[j] || (i == j && to == out[i].id());
+        }
         if (!ok) {
           nodes.resize(first_new);  // drop anything built (unused nodes stay unreachable)
           continue;

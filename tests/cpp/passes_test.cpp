@@ -412,6 +412,30 @@ TEST(PassRewrite, LaterNodesSeeEarlierRewritesAndUsesMove) {
   EXPECT_NE(second.inputs[0], a.id()) << "the first rewrite's uses did not move";
 }
 
+// A rewrite handing back the node's own outputs swapped (or one for another) is not taken: the
+// lazy moves of its uses would chase each other for ever. The node stays, and the pass ends.
+TEST(PassRewrite, ARewriteThatSwapsANodesOwnOutputsIsNotTaken) {
+  Graph g;
+  Tensor x = g.placeholder({4}, f32, "x");
+  std::vector<Tensor> halves = g.split(x, {2, 2}, 0);
+  Tensor y = g.sub(g.exp(halves[0]), halves[1]);
+  Module m = module_of(g, {y});
+  int split_visits = 0;
+  EXPECT_FALSE(rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>&) -> std::vector<Tensor> {
+    if (n.kind != OpKind::Split) return {};
+    ++split_visits;
+    return {Tensor(&h.impl(), n.outputs[1]), Tensor(&h.impl(), n.outputs[0])};
+  }));
+  EXPECT_EQ(split_visits, 1);
+  EXPECT_EQ(verify(m.graph), "");
+  Graph r;
+  r.impl() = m.graph;
+  TensorData in = TensorData::uniform({4}, -1, 1, f32, 5);
+  const auto got = r.run({{Tensor(&r.impl(), x.id()), in}}, {Tensor(&r.impl(), m.targets[0])})[0].to_vector();
+  const auto xs = in.to_vector();
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(got[i], std::exp(xs[i]) - xs[i + 2], 1e-5);
+}
+
 TEST(PassCse, MergesEqualPureOpsOnly) {
   Graph g;
   Tensor x = g.placeholder({3}, f32, "x");

@@ -90,7 +90,8 @@ bool rewrite_nodes(Module& m, const std::vector<int32_t>& blocks, const NodeRewr
         // make the lazy moves below chase each other for ever (outputs swapped): kept as it was.
         for (size_t i = 0; ok && i < out.size(); ++i) {
           const int32_t to = value(out[i].id());
-          for (size_t j = 0; ok && j < n.outputs.size(); ++j) ok = to != n.outputs[j] || (i == j && to == out[i].id());
+          for (size_t j = 0; ok && j < n.outputs.size(); ++j)
+            ok = to != n.outputs[j] || (i == j && to == out[i].id());
         }
         if (!ok) {
           nodes.resize(first_new);  // drop anything built (unused nodes stay unreachable)

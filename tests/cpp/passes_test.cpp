@@ -1,11 +1,9 @@
 // Each pass on a small graph, checked structurally before and after.
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 
-#include "ir/verifier.h"
-#include "module_util.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
@@ -13,11 +11,13 @@
 #include "passes/decompose.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_memo.h"
+#include "ir/verifier.h"
+#include "runtime/executable_impl.h"
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
-#include "runtime/executable_impl.h"
 #include "test_util.h"
 #include "tgraph/tgraph.h"
+#include "module_util.h"
 
 using namespace tg;
 using namespace tg::detail;
@@ -93,16 +93,15 @@ std::vector<const Node*> loops(const Module& m, OpKind k) {
   std::vector<const Node*> out;
   for (const Block& b : m.graph.blocks)
     for (int32_t id : b.nodes)
-      if (m.graph.nodes[static_cast<size_t>(id)].kind == k)
-        out.push_back(&m.graph.nodes[static_cast<size_t>(id)]);
+      if (m.graph.nodes[static_cast<size_t>(id)].kind == k) out.push_back(&m.graph.nodes[static_cast<size_t>(id)]);
   return out;
 }
 const Block& region(const Module& m, const Node& n, size_t r) {
   return m.graph.blocks[static_cast<size_t>(n.regions[r])];
 }
 // Runs `targets` on the CPU, compiled with and without the optimisation passes.
-std::pair<std::vector<TensorData>, std::vector<TensorData>> both_ways(
-    Graph& g, const std::vector<std::pair<Tensor, TensorData>>& feeds, const std::vector<Tensor>& targets) {
+std::pair<std::vector<TensorData>, std::vector<TensorData>> both_ways(Graph& g, const std::vector<std::pair<Tensor, TensorData>>& feeds,
+                                                                      const std::vector<Tensor>& targets) {
   std::vector<std::pair<Tensor, TensorType>> ft;
   std::vector<TensorData> in;
   for (auto& [t, d] : feeds) {
@@ -118,8 +117,7 @@ void expect_same(const std::vector<TensorData>& a, const std::vector<TensorData>
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].num_elements(), b[i].num_elements());
-    for (int64_t e = 0; e < a[i].num_elements(); ++e)
-      EXPECT_NEAR(a[i].at(e), b[i].at(e), 1e-6) << i << "," << e;
+    for (int64_t e = 0; e < a[i].num_elements(); ++e) EXPECT_NEAR(a[i].at(e), b[i].at(e), 1e-6) << i << "," << e;
   }
 }
 }  // namespace
@@ -167,8 +165,8 @@ TEST(PassDce, LoopCarriedValuesThatAreNeededStay) {
     return std::vector{b.add(a[0], a[1]), b.mul(a[1], b.scalar(2.0)), b.sin(a[2]), b.add(a[3], b.scalar(1.0)),
                        b.mul(a[4], b.scalar(3.0))};
   };
-  auto r = g.for_loop(g.scalar(3, i32),
-                      {g.scalar(1.0), g.scalar(0.5), g.scalar(0.3), g.scalar(0.0), g.scalar(1.0)}, body);
+  auto r = g.for_loop(g.scalar(3, i32), {g.scalar(1.0), g.scalar(0.5), g.scalar(0.3), g.scalar(0.0), g.scalar(1.0)},
+                      body);
   Module m = module_of(g, {r[0], r[2]});
   DeadCodeElimination().run(m);
   EXPECT_EQ(verify(m.graph), "");
@@ -185,9 +183,7 @@ TEST(PassDce, WhileLoopDropsUnusedCarriedValues) {
   Tensor x0 = g.placeholder({2}, f32, "x0");
   auto r = g.while_loop(
       {g.scalar(0, i32), x0, g.scalar(0.0)},
-      [&](Graph& b, std::vector<Tensor> a) {
-        return std::pair{b.less(a[0], b.scalar(5, i32)), a};
-      },
+      [&](Graph& b, std::vector<Tensor> a) { return std::pair{b.less(a[0], b.scalar(5, i32)), a}; },
       [&](Graph& b, std::vector<Tensor> a) {
         return std::vector{b.add(a[0], b.scalar(1, i32)), b.mul(a[1], b.scalar(1.5)),
                            b.add(a[2], b.reduce_sum(b.exp(a[1])))};
@@ -240,8 +236,7 @@ TEST(PassDce, ForwardOnlyExecutableDropsTheGradientTape) {
 TEST(PassConstantFolding, FoldsConstantSubgraphs) {
   Graph g;
   Tensor x = g.placeholder({2}, f32, "x");
-  Tensor c = g.mul(g.constant(TensorData::from_floats({2}, {1.5f, 2.0f})),
-                   g.constant(TensorData::from_floats({2}, {2.0f, 3.0f})));
+  Tensor c = g.mul(g.constant(TensorData::from_floats({2}, {1.5f, 2.0f})), g.constant(TensorData::from_floats({2}, {2.0f, 3.0f})));
   Tensor y = g.add(x, c);
   Module m = module_of(g, {y});
   EXPECT_TRUE(ConstantFolding().run(m));
@@ -365,16 +360,14 @@ TEST(PassRewrite, LaterNodesSeeEarlierRewritesAndUsesMove) {
   Tensor d = g.control_dependency({b.op()}, [&] { return std::vector<Tensor>{g.neg(x)}; })[0];
   Module m = module_of(g, {c, d, b});
   int visits = 0, saw_rewritten = 0;
-  EXPECT_TRUE(
-      rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
-        if (n.kind != OpKind::Exp) return {};
-        ++visits;
-        // exp(v) as exp(v + 0): the replacement's exp reads an add.
-        const Node* p = h.impl().producer(in[0].id());
-        if (p && p->kind == OpKind::Exp && h.impl().producer(p->inputs[0])->kind == OpKind::Add)
-          ++saw_rewritten;
-        return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
-      }));
+  EXPECT_TRUE(rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    if (n.kind != OpKind::Exp) return {};
+    ++visits;
+    // exp(v) as exp(v + 0): the replacement's exp reads an add.
+    const Node* p = h.impl().producer(in[0].id());
+    if (p && p->kind == OpKind::Exp && h.impl().producer(p->inputs[0])->kind == OpKind::Add) ++saw_rewritten;
+    return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
+  }));
   EXPECT_EQ(visits, 2);
   EXPECT_EQ(saw_rewritten, 1) << "the second exp's rewrite did not read the first's replacement";
   EXPECT_EQ(verify(m.graph), "");
@@ -403,17 +396,16 @@ TEST(PassRewrite, LaterNodesSeeEarlierRewritesAndUsesMove) {
   // pass, not only that node, and leaves the graph whole: the first exp's rewrite moved its uses.
   Module stopped = module_of(g, {c});
   int seen = 0;
-  EXPECT_THROW(
-      rewrite_nodes(stopped,
-                    [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
-                      if (n.kind != OpKind::Exp) return {};
-                      if (seen++ == 1) {
-                        h.neg(in[0]);  // built, then dropped with the throw
-                        throw std::runtime_error("given up");
-                      }
-                      return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
-                    }),
-      std::runtime_error);
+  EXPECT_THROW(rewrite_nodes(stopped,
+                             [&](Graph& h, const Node& n, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+                               if (n.kind != OpKind::Exp) return {};
+                               if (seen++ == 1) {
+                                 h.neg(in[0]);  // built, then dropped with the throw
+                                 throw std::runtime_error("given up");
+                               }
+                               return {h.exp(h.add(in[0], h.scalar(0.0, f32)))};
+                             }),
+               std::runtime_error);
   EXPECT_EQ(verify(stopped.graph), "");
   const Node& second = *stopped.graph.producer(b.id());
   ASSERT_EQ(second.kind, OpKind::Exp);
@@ -429,12 +421,11 @@ TEST(PassRewrite, ARewriteThatSwapsANodesOwnOutputsIsNotTaken) {
   Tensor y = g.sub(g.exp(halves[0]), halves[1]);
   Module m = module_of(g, {y});
   int split_visits = 0;
-  EXPECT_FALSE(
-      rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>&) -> std::vector<Tensor> {
-        if (n.kind != OpKind::Split) return {};
-        ++split_visits;
-        return {Tensor(&h.impl(), n.outputs[1]), Tensor(&h.impl(), n.outputs[0])};
-      }));
+  EXPECT_FALSE(rewrite_nodes(m, [&](Graph& h, const Node& n, const std::vector<Tensor>&) -> std::vector<Tensor> {
+    if (n.kind != OpKind::Split) return {};
+    ++split_visits;
+    return {Tensor(&h.impl(), n.outputs[1]), Tensor(&h.impl(), n.outputs[0])};
+  }));
   EXPECT_EQ(split_visits, 1);
   EXPECT_EQ(verify(m.graph), "");
   Graph r;
@@ -518,7 +509,7 @@ TEST(PassSimplify, MatmulReadsTransposedOperandsItself) {
   Tensor a = g.placeholder({4, 3}, f32, "a"), w = g.placeholder({5, 3}, f32, "w");
   Tensor b = g.placeholder({2, 3, 4}, f32, "b"), c = g.placeholder({2, 3, 5}, f32, "c");
   Tensor d = g.placeholder({3, 5, 4}, f32, "d");
-  Tensor y1 = g.matmul(a, g.transpose(w, {1, 0}));  // x @ w.t(): a Linear
+  Tensor y1 = g.matmul(a, g.transpose(w, {1, 0}));                                   // x @ w.t(): a Linear
   Tensor y2 = g.matmul(g.transpose(b, {0, 2, 1}), g.transpose(c, {0, 2, 1}), false, true);  // [2,4,5]
   Tensor y3 = g.matmul(g.transpose(b, {1, 0, 2}), d, false, true);  // not the last two dims: stays
   Module m = module_of(g, {y1, y2, y3});
@@ -597,8 +588,7 @@ TEST(PassDecompose, CompositesBecomePrimitivesWithTheSameValues) {
   auto got = Executable(impl).run({xv});
   for (size_t k = 0; k < ref.size(); ++k)
     for (int64_t i = 0; i < ref[k].num_elements(); ++i)
-      ASSERT_NEAR(got[k].at(i), ref[k].at(i), 1e-5 * (1 + std::abs(ref[k].at(i))))
-          << "output " << k << " at " << i;
+      ASSERT_NEAR(got[k].at(i), ref[k].at(i), 1e-5 * (1 + std::abs(ref[k].at(i)))) << "output " << k << " at " << i;
 }
 
 // group_norm and scaled_dot_product_attention (every mask kind, a fully masked row, a
@@ -614,8 +604,7 @@ TEST(PassDecompose, GroupNormAndAttentionKeepTheirValues) {
   for (int64_t j = 0; j < 7; ++j) bm.set(2 * 7 + j, 0.0);  // query 2 sees no key
   Tensor bmask = g.cast(g.floor(g.constant(bm)), DType::boolean);
   Tensor fmask = g.constant(TensorData::uniform({5, 7}, -2, 0, f32, 4));
-  std::vector<Tensor> outs{g.group_norm(x, gamma, beta, 3),
-                           g.group_norm(xc, gamma, beta, 2, 1),
+  std::vector<Tensor> outs{g.group_norm(x, gamma, beta, 3), g.group_norm(xc, gamma, beta, 2, 1),
                            g.scaled_dot_product_attention(q, k, v),
                            g.scaled_dot_product_attention(q, k, v, std::nullopt, {.causal = true}),
                            g.scaled_dot_product_attention(q, k, v, bmask),
@@ -647,8 +636,7 @@ TEST(PassDecompose, GroupNormAndAttentionKeepTheirValues) {
   for (size_t o = 0; o < ref.size(); ++o) {
     ASSERT_EQ(got[o].type(), ref[o].type()) << "output " << o;
     for (int64_t i = 0; i < ref[o].num_elements(); ++i)
-      ASSERT_NEAR(got[o].at(i), ref[o].at(i), 1e-5 * (1 + std::abs(ref[o].at(i))))
-          << "output " << o << " at " << i;
+      ASSERT_NEAR(got[o].at(i), ref[o].at(i), 1e-5 * (1 + std::abs(ref[o].at(i)))) << "output " << o << " at " << i;
   }
 }
 
@@ -677,15 +665,12 @@ TEST(PassFoldBatchNorm, FoldsIntoConstantFiltersAndKeepsValues) {
     d.weights_layout = nhwc ? Layout::hwio : Layout::oihw;
     const Shape xs = nhwc ? Shape{2, 5, 5, 4} : Shape{2, 4, 5, 5};
     const Shape ws = nhwc ? Shape{3, 3, 2, C} : Shape{C, 2, 3, 3};
-    auto stat = [&](uint64_t seed, double lo, double hi) {
-      return TensorData::uniform({C}, lo, hi, f32, seed);
-    };
+    auto stat = [&](uint64_t seed, double lo, double hi) { return TensorData::uniform({C}, lo, hi, f32, seed); };
     Graph g;
     Tensor x = g.placeholder(xs, f32, "x");
     Tensor conv = g.conv2d(x, g.constant(TensorData::uniform(ws, -1, 1, f32, 3)), d);
     Tensor y = g.relu(g.batch_norm(conv, g.constant(stat(4, -0.5, 0.5)), g.constant(stat(5, 0.5, 2.0)),
-                                   g.constant(stat(6, 0.5, 1.5)), g.constant(stat(7, -0.5, 0.5)),
-                                   nhwc ? 3 : 1, 1e-3));
+                                   g.constant(stat(6, 0.5, 1.5)), g.constant(stat(7, -0.5, 0.5)), nhwc ? 3 : 1, 1e-3));
     TensorData in = TensorData::uniform(xs, -2, 2, f32, 8);
     std::vector<TensorData> folded, plain;
     {
@@ -725,12 +710,9 @@ TEST(PassFoldBatchNorm, FoldsOfOneGraphShareTheFoldedFilters) {
     Tensor x = g.placeholder({2, 6, 6, 4}, f32, "x");
     ConvDesc d;
     d.padding = PaddingStyle::same;
-    auto stat = [&](uint64_t s, double lo, double hi) {
-      return g.constant(TensorData::uniform({5}, lo, hi, f32, s));
-    };
-    Tensor y =
-        g.batch_norm(g.conv2d(x, g.constant(filters), d), stat(seed, -0.5, 0.5), stat(seed + 1, 0.5, 2.0),
-                     stat(seed + 2, 0.5, 1.5), stat(seed + 3, -0.5, 0.5), 3, 1e-3);
+    auto stat = [&](uint64_t s, double lo, double hi) { return g.constant(TensorData::uniform({5}, lo, hi, f32, s)); };
+    Tensor y = g.batch_norm(g.conv2d(x, g.constant(filters), d), stat(seed, -0.5, 0.5), stat(seed + 1, 0.5, 2.0),
+                            stat(seed + 2, 0.5, 1.5), stat(seed + 3, -0.5, 0.5), 3, 1e-3);
     Module m = module_of(g, {y});
     EXPECT_TRUE(FoldBatchNorm().run(m));
     const GraphImpl& gi = m.graph;
@@ -752,8 +734,7 @@ TEST(PassFoldBatchNorm, FoldsOfOneGraphShareTheFoldedFilters) {
     const TensorData var = TensorData::uniform({5}, 0.5, 2.0, f32, seed + 1),
                      gamma = TensorData::uniform({5}, 0.5, 1.5, f32, seed + 2);
     for (int64_t i = 0; i < filters.num_elements(); ++i)
-      EXPECT_NEAR(got.at(i), filters.at(i) * gamma.at(i % 5) / std::sqrt(var.at(i % 5) + 1e-3), 1e-5)
-          << seed << " " << i;
+      EXPECT_NEAR(got.at(i), filters.at(i) * gamma.at(i % 5) / std::sqrt(var.at(i % 5) + 1e-3), 1e-5) << seed << " " << i;
   }
 }
 
@@ -767,8 +748,7 @@ TEST(PassFoldBatchNorm, EmptyFiltersFold) {
     ConvDesc d;
     d.padding = PaddingStyle::same;
     auto c = [&](uint64_t s) { return g.constant(TensorData::uniform({out}, 0.5, 1.5, f32, s)); };
-    Tensor y = g.batch_norm(g.conv2d(x, g.constant(TensorData::zeros({3, 3, in, out})), d), c(1), c(2), c(3),
-                            c(4), 3);
+    Tensor y = g.batch_norm(g.conv2d(x, g.constant(TensorData::zeros({3, 3, in, out})), d), c(1), c(2), c(3), c(4), 3);
     Module m = module_of(g, {y});
     EXPECT_TRUE(FoldBatchNorm().run(m)) << out;
   }
@@ -783,9 +763,7 @@ TEST(PassFoldBatchNorm, AKeptFoldServesTheNextCopyAfterItsFirstReaderIsGone) {
   Tensor x = g.placeholder({2, 6, 6, 4}, f32, "x");
   ConvDesc d;
   d.padding = PaddingStyle::same;
-  auto stat = [&](uint64_t s, double lo, double hi) {
-    return g.constant(TensorData::uniform({5}, lo, hi, f32, s));
-  };
+  auto stat = [&](uint64_t s, double lo, double hi) { return g.constant(TensorData::uniform({5}, lo, hi, f32, s)); };
   Tensor y = g.batch_norm(g.conv2d(x, g.constant(filters), d), stat(42, -0.5, 0.5), stat(43, 0.5, 2.0),
                           stat(44, 0.5, 1.5), stat(45, -0.5, 0.5), 3, 1e-3);
   auto folded = [&] {  // one copy's folded filters, the copy then gone
@@ -793,8 +771,7 @@ TEST(PassFoldBatchNorm, AKeptFoldServesTheNextCopyAfterItsFirstReaderIsGone) {
     EXPECT_TRUE(FoldBatchNorm().run(m));
     for (const Node& n : m.graph.nodes)
       if (n.kind == OpKind::Conv2d) {  // the new convolution (the old one reads `filters`)
-        const TensorData& w =
-            m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)].data;
+        const TensorData& w = m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)].data;
         if (w.storage() != filters.storage()) return std::weak_ptr<std::byte>(w.storage());
       }
     ADD_FAILURE() << "no folded filters";
@@ -841,8 +818,7 @@ TEST(PassFoldBatchNorm, HalfFiltersFoldWithOneRounding) {
     const TensorData* got = nullptr;
     for (const Node& n : m.graph.nodes)
       if (n.kind == OpKind::Conv2d) {
-        const Node& w =
-            m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)];
+        const Node& w = m.graph.nodes[static_cast<size_t>(m.graph.values[static_cast<size_t>(n.inputs[1])].node)];
         if (w.kind == OpKind::Constant && w.data.storage() != filters.storage()) got = &w.data;
       }
     ASSERT_NE(got, nullptr);
@@ -861,8 +837,7 @@ TEST(PassFoldBatchNorm, HalfFiltersFoldWithOneRounding) {
     const double tol = half == DType::f16 ? 1e-2 : 6e-2;
     double largest = 0;
     for (int64_t i = 0; i < b.num_elements(); ++i) {
-      EXPECT_NEAR(a.at(i), b.at(i), tol * std::max(1.0, std::fabs(b.at(i))))
-          << dtype_name(half) << " at " << i;
+      EXPECT_NEAR(a.at(i), b.at(i), tol * std::max(1.0, std::fabs(b.at(i)))) << dtype_name(half) << " at " << i;
       largest = std::max(largest, std::fabs(b.at(i)));
     }
     EXPECT_GT(largest, 1.0);  // (values of some size: the comparison means something)
@@ -875,21 +850,17 @@ TEST(PassFoldBatchNorm, HalfFiltersFoldWithOneRounding) {
 TEST(PassAlgebraicSimplify, ErfArithmeticIsGelu) {
   Graph g;
   Tensor x = g.placeholder({4, 33}, f32, "x");
-  Tensor onnx =
-      g.mul(g.mul(x, g.add(g.erf(g.div(x, g.scalar(1.4142135381698608))), g.scalar(1.0))), g.scalar(0.5));
-  Tensor hf =
-      g.mul(g.mul(x, g.scalar(0.5)), g.add(g.scalar(1.0), g.erf(g.mul(x, g.scalar(0.7071067811865476)))));
+  Tensor onnx = g.mul(g.mul(x, g.add(g.erf(g.div(x, g.scalar(1.4142135381698608))), g.scalar(1.0))), g.scalar(0.5));
+  Tensor hf = g.mul(g.mul(x, g.scalar(0.5)), g.add(g.scalar(1.0), g.erf(g.mul(x, g.scalar(0.7071067811865476)))));
   Tensor miss = g.mul(g.mul(x, g.scalar(0.5)), g.add(g.scalar(1.0), g.erf(g.div(x, g.scalar(1.5)))));
   TensorData in = TensorData::uniform({4, 33}, -4, 4, f32, 3);
   Executable e = g.compile({{x, x.type()}}, {onnx, hf, miss}, {}, {.device = Device::cpu()});
   EXPECT_EQ(count(e.impl().module, OpKind::Gelu), 1);  // both spellings: gelu(x), then one by CSE
   EXPECT_EQ(count(e.impl().module, OpKind::Erf), 1);
-  Executable plain =
-      g.compile({{x, x.type()}}, {onnx, hf, miss}, {}, {.device = Device::cpu(), .optimize = false});
+  Executable plain = g.compile({{x, x.type()}}, {onnx, hf, miss}, {}, {.device = Device::cpu(), .optimize = false});
   auto a = e.run({in}), b = plain.run({in});
   for (size_t o = 0; o < 3; ++o)
-    for (int64_t i = 0; i < in.num_elements(); ++i)
-      EXPECT_NEAR(a[o].at(i), b[o].at(i), 1e-6) << o << " " << i;
+    for (int64_t i = 0; i < in.num_elements(); ++i) EXPECT_NEAR(a[o].at(i), b[o].at(i), 1e-6) << o << " " << i;
 }
 
 // A strided slice that keeps every element is its input (torch.export's x[:, 0] begins with
@@ -897,22 +868,21 @@ TEST(PassAlgebraicSimplify, ErfArithmeticIsGelu) {
 TEST(PassAlgebraicSimplify, SlicesThatKeepEverythingGo) {
   Graph g;
   Tensor x = g.placeholder({-1, -1, 8}, f32, "x");
-  auto slice = [&](Tensor t, std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s,
-                   int64_t bm = 0, int64_t em = 0,
-                   int64_t sq = 0) { return g.strided_slice(t, slice_desc(b, e, s, bm, em, sq)); };
+  auto slice = [&](Tensor t, std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> s, int64_t bm = 0,
+                   int64_t em = 0, int64_t sq = 0) { return g.strided_slice(t, slice_desc(b, e, s, bm, em, sq)); };
   const int64_t kMax = std::numeric_limits<int64_t>::max();
-  Tensor whole = slice(x, {0}, {kMax}, {1});                            // slice(x, 0, 0, INT64_MAX)
+  Tensor whole = slice(x, {0}, {kMax}, {1});                       // slice(x, 0, 0, INT64_MAX)
   Tensor masked = slice(whole, {5, 0, 0}, {0, 0, 8}, {1, 1, 1}, 3, 3);  // x[:, :, 0:8]
-  Tensor first = slice(masked, {0, 0}, {kMax, 1}, {1, 1}, 0, 0, 2);     // x[:, 0]: stays
-  Tensor tail = slice(x, {0, 1}, {kMax, kMax}, {1, 1});                 // x[:, 1:]: stays
-  Tensor odd = slice(x, {0}, {kMax}, {2});                              // x[::2]: stays
+  Tensor first = slice(masked, {0, 0}, {kMax, 1}, {1, 1}, 0, 0, 2);  // x[:, 0]: stays
+  Tensor tail = slice(x, {0, 1}, {kMax, kMax}, {1, 1});            // x[:, 1:]: stays
+  Tensor odd = slice(x, {0}, {kMax}, {2});                         // x[::2]: stays
   Tensor y = g.add(g.reduce_sum(first), g.add(g.reduce_sum(tail), g.reduce_sum(odd)));
   CompileOptions dyn{.device = Device::cpu(), .disable_type_inference = true};
   dyn.switches = {{"TGRAPH_NO_SPECIALIZE", "1"}};
   Executable e = g.compile({{x, x.type()}}, {y}, {}, dyn);
   EXPECT_EQ(count(e.impl().module, OpKind::StridedSlice), 3);
-  Executable plain = g.compile({{x, x.type()}}, {y}, {},
-                               {.device = Device::cpu(), .disable_type_inference = true, .optimize = false});
+  Executable plain = g.compile({{x, x.type()}}, {y}, {}, {.device = Device::cpu(), .disable_type_inference = true,
+                                                          .optimize = false});
   EXPECT_EQ(count(plain.impl().module, OpKind::StridedSlice), 5);
   TensorData in = TensorData::uniform({3, 5, 8}, -1, 1, f32, 4);
   EXPECT_NEAR(e.run({in})[0].at(0), plain.run({in})[0].at(0), 1e-4);
@@ -935,11 +905,8 @@ TEST(PassAlgebraicSimplify, NarrowingCastsMoveBeforeLayoutOps) {
   Tensor keep = g.transpose(x, {0, 2, 1});  // read twice: stays f32
   Tensor k2 = g.add(g.cast(keep, DType::f16), g.cast(g.neg(keep), DType::f16));
   Module m = module_of(g, {t, back, k2});
-  std::vector<TensorData> in{TensorData::uniform({2, 6, 8}, -2, 2, f32, 1),
-                             TensorData::uniform({2, 3, 6, 4}, -2, 2, DType::f16, 2)};
-  auto before = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {},
-                          {.device = Device::cpu(), .optimize = false})
-                    .run(in);
+  std::vector<TensorData> in{TensorData::uniform({2, 6, 8}, -2, 2, f32, 1), TensorData::uniform({2, 3, 6, 4}, -2, 2, DType::f16, 2)};
+  auto before = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu(), .optimize = false}).run(in);
   for (int i = 0; i < 3; ++i) AlgebraicSimplify().run(m);
   DeadCodeElimination().run(m);
   EXPECT_EQ(verify(m.graph), "");
@@ -954,8 +921,7 @@ TEST(PassAlgebraicSimplify, NarrowingCastsMoveBeforeLayoutOps) {
     f32_transposes += n.kind == OpKind::Transpose && m.graph.type(n.outputs[0]).dtype == f32;
   }
   EXPECT_EQ(f32_transposes, 1);  // `keep`
-  auto after =
-      g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu()}).run(in);
+  auto after = g.compile({{x, x.type()}, {h, h.type()}}, {t, back, k2}, {}, {.device = Device::cpu()}).run(in);
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].to_vector(), before[i].to_vector()) << i;
 }
 
@@ -985,7 +951,6 @@ TEST(PassConstantFolding, MasksFromPositionsFoldAndTheirSelectsGo) {
   EXPECT_LE(largest, 40);  // the mask's [1, 1, 40, 1]; the 300 x 300 product not materialised
   TensorData in = TensorData::uniform({1, 1, 40, 40}, -2, 2, f32, 4);
   auto got = e.run({in});
-  auto want =
-      g.compile({{x, x.type()}}, {y, z, big}, {}, {.device = Device::cpu(), .optimize = false}).run({in});
+  auto want = g.compile({{x, x.type()}}, {y, z, big}, {}, {.device = Device::cpu(), .optimize = false}).run({in});
   for (size_t o = 0; o < 3; ++o) EXPECT_EQ(got[o].to_vector(), want[o].to_vector()) << o;
 }

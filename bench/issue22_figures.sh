@@ -18,7 +18,17 @@ export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench
 fresh() { export TGRAPH_CACHE_DIR=$OUT/cache_$1 CUDA_CACHE_PATH=$OUT/cudacache_$1; rm -rf "$TGRAPH_CACHE_DIR" "$CUDA_CACHE_PATH"; }
 part() { echo; echo "=== $* ($(date +%T))"; }
 # The GPU tests matching $1 (failures in full), then test_cuda.py.
-gpu_tests() {
+gpu_# A ResNet-50 bf16 training step at batch 128 saved, then loaded and first-run in two fresh
+# processes with an empty kernel cache (the last $1 lines of each run).
+loaded_training() {
+  part "ResNet-50 bf16 training step, batch 128: saved, then loaded and first-run in two fresh processes"
+  fresh train
+  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -"$1"
+  rm -rf "$TGRAPH_CACHE_DIR"
+  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -"$1"; done
+  rm -f "$OUT/rn.tgx"
+}
+tests() {
   timeout 240 build-gpu/tests/tgraph_gpu_tests --gtest_filter="$1" 2>&1 |
     grep -E "^\[  (PASSED|FAILED)|Failure|FAILED TEST|tests ran|Expected|Which is|actual|at [0-9]" | head -40
   (cd build-gpu && timeout 200 python3 -m pytest -q -x -p no:cacheprovider ../tests/python/test_cuda.py 2>&1 | tail -4)
@@ -70,12 +80,7 @@ figures() {
   fresh load
   timeout 170 python3 bench/compile_cache.py --device cuda --model bert --precision f16 --profile-load 2>&1 | head -30
 
-  part "ResNet-50 bf16 training step, batch 128: saved, then loaded and first-run in a fresh process"
-  fresh train
-  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -2
-  rm -rf "$TGRAPH_CACHE_DIR"
-  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -3; done
-  rm -f "$OUT/rn.tgx"
+  loaded_training 3
 }
 
 # "matmul": the experiment TGRAPH_INTERIM_MATMUL=1 (tgraph's matmul standing in for cuBLASLt
@@ -208,12 +213,7 @@ loads() {
   part "CUDA's start in a fresh process (twice)"
   for i in 1 2; do python3 bench/cuda_start.py | tail -2; done
   loaded_bert ""
-  part "ResNet-50 bf16 training step, batch 128: saved, then loaded and first-run in two fresh processes"
-  fresh train
-  timeout 120 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --save "$OUT/rn.tgx" 2>&1 | tail -1
-  rm -rf "$TGRAPH_CACHE_DIR"
-  for i in 1 2; do timeout 60 build-gpu/bench/bench_train_resnet --batch 128 --iters 3 --warmup 1 --load "$OUT/rn.tgx" 2>&1 | tail -1; done
-  rm -f "$OUT/rn.tgx"
+  loaded_training 1
 }
 
 case "$PART" in

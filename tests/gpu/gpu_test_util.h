@@ -1,6 +1,7 @@
 #pragma once
 // Comparisons shared by the GPU tests (each compares a CUDA run with the CPU backend).
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,10 +59,8 @@ class FreshCacheDir {
     ::setenv("TGRAPH_CACHE_DIR", dir_.c_str(), 1);
   }
   ~FreshCacheDir() {
-    if (had_)
-      ::setenv("TGRAPH_CACHE_DIR", before_.c_str(), 1);
-    else
-      ::unsetenv("TGRAPH_CACHE_DIR");
+    if (had_) ::setenv("TGRAPH_CACHE_DIR", before_.c_str(), 1);
+    else ::unsetenv("TGRAPH_CACHE_DIR");
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -77,8 +76,7 @@ class FreshCacheDir {
 
 /// Element by element: NaN must meet NaN, infinities must be equal, tol == 0 means exact,
 /// otherwise |got - want| <= tol * (1 + |want|).
-inline void expect_close(const tg::TensorData& got, const tg::TensorData& want, double tol,
-                         const std::string& what) {
+inline void expect_close(const tg::TensorData& got, const tg::TensorData& want, double tol, const std::string& what) {
   ASSERT_EQ(got.type(), want.type()) << what;
   for (int64_t i = 0; i < want.num_elements(); ++i) {
     const double w = want.at(i), g = got.at(i);
@@ -96,8 +94,8 @@ inline void expect_close(const tg::TensorData& got, const tg::TensorData& want, 
 
 /// One placeholder per input ("in0", "in1", ...; every dim -1 when `dynamic`) and the feed
 /// list compile() takes for them.
-inline std::pair<std::vector<tg::Tensor>, std::vector<std::pair<tg::Tensor, tg::TensorType>>>
-placeholders_for(tg::Graph& g, const std::vector<tg::TensorData>& inputs, bool dynamic = false) {
+inline std::pair<std::vector<tg::Tensor>, std::vector<std::pair<tg::Tensor, tg::TensorType>>> placeholders_for(
+    tg::Graph& g, const std::vector<tg::TensorData>& inputs, bool dynamic = false) {
   std::vector<tg::Tensor> ph;
   std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -125,8 +123,7 @@ void differential(const std::string& what, Build build, const std::vector<tg::Te
   for (int run = 0; run < 2; ++run) {
     auto got = e.run(inputs);
     for (size_t i = 0; i < outs.size(); ++i)
-      expect_close(got[i], want[i], tol,
-                   what + " run " + std::to_string(run) + " output " + std::to_string(i));
+      expect_close(got[i], want[i], tol, what + " run " + std::to_string(run) + " output " + std::to_string(i));
   }
   auto stats = tg::detail::cuda_graph_stats(e.impl());
   if (capturable) {
@@ -165,17 +162,15 @@ struct MaskedAttention {
     tg::Tensor q = g.placeholder(qs, tg::DType::f16, "q"), k = g.placeholder(qs, tg::DType::f16, "k"),
                v = g.placeholder(qs, tg::DType::f16, "v"), m = g.placeholder(ms, tg::DType::f16, "m");
     tg::Tensor y = g.scaled_dot_product_attention(q, k, v, m);
-    const std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds{{q, tg::TensorType(qs, tg::DType::f16)},
-                                                                   {k, tg::TensorType(qs, tg::DType::f16)},
-                                                                   {v, tg::TensorType(qs, tg::DType::f16)},
-                                                                   {m, tg::TensorType(ms, tg::DType::f16)}};
+    const std::vector<std::pair<tg::Tensor, tg::TensorType>> feeds{
+        {q, tg::TensorType(qs, tg::DType::f16)}, {k, tg::TensorType(qs, tg::DType::f16)},
+        {v, tg::TensorType(qs, tg::DType::f16)}, {m, tg::TensorType(ms, tg::DType::f16)}};
     cpu = g.compile(feeds, {y}, {}, {.device = tg::Device::cpu()});
     gpu = g.compile(feeds, {y}, {}, {.device = tg::Device::cuda(0)});
   }
   /// Its inputs at batch b and length len (the mask a padding mask).
   static std::vector<tg::TensorData> inputs(int64_t b, int64_t len, uint64_t seed) {
-    return {half_data({b, 4, len, 64}, tg::DType::f16, seed + 1),
-            half_data({b, 4, len, 64}, tg::DType::f16, seed + 2),
+    return {half_data({b, 4, len, 64}, tg::DType::f16, seed + 1), half_data({b, 4, len, 64}, tg::DType::f16, seed + 2),
             half_data({b, 4, len, 64}, tg::DType::f16, seed + 3), padding_mask(b, len, seed)};
   }
 };

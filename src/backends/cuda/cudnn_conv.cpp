@@ -57,8 +57,7 @@ namespace {
 enum class Dir { forward, data, filter };
 
 template <class Perf, class Get, class Workspace>
-Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Get get,
-            Workspace workspace_of) {
+Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Get get, Workspace workspace_of) {
   if (max_count < 1) max_count = 1;
   std::vector<Perf> perf(static_cast<size_t>(max_count));
   int returned = 0;
@@ -69,8 +68,7 @@ Choice pick(cudnnConvolutionDescriptor_t conv, bool exact_f32, int max_count, Ge
     const Perf& p = perf[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
     // f32 must be exact: no TF32 / tensor-core conversions.
-    if (exact_f32 &&
-        (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    if (exact_f32 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     cudnnMathType_t math = exact_f32 ? CUDNN_FMA_MATH : p.mathType;
     if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
@@ -94,7 +92,7 @@ std::string join(const std::vector<int64_t>& v) {
 std::vector<int> filter_perm(bool spatial_first, bool last, int nsp) {
   std::vector<int> p;
   if (spatial_first) {
-    p.push_back(nsp + 1);         // O
+    p.push_back(nsp + 1);  // O
     if (!last) p.push_back(nsp);  // I
     for (int i = 0; i < nsp; ++i) p.push_back(i);
     if (last) p.push_back(nsp);
@@ -113,22 +111,18 @@ namespace {
 
 // cudnn_conv, or with `cold` set only its question (cudnn_conv_cold: operands' pointers null,
 // nothing launched, false returned).
-bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
-               const std::vector<DevOut>& out, cudaStream_t stream, int device, bool* cold) {
+bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+               cudaStream_t stream, int device, bool* cold) {
   Dir dir;
   int nsp = 2;
   const ConvDesc* d = nullptr;
   switch (n.kind) {
-    case OpKind::Conv2d:
-    case OpKind::Conv3d:
-    case OpKind::ConvTranspose2d:
+    case OpKind::Conv2d: case OpKind::Conv3d: case OpKind::ConvTranspose2d:
       d = std::get_if<ConvDesc>(&n.attr);
       dir = n.kind == OpKind::ConvTranspose2d ? Dir::data : Dir::forward;
       nsp = n.kind == OpKind::Conv3d ? 3 : 2;
       break;
-    case OpKind::Conv2dDataGrad:
-    case OpKind::Conv3dDataGrad:
-    case OpKind::Conv2dWeightGrad:
+    case OpKind::Conv2dDataGrad: case OpKind::Conv3dDataGrad: case OpKind::Conv2dWeightGrad:
     case OpKind::Conv3dWeightGrad: {
       const auto* gd = std::get_if<ConvGradDesc>(&n.attr);
       d = gd ? &gd->conv : nullptr;
@@ -151,10 +145,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   const DType dt = tx.dtype;
   cudnnDataType_t cdt;
   if (tw.dtype != dt || ty.dtype != dt) return false;
-  if (dt == DType::f64)
-    cdt = CUDNN_DATA_DOUBLE;
-  else if (!cudnn_dtype(dt, cdt))
-    return false;
+  if (dt == DType::f64) cdt = CUDNN_DATA_DOUBLE;
+  else if (!cudnn_dtype(dt, cdt)) return false;
   // f32 is exact (FMA math only) unless compiled with Precision::tf32, which lets cuDNN pick
   // tensor-op (TF32) algorithms. f16 / bf16 data (autocast) always computes in FLOAT (the
   // convolution descriptor below): products on tensor cores, fp32 accumulation.
@@ -162,18 +154,12 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
 
   // Layouts, as ops/infer_conv.cpp accepts them.
   bool last, sfirst;
-  if (d->data_layout == Layout::nhwc || (nsp == 3 && d->data_layout == Layout::ndhwc))
-    last = true;
-  else if (d->data_layout == Layout::nchw || (nsp == 3 && d->data_layout == Layout::ncdhw))
-    last = false;
-  else
-    return false;
-  if (d->weights_layout == Layout::hwio || (nsp == 3 && d->weights_layout == Layout::dhwio))
-    sfirst = true;
-  else if (d->weights_layout == Layout::oihw || (nsp == 3 && d->weights_layout == Layout::oidhw))
-    sfirst = false;
-  else
-    return false;
+  if (d->data_layout == Layout::nhwc || (nsp == 3 && d->data_layout == Layout::ndhwc)) last = true;
+  else if (d->data_layout == Layout::nchw || (nsp == 3 && d->data_layout == Layout::ncdhw)) last = false;
+  else return false;
+  if (d->weights_layout == Layout::hwio || (nsp == 3 && d->weights_layout == Layout::dhwio)) sfirst = true;
+  else if (d->weights_layout == Layout::oihw || (nsp == 3 && d->weights_layout == Layout::oidhw)) sfirst = false;
+  else return false;
   const int64_t rank = nsp + 2;
   if (tx.shape.rank() != rank || tw.shape.rank() != rank || ty.shape.rank() != rank) return false;
   if (!cudnn_dims_ok(tx.shape) || !cudnn_dims_ok(tw.shape) || !cudnn_dims_ok(ty.shape)) return false;
@@ -223,14 +209,13 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   if (!set_activation(ydesc.d, cdt, ty.shape, last)) return false;
   std::vector<int> fdims{static_cast<int>(wo), static_cast<int>(wi + cpad)};
   for (int64_t v : k) fdims.push_back(static_cast<int>(v));
-  if (cudnnSetFilterNdDescriptor(wdesc.d, cdt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                 static_cast<int>(rank), fdims.data()) != CUDNN_STATUS_SUCCESS)
+  if (cudnnSetFilterNdDescriptor(wdesc.d, cdt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(rank),
+                                 fdims.data()) != CUDNN_STATUS_SUCCESS)
     return false;
   std::vector<int> stride_i = to_int(stride), dil_i = to_int(dil);
   const cudnnDataType_t compute = dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  const cudnnMathType_t math0 = dt == DType::f64 ? CUDNN_DEFAULT_MATH
-                                : exact_f32      ? CUDNN_FMA_MATH
-                                                 : CUDNN_TENSOR_OP_MATH;
+  const cudnnMathType_t math0 =
+      dt == DType::f64 ? CUDNN_DEFAULT_MATH : exact_f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   // Sets cdesc with padding `pad` and x's descriptor for shape xs; true when cuDNN's output
   // extents are the real ones.
   auto describe = [&](const std::vector<int64_t>& pad, const Shape& xs) {
@@ -242,8 +227,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     if (cudnnSetConvolutionGroupCount(cdesc.d, static_cast<int>(G)) != CUDNN_STATUS_SUCCESS) return false;
     if (cudnnSetConvolutionMathType(cdesc.d, math0) != CUDNN_STATUS_SUCCESS) return false;
     std::vector<int> odims(static_cast<size_t>(rank));
-    if (cudnnGetConvolutionNdForwardOutputDim(cdesc.d, xdesc.d, wdesc.d, static_cast<int>(rank),
-                                              odims.data()) != CUDNN_STATUS_SUCCESS)
+    if (cudnnGetConvolutionNdForwardOutputDim(cdesc.d, xdesc.d, wdesc.d, static_cast<int>(rank), odims.data()) !=
+        CUDNN_STATUS_SUCCESS)
       return false;
     for (size_t i = 0; i < odims.size(); ++i)
       if (odims[i] != yd[i]) return false;
@@ -262,8 +247,7 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   }
   bool padded = false;
   if (!describe(before, Shape(xc))) {
-    if (!cudnn_dims_ok(Shape(xpd)) ||
-        !describe(std::vector<int64_t>(static_cast<size_t>(nsp), 0), Shape(xpd)))
+    if (!cudnn_dims_ok(Shape(xpd)) || !describe(std::vector<int64_t>(static_cast<size_t>(nsp), 0), Shape(xpd)))
       return false;
     padded = true;
   }
@@ -282,13 +266,11 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // at a new batch size in ~50 ms instead of ~180.
   std::ostringstream fam;
   fam << int(dir) << '|' << int(dt) << '|' << exact_f32 << '|' << last << '|'
-      << join(std::vector<int64_t>(xd.begin() + 1, xd.end())) << '|'
-      << join(std::vector<int64_t>(yd.begin() + 1, yd.end())) << '|' << wo << ',' << wi << ',' << join(k)
-      << '|' << join(before) << '|' << join(stride) << '|' << join(dil) << '|' << G << '|'
-      << (padded ? join(after) : std::string("-")) << '|' << cpad;
+      << join(std::vector<int64_t>(xd.begin() + 1, xd.end())) << '|' << join(std::vector<int64_t>(yd.begin() + 1, yd.end()))
+      << '|' << wo << ',' << wi << ',' << join(k) << '|' << join(before) << '|' << join(stride) << '|' << join(dil)
+      << '|' << G << '|' << (padded ? join(after) : std::string("-")) << '|' << cpad;
   const std::string problem = fam.str() + "|n" + std::to_string(xd[0]);
-  const std::string key = std::to_string(device) + '|' + problem,
-                    family = std::to_string(device) + '|' + fam.str();
+  const std::string key = std::to_string(device) + '|' + problem, family = std::to_string(device) + '|' + fam.str();
   const std::string saved = library_signature(device) + "|conv|" + problem;
   // A convolution is cold when its call would ask cuDNN's heuristics, or run an algorithm no call
   // of its family has run in this process (its kernels not loaded yet): a first run makes it
@@ -300,15 +282,28 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   // several at once).
   auto provisional_fits = [&] {
     size_t operands = 0, free_b = 0, total_b = 0;
-    for (const DevArg& a : in)
-      operands += static_cast<size_t>(a.type.shape.num_elements()) * dtype_size(a.type.dtype);
-    for (const DevOut& o : out)
-      operands += static_cast<size_t>(o.type.shape.num_elements()) * dtype_size(o.type.dtype);
+    for (const DevArg& a : in) operands += static_cast<size_t>(a.type.shape.num_elements()) * dtype_size(a.type.dtype);
+    for (const DevOut& o : out) operands += static_cast<size_t>(o.type.shape.num_elements()) * dtype_size(o.type.dtype);
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
     return operands <= free_b / 16;
+  };
+  // A first run took another batch size's algorithm this once: the question itself is asked
+  // after the run, on a warm-up thread, by the same call on scratch operands (ProvisionalChoices).
+  auto put_off_question = [&](ProvisionalChoices& later) {
+    if (profiling_first_runs())
+      cpu_profile_add("cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)", 0.0);
+    auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
+    graph->allow_tf32 = g.allow_tf32;
+    std::vector<TensorType> ti, to;
+    for (const DevArg& a : in) ti.push_back(a.type);
+    for (const DevOut& o : out) to.push_back(o.type);
+    later.put_off(key, [graph, node = n, ti, to, device, key](cudaStream_t s) {
+      graph_conv_drop_provisional(key);  // (a graph-API plan taken provisionally)
+      call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
+    });
   };
   if (cold && graph_api && !graph_conv_declined(gkeys)) {
     *cold = graph_conv_cold(gkeys, device, ProvisionalChoices::current() && provisional_fits());
@@ -353,11 +348,9 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   if (last) std::rotate(fdp.begin() + 1, fdp.begin() + 2, fdp.end());  // [O, k..., I]
   fd = fdp;
   fd.back() -= cpad;
-  if (cpad > 0)
-    wpad = op_workspace(
-        static_cast<size_t>(wo * (wi + cpad)) * esize *
-            static_cast<size_t>(std::accumulate(k.begin(), k.end(), int64_t{1}, std::multiplies<>())),
-        stream, device);
+  if (cpad > 0) wpad = op_workspace(static_cast<size_t>(wo * (wi + cpad)) * esize * static_cast<size_t>(
+                                        std::accumulate(k.begin(), k.end(), int64_t{1}, std::multiplies<>())),
+                                    stream, device);
   // x padded explicitly: filled from the input (forward, filter), or written by cuDNN and its
   // interior copied to the output (data).
   DeviceBuffer xp;
@@ -370,8 +363,8 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     if (dir != Dir::data) {
       std::vector<long long> id(xdims.begin(), xdims.end()), od(pd.begin(), pd.end()), bf(xdims.size(), 0);
       if (padded) bf.assign(xbefore.begin(), xbefore.end());
-      TG_CUDA(launch_pad(xin, xp.get(), static_cast<int>(rank), id.data(), od.data(), bf.data(),
-                         PadKind::constant, 0, static_cast<int>(esize), stream));
+      TG_CUDA(launch_pad(xin, xp.get(), static_cast<int>(rank), id.data(), od.data(), bf.data(), PadKind::constant, 0,
+                         static_cast<int>(esize), stream));
       xin = xp.get();
     } else {
       xout = xp.get();
@@ -379,20 +372,69 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
   }
   std::vector<long long> wd_ll(wdims.begin(), wdims.end());
   if (!perm.empty() && dir != Dir::filter)
-    TG_CUDA(launch_permute(in[1].ptr, wtmp.get(), static_cast<int>(rank), wd_ll.data(), perm.data(),
-                           static_cast<int>(esize), stream));
+    TG_CUDA(launch_permute(in[1].ptr, wtmp.get(), static_cast<int>(rank),
+                           wd_ll.data(), perm.data(), static_cast<int>(esize), stream));
   if (cpad > 0 && dir != Dir::filter) {
     const std::vector<long long> zeros(fd.size(), 0);
     TG_CUDA(launch_pad(wtmp.get(), wpad.get(), static_cast<int>(rank), fd.data(), fdp.data(), zeros.data(),
                        PadKind::constant, 0, static_cast<int>(esize), stream));
   }
-  const void* wptr = cpad > 0       ? static_cast<const void*>(wpad.get())
+  const void* wptr = cpad > 0        ? static_cast<const void*>(wpad.get())
                      : perm.empty() ? (dir == Dir::filter ? nullptr : in[1].ptr)
                                     : static_cast<const void*>(wtmp.get());
   void* wout = dir != Dir::filter ? nullptr : cpad > 0 ? wpad.get() : perm.empty() ? out[0].ptr : wtmp.get();
-  // Half precision and TF32: cuDNN's graph API, a plan kept per problem
-  // (cudnn_conv_graph.h); what it declines goes on through the legacy calls below.
-  bool ran_graph = false;
+  // What follows either path's call: dx out of the padded x's gradient, dw back to the weights'
+  // layout.
+  auto finish = [&] {
+    if (dir == Dir::data && padded) {
+      // dx is the interior of the padded x's gradient.
+      StridedCopy cp;
+      cp.rank = static_cast<int>(rank);
+      long long st = 1;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        const size_t u = static_cast<size_t>(i);
+        cp.dims[i] = xdims[u];
+        cp.in_strides[i] = st;
+        cp.in_offset += xbefore[u] * st;
+        st *= xpd[u];
+      }
+      st = 1;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        cp.out_strides[i] = st;
+        st *= xdims[static_cast<size_t>(i)];
+      }
+      TG_CUDA(launch_strided_copy(xp.get(), out[0].ptr, cp, static_cast<int>(esize), stream));
+    }
+    if (dir == Dir::filter && cpad > 0) {
+      // wpad holds dw in filter layout with padded channels: its first wi channels, permuted
+      // back to the weights' layout, in one strided copy.
+      std::vector<long long> fst(fdp.size());
+      long long st = 1;
+      for (size_t i = fdp.size(); i-- > 0;) fst[i] = st, st *= fdp[i];
+      StridedCopy cp;
+      cp.rank = static_cast<int>(rank);
+      st = 1;
+      for (int64_t j = rank - 1; j >= 0; --j) {
+        const size_t u = static_cast<size_t>(j);
+        const size_t i = static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int>(j)) - perm.begin());
+        cp.dims[j] = wd_ll[u];
+        cp.in_strides[j] = fst[i];
+        cp.out_strides[j] = st;
+        st *= wd_ll[u];
+      }
+      TG_CUDA(launch_strided_copy(wpad.get(), out[0].ptr, cp, static_cast<int>(esize), stream));
+    } else if (dir == Dir::filter && !perm.empty()) {
+      // wtmp holds dw in filter layout, dims wdims permuted by perm; permute back.
+      std::vector<int> inv(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+      TG_CUDA(launch_permute(wtmp.get(), out[0].ptr, static_cast<int>(rank), fd.data(), inv.data(),
+                             static_cast<int>(esize), stream));
+    }
+    return true;
+  };
+
+  // Half precision and TF32: cuDNN's graph API, a plan kept per problem (cudnn_conv_graph.h);
+  // what it declines goes on through the legacy calls below.
   if (graph_api) {
     GraphConv gc;
     gc.dir = dir == Dir::forward ? 0 : dir == Dir::data ? 1 : 2;
@@ -410,280 +452,196 @@ bool conv_call(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
     void* gy = dir == Dir::forward ? out[0].ptr : const_cast<void*>(in[0].ptr);
     ProvisionalChoices* later = ProvisionalChoices::current();
     bool provisional = false;
-    ran_graph =
-        graph_conv_run(gc, gkeys, h, stream, device, gx, gw, gy, later && provisional_fits(), &provisional);
-    if (ran_graph && provisional && later) {
-      if (profiling_first_runs())
-        cpu_profile_add(
-            "cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)",
-            0.0);
-      auto graph = std::make_shared<GraphImpl>();
-      graph->allow_tf32 = g.allow_tf32;
-      std::vector<TensorType> ti, to;
-      for (const DevArg& a : in) ti.push_back(a.type);
-      for (const DevOut& o : out) to.push_back(o.type);
-      later->put_off(key, [graph, node = n, ti, to, device, key](cudaStream_t s) {
-        graph_conv_drop_provisional(key);
-        call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
-      });
+    if (graph_conv_run(gc, gkeys, h, stream, device, gx, gw, gy, later && provisional_fits(), &provisional)) {
+      if (provisional && later) put_off_question(*later);
+      return finish();
     }
   }
-  if (!ran_graph) {
-    // The workspace `algo` needs for this problem (a reused or queried choice).
-    auto workspace_of = [&](int algo, size_t* ws) {
-      switch (dir) {
-        case Dir::forward:
-          return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d,
-                                                         static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws);
-        case Dir::data:
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(
-              h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws);
-        case Dir::filter:
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws);
-      }
-      return CUDNN_STATUS_NOT_SUPPORTED;
-    };
-    auto workspace_typed = [&](auto algo, size_t* ws) { return workspace_of(static_cast<int>(algo), ws); };
-    Choice choice, known;
-    bool cached = false;
-    {
-      std::lock_guard<std::mutex> cl(cache_mutex());
-      known = known_choice(key, saved, family, xd[0], cached);
-      if (cached) choice = known;
-    }
-    if (!cached) {  // another batch size's choice, its workspace asked for this one
-      size_t ws = 0;
-      if (known.ok && cudnnSetConvolutionMathType(cdesc.d, known.math) == CUDNN_STATUS_SUCCESS) {
-        if (workspace_of(known.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
-          choice = Choice{true, known.algo, known.math, ws};
-          cached = true;
-          std::lock_guard<std::mutex> cl(cache_mutex());
-          cache()[key] = choice;
-        }
-      }
-    }
-    // A first run's provisional choice: another batch size's algorithm whose kernels are loaded,
-    // this once; the call is made again after the run on a warm-up thread, on scratch operands of
-    // its sizes, where it asks the heuristics and files their choice (loading its kernels for the
-    // capture that follows: ProvisionalChoices, library_warmup.h). Not for operands larger than a
-    // sixteenth of the free memory (several such calls run at once): those ask now.
-    bool provisional = false;
-    ProvisionalChoices* later = ProvisionalChoices::current();
-    if (!cached && later) {
-      // Never into a graph being captured (a caller capturing the run's stream): that graph
-      // would keep the provisional choice.
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
-        cudaGetLastError();
-        capturing = cudaStreamCaptureStatusActive;
-      }
-      Choice any;
-      if (capturing == cudaStreamCaptureStatusNone) {
-        std::lock_guard<std::mutex> cl(cache_mutex());
-        if (!choices().no_reuse.count(key)) any = provisional_choice(family, xd[0]);
-      }
-      size_t ws = 0, free_b = 0, total_b = 0, operands = 0;
-      std::vector<TensorType> ti, to;
-      for (const DevArg& a : in) ti.push_back(a.type);
-      for (const DevOut& o : out) to.push_back(o.type);
-      for (const auto* ts : {&ti, &to})
-        for (const TensorType& t : *ts)
-          operands += static_cast<size_t>(t.shape.num_elements()) * dtype_size(t.dtype);
-      if (any.ok && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-        cudaGetLastError();
-        any = Choice{};
-      }
-      if (any.ok && operands <= free_b / 16 &&
-          cudnnSetConvolutionMathType(cdesc.d, any.math) == CUDNN_STATUS_SUCCESS &&
-          workspace_of(any.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
-        choice = Choice{true, any.algo, any.math, ws};
-        cached = provisional = true;
-        if (profiling_first_runs())
-          cpu_profile_add(
-              "cuda first run: convolution: another batch size's algorithm (heuristics asked after the run)",
-              0.0);
-        auto graph = std::make_shared<GraphImpl>();  // what conv_call reads of the graph: its tf32 flag
-        graph->allow_tf32 = g.allow_tf32;
-        later->put_off(key, [graph, node = n, ti, to, device](cudaStream_t s) {
-          call_on_scratch(cudnn_conv, *graph, node, ti, to, s, device);
-        });
-      }
-    }
-    bool asked = false;  // the heuristics (or Find) chose it in this call
-    if (!cached) {
-      asked = true;
-      std::optional<CpuProfileScope> timed;
-      if (profiling_first_runs()) timed.emplace("cuda first run: convolution: cuDNN heuristics asked");
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-      TG_CUDA(cudaStreamIsCapturing(stream, &capture));
-      const bool want_find = env_flag("TGRAPH_CUDNN_FIND"),
-                 find = want_find && capture == cudaStreamCaptureStatusNone;
-      DeviceBuffer find_ws;
-      size_t find_bytes = 0;
-      if (find) {
-        size_t free_b = 0, total_b = 0;
-        TG_CUDA(cudaMemGetInfo(&free_b, &total_b));
-        find_bytes = std::min(kMaxWorkspace, free_b / 4);
-        find_ws = DeviceContext::get(device).allocate(find_bytes, stream);
-      }
-      int count = 0;
-      switch (dir) {
-        case Dir::forward:
-          TG_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-          choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
-              cdesc.d, exact_f32, count,
-              [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
-                return find ? cudnnFindConvolutionForwardAlgorithmEx(h, xdesc.d, xin, wdesc.d, wptr, cdesc.d,
-                                                                     ydesc.d, out[0].ptr, c, r, p,
-                                                                     find_ws.get(), find_bytes)
-                            : cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c,
-                                                                     r, p);
-              },
-              workspace_typed);
-          break;
-        case Dir::data:
-          TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-          choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-              cdesc.d, exact_f32, count,
-              [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
-                return find ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wdesc.d, wptr, ydesc.d,
-                                                                          in[0].ptr, cdesc.d, xdesc.d, xout,
-                                                                          c, r, p, find_ws.get(), find_bytes)
-                            : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d,
-                                                                          xdesc.d, c, r, p);
-              },
-              workspace_typed);
-          break;
-        case Dir::filter:
-          TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-          choice = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-              cdesc.d, exact_f32, count,
-              [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
-                return find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                  h, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d, wdesc.d, wout, c, r, p,
-                                  find_ws.get(), find_bytes)
-                            : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d,
-                                                                            wdesc.d, c, r, p);
-              },
-              workspace_typed);
-          break;
-      }
-      if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
-        {
-          std::lock_guard<std::mutex> cl(cache_mutex());
-          cache()[key] = choice;
-          if (choice.ok) families()[family][xd[0]] = choice;
-        }
-        if (choice.ok) library_choice_to_disk(disk_key(saved), choice_text(choice));
-      }
-    }
-    if (!choice.ok) return false;
-    if (current_device_code() && !provisional) record_library_plan(saved, choice_text(choice));
-    TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
 
-    DeviceBuffer ws;
-    if (choice.workspace > 0) ws = op_workspace(choice.workspace, stream, device);
-    // Scaling factors are doubles for double data, floats otherwise.
-    const float onef = 1.0f, zerof = 0.0f;
-    const double oned = 1.0, zerod = 0.0;
-    const void* one = dt == DType::f64 ? static_cast<const void*>(&oned) : &onef;
-    const void* zero = dt == DType::f64 ? static_cast<const void*>(&zerod) : &zerof;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  // The workspace `algo` needs for this problem (a reused or queried choice).
+  auto workspace_of = [&](int algo, size_t* ws) {
     switch (dir) {
       case Dir::forward:
-        s = cudnnConvolutionForward(h, one, xdesc.d, xin, wdesc.d, wptr, cdesc.d,
-                                    static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws.get(),
-                                    choice.workspace, zero, ydesc.d, out[0].ptr);
+        return cudnnGetConvolutionForwardWorkspaceSize(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws);
+      case Dir::data:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws);
+      case Dir::filter:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d,
+                                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws);
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  };
+  auto workspace_typed = [&](auto algo, size_t* ws) { return workspace_of(static_cast<int>(algo), ws); };
+  Choice choice, known;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    known = known_choice(key, saved, family, xd[0], cached);
+    if (cached) choice = known;
+  }
+  if (!cached) {  // another batch size's choice, its workspace asked for this one
+    size_t ws = 0;
+    if (known.ok && cudnnSetConvolutionMathType(cdesc.d, known.math) == CUDNN_STATUS_SUCCESS) {
+      if (workspace_of(known.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
+        choice = Choice{true, known.algo, known.math, ws};
+        cached = true;
+        std::lock_guard<std::mutex> cl(cache_mutex());
+        cache()[key] = choice;
+      }
+    }
+  }
+  // A first run's provisional choice: another batch size's algorithm whose kernels are loaded,
+  // this once; the call is made again after the run on a warm-up thread, on scratch operands of
+  // its sizes, where it asks the heuristics and files their choice (loading its kernels for the
+  // capture that follows: ProvisionalChoices, library_warmup.h). Not for operands larger than a
+  // sixteenth of the free memory (several such calls run at once): those ask now.
+  bool provisional = false;
+  ProvisionalChoices* later = ProvisionalChoices::current();
+  if (!cached && later) {
+    // Never into a graph being captured (a caller capturing the run's stream): that graph
+    // would keep the provisional choice.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+      cudaGetLastError();
+      capturing = cudaStreamCaptureStatusActive;
+    }
+    Choice any;
+    if (capturing == cudaStreamCaptureStatusNone) {
+      std::lock_guard<std::mutex> cl(cache_mutex());
+      if (!choices().no_reuse.count(key)) any = provisional_choice(family, xd[0]);
+    }
+    size_t ws = 0;
+    if (any.ok && provisional_fits() && cudnnSetConvolutionMathType(cdesc.d, any.math) == CUDNN_STATUS_SUCCESS &&
+        workspace_of(any.algo, &ws) == CUDNN_STATUS_SUCCESS && ws <= kMaxWorkspace) {
+      choice = Choice{true, any.algo, any.math, ws};
+      cached = provisional = true;
+      put_off_question(*later);
+    }
+  }
+  bool asked = false;  // the heuristics (or Find) chose it in this call
+  if (!cached) {
+    asked = true;
+    std::optional<CpuProfileScope> timed;
+    if (profiling_first_runs()) timed.emplace("cuda first run: convolution: cuDNN heuristics asked");
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TG_CUDA(cudaStreamIsCapturing(stream, &capture));
+    const bool want_find = env_flag("TGRAPH_CUDNN_FIND"), find = want_find && capture == cudaStreamCaptureStatusNone;
+    DeviceBuffer find_ws;
+    size_t find_bytes = 0;
+    if (find) {
+      size_t free_b = 0, total_b = 0;
+      TG_CUDA(cudaMemGetInfo(&free_b, &total_b));
+      find_bytes = std::min(kMaxWorkspace, free_b / 4);
+      find_ws = DeviceContext::get(device).allocate(find_bytes, stream);
+    }
+    int count = 0;
+    switch (dir) {
+      case Dir::forward:
+        TG_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionFwdAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionForwardAlgorithmEx(h, xdesc.d, xin, wdesc.d, wptr, cdesc.d, ydesc.d,
+                                                                   out[0].ptr, c, r, p, find_ws.get(), find_bytes)
+                          : cudnnGetConvolutionForwardAlgorithm_v7(h, xdesc.d, wdesc.d, cdesc.d, ydesc.d, c, r, p);
+            },
+            workspace_typed);
         break;
       case Dir::data:
-        s = cudnnConvolutionBackwardData(h, one, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
-                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws.get(),
-                                         choice.workspace, zero, xdesc.d, xout);
+        TG_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
+                                                                        xdesc.d, xout, c, r, p, find_ws.get(),
+                                                                        find_bytes)
+                          : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wdesc.d, ydesc.d, cdesc.d, xdesc.d, c, r, p);
+            },
+            workspace_typed);
         break;
       case Dir::filter:
-        s = cudnnConvolutionBackwardFilter(h, one, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
-                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
-                                           ws.get(), choice.workspace, zero, wdesc.d, wout);
+        TG_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+        choice = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            cdesc.d, exact_f32, count,
+            [&](int c, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* p) {
+              return find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
+                                                                          wdesc.d, wout, c, r, p, find_ws.get(),
+                                                                          find_bytes)
+                          : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xdesc.d, ydesc.d, cdesc.d, wdesc.d, c, r, p);
+            },
+            workspace_typed);
         break;
     }
-    if (cudnn_declines(s)) {
-      // Nothing was written to the output: let the caller fall back. A choice the heuristics made
-      // is remembered as declined; a reused one (disk, another batch size) is forgotten and the
-      // heuristics asked next time; a provisional one is answered after the run anyway.
-      std::lock_guard<std::mutex> cl(cache_mutex());
-      if (asked) {
-        cache()[key] = Choice{};
-      } else {  // reused or provisional: not this problem's, nor (for its size) its family's
-        if (!provisional) cache().erase(key);
-        choices().no_reuse.insert(key);
-        auto f = families().find(family);
-        if (f != families().end()) {
-          auto b = f->second.find(xd[0]);
-          if (b != f->second.end() && b->second.algo == choice.algo && b->second.math == choice.math)
-            f->second.erase(b);
-        }
+    if (find || !want_find || !choice.ok) {  // under Find, a pick made while capturing is not kept
+      {
+        std::lock_guard<std::mutex> cl(cache_mutex());
+        cache()[key] = choice;
+        if (choice.ok) families()[family][xd[0]] = choice;
       }
-      return false;
+      if (choice.ok) library_choice_to_disk(disk_key(saved), choice_text(choice));
     }
-    cudnn_check(s, "cudnnConvolution (forward / backward)");
-    {
-      std::lock_guard<std::mutex> cl(cache_mutex());
-      ran().insert(ran_key(family, choice));
-    }
-  }  // the legacy calls
-  if (dir == Dir::data && padded) {
-    // dx is the interior of the padded x's gradient.
-    StridedCopy cp;
-    cp.rank = static_cast<int>(rank);
-    long long st = 1;
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      const size_t u = static_cast<size_t>(i);
-      cp.dims[i] = xdims[u];
-      cp.in_strides[i] = st;
-      cp.in_offset += xbefore[u] * st;
-      st *= xpd[u];
-    }
-    st = 1;
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      cp.out_strides[i] = st;
-      st *= xdims[static_cast<size_t>(i)];
-    }
-    TG_CUDA(launch_strided_copy(xp.get(), out[0].ptr, cp, static_cast<int>(esize), stream));
   }
-  if (dir == Dir::filter && cpad > 0) {
-    // wpad holds dw in filter layout with padded channels: its first wi channels, permuted
-    // back to the weights' layout, in one strided copy.
-    std::vector<long long> fst(fdp.size());
-    long long st = 1;
-    for (size_t i = fdp.size(); i-- > 0;) fst[i] = st, st *= fdp[i];
-    StridedCopy cp;
-    cp.rank = static_cast<int>(rank);
-    st = 1;
-    for (int64_t j = rank - 1; j >= 0; --j) {
-      const size_t u = static_cast<size_t>(j);
-      const size_t i =
-          static_cast<size_t>(std::find(perm.begin(), perm.end(), static_cast<int>(j)) - perm.begin());
-      cp.dims[j] = wd_ll[u];
-      cp.in_strides[j] = fst[i];
-      cp.out_strides[j] = st;
-      st *= wd_ll[u];
-    }
-    TG_CUDA(launch_strided_copy(wpad.get(), out[0].ptr, cp, static_cast<int>(esize), stream));
-  } else if (dir == Dir::filter && !perm.empty()) {
-    // wtmp holds dw in filter layout, dims wdims permuted by perm; permute back.
-    std::vector<int> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
-    TG_CUDA(launch_permute(wtmp.get(), out[0].ptr, static_cast<int>(rank), fd.data(), inv.data(),
-                           static_cast<int>(esize), stream));
+  if (!choice.ok) return false;
+  if (current_device_code() && !provisional) record_library_plan(saved, choice_text(choice));
+  TG_CUDNN(cudnnSetConvolutionMathType(cdesc.d, choice.math));
+
+  DeviceBuffer ws;
+  if (choice.workspace > 0) ws = op_workspace(choice.workspace, stream, device);
+  // Scaling factors are doubles for double data, floats otherwise.
+  const float onef = 1.0f, zerof = 0.0f;
+  const double oned = 1.0, zerod = 0.0;
+  const void* one = dt == DType::f64 ? static_cast<const void*>(&oned) : &onef;
+  const void* zero = dt == DType::f64 ? static_cast<const void*>(&zerod) : &zerof;
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  switch (dir) {
+    case Dir::forward:
+      s = cudnnConvolutionForward(h, one, xdesc.d, xin, wdesc.d, wptr, cdesc.d,
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws.get(), choice.workspace,
+                                  zero, ydesc.d, out[0].ptr);
+      break;
+    case Dir::data:
+      s = cudnnConvolutionBackwardData(h, one, wdesc.d, wptr, ydesc.d, in[0].ptr, cdesc.d,
+                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws.get(),
+                                       choice.workspace, zero, xdesc.d, xout);
+      break;
+    case Dir::filter:
+      s = cudnnConvolutionBackwardFilter(h, one, xdesc.d, xin, ydesc.d, in[0].ptr, cdesc.d,
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo), ws.get(),
+                                         choice.workspace, zero, wdesc.d, wout);
+      break;
   }
-  return true;
+  if (cudnn_declines(s)) {
+    // Nothing was written to the output: let the caller fall back. A choice the heuristics made
+    // is remembered as declined; a reused one (disk, another batch size) is forgotten and the
+    // heuristics asked next time; a provisional one is answered after the run anyway.
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    if (asked) {
+      cache()[key] = Choice{};
+    } else {  // reused or provisional: not this problem's, nor (for its size) its family's
+      if (!provisional) cache().erase(key);
+      choices().no_reuse.insert(key);
+      auto f = families().find(family);
+      if (f != families().end()) {
+        auto b = f->second.find(xd[0]);
+        if (b != f->second.end() && b->second.algo == choice.algo && b->second.math == choice.math) f->second.erase(b);
+      }
+    }
+    return false;
+  }
+  cudnn_check(s, "cudnnConvolution (forward / backward)");
+  {
+    std::lock_guard<std::mutex> cl(cache_mutex());
+    ran().insert(ran_key(family, choice));
+  }
+  return finish();
 }
 
 }  // namespace
 
-bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in,
-                const std::vector<DevOut>& out, cudaStream_t stream, int device) {
+bool cudnn_conv(const GraphImpl& g, const Node& n, const std::vector<DevArg>& in, const std::vector<DevOut>& out,
+                cudaStream_t stream, int device) {
   return conv_call(g, n, in, out, stream, device, nullptr);
 }
 

@@ -39,7 +39,6 @@ struct Engine {
   bool ok = false;
   int64_t id = -1;
   std::vector<std::pair<int64_t, int64_t>> knobs;  // (KnobType_t, value), sorted
-  bool operator==(const Engine& o) const { return ok == o.ok && id == o.id && knobs == o.knobs; }
 };
 
 std::string engine_text(const Engine& e) {
